@@ -1,0 +1,211 @@
+package sandbox
+
+import (
+	"bytes"
+	"io"
+	"sync"
+	"time"
+)
+
+// Command describes a command to run in a sandbox. Set exactly one of Args
+// (an argv, run without a shell) or Shell (a line run by the sandbox's
+// shell, "sh -c" or the provider's equivalent). The zero values of the other
+// fields are the defaults.
+type Command struct {
+	// Args is the program and its arguments. No shell interprets them.
+	Args []string
+	// Shell is a shell command line. Never build it from untrusted text.
+	Shell string
+	// Dir is the working directory; default the sandbox's home. Relative
+	// paths are resolved against the home.
+	Dir string
+	// Env adds environment variables for this command.
+	Env map[string]string
+	// SecretEnv adds environment variables whose values are secret: they
+	// are redacted (replaced by "[REDACTED]") from the captured and streamed
+	// output and never appear in errors.
+	SecretEnv map[string]string
+	// Stdin, when non-nil, is the command's standard input. When nil, the
+	// command's stdin is closed: a program that reads it sees EOF at once.
+	Stdin io.Reader
+	// Stdout and Stderr, when non-nil, receive output while the command runs
+	// (after redaction, before capping). Captured output is in Result as well.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout bounds the command's lifetime; when it expires the command's
+	// process tree is ended and Result.TimedOut is set. Zero means the
+	// Client's default (DefaultCommandTimeout unless changed), further
+	// bounded by ctx's deadline. It is always sent to the provider, so no
+	// hidden provider default applies. Negative is an error.
+	Timeout time.Duration
+	// MaxOutput caps the bytes captured per stream in Result; zero means the
+	// Client's default (DefaultMaxOutput). Output past the cap is dropped
+	// from Result (the stream's Truncated flag is set) but still reaches
+	// Stdout and Stderr. Negative is an error.
+	MaxOutput int
+}
+
+// DefaultCommandTimeout is the command timeout used when neither the
+// Command nor the Client sets one.
+const DefaultCommandTimeout = 10 * time.Minute
+
+// DefaultMaxOutput is the per-stream capture cap used when neither the
+// Command nor the Client sets one.
+const DefaultMaxOutput = 10 << 20
+
+// TimeoutLayer says which layer's deadline ended a command.
+type TimeoutLayer string
+
+// The layers that can end a command.
+const (
+	// TimeoutNone: the command was not ended by a timeout.
+	TimeoutNone TimeoutLayer = ""
+	// TimeoutCommand: Command.Timeout (or the Client default) expired.
+	TimeoutCommand TimeoutLayer = "command"
+	// TimeoutContext: the caller's context deadline expired first.
+	TimeoutContext TimeoutLayer = "context"
+	// TimeoutProvider: the provider ended the command for its own limit.
+	TimeoutProvider TimeoutLayer = "provider"
+)
+
+// Result is the outcome of a command that ran.
+type Result struct {
+	// ExitCode is the exit code; -1 when a signal or timeout ended it.
+	ExitCode int
+	// Stdout and Stderr hold the captured output, up to MaxOutput bytes
+	// each, with secret values redacted.
+	Stdout, Stderr []byte
+	// StdoutTruncated and StderrTruncated report output dropped by the cap.
+	StdoutTruncated, StderrTruncated bool
+	// TimedOut reports that a timeout ended the command; TimeoutBy says
+	// whose, and Timeout how long it was. Output produced before the
+	// timeout is kept.
+	TimedOut  bool
+	TimeoutBy TimeoutLayer
+	Timeout   time.Duration
+	// Duration is the wall time of the call.
+	Duration time.Duration
+}
+
+// Success reports whether the command exited with code 0.
+func (r *Result) Success() bool { return r.ExitCode == 0 && !r.TimedOut }
+
+// capBuffer captures up to max bytes and records whether more arrived. It is
+// safe for concurrent use, since a driver may write from its own goroutine.
+type capBuffer struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - c.buf.Len()
+	if room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	c.buf.Write(p)
+	return len(p), nil
+}
+
+func (c *capBuffer) empty() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.Len() == 0 && !c.truncated
+}
+
+func (c *capBuffer) result() ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := bytes.Clone(c.buf.Bytes())
+	if out == nil {
+		out = []byte{}
+	}
+	return out, c.truncated
+}
+
+// lockedWriter serializes writes to a caller's writer, which drivers may
+// call from more than one goroutine.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// redactor replaces secret values in a byte stream before passing it on. It
+// holds back the last len(longest secret)-1 bytes so a secret split across
+// two writes is still caught; Flush releases them.
+type redactor struct {
+	next    io.Writer
+	secrets [][]byte
+	hold    int
+	pending []byte
+	err     error
+}
+
+var redacted = []byte("[REDACTED]")
+
+func newRedactor(next io.Writer, secrets [][]byte) io.Writer {
+	if len(secrets) == 0 {
+		return next
+	}
+	hold := 0
+	for _, s := range secrets {
+		hold = max(hold, len(s)-1)
+	}
+	return &redactor{next: next, secrets: secrets, hold: hold}
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	r.pending = append(r.pending, p...)
+	r.pending = redact(r.pending, r.secrets)
+	// A secret split across writes is at most hold bytes long at the end
+	// of pending, so everything before the last hold bytes is final.
+	if n := len(r.pending) - r.hold; n > 0 {
+		if _, err := r.next.Write(r.pending[:n]); err != nil {
+			r.err = err
+			return 0, err
+		}
+		r.pending = append(r.pending[:0], r.pending[n:]...)
+	}
+	return len(p), nil
+}
+
+// Flush writes the held-back bytes.
+func (r *redactor) Flush() error {
+	if r.err != nil || len(r.pending) == 0 {
+		return r.err
+	}
+	_, err := r.next.Write(r.pending)
+	r.pending = r.pending[:0]
+	return err
+}
+
+func redact(b []byte, secrets [][]byte) []byte {
+	for _, s := range secrets {
+		if len(s) > 0 && bytes.Contains(b, s) {
+			b = bytes.ReplaceAll(b, s, redacted)
+		}
+	}
+	return b
+}
+
+func flushWriter(w io.Writer) {
+	if r, ok := w.(*redactor); ok {
+		_ = r.Flush()
+	}
+}

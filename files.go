@@ -1,0 +1,198 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+)
+
+// Upload streams r into the file at path (relative paths start at the
+// home), creating parent directories and replacing an existing file. r is
+// read once; Upload is retried after a stale transport only if nothing had
+// been read from r yet.
+func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
+	const op = "upload"
+	if r == nil {
+		return invalid(op, s.c.rt.Name(), s.id, "reader", "nil io.Reader for %q", printable(path))
+	}
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return err
+	}
+	cr := &countingReader{r: r}
+	err = s.c.retry(ctx, op, true, func() bool { return cr.n == 0 }, func() error {
+		return s.c.rt.Upload(ctx, s.id, abs, cr)
+	})
+	return s.wrap(op, abs, err)
+}
+
+// Download opens the file at path for streaming. Close the reader.
+func (s *Sandbox) Download(ctx context.Context, path string) (io.ReadCloser, error) {
+	const op = "download"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return nil, err
+	}
+	var rc io.ReadCloser
+	err = s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		rc, err = s.c.rt.Download(ctx, s.id, abs)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(op, abs, err)
+	}
+	return &wrappedReader{rc: rc, s: s, path: abs}, nil
+}
+
+// wrappedReader wraps read errors (other than io.EOF) into *Error.
+type wrappedReader struct {
+	rc   io.ReadCloser
+	s    *Sandbox
+	path string
+}
+
+func (w *wrappedReader) Read(p []byte) (int, error) {
+	n, err := w.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = w.s.wrap("download", w.path, err)
+	}
+	return n, err
+}
+
+func (w *wrappedReader) Close() error { return w.rc.Close() }
+
+// WriteTo streams the file to dst, letting io.Copy use the driver's fast
+// path when it has one.
+func (w *wrappedReader) WriteTo(dst io.Writer) (int64, error) {
+	n, err := io.Copy(dst, w.rc)
+	if err != nil {
+		err = w.s.wrap("download", w.path, err)
+	}
+	return n, err
+}
+
+// ReadFile returns the whole content of the file at path.
+func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	rc, err := s.Download(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(rc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// WriteFile writes data to the file at path, creating parents.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte) error {
+	if data == nil {
+		data = []byte{}
+	}
+	return s.Upload(ctx, path, bytes.NewReader(data))
+}
+
+// File is one file of a WriteFiles batch.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// FileResult is the outcome of one file of a batch; Err is nil on success.
+type FileResult struct {
+	Path string
+	Err  error
+}
+
+// WriteFiles writes a batch of files, a few at a time, and returns one
+// result per file in input order. A failure does not stop the others.
+func (s *Sandbox) WriteFiles(ctx context.Context, files []File) []FileResult {
+	res := make([]FileResult, len(files))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		res[i].Path = f.Path
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res[i].Err = s.WriteFile(ctx, f.Path, f.Data)
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// Stat describes the file at path.
+func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
+	const op = "stat"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	var fi FileInfo
+	err = s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		fi, err = s.c.rt.Stat(ctx, s.id, abs)
+		return err
+	})
+	return fi, s.wrap(op, abs, err)
+}
+
+// ReadDir lists the directory at path, sorted by name.
+func (s *Sandbox) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
+	const op = "readdir"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return nil, err
+	}
+	var list []FileInfo
+	err = s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		list, err = s.c.rt.ReadDir(ctx, s.id, abs)
+		return err
+	})
+	return list, s.wrap(op, abs, err)
+}
+
+// MkdirAll creates the directory at path and its missing parents.
+func (s *Sandbox) MkdirAll(ctx context.Context, path string) error {
+	const op = "mkdir"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return err
+	}
+	return s.wrap(op, abs, s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.MkdirAll(ctx, s.id, abs) }))
+}
+
+// Remove removes the file or directory tree at path. A missing path is an
+// error matching ErrNotFound and fs.ErrNotExist.
+func (s *Sandbox) Remove(ctx context.Context, path string) error {
+	const op = "remove"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return err
+	}
+	if abs == "/" || abs == s.Home() {
+		return invalid(op, s.c.rt.Name(), s.id, "path", "refusing to remove %q", abs)
+	}
+	return s.wrap(op, abs, s.c.retry(ctx, op, false, nil, func() error { return s.c.rt.Remove(ctx, s.id, abs) }))
+}
+
+// Rename moves oldPath to newPath.
+func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
+	const op = "rename"
+	from, err := s.path(op, "old path", oldPath)
+	if err != nil {
+		return err
+	}
+	to, err := s.path(op, "new path", newPath)
+	if err != nil {
+		return err
+	}
+	return s.wrap(op, from, s.c.retry(ctx, op, false, nil, func() error { return s.c.rt.Rename(ctx, s.id, from, to) }))
+}

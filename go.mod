@@ -1,0 +1,3 @@
+module github.com/sandboxkit/sandbox
+
+go 1.26

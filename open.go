@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Opener opens a provider from a URL whose scheme it was registered for.
+// Providers register one in their package's init function.
+type Opener func(ctx context.Context, u *url.URL) (Runtime, error)
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Opener{}
+	schemeRE   = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
+)
+
+// Register makes a provider available to Open under scheme. It panics if
+// scheme is malformed or already registered, like database/sql.Register.
+func Register(scheme string, o Opener) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if !schemeRE.MatchString(scheme) || o == nil {
+		panic(fmt.Sprintf("sandbox: Register(%q): bad scheme or nil opener", scheme))
+	}
+	if _, dup := registry[scheme]; dup {
+		panic(fmt.Sprintf("sandbox: Register(%q) called twice", scheme))
+	}
+	registry[scheme] = o
+}
+
+// Schemes returns the registered schemes, sorted.
+func Schemes() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for s := range registry {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DefaultScheme is the provider Open uses for an empty URL when SANDBOX_URL
+// is not set either.
+const DefaultScheme = "local"
+
+// Open returns a Client for the provider named by rawURL's scheme, for
+// example "local://", "local:///var/lib/sandboxes", "memory://",
+// "e2b://" or "daytona://". An empty rawURL means the SANDBOX_URL
+// environment variable, and when that is empty too, the local provider.
+// The provider's package must be imported (it registers its scheme), e.g.
+//
+//	import _ "github.com/sandboxkit/sandbox/provider/local"
+//
+// Query parameters are provider options documented by each provider.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
+	const op = "open"
+	if rawURL == "" {
+		rawURL = os.Getenv("SANDBOX_URL")
+	}
+	if rawURL == "" {
+		rawURL = DefaultScheme + "://"
+	}
+	if hasControl(rawURL) {
+		return nil, invalid(op, "", "", "URL", "%q holds control characters", printable(rawURL))
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, invalid(op, "", "", "URL", "%q: %v", printable(redactURL(rawURL)), err)
+	}
+	if u.Scheme == "" {
+		return nil, invalid(op, "", "", "URL", "%q has no scheme (want e.g. local:// or e2b://)", printable(redactURL(rawURL)))
+	}
+	registryMu.RLock()
+	opener, ok := registry[u.Scheme]
+	registryMu.RUnlock()
+	if !ok {
+		hint := ""
+		if slices.Contains([]string{"local", "memory", "e2b", "daytona"}, u.Scheme) {
+			hint = fmt.Sprintf(`; import _ "github.com/sandboxkit/sandbox/provider/%s"`, u.Scheme)
+		}
+		return nil, invalid(op, "", "", "URL scheme", "%q is not registered (registered: %s)%s",
+			printable(u.Scheme), strings.Join(Schemes(), ", "), hint)
+	}
+	rt, err := opener(ctx, u)
+	if err != nil {
+		return nil, &Error{Op: op, Provider: u.Scheme, Code: CodeOf(err), Err: err}
+	}
+	return NewClient(rt, opts...), nil
+}
+
+// redactURL drops user info and query values, which may hold credentials.
+func redactURL(raw string) string {
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		raw = raw[:i] + "?…"
+	}
+	if i := strings.Index(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "://"); j >= 0 && j < i {
+			raw = raw[:j+3] + "…@" + raw[i+1:]
+		}
+	}
+	return raw
+}

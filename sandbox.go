@@ -1,0 +1,472 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// Sandbox is a handle on one sandbox. It is safe for concurrent use. It
+// holds no resources: dropping it leaves the sandbox running until Destroy
+// or the end of its lease.
+type Sandbox struct {
+	c       *Client
+	id      string
+	secrets [][]byte
+
+	mu   sync.Mutex
+	info Info
+}
+
+// ID returns the provider's id of the sandbox.
+func (s *Sandbox) ID() string { return s.id }
+
+// Client returns the Client the handle belongs to.
+func (s *Sandbox) Client() *Client { return s.c }
+
+// Info returns the sandbox's Info as last seen by this handle (at create,
+// attach, Refresh, Resume or SetTimeout). Use Refresh for the current state.
+func (s *Sandbox) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.info
+	in.Labels = maps.Clone(in.Labels)
+	in.Detail = maps.Clone(in.Detail)
+	return in
+}
+
+// Home returns the sandbox's home directory: relative paths start there.
+func (s *Sandbox) Home() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.Home
+}
+
+func (s *Sandbox) setInfo(in Info) {
+	if in.ID == "" {
+		return
+	}
+	if in.Home == "" {
+		in.Home = "/"
+	}
+	s.mu.Lock()
+	s.info = in
+	s.mu.Unlock()
+}
+
+func (s *Sandbox) wrap(op, path string, err error) error {
+	return s.c.wrap(op, s.id, path, redactErr(err, s.secrets))
+}
+
+// path validates p and resolves it against the home directory.
+func (s *Sandbox) path(op, name, p string) (string, error) {
+	abs, err := pathsafe.Resolve(s.Home(), p)
+	if err != nil {
+		return "", invalid(op, s.c.rt.Name(), s.id, name, "%q: %v", printable(p), err)
+	}
+	return abs, nil
+}
+
+// Refresh fetches the sandbox's current Info.
+func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
+	const op = "get"
+	var in Info
+	err := s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		in, err = s.c.rt.Get(ctx, s.id)
+		return err
+	})
+	if err != nil {
+		return Info{}, s.wrap(op, "", err)
+	}
+	s.setInfo(in)
+	return s.Info(), nil
+}
+
+// Destroy ends the sandbox. Destroying a sandbox that is already gone is
+// not an error.
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	const op = "destroy"
+	err := s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) })
+	if CodeOf(err) == NotFound {
+		err = nil
+	}
+	return s.wrap(op, "", err)
+}
+
+// SetTimeout makes the lease end no sooner than d from now. It only ever
+// extends: when the lease already ends later, it does nothing (a shorter
+// value never cuts a lease another caller extended).
+func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
+	const op = "set-timeout"
+	if d <= 0 {
+		return invalid(op, s.c.rt.Name(), s.id, "timeout", "%v is not positive", d)
+	}
+	if m := s.c.caps.MaxLease; m > 0 && d > m {
+		return invalid(op, s.c.rt.Name(), s.id, "timeout", "%v exceeds the provider's maximum lease %v", d, m)
+	}
+	want := time.Now().Add(d)
+	// Leases only grow, so a cached end already past want is still past it.
+	if end := s.Info().LeaseEnd; !end.IsZero() && !end.Before(want) {
+		return nil
+	}
+	in, err := s.Refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if !in.LeaseEnd.IsZero() && !in.LeaseEnd.Before(want) {
+		return nil
+	}
+	err = s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.SetTimeout(ctx, s.id, time.Until(want)) })
+	if err != nil {
+		return s.wrap(op, "", err)
+	}
+	s.mu.Lock()
+	if s.info.LeaseEnd.Before(want) {
+		s.info.LeaseEnd = want
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Pause freezes the sandbox (see Capabilities.PauseKeepsMemory). Providers
+// without pause return an error matching ErrUnimplemented.
+func (s *Sandbox) Pause(ctx context.Context) error {
+	const op = "pause"
+	p, ok := s.c.rt.(Pauser)
+	if !ok {
+		return s.wrap(op, "", ErrUnimplemented)
+	}
+	err := s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) })
+	if err != nil {
+		return s.wrap(op, "", err)
+	}
+	s.mu.Lock()
+	s.info.State = StatePaused
+	s.mu.Unlock()
+	return nil
+}
+
+// Resume thaws a paused sandbox. Resuming a running sandbox does nothing.
+func (s *Sandbox) Resume(ctx context.Context) error {
+	const op = "resume"
+	p, ok := s.c.rt.(Pauser)
+	if !ok {
+		return s.wrap(op, "", ErrUnimplemented)
+	}
+	var in Info
+	err := s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		in, err = p.Resume(ctx, s.id)
+		return err
+	})
+	if err != nil {
+		return s.wrap(op, "", err)
+	}
+	s.setInfo(in)
+	return nil
+}
+
+// execPlan is a validated Command ready for the driver.
+type execPlan struct {
+	cmd      *Command
+	layer    TimeoutLayer
+	timeout  time.Duration
+	out, err *capBuffer
+	flush    []io.Writer
+	stdin    *countingReader
+}
+
+func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background bool) (*execPlan, error) {
+	name := s.c.rt.Name()
+	switch {
+	case len(cmd.Args) == 0 && cmd.Shell == "":
+		return nil, invalid(op, name, s.id, "command", "set Args or Shell")
+	case len(cmd.Args) > 0 && cmd.Shell != "":
+		return nil, invalid(op, name, s.id, "command", "set Args or Shell, not both")
+	case len(cmd.Args) > 0 && cmd.Args[0] == "":
+		return nil, invalid(op, name, s.id, "command", "Args[0] is empty")
+	}
+	for i, a := range cmd.Args {
+		if slices.Contains([]byte(a), 0) {
+			return nil, invalid(op, name, s.id, "command", "Args[%d] holds NUL", i)
+		}
+	}
+	if slices.Contains([]byte(cmd.Shell), 0) {
+		return nil, invalid(op, name, s.id, "command", "Shell holds NUL")
+	}
+	if err := checkEnv(op, name, s.id, cmd.Env, false); err != nil {
+		return nil, err
+	}
+	if err := checkEnv(op, name, s.id, cmd.SecretEnv, true); err != nil {
+		return nil, err
+	}
+	if cmd.Timeout < 0 {
+		return nil, invalid(op, name, s.id, "timeout", "%v is negative", cmd.Timeout)
+	}
+	if cmd.MaxOutput < 0 {
+		return nil, invalid(op, name, s.id, "max output", "%d is negative", cmd.MaxOutput)
+	}
+	dir := s.Home()
+	if cmd.Dir != "" {
+		var err error
+		if dir, err = s.path(op, "dir", cmd.Dir); err != nil {
+			return nil, err
+		}
+	}
+	p := &execPlan{layer: TimeoutCommand, timeout: cmd.Timeout}
+	if p.timeout == 0 && !background {
+		p.timeout = s.c.cmdTimeout
+	}
+	if !background {
+		if dl, ok := ctx.Deadline(); ok {
+			if rem := time.Until(dl); rem < p.timeout {
+				p.timeout, p.layer = rem, TimeoutContext
+			}
+		}
+		if p.timeout <= 0 {
+			return nil, s.wrap(op, "", context.DeadlineExceeded)
+		}
+	}
+	maxOut := cmd.MaxOutput
+	if maxOut == 0 {
+		maxOut = s.c.maxOutput
+	}
+	secrets := append(slices.Clone(s.secrets), secretValues(cmd.SecretEnv)...)
+	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
+	p.out, p.err = &capBuffer{max: maxOut}, &capBuffer{max: maxOut}
+	stdout := sink(p.out, cmd.Stdout, secrets)
+	stderr := sink(p.err, cmd.Stderr, secrets)
+	p.flush = []io.Writer{stdout, stderr}
+	env := make(map[string]string, len(cmd.Env)+len(cmd.SecretEnv))
+	maps.Copy(env, cmd.Env)
+	maps.Copy(env, cmd.SecretEnv)
+	p.cmd = &Command{
+		Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: dir, Env: env, SecretEnv: maps.Clone(cmd.SecretEnv),
+		Stdout: stdout, Stderr: stderr, Timeout: p.timeout, MaxOutput: maxOut,
+	}
+	if cmd.Stdin != nil {
+		p.stdin = &countingReader{r: cmd.Stdin}
+		p.cmd.Stdin = p.stdin
+	}
+	return p, nil
+}
+
+// sink builds the writer a driver writes one stream to: redaction first,
+// then the capture buffer and the caller's live writer.
+func sink(capture *capBuffer, live io.Writer, secrets [][]byte) io.Writer {
+	var w io.Writer = capture
+	if live != nil {
+		w = &teeWriter{capture: capture, live: lockedWriter{mu: new(sync.Mutex), w: live}}
+	}
+	return newRedactor(w, secrets)
+}
+
+// teeWriter writes to the capture buffer and to the caller's writer; a
+// failing caller writer is dropped rather than ending the capture.
+type teeWriter struct {
+	capture *capBuffer
+	live    io.Writer
+	liveErr error
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	t.capture.Write(p)
+	if t.liveErr == nil {
+		if _, err := t.live.Write(p); err != nil {
+			t.liveErr = err
+		}
+	}
+	return len(p), nil
+}
+
+func (p *execPlan) result(st ExitStatus, started time.Time) *Result {
+	for _, w := range p.flush {
+		flushWriter(w)
+	}
+	r := &Result{ExitCode: st.ExitCode, Duration: time.Since(started)}
+	r.Stdout, r.StdoutTruncated = p.out.result()
+	r.Stderr, r.StderrTruncated = p.err.result()
+	if st.TimedOut {
+		r.TimedOut, r.TimeoutBy, r.Timeout = true, p.layer, p.timeout
+		r.ExitCode = -1
+	}
+	return r
+}
+
+// countingReader records whether any byte was consumed, which decides
+// whether a command may be retried.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Exec runs cmd in the sandbox and waits for it. A non-zero exit code is a
+// Result, not an error. When cmd.Timeout (or the Client default) expires,
+// the command is ended and Exec returns a Result with TimedOut set, the
+// output produced so far and a nil error. When ctx ends first, Exec returns
+// the partial Result (TimedOut set, TimeoutBy TimeoutContext when ctx had a
+// deadline) together with an error whose Code is DeadlineExceeded or
+// Canceled. An Exec is retried only when the provider reports that the
+// request never reached it; otherwise a transport failure returns an error
+// matching ErrOutcomeUnknown.
+func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
+	const op = "exec"
+	p, err := s.plan(ctx, op, cmd, false)
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	var st ExitStatus
+	err = s.c.retry(ctx, op, false, func() bool {
+		return (p.stdin == nil || p.stdin.n == 0) && p.out.empty() && p.err.empty()
+	}, func() error {
+		var err error
+		st, err = s.c.rt.Exec(ctx, s.id, p.cmd)
+		return err
+	})
+	res := p.result(st, started)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			if errors.Is(ctxErr, context.DeadlineExceeded) {
+				res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutContext, p.timeout, -1
+			} else {
+				res.ExitCode = -1
+			}
+			return res, s.wrap(op, "", ctxErr)
+		}
+		return nil, s.wrap(op, "", err)
+	}
+	return res, nil
+}
+
+// Start starts cmd in the background and returns at once. The process
+// outlives ctx (which bounds only the start); cmd.Timeout, when set, bounds
+// its lifetime. Its output is captured (up to MaxOutput per stream) for
+// Wait and streamed to cmd.Stdout and cmd.Stderr. Close the Process (or
+// Wait for it) to release its stream. Providers without background
+// processes return an error matching ErrUnimplemented.
+func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
+	const op = "start"
+	pr, ok := s.c.rt.(ProcessRuntime)
+	if !ok {
+		return nil, s.wrap(op, "", ErrUnimplemented)
+	}
+	p, err := s.plan(ctx, op, cmd, true)
+	if err != nil {
+		return nil, err
+	}
+	var h ProcessHandle
+	err = s.c.retry(ctx, op, false, func() bool { return p.stdin == nil || p.stdin.n == 0 }, func() error {
+		var err error
+		h, err = pr.Start(ctx, s.id, p.cmd)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(op, "", err)
+	}
+	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
+}
+
+// AttachProcess connects to a background process by pid, for example one
+// started before a restart. Output produced from now on is captured for
+// Wait and streamed to stdout and stderr when they are non-nil.
+func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.Writer) (*Process, error) {
+	const op = "attach-process"
+	pr, ok := s.c.rt.(ProcessRuntime)
+	if !ok {
+		return nil, s.wrap(op, "", ErrUnimplemented)
+	}
+	if pid <= 0 {
+		return nil, invalid(op, s.c.rt.Name(), s.id, "pid", "%d is not positive", pid)
+	}
+	max := s.c.maxOutput
+	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}}
+	o, e := sink(p.out, stdout, s.secrets), sink(p.err, stderr, s.secrets)
+	p.flush = []io.Writer{o, e}
+	var h ProcessHandle
+	err := s.c.retry(ctx, op, true, nil, func() error {
+		var err error
+		h, err = pr.Attach(ctx, s.id, pid, o, e)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap(op, "", err)
+	}
+	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
+}
+
+// Process is a background process in a sandbox.
+type Process struct {
+	sb      *Sandbox
+	h       ProcessHandle
+	plan    *execPlan
+	started time.Time
+
+	mu     sync.Mutex
+	result *Result
+	closed bool
+}
+
+// PID identifies the process within its sandbox; pass it to
+// Sandbox.AttachProcess to reconnect.
+func (p *Process) PID() int { return p.h.PID() }
+
+// Wait waits for the process to exit and returns its Result with the output
+// captured since Start (or since the attach). It may be called more than
+// once. If ctx ends first, Wait returns ctx's error and the process runs on.
+func (p *Process) Wait(ctx context.Context) (*Result, error) {
+	const op = "wait"
+	p.mu.Lock()
+	if p.result != nil {
+		r := p.result
+		p.mu.Unlock()
+		return r, nil
+	}
+	p.mu.Unlock()
+	st, err := p.h.Wait(ctx)
+	if err != nil {
+		return nil, p.sb.wrap(op, "", err)
+	}
+	r := p.plan.result(st, p.started)
+	p.mu.Lock()
+	p.result = r
+	p.mu.Unlock()
+	_ = p.Close()
+	return r, nil
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
+	return p.sb.wrap("signal", "", p.h.Signal(ctx, sig))
+}
+
+// Kill ends the process (SIGKILL). Wait then returns its Result.
+func (p *Process) Kill(ctx context.Context) error {
+	return p.sb.wrap("kill", "", p.h.Signal(ctx, syscall.SIGKILL))
+}
+
+// Close releases the handle without ending the process.
+func (p *Process) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	return p.sb.wrap("close-process", "", p.h.Close())
+}
