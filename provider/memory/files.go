@@ -1,0 +1,285 @@
+package memory
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// Files gives a Handler access to its sandbox's files. Relative paths are
+// resolved against the sandbox's home directory.
+type Files struct {
+	rt   *Runtime
+	id   string
+	home string
+}
+
+func (f *Files) abs(p string) (string, error) {
+	return pathsafe.Resolve(f.home, p)
+}
+
+// ReadFile returns the content of a file.
+func (f *Files) ReadFile(p string) ([]byte, error) {
+	abs, err := f.abs(p)
+	if err != nil {
+		return nil, err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return nil, err
+	}
+	n, err := lookupFile(b, abs)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(n.data), nil
+}
+
+// WriteFile writes a file, creating its parents.
+func (f *Files) WriteFile(p string, data []byte) error {
+	abs, err := f.abs(p)
+	if err != nil {
+		return err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return err
+	}
+	return f.rt.putLocked(b, abs, bytes.Clone(data))
+}
+
+// ReadDir lists a directory.
+func (f *Files) ReadDir(p string) ([]sandbox.FileInfo, error) {
+	abs, err := f.abs(p)
+	if err != nil {
+		return nil, err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return nil, err
+	}
+	return readDirLocked(b, abs)
+}
+
+func lookupFile(b *box, abs string) (*node, error) {
+	n, ok := b.files[abs]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: abs, Err: sandbox.ErrNotFound}
+	}
+	if n.mode.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: abs, Err: sandbox.ErrIsDirectory}
+	}
+	return n, nil
+}
+
+// mkdirAllLocked creates abs and its parents.
+func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
+	if n, ok := b.files[abs]; ok {
+		if !n.mode.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: abs, Err: sandbox.ErrNotDirectory}
+		}
+		return nil
+	}
+	if abs != "/" {
+		if err := r.mkdirAllLocked(b, path.Dir(abs)); err != nil {
+			return err
+		}
+	}
+	b.files[abs] = dirNode(r.now())
+	return nil
+}
+
+func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
+	if n, ok := b.files[abs]; ok && n.mode.IsDir() {
+		return &fs.PathError{Op: "write", Path: abs, Err: sandbox.ErrIsDirectory}
+	}
+	if err := r.mkdirAllLocked(b, path.Dir(abs)); err != nil {
+		return err
+	}
+	b.files[abs] = &node{data: data, mode: 0o644, mtime: r.now()}
+	return nil
+}
+
+func info(abs string, n *node) sandbox.FileInfo {
+	return sandbox.FileInfo{Path: abs, Size: int64(len(n.data)), Mode: n.mode, ModTime: n.mtime}
+}
+
+func readDirLocked(b *box, abs string) ([]sandbox.FileInfo, error) {
+	n, ok := b.files[abs]
+	if !ok {
+		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotFound}
+	}
+	if !n.mode.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotDirectory}
+	}
+	prefix := strings.TrimSuffix(abs, "/") + "/"
+	var out []sandbox.FileInfo
+	for p, c := range b.files {
+		if p != "/" && strings.HasPrefix(p, prefix) && !strings.Contains(p[len(prefix):], "/") {
+			out = append(out, info(p, c))
+		}
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// Upload stores the bytes of r at path. The fake reads r fully; that is the
+// one place it buffers, since the whole file lives in memory anyway.
+func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
+	if err := r.begin(OpUpload, id, p); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	b, err := r.get(id, true)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(readerCtx(ctx, src)); err != nil {
+		return fmt.Errorf("memory: upload %s: %w", p, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.boxes[id]; !ok {
+		return notFound(id)
+	}
+	return r.putLocked(b, p, buf.Bytes())
+}
+
+// Download returns a reader over a copy of the file.
+func (r *Runtime) Download(_ context.Context, id, p string) (io.ReadCloser, error) {
+	if err := r.begin(OpDownload, id, p); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return nil, err
+	}
+	n, err := lookupFile(b, p)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(bytes.Clone(n.data))), nil
+}
+
+// Stat describes a file or directory.
+func (r *Runtime) Stat(_ context.Context, id, p string) (sandbox.FileInfo, error) {
+	if err := r.begin(OpStat, id, p); err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	n, ok := b.files[p]
+	if !ok {
+		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: p, Err: sandbox.ErrNotFound}
+	}
+	return info(p, n), nil
+}
+
+// ReadDir lists a directory sorted by name.
+func (r *Runtime) ReadDir(_ context.Context, id, p string) ([]sandbox.FileInfo, error) {
+	if err := r.begin(OpReadDir, id, p); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return nil, err
+	}
+	return readDirLocked(b, p)
+}
+
+// MkdirAll creates a directory and its parents.
+func (r *Runtime) MkdirAll(_ context.Context, id, p string) error {
+	if err := r.begin(OpMkdir, id, p); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return err
+	}
+	return r.mkdirAllLocked(b, p)
+}
+
+// Remove deletes a file or a directory tree.
+func (r *Runtime) Remove(_ context.Context, id, p string) error {
+	if err := r.begin(OpRemove, id, p); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return err
+	}
+	if _, ok := b.files[p]; !ok {
+		return &fs.PathError{Op: "remove", Path: p, Err: sandbox.ErrNotFound}
+	}
+	for q := range b.files {
+		if q == p || strings.HasPrefix(q, p+"/") {
+			delete(b.files, q)
+		}
+	}
+	return nil
+}
+
+// Rename moves a file or directory tree, replacing a file at the target.
+func (r *Runtime) Rename(_ context.Context, id, from, to string) error {
+	if err := r.begin(OpRename, id, from); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return err
+	}
+	src, ok := b.files[from]
+	if !ok {
+		return &fs.PathError{Op: "rename", Path: from, Err: sandbox.ErrNotFound}
+	}
+	if dst, ok := b.files[to]; ok && dst.mode.IsDir() {
+		return &fs.PathError{Op: "rename", Path: to, Err: sandbox.ErrIsDirectory}
+	}
+	if src.mode.IsDir() && pathsafe.Within(from, to) {
+		return &fs.PathError{Op: "rename", Path: to, Err: sandbox.Errorf(sandbox.InvalidArgument, "cannot move a directory into itself")}
+	}
+	if err := r.mkdirAllLocked(b, path.Dir(to)); err != nil {
+		return err
+	}
+	moved := map[string]*node{}
+	for q, n := range b.files {
+		if q == from || strings.HasPrefix(q, from+"/") {
+			moved[to+q[len(from):]] = n
+			delete(b.files, q)
+		}
+	}
+	for q, n := range moved {
+		b.files[q] = n
+	}
+	return nil
+}

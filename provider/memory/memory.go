@@ -1,0 +1,711 @@
+// Package memory is an in-memory sandbox provider for unit tests, like
+// gocloud's memblob or testing/fstest.MapFS. Files live in maps, commands
+// are answered by Handlers you register (a small built-in shell covers
+// echo, cat, printf, pwd, printenv, sleep, ls, wc -c, true, false and
+// exit), every call is recorded for assertions, faults can be injected,
+// and Live counts the sandboxes nothing has destroyed yet. It isolates
+// nothing and runs nothing: do not use it in production.
+//
+// # URLs
+//
+// "memory://" opens a fresh Runtime; "memory://name" opens the Runtime
+// shared by every Open of that name in the process.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// Scheme is the URL scheme the package registers with sandbox.Open.
+const Scheme = "memory"
+
+// Home is the home directory of every memory sandbox.
+const Home = "/home/user"
+
+// The operation names used by Calls and FailNext.
+const (
+	OpCreate     = "create"
+	OpGet        = "get"
+	OpList       = "list"
+	OpDestroy    = "destroy"
+	OpSetTimeout = "set-timeout"
+	OpExec       = "exec"
+	OpStart      = "start"
+	OpAttach     = "attach"
+	OpUpload     = "upload"
+	OpDownload   = "download"
+	OpStat       = "stat"
+	OpReadDir    = "readdir"
+	OpMkdir      = "mkdir"
+	OpRemove     = "remove"
+	OpRename     = "rename"
+	OpPause      = "pause"
+	OpResume     = "resume"
+)
+
+// Handler answers a command and returns its exit code. It writes output to
+// c.Stdout and c.Stderr, reads c.Stdin, may use c.Files, and must return
+// when ctx ends (the command's timeout or the caller's cancellation).
+type Handler func(ctx context.Context, c *Call) int
+
+// Call is one command as a Handler sees it.
+type Call struct {
+	SandboxID string
+	// Args is the argv; for a shell line, the words of one simple command.
+	Args []string
+	// Shell is the whole line for a handler registered with HandleShell.
+	Shell  string
+	Dir    string
+	Env    map[string]string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Files reads and writes the sandbox's files.
+	Files *Files
+}
+
+// Record is one recorded call to the Runtime.
+type Record struct {
+	Op        string
+	SandboxID string
+	// Path is the file path, or for exec and start the argv joined by
+	// spaces or the shell line.
+	Path string
+	Err  error
+}
+
+type node struct {
+	data  []byte
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+type box struct {
+	info  sandbox.Info
+	env   map[string]string
+	auto  bool
+	files map[string]*node
+	procs map[int]*proc
+}
+
+type fault struct {
+	n   int
+	err error
+}
+
+// Runtime is the in-memory provider. It is safe for concurrent use.
+type Runtime struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	boxes    map[string]*box
+	handlers map[string]Handler
+	shells   []shellHandler
+	faults   map[string]*fault
+	calls    []Record
+	nextPID  int
+}
+
+type shellHandler struct {
+	match func(line string) bool
+	h     Handler
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithClock sets the clock used for leases and timestamps.
+func WithClock(now func() time.Time) Option { return func(r *Runtime) { r.now = now } }
+
+// New returns an empty Runtime.
+func New(opts ...Option) *Runtime {
+	r := &Runtime{now: time.Now, boxes: map[string]*box{}, handlers: map[string]Handler{},
+		faults: map[string]*fault{}, nextPID: 100}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// NewClient returns a sandbox.Client over a new Runtime, and the Runtime
+// for scripting handlers, injecting faults and reading the recorder.
+func NewClient(opts ...Option) (*sandbox.Client, *Runtime) {
+	rt := New(opts...)
+	return sandbox.NewClient(rt), rt
+}
+
+var (
+	namedMu sync.Mutex
+	named   = map[string]*Runtime{}
+)
+
+func init() {
+	sandbox.Register(Scheme, func(_ context.Context, u *url.URL) (sandbox.Runtime, error) {
+		if len(u.Query()) > 0 {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "memory: URL takes no query parameters")
+		}
+		if u.Host == "" {
+			return New(), nil
+		}
+		namedMu.Lock()
+		defer namedMu.Unlock()
+		if r, ok := named[u.Host]; ok {
+			return r, nil
+		}
+		r := New()
+		named[u.Host] = r
+		return r, nil
+	})
+}
+
+// Handle registers h for commands whose program (argv[0], or its base
+// name) is name. It replaces a built-in of the same name.
+func (r *Runtime) Handle(name string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[name] = h
+}
+
+// HandleShell registers h for shell lines for which match returns true; h
+// receives the whole line in Call.Shell. Shell handlers are tried in
+// registration order before the built-in shell.
+func (r *Runtime) HandleShell(match func(line string) bool, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shells = append(r.shells, shellHandler{match, h})
+}
+
+// FailNext makes the next n calls of op (OpExec, OpUpload, ...) fail with
+// err before doing anything; for example sandbox.ErrStaleTransport to test a
+// retry path.
+func (r *Runtime) FailNext(op string, n int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults[op] = &fault{n: n, err: err}
+}
+
+// Calls returns every call recorded so far, in order.
+func (r *Runtime) Calls() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+// CallsOf returns the recorded calls of one operation.
+func (r *Runtime) CallsOf(op string) []Record {
+	var out []Record
+	for _, c := range r.Calls() {
+		if c.Op == op {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Live returns how many sandboxes exist (running or paused).
+func (r *Runtime) Live() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked()
+	return len(r.boxes)
+}
+
+// begin records a call and returns an injected fault, if one is due.
+func (r *Runtime) begin(op, id, p string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var err error
+	if f := r.faults[op]; f != nil && f.n > 0 {
+		f.n--
+		err = f.err
+	}
+	r.calls = append(r.calls, Record{Op: op, SandboxID: id, Path: p, Err: err})
+	r.expireLocked()
+	return err
+}
+
+// expireLocked ends or pauses sandboxes whose lease ran out.
+func (r *Runtime) expireLocked() {
+	now := r.now()
+	for id, b := range r.boxes {
+		if b.info.LeaseEnd.IsZero() || now.Before(b.info.LeaseEnd) {
+			continue
+		}
+		if b.auto {
+			b.info.State = sandbox.StatePaused
+			b.info.LeaseEnd = time.Time{}
+			continue
+		}
+		for _, p := range b.procs {
+			p.cancel()
+		}
+		delete(r.boxes, id)
+	}
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("memory: sandbox %s: %w", id, sandbox.ErrNotFound)
+}
+
+// get returns a sandbox; live requires it to be running.
+func (r *Runtime) get(id string, live bool) (*box, error) {
+	b, ok := r.boxes[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	if live && b.info.State == sandbox.StatePaused {
+		return nil, fmt.Errorf("memory: sandbox %s: %w", id, sandbox.ErrPaused)
+	}
+	return b, nil
+}
+
+// Name returns "memory".
+func (r *Runtime) Name() string { return Scheme }
+
+// Capabilities reports what the fake supports.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Pause: true, PauseKeepsMemory: true, Processes: true, ServerSideLabels: true,
+		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
+	}
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "mem-" + hex.EncodeToString(b[:])
+}
+
+// Create makes a sandbox with an empty home directory.
+func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+	if err := r.begin(OpCreate, "", req.Template); err != nil {
+		return sandbox.Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Info{}, err
+	}
+	if len(req.Options) > 0 {
+		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "memory: unknown provider options %v", slices.Sorted(maps.Keys(req.Options)))
+	}
+	now := r.now()
+	tmpl := req.Template
+	if tmpl == "" {
+		tmpl = "default"
+	}
+	b := &box{
+		info: sandbox.Info{
+			ID: newID(), Provider: Scheme, Template: tmpl, Labels: maps.Clone(req.Labels),
+			State: sandbox.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
+			Home: Home, Isolation: "none",
+		},
+		env: maps.Clone(req.Env), auto: req.AutoPause,
+		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
+		procs: map[int]*proc{},
+	}
+	r.mu.Lock()
+	r.boxes[b.info.ID] = b
+	r.mu.Unlock()
+	return cloneInfo(b.info), nil
+}
+
+func dirNode(t time.Time) *node { return &node{mode: fs.ModeDir | 0o755, mtime: t} }
+
+func cloneInfo(in sandbox.Info) sandbox.Info {
+	in.Labels = maps.Clone(in.Labels)
+	in.Detail = maps.Clone(in.Detail)
+	return in
+}
+
+// Get returns a sandbox's Info.
+func (r *Runtime) Get(_ context.Context, id string) (sandbox.Info, error) {
+	if err := r.begin(OpGet, id, ""); err != nil {
+		return sandbox.Info{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, false)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return cloneInfo(b.info), nil
+}
+
+// List pages through sandboxes sorted by creation, filtering by labels and
+// states; the page token is the id of the last sandbox of the previous page.
+func (r *Runtime) List(_ context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+	if err := r.begin(OpList, "", ""); err != nil {
+		return nil, "", err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := make([]sandbox.Info, 0, len(r.boxes))
+	for _, b := range r.boxes {
+		all = append(all, b.info)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.Before(all[j].CreatedAt)
+		}
+		return all[i].ID < all[j].ID
+	})
+	start := 0
+	if req.PageToken != "" {
+		i := slices.IndexFunc(all, func(in sandbox.Info) bool { return in.ID == req.PageToken })
+		if i < 0 {
+			return nil, "", sandbox.Errorf(sandbox.InvalidArgument, "memory: unknown page token %q", req.PageToken)
+		}
+		start = i + 1
+	}
+	var page []sandbox.Info
+	next := ""
+	for _, in := range all[start:] {
+		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) {
+			continue
+		}
+		if len(page) == req.PageSize {
+			next = page[len(page)-1].ID
+			break
+		}
+		page = append(page, cloneInfo(in))
+	}
+	return page, next, nil
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Destroy removes a sandbox and ends its processes; a missing one is fine.
+func (r *Runtime) Destroy(_ context.Context, id string) error {
+	if err := r.begin(OpDestroy, id, ""); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.boxes[id]; ok {
+		for _, p := range b.procs {
+			p.cancel()
+		}
+		delete(r.boxes, id)
+	}
+	return nil
+}
+
+// SetTimeout sets the lease to end d from now.
+func (r *Runtime) SetTimeout(_ context.Context, id string, d time.Duration) error {
+	if err := r.begin(OpSetTimeout, id, d.String()); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, false)
+	if err != nil {
+		return err
+	}
+	b.info.LeaseEnd = r.now().Add(d)
+	return nil
+}
+
+// Pause marks the sandbox paused: commands and file calls fail with
+// sandbox.ErrPaused until Resume. Background processes keep their state.
+func (r *Runtime) Pause(_ context.Context, id string) error {
+	if err := r.begin(OpPause, id, ""); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, false)
+	if err != nil {
+		return err
+	}
+	b.info.State = sandbox.StatePaused
+	return nil
+}
+
+// Resume marks the sandbox running and gives it the default lease when its
+// lease had run out.
+func (r *Runtime) Resume(_ context.Context, id string) (sandbox.Info, error) {
+	if err := r.begin(OpResume, id, ""); err != nil {
+		return sandbox.Info{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, false)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	b.info.State = sandbox.StateRunning
+	if b.info.LeaseEnd.IsZero() || !r.now().Before(b.info.LeaseEnd) {
+		b.info.LeaseEnd = r.now().Add(r.Capabilities().DefaultLease)
+	}
+	return cloneInfo(b.info), nil
+}
+
+func cmdText(cmd *sandbox.Command) string {
+	if cmd.Shell != "" {
+		return cmd.Shell
+	}
+	return strings.Join(cmd.Args, " ")
+}
+
+// newCall prepares a Call for cmd in sandbox b.
+func (r *Runtime) newCall(id string, b *box, cmd *sandbox.Command, stdout, stderr io.Writer) *Call {
+	env := map[string]string{"HOME": Home, "PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "user"}
+	maps.Copy(env, b.env)
+	maps.Copy(env, cmd.Env)
+	var stdin io.Reader = bytes.NewReader(nil)
+	if cmd.Stdin != nil {
+		stdin = cmd.Stdin
+	}
+	return &Call{SandboxID: id, Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: cmd.Dir, Env: env,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, home: Home}}
+}
+
+// Exec runs cmd through the registered handlers or the built-in shell.
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	if err := r.begin(OpExec, id, cmdText(cmd)); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	r.mu.Lock()
+	b, err := r.get(id, true)
+	if err == nil {
+		if fi, ok := b.files[cmd.Dir]; !ok || !fi.mode.IsDir() {
+			err = sandbox.Errorf(sandbox.InvalidArgument, "memory: working directory %q does not exist", cmd.Dir)
+		}
+	}
+	var c *Call
+	if err == nil {
+		c = r.newCall(id, b, cmd, cmd.Stdout, cmd.Stderr)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cmd.Timeout)
+	defer cancel()
+	code := r.run(cctx, c)
+	if ctx.Err() != nil {
+		return sandbox.ExitStatus{ExitCode: -1}, ctx.Err()
+	}
+	if cctx.Err() != nil {
+		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	}
+	return sandbox.ExitStatus{ExitCode: code}, nil
+}
+
+// run dispatches a whole command: a shell line or an argv.
+func (r *Runtime) run(ctx context.Context, c *Call) int {
+	if c.Shell != "" {
+		r.mu.Lock()
+		shells := slices.Clone(r.shells)
+		r.mu.Unlock()
+		for _, s := range shells {
+			if s.match(c.Shell) {
+				return s.h(ctx, c)
+			}
+		}
+		return r.runShell(ctx, c, c.Shell)
+	}
+	if n := path.Base(c.Args[0]); (n == "sh" || n == "bash") && len(c.Args) >= 3 && (c.Args[1] == "-c" || c.Args[1] == "-lc") {
+		sc := *c
+		sc.Shell, sc.Args = c.Args[2], nil
+		return r.run(ctx, &sc)
+	}
+	return r.dispatch(ctx, c)
+}
+
+// dispatch runs one argv through a handler or built-in; unknown programs
+// exit 127 like a shell's "not found".
+func (r *Runtime) dispatch(ctx context.Context, c *Call) int {
+	name := c.Args[0]
+	r.mu.Lock()
+	h, ok := r.handlers[name]
+	if !ok {
+		h, ok = r.handlers[path.Base(name)]
+	}
+	r.mu.Unlock()
+	if !ok {
+		h, ok = builtins[path.Base(name)]
+	}
+	if !ok {
+		fmt.Fprintf(c.Stderr, "sh: 1: %s: not found\n", name)
+		return 127
+	}
+	return h(ctx, c)
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// proc is a background process.
+type proc struct {
+	pid    int
+	cancel context.CancelFunc
+	done   chan struct{}
+	status sandbox.ExitStatus
+	out    *fanout
+	err    *fanout
+	killed bool
+}
+
+// fanout writes to the writers currently attached to a process.
+type fanout struct {
+	mu sync.Mutex
+	ws map[int]io.Writer
+}
+
+func (f *fanout) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.ws {
+		_, _ = w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (f *fanout) add(key int, w io.Writer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ws[key] = w
+}
+
+func (f *fanout) remove(key int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ws, key)
+}
+
+// Start runs cmd in a goroutine that ends when the handler returns, the
+// process is killed, its timeout expires or the sandbox is destroyed.
+func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+	if err := r.begin(OpStart, id, cmdText(cmd)); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, true)
+	if err != nil {
+		return nil, err
+	}
+	r.nextPID++
+	p := &proc{pid: r.nextPID, done: make(chan struct{}),
+		out: &fanout{ws: map[int]io.Writer{0: cmd.Stdout}}, err: &fanout{ws: map[int]io.Writer{0: cmd.Stderr}}}
+	var pctx context.Context
+	var cancel context.CancelFunc
+	if cmd.Timeout > 0 {
+		pctx, cancel = context.WithTimeout(context.Background(), cmd.Timeout)
+	} else {
+		pctx, cancel = context.WithCancel(context.Background())
+	}
+	p.cancel = cancel
+	c := r.newCall(id, b, cmd, p.out, p.err)
+	b.procs[p.pid] = p
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		code := r.run(pctx, c)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case p.killed:
+			p.status = sandbox.ExitStatus{ExitCode: -1}
+		case errors.Is(pctx.Err(), context.DeadlineExceeded):
+			p.status = sandbox.ExitStatus{ExitCode: -1, TimedOut: true}
+		case pctx.Err() != nil:
+			p.status = sandbox.ExitStatus{ExitCode: -1}
+		default:
+			p.status = sandbox.ExitStatus{ExitCode: code}
+		}
+		if bb, ok := r.boxes[id]; ok {
+			delete(bb.procs, p.pid)
+		}
+	}()
+	return &handle{rt: r, p: p, key: 0}, nil
+}
+
+// Attach connects to a running background process by pid.
+func (r *Runtime) Attach(_ context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	if err := r.begin(OpAttach, id, fmt.Sprint(pid)); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get(id, false)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := b.procs[pid]
+	if !ok {
+		return nil, fmt.Errorf("memory: sandbox %s: process %d: %w", id, pid, sandbox.ErrNotFound)
+	}
+	r.nextPID++
+	key := r.nextPID
+	p.out.add(key, stdout)
+	p.err.add(key, stderr)
+	return &handle{rt: r, p: p, key: key}, nil
+}
+
+type handle struct {
+	rt   *Runtime
+	p    *proc
+	key  int
+	once sync.Once
+}
+
+func (h *handle) PID() int { return h.p.pid }
+
+func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-h.p.done:
+		h.rt.mu.Lock()
+		defer h.rt.mu.Unlock()
+		return h.p.status, nil
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, ctx.Err()
+	}
+}
+
+func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
+	select {
+	case <-h.p.done:
+		return fmt.Errorf("memory: process %d: %w", h.p.pid, sandbox.ErrNotFound)
+	default:
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {
+		h.rt.mu.Lock()
+		h.p.killed = true
+		h.rt.mu.Unlock()
+		h.p.cancel()
+	}
+	return nil
+}
+
+func (h *handle) Close() error {
+	h.once.Do(func() {
+		h.p.out.remove(h.key)
+		h.p.err.remove(h.key)
+	})
+	return nil
+}
