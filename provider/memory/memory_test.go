@@ -1,0 +1,19 @@
+package memory_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/memory"
+	"github.com/sandboxkit/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	sandboxtest.Run(t, sandboxtest.Harness{
+		NewClient: func(t *testing.T) *sandbox.Client { return sandbox.NewClient(memory.New()) },
+	})
+}

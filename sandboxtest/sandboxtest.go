@@ -1,0 +1,927 @@
+// Package sandboxtest is the conformance suite every provider runs, like
+// gocloud's drivertest or testing/fstest.TestFS. It drives the provider
+// through the portable sandbox.Client and sandbox.Sandbox, so it checks what
+// users rely on, and skips (with the reason) what a provider declares it
+// cannot do in its Capabilities.
+//
+// A provider's test calls it once per configuration:
+//
+//	func TestConformance(t *testing.T) {
+//		sandboxtest.Run(t, sandboxtest.Harness{
+//			NewClient: func(t *testing.T) *sandbox.Client { return sandbox.NewClient(myprovider.New()) },
+//		})
+//	}
+//
+// Commands the suite runs are POSIX shell lines and argvs using only echo,
+// printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
+// ">&2" and "$NAME".
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// Harness describes the provider under test.
+type Harness struct {
+	// NewClient returns a Client on the provider under test. It is called
+	// once per top-level group; the suite closes the Client.
+	NewClient func(t *testing.T) *sandbox.Client
+	// Create holds the options every sandbox of the suite is created with
+	// (a template, provider options); the suite adds its own labels.
+	Create sandbox.CreateOptions
+	// Skip names subtests (as "Group/Name") to skip, with the reason.
+	Skip map[string]string
+	// Timeout bounds each subtest (default 2 minutes).
+	Timeout time.Duration
+}
+
+type suite struct {
+	h     Harness
+	c     *sandbox.Client
+	caps  sandbox.Capabilities
+	runID string
+}
+
+// Run runs the whole suite as subtests of t.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewClient == nil {
+		t.Fatal("sandboxtest: Harness.NewClient is nil")
+	}
+	if h.Timeout == 0 {
+		h.Timeout = 2 * time.Minute
+	}
+	groups := []struct {
+		name  string
+		tests []test
+	}{
+		{"Lifecycle", lifecycleTests},
+		{"Exec", execTests},
+		{"Process", processTests},
+		{"Files", fileTests},
+		{"Pause", pauseTests},
+		{"Concurrency", concurrencyTests},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			c := h.NewClient(t)
+			t.Cleanup(func() { _ = c.Close() })
+			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
+			for _, tc := range g.tests {
+				t.Run(tc.name, func(t *testing.T) {
+					if reason, ok := h.Skip[g.name+"/"+tc.name]; ok {
+						t.Skip(reason)
+					}
+					if tc.needs != nil {
+						if reason := tc.needs(s.caps); reason != "" {
+							t.Skip(reason)
+						}
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
+					defer cancel()
+					tc.fn(ctx, t, s)
+				})
+			}
+		})
+	}
+}
+
+type test struct {
+	name  string
+	needs func(sandbox.Capabilities) string // "" when runnable, else why not
+	fn    func(ctx context.Context, t *testing.T, s *suite)
+}
+
+func needsProcesses(c sandbox.Capabilities) string {
+	if !c.Processes {
+		return "provider declares no background processes (Capabilities.Processes=false)"
+	}
+	return ""
+}
+
+func needsPause(c sandbox.Capabilities) string {
+	if !c.Pause {
+		return "provider declares no pause (Capabilities.Pause=false)"
+	}
+	return ""
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// create makes a sandbox labelled for this run and destroys it at cleanup.
+func (s *suite) create(ctx context.Context, t *testing.T, labels map[string]string) *sandbox.Sandbox {
+	t.Helper()
+	opts := s.h.Create
+	opts.Labels = map[string]string{"sandboxtest": s.runID}
+	for k, v := range s.h.Create.Labels {
+		opts.Labels[k] = v
+	}
+	for k, v := range labels {
+		opts.Labels[k] = v
+	}
+	sb, err := s.c.Create(ctx, opts)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.Destroy(ctx); err != nil {
+			t.Errorf("cleanup Destroy(%s): %v", sb.ID(), err)
+		}
+	})
+	return sb
+}
+
+func must[T any](t *testing.T, what string) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sh(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, line string) *sandbox.Result {
+	t.Helper()
+	return must[*sandbox.Result](t, "Exec "+line)(sb.Exec(ctx, sandbox.Command{Shell: line}))
+}
+
+func wantCode(t *testing.T, err error, code sandbox.Code, sentinels ...error) {
+	t.Helper()
+	if got := sandbox.CodeOf(err); got != code {
+		t.Fatalf("error %v: code %v, want %v", err, got, code)
+	}
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v (%T) is not a *sandbox.Error", err, err)
+	}
+	for _, s := range sentinels {
+		if !errors.Is(err, s) {
+			t.Fatalf("error %v does not match %v", err, s)
+		}
+	}
+}
+
+var lifecycleTests = []test{
+	{name: "CreateAttachDestroy", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		in := sb.Info()
+		if in.ID == "" || in.ID != sb.ID() {
+			t.Fatalf("Info.ID %q, ID() %q", in.ID, sb.ID())
+		}
+		if in.State != sandbox.StateRunning {
+			t.Errorf("new sandbox state %q, want running", in.State)
+		}
+		if in.Provider != s.c.Provider() {
+			t.Errorf("Info.Provider %q, want %q", in.Provider, s.c.Provider())
+		}
+		if !strings.HasPrefix(in.Home, "/") {
+			t.Errorf("Info.Home %q is not absolute", in.Home)
+		}
+		if in.Labels["sandboxtest"] != s.runID {
+			t.Errorf("labels %v lack sandboxtest=%s", in.Labels, s.runID)
+		}
+		att := must[*sandbox.Sandbox](t, "Attach")(s.c.Attach(ctx, sb.ID()))
+		if att.ID() != sb.ID() || att.Info().Labels["sandboxtest"] != s.runID {
+			t.Errorf("Attach returned %+v", att.Info())
+		}
+		if r := sh(ctx, t, att, "echo attached"); string(r.Stdout) != "attached\n" {
+			t.Errorf("exec through attached handle: %q", r.Stdout)
+		}
+		if err := sb.Destroy(ctx); err != nil {
+			t.Fatalf("Destroy: %v", err)
+		}
+		_, err := s.c.Attach(ctx, sb.ID())
+		wantCode(t, err, sandbox.NotFound, sandbox.ErrNotFound)
+		if err := sb.Destroy(ctx); err != nil {
+			t.Errorf("second Destroy = %v, want nil (idempotent)", err)
+		}
+		_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+		if sandbox.CodeOf(err) != sandbox.NotFound {
+			t.Errorf("Exec on destroyed sandbox: %v, want NotFound", err)
+		}
+	}},
+	{name: "ListByLabelsAndPages", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		group := randHex(4)
+		var ids []string
+		for i := range 3 {
+			sb := s.create(ctx, t, map[string]string{"group": group, "n": fmt.Sprint(i % 2)})
+			ids = append(ids, sb.ID())
+		}
+		got := map[string]bool{}
+		for in, err := range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}, PageSize: 1}) {
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			if got[in.ID] {
+				t.Errorf("List yielded %s twice", in.ID)
+			}
+			got[in.ID] = true
+		}
+		for _, id := range ids {
+			if !got[id] {
+				t.Errorf("List with page size 1 missed %s (got %v)", id, got)
+			}
+		}
+		if len(got) != 3 {
+			t.Errorf("List returned %d sandboxes, want 3", len(got))
+		}
+		n := 0
+		for in, err := range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group, "n": "1"}}) {
+			if err != nil {
+				t.Fatalf("List: %v", err)
+			}
+			if in.Labels["n"] != "1" {
+				t.Errorf("label filter let through %v", in.Labels)
+			}
+			n++
+		}
+		if n != 1 {
+			t.Errorf("AND of labels matched %d sandboxes, want 1", n)
+		}
+		for range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}, States: []sandbox.State{sandbox.StateError}}) {
+			t.Error("state filter error matched a running sandbox")
+		}
+		// Stopping early must not fail.
+		for range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}}) {
+			break
+		}
+	}},
+	{name: "GetOrCreate", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		opts := s.h.Create
+		opts.Labels = map[string]string{"sandboxtest": s.runID, "key": randHex(4)}
+		sb, created, err := s.c.GetOrCreate(ctx, opts)
+		if err != nil || !created {
+			t.Fatalf("first GetOrCreate: created=%v err=%v", created, err)
+		}
+		t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+		again, created, err := s.c.GetOrCreate(ctx, opts)
+		if err != nil || created || again.ID() != sb.ID() {
+			t.Fatalf("second GetOrCreate: id %v created=%v err=%v, want %s reused", again, created, err, sb.ID())
+		}
+		_, _, err = s.c.GetOrCreate(ctx, sandbox.CreateOptions{})
+		wantCode(t, err, sandbox.InvalidArgument)
+	}},
+	{name: "SetTimeoutOnlyExtends", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		if err := sb.SetTimeout(ctx, 20*time.Minute); err != nil {
+			t.Fatalf("SetTimeout(20m): %v", err)
+		}
+		in := must[sandbox.Info](t, "Refresh")(sb.Refresh(ctx))
+		if in.LeaseEnd.IsZero() {
+			t.Skip("provider reports no lease end")
+		}
+		if time.Until(in.LeaseEnd) < 15*time.Minute {
+			t.Fatalf("lease ends in %v after SetTimeout(20m)", time.Until(in.LeaseEnd))
+		}
+		if err := sb.SetTimeout(ctx, time.Minute); err != nil {
+			t.Fatalf("SetTimeout(1m): %v", err)
+		}
+		in2 := must[sandbox.Info](t, "Refresh")(sb.Refresh(ctx))
+		if in2.LeaseEnd.Before(in.LeaseEnd.Add(-time.Second)) {
+			t.Errorf("SetTimeout(1m) shortened the lease from %v to %v", in.LeaseEnd, in2.LeaseEnd)
+		}
+		wantCode(t, sb.SetTimeout(ctx, -time.Second), sandbox.InvalidArgument)
+	}},
+	{name: "BadInput", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		for _, id := range []string{"", "../x", "a b", "id\x00", strings.Repeat("x", 300)} {
+			_, err := s.c.Attach(ctx, id)
+			wantCode(t, err, sandbox.InvalidArgument, sandbox.ErrInvalidArgument)
+			if !strings.Contains(err.Error(), "sandbox id") {
+				t.Errorf("error %q does not name the input", err)
+			}
+		}
+		_, err := s.c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"bad key!": "v"}})
+		wantCode(t, err, sandbox.InvalidArgument)
+		_, err = s.c.Create(ctx, sandbox.CreateOptions{Timeout: -time.Second})
+		wantCode(t, err, sandbox.InvalidArgument)
+		_, err = s.c.Create(ctx, sandbox.CreateOptions{Env: map[string]string{"1X": "v"}})
+		wantCode(t, err, sandbox.InvalidArgument)
+	}},
+}
+
+var execTests = []test{
+	{name: "ExitCodes", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		for line, want := range map[string]int{"true": 0, "false": 1, "exit 3": 3, "echo x; exit 42": 42} {
+			if r := sh(ctx, t, sb, line); r.ExitCode != want || r.TimedOut {
+				t.Errorf("%q: exit %d timedOut=%v, want %d", line, r.ExitCode, r.TimedOut, want)
+			}
+		}
+		r := must[*sandbox.Result](t, "Exec argv")(sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", "exit 7"}}))
+		if r.ExitCode != 7 {
+			t.Errorf("argv sh -c 'exit 7': exit %d", r.ExitCode)
+		}
+		r = must[*sandbox.Result](t, "Exec missing")(sb.Exec(ctx, sandbox.Command{Args: []string{"no-such-program-sandboxtest"}}))
+		if r.ExitCode != 127 {
+			t.Errorf("missing program: exit %d, want 127 (stderr %q)", r.ExitCode, r.Stderr)
+		}
+	}},
+	{name: "SplitStreams", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		r := sh(ctx, t, sb, "echo out; echo err >&2; echo out2")
+		if string(r.Stdout) != "out\nout2\n" || string(r.Stderr) != "err\n" {
+			t.Errorf("stdout %q stderr %q", r.Stdout, r.Stderr)
+		}
+	}},
+	{name: "ArgvIsNotShell", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		arg := `a b; echo $HOME 'q' "d" \ > x`
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{Args: []string{"echo", arg}}))
+		if string(r.Stdout) != arg+"\n" {
+			t.Errorf("argv echo printed %q, want %q", r.Stdout, arg+"\n")
+		}
+	}},
+	{name: "EnvAndDir", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		opts := s.h.Create
+		opts.Labels = map[string]string{"sandboxtest": s.runID}
+		opts.Env = map[string]string{"SBX_CREATE_ENV": "from-create"}
+		sb := must[*sandbox.Sandbox](t, "Create")(s.c.Create(ctx, opts))
+		t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{
+			Shell: "printenv SBX_CMD_ENV; printenv SBX_CREATE_ENV", Env: map[string]string{"SBX_CMD_ENV": "v a=l"}}))
+		if string(r.Stdout) != "v a=l\nfrom-create\n" {
+			t.Errorf("env: %q (stderr %q)", r.Stdout, r.Stderr)
+		}
+		home := sb.Home()
+		if r := sh(ctx, t, sb, "pwd"); string(r.Stdout) != home+"\n" {
+			t.Errorf("default dir %q, want home %q", r.Stdout, home)
+		}
+		if err := sb.MkdirAll(ctx, "sub dir"); err != nil {
+			t.Fatal(err)
+		}
+		r = must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{Args: []string{"pwd"}, Dir: "sub dir"}))
+		if string(r.Stdout) != home+"/sub dir\n" {
+			t.Errorf("Dir relative: pwd %q", r.Stdout)
+		}
+	}},
+	{name: "Stdin", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		in := "line one\nline two\x00\xff\n"
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{Args: []string{"cat"}, Stdin: strings.NewReader(in)}))
+		if string(r.Stdout) != in {
+			t.Errorf("cat echoed %q, want %q", r.Stdout, in)
+		}
+		// Without Stdin, stdin is closed: cat ends at once instead of hanging.
+		r = must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{Args: []string{"cat"}, Timeout: 20 * time.Second}))
+		if r.TimedOut || r.ExitCode != 0 || len(r.Stdout) != 0 {
+			t.Errorf("cat without stdin: exit %d timedOut %v out %q", r.ExitCode, r.TimedOut, r.Stdout)
+		}
+	}},
+	{name: "StreamsBeforeExit", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w := &signalWriter{want: "ready", hit: cancel}
+		start := time.Now()
+		r, err := sb.Exec(cctx, sandbox.Command{Shell: "echo ready; sleep 60", Stdout: w})
+		if sandbox.CodeOf(err) != sandbox.Canceled {
+			t.Fatalf("Exec after cancel: err %v, want Canceled", err)
+		}
+		if r == nil || !strings.Contains(string(r.Stdout), "ready") {
+			t.Fatalf("partial result %+v lacks the output streamed before cancel", r)
+		}
+		if time.Since(start) > 45*time.Second {
+			t.Errorf("cancel did not end the command (took %v)", time.Since(start))
+		}
+		if !strings.Contains(w.String(), "ready") {
+			t.Errorf("live writer got %q", w.String())
+		}
+	}},
+	{name: "TimeoutKeepsPartialOutput", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		start := time.Now()
+		r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo partial; echo e >&2; sleep 60", Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("timed-out Exec returned error %v, want a Result", err)
+		}
+		if !r.TimedOut || r.TimeoutBy != sandbox.TimeoutCommand || r.Timeout != 2*time.Second || r.ExitCode != -1 {
+			t.Errorf("result %+v, want TimedOut by command after 2s, exit -1", r)
+		}
+		if string(r.Stdout) != "partial\n" || string(r.Stderr) != "e\n" {
+			t.Errorf("partial output %q / %q", r.Stdout, r.Stderr)
+		}
+		if time.Since(start) > 45*time.Second {
+			t.Errorf("timeout did not end the command (took %v)", time.Since(start))
+		}
+		// The sandbox still works afterwards.
+		if r := sh(ctx, t, sb, "echo after"); string(r.Stdout) != "after\n" {
+			t.Errorf("after timeout: %q", r.Stdout)
+		}
+	}},
+	{name: "ContextDeadline", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		r, err := sb.Exec(dctx, sandbox.Command{Shell: "echo early; sleep 60"})
+		if r == nil {
+			t.Fatalf("no partial result (err %v)", err)
+		}
+		if !r.TimedOut || r.TimeoutBy != sandbox.TimeoutContext {
+			t.Errorf("result %+v err %v: want TimedOut by context", r, err)
+		}
+		if err != nil && sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+			t.Errorf("err %v, want nil or DeadlineExceeded", err)
+		}
+		if !strings.Contains(string(r.Stdout), "early") {
+			t.Errorf("partial stdout %q", r.Stdout)
+		}
+	}},
+	{name: "OutputCap", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		var live bytes.Buffer
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{Shell: "echo hello world; echo er >&2", MaxOutput: 4, Stdout: &live}))
+		if string(r.Stdout) != "hell" || !r.StdoutTruncated {
+			t.Errorf("capped stdout %q truncated=%v", r.Stdout, r.StdoutTruncated)
+		}
+		if string(r.Stderr) != "er\n" || r.StderrTruncated {
+			t.Errorf("stderr %q truncated=%v", r.Stderr, r.StderrTruncated)
+		}
+		if live.String() != "hello world\n" {
+			t.Errorf("live writer got %q, want the whole output", live.String())
+		}
+	}},
+	{name: "SecretsRedacted", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		secret := "s3cr3t-" + randHex(8)
+		var live bytes.Buffer
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{
+			Shell: "echo token=$TOKEN; echo $TOKEN >&2", SecretEnv: map[string]string{"TOKEN": secret}, Stdout: &live}))
+		for _, out := range []string{string(r.Stdout), string(r.Stderr), live.String()} {
+			if strings.Contains(out, secret) {
+				t.Fatalf("secret leaked: %q", out)
+			}
+		}
+		if string(r.Stdout) != "token=[REDACTED]\n" {
+			t.Errorf("stdout %q", r.Stdout)
+		}
+	}},
+	{name: "BadInput", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		for name, cmd := range map[string]sandbox.Command{
+			"empty":       {},
+			"both":        {Args: []string{"true"}, Shell: "true"},
+			"empty argv0": {Args: []string{""}},
+			"nul":         {Args: []string{"echo", "a\x00b"}},
+			"timeout":     {Args: []string{"true"}, Timeout: -1},
+			"max output":  {Args: []string{"true"}, MaxOutput: -1},
+			"env":         {Args: []string{"true"}, Env: map[string]string{"A=B": "c"}},
+			"dir":         {Args: []string{"true"}, Dir: "a\nb"},
+		} {
+			_, err := sb.Exec(ctx, cmd)
+			if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+				t.Errorf("%s: err %v, want InvalidArgument", name, err)
+			}
+		}
+	}},
+}
+
+// signalWriter calls hit once when want appears in what was written.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	hit  func()
+	done bool
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.want) {
+		w.done = true
+		w.hit()
+	}
+	return len(p), nil
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+var processTests = []test{
+	{name: "WaitExitCode", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo bg; sleep 0.2; exit 4"}))
+		if p.PID() <= 0 {
+			t.Errorf("PID %d", p.PID())
+		}
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		if r.ExitCode != 4 || string(r.Stdout) != "bg\n" {
+			t.Errorf("Wait: exit %d stdout %q", r.ExitCode, r.Stdout)
+		}
+		again := must[*sandbox.Result](t, "Wait again")(p.Wait(ctx))
+		if again.ExitCode != 4 {
+			t.Errorf("second Wait: %d", again.ExitCode)
+		}
+	}},
+	{name: "OutlivesStartContext", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		sctx, cancel := context.WithCancel(ctx)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(sctx, sandbox.Command{Shell: "sleep 1; echo survived"}))
+		cancel()
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		if r.ExitCode != 0 || string(r.Stdout) != "survived\n" {
+			t.Errorf("after Start ctx canceled: exit %d out %q", r.ExitCode, r.Stdout)
+		}
+	}},
+	{name: "Kill", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		seen := make(chan struct{})
+		var once sync.Once
+		w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			t.Fatal("no live output from the background process")
+		}
+		if err := p.Kill(ctx); err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		if r.ExitCode == 0 {
+			t.Errorf("killed process exit 0")
+		}
+		if string(r.Stdout) != "started\n" {
+			t.Errorf("captured %q", r.Stdout)
+		}
+	}},
+	{name: "Stdin", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Args: []string{"cat"}, Stdin: strings.NewReader("to the background\n")}))
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		if string(r.Stdout) != "to the background\n" {
+			t.Errorf("cat got %q", r.Stdout)
+		}
+	}},
+	{name: "AttachByPID", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "sleep 2; echo late; exit 5"}))
+		defer p.Close()
+		att := must[*sandbox.Process](t, "AttachProcess")(sb.AttachProcess(ctx, p.PID(), nil, nil))
+		r := must[*sandbox.Result](t, "Wait attached")(att.Wait(ctx))
+		if r.ExitCode != 5 || string(r.Stdout) != "late\n" {
+			t.Errorf("attached Wait: exit %d out %q", r.ExitCode, r.Stdout)
+		}
+		_, err := sb.AttachProcess(ctx, 999999, nil, nil)
+		if sandbox.CodeOf(err) != sandbox.NotFound {
+			t.Errorf("attach to unknown pid: %v, want NotFound", err)
+		}
+	}},
+}
+
+var fileTests = []test{
+	{name: "BinaryRoundTrip", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		all := make([]byte, 0, 512)
+		for i := range 256 {
+			all = append(all, byte(i))
+		}
+		all = append(all, 0, 0, '\n', 0)
+		if err := sb.WriteFile(ctx, "bin/all.bytes", all); err != nil {
+			t.Fatal(err)
+		}
+		got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "bin/all.bytes"))
+		if !bytes.Equal(got, all) {
+			t.Fatalf("round trip changed the bytes: %x", got)
+		}
+		fi := must[sandbox.FileInfo](t, "Stat")(sb.Stat(ctx, "bin/all.bytes"))
+		if fi.Size != int64(len(all)) || fi.IsDir() || fi.Name() != "all.bytes" {
+			t.Errorf("Stat: %+v", fi)
+		}
+		if err := sb.WriteFile(ctx, "empty", nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := must[[]byte](t, "ReadFile empty")(sb.ReadFile(ctx, "empty")); len(got) != 0 {
+			t.Errorf("empty file read back %d bytes", len(got))
+		}
+		// Overwrite truncates.
+		check(t, sb.WriteFile(ctx, "bin/all.bytes", []byte("short")))
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "bin/all.bytes")); string(got) != "short" {
+			t.Errorf("overwrite left %q", got)
+		}
+	}},
+	{name: "LargeStreamed", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		const size = 10 << 20
+		src := io.LimitReader(&patternReader{}, size)
+		h := sha256.New()
+		if err := sb.Upload(ctx, "big/ten.bin", io.TeeReader(src, h)); err != nil {
+			t.Fatalf("Upload: %v", err)
+		}
+		want := h.Sum(nil)
+		rc := must[io.ReadCloser](t, "Download")(sb.Download(ctx, "big/ten.bin"))
+		defer rc.Close()
+		h2 := sha256.New()
+		n, err := io.Copy(h2, rc)
+		if err != nil || n != size || !bytes.Equal(h2.Sum(nil), want) {
+			t.Fatalf("download: %d bytes, err %v, hash match %v", n, err, bytes.Equal(h2.Sum(nil), want))
+		}
+		if fi := must[sandbox.FileInfo](t, "Stat")(sb.Stat(ctx, "big/ten.bin")); fi.Size != size {
+			t.Errorf("Stat size %d", fi.Size)
+		}
+	}},
+	{name: "UnicodeNames", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		name := "dür ü/файл 名前 report..final.md"
+		if err := sb.WriteFile(ctx, name, []byte("ü")); err != nil {
+			t.Fatal(err)
+		}
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, name)); string(got) != "ü" {
+			t.Errorf("got %q", got)
+		}
+		list := must[[]sandbox.FileInfo](t, "ReadDir")(sb.ReadDir(ctx, "dür ü"))
+		if len(list) != 1 || list[0].Name() != "файл 名前 report..final.md" {
+			t.Errorf("ReadDir: %+v", list)
+		}
+	}},
+	{name: "Missing", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		_, err := sb.ReadFile(ctx, "nope/missing.txt")
+		wantCode(t, err, sandbox.NotFound, sandbox.ErrNotFound, fs.ErrNotExist)
+		var se *sandbox.Error
+		if errors.As(err, &se) && (se.Path != sb.Home()+"/nope/missing.txt" || se.SandboxID != sb.ID() || se.Op == "") {
+			t.Errorf("*Error fields: %+v", se)
+		}
+		_, err = sb.Stat(ctx, "missing")
+		wantCode(t, err, sandbox.NotFound, fs.ErrNotExist)
+		_, err = sb.ReadDir(ctx, "missing")
+		wantCode(t, err, sandbox.NotFound, fs.ErrNotExist)
+		wantCode(t, sb.Remove(ctx, "missing"), sandbox.NotFound, fs.ErrNotExist)
+		wantCode(t, sb.Rename(ctx, "missing", "other"), sandbox.NotFound, fs.ErrNotExist)
+	}},
+	{name: "DirectoryWhereFileExpected", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		if err := sb.MkdirAll(ctx, "d/e"); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.MkdirAll(ctx, "d/e"); err != nil {
+			t.Errorf("MkdirAll on an existing dir: %v", err)
+		}
+		_, err := sb.ReadFile(ctx, "d")
+		wantCode(t, err, sandbox.FailedPrecondition, sandbox.ErrIsDirectory)
+		wantCode(t, sb.WriteFile(ctx, "d/e", []byte("x")), sandbox.FailedPrecondition, sandbox.ErrIsDirectory)
+		check(t, sb.WriteFile(ctx, "f", []byte("x")))
+		_, err = sb.ReadDir(ctx, "f")
+		wantCode(t, err, sandbox.FailedPrecondition, sandbox.ErrNotDirectory)
+		wantCode(t, sb.MkdirAll(ctx, "f/g"), sandbox.FailedPrecondition)
+		if fi := must[sandbox.FileInfo](t, "Stat")(sb.Stat(ctx, "d")); !fi.IsDir() {
+			t.Errorf("Stat(dir).IsDir false: %+v", fi)
+		}
+	}},
+	{name: "BatchOrder", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		check(t, sb.MkdirAll(ctx, "adir"))
+		files := []sandbox.File{{Path: "b1.txt", Data: []byte("1")}, {Path: "adir", Data: []byte("x")}, {Path: "c/c2.txt", Data: []byte("2")}, {Path: "bad\x00", Data: nil}}
+		res := sb.WriteFiles(ctx, files)
+		if len(res) != len(files) {
+			t.Fatalf("%d results for %d files", len(res), len(files))
+		}
+		for i, r := range res {
+			if r.Path != files[i].Path {
+				t.Errorf("result %d is for %q, want %q", i, r.Path, files[i].Path)
+			}
+		}
+		if res[0].Err != nil || res[2].Err != nil {
+			t.Errorf("good files failed: %v, %v", res[0].Err, res[2].Err)
+		}
+		if !errors.Is(res[1].Err, sandbox.ErrIsDirectory) || sandbox.CodeOf(res[3].Err) != sandbox.InvalidArgument {
+			t.Errorf("bad files: %v, %v", res[1].Err, res[3].Err)
+		}
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "c/c2.txt")); string(got) != "2" {
+			t.Errorf("c/c2.txt = %q", got)
+		}
+	}},
+	{name: "DirOps", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		for _, p := range []string{"ops/b", "ops/a", "ops/c/x"} {
+			check(t, sb.WriteFile(ctx, p, []byte(p)))
+		}
+		list := must[[]sandbox.FileInfo](t, "ReadDir")(sb.ReadDir(ctx, "ops"))
+		var names []string
+		for _, fi := range list {
+			names = append(names, fi.Name())
+		}
+		if strings.Join(names, ",") != "a,b,c" || !list[2].IsDir() || list[0].Path != sb.Home()+"/ops/a" {
+			t.Errorf("ReadDir: %+v", list)
+		}
+		check(t, sb.Rename(ctx, "ops/a", "ops/b"))
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "ops/b")); string(got) != "ops/a" {
+			t.Errorf("rename did not replace: %q", got)
+		}
+		check(t, sb.Rename(ctx, "ops/c", "moved"))
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "moved/x")); string(got) != "ops/c/x" {
+			t.Errorf("dir rename: %q", got)
+		}
+		check(t, sb.Remove(ctx, "moved"))
+		if _, err := sb.Stat(ctx, "moved/x"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Remove left the tree: %v", err)
+		}
+		// Absolute paths under home work like relative ones.
+		check(t, sb.WriteFile(ctx, sb.Home()+"/abs.txt", []byte("abs")))
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "abs.txt")); string(got) != "abs" {
+			t.Errorf("absolute path: %q", got)
+		}
+	}},
+	{name: "ExecSeesFiles", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		check(t, sb.WriteFile(ctx, "in.txt", []byte("from upload\n")))
+		r := sh(ctx, t, sb, "cat in.txt; echo from exec > out.txt")
+		if string(r.Stdout) != "from upload\n" {
+			t.Errorf("cat: %q (stderr %q)", r.Stdout, r.Stderr)
+		}
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "out.txt")); string(got) != "from exec\n" {
+			t.Errorf("file written by exec: %q", got)
+		}
+	}},
+	{name: "BadPaths", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		for _, p := range []string{"", "a\x00b", "a\nb", "\x1b[2J"} {
+			_, err := sb.ReadFile(ctx, p)
+			wantCode(t, err, sandbox.InvalidArgument)
+			wantCode(t, sb.WriteFile(ctx, p, nil), sandbox.InvalidArgument)
+		}
+		wantCode(t, sb.Upload(ctx, "x", nil), sandbox.InvalidArgument)
+		if err := sb.Upload(ctx, "x", nil); !strings.Contains(err.Error(), "reader") {
+			t.Errorf("nil reader error %q does not name the input", err)
+		}
+	}},
+	{name: "FSView", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		files := map[string]string{"view/a.txt": "alpha", "view/dir/b.txt": "beta", "view/dir/sub/c.bin": "\x00\x01\x02", "view/empty": ""}
+		for p, d := range files {
+			check(t, sb.WriteFile(ctx, p, []byte(d)))
+		}
+		sub, err := fs.Sub(sb.FS(ctx), "view")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fstest.TestFS(sub, "a.txt", "dir/b.txt", "dir/sub/c.bin", "empty"); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := fs.ReadFile(sub, "dir/b.txt"); err != nil || string(b) != "beta" {
+			t.Errorf("fs.ReadFile: %q %v", b, err)
+		}
+		if _, err := fs.ReadFile(sub, "nope"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("missing through FS: %v", err)
+		}
+	}},
+}
+
+// patternReader yields a deterministic non-repeating-looking byte stream.
+type patternReader struct{ n uint64 }
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	for i := range b {
+		p.n++
+		b[i] = byte(p.n*2654435761>>13) ^ byte(p.n>>8)
+	}
+	return len(b), nil
+}
+
+var pauseTests = []test{
+	{name: "PauseResume", needs: needsPause, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		check(t, sb.WriteFile(ctx, "kept.txt", []byte("kept")))
+		if err := sb.Pause(ctx); err != nil {
+			t.Fatalf("Pause: %v", err)
+		}
+		if err := sb.Pause(ctx); err != nil {
+			t.Errorf("second Pause: %v", err)
+		}
+		if in := must[sandbox.Info](t, "Refresh")(sb.Refresh(ctx)); in.State != sandbox.StatePaused {
+			t.Errorf("state after Pause %q", in.State)
+		}
+		_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Timeout: 10 * time.Second})
+		if !errors.Is(err, sandbox.ErrPaused) {
+			t.Errorf("Exec on paused sandbox: %v, want ErrPaused", err)
+		}
+		if err := sb.Resume(ctx); err != nil {
+			t.Fatalf("Resume: %v", err)
+		}
+		if err := sb.Resume(ctx); err != nil {
+			t.Errorf("second Resume: %v", err)
+		}
+		if in := sb.Info(); in.State != sandbox.StateRunning {
+			t.Errorf("state after Resume %q", in.State)
+		}
+		if r := sh(ctx, t, sb, "cat kept.txt"); string(r.Stdout) != "kept" {
+			t.Errorf("file after resume: %q", r.Stdout)
+		}
+	}},
+	{name: "ProcessSurvivesPause", needs: func(c sandbox.Capabilities) string {
+		if r := needsPause(c); r != "" {
+			return r
+		}
+		if !c.PauseKeepsMemory {
+			return "pause does not keep memory (Capabilities.PauseKeepsMemory=false)"
+		}
+		return needsProcesses(c)
+	}, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "sleep 1; echo done"}))
+		check(t, sb.Pause(ctx))
+		check(t, sb.Resume(ctx))
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		if r.ExitCode != 0 || string(r.Stdout) != "done\n" {
+			t.Errorf("process across pause: exit %d out %q", r.ExitCode, r.Stdout)
+		}
+	}},
+}
+
+var concurrencyTests = []test{
+	{name: "ParallelCalls", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := fmt.Sprintf("par/%d.txt", i)
+				data := []byte(strings.Repeat(fmt.Sprint(i), 1000))
+				if err := sb.WriteFile(ctx, p, data); err != nil {
+					errs <- err
+					return
+				}
+				r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"cat", p}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(r.Stdout, data) {
+					errs <- fmt.Errorf("goroutine %d read back %d bytes", i, len(r.Stdout))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}},
+	{name: "ParallelCreate", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		var wg sync.WaitGroup
+		ids := make([]string, 4)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				opts := s.h.Create
+				opts.Labels = map[string]string{"sandboxtest": s.runID}
+				sb, err := s.c.Create(ctx, opts)
+				if err != nil {
+					t.Errorf("Create %d: %v", i, err)
+					return
+				}
+				ids[i] = sb.ID()
+				if r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", sb.ID()}}); err != nil || string(r.Stdout) != sb.ID()+"\n" {
+					t.Errorf("exec in %s: %v %v", sb.ID(), r, err)
+				}
+				if err := sb.Destroy(ctx); err != nil {
+					t.Errorf("Destroy %s: %v", sb.ID(), err)
+				}
+			}()
+		}
+		wg.Wait()
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if id != "" && seen[id] {
+				t.Errorf("two creates returned id %s", id)
+			}
+			seen[id] = true
+		}
+	}},
+}
