@@ -1,0 +1,308 @@
+package e2bfake
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+)
+
+// users are the Linux users the fake's sandboxes know.
+var users = map[string]bool{"user": true, "root": true}
+
+const defaultUser = "user"
+
+type boxKey struct{}
+type userKey struct{}
+
+func boxOf(ctx context.Context) *box { return ctx.Value(boxKey{}).(*box) }
+
+func (s *Server) envdHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /files", s.download)
+	mux.HandleFunc("POST /files", s.upload)
+	mux.HandleFunc("GET /envs", func(w http.ResponseWriter, r *http.Request) {
+		b := boxOf(r.Context())
+		s.mu.Lock()
+		env := b.env
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, env)
+	})
+	p, h := processconnect.NewProcessHandler(&processService{s: s})
+	mux.Handle(p, h)
+	p, h = filesystemconnect.NewFilesystemHandler(&filesystemService{s: s})
+	mux.Handle(p, h)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.expire()
+		id, err := routeID(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.mu.Lock()
+		b, ok := s.boxes[id]
+		paused := ok && b.paused
+		token := ""
+		if ok {
+			token = b.token
+		}
+		s.mu.Unlock()
+		if !ok || paused {
+			writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox was not found", "code": http.StatusBadGateway})
+			return
+		}
+		if token != "" && r.URL.Path != "/health" {
+			got := r.Header.Get("X-Access-Token")
+			if r.URL.Path == "/files" {
+				switch {
+				case got == "":
+					writeError(w, http.StatusUnauthorized, "missing signature query parameter")
+					return
+				case got != token:
+					writeError(w, http.StatusUnauthorized, "access token present in header but does not match")
+					return
+				}
+			} else if got != token {
+				writeError(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
+				return
+			}
+		}
+		s.count(r, "envd")
+		ctx := context.WithValue(r.Context(), boxKey{}, b)
+		mux.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// routeID finds the sandbox a request is for, as E2B's edge proxy does:
+// from the E2b-Sandbox-Id and E2b-Sandbox-Port headers when the host is an
+// IP literal or localhost, else from a host of the form <port>-<id>.<domain>.
+func routeID(r *http.Request) (string, error) {
+	host := r.Host
+	if h, _, ok := strings.Cut(host, ":"); ok {
+		host = h
+	}
+	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
+	if id != "" || port != "" {
+		switch {
+		case id == "":
+			return "", errors.New("Missing header: E2b-Sandbox-Id")
+		case port == "":
+			return "", errors.New("Missing header: E2b-Sandbox-Port")
+		case port != strconv.Itoa(EnvdPort):
+			return "", fmt.Errorf("port %s is not open", port)
+		}
+		return id, nil
+	}
+	first, _, _ := strings.Cut(host, ".")
+	port, id, ok := strings.Cut(first, "-")
+	if !ok || port != strconv.Itoa(EnvdPort) || id == "" {
+		return "", fmt.Errorf("invalid host: %s", r.Host)
+	}
+	return id, nil
+}
+
+// resolve turns an envd path (absolute, "~", "~/x", relative to home, or
+// empty for home) into an absolute clean path.
+func resolve(home, p string) string {
+	switch {
+	case p == "" || p == "~":
+		return home
+	case strings.HasPrefix(p, "~/"):
+		return path.Join(home, p[2:])
+	case !strings.HasPrefix(p, "/"):
+		return path.Join(home, p)
+	}
+	return path.Clean(p)
+}
+
+// rpcUser checks the Basic auth user of an RPC.
+func rpcUser(h http.Header) (string, error) {
+	auth := h.Get("Authorization")
+	if auth == "" {
+		return defaultUser, nil
+	}
+	enc, ok := strings.CutPrefix(auth, "Basic ")
+	if !ok {
+		return "", connect.NewError(connect.CodeUnauthenticated, errors.New("invalid authorization header"))
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", connect.NewError(connect.CodeUnauthenticated, errors.New("invalid authorization header"))
+	}
+	u, _, _ := strings.Cut(string(raw), ":")
+	if !users[u] {
+		return "", connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("invalid username: '%s'", u))
+	}
+	return u, nil
+}
+
+func fileUser(w http.ResponseWriter, r *http.Request) bool {
+	u := r.URL.Query().Get("username")
+	if u != "" && !users[u] {
+		writeError(w, http.StatusUnauthorized, fmt.Sprintf("error looking up user '%s': user: unknown user %s", u, u))
+		return false
+	}
+	return true
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	if !fileUser(w, r) {
+		return
+	}
+	b := boxOf(r.Context())
+	p := resolve(b.home, r.URL.Query().Get("path"))
+	fi, err := s.backend.Stat(r.Context(), b.backendID, p)
+	switch {
+	case sandbox.CodeOf(err) == sandbox.NotFound:
+		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
+		return
+	case fi.IsDir():
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+		return
+	}
+	rc, err := s.backend.Download(r.Context(), b.backendID, p)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Disposition", fmt.Sprintf("inline; filename=%q", path.Base(p)))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.Copy(zw, rc)
+		_ = zw.Close()
+		return
+	}
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	_, _ = io.Copy(w, rc)
+}
+
+type uploaded struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type"`
+}
+
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	if !fileUser(w, r) {
+		return
+	}
+	b := boxOf(r.Context())
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "error decompressing body: "+err.Error())
+			return
+		}
+		body = zr
+	}
+	qpath := r.URL.Query().Get("path")
+	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.Header.Get("Content-Type") == "" || err != nil {
+		writeError(w, http.StatusBadRequest, "missing or invalid Content-Type")
+		return
+	}
+	out := []uploaded{}
+	switch ct {
+	case "application/octet-stream":
+		if qpath == "" {
+			writeError(w, http.StatusBadRequest, "path is required for octet-stream upload")
+			return
+		}
+		p := resolve(b.home, qpath)
+		if status, msg := s.put(r.Context(), b, p, body); status != 0 {
+			writeError(w, status, msg)
+			return
+		}
+		out = append(out, uploaded{Name: path.Base(p), Path: p, Type: "file"})
+	case "multipart/form-data":
+		mr := multipart.NewReader(body, params["boundary"])
+		seen := map[string]bool{}
+		for {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "error reading multipart body: "+err.Error())
+				return
+			}
+			if part.FormName() != "file" {
+				_ = part.Close()
+				continue
+			}
+			name := qpath
+			if name == "" {
+				name = part.FileName()
+			}
+			p := resolve(b.home, name)
+			if seen[p] {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("you cannot upload multiple files to the same path '%s' in one upload request", p))
+				return
+			}
+			seen[p] = true
+			if status, msg := s.put(r.Context(), b, p, part); status != 0 {
+				writeError(w, status, msg)
+				return
+			}
+			out = append(out, uploaded{Name: path.Base(p), Path: p, Type: "file"})
+		}
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	writeJSONRaw(w, out)
+}
+
+// put writes one uploaded file, returning an HTTP status and message on failure.
+func (s *Server) put(ctx context.Context, b *box, p string, r io.Reader) (int, string) {
+	if fi, err := s.backend.Stat(ctx, b.backendID, p); err == nil && fi.IsDir() {
+		return http.StatusBadRequest, "path is a directory: " + p
+	}
+	for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
+		fi, err := s.backend.Stat(ctx, b.backendID, dir)
+		if err == nil {
+			if !fi.IsDir() {
+				return http.StatusInternalServerError, "error ensuring directories: path is a file: " + dir
+			}
+			break
+		}
+	}
+	if err := s.backend.Upload(ctx, b.backendID, p, r); err != nil {
+		if errors.Is(err, sandbox.ErrIsDirectory) {
+			return http.StatusBadRequest, "path is a directory: " + p
+		}
+		return http.StatusInternalServerError, "error writing file: " + err.Error()
+	}
+	return 0, ""
+}
+
+func writeJSONRaw(w http.ResponseWriter, v []uploaded) {
+	data, _ := json.Marshal(v)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(data, '\n'))
+}

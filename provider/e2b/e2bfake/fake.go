@@ -1,0 +1,769 @@
+// Package e2bfake is an in-process fake of E2B: the control-plane REST API
+// and envd, the daemon inside each sandbox (Connect RPC and /files), on two
+// httptest servers. It speaks the real wire protocol and executes commands
+// and file operations for real through a backing sandbox.Runtime (for
+// example provider/local, or provider/memory in unit tests).
+//
+// The fake enforces what E2B enforces, so a client bug shows up against it:
+// the X-API-Key and X-Access-Token headers, 404 for a gone sandbox, the
+// 15 s default lease when a create omits the timeout, a 60 s command
+// lifetime when a Start carries no Connect-Timeout-Ms, the proxy's 502 for
+// a paused or gone sandbox, v2 list pagination and metadata encoding, and
+// the exact error bodies. Faults can be injected with Server.Inject.
+//
+// # Deliberate differences from the real service
+//
+//   - envd itself has no default command timeout; the 60 s the fake applies
+//     is the official SDKs' default, enforced here to catch a client that
+//     forgets to send one (WithDefaultCommandTimeout changes it).
+//   - A shell wrapper "/bin/bash -l -c LINE" (or sh -c) is handed to the
+//     backend as a shell line, so the backend's shell runs it (sh on most
+//     backends), not a login bash.
+//   - Users are checked by name ("user" and "root") but the backend runs
+//     everything as its own user; owner and group are reported as the user.
+//   - Stat follows symbolic links when the backend does (envd uses lstat).
+//   - /files download has no Range or conditional-request support, and
+//     signed URLs (signature query parameters) are not accepted.
+//   - Lease expiry is applied lazily, when the next request arrives.
+//   - Pause keeps processes only if the backend's Pause does.
+//   - Sandbox IDs have the real shape but clientID is a constant.
+package e2bfake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
+)
+
+// EnvdVersion is the envd version the fake advertises.
+const EnvdVersion = "0.6.13"
+
+// EnvdPort is the port envd listens on inside a sandbox.
+const EnvdPort = 49983
+
+const clientID = "6532622b"
+
+// Server is a running fake. Close it when done.
+type Server struct {
+	backend sandbox.Runtime
+	apiKey  string
+
+	defaultLease   time.Duration
+	maxLease       time.Duration
+	defaultCmd     time.Duration
+	maxSandboxes   int
+	templates      []string
+	now            func() time.Time
+	exitedRetained time.Duration
+
+	api  *httptest.Server
+	envd *httptest.Server
+
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	boxes   map[string]*box
+	faults  []*Fault
+	counts  map[string]int
+	nextPID uint32
+	bg      sync.WaitGroup
+}
+
+type box struct {
+	id, backendID, template string
+	home                    string
+	metadata, env           map[string]string
+	startedAt, endAt        time.Time
+	paused                  bool
+	autoPause               bool
+	token                   string // "" when not secure
+	procs                   map[uint32]*proc
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAPIKey sets the API key clients must send (a random e2b_… key by default).
+func WithAPIKey(k string) Option { return func(s *Server) { s.apiKey = k } }
+
+// WithMaxLease sets the longest lease the fake accepts (1 h by default, the
+// Hobby plan's limit).
+func WithMaxLease(d time.Duration) Option { return func(s *Server) { s.maxLease = d } }
+
+// WithDefaultCommandTimeout sets the lifetime of a process started without
+// Connect-Timeout-Ms (60 s by default).
+func WithDefaultCommandTimeout(d time.Duration) Option { return func(s *Server) { s.defaultCmd = d } }
+
+// WithMaxSandboxes sets the concurrency limit above which create answers
+// 429 (0, the default, means no limit).
+func WithMaxSandboxes(n int) Option { return func(s *Server) { s.maxSandboxes = n } }
+
+// WithTemplates sets the template names create accepts ("base" by default).
+func WithTemplates(names ...string) Option { return func(s *Server) { s.templates = names } }
+
+// WithClock sets the clock used for leases.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// New starts a fake whose sandboxes are sandboxes of backend.
+func New(backend sandbox.Runtime, opts ...Option) *Server {
+	s := &Server{
+		backend: backend, apiKey: "e2b_" + randHex(20),
+		defaultLease: 15 * time.Second, maxLease: time.Hour, defaultCmd: 60 * time.Second,
+		templates: []string{"base"}, now: time.Now, exitedRetained: 30 * time.Second,
+		closing: make(chan struct{}), boxes: map[string]*box{}, counts: map[string]int{},
+		nextPID: 400,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.api = httptest.NewUnstartedServer(s.faulty("api", s.apiHandler()))
+	s.api.Start()
+	s.envd = httptest.NewUnstartedServer(s.faulty("envd", s.envdHandler()))
+	s.envd.Start()
+	return s
+}
+
+// Close stops the servers, ends every process and destroys every backend
+// sandbox the fake created.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.api.CloseClientConnections()
+		s.envd.CloseClientConnections()
+		s.api.Close()
+		s.envd.Close()
+		s.mu.Lock()
+		boxes := slices.Collect(maps.Values(s.boxes))
+		s.boxes = map[string]*box{}
+		s.mu.Unlock()
+		for _, b := range boxes {
+			s.destroyBox(b)
+		}
+		s.bg.Wait()
+	})
+}
+
+// APIKey returns the API key clients must send.
+func (s *Server) APIKey() string { return s.apiKey }
+
+// APIURL returns the control plane's base URL (for E2B_API_URL).
+func (s *Server) APIURL() string { return s.api.URL }
+
+// SandboxURL returns envd's base URL for every sandbox (for
+// E2B_SANDBOX_URL); requests are routed by the E2b-Sandbox-Id header.
+func (s *Server) SandboxURL() string { return s.envd.URL }
+
+// Count returns how many requests reached the handler named key, which is
+// "METHOD /path" with the sandbox ID replaced by {id}, such as
+// "POST /process.Process/Start" or "GET /sandboxes/{id}". Requests that a
+// fault answered are not counted.
+func (s *Server) Count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[key]
+}
+
+// Kill removes a sandbox as if it had ended behind the client's back (an
+// eviction, or another client's kill).
+func (s *Server) Kill(id string) bool {
+	s.mu.Lock()
+	b, ok := s.boxes[id]
+	delete(s.boxes, id)
+	s.mu.Unlock()
+	if ok {
+		s.destroyBox(b)
+	}
+	return ok
+}
+
+// Sandboxes returns the IDs of the sandboxes that exist (running or paused).
+func (s *Server) Sandboxes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.boxes))
+}
+
+// BackendID returns the backend's ID for the sandbox id.
+func (s *Server) BackendID(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.boxes[id]
+	if !ok {
+		return "", false
+	}
+	return b.backendID, true
+}
+
+// Lease returns when the sandbox's lease ends.
+func (s *Server) Lease(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.boxes[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	return b.endAt, true
+}
+
+func randHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+func newSandboxID() string {
+	b := make([]byte, 20)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return "i" + string(b)
+}
+
+// writeError writes the control plane's and envd's error body.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.Error{Code: int32(status), Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func notFoundMsg(id string) string {
+	return fmt.Sprintf("Sandbox %q doesn't exist or you don't have access to it", id)
+}
+
+// expire applies lease ends: a sandbox whose lease ended is removed, or
+// paused when it was created with autoPause.
+func (s *Server) expire() {
+	now := s.now()
+	var gone, pause []*box
+	s.mu.Lock()
+	for id, b := range s.boxes {
+		if b.paused || now.Before(b.endAt) {
+			continue
+		}
+		if b.autoPause {
+			b.paused = true
+			b.endAt = now
+			pause = append(pause, b)
+			continue
+		}
+		delete(s.boxes, id)
+		gone = append(gone, b)
+	}
+	s.mu.Unlock()
+	for _, b := range gone {
+		s.destroyBox(b)
+	}
+	for _, b := range pause {
+		if p, ok := s.backend.(sandbox.Pauser); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = p.Pause(ctx, b.backendID)
+			cancel()
+		}
+	}
+}
+
+func (s *Server) destroyBox(b *box) {
+	s.mu.Lock()
+	procs := slices.Collect(maps.Values(b.procs))
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.backend.Destroy(ctx, b.backendID)
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Control plane
+
+type controlPlane struct{ s *Server }
+
+var _ api.ServerInterface = controlPlane{}
+
+var sandboxIDRE = regexp.MustCompile(`^[a-z0-9]+$`)
+
+func (s *Server) apiHandler() http.Handler {
+	h := api.HandlerWithOptions(controlPlane{s}, api.StdHTTPServerOptions{
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, http.StatusBadRequest, err.Error())
+		},
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" && r.Header.Get("X-API-Key") != s.apiKey {
+			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.")
+			return
+		}
+		s.expire()
+		s.count(r, "api")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) count(r *http.Request, _ string) {
+	p := r.URL.Path
+	if strings.HasPrefix(p, "/sandboxes/") {
+		parts := strings.SplitN(p, "/", 4)
+		parts[2] = "{id}"
+		p = strings.Join(parts, "/")
+	}
+	s.mu.Lock()
+	s.counts[r.Method+" "+p]++
+	s.mu.Unlock()
+}
+
+func (c controlPlane) GetHealth(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "request body has an error: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
+	s := c.s
+	var req api.NewSandbox
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, `request body has an error: doesn't match schema: Error at "/templateID": property "templateID" is missing`)
+		return
+	}
+	if !slices.Contains(s.templates, req.TemplateID) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+		return
+	}
+	lease := s.defaultLease
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			writeError(w, http.StatusBadRequest, "Timeout must be greater than 0")
+			return
+		}
+		lease = time.Duration(*req.Timeout) * time.Second
+	}
+	if lease > s.maxLease {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.maxLease.Hours())))
+		return
+	}
+	s.mu.Lock()
+	n := len(s.boxes)
+	s.mu.Unlock()
+	if s.maxSandboxes > 0 && n >= s.maxSandboxes {
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("you have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, please visit 'https://e2b.dev/docs/billing'", s.maxSandboxes))
+		return
+	}
+	env := map[string]string{}
+	if req.EnvVars != nil {
+		env = maps.Clone(*req.EnvVars)
+	}
+	backendLease := 24 * time.Hour
+	if m := s.backend.Capabilities().MaxLease; m > 0 && m < backendLease {
+		backendLease = m
+	}
+	info, err := s.backend.Create(r.Context(), &sandbox.CreateRequest{Env: env, Timeout: backendLease})
+	if err != nil {
+		if info.ID != "" {
+			_ = s.backend.Destroy(context.Background(), info.ID)
+		}
+		writeError(w, http.StatusInternalServerError, "Failed to create sandbox")
+		return
+	}
+	now := s.now()
+	b := &box{
+		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home,
+		env: env, startedAt: now, endAt: now.Add(lease), procs: map[uint32]*proc{},
+		autoPause: req.AutoPause != nil && *req.AutoPause,
+	}
+	if b.home == "" {
+		b.home = "/"
+	}
+	if req.Metadata != nil {
+		b.metadata = maps.Clone(*req.Metadata)
+	}
+	if req.Secure != nil && *req.Secure {
+		b.token = randHex(32)
+	}
+	s.mu.Lock()
+	s.boxes[b.id] = b
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, b.sandbox())
+}
+
+func (b *box) sandbox() api.Sandbox {
+	out := api.Sandbox{SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID, EnvdVersion: EnvdVersion}
+	if b.token != "" {
+		t := b.token
+		out.EnvdAccessToken = &t
+	}
+	return out
+}
+
+func (b *box) state() api.SandboxState {
+	if b.paused {
+		return "paused"
+	}
+	return "running"
+}
+
+// lookup returns the sandbox or writes the error response.
+func (c controlPlane) lookup(w http.ResponseWriter, id string) (*box, bool) {
+	if !sandboxIDRE.MatchString(id) {
+		writeError(w, http.StatusBadRequest, "Invalid sandbox ID")
+		return nil, false
+	}
+	c.s.mu.Lock()
+	b, ok := c.s.boxes[id]
+	c.s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return nil, false
+	}
+	return b, true
+}
+
+func (c controlPlane) GetSandbox(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	c.s.mu.Lock()
+	d := api.SandboxDetail{
+		SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID,
+		StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: EnvdVersion, State: b.state(),
+		CpuCount: 2, MemoryMB: 512, DiskSizeMB: 10240,
+	}
+	if b.metadata != nil {
+		m := api.SandboxMetadata(maps.Clone(b.metadata))
+		d.Metadata = &m
+	}
+	if b.token != "" {
+		t := b.token
+		d.EnvdAccessToken = &t
+	}
+	c.s.mu.Unlock()
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (c controlPlane) DeleteSandbox(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	c.s.mu.Lock()
+	_, still := c.s.boxes[id]
+	delete(c.s.boxes, id)
+	c.s.mu.Unlock()
+	if !still {
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	}
+	c.s.destroyBox(b)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c controlPlane) PostSandboxTimeout(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	var req api.TimeoutRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.paused {
+		writeErrorLocked(w, http.StatusNotFound, notFoundMsg(id))
+		return
+	}
+	now := s.now()
+	limit := b.startedAt.Add(s.maxLease)
+	if !now.Before(limit) {
+		writeErrorLocked(w, http.StatusBadRequest, "Max instance length exceeded")
+		return
+	}
+	end := now.Add(time.Duration(max(req.Timeout, 0)) * time.Second)
+	if end.After(limit) {
+		end = limit
+	}
+	b.endAt = end
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeErrorLocked is writeError; the name marks calls made under s.mu.
+func writeErrorLocked(w http.ResponseWriter, status int, msg string) { writeError(w, status, msg) }
+
+func (c controlPlane) PostSandboxPause(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	if r.ContentLength != 0 {
+		var req api.PauseRequest
+		if !decodeBody(w, r, &req) {
+			return
+		}
+	}
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	if b.paused {
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, fmt.Sprintf("Error pausing sandbox - sandbox '%s' is already paused", id))
+		return
+	}
+	b.paused = true
+	b.endAt = s.now()
+	s.mu.Unlock()
+	if p, ok := s.backend.(sandbox.Pauser); ok {
+		if err := p.Pause(r.Context(), b.backendID); err != nil {
+			writeError(w, http.StatusInternalServerError, "Error pausing sandbox")
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c controlPlane) PostSandboxConnect(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	var req api.ConnectSandbox
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	s := c.s
+	d := time.Duration(req.Timeout) * time.Second
+	if d > s.maxLease {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.maxLease.Hours())))
+		return
+	}
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	now := s.now()
+	if !b.paused {
+		if end := now.Add(d); end.After(b.endAt) {
+			b.endAt = end
+		}
+		out := b.sandbox()
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	b.paused = false
+	b.startedAt = now
+	b.endAt = now.Add(d)
+	if b.token != "" {
+		b.token = randHex(32)
+	}
+	out := b.sandbox()
+	s.mu.Unlock()
+	if p, ok := s.backend.(sandbox.Pauser); ok {
+		if _, err := p.Resume(r.Context(), b.backendID); err != nil {
+			writeError(w, http.StatusInternalServerError, "Failed to resume sandbox")
+			return
+		}
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (c controlPlane) GetV2Sandboxes(w http.ResponseWriter, r *http.Request, params api.GetV2SandboxesParams) {
+	s := c.s
+	var filter map[string]string
+	if params.Metadata != nil && *params.Metadata != "" {
+		f, err := parseMetadataFilter(*params.Metadata)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "Error parsing metadata: "+err.Error())
+			return
+		}
+		filter = f
+	}
+	states := []api.SandboxState{"running", "paused"}
+	if params.State != nil && len(*params.State) > 0 {
+		states = *params.State
+		for _, st := range states {
+			if !st.Valid() {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid state %q", st))
+				return
+			}
+		}
+	}
+	limit := 100
+	if params.Limit != nil {
+		if *params.Limit < 1 || *params.Limit > 100 {
+			writeError(w, http.StatusBadRequest, "parameter \"limit\" in query has an error: number must be between 1 and 100")
+			return
+		}
+		limit = int(*params.Limit)
+	}
+	var after *cursor
+	if params.NextToken != nil && *params.NextToken != "" {
+		cur, err := parseCursor(*params.NextToken)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "Invalid next token")
+			return
+		}
+		after = &cur
+	}
+	s.mu.Lock()
+	var all []api.ListedSandbox
+	running := 0
+	for _, b := range s.boxes {
+		if !slices.Contains(states, b.state()) || !matchMetadata(b.metadata, filter) {
+			continue
+		}
+		if !b.paused {
+			running++
+		}
+		ls := api.ListedSandbox{
+			SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID,
+			StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: EnvdVersion, State: b.state(),
+			CpuCount: 2, MemoryMB: 512, DiskSizeMB: 10240,
+		}
+		if b.metadata != nil {
+			m := api.SandboxMetadata(maps.Clone(b.metadata))
+			ls.Metadata = &m
+		}
+		all = append(all, ls)
+	}
+	s.mu.Unlock()
+	// Newest first; equal start times by ID ascending.
+	slices.SortFunc(all, func(a, b api.ListedSandbox) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SandboxID, b.SandboxID)
+	})
+	if after != nil {
+		i := 0
+		for i < len(all) && !after.before(all[i]) {
+			i++
+		}
+		all = all[i:]
+	}
+	if len(all) > limit {
+		last := all[limit-1]
+		w.Header().Set("X-Next-Token", cursor{last.StartedAt, last.SandboxID}.String())
+		all = all[:limit]
+	}
+	if slices.Contains(states, "running") {
+		w.Header().Set("X-Total-Running", strconv.Itoa(running))
+	}
+	if all == nil {
+		all = []api.ListedSandbox{}
+	}
+	writeJSON(w, http.StatusOK, all)
+}
+
+type cursor struct {
+	t  time.Time
+	id string
+}
+
+func (c cursor) String() string {
+	return base64.URLEncoding.EncodeToString([]byte(c.t.UTC().Format(time.RFC3339Nano) + "__" + c.id))
+}
+
+// before reports whether l comes after the cursor in list order.
+func (c cursor) before(l api.ListedSandbox) bool {
+	if cmp := c.t.Compare(l.StartedAt); cmp != 0 {
+		return cmp > 0
+	}
+	return l.SandboxID > c.id
+}
+
+func parseCursor(tok string) (cursor, error) {
+	raw, err := base64.URLEncoding.DecodeString(tok)
+	if err != nil {
+		return cursor{}, err
+	}
+	ts, id, ok := strings.Cut(string(raw), "__")
+	if !ok || id == "" {
+		return cursor{}, errors.New("malformed")
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return cursor{}, err
+	}
+	return cursor{t, id}, nil
+}
+
+// parseMetadataFilter decodes the metadata query value the way the real
+// API does: the value (already unescaped once as a query parameter) is
+// unescaped again, split on & and =, and each key and value unescaped.
+func parseMetadataFilter(v string) (map[string]string, error) {
+	q, err := url.QueryUnescape(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, pair := range strings.Split(q, "&") {
+		kv := strings.Split(pair, "=")
+		if len(kv) != 2 {
+			return nil, fmt.Errorf("invalid key value pair in query")
+		}
+		k, err := url.QueryUnescape(kv[0])
+		if err != nil {
+			return nil, err
+		}
+		val, err := url.QueryUnescape(kv[1])
+		if err != nil {
+			return nil, err
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+func matchMetadata(have, want map[string]string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	if len(have) == 0 {
+		return false
+	}
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

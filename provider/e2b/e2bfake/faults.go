@@ -1,0 +1,150 @@
+package e2bfake
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// FaultKind is a kind of injected failure.
+type FaultKind int
+
+// The faults the fake can inject.
+const (
+	// ResetBeforeAdmission closes the connection before the request is
+	// handled: nothing runs.
+	ResetBeforeAdmission FaultKind = iota + 1
+	// ResetAfterAdmission lets the handler run and closes the connection
+	// after the first bytes of the response were sent (for Start, after
+	// the start event): the work happened, the client cannot know.
+	ResetAfterAdmission
+	// ProxyBadGateway answers 502 as E2B's edge proxy does for a sandbox
+	// it cannot reach, without running the handler.
+	ProxyBadGateway
+	// Hang never answers: the request blocks until the client gives up or
+	// the server closes.
+	Hang
+	// TooManyRequests answers 429 with the concurrency-limit body.
+	TooManyRequests
+)
+
+// Fault is one injected failure. Path selects the requests it applies to:
+// a prefix of "METHOD /path" such as "POST /process.Process/Start",
+// "GET /files" or "POST /sandboxes" ("" matches every request on either
+// server). Times is how many matching requests fail (default 1).
+type Fault struct {
+	Kind  FaultKind
+	Path  string
+	Times int
+
+	mu   sync.Mutex
+	hits int
+}
+
+// Hits returns how many requests the fault has answered so far.
+func (f *Fault) Hits() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits
+}
+
+// Inject arms f and returns it. Faults are tried in the order injected.
+func (s *Server) Inject(f *Fault) *Fault {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	s.faults = append(s.faults, f)
+	s.mu.Unlock()
+	return f
+}
+
+// take returns the first armed fault that matches r, consuming one use.
+func (s *Server) take(r *http.Request) *Fault {
+	key := r.Method + " " + r.URL.Path
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.faults {
+		if !strings.HasPrefix(key, f.Path) {
+			continue
+		}
+		f.mu.Lock()
+		f.hits++
+		done := f.hits >= f.Times
+		f.mu.Unlock()
+		if done {
+			s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+		}
+		return f
+	}
+	return nil
+}
+
+func (s *Server) faulty(_ string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := s.take(r)
+		if f == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch f.Kind {
+		case ResetBeforeAdmission:
+			hijackClose(w)
+		case ResetAfterAdmission:
+			next.ServeHTTP(&resetWriter{ResponseWriter: w}, r)
+		case ProxyBadGateway:
+			writeJSON(w, http.StatusBadGateway, map[string]any{
+				"sandboxId": r.Header.Get("E2b-Sandbox-Id"), "message": "The sandbox was not found", "code": http.StatusBadGateway})
+		case Hang:
+			select {
+			case <-r.Context().Done():
+			case <-s.closing:
+			}
+		case TooManyRequests:
+			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
+		default:
+			panic(fmt.Sprintf("e2bfake: unknown fault kind %d", f.Kind))
+		}
+	})
+}
+
+func hijackClose(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("e2bfake: response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+// resetWriter passes the handler's first write through, flushes it and
+// closes the connection; later writes fail.
+type resetWriter struct {
+	http.ResponseWriter
+	broken bool
+}
+
+func (rw *resetWriter) Write(p []byte) (int, error) {
+	if rw.broken {
+		return 0, http.ErrHandlerTimeout
+	}
+	n, err := rw.ResponseWriter.Write(p)
+	rw.Flush()
+	return n, err
+}
+
+func (rw *resetWriter) Flush() {
+	if rw.broken {
+		return
+	}
+	if f, ok := rw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	rw.broken = true
+	hijackClose(rw.ResponseWriter)
+}
+
+func (rw *resetWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

@@ -1,0 +1,466 @@
+package e2bfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+)
+
+// ---------------------------------------------------------------------------
+// process.Process
+
+type processService struct {
+	processconnect.UnimplementedProcessHandler
+	s *Server
+}
+
+// shellLine recognises the shell wrappers clients use and returns the line.
+func shellLine(cmd string, args []string) (string, bool) {
+	switch cmd {
+	case "/bin/bash", "/bin/sh", "bash", "sh", "/usr/bin/bash":
+	default:
+		return "", false
+	}
+	if len(args) == 3 && (args[0] == "-l" || args[0] == "-lc") && args[1] == "-c" {
+		return args[2], true
+	}
+	if len(args) == 2 && args[0] == "-c" {
+		return args[1], true
+	}
+	return "", false
+}
+
+func (ps *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
+	s := ps.s
+	if _, err := rpcUser(req.Header()); err != nil {
+		return err
+	}
+	b := boxOf(ctx)
+	m := req.Msg
+	if m.GetProcess() == nil || m.GetProcess().GetCmd() == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process config with a cmd is required"))
+	}
+	if m.Pty != nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by the fake"))
+	}
+	cfg := m.GetProcess()
+	dir := b.home
+	if cfg.Cwd != nil {
+		dir = resolve(b.home, cfg.GetCwd())
+		if fi, err := s.backend.Stat(ctx, b.backendID, dir); err != nil || !fi.IsDir() {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
+		}
+	}
+	timeout := s.defaultCmd
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	cmd := &sandbox.Command{Dir: dir, Env: cfg.GetEnvs(), Timeout: timeout}
+	if line, ok := shellLine(cfg.GetCmd(), cfg.GetArgs()); ok {
+		cmd.Shell = line
+	} else {
+		cmd.Args = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
+	}
+	withStdin := m.Stdin == nil || m.GetStdin()
+	p, err := s.startProc(b, cfg, m.GetTag(), cmd, withStdin)
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("error starting process: %w", err))
+	}
+	sb := p.subscribe()
+	defer p.unsubscribe(sb)
+	if err := stream.Send(&process.StartResponse{Event: startEvent(p.pid)}); err != nil {
+		return err
+	}
+	return ps.pump(ctx, req.Header().Get("Keepalive-Ping-Interval"), p, sb, func(ev *process.ProcessEvent) error {
+		return stream.Send(&process.StartResponse{Event: ev})
+	})
+}
+
+func startEvent(pid uint32) *process.ProcessEvent {
+	return &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}
+}
+
+// pump forwards a subscription's events until the process ends or the
+// stream's context does. A process ended by its timeout ends the stream
+// with deadline_exceeded and no end event, as envd does.
+func (ps *processService) pump(ctx context.Context, keepalive string, p *proc, sb *sub, send func(*process.ProcessEvent) error) error {
+	interval := 90 * time.Second
+	if n, err := strconv.Atoi(keepalive); err == nil && n > 0 {
+		interval = time.Duration(n) * time.Second
+	}
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-sb.ch:
+			if !ok {
+				p.mu.Lock()
+				timedOut := p.timedOut
+				p.mu.Unlock()
+				if timedOut {
+					return connect.NewError(connect.CodeDeadlineExceeded, context.DeadlineExceeded)
+				}
+				return nil
+			}
+			if err := send(ev); err != nil {
+				return err
+			}
+			t.Reset(interval)
+		case <-t.C:
+			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
+				return err
+			}
+			t.Reset(interval)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
+			}
+			return connect.NewError(connect.CodeCanceled, ctx.Err())
+		case <-ps.s.closing:
+			return connect.NewError(connect.CodeUnavailable, errors.New("server closing"))
+		}
+	}
+}
+
+// find returns the process a selector names.
+func (ps *processService) find(ctx context.Context, sel *process.ProcessSelector) (*proc, error) {
+	b := boxOf(ctx)
+	s := ps.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found *proc
+	switch {
+	case sel.GetTag() != "":
+		for _, p := range b.procs {
+			if p.tag == sel.GetTag() {
+				found = p
+			}
+		}
+		if found == nil {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %s not found", sel.GetTag()))
+		}
+	default:
+		found = b.procs[sel.GetPid()]
+		if found == nil {
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", sel.GetPid()))
+		}
+	}
+	found.mu.Lock()
+	expired := !found.exitedAt.IsZero() && time.Since(found.exitedAt) > s.exitedRetained
+	found.mu.Unlock()
+	if expired {
+		delete(b.procs, found.pid)
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", found.pid))
+	}
+	return found, nil
+}
+
+func (ps *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return err
+	}
+	p, err := ps.find(ctx, req.Msg.GetProcess())
+	if err != nil {
+		return err
+	}
+	sb := p.subscribe()
+	defer p.unsubscribe(sb)
+	if err := stream.Send(&process.ConnectResponse{Event: startEvent(p.pid)}); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	end := p.end
+	p.mu.Unlock()
+	if end != nil {
+		// Exited: envd replays the end event for a while.
+		return stream.Send(&process.ConnectResponse{Event: &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}})
+	}
+	return ps.pump(ctx, req.Header().Get("Keepalive-Ping-Interval"), p, sb, func(ev *process.ProcessEvent) error {
+		return stream.Send(&process.ConnectResponse{Event: ev})
+	})
+}
+
+func (ps *processService) List(ctx context.Context, req *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	out := &process.ListResponse{}
+	for _, p := range b.procs {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		pi := &process.ProcessInfo{Config: p.config, Pid: p.pid}
+		if p.tag != "" {
+			tag := p.tag
+			pi.Tag = &tag
+		}
+		out.Processes = append(out.Processes, pi)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (ps *processService) input(ctx context.Context, sel *process.ProcessSelector, in *process.ProcessInput) error {
+	p, err := ps.find(ctx, sel)
+	if err != nil {
+		return err
+	}
+	if in.GetPty() != nil {
+		return connect.NewError(connect.CodeInternal, errors.New("pty not enabled for this process"))
+	}
+	if p.stdin == nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin of process %d: %w", p.pid, errStdinClosed))
+	}
+	if _, err := p.stdin.Write(in.GetStdin()); err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin of process %d: %w", p.pid, err))
+	}
+	return nil
+}
+
+func (ps *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	if err := ps.input(ctx, req.Msg.GetProcess(), req.Msg.GetInput()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.SendInputResponse{}), nil
+}
+
+func (ps *processService) StreamInput(ctx context.Context, stream *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error) {
+	if _, err := rpcUser(stream.RequestHeader()); err != nil {
+		return nil, err
+	}
+	var sel *process.ProcessSelector
+	for stream.Receive() {
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *process.StreamInputRequest_Start:
+			sel = ev.Start.GetProcess()
+			if _, err := ps.find(ctx, sel); err != nil {
+				return nil, err
+			}
+		case *process.StreamInputRequest_Data:
+			if sel == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("first message must be a start event"))
+			}
+			if err := ps.input(ctx, sel, ev.Data.GetInput()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.StreamInputResponse{}), nil
+}
+
+func (ps *processService) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	p, err := ps.find(ctx, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	var sig syscall.Signal
+	switch req.Msg.GetSignal() {
+	case process.Signal_SIGNAL_SIGKILL:
+		sig = syscall.SIGKILL
+	case process.Signal_SIGNAL_SIGTERM:
+		sig = syscall.SIGTERM
+	default:
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("invalid signal: %s", req.Msg.GetSignal()))
+	}
+	select {
+	case <-p.done:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", p.pid))
+	default:
+	}
+	if err := p.signal(sig); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error sending signal: %w", err))
+	}
+	return connect.NewResponse(&process.SendSignalResponse{}), nil
+}
+
+func (ps *processService) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	p, err := ps.find(ctx, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+	}
+	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+// ---------------------------------------------------------------------------
+// filesystem.Filesystem
+
+type filesystemService struct {
+	filesystemconnect.UnimplementedFilesystemHandler
+	s *Server
+}
+
+func entry(fi sandbox.FileInfo) *filesystem.EntryInfo {
+	e := &filesystem.EntryInfo{
+		Name: path.Base(fi.Path), Path: fi.Path, Size: fi.Size, Mode: uint32(fi.Mode.Perm()),
+		Permissions: fi.Mode.String(), Owner: defaultUser, Group: defaultUser,
+		ModifiedTime: timestamppb.New(fi.ModTime),
+	}
+	switch {
+	case fi.Mode&fs.ModeSymlink != 0:
+		e.Type = filesystem.FileType_FILE_TYPE_SYMLINK
+	case fi.Mode.IsDir():
+		e.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
+	default:
+		e.Type = filesystem.FileType_FILE_TYPE_FILE
+	}
+	if fi.LinkTarget != "" {
+		t := fi.LinkTarget
+		e.SymlinkTarget = &t
+	}
+	return e
+}
+
+// fsErr maps a backend error onto envd's Connect codes.
+func fsErr(err error, p string) error {
+	switch sandbox.CodeOf(err) {
+	case sandbox.NotFound:
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no such file or directory: %s", p))
+	case sandbox.PermissionDenied:
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s", p))
+	}
+	if errors.Is(err, sandbox.ErrNotDirectory) || errors.Is(err, sandbox.ErrIsDirectory) {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", err, p))
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("error on %s: %w", p, err))
+}
+
+func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	p := resolve(b.home, req.Msg.GetPath())
+	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	if err != nil {
+		return nil, fsErr(err, p)
+	}
+	fi.Path = p
+	return connect.NewResponse(&filesystem.StatResponse{Entry: entry(fi)}), nil
+}
+
+func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	p := resolve(b.home, req.Msg.GetPath())
+	if fi, err := f.s.backend.Stat(ctx, b.backendID, p); err == nil {
+		if fi.IsDir() {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", p))
+		}
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", p))
+	}
+	if err := f.s.backend.MkdirAll(ctx, b.backendID, p); err != nil {
+		return nil, fsErr(err, p)
+	}
+	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	if err != nil {
+		return nil, fsErr(err, p)
+	}
+	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: entry(fi)}), nil
+}
+
+func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	src, dst := resolve(b.home, req.Msg.GetSource()), resolve(b.home, req.Msg.GetDestination())
+	if _, err := f.s.backend.Stat(ctx, b.backendID, src); err != nil {
+		return nil, fsErr(err, src)
+	}
+	if err := f.s.backend.MkdirAll(ctx, b.backendID, path.Dir(dst)); err != nil {
+		return nil, fsErr(err, dst)
+	}
+	if err := f.s.backend.Rename(ctx, b.backendID, src, dst); err != nil {
+		return nil, fsErr(err, src)
+	}
+	fi, err := f.s.backend.Stat(ctx, b.backendID, dst)
+	if err != nil {
+		return nil, fsErr(err, dst)
+	}
+	return connect.NewResponse(&filesystem.MoveResponse{Entry: entry(fi)}), nil
+}
+
+func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	p := resolve(b.home, req.Msg.GetPath())
+	depth := max(req.Msg.GetDepth(), 1)
+	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	if err != nil {
+		return nil, fsErr(err, p)
+	}
+	if !fi.IsDir() {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path is not a directory: %s", p))
+	}
+	out := &filesystem.ListDirResponse{}
+	var walk func(dir string, level uint32) error
+	walk = func(dir string, level uint32) error {
+		list, err := f.s.backend.ReadDir(ctx, b.backendID, dir)
+		if err != nil {
+			return fsErr(err, dir)
+		}
+		for _, e := range list {
+			e.Path = path.Join(dir, path.Base(e.Path))
+			out.Entries = append(out.Entries, entry(e))
+			if e.IsDir() && level < depth {
+				if err := walk(e.Path, level+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(p, 1); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
+	if _, err := rpcUser(req.Header()); err != nil {
+		return nil, err
+	}
+	b := boxOf(ctx)
+	p := resolve(b.home, req.Msg.GetPath())
+	if err := f.s.backend.Remove(ctx, b.backendID, p); err != nil && sandbox.CodeOf(err) != sandbox.NotFound {
+		return nil, fsErr(err, p)
+	}
+	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
