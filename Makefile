@@ -1,0 +1,20 @@
+GO ?= go
+
+.PHONY: test bench fuzz vet
+
+# test: what CI runs (README's test command).
+test: vet
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+# bench: benchmarks against same-run raw baselines; see bench/README.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./bench/...
+
+# fuzz: a short run of every fuzz target.
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzJail -fuzztime $(FUZZTIME) ./internal/pathsafe
+	$(GO) test -run '^$$' -fuzz FuzzOpenAndPaths -fuzztime $(FUZZTIME) .

@@ -1,0 +1,67 @@
+// Package sandbox lets Go programs run untrusted code, often written by a
+// language model, in sandboxes, with the same code on every provider: an
+// embedded local provider (no account, no server), E2B, Daytona, and an
+// in-memory fake for unit tests.
+//
+// Programs hold a *Client (one provider) and *Sandbox handles (one sandbox
+// each). Providers implement the thin Runtime interface; the portable layer
+// in this package adds the policy once for all of them: input validation,
+// defaults, output caps with per-stream truncation flags, secret redaction,
+// partial output on timeouts, error classification, the single retry after
+// a stale transport, and destroying a sandbox whose Create finished after
+// the caller gave up.
+//
+//	client, err := sandbox.Open(ctx, "") // SANDBOX_URL, else the local provider
+//	sb, err := client.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"session": id}})
+//	defer sb.Destroy(ctx)
+//	err = sb.WriteFile(ctx, "main.py", code)
+//	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "main.py"}, Timeout: time.Minute})
+//	fmt.Println(res.ExitCode, string(res.Stdout), string(res.Stderr))
+//
+// # Commands
+//
+// A Command is an argv (Args, no shell) or a shell line (Shell). Its stdin
+// is closed unless Stdin is set. Stdout and Stderr writers receive output
+// live; Result holds the captured output, capped at MaxOutput per stream.
+// The command's Timeout is always sent to the provider (no hidden provider
+// default applies) and is bounded by ctx's deadline; Result.TimeoutBy says
+// which of the two ended the command. A non-zero exit code is a Result,
+// never an error.
+//
+// # Errors
+//
+// Every method returns *Error, which carries the operation, provider,
+// sandbox id, path and a Code. Use CodeOf(err) or errors.Is with the
+// sentinels (ErrNotFound, ErrPaused, ErrLimit, ErrStaleTransport, ...); a
+// missing file also matches fs.ErrNotExist. Bad input is InvalidArgument
+// and the message names the input. Error text never holds API keys,
+// access tokens, signed URLs or the values of SecretEnv.
+//
+// Like database/sql with driver.ErrBadConn, a call that failed because the
+// transport was dead before the request was sent is retried exactly once
+// after the transport is reset (OnTransportReset listeners run first). A
+// command whose request may have reached the provider is never re-sent: it
+// fails with ErrOutcomeUnknown.
+//
+// # URLs
+//
+// Open picks a provider by URL scheme; providers register their scheme when
+// their package is imported:
+//
+//	local://                      the embedded local provider (default)
+//	local:///var/lib/sandboxes    ... with its sandboxes under that root
+//	memory://                     a fresh in-memory fake; memory://name is shared by name
+//	e2b://                        E2B (E2B_API_KEY)
+//	daytona://                    Daytona (DAYTONA_API_KEY)
+//
+// An empty URL means $SANDBOX_URL, and then "local://".
+//
+// # Providers
+//
+// Capabilities tells what a provider can do beyond the Runtime interface:
+// pause (and whether it keeps memory), background processes, label search
+// on the server, persistence across client restarts, the isolation it
+// gives and its lease limits. Calls a provider cannot serve fail with
+// ErrUnimplemented. Package sandboxtest is the conformance suite every
+// provider passes.
+package sandbox

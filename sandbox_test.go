@@ -1,0 +1,273 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newSandbox(t *testing.T, opts sandbox.CreateOptions) (*sandbox.Sandbox, *memory.Runtime) {
+	t.Helper()
+	c, rt := memory.NewClient()
+	sb, err := c.Create(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, rt
+}
+
+func TestStaleTransportRetriedOnceWithReset(t *testing.T) {
+	sb, rt := newSandbox(t, sandbox.CreateOptions{})
+	var resets atomic.Int32
+	unregister := sb.Client().OnTransportReset(func() { resets.Add(1) })
+	defer unregister()
+
+	rt.FailNext(memory.OpExec, 1, fmt.Errorf("dial: %w", sandbox.ErrStaleTransport))
+	r, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"echo", "hi"}})
+	if err != nil || string(r.Stdout) != "hi\n" {
+		t.Fatalf("exec after one stale failure: %v %v", r, err)
+	}
+	if resets.Load() != 1 || len(rt.CallsOf(memory.OpExec)) != 2 {
+		t.Fatalf("resets %d, exec calls %d; want 1 and 2", resets.Load(), len(rt.CallsOf(memory.OpExec)))
+	}
+
+	// Two stale failures in a row: the second is surfaced, not swallowed.
+	rt.FailNext(memory.OpExec, 2, sandbox.ErrStaleTransport)
+	_, err = sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrStaleTransport) || sandbox.CodeOf(err) != sandbox.Unavailable {
+		t.Fatalf("second stale failure: %v", err)
+	}
+	if got := len(rt.CallsOf(memory.OpExec)); got != 4 {
+		t.Fatalf("exec calls %d, want 4 (exactly one retry)", got)
+	}
+}
+
+func TestOutcomeUnknownNeverRetried(t *testing.T) {
+	sb, rt := newSandbox(t, sandbox.CreateOptions{})
+	rt.FailNext(memory.OpExec, 1, fmt.Errorf("reset mid-stream: %w", sandbox.ErrOutcomeUnknown))
+	_, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Fatalf("err %v", err)
+	}
+	if got := len(rt.CallsOf(memory.OpExec)); got != 1 {
+		t.Fatalf("exec sent %d times, want 1", got)
+	}
+}
+
+func TestClosedTransportTextRetriedOnlyForIdempotentCalls(t *testing.T) {
+	sb, rt := newSandbox(t, sandbox.CreateOptions{})
+	closed := errors.New("write tcp: use of closed network connection")
+	rt.FailNext(memory.OpStat, 1, closed)
+	if _, err := sb.Stat(context.Background(), "."); err != nil {
+		t.Fatalf("idempotent Stat not retried: %v", err)
+	}
+	rt.FailNext(memory.OpExec, 1, closed)
+	if _, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}}); err == nil {
+		t.Fatal("exec retried on an unclassified transport error: the command might have run")
+	}
+}
+
+func TestUploadNotRetriedAfterReaderConsumed(t *testing.T) {
+	sb, rt := newSandbox(t, sandbox.CreateOptions{})
+	rt.FailNext(memory.OpUpload, 1, sandbox.ErrStaleTransport)
+	if err := sb.WriteFile(context.Background(), "a", []byte("x")); err != nil {
+		t.Fatalf("upload not retried before reading: %v", err)
+	}
+	// A stale error after the driver consumed the reader cannot be retried.
+	stale := &consumingRuntime{Runtime: rt}
+	c := sandbox.NewClient(stale)
+	sb2, err := c.Attach(context.Background(), sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sb2.Upload(context.Background(), "b", strings.NewReader("data"))
+	if !errors.Is(err, sandbox.ErrStaleTransport) || stale.uploads != 1 {
+		t.Fatalf("err %v after %d uploads; want the stale error and no retry", err, stale.uploads)
+	}
+}
+
+type consumingRuntime struct {
+	*memory.Runtime
+	uploads int
+}
+
+func (c *consumingRuntime) Upload(_ context.Context, _, _ string, r io.Reader) error {
+	c.uploads++
+	_, _ = io.ReadAll(r)
+	return sandbox.ErrStaleTransport
+}
+
+// slowCreate creates the sandbox, then returns after the caller's ctx ended.
+type slowCreate struct{ *memory.Runtime }
+
+func (s slowCreate) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+	in, err := s.Runtime.Create(context.Background(), req)
+	<-ctx.Done()
+	return in, err
+}
+
+func TestCreateAfterContextEndDestroysOrphan(t *testing.T) {
+	rt := memory.New()
+	c := sandbox.NewClient(slowCreate{rt})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if sb != nil || sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+		t.Fatalf("Create = %v, %v; want nil and DeadlineExceeded", sb, err)
+	}
+	if rt.Live() != 0 {
+		t.Fatalf("%d sandbox orphaned", rt.Live())
+	}
+}
+
+func TestErrorShape(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.CreateOptions{})
+	_, err := sb.ReadFile(context.Background(), "missing.txt")
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("%T is not *sandbox.Error", err)
+	}
+	if se.Op != "download" || se.Provider != "memory" || se.SandboxID != sb.ID() || se.Path != "/home/user/missing.txt" || se.Code != sandbox.NotFound {
+		t.Fatalf("fields %+v", se)
+	}
+	if !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrPaused) {
+		t.Fatal("sentinel matching wrong")
+	}
+	want := `sandbox: download (memory) sandbox ` + sb.ID() + ` "/home/user/missing.txt": `
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("message %q", err)
+	}
+	if sandbox.CodeOf(context.Canceled) != sandbox.Canceled || sandbox.CodeOf(nil) != sandbox.OK || sandbox.CodeOf(errors.New("x")) != sandbox.Unknown {
+		t.Fatal("CodeOf on plain errors")
+	}
+	e := sandbox.Errorf(sandbox.ResourceExhausted, "quota %d", 3)
+	if !errors.Is(e, sandbox.ErrLimit) || e.Error() != "quota 3" {
+		t.Fatalf("Errorf: %v", e)
+	}
+}
+
+func TestSecretsNeverInErrorsOrOutput(t *testing.T) {
+	secret := "sk-" + strings.Repeat("q", 20)
+	c, rt := memory.NewClient()
+	sb, err := c.Create(context.Background(), sandbox.CreateOptions{SecretEnv: map[string]string{"API_KEY": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.FailNext(memory.OpExec, 1, fmt.Errorf("server said: bad key %s", secret))
+	_, err = sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("secret in error: %v", err)
+	}
+	// Split across writes, the secret is still caught in live output.
+	rt.Handle("leak", func(_ context.Context, c *sandbox_memoryCall) int {
+		for i := 0; i < len(secret); i += 3 {
+			io.WriteString(c.Stdout, secret[i:min(i+3, len(secret))])
+		}
+		io.WriteString(c.Stdout, "\n")
+		return 0
+	})
+	var live bytes.Buffer
+	r, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"leak"}, Stdout: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.String() != "[REDACTED]\n" || string(r.Stdout) != "[REDACTED]\n" {
+		t.Fatalf("live %q captured %q", live.String(), r.Stdout)
+	}
+}
+
+type sandbox_memoryCall = memory.Call
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	c, err := sandbox.Open(ctx, "memory://")
+	if err != nil || c.Provider() != "memory" {
+		t.Fatalf("Open memory: %v", err)
+	}
+	c.Close()
+	for _, u := range []string{"nope://x", "://", "no-scheme", "memory://x?bad=1", "local\x00://"} {
+		_, err := sandbox.Open(ctx, u)
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Errorf("Open(%q) = %v, want InvalidArgument", u, err)
+		}
+	}
+	_, err = sandbox.Open(ctx, "nope://user:hunter2@host/?token=abc")
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "abc") {
+		t.Errorf("credential in error: %v", err)
+	}
+	t.Setenv("SANDBOX_URL", "memory://")
+	if c, err := sandbox.Open(ctx, ""); err != nil || c.Provider() != "memory" {
+		t.Errorf("SANDBOX_URL fallback: %v", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	c, _ := memory.NewClient()
+	c.Close()
+	if _, err := c.Create(context.Background(), sandbox.CreateOptions{}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("create on closed client: %v", err)
+	}
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	c := sandbox.NewClient(memory.New(memory.WithClock(clock)))
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Minute, AutoPause: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := sb.Refresh(ctx); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("expired sandbox: %v", err)
+	}
+	if in, err := paused.Refresh(ctx); err != nil || in.State != sandbox.StatePaused {
+		t.Fatalf("auto-pause: %+v %v", in, err)
+	}
+}
+
+func FuzzOpenAndPaths(f *testing.F) {
+	for _, s := range []string{"memory://", "local:///tmp/x", "e2b://?k=v", "%", "a:b", "x\x00", "../../etc", "~/a", "a/../../b"} {
+		f.Add(s)
+	}
+	c, _ := memory.NewClient()
+	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ctx := context.Background()
+		if cl, err := sandbox.Open(ctx, s); err == nil {
+			cl.Close()
+		} else if _, ok := errors.AsType[*sandbox.Error](err); !ok {
+			t.Fatalf("Open(%q) error %T", s, err)
+		}
+		_, err := sb.Stat(ctx, s)
+		if err != nil {
+			if _, ok := errors.AsType[*sandbox.Error](err); !ok {
+				t.Fatalf("Stat(%q) error %T", s, err)
+			}
+		}
+		_, _ = c.Attach(ctx, s)
+		_, _ = sb.Exec(ctx, sandbox.Command{Shell: s, Timeout: time.Second})
+	})
+}
