@@ -1,0 +1,382 @@
+package backend
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultReadLimit is the number of lines Read returns when Limit is 0.
+const DefaultReadLimit = 2000
+
+// DefaultMaxChars is the number of characters ReadChars returns when
+// MaxChars is 0.
+const DefaultMaxChars = 20000
+
+// EndOfFile is what ReadChars returns for a window that starts at or past
+// the end of a non-empty file.
+const EndOfFile = "[End of file reached]"
+
+// FileInfo describes one entry of an Ls or Glob result.
+type FileInfo struct {
+	// Path is relative to the workspace root, such as "src/main.go".
+	Path string
+	// IsDir reports a directory.
+	IsDir bool
+	// Size is the size in bytes (0 for directories).
+	Size int64
+	// ModTime is the modification time, when the backend knows it.
+	ModTime time.Time
+}
+
+// LsRequest asks for the entries of a directory.
+type LsRequest struct {
+	// Path is the directory; "" means the workspace root.
+	Path string
+}
+
+// LsResult lists a directory.
+type LsResult struct {
+	Files []FileInfo
+	Error *Error
+}
+
+// Text renders the listing for the model (see the package documentation).
+func (r *LsResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return infoText(r.Files)
+}
+
+func infoText(files []FileInfo) string {
+	if len(files) == 0 {
+		return "No files found"
+	}
+	var b strings.Builder
+	for i, f := range files {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(f.Path)
+		if f.IsDir {
+			b.WriteByte('/')
+		}
+	}
+	return b.String()
+}
+
+// ReadRequest asks for a window of a text file's lines.
+type ReadRequest struct {
+	// Path is the file.
+	Path string
+	// Offset is the 0-based index of the first line to return.
+	Offset int
+	// Limit is the number of lines to return; 0 means DefaultReadLimit.
+	Limit int
+}
+
+// ReadResult is a window of numbered lines.
+type ReadResult struct {
+	// Content is the window rendered as numbered lines (see the package
+	// documentation); "" for a window past the end or an empty file.
+	Content string
+	// TotalLines is the number of lines in the file.
+	TotalLines int
+	Error      *Error
+}
+
+// Text returns Content, or the error.
+func (r *ReadResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return r.Content
+}
+
+// ReadBytesRequest asks for a whole file as bytes.
+type ReadBytesRequest struct {
+	Path string
+}
+
+// ReadBytesResult holds a file's bytes.
+type ReadBytesResult struct {
+	Data []byte
+	// Binary reports that the file carries the backend's binary mark
+	// (it was last written as bytes).
+	Binary bool
+	Error  *Error
+}
+
+// Text describes the result for the model; the bytes themselves are in Data.
+func (r *ReadBytesResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return fmt.Sprintf("Read %d bytes", len(r.Data))
+}
+
+// ReadCharsRequest asks for a window of a text file's characters.
+type ReadCharsRequest struct {
+	Path string
+	// Offset is the 0-based index of the first character (code point).
+	Offset int
+	// MaxChars is the window's length; 0 means DefaultMaxChars.
+	MaxChars int
+}
+
+// ReadCharsResult is a window of characters.
+type ReadCharsResult struct {
+	// Content is the window, or EndOfFile for a window at or past the end
+	// of a non-empty file; "" for an empty file.
+	Content string
+	// TotalChars is the number of characters in the file.
+	TotalChars int
+	Error      *Error
+}
+
+// Text returns Content, or the error.
+func (r *ReadCharsResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return r.Content
+}
+
+// WriteRequest asks to write a text file.
+type WriteRequest struct {
+	Path    string
+	Content string
+}
+
+// WriteBytesRequest asks to write a file's raw bytes.
+type WriteBytesRequest struct {
+	Path string
+	Data []byte
+}
+
+// WriteResult reports a write.
+type WriteResult struct {
+	// Path is the written path, relative to the workspace root.
+	Path string
+	// Bytes is the number of bytes written.
+	Bytes int64
+	Error *Error
+}
+
+// Text renders the result for the model.
+func (r *WriteResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return fmt.Sprintf("Wrote %d bytes to %s", r.Bytes, r.Path)
+}
+
+// EditRequest asks to replace a string in a text file.
+type EditRequest struct {
+	Path      string
+	OldString string
+	NewString string
+	// ReplaceAll replaces every occurrence; otherwise OldString must occur
+	// exactly once.
+	ReplaceAll bool
+}
+
+// EditResult reports an edit.
+type EditResult struct {
+	Path string
+	// Occurrences is how many occurrences were replaced.
+	Occurrences int
+	Error       *Error
+}
+
+// Text renders the result for the model.
+func (r *EditResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return fmt.Sprintf("Replaced %d occurrence(s) in %s", r.Occurrences, r.Path)
+}
+
+// GlobRequest asks for the paths matching a pattern.
+type GlobRequest struct {
+	// Pattern is a glob (see MatchGlob): "*.go" matches by base name at any
+	// depth, "src/**/*.go" matches paths relative to the workspace root.
+	Pattern string
+	// Path is the directory to search; "" means the workspace root.
+	Path string
+}
+
+// GlobResult lists the matches.
+type GlobResult struct {
+	Files []FileInfo
+	Error *Error
+}
+
+// Text renders the matches for the model.
+func (r *GlobResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return infoText(r.Files)
+}
+
+// GrepRequest asks for the lines containing a literal string.
+type GrepRequest struct {
+	// Pattern is a literal string, not a regular expression. A pattern
+	// holding a newline matches nothing (lines have none).
+	Pattern string
+	// Path is a directory to search recursively, or one file; "" means the
+	// workspace root.
+	Path string
+	// Glob, when set, keeps only files matching it (see MatchGlob).
+	Glob string
+	// MaxCount caps the number of matches returned; 0 means no cap beyond
+	// the backend's own output limit.
+	MaxCount int
+}
+
+// GrepMatch is one matching line.
+type GrepMatch struct {
+	// Path is relative to the workspace root.
+	Path string
+	// Line is the 1-based line number.
+	Line int
+	// Text is the line without its newline.
+	Text string
+}
+
+// GrepResult lists the matches, sorted by path and line.
+type GrepResult struct {
+	Matches []GrepMatch
+	// Truncated reports that more matches existed than were returned.
+	Truncated bool
+	Error     *Error
+}
+
+// Text renders the matches for the model.
+func (r *GrepResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	if len(r.Matches) == 0 {
+		return "No matches found"
+	}
+	var b strings.Builder
+	for i, m := range r.Matches {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s:%d:%s", m.Path, m.Line, m.Text)
+	}
+	if r.Truncated {
+		fmt.Fprintf(&b, "\n[results truncated at %d matches]", len(r.Matches))
+	}
+	return b.String()
+}
+
+// ExecuteRequest asks to run a shell command.
+type ExecuteRequest struct {
+	// Command is a shell command line.
+	Command string
+	// Timeout bounds the command; 0 means the backend's default.
+	Timeout time.Duration
+}
+
+// ExecuteResult is how a command ended.
+type ExecuteResult struct {
+	// Output is stdout and stderr combined in the order they were written,
+	// with secret values redacted.
+	Output string
+	// ExitCode is the exit code; -1 when a signal or timeout ended the command.
+	ExitCode int
+	// TimedOut reports that the timeout ended the command.
+	TimedOut bool
+	// Truncated reports that output was cut at the backend's limit.
+	Truncated bool
+	Error     *Error
+}
+
+// Text renders the result for the model.
+func (r *ExecuteResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	var b strings.Builder
+	b.WriteString(r.Output)
+	note := func(s string) {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString(s)
+	}
+	switch {
+	case r.TimedOut:
+		note("[Command timed out]")
+	case r.ExitCode != 0:
+		note(fmt.Sprintf("[Command exited with code %d]", r.ExitCode))
+	}
+	if r.Truncated {
+		note("[Output truncated]")
+	}
+	return b.String()
+}
+
+// File is a path with its content, an item of a batch or a checkpoint.
+type File struct {
+	Path string
+	Data []byte
+	// Binary marks a file written as bytes (GetFiles reports it; SetFiles
+	// restores it).
+	Binary bool
+}
+
+// UploadFilesRequest asks to write a batch of files as bytes.
+type UploadFilesRequest struct {
+	Files []File
+}
+
+// FileResult is the outcome of one item of a batch.
+type FileResult struct {
+	Path string
+	// Data is the content, for DownloadFiles.
+	Data []byte
+	// Error is nil on success; its Code is one of the four file operation
+	// codes (CodeFileNotFound, CodePermissionDenied, CodeIsDirectory,
+	// CodeInvalidPath).
+	Error *Error
+}
+
+// UploadFilesResult has one result per requested file, in input order.
+type UploadFilesResult struct {
+	Results []FileResult
+}
+
+// DownloadFilesRequest asks to read a batch of files.
+type DownloadFilesRequest struct {
+	Paths []string
+}
+
+// DownloadFilesResult has one result per requested path, in input order.
+type DownloadFilesResult struct {
+	Results []FileResult
+}
+
+// GetFilesRequest asks for the whole workspace.
+type GetFilesRequest struct{}
+
+// GetFilesResult holds every regular file of the workspace, sorted by path.
+// Symbolic links and the backend's metadata are not included.
+type GetFilesResult struct {
+	Files []File
+}
+
+// SetFilesRequest asks to write a checkpoint back.
+type SetFilesRequest struct {
+	Files []File
+}
+
+// SetFilesResult has one result per file, in input order.
+type SetFilesResult struct {
+	Results []FileResult
+}
