@@ -1,0 +1,65 @@
+// Package bench holds the benchmarks of research/local.md §3.2. Each
+// benchmark runs its variant and a raw baseline in the same run and reports
+// the ratio (b.ReportMetric "x-raw"), so a noisy shared machine moves both.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/memory"
+)
+
+// BenchmarkPortableOverhead measures what the portable layer (validation,
+// capture buffers, error wrapping) adds to a small exec and a small file
+// write over calling the Runtime directly. Target: the SDK layer is noise
+// next to any provider round trip (≤ 25 µs per call).
+func BenchmarkPortableOverhead(b *testing.B) {
+	ctx := context.Background()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := &sandbox.Command{Args: []string{"true"}, Dir: memory.Home, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
+	data := []byte("hello")
+
+	interleave(b, "exec",
+		func() error { _, err := rt.Exec(ctx, sb.ID(), raw); return err },
+		func() error { _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); return err })
+	interleave(b, "write",
+		func() error { return rt.Upload(ctx, sb.ID(), memory.Home+"/f", bytes.NewReader(data)) },
+		func() error { return sb.WriteFile(ctx, "f", data) })
+}
+
+// interleave runs baseline and variant alternately in one loop, so load on
+// the machine hits both alike, and reports each one's mean, the overhead
+// and the ratio variant/baseline.
+func interleave(b *testing.B, name string, baseline, variant func() error) {
+	b.Run(name, func(b *testing.B) {
+		var tb, tv time.Duration
+		n := 0
+		for b.Loop() {
+			t0 := time.Now()
+			if err := baseline(); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := variant(); err != nil {
+				b.Fatal(err)
+			}
+			tv += time.Since(t1)
+			tb += t1.Sub(t0)
+			n++
+		}
+		b.ReportMetric(float64(tb.Nanoseconds())/float64(n), "raw-ns/op")
+		b.ReportMetric(float64(tv.Nanoseconds())/float64(n), "sdk-ns/op")
+		b.ReportMetric(float64(tv-tb)/float64(n), "overhead-ns/op")
+		b.ReportMetric(float64(tv)/float64(tb), "x-raw")
+	})
+}
