@@ -1,0 +1,494 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// leaseSlack is added to a command's timeout when extending the lease
+// before running it, so the sandbox outlives the command.
+const leaseSlack = time.Minute
+
+// Session is one key's sandbox, held by a Manager. Its methods are safe for
+// concurrent use. Each operation extends the lease first and, after a
+// failure, tells a gone sandbox (the session ends, the error matches
+// ErrGone) from a degraded one (kept, the error returned as is).
+type Session struct {
+	m             *Manager
+	key           string
+	sb            *sandbox.Sandbox
+	owned         bool
+	template      string
+	usedRequested bool
+	workspace     string
+
+	// Guarded by m.mu.
+	active   int
+	lastUsed time.Time
+	ended    bool
+
+	mu          sync.Mutex
+	lastRefresh time.Time
+	primed      bool
+	packages    []string
+}
+
+func (m *Manager) newSession(key string, sb *sandbox.Sandbox, owned bool) *Session {
+	ws, err := pathsafe.Resolve(sb.Home(), m.opts.Workspace)
+	if err != nil { // validated by NewManager; keep the home as a last resort
+		ws = sb.Home()
+	}
+	s := &Session{m: m, key: key, sb: sb, owned: owned, workspace: ws}
+	if !owned {
+		s.template = sb.Info().Template
+		req := m.opts.Create.Template
+		s.usedRequested = req == "" || s.template == req
+	}
+	return s
+}
+
+// Key returns the session key.
+func (s *Session) Key() string { return s.key }
+
+// ID returns the id of the session's sandbox.
+func (s *Session) ID() string { return s.sb.ID() }
+
+// Sandbox returns the session's sandbox. Calls made on it directly do not
+// extend the lease or classify failures; prefer the Session's methods or Do.
+func (s *Session) Sandbox() *sandbox.Sandbox { return s.sb }
+
+// Owned reports whether the manager created the sandbox (true) or attached
+// to one it found by label (false). Close destroys only owned sandboxes.
+func (s *Session) Owned() bool { return s.owned }
+
+// Template returns the template the sandbox was created from: the
+// requested one, or the fallback (see UsedRequestedTemplate). For an
+// attached sandbox it is what the provider reports.
+func (s *Session) Template() string { return s.template }
+
+// UsedRequestedTemplate reports whether the sandbox was created from
+// Options.Create.Template (always true when none was requested).
+func (s *Session) UsedRequestedTemplate() bool { return s.usedRequested }
+
+// Workspace returns the absolute path of the session's workspace directory.
+func (s *Session) Workspace() string { return s.workspace }
+
+// Packages returns the packages installed (or found installed) at setup,
+// without those the template ships.
+func (s *Session) Packages() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.packages)
+}
+
+// Path resolves p against the workspace (absolute paths are kept).
+func (s *Session) Path(p string) (string, error) {
+	abs, err := pathsafe.Resolve(s.workspace, p)
+	if err != nil {
+		return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path %q: %v", p, err))
+	}
+	return abs, nil
+}
+
+// begin marks an operation in progress, so the reaper leaves the session.
+func (s *Session) begin(op string) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if s.ended {
+		return &sandbox.Error{Op: op, Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: s.key,
+			Code: sandbox.FailedPrecondition, Err: fmt.Errorf("%w: acquire the key again", ErrEnded)}
+	}
+	s.active++
+	s.lastUsed = s.m.now()
+	return nil
+}
+
+func (s *Session) end() {
+	s.m.mu.Lock()
+	s.active--
+	s.lastUsed = s.m.now()
+	s.m.mu.Unlock()
+}
+
+// goneErr reports that the sandbox no longer exists.
+func (s *Session) goneErr(op string, cause error) error {
+	return &sandbox.Error{Op: op, Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: s.key,
+		Code: sandbox.NotFound, Err: fmt.Errorf("%w: %w", ErrGone, cause)}
+}
+
+// lose forgets a gone session; a sandbox that still exists in the error
+// state is destroyed if the manager created it.
+func (s *Session) lose(why string) {
+	s.m.forget(s)
+	s.m.log.Warn("session: sandbox gone; the next Acquire creates a fresh one", "key", s.key, "id", s.sb.ID(), "why", why)
+	if s.owned {
+		_ = s.m.destroy(s, "gone: "+why)
+	}
+}
+
+type health int
+
+const (
+	healthAlive   health = iota // running
+	healthWoken                 // was paused, resumed now
+	healthGone                  // does not exist or is in the error state
+	healthUnknown               // the provider could not tell
+)
+
+// check asks the provider what became of the sandbox, waking it if paused.
+func (s *Session) check(ctx context.Context) health {
+	in, err := s.sb.Refresh(ctx)
+	switch {
+	case sandbox.CodeOf(err) == sandbox.NotFound:
+		return healthGone
+	case err != nil:
+		return healthUnknown
+	case in.State == sandbox.StateError:
+		return healthGone
+	case in.State == sandbox.StatePaused:
+		if err := s.sb.Resume(ctx); err != nil {
+			if sandbox.CodeOf(err) == sandbox.NotFound {
+				return healthGone
+			}
+			return healthUnknown
+		}
+		return healthWoken
+	}
+	return healthAlive
+}
+
+func (s *Session) isGone(ctx context.Context) bool { return s.check(ctx) == healthGone }
+
+// prime creates the workspace, each attempt bounded by PrimeTimeout, and
+// retries once after refreshing (and waking) the sandbox. It reports gone
+// when the provider says the sandbox no longer exists; a live sandbox that
+// cannot be primed is kept (degraded): the workspace is made on demand.
+func (s *Session) prime(ctx context.Context) (gone bool, err error) {
+	try := func() error {
+		pctx, cancel := context.WithTimeout(ctx, s.m.opts.PrimeTimeout)
+		defer cancel()
+		return s.sb.MkdirAll(pctx, s.workspace)
+	}
+	for attempt := 0; ; attempt++ {
+		err := try()
+		if err == nil {
+			s.mu.Lock()
+			s.primed = true
+			s.mu.Unlock()
+			return false, nil
+		}
+		if ctx.Err() != nil {
+			return false, err
+		}
+		h := s.check(ctx)
+		if h == healthGone {
+			return true, nil
+		}
+		if attempt == 1 {
+			s.m.log.Warn("session: workspace prime failed twice on a live sandbox; continuing", "key", s.key, "id", s.sb.ID(), "err", err)
+			return false, nil
+		}
+		s.m.log.Debug("session: workspace prime failed; retrying once", "key", s.key, "id", s.sb.ID(), "err", err)
+	}
+}
+
+// prepare extends the lease to at least need (and Options' lease), wakes a
+// paused sandbox and makes a missing workspace.
+func (s *Session) prepare(ctx context.Context, need time.Duration) error {
+	lease := max(s.m.lease, need)
+	if ml := s.m.c.Capabilities().MaxLease; ml > 0 && lease > ml {
+		lease = ml
+	}
+	now := s.m.now()
+	s.mu.Lock()
+	skip := s.m.opts.LeaseRefreshInterval > 0 && need <= s.m.lease && !s.lastRefresh.IsZero() &&
+		now.Sub(s.lastRefresh) < s.m.opts.LeaseRefreshInterval
+	primed := s.primed
+	s.mu.Unlock()
+	if !skip {
+		if err := s.sb.SetTimeout(ctx, lease); err != nil {
+			if ctx.Err() != nil || sandbox.CodeOf(err) == sandbox.NotFound {
+				return err
+			}
+			s.m.log.Warn("session: lease refresh failed; continuing", "key", s.key, "id", s.sb.ID(), "err", err)
+		} else {
+			s.mu.Lock()
+			s.lastRefresh = now
+			s.mu.Unlock()
+		}
+	}
+	if s.sb.Info().State == sandbox.StatePaused {
+		if err := s.sb.Resume(ctx); err != nil {
+			return err
+		}
+	}
+	if !primed {
+		if err := s.sb.MkdirAll(ctx, s.workspace); err == nil {
+			s.mu.Lock()
+			s.primed = true
+			s.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// worthChecking reports whether a failure may mean the sandbox is gone or
+// paused, rather than bad input.
+func worthChecking(err error) bool {
+	if errors.Is(err, sandbox.ErrPaused) {
+		return true
+	}
+	switch sandbox.CodeOf(err) {
+	case sandbox.InvalidArgument, sandbox.AlreadyExists, sandbox.FailedPrecondition, sandbox.Canceled:
+		return false
+	}
+	return true
+}
+
+// Do runs f on the session's sandbox after extending its lease and waking
+// it if paused. When f fails, the provider is asked what became of the
+// sandbox: if it is gone the session ends and the error matches ErrGone; if
+// it was paused and f's error matches sandbox.ErrPaused, it is resumed and
+// f runs once more; otherwise f's error is returned and the session kept.
+func (s *Session) Do(ctx context.Context, f func(ctx context.Context, sb *sandbox.Sandbox) error) error {
+	return s.do(ctx, "do", 0, f)
+}
+
+func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(context.Context, *sandbox.Sandbox) error) error {
+	if err := s.begin(op); err != nil {
+		return err
+	}
+	defer s.end()
+	if err := s.prepare(ctx, need); err != nil {
+		if sandbox.CodeOf(err) == sandbox.NotFound {
+			s.lose("lease refresh: not found")
+			return s.goneErr(op, err)
+		}
+		return err
+	}
+	err := f(ctx, s.sb)
+	if err == nil || ctx.Err() != nil || !worthChecking(err) {
+		return err
+	}
+	switch s.check(ctx) {
+	case healthGone:
+		s.lose(op + " failed")
+		return s.goneErr(op, err)
+	case healthWoken:
+		if !errors.Is(err, sandbox.ErrPaused) {
+			return err
+		}
+		// The provider refused the call because the sandbox was paused:
+		// nothing ran, so running f again is safe.
+		if err = f(ctx, s.sb); err != nil && ctx.Err() == nil && worthChecking(err) && s.isGone(ctx) {
+			s.lose(op + " failed after resume")
+			return s.goneErr(op, err)
+		}
+	}
+	return err
+}
+
+// addSecrets makes output redaction cover the manager's secret env for
+// sandboxes it attached to (a handle from Attach does not know them).
+func (s *Session) addSecrets(cmd *sandbox.Command) {
+	if s.owned || len(s.m.opts.Create.SecretEnv) == 0 {
+		return
+	}
+	env := maps.Clone(s.m.opts.Create.SecretEnv)
+	maps.Copy(env, cmd.SecretEnv)
+	cmd.SecretEnv = env
+}
+
+// Exec runs cmd in the sandbox (see sandbox.Sandbox.Exec). cmd.Dir defaults
+// to the workspace and cmd.Timeout to Options.CommandTimeout; the lease is
+// extended to outlive the command. The Result says which layer ended a
+// timed-out command and after how long: TimeoutCommand (cmd.Timeout),
+// TimeoutContext (ctx's deadline, returned with ctx's error) or
+// TimeoutProvider (the provider reported a deadline of its own while ctx was
+// live; returned as a Result with a nil error, like a command timeout).
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	if cmd.Timeout == 0 {
+		cmd.Timeout = s.m.opts.CommandTimeout
+	}
+	if cmd.Dir == "" {
+		cmd.Dir = s.workspace
+	}
+	s.addSecrets(&cmd)
+	var res *sandbox.Result
+	started := time.Now()
+	err := s.do(ctx, "exec", cmd.Timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		var err error
+		res, err = sb.Exec(ctx, cmd)
+		return err
+	})
+	return providerTimeout(ctx, res, err, cmd.Timeout, started)
+}
+
+// providerTimeout turns a DeadlineExceeded error that did not come from ctx
+// into a Result timed out by the provider.
+func providerTimeout(ctx context.Context, res *sandbox.Result, err error, timeout time.Duration, started time.Time) (*sandbox.Result, error) {
+	if err == nil || ctx.Err() != nil || sandbox.CodeOf(err) != sandbox.DeadlineExceeded || errors.Is(err, ErrGone) {
+		return res, err
+	}
+	if res == nil {
+		res = &sandbox.Result{Stdout: []byte{}, Stderr: []byte{}}
+	}
+	res.ExitCode, res.TimedOut, res.TimeoutBy, res.Timeout = -1, true, sandbox.TimeoutProvider, timeout
+	res.Duration = time.Since(started)
+	return res, nil
+}
+
+// WriteFile writes data to path (relative to the workspace) and verifies
+// the size the sandbox reports.
+func (s *Session) WriteFile(ctx context.Context, p string, data []byte) error {
+	abs, err := s.Path(p)
+	if err != nil {
+		return err
+	}
+	return s.do(ctx, "write", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		return upload(ctx, sb, []sandbox.File{{Path: abs, Data: data}})
+	})
+}
+
+// ReadFile returns the content of path (relative to the workspace).
+func (s *Session) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	abs, err := s.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	err = s.do(ctx, "read", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		var err error
+		data, err = sb.ReadFile(ctx, abs)
+		return err
+	})
+	return data, err
+}
+
+// upload writes files (absolute paths) a few at a time, then checks that
+// each one has the expected size in the sandbox.
+func upload(ctx context.Context, sb *sandbox.Sandbox, files []sandbox.File) error {
+	var errs []error
+	for _, r := range sb.WriteFiles(ctx, files) {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, f := range files {
+		fi, err := sb.Stat(ctx, f.Path)
+		if err != nil {
+			return fmt.Errorf("session: verifying upload of %q: %w", f.Path, err)
+		}
+		if fi.IsDir() || fi.Size != int64(len(f.Data)) {
+			return sandbox.Errorf(sandbox.Internal, "session: upload of %q not verified: the sandbox has %d bytes (dir=%t), want %d",
+				f.Path, fi.Size, fi.IsDir(), len(f.Data))
+		}
+	}
+	return nil
+}
+
+// RunOptions configures Session.Run. The zero value runs main.py with
+// python3 in the workspace.
+type RunOptions struct {
+	// Entrypoint is the path of the program, relative to the workspace
+	// (default "main.py"). It must stay inside the workspace.
+	Entrypoint string
+	// Files are uploaded next to the entrypoint; their paths are relative
+	// to the workspace and must stay inside it.
+	Files []sandbox.File
+	// Prelude is Python code run before the program. Leading
+	// "from __future__" imports of the program (and a module docstring
+	// before them) are hoisted above it, so they stay first.
+	Prelude string
+	// Python is the interpreter (default "python3").
+	Python string
+	// Args are passed to the program.
+	Args []string
+	// Env adds environment variables; SecretEnv adds ones whose values are
+	// redacted from output.
+	Env, SecretEnv map[string]string
+	// Stdin, Stdout and Stderr are as in sandbox.Command.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Timeout bounds the run (Options.CommandTimeout when zero).
+	Timeout time.Duration
+	// MaxOutput caps the captured bytes per stream (the client's default
+	// when zero).
+	MaxOutput int
+}
+
+// Run uploads code as the entrypoint, plus opts.Files, verifies the
+// uploads, and runs the entrypoint with python3 in the workspace. The
+// Result reports timeouts as Exec does.
+func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandbox.Result, error) {
+	const op = "run"
+	entry := opts.Entrypoint
+	if entry == "" {
+		entry = "main.py"
+	}
+	files := make([]sandbox.File, 0, len(opts.Files)+1)
+	seen := map[string]bool{}
+	add := func(name, p string, data []byte) error {
+		abs, err := pathsafe.Jail(s.workspace, p)
+		if err != nil {
+			return s.m.wrap(op, s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid %s %q: %v", name, p, err))
+		}
+		if abs == s.workspace || seen[abs] {
+			return s.m.wrap(op, s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: %s %q is the workspace or given twice", name, p))
+		}
+		seen[abs] = true
+		files = append(files, sandbox.File{Path: abs, Data: data})
+		return nil
+	}
+	for _, f := range opts.Files {
+		if err := add("file path", f.Path, f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := add("entrypoint", entry, []byte(joinPrelude(code, opts.Prelude))); err != nil {
+		return nil, err
+	}
+	python := opts.Python
+	if python == "" {
+		python = "python3"
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = s.m.opts.CommandTimeout
+	}
+	cmd := sandbox.Command{
+		Args: append([]string{python, files[len(files)-1].Path}, opts.Args...),
+		Dir:  s.workspace, Env: opts.Env, SecretEnv: opts.SecretEnv,
+		Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
+		Timeout: timeout, MaxOutput: opts.MaxOutput,
+	}
+	s.addSecrets(&cmd)
+	var res *sandbox.Result
+	started := time.Now()
+	err := s.do(ctx, op, timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		if err := upload(ctx, sb, files); err != nil {
+			return err
+		}
+		var err error
+		res, err = sb.Exec(ctx, cmd)
+		return err
+	})
+	return providerTimeout(ctx, res, err, timeout, started)
+}
+
+// markerPath is where setup records the packages it installed, so a
+// process that reattaches knows whether setup finished.
+func (s *Session) markerPath() string { return path.Join(s.sb.Home(), ".sandboxkit-session-setup") }

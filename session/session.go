@@ -1,0 +1,724 @@
+// Package session keeps one sandbox per session key (a conversation, a
+// user, a job) on any provider, above the portable sandbox.Client.
+//
+// A Manager creates nothing until Acquire is first called for a key. Acquire
+// returns the session already held in memory, else reattaches to a running
+// or paused sandbox that carries the key's label (so a process restart does
+// not orphan a paid sandbox), else creates one. Concurrent Acquire calls for
+// one key share a single create; a cap on live sandboxes fails with
+// sandbox.ErrLimit before anything is created.
+//
+// Nothing is orphaned: a sandbox that was created but could not be primed,
+// set up or registered is destroyed before Acquire returns its error.
+//
+// Every operation on a Session (Exec, Run, Do, WriteFile, ReadFile) first
+// extends the sandbox's lease (extend-only) and wakes a paused sandbox.
+// After a failure the manager asks the provider what happened: a sandbox
+// that no longer exists (or is in the error state) is "gone", the session is
+// forgotten and the error matches ErrGone, so the next Acquire creates a
+// fresh one; a sandbox that still exists is "degraded" and kept, and the
+// error is returned as is.
+//
+// Setup follows one policy for every provider: a missing template either
+// falls back to a configured template or fails fast; packages are validated
+// against injection and installed after create with an argv (never a shell
+// line) under a timeout, skipped when the template already ships them.
+//
+// Sessions idle for Options.IdleTimeout are reaped. Release ends one session
+// by the sandbox id it captured, so it never destroys a newer sandbox of the
+// same key. Close destroys the sandboxes the manager created and forgets the
+// ones it attached to (their leases end them, or a later process reattaches).
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultLabelKey       = "sandboxkit.session"
+	DefaultMaxLive        = 50
+	DefaultIdleTimeout    = 15 * time.Minute
+	DefaultPrimeTimeout   = 30 * time.Second
+	DefaultInstallTimeout = 5 * time.Minute
+	DefaultCleanupTimeout = 30 * time.Second
+	DefaultWorkspace      = "workspace"
+)
+
+// DefaultInstallCommand is the argv prefix packages are installed with; the
+// validated package names are appended after the "--".
+var DefaultInstallCommand = []string{"pip", "install", "--quiet", "--"}
+
+// ErrGone matches errors reporting that a session's sandbox no longer
+// exists (deleted, expired, or in the provider's error state). The session
+// has been forgotten; Acquire the key again for a fresh sandbox. Such errors
+// also match sandbox.ErrNotFound.
+var ErrGone = errors.New("session: sandbox is gone")
+
+// ErrEnded matches errors from operations on a Session that was released,
+// reaped, closed with its Manager, or found gone. Acquire the key again.
+// Such errors also match sandbox.ErrFailedPrecondition.
+var ErrEnded = errors.New("session: session has ended")
+
+// TemplatePolicy says what Acquire does when the requested template does
+// not exist.
+type TemplatePolicy int
+
+const (
+	// FailFast returns the provider's NotFound error: no sandbox is created.
+	FailFast TemplatePolicy = iota
+	// Fallback creates the sandbox from Options.FallbackTemplate instead
+	// ("" means the provider's default template); the Session reports
+	// UsedRequestedTemplate() == false.
+	Fallback
+)
+
+// Options configures a Manager. The zero value is usable: the provider's
+// default template and lease, no packages, at most DefaultMaxLive live
+// sandboxes, sessions reaped after DefaultIdleTimeout idle.
+type Options struct {
+	// Create is used for every sandbox the manager creates. Create.Timeout
+	// is the lease, re-extended before each operation (zero: the provider's
+	// default lease). The key's label (LabelKey) is added to Create.Labels;
+	// reattaching looks for sandboxes carrying all of those labels.
+	Create sandbox.CreateOptions
+	// LabelKey is the label whose value is the session key
+	// (DefaultLabelKey when empty).
+	LabelKey string
+
+	// OnMissingTemplate decides what happens when Create.Template does
+	// not exist: FailFast (the zero value) or Fallback.
+	OnMissingTemplate TemplatePolicy
+	// FallbackTemplate is the template used under Fallback; empty means
+	// the provider's default.
+	FallbackTemplate string
+
+	// Packages are installed after create. Each must be a package name with
+	// optional extras and version specifiers (e.g. "numpy>=1.26,<3");
+	// anything else, shell metacharacters included, is rejected naming it.
+	Packages []string
+	// SelectPackages, when set, replaces Packages: it is called after create
+	// with the effective template ("" for the provider's default) and
+	// returns the packages to install. An error destroys the sandbox and is
+	// returned by Acquire.
+	SelectPackages func(effectiveTemplate string) ([]string, error)
+	// TemplatePackages lists, per template name, packages the template
+	// already ships; those are not installed again.
+	TemplatePackages map[string][]string
+	// InstallCommand is the argv prefix packages are appended to
+	// (DefaultInstallCommand when empty). It runs without a shell.
+	InstallCommand []string
+	// InstallTimeout bounds the install command (DefaultInstallTimeout
+	// when zero).
+	InstallTimeout time.Duration
+
+	// Workspace is the working directory of commands and the root of Run's
+	// files; relative to the sandbox's home (DefaultWorkspace when empty).
+	Workspace string
+	// PrimeTimeout bounds each attempt to create the workspace
+	// (DefaultPrimeTimeout when zero). A failed attempt is retried once
+	// after refreshing (and if needed waking) the sandbox.
+	PrimeTimeout time.Duration
+
+	// MaxLive caps the sandboxes this manager holds or is creating
+	// (DefaultMaxLive when zero; negative: no cap). Reattaching to an
+	// existing sandbox is allowed at the cap: it creates nothing.
+	MaxLive int
+	// IdleTimeout is how long a session may go unused before it is reaped
+	// (DefaultIdleTimeout when zero; negative: never).
+	IdleTimeout time.Duration
+	// ReapInterval is how often the reaper looks for idle sessions (zero:
+	// IdleTimeout/4, between 1s and 1m; negative: no reaper goroutine, call
+	// ReapIdle yourself).
+	ReapInterval time.Duration
+	// LeaseRefreshInterval skips the lease extension before an operation
+	// when the last one was more recent; zero extends before every
+	// operation.
+	LeaseRefreshInterval time.Duration
+	// CommandTimeout is the timeout of Exec and Run commands that set none
+	// (sandbox.DefaultCommandTimeout when zero).
+	CommandTimeout time.Duration
+	// CleanupTimeout bounds each Destroy the manager issues on its own
+	// (DefaultCleanupTimeout when zero).
+	CleanupTimeout time.Duration
+
+	// OnCreate, when set, is called after a new sandbox is created and set
+	// up, before its session is registered (for example to record the
+	// mapping elsewhere). An error destroys the sandbox and is returned.
+	OnCreate func(ctx context.Context, s *Session) error
+
+	// Logger receives events the manager handles on its own (reattach,
+	// fallback, cleanup, reaping). Nil discards.
+	Logger *slog.Logger
+	// Clock returns the current time for idle accounting (time.Now when nil).
+	Clock func() time.Time
+}
+
+// Manager hands out one session per key. It is safe for concurrent use.
+// Create it with NewManager and end it with Close.
+type Manager struct {
+	c      *sandbox.Client
+	opts   Options
+	optErr error
+	log    *slog.Logger
+	now    func() time.Time
+	lease  time.Duration
+
+	base     context.Context // cancelled by Close: ends in-flight creates
+	stopBase context.CancelFunc
+
+	flights singleflight.Group
+	wg      sync.WaitGroup // in-flight acquires and the reaper; Add only under mu while !closed
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	creating int
+	closed   bool
+	reaper   bool
+	stop     chan struct{}
+}
+
+var (
+	keyRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
+)
+
+// NewManager returns a Manager over client. Invalid options are reported
+// by every Acquire. The Manager does not close the client.
+func NewManager(client *sandbox.Client, opts Options) *Manager {
+	o := opts
+	o.Create.Labels = maps.Clone(opts.Create.Labels)
+	if o.LabelKey == "" {
+		o.LabelKey = DefaultLabelKey
+	}
+	if o.MaxLive == 0 {
+		o.MaxLive = DefaultMaxLive
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.ReapInterval == 0 && o.IdleTimeout > 0 {
+		o.ReapInterval = min(max(o.IdleTimeout/4, time.Second), time.Minute)
+	}
+	if o.PrimeTimeout <= 0 {
+		o.PrimeTimeout = DefaultPrimeTimeout
+	}
+	if o.InstallTimeout <= 0 {
+		o.InstallTimeout = DefaultInstallTimeout
+	}
+	if len(o.InstallCommand) == 0 {
+		o.InstallCommand = DefaultInstallCommand
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = sandbox.DefaultCommandTimeout
+	}
+	if o.CleanupTimeout <= 0 {
+		o.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if o.Workspace == "" {
+		o.Workspace = DefaultWorkspace
+	}
+	m := &Manager{c: client, opts: o, log: o.Logger, now: o.Clock, sessions: map[string]*Session{}, stop: make(chan struct{})}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	m.lease = o.Create.Timeout
+	if m.lease <= 0 {
+		m.lease = client.Capabilities().DefaultLease
+		if m.lease <= 0 {
+			m.lease = 5 * time.Minute
+		}
+	}
+	m.base, m.stopBase = context.WithCancel(context.Background())
+	m.optErr = m.validate()
+	return m
+}
+
+func (m *Manager) validate() error {
+	o := m.opts
+	switch {
+	case !labelKeyRE.MatchString(o.LabelKey):
+		return m.invalid("new-manager", "", "label key %q must match %s", o.LabelKey, labelKeyRE)
+	case pathsafe.Check(o.Workspace) != nil:
+		return m.invalid("new-manager", "", "workspace %q: %v", o.Workspace, pathsafe.Check(o.Workspace))
+	case o.OnMissingTemplate != FailFast && o.OnMissingTemplate != Fallback:
+		return m.invalid("new-manager", "", "template policy %d is unknown", o.OnMissingTemplate)
+	case o.InstallCommand[0] == "":
+		return m.invalid("new-manager", "", "install command: program is empty")
+	}
+	if _, ok := o.Create.Labels[o.LabelKey]; ok {
+		return m.invalid("new-manager", "", "Create.Labels must not set the session label %q", o.LabelKey)
+	}
+	if err := ValidatePackages(o.Packages); err != nil {
+		return m.wrap("new-manager", "", "", err)
+	}
+	return nil
+}
+
+// Client returns the client the manager works through.
+func (m *Manager) Client() *sandbox.Client { return m.c }
+
+// wrap makes err an *sandbox.Error about the session key; it keeps an
+// *sandbox.Error that already names its operation.
+func (m *Manager) wrap(op, key, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sandbox.Error
+	if errors.As(err, &se) && se.Op == op {
+		return err
+	}
+	return &sandbox.Error{Op: op, Provider: m.c.Provider(), SandboxID: id, Path: key, Code: sandbox.CodeOf(err), Err: err}
+}
+
+func (m *Manager) invalid(op, key, format string, args ...any) error {
+	return m.wrap(op, key, "", sandbox.Errorf(sandbox.InvalidArgument, "session: "+format, args...))
+}
+
+// checkKey validates a session key; the error names the key.
+func (m *Manager) checkKey(key string) error {
+	if !keyRE.MatchString(key) {
+		k := key
+		if len(k) > 80 {
+			k = k[:80] + "..."
+		}
+		return m.wrap("acquire", "", "", sandbox.Errorf(sandbox.InvalidArgument,
+			"session: invalid key %q: must match %s", k, keyRE))
+	}
+	return nil
+}
+
+// leaderDone marks a flight that failed because its leader's context (or
+// the manager) ended: a waiter with a live context tries again.
+type leaderDone struct{ err error }
+
+func (e *leaderDone) Error() string { return e.err.Error() }
+func (e *leaderDone) Unwrap() error { return e.err }
+
+// Acquire returns the session for key: the one held in memory, else one
+// reattached to a running or paused sandbox labelled with key (resumed if
+// paused), else a new sandbox (primed, packages installed). Concurrent calls
+// for one key wait for a single attempt; a caller whose ctx ends stops
+// waiting without cancelling the others' attempt unless it led it.
+func (m *Manager) Acquire(ctx context.Context, key string) (*Session, error) {
+	const op = "acquire"
+	if m.optErr != nil {
+		return nil, m.optErr
+	}
+	if err := m.checkKey(key); err != nil {
+		return nil, err
+	}
+	for {
+		s, err := m.lookup(key, true)
+		if s != nil || err != nil {
+			return s, err
+		}
+		ch := m.flights.DoChan(key, func() (any, error) { return m.acquireSlow(ctx, key) })
+		select {
+		case r := <-ch:
+			if r.Err == nil {
+				s := r.Val.(*Session)
+				m.touch(s)
+				return s, nil
+			}
+			var ld *leaderDone
+			if errors.As(r.Err, &ld) {
+				if m.isClosed() {
+					return nil, m.wrap(op, key, "", sandbox.ErrClosed)
+				}
+				if ctx.Err() == nil {
+					continue // another caller's context ended: try again
+				}
+				return nil, ld.err
+			}
+			return nil, r.Err
+		case <-ctx.Done():
+			return nil, m.wrap(op, key, "", ctx.Err())
+		}
+	}
+}
+
+// Lookup returns the session held in memory for key, without creating or
+// reattaching anything and without counting as a use.
+func (m *Manager) Lookup(key string) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[key]
+	return s, ok
+}
+
+// Len returns how many sessions the manager holds.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// lookup returns the registered session (touched when use is set), or an
+// ErrClosed error after Close.
+func (m *Manager) lookup(key string, use bool) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, m.wrap("acquire", key, "", sandbox.ErrClosed)
+	}
+	s := m.sessions[key]
+	if s != nil && use {
+		s.lastUsed = m.now()
+	}
+	return s, nil
+}
+
+func (m *Manager) touch(s *Session) {
+	m.mu.Lock()
+	s.lastUsed = m.now()
+	m.mu.Unlock()
+}
+
+// acquireSlow runs once per flight: reattach, else create.
+func (m *Manager) acquireSlow(callerCtx context.Context, key string) (any, error) {
+	const op = "acquire"
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, m.wrap(op, key, "", sandbox.ErrClosed)
+	}
+	if s := m.sessions[key]; s != nil { // registered by a flight that just ended
+		m.mu.Unlock()
+		return s, nil
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	// The attempt is bounded by the leader's context and by Close.
+	ctx, cancel := context.WithCancel(callerCtx)
+	defer cancel()
+	defer context.AfterFunc(m.base, cancel)()
+
+	s, err := m.reattach(ctx, key)
+	if err == nil && s == nil {
+		s, err = m.create(ctx, key)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &leaderDone{m.wrap(op, key, "", err)}
+		}
+		return nil, m.wrap(op, key, "", err)
+	}
+	return s, nil
+}
+
+// labels returns the labels of key's sandboxes.
+func (m *Manager) labels(key string) map[string]string {
+	l := maps.Clone(m.opts.Create.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[m.opts.LabelKey] = key
+	return l
+}
+
+// reattach looks for a live or paused sandbox labelled with key. It returns
+// (nil, nil) when there is none usable. A candidate that turns out to be
+// gone between the list and its use is skipped.
+func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
+	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting}
+	var cands []sandbox.Info
+	for in, err := range m.c.List(ctx, sandbox.ListOptions{Labels: m.labels(key), States: states}) {
+		if err != nil {
+			return nil, fmt.Errorf("looking for a sandbox to reattach: %w", err)
+		}
+		cands = append(cands, in)
+	}
+	for _, in := range cands {
+		sb, err := m.c.Attach(ctx, in.ID)
+		if sandbox.CodeOf(err) == sandbox.NotFound {
+			m.log.Info("session: labelled sandbox gone before reattach", "key", key, "id", in.ID)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s := m.newSession(key, sb, false)
+		if st := sb.Info().State; st == sandbox.StatePaused {
+			if err := sb.Resume(ctx); err != nil {
+				if sandbox.CodeOf(err) == sandbox.NotFound {
+					continue
+				}
+				return nil, err
+			}
+		}
+		if gone, err := s.prime(ctx); err != nil {
+			return nil, err
+		} else if gone {
+			m.log.Warn("session: reattached sandbox is gone; looking further", "key", key, "id", in.ID)
+			continue
+		}
+		if err := m.ensurePackages(ctx, s); err != nil {
+			if ctx.Err() == nil && s.isGone(ctx) {
+				continue
+			}
+			return nil, err
+		}
+		if err := m.register(s); err != nil {
+			return nil, err
+		}
+		m.log.Info("session: reattached", "key", key, "id", in.ID)
+		return s, nil
+	}
+	return nil, nil
+}
+
+// reserve takes a slot under the cap for one create.
+func (m *Manager) reserve(key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.opts.MaxLive > 0 && len(m.sessions)+m.creating >= m.opts.MaxLive {
+		return m.wrap("acquire", key, "", fmt.Errorf("session: %d live sandboxes (the MaxLive cap); refusing to create another: %w",
+			m.opts.MaxLive, sandbox.ErrLimit))
+	}
+	m.creating++
+	return nil
+}
+
+func (m *Manager) unreserve() {
+	m.mu.Lock()
+	m.creating--
+	m.mu.Unlock()
+}
+
+// create makes, sets up and registers a new sandbox for key. Whatever fails
+// after the provider created it, the sandbox is destroyed.
+func (m *Manager) create(ctx context.Context, key string) (*Session, error) {
+	if err := m.reserve(key); err != nil {
+		return nil, err
+	}
+	defer m.unreserve()
+
+	opts := m.opts.Create
+	opts.Labels = m.labels(key)
+	requested := opts.Template
+	sb, err := m.c.Create(ctx, opts)
+	usedRequested := true
+	if err != nil && requested != "" && sandbox.CodeOf(err) == sandbox.NotFound && ctx.Err() == nil {
+		if m.opts.OnMissingTemplate != Fallback {
+			return nil, fmt.Errorf("session: template %q does not exist (no fallback configured): %w", requested, err)
+		}
+		m.log.Warn("session: template missing, falling back", "template", requested, "fallback", m.opts.FallbackTemplate, "err", err)
+		opts.Template = m.opts.FallbackTemplate
+		usedRequested = false
+		sb, err = m.c.Create(ctx, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := m.newSession(key, sb, true)
+	s.usedRequested = usedRequested
+	s.template = opts.Template
+	registered := false
+	defer func() { // covers errors and panics alike
+		if !registered {
+			m.destroy(s, "create did not complete")
+		}
+	}()
+	gone, err := s.prime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if gone {
+		return nil, s.goneErr("prime", fmt.Errorf("sandbox %s vanished while priming its workspace: %w", sb.ID(), sandbox.ErrNotFound))
+	}
+	if err := m.ensurePackages(ctx, s); err != nil {
+		return nil, err
+	}
+	if m.opts.OnCreate != nil {
+		if err := m.opts.OnCreate(ctx, s); err != nil {
+			return nil, fmt.Errorf("session: OnCreate: %w", err)
+		}
+	}
+	if err := m.register(s); err != nil {
+		return nil, err
+	}
+	registered = true
+	m.log.Info("session: created", "key", key, "id", sb.ID(), "template", s.template, "requested_template_used", usedRequested)
+	return s, nil
+}
+
+// register publishes s as key's session and starts the reaper if needed.
+func (m *Manager) register(s *Session) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return sandbox.ErrClosed
+	}
+	if old := m.sessions[s.key]; old != nil {
+		// Only one flight per key runs at a time, so this is a session
+		// registered by a flight that ended just before ours began.
+		return sandbox.Errorf(sandbox.AlreadyExists, "session: key %q registered concurrently", s.key)
+	}
+	s.lastUsed = m.now()
+	m.sessions[s.key] = s
+	if !m.reaper && m.opts.IdleTimeout > 0 && m.opts.ReapInterval > 0 {
+		m.reaper = true
+		m.wg.Add(1)
+		go m.reap()
+	}
+	return nil
+}
+
+// forget removes s from the registry if it is still key's session (never a
+// newer one) and marks it ended. It reports whether s was registered.
+func (m *Manager) forget(s *Session) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.ended = true
+	if m.sessions[s.key] == s {
+		delete(m.sessions, s.key)
+		return true
+	}
+	return false
+}
+
+// destroy destroys s's sandbox by its captured id, bounded by CleanupTimeout.
+func (m *Manager) destroy(s *Session, why string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.CleanupTimeout)
+	defer cancel()
+	err := s.sb.Destroy(ctx)
+	if err != nil {
+		m.log.Error("session: could not destroy sandbox", "key", s.key, "id", s.sb.ID(), "why", why, "err", err)
+		return err
+	}
+	m.log.Info("session: destroyed sandbox", "key", s.key, "id", s.sb.ID(), "why", why)
+	return nil
+}
+
+// Release ends session s: it is forgotten if it is still its key's session
+// and its sandbox (the one s captured, whoever created it) is destroyed. A
+// newer session of the same key is never touched. Releasing twice is not
+// an error.
+func (m *Manager) Release(ctx context.Context, s *Session) error {
+	const op = "release"
+	m.forget(s)
+	if err := s.sb.Destroy(ctx); err != nil {
+		return m.wrap(op, s.key, s.sb.ID(), err)
+	}
+	return nil
+}
+
+// ReapIdle ends the sessions unused for IdleTimeout and not running an
+// operation, and returns how many it ended. Sandboxes the manager created
+// are destroyed; attached ones are forgotten (their leases end them).
+func (m *Manager) ReapIdle(ctx context.Context) int {
+	if m.opts.IdleTimeout <= 0 {
+		return 0
+	}
+	now := m.now()
+	var idle []*Session
+	m.mu.Lock()
+	for k, s := range m.sessions {
+		if s.active == 0 && now.Sub(s.lastUsed) >= m.opts.IdleTimeout {
+			s.ended = true
+			delete(m.sessions, k)
+			idle = append(idle, s)
+		}
+	}
+	m.mu.Unlock()
+	m.destroyAll(ctx, idle, "idle")
+	return len(idle)
+}
+
+// destroyAll destroys the owned sandboxes of ss, a few at a time.
+func (m *Manager) destroyAll(ctx context.Context, ss []*Session, why string) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 8)
+	)
+	for _, s := range ss {
+		if !s.owned {
+			m.log.Info("session: forgetting attached sandbox", "key", s.key, "id", s.sb.ID(), "why", why)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			dctx, cancel := context.WithTimeout(ctx, m.opts.CleanupTimeout)
+			defer cancel()
+			if err := s.sb.Destroy(dctx); err != nil {
+				m.log.Error("session: could not destroy sandbox", "key", s.key, "id", s.sb.ID(), "why", why, "err", err)
+				mu.Lock()
+				errs = append(errs, m.wrap("close", s.key, s.sb.ID(), err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) reap() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.opts.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			ctx := context.WithoutCancel(m.base)
+			if n := m.ReapIdle(ctx); n > 0 {
+				m.log.Info("session: reaped idle sessions", "n", n)
+			}
+		}
+	}
+}
+
+// Close ends the manager: later Acquire calls fail with sandbox.ErrClosed,
+// in-flight creates are cancelled (and their sandboxes destroyed), the
+// reaper stops, the sandboxes the manager created are destroyed and the
+// ones it attached to are forgotten. ctx bounds the destroys. The client is
+// not closed. Calling Close again does nothing.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.stop)
+	ss := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		s.ended = true
+		ss = append(ss, s)
+	}
+	clear(m.sessions)
+	m.mu.Unlock()
+	m.stopBase()
+	m.wg.Wait() // in-flight creates end promptly once base is cancelled
+	return m.destroyAll(ctx, ss, "manager closed")
+}

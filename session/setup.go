@@ -1,0 +1,108 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// A package requirement: a name, optional extras, optional comma-separated
+// version specifiers. Nothing else: no spaces, URLs, paths, options,
+// environment markers or shell metacharacters (other than the < and > of a
+// specifier, which reach pip as argv, never through a shell).
+const (
+	pkgName = `[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?`
+	pkgSpec = `(?:===|==|!=|~=|>=|<=|<|>)[A-Za-z0-9][A-Za-z0-9+._-]*(?:\.\*)?`
+)
+
+var packageRE = regexp.MustCompile(`^` + pkgName + `(?:\[` + pkgName + `(?:,` + pkgName + `)*\])?(?:` + pkgSpec + `(?:,` + pkgSpec + `)*)?$`)
+
+const maxPackageLen = 200
+
+// ValidatePackages checks that every name is a plain package requirement
+// such as "numpy", "numpy==1.26.4", "pandas>=2,<3" or "requests[socks]~=2.31".
+// The error (InvalidArgument) names the first offending entry.
+func ValidatePackages(names []string) error {
+	for i, n := range names {
+		if len(n) > maxPackageLen || !packageRE.MatchString(n) {
+			q := n
+			if len(q) > 80 {
+				q = q[:80] + "..."
+			}
+			return sandbox.Errorf(sandbox.InvalidArgument,
+				"session: invalid package %q (entry %d): want a name with optional [extras] and version specifiers, without spaces or shell metacharacters", q, i)
+		}
+	}
+	return nil
+}
+
+// ensurePackages selects, validates and installs the session's packages.
+// For an attached sandbox it installs only when the setup marker left by
+// the process that created it is missing or lists other packages.
+func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
+	pkgs := m.opts.Packages
+	if m.opts.SelectPackages != nil {
+		var err error
+		if pkgs, err = m.opts.SelectPackages(s.template); err != nil {
+			return fmt.Errorf("session: SelectPackages(%q): %w", s.template, err)
+		}
+		if err := ValidatePackages(pkgs); err != nil {
+			return err
+		}
+	}
+	shipped := m.opts.TemplatePackages[s.template]
+	var want []string
+	for _, p := range pkgs {
+		if !slices.Contains(shipped, p) && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	marker := []byte(strings.Join(want, "\n") + "\n")
+	if !s.owned {
+		if got, err := s.sb.ReadFile(ctx, s.markerPath()); err == nil && bytes.Equal(got, marker) {
+			s.mu.Lock()
+			s.packages = want
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	if err := s.sb.SetTimeout(ctx, max(m.lease, m.opts.InstallTimeout+leaseSlack)); err != nil && ctx.Err() == nil {
+		m.log.Warn("session: lease extension before install failed", "key", s.key, "id", s.sb.ID(), "err", err)
+	}
+	argv := append(slices.Clone(m.opts.InstallCommand), want...)
+	res, err := s.sb.Exec(ctx, sandbox.Command{Args: argv, Timeout: m.opts.InstallTimeout})
+	switch {
+	case err != nil:
+		return fmt.Errorf("session: installing packages %q: %w", want, err)
+	case res.TimedOut:
+		return sandbox.Errorf(sandbox.DeadlineExceeded, "session: installing packages %q timed out after %v (%s timeout)",
+			want, res.Timeout, res.TimeoutBy)
+	case res.ExitCode != 0:
+		return sandbox.Errorf(sandbox.Internal, "session: installing packages %q failed with exit code %d: %s",
+			want, res.ExitCode, tail(res.Stderr, 2048))
+	}
+	if err := s.sb.WriteFile(ctx, s.markerPath(), marker); err != nil {
+		m.log.Warn("session: could not write the setup marker", "key", s.key, "id", s.sb.ID(), "err", err)
+	}
+	s.mu.Lock()
+	s.packages = want
+	s.mu.Unlock()
+	m.log.Info("session: installed packages", "key", s.key, "id", s.sb.ID(), "packages", want)
+	return nil
+}
+
+// tail returns the last n bytes of b as text, trimmed.
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
