@@ -1,0 +1,345 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
+)
+
+// call runs one control-plane request and returns the status and body
+// (bounded). Transport failures are classified; idempotent says whether
+// an unknown outcome may be reported as plain Unavailable.
+func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(context.Context) (*http.Response, error)) (int, []byte, http.Header, error) {
+	tctx, a := trace(ctx)
+	resp, err := do(tctx)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return 0, nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
+		}
+		if a.notDelivered(err) {
+			return 0, nil, nil, staleErr(op, err)
+		}
+		if idempotent {
+			return 0, nil, nil, sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, err)
+		}
+		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: %v", op, sandbox.ErrOutcomeUnknown, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return 0, nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
+		}
+		if idempotent {
+			return 0, nil, nil, sandbox.Errorf(sandbox.Unavailable, "e2b: %s: reading response: %v", op, err)
+		}
+		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: reading response: %v", op, sandbox.ErrOutcomeUnknown, err)
+	}
+	return resp.StatusCode, body, resp.Header, nil
+}
+
+func decode(op string, body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return sandbox.Errorf(sandbox.Internal, "e2b: %s: malformed response: %v", op, err)
+	}
+	return nil
+}
+
+// Create creates a sandbox from req.Template (default "base") with the
+// lease req.Timeout, always sent (E2B would otherwise use 15 s).
+func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+	const op = "create"
+	body := api.NewSandbox{TemplateID: req.Template}
+	if body.TemplateID == "" {
+		body.TemplateID = r.cfg.template
+	}
+	lease := req.Timeout
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	secs := seconds(lease)
+	body.Timeout = &secs
+	secure, internet := true, !req.NoNetwork
+	body.Secure, body.AllowInternetAccess = &secure, &internet
+	if req.AutoPause {
+		t := true
+		body.AutoPause = &t
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Options)) {
+		v := req.Options[k]
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s=%q is not a boolean", k, v)
+		}
+		switch k {
+		case "auto_resume":
+			body.AutoResume = &api.SandboxAutoResumeConfig{Enabled: b}
+		case "secure":
+			body.Secure = &b
+		default:
+			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure)", k)
+		}
+	}
+	if req.Resources != (sandbox.Resources{}) {
+		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
+	}
+	if len(req.Labels) > 0 {
+		m := api.SandboxMetadata(maps.Clone(req.Labels))
+		body.Metadata = &m
+	}
+	if len(req.Env) > 0 {
+		e := api.EnvVars(maps.Clone(req.Env))
+		body.EnvVars = &e
+	}
+	started := time.Now()
+	status, data, _, err := r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostSandboxes(ctx, body)
+	})
+	if err != nil {
+		return sandbox.Info{}, r.scrub(err)
+	}
+	if status != http.StatusCreated {
+		return sandbox.Info{}, r.scrub(apiErr(op, status, data))
+	}
+	var sb api.Sandbox
+	if err := decode(op, data, &sb); err != nil {
+		return sandbox.Info{}, err
+	}
+	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
+	info := sandbox.Info{
+		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: maps.Clone(req.Labels),
+		State: sandbox.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
+		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
+	}
+	home, err := r.home(ctx, sb.SandboxID, c)
+	if err != nil {
+		return info, r.scrub(err)
+	}
+	info.Home = home
+	return info, nil
+}
+
+// home asks envd where "~" is for the configured user.
+func (r *Runtime) home(ctx context.Context, id string, c *conn) (string, error) {
+	if c.home != "" {
+		return c.home, nil
+	}
+	fi, err := r.stat(ctx, id, c, "~")
+	if err != nil {
+		return "", err
+	}
+	r.setHome(id, fi.Path)
+	return fi.Path, nil
+}
+
+// detail fetches GET /sandboxes/{id} and remembers the envd token.
+func (r *Runtime) detail(ctx context.Context, id string) (api.SandboxDetail, error) {
+	const op = "get"
+	var d api.SandboxDetail
+	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.GetSandbox(ctx, id)
+	})
+	if err != nil {
+		return d, r.scrub(err)
+	}
+	if status != http.StatusOK {
+		if status == http.StatusNotFound {
+			r.forget(id)
+		}
+		return d, r.scrub(apiErr(op, status, data))
+	}
+	if err := decode(op, data, &d); err != nil {
+		return d, err
+	}
+	r.remember(id, d.EnvdAccessToken, d.Domain, d.EnvdVersion)
+	return d, nil
+}
+
+func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, state api.SandboxState, started, end time.Time, envd string) sandbox.Info {
+	in := sandbox.Info{
+		ID: id, Provider: Scheme, Template: template, State: sandbox.StateRunning,
+		CreatedAt: started, LeaseEnd: end, Isolation: "microvm", Home: r.homeFor(),
+		Detail: map[string]string{"templateID": template, "envdVersion": envd},
+	}
+	if alias != "" {
+		in.Template = alias
+	}
+	if meta != nil {
+		in.Labels = maps.Clone(map[string]string(*meta))
+	}
+	if state == "paused" {
+		in.State = sandbox.StatePaused
+	}
+	if c := r.cached(id); c != nil && c.home != "" {
+		in.Home = c.home
+	}
+	return in
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Get returns the sandbox's Info.
+func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+	d, err := r.detail(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	in := r.info(d.SandboxID, d.TemplateID, deref(d.Alias), d.Metadata, d.State, d.StartedAt, d.EndAt, d.EnvdVersion)
+	if c := r.cached(id); c != nil && c.home == "" && in.State == sandbox.StateRunning {
+		if home, err := r.home(ctx, id, c); err == nil {
+			in.Home = home
+		}
+	}
+	return in, nil
+}
+
+// metadataQuery encodes a label filter as E2B expects: a query string of
+// escaped keys and values, itself escaped again as one parameter.
+func metadataQuery(labels map[string]string) string {
+	inner := url.Values{}
+	for k, v := range labels {
+		inner.Set(url.QueryEscape(k), url.QueryEscape(v))
+	}
+	return inner.Encode()
+}
+
+// List returns one page of GET /v2/sandboxes.
+func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+	const op = "list"
+	params := &api.GetV2SandboxesParams{}
+	if len(req.Labels) > 0 {
+		m := metadataQuery(req.Labels)
+		params.Metadata = &m
+	}
+	var states []api.SandboxState
+	for _, s := range req.States {
+		switch s {
+		case sandbox.StateRunning:
+			states = append(states, "running")
+		case sandbox.StatePaused:
+			states = append(states, "paused")
+		}
+	}
+	if len(req.States) > 0 && len(states) == 0 {
+		return nil, "", nil // E2B has no sandboxes in the other states
+	}
+	if len(states) > 0 {
+		params.State = &states
+	}
+	limit := int32(min(max(req.PageSize, 1), 100))
+	params.Limit = &limit
+	if req.PageToken != "" {
+		t := req.PageToken
+		params.NextToken = &t
+	}
+	status, data, hdr, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.GetV2Sandboxes(ctx, params)
+	})
+	if err != nil {
+		return nil, "", r.scrub(err)
+	}
+	if status != http.StatusOK {
+		return nil, "", r.scrub(apiErr(op, status, data))
+	}
+	var page []api.ListedSandbox
+	if err := decode(op, data, &page); err != nil {
+		return nil, "", err
+	}
+	out := make([]sandbox.Info, 0, len(page))
+	for _, l := range page {
+		out = append(out, r.info(l.SandboxID, l.TemplateID, deref(l.Alias), l.Metadata, l.State, l.StartedAt, l.EndAt, l.EnvdVersion))
+	}
+	return out, hdr.Get("X-Next-Token"), nil
+}
+
+// Destroy kills the sandbox; a sandbox that is already gone is not an error.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	const op = "destroy"
+	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.DeleteSandbox(ctx, id)
+	})
+	if err != nil {
+		return r.scrub(err)
+	}
+	switch status {
+	case http.StatusNoContent, http.StatusOK, http.StatusNotFound:
+		r.forget(id)
+		return nil
+	}
+	return r.scrub(apiErr(op, status, data))
+}
+
+// SetTimeout makes the lease end d from now. E2B sets the end exactly (it
+// would shorten too), so the portable layer calls it only to extend.
+func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
+	const op = "set-timeout"
+	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostSandboxTimeout(ctx, id, api.TimeoutRequest{Timeout: seconds(d)})
+	})
+	if err != nil {
+		return r.scrub(err)
+	}
+	if status != http.StatusNoContent && status != http.StatusOK {
+		return r.scrub(apiErr(op, status, data))
+	}
+	return nil
+}
+
+// Pause pauses the sandbox with its memory, so processes survive. Pausing
+// a paused sandbox is not an error.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	const op = "pause"
+	keep := true
+	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostSandboxPause(ctx, id, api.PauseRequest{Memory: &keep})
+	})
+	if err != nil {
+		return r.scrub(err)
+	}
+	switch status {
+	case http.StatusNoContent, http.StatusOK:
+		return nil
+	case http.StatusConflict:
+		// Already paused is success; a transition in progress is not.
+		if d, err := r.detail(ctx, id); err == nil && d.State == "paused" {
+			return nil
+		}
+	}
+	return r.scrub(apiErr(op, status, data))
+}
+
+// Resume connects to the sandbox, resuming it when paused (201) and
+// extending a running sandbox's lease to at least the default (200).
+func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+	const op = "resume"
+	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(defaultLease)})
+	})
+	if err != nil {
+		return sandbox.Info{}, r.scrub(err)
+	}
+	if status != http.StatusOK && status != http.StatusCreated {
+		return sandbox.Info{}, r.scrub(apiErr(op, status, data))
+	}
+	var sb api.Sandbox
+	if err := decode(op, data, &sb); err != nil {
+		return sandbox.Info{}, err
+	}
+	r.remember(id, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
+	return r.Get(ctx, id)
+}

@@ -1,0 +1,459 @@
+// Package e2b is the sandbox provider for E2B (https://e2b.dev): Firecracker
+// microVMs driven through E2B's REST control plane and envd, the daemon in
+// every sandbox (Connect RPC with the JSON codec, plus /files for streamed
+// transfers). It speaks the wire protocol directly; no E2B SDK is needed.
+//
+// # Configuration
+//
+// New reads, in order of precedence, its options and then the environment:
+//
+//	E2B_API_KEY      the API key (e2b_…); required. Never put it in a URL.
+//	E2B_API_URL      control-plane base URL (default https://api.<domain>)
+//	E2B_DOMAIN       domain (default e2b.app)
+//	E2B_SANDBOX_URL  envd base URL used for every sandbox, as the official
+//	                 SDKs do (requests are routed by the E2b-Sandbox-Id header)
+//
+// # URLs
+//
+// Importing the package registers the "e2b" scheme with sandbox.Open:
+//
+//	e2b://?template=base&domain=e2b.app&user=root
+//
+// Query parameters: template, domain, api_url, sandbox_url, user, and
+// api_key_env (the name of an environment variable holding the key). An
+// API key in the URL itself is refused.
+//
+// # Provider options
+//
+// CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
+// paused sandbox resumes it) and "secure" ("false": no envd access token).
+//
+// # Errors
+//
+// Control-plane and envd failures map onto sandbox Codes: 404 NotFound,
+// 409 FailedPrecondition, 429 ResourceExhausted, 401/403 PermissionDenied.
+// The edge proxy's 502 for a sandbox it cannot reach is classified with one
+// control-plane lookup: a paused sandbox matches sandbox.ErrPaused, a gone
+// one NotFound. A request that failed on a connection that could not have
+// delivered it wraps sandbox.ErrStaleTransport; a command whose outcome is
+// unknown wraps sandbox.ErrOutcomeUnknown and is never re-sent. No error
+// carries the API key or an access token.
+package e2b
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+)
+
+// Scheme is the URL scheme the package registers with sandbox.Open.
+const Scheme = "e2b"
+
+// DefaultTemplate is the template a sandbox is created from when
+// CreateOptions.Template is empty.
+const DefaultTemplate = "base"
+
+// DefaultDomain is E2B's public domain.
+const DefaultDomain = "e2b.app"
+
+// envdPort is the port envd listens on inside every sandbox.
+const envdPort = "49983"
+
+// defaultLease is the lease the official SDKs send (300 s).
+const defaultLease = 5 * time.Minute
+
+// maxLease is the longest lease E2B accepts (Pro plan; Hobby is 1 h and
+// the server refuses more).
+const maxLease = 24 * time.Hour
+
+var keyRE = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
+
+func init() {
+	sandbox.Register(Scheme, func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+		return openURL(u)
+	})
+}
+
+// Runtime is the E2B provider. It is safe for concurrent use. It
+// implements sandbox.Runtime, sandbox.Pauser, sandbox.ProcessRuntime and
+// sandbox.TransportResetter.
+type Runtime struct {
+	cfg       config
+	transport *http.Transport
+	hc        *http.Client
+	api       *api.Client
+
+	mu    sync.Mutex
+	conns map[string]*conn
+	rpc   map[string]*rpcClients
+}
+
+// conn is what the adapter knows about reaching one sandbox's envd.
+type conn struct {
+	token   string
+	domain  string
+	home    string
+	version string
+}
+
+type rpcClients struct {
+	proc processconnect.ProcessClient
+	fs   filesystemconnect.FilesystemClient
+}
+
+type config struct {
+	apiKey     string
+	apiURL     string
+	domain     string
+	sandboxURL string
+	template   string
+	user       string
+	transport  *http.Transport
+}
+
+// Option configures a Runtime.
+type Option func(*config)
+
+// WithAPIKey sets the API key (default: E2B_API_KEY).
+func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = key } }
+
+// WithAPIURL sets the control plane's base URL (default: E2B_API_URL, or
+// https://api.<domain>).
+func WithAPIURL(u string) Option { return func(c *config) { c.apiURL = u } }
+
+// WithDomain sets the E2B domain (default: E2B_DOMAIN, or e2b.app).
+func WithDomain(d string) Option { return func(c *config) { c.domain = d } }
+
+// WithSandboxURL sets the envd base URL used for every sandbox (default:
+// E2B_SANDBOX_URL; when empty, derived from the domain and sandbox ID).
+func WithSandboxURL(u string) Option { return func(c *config) { c.sandboxURL = u } }
+
+// WithTemplate sets the template used when CreateOptions.Template is empty
+// (default "base").
+func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
+
+// WithUser sets the Linux user commands and file operations run as (default:
+// the template's default user, "user" on E2B's templates).
+func WithUser(u string) Option { return func(c *config) { c.user = u } }
+
+// WithTransport sets the HTTP transport (default: a clone of
+// http.DefaultTransport with transparent compression disabled). The
+// adapter never sets a client-wide timeout: every call is bounded by its
+// context.
+func WithTransport(t *http.Transport) Option { return func(c *config) { c.transport = t } }
+
+// New returns an E2B Runtime configured by opts and the environment.
+func New(opts ...Option) (*Runtime, error) {
+	cfg := config{
+		apiKey: os.Getenv("E2B_API_KEY"), apiURL: os.Getenv("E2B_API_URL"),
+		domain: os.Getenv("E2B_DOMAIN"), sandboxURL: os.Getenv("E2B_SANDBOX_URL"),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return newRuntime(cfg)
+}
+
+func newRuntime(cfg config) (*Runtime, error) {
+	if cfg.apiKey == "" {
+		return nil, sandbox.Errorf(sandbox.PermissionDenied, "e2b: no API key: set E2B_API_KEY or use WithAPIKey")
+	}
+	if !keyRE.MatchString(cfg.apiKey) {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
+	}
+	if cfg.domain == "" {
+		cfg.domain = DefaultDomain
+	}
+	if cfg.apiURL == "" {
+		cfg.apiURL = "https://api." + cfg.domain
+	}
+	if cfg.template == "" {
+		cfg.template = DefaultTemplate
+	}
+	for _, u := range []struct{ name, v string }{{"API URL", cfg.apiURL}, {"sandbox URL", cfg.sandboxURL}} {
+		if u.v == "" {
+			continue
+		}
+		pu, err := url.Parse(u.v)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %s must be an http(s) URL without credentials", u.name)
+		}
+	}
+	cfg.apiURL = strings.TrimRight(cfg.apiURL, "/")
+	cfg.sandboxURL = strings.TrimRight(cfg.sandboxURL, "/")
+	t := cfg.transport
+	if t == nil {
+		t = http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+	}
+	// Go's transport would ask for gzip and decompress silently, which hides
+	// the real size of a download and costs CPU on the sandbox side.
+	t.DisableCompression = true
+	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
+	r.hc = &http.Client{Transport: &envdTransport{next: t}}
+	key := cfg.apiKey
+	c, err := api.NewClient(cfg.apiURL, api.WithHTTPClient(&http.Client{Transport: t}),
+		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+			req.Header.Set("X-API-Key", key)
+			return nil
+		}))
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: API URL: %v", err)
+	}
+	r.api = c
+	return r, nil
+}
+
+// openURL builds a Runtime from an e2b:// URL.
+func openURL(u *url.URL) (*Runtime, error) {
+	if u.User != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: credentials in the URL are refused; set E2B_API_KEY")
+	}
+	q := u.Query()
+	var opts []Option
+	for k, vs := range q {
+		v := vs[0]
+		switch k {
+		case "template":
+			opts = append(opts, WithTemplate(v))
+		case "domain":
+			opts = append(opts, WithDomain(v))
+		case "api_url":
+			opts = append(opts, WithAPIURL(v))
+		case "sandbox_url":
+			opts = append(opts, WithSandboxURL(v))
+		case "user":
+			opts = append(opts, WithUser(v))
+		case "api_key_env":
+			key := os.Getenv(v)
+			if key == "" {
+				return nil, sandbox.Errorf(sandbox.PermissionDenied, "e2b: environment variable %s named by api_key_env is empty", v)
+			}
+			opts = append(opts, WithAPIKey(key))
+		case "api_key", "key", "apikey", "token":
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: an API key in the URL is refused; set E2B_API_KEY or use api_key_env")
+		default:
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown URL parameter %q (known: template, domain, api_url, sandbox_url, user, api_key_env)", k)
+		}
+	}
+	return New(opts...)
+}
+
+// Name returns "e2b".
+func (r *Runtime) Name() string { return Scheme }
+
+// Capabilities reports what E2B offers.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
+		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
+		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
+	}
+}
+
+// ResetTransport drops every pooled connection, so the next request dials
+// afresh. The portable layer calls it before retrying a stale-transport
+// failure.
+func (r *Runtime) ResetTransport() error {
+	r.transport.CloseIdleConnections()
+	return nil
+}
+
+// Close releases pooled connections.
+func (r *Runtime) Close() error {
+	r.transport.CloseIdleConnections()
+	return nil
+}
+
+// homeFor is the home directory of the configured user on E2B templates,
+// used when the sandbox cannot be asked.
+func (r *Runtime) homeFor() string {
+	switch r.cfg.user {
+	case "root":
+		return "/root"
+	case "":
+		return "/home/user"
+	}
+	return "/home/" + r.cfg.user
+}
+
+// envdBase returns envd's base URL for sandbox id, as the official SDKs
+// compute it.
+func (r *Runtime) envdBase(id string, c *conn) string {
+	if r.cfg.sandboxURL != "" {
+		return r.cfg.sandboxURL
+	}
+	domain := c.domain
+	if domain == "" {
+		domain = r.cfg.domain
+	}
+	if slices.Contains([]string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}, domain) {
+		return "https://sandbox." + domain
+	}
+	return "https://" + envdPort + "-" + id + "." + domain
+}
+
+func (r *Runtime) clients(base string) *rpcClients {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.rpc[base]; ok {
+		return c
+	}
+	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithAcceptCompression("gzip", nil, nil)}
+	c := &rpcClients{
+		proc: processconnect.NewProcessClient(r.hc, base, opts...),
+		fs:   filesystemconnect.NewFilesystemClient(r.hc, base, opts...),
+	}
+	r.rpc[base] = c
+	return c
+}
+
+// setEnvdHeaders adds auth and routing headers to an envd request.
+func (r *Runtime) setEnvdHeaders(h http.Header, id string, c *conn) {
+	if c.token != "" {
+		h.Set("X-Access-Token", c.token)
+	}
+	if r.cfg.user != "" {
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(r.cfg.user+":")))
+	}
+	h.Set("E2b-Sandbox-Id", id)
+	h.Set("E2b-Sandbox-Port", envdPort)
+}
+
+// remember records what a control-plane response says about reaching envd.
+func (r *Runtime) remember(id string, token, domain *string, version string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.conns[id]
+	if c == nil {
+		c = &conn{}
+		r.conns[id] = c
+	}
+	nc := *c
+	if token != nil {
+		nc.token = *token
+	}
+	if domain != nil {
+		nc.domain = *domain
+	}
+	if version != "" {
+		nc.version = version
+	}
+	r.conns[id] = &nc
+	return &nc
+}
+
+func (r *Runtime) setHome(id, home string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.conns[id]; c != nil {
+		nc := *c
+		nc.home = home
+		r.conns[id] = &nc
+	}
+}
+
+func (r *Runtime) cached(id string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns[id]
+}
+
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conns, id)
+}
+
+// conn returns how to reach sandbox id, asking the control plane when
+// this Runtime has not seen the sandbox yet.
+func (r *Runtime) conn(ctx context.Context, id string) (*conn, error) {
+	if c := r.cached(id); c != nil {
+		return c, nil
+	}
+	d, err := r.detail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.State == "paused" {
+		return nil, pausedErr(id)
+	}
+	return r.cached(id), nil
+}
+
+func pausedErr(id string) error {
+	return fmt.Errorf("e2b: sandbox %s is paused: %w", id, sandbox.ErrPaused)
+}
+
+// seconds rounds d up to whole seconds, as the SDKs do, within int32.
+func seconds(d time.Duration) int32 {
+	s := math.Ceil(d.Seconds())
+	if s < 1 {
+		s = 1
+	}
+	if s > math.MaxInt32 {
+		s = math.MaxInt32
+	}
+	return int32(s)
+}
+
+// scrub hides the API key and access tokens should a server echo one.
+func (r *Runtime) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	secrets := []string{r.cfg.apiKey}
+	r.mu.Lock()
+	for _, c := range r.conns {
+		if c.token != "" {
+			secrets = append(secrets, c.token)
+		}
+	}
+	r.mu.Unlock()
+	red := msg
+	for _, s := range secrets {
+		if s != "" {
+			red = strings.ReplaceAll(red, s, "[REDACTED]")
+		}
+	}
+	if red == msg {
+		return err
+	}
+	return &scrubbed{msg: red, err: err}
+}
+
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+var errNoResult = errors.New("e2b: the process stream ended without a result")
+
+var (
+	_ sandbox.Runtime           = (*Runtime)(nil)
+	_ sandbox.Pauser            = (*Runtime)(nil)
+	_ sandbox.ProcessRuntime    = (*Runtime)(nil)
+	_ sandbox.TransportResetter = (*Runtime)(nil)
+	_ sandbox.Closer            = (*Runtime)(nil)
+)

@@ -1,0 +1,221 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/stale"
+)
+
+// attempt records how far one HTTP request got, to tell a request that
+// cannot have been delivered from one whose outcome is unknown.
+type attempt struct {
+	gotConn   atomic.Bool
+	reused    atomic.Bool
+	firstByte atomic.Bool
+}
+
+// trace returns ctx carrying a trace that fills a.
+func trace(ctx context.Context) (context.Context, *attempt) {
+	a := &attempt{}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) {
+			a.gotConn.Store(true)
+			a.reused.Store(i.Reused)
+		},
+		GotFirstResponseByte: func() { a.firstByte.Store(true) },
+	}), a
+}
+
+// notDelivered reports whether err means the request never reached a
+// server that could act on it: no connection was obtained, the transport
+// was closed, or a pooled keep-alive connection turned out to be dead
+// (closed or reset before a single response byte, the race Go's own
+// transport retries for idempotent requests).
+func (a *attempt) notDelivered(err error) bool {
+	if err == nil {
+		return false
+	}
+	if stale.Is(err) {
+		return true
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		return false
+	}
+	if !a.gotConn.Load() {
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return a.reused.Load() && !a.firstByte.Load() && connDropped(err)
+}
+
+func connDropped(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset")
+}
+
+// staleErr marks err as a stale transport.
+func staleErr(op string, err error) error {
+	return fmt.Errorf("e2b: %s: %w (%w)", op, sandbox.ErrStaleTransport, err)
+}
+
+// statusError is a plain (non-Connect) HTTP error from envd or the edge
+// proxy: {"code": <int>, "message": "..."}.
+type statusError struct {
+	Status  int
+	Message string
+	// Proxy is true for the edge proxy's "sandbox not found" answer.
+	Proxy bool
+}
+
+func (e *statusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+}
+
+// envdTransport turns envd's and the proxy's plain JSON errors into a
+// *statusError returned from RoundTrip, so Connect calls and /files
+// classify them alike. Connect's own error bodies (string codes) pass.
+type envdTransport struct{ next http.RoundTripper }
+
+func (t *envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.StatusCode < 400 {
+		return resp, err
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	default:
+		return resp, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Code      json.RawMessage `json:"code"`
+		Message   string          `json:"message"`
+		SandboxID string          `json:"sandboxId"`
+	}
+	jsonErr := json.Unmarshal(body, &e)
+	isConnect := jsonErr == nil && len(e.Code) > 0 && e.Code[0] == '"'
+	if isConnect && resp.StatusCode < 500 {
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), resp.Body))
+		return resp, nil
+	}
+	_ = resp.Body.Close()
+	se := &statusError{Status: resp.StatusCode, Message: e.Message, Proxy: e.SandboxID != ""}
+	if jsonErr != nil {
+		se.Message = ""
+	}
+	return nil, se
+}
+
+// apiErr classifies a control-plane error response.
+func apiErr(op string, status int, body []byte) error {
+	var e struct {
+		Message string `json:"message"`
+	}
+	msg := http.StatusText(status)
+	if json.Unmarshal(body, &e) == nil && e.Message != "" {
+		msg = e.Message
+	}
+	return sandbox.Errorf(codeForStatus(status), "e2b: %s: HTTP %d: %s", op, status, msg)
+}
+
+func codeForStatus(status int) sandbox.Code {
+	switch {
+	case status == http.StatusNotFound:
+		return sandbox.NotFound
+	case status == http.StatusConflict:
+		return sandbox.FailedPrecondition
+	case status == http.StatusTooManyRequests:
+		return sandbox.ResourceExhausted
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return sandbox.PermissionDenied
+	case status == http.StatusBadRequest:
+		return sandbox.InvalidArgument
+	case status == 507:
+		return sandbox.ResourceExhausted
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		return sandbox.Unavailable
+	}
+	return sandbox.Internal
+}
+
+var connectCodes = map[connect.Code]sandbox.Code{
+	connect.CodeCanceled: sandbox.Canceled, connect.CodeInvalidArgument: sandbox.InvalidArgument,
+	connect.CodeDeadlineExceeded: sandbox.DeadlineExceeded, connect.CodeNotFound: sandbox.NotFound,
+	connect.CodeAlreadyExists: sandbox.AlreadyExists, connect.CodePermissionDenied: sandbox.PermissionDenied,
+	connect.CodeResourceExhausted: sandbox.ResourceExhausted, connect.CodeFailedPrecondition: sandbox.FailedPrecondition,
+	connect.CodeAborted: sandbox.FailedPrecondition, connect.CodeUnimplemented: sandbox.Unimplemented,
+	connect.CodeInternal: sandbox.Internal, connect.CodeUnavailable: sandbox.Unavailable,
+	connect.CodeDataLoss: sandbox.Internal, connect.CodeUnauthenticated: sandbox.PermissionDenied,
+	connect.CodeUnknown: sandbox.Internal,
+}
+
+// envdErr classifies a failed envd call on sandbox id. ctx is the
+// caller's context; a reports whether the request can have been
+// delivered. A proxy 502 is resolved with one control-plane lookup.
+func (r *Runtime) envdErr(ctx context.Context, op, id string, a *attempt, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("e2b: %s: %w", op, ctxErr)
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		if se.Status == http.StatusBadGateway {
+			return r.gone(ctx, op, id, se)
+		}
+		return sandbox.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
+	}
+	if a != nil && a.notDelivered(err) {
+		return staleErr(op, err)
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		code, ok := connectCodes[ce.Code()]
+		if !ok {
+			code = sandbox.Internal
+		}
+		if ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeUnknown {
+			// Connect reports transport failures as unavailable/unknown.
+			if stale.Is(err) {
+				return staleErr(op, err)
+			}
+		}
+		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), ce.Message())
+	}
+	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, err)
+}
+
+// gone classifies the edge proxy's 502: the sandbox is paused, gone, or
+// running without envd answering.
+func (r *Runtime) gone(ctx context.Context, op, id string, se *statusError) error {
+	d, err := r.detail(ctx, id)
+	switch {
+	case sandbox.CodeOf(err) == sandbox.NotFound:
+		r.forget(id)
+		return fmt.Errorf("e2b: %s: sandbox %s no longer exists (%v): %w", op, id, se, sandbox.ErrNotFound)
+	case err != nil:
+		return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v (and the sandbox could not be looked up: %v)", op, se, err)
+	case d.State == "paused":
+		return fmt.Errorf("e2b: %s: %w", op, pausedErr(id))
+	}
+	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, se)
+}

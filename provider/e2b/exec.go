@@ -1,0 +1,395 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
+)
+
+// keepaliveSeconds is the keepalive interval asked of envd on streams.
+const keepaliveSeconds = "50"
+
+// stdinChunk is the size of one stdin message.
+const stdinChunk = 32 << 10
+
+// startRequest builds the Start request for cmd: an argv goes straight to
+// envd (it takes a program and its arguments, no shell); a shell line is
+// run by "/bin/bash -l -c" as the official SDKs do.
+func startRequest(cmd *sandbox.Command) *process.StartRequest {
+	cfg := &process.ProcessConfig{Envs: cmd.Env}
+	if len(cmd.Args) > 0 {
+		cfg.Cmd, cfg.Args = cmd.Args[0], cmd.Args[1:]
+	} else {
+		cfg.Cmd, cfg.Args = "/bin/bash", []string{"-l", "-c", cmd.Shell}
+	}
+	if cmd.Dir != "" {
+		d := cmd.Dir
+		cfg.Cwd = &d
+	}
+	stdin := cmd.Stdin != nil
+	return &process.StartRequest{Process: cfg, Stdin: &stdin}
+}
+
+// events is what reading a process stream produced.
+type events struct {
+	pid     uint32
+	started bool
+	end     *process.ProcessEvent_EndEvent
+}
+
+// eventSource abstracts the Start and Connect streams.
+type eventSource interface {
+	Receive() bool
+	event() *process.ProcessEvent
+	Err() error
+	Close() error
+}
+
+type startSource struct {
+	*connect.ServerStreamForClient[process.StartResponse]
+}
+
+func (s startSource) event() *process.ProcessEvent { return s.Msg().GetEvent() }
+
+type connectSource struct {
+	*connect.ServerStreamForClient[process.ConnectResponse]
+}
+
+func (s connectSource) event() *process.ProcessEvent { return s.Msg().GetEvent() }
+
+// readStart reads until the start event.
+func readStart(src eventSource, ev *events) bool {
+	for src.Receive() {
+		if st := src.event().GetStart(); st != nil {
+			ev.pid, ev.started = st.GetPid(), true
+			return true
+		}
+	}
+	return false
+}
+
+// pump copies data events to stdout and stderr until the end event or
+// the end of the stream.
+func pump(src eventSource, ev *events, stdout, stderr io.Writer) {
+	for src.Receive() {
+		e := src.event()
+		switch {
+		case e.GetData() != nil:
+			d := e.GetData()
+			if b := d.GetStdout(); len(b) > 0 {
+				_, _ = stdout.Write(b)
+			}
+			if b := d.GetStderr(); len(b) > 0 {
+				_, _ = stderr.Write(b)
+			}
+		case e.GetEnd() != nil:
+			ev.end = e.GetEnd()
+		}
+	}
+}
+
+func exitStatus(end *process.ProcessEvent_EndEvent) sandbox.ExitStatus {
+	// exit_code is omitted (0) on success; a signal gives -1.
+	return sandbox.ExitStatus{ExitCode: int(end.GetExitCode())}
+}
+
+// openStart sends Start and waits for the start event. stream ctx is sctx;
+// the wait is bounded by ctx too.
+func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command) (eventSource, *events, error) {
+	const op = "exec"
+	req := connect.NewRequest(startRequest(cmd))
+	r.setEnvdHeaders(req.Header(), id, c)
+	req.Header().Set("Keepalive-Ping-Interval", keepaliveSeconds)
+	tctx, a := trace(sctx)
+	stream, err := r.clients(r.envdBase(id, c)).proc.Start(tctx, req)
+	if err != nil {
+		return nil, nil, r.envdErr(ctx, op, id, a, err)
+	}
+	src := startSource{stream}
+	ev := &events{}
+	if !readStart(src, ev) {
+		err := src.Err()
+		_ = src.Close()
+		if err == nil {
+			err = errors.New("stream ended before the start event")
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
+		}
+		if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			return nil, nil, context.DeadlineExceeded
+		}
+		cerr := r.envdErr(ctx, op, id, a, err)
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() != connect.CodeUnknown && ce.Code() != connect.CodeUnavailable {
+			return nil, nil, cerr // envd refused the start (bad cwd, bad user): nothing ran
+		}
+		if errors.Is(cerr, sandbox.ErrStaleTransport) || errors.Is(cerr, sandbox.ErrNotFound) || errors.Is(cerr, sandbox.ErrPaused) ||
+			sandbox.CodeOf(cerr) == sandbox.PermissionDenied || sandbox.CodeOf(cerr) == sandbox.ResourceExhausted {
+			return nil, nil, cerr
+		}
+		return nil, nil, fmt.Errorf("%w: %w", cerr, sandbox.ErrOutcomeUnknown)
+	}
+	return src, ev, nil
+}
+
+// Exec runs cmd and waits for it. The command's lifetime, cmd.Timeout, is
+// sent as Connect-Timeout-Ms (envd kills the process when it elapses and
+// ends the stream without an end event): that is reported as TimedOut.
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	const op = "exec"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = sandbox.DefaultCommandTimeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	src, ev, err := r.openStart(ctx, rctx, id, c, cmd)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		}
+		return sandbox.ExitStatus{}, r.scrub(err)
+	}
+	defer src.Close()
+	var wg sync.WaitGroup
+	if cmd.Stdin != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.feed(rctx, id, c, ev.pid, cmd.Stdin)
+		}()
+	}
+	pump(src, ev, cmd.Stdout, cmd.Stderr)
+	serr := src.Err()
+	cancel()
+	wg.Wait()
+	switch {
+	case ev.end != nil:
+		return exitStatus(ev.end), nil
+	case ctx.Err() != nil:
+		r.killQuietly(id, c, ev.pid)
+		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+	case errors.Is(rctx.Err(), context.DeadlineExceeded) || connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
+		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	case serr == nil:
+		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sandbox.ErrOutcomeUnknown)
+	}
+	return sandbox.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: the stream broke (%v): %w", op, ev.pid, serr, sandbox.ErrOutcomeUnknown))
+}
+
+// killQuietly ends a process whose caller went away; best effort, bounded.
+func (r *Runtime) killQuietly(id string, c *conn, pid uint32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.signal(ctx, id, c, pid, syscall.SIGKILL)
+}
+
+// feed streams r into the process's stdin with StreamInput, then closes
+// stdin. Failures end the feed quietly: the process's result tells the rest.
+func (r *Runtime) feed(ctx context.Context, id string, c *conn, pid uint32, in io.Reader) {
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	stream := r.clients(r.envdBase(id, c)).proc.StreamInput(ctx)
+	r.setEnvdHeaders(stream.RequestHeader(), id, c)
+	err := stream.Send(&process.StreamInputRequest{Event: &process.StreamInputRequest_Start{
+		Start: &process.StreamInputRequest_StartEvent{Process: sel}}})
+	buf := make([]byte, stdinChunk)
+	for err == nil {
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			err = stream.Send(&process.StreamInputRequest{Event: &process.StreamInputRequest_Data{
+				Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{
+					Input: &process.ProcessInput_Stdin{Stdin: buf[:n]}}}}})
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	_, _ = stream.CloseAndReceive()
+	if ctx.Err() != nil {
+		return
+	}
+	req := connect.NewRequest(&process.CloseStdinRequest{Process: sel})
+	r.setEnvdHeaders(req.Header(), id, c)
+	_, _ = r.clients(r.envdBase(id, c)).proc.CloseStdin(ctx, req)
+}
+
+// signal sends sig to pid. envd knows SIGKILL and SIGTERM.
+func (r *Runtime) signal(ctx context.Context, id string, c *conn, pid uint32, sig syscall.Signal) error {
+	const op = "signal"
+	var s process.Signal
+	switch sig {
+	case syscall.SIGKILL:
+		s = process.Signal_SIGNAL_SIGKILL
+	case syscall.SIGTERM:
+		s = process.Signal_SIGNAL_SIGTERM
+	default:
+		return fmt.Errorf("e2b: %s: %v: envd sends only SIGKILL and SIGTERM: %w", op, sig, sandbox.ErrUnimplemented)
+	}
+	req := connect.NewRequest(&process.SendSignalRequest{
+		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}, Signal: s})
+	r.setEnvdHeaders(req.Header(), id, c)
+	tctx, a := trace(ctx)
+	_, err := r.clients(r.envdBase(id, c)).proc.SendSignal(tctx, req)
+	return r.scrub(r.envdErr(ctx, op, id, a, err))
+}
+
+// Start starts cmd in the background. Its lifetime, cmd.Timeout (or, when
+// zero, the longest lease), is always sent so envd never applies a default.
+func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	life := cmd.Timeout
+	if life <= 0 {
+		life = maxLease
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), life)
+	stop := context.AfterFunc(ctx, cancel)
+	src, ev, err := r.openStart(ctx, sctx, id, c, cmd)
+	stop()
+	if err != nil {
+		cancel()
+		return nil, r.scrub(err)
+	}
+	h := r.newHandle(id, c, ev, src, sctx, cancel, cmd.Stdout, cmd.Stderr, cmd.Timeout > 0)
+	if cmd.Stdin != nil {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			r.feed(sctx, id, c, ev.pid, cmd.Stdin)
+		}()
+	}
+	return h, nil
+}
+
+// Attach connects to a running process by pid.
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	const op = "attach"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if pid <= 0 || pid > int(^uint32(0)) {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %s: pid %d out of range", op, pid)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	req := connect.NewRequest(&process.ConnectRequest{
+		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: uint32(pid)}}})
+	r.setEnvdHeaders(req.Header(), id, c)
+	req.Header().Set("Keepalive-Ping-Interval", keepaliveSeconds)
+	tctx, a := trace(sctx)
+	stream, err := r.clients(r.envdBase(id, c)).proc.Connect(tctx, req)
+	if err != nil {
+		stop()
+		cancel()
+		return nil, r.scrub(r.envdErr(ctx, op, id, a, err))
+	}
+	src := connectSource{stream}
+	ev := &events{}
+	ok := readStart(src, ev)
+	stop()
+	if !ok {
+		err := src.Err()
+		_ = src.Close()
+		cancel()
+		if err == nil {
+			err = errors.New("stream ended before the start event")
+		}
+		return nil, r.scrub(r.envdErr(ctx, op, id, a, err))
+	}
+	return r.newHandle(id, c, ev, src, sctx, cancel, stdout, stderr, false), nil
+}
+
+// handle is a background process's stream.
+type handle struct {
+	r        *Runtime
+	id       string
+	c        *conn
+	ev       *events
+	cancel   context.CancelFunc
+	sctx     context.Context
+	timeout  bool
+	done     chan struct{}
+	wg       sync.WaitGroup
+	err      error
+	closed   sync.Once
+	isClosed bool
+	mu       sync.Mutex
+}
+
+func (r *Runtime) newHandle(id string, c *conn, ev *events, src eventSource, sctx context.Context, cancel context.CancelFunc, stdout, stderr io.Writer, timeout bool) *handle {
+	h := &handle{r: r, id: id, c: c, ev: ev, cancel: cancel, sctx: sctx, timeout: timeout, done: make(chan struct{})}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(h.done)
+		pump(src, ev, stdout, stderr)
+		h.err = src.Err()
+		_ = src.Close()
+	}()
+	return h
+}
+
+// PID returns envd's pid of the process.
+func (h *handle) PID() int { return int(h.ev.pid) }
+
+// Wait waits for the end event.
+func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	const op = "wait"
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+	}
+	h.mu.Lock()
+	closed := h.isClosed
+	h.mu.Unlock()
+	switch {
+	case h.ev.end != nil:
+		return exitStatus(h.ev.end), nil
+	case closed:
+		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, sandbox.ErrClosed)
+	case h.timeout && (errors.Is(h.sctx.Err(), context.DeadlineExceeded) || connect.CodeOf(h.err) == connect.CodeDeadlineExceeded):
+		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	case h.err == nil:
+		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, errNoResult)
+	}
+	return sandbox.ExitStatus{}, h.r.scrub(sandbox.Errorf(sandbox.Unavailable, "e2b: %s: process %d: the stream broke: %v", op, h.ev.pid, h.err))
+}
+
+// Signal sends sig (SIGKILL or SIGTERM) to the process.
+func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	return h.r.signal(ctx, h.id, h.c, h.ev.pid, sig)
+}
+
+// Close ends the stream; the process keeps running.
+func (h *handle) Close() error {
+	h.closed.Do(func() {
+		h.mu.Lock()
+		select {
+		case <-h.done:
+		default:
+			h.isClosed = true
+		}
+		h.mu.Unlock()
+		h.cancel()
+		h.wg.Wait()
+	})
+	return nil
+}

@@ -1,0 +1,277 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
+)
+
+// filesURL returns envd's /files URL for p.
+func (r *Runtime) filesURL(id string, c *conn, p string) string {
+	q := url.Values{"path": {p}}
+	if r.cfg.user != "" {
+		q.Set("username", r.cfg.user)
+	}
+	return r.envdBase(id, c) + "/files?" + q.Encode()
+}
+
+// filesErr classifies a /files error response or transport failure.
+func (r *Runtime) filesErr(ctx context.Context, op, id, p string, a *attempt, err error) error {
+	var se *statusError
+	if errors.As(err, &se) && se.Status != http.StatusBadGateway {
+		return r.statusErr(op, p, se.Status, se.Message)
+	}
+	return r.envdErr(ctx, op, id, a, err)
+}
+
+func (r *Runtime) statusErr(op, p string, status int, msg string) error {
+	switch {
+	case status == http.StatusBadRequest && strings.Contains(msg, "is a directory"):
+		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrIsDirectory)
+	case strings.Contains(msg, "path is a file") || strings.Contains(msg, "not a directory"):
+		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrNotDirectory)
+	}
+	return sandbox.Errorf(codeForStatus(status), "e2b: %s %s: HTTP %d: %s", op, p, status, msg)
+}
+
+func readErrBody(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Message string `json:"message"`
+	}
+	if decode("", b, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Upload streams src to p as one multipart part: the body is produced
+// while it is sent, never held whole in memory.
+func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
+	const op = "upload"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		part, err := mw.CreateFormFile("file", p)
+		if err == nil {
+			_, err = io.Copy(part, src)
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, p), pr)
+	if err != nil {
+		pr.CloseWithError(err)
+		<-done
+		return sandbox.Errorf(sandbox.Internal, "e2b: %s: %v", op, err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	r.setEnvdHeaders(req.Header, id, c)
+	tctx, a := trace(ctx)
+	resp, err := r.hc.Do(req.WithContext(tctx))
+	// Unblock the writer if the request ended before reading everything.
+	pr.CloseWithError(errors.New("e2b: upload request finished"))
+	<-done
+	if err != nil {
+		return r.scrub(r.filesErr(ctx, op, id, p, a, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r.scrub(r.statusErr(op, p, resp.StatusCode, readErrBody(resp)))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}
+
+// Download opens p for streaming. Compression is never requested, so the
+// bytes arrive as stored.
+func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	const op = "download"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.filesURL(id, c, p), nil)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.Internal, "e2b: %s: %v", op, err)
+	}
+	r.setEnvdHeaders(req.Header, id, c)
+	tctx, a := trace(ctx)
+	resp, err := r.hc.Do(req.WithContext(tctx))
+	if err != nil {
+		return nil, r.scrub(r.filesErr(ctx, op, id, p, a, err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, r.scrub(r.statusErr(op, p, resp.StatusCode, readErrBody(resp)))
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
+		_ = resp.Body.Close()
+		return nil, sandbox.Errorf(sandbox.Internal, "e2b: %s %s: unexpected Content-Encoding %q", op, p, enc)
+	}
+	return resp.Body, nil
+}
+
+func fileInfo(e *filesystem.EntryInfo) sandbox.FileInfo {
+	fi := sandbox.FileInfo{Path: e.GetPath(), Size: e.GetSize(), Mode: fs.FileMode(e.GetMode()).Perm(),
+		LinkTarget: e.GetSymlinkTarget()}
+	if t := e.GetModifiedTime(); t != nil {
+		fi.ModTime = t.AsTime()
+	}
+	switch e.GetType() {
+	case filesystem.FileType_FILE_TYPE_DIRECTORY:
+		fi.Mode |= fs.ModeDir
+	case filesystem.FileType_FILE_TYPE_SYMLINK:
+		fi.Mode |= fs.ModeSymlink
+	}
+	return fi
+}
+
+func (r *Runtime) fsCall(ctx context.Context, op, id string, c *conn, h http.Header, call func(context.Context) error) error {
+	r.setEnvdHeaders(h, id, c)
+	tctx, a := trace(ctx)
+	if err := call(tctx); err != nil {
+		return r.scrub(r.envdErr(ctx, op, id, a, err))
+	}
+	return nil
+}
+
+// stat is envd's Stat (lstat semantics).
+func (r *Runtime) stat(ctx context.Context, id string, c *conn, p string) (sandbox.FileInfo, error) {
+	req := connect.NewRequest(&filesystem.StatRequest{Path: p})
+	var fi sandbox.FileInfo
+	err := r.fsCall(ctx, "stat", id, c, req.Header(), func(ctx context.Context) error {
+		resp, err := r.clients(r.envdBase(id, c)).fs.Stat(ctx, req)
+		if err == nil {
+			fi = fileInfo(resp.Msg.GetEntry())
+		}
+		return err
+	})
+	return fi, err
+}
+
+// Stat describes p, following symbolic links.
+func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	fi, err := r.stat(ctx, id, c, p)
+	for hops := 0; err == nil && fi.Mode&fs.ModeSymlink != 0 && fi.LinkTarget != "" && hops < 40; hops++ {
+		target := fi.LinkTarget
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(fi.Path), target)
+		}
+		var t sandbox.FileInfo
+		t, err = r.stat(ctx, id, c, target)
+		t.Path = p
+		fi = t
+	}
+	return fi, err
+}
+
+// ReadDir lists p, sorted by name.
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+	const op = "readdir"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	req := connect.NewRequest(&filesystem.ListDirRequest{Path: p, Depth: 1})
+	var out []sandbox.FileInfo
+	err = r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {
+		resp, err := r.clients(r.envdBase(id, c)).fs.ListDir(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.Msg.GetEntries() {
+			if e.GetType() == filesystem.FileType_FILE_TYPE_UNSPECIFIED {
+				continue
+			}
+			out = append(out, fileInfo(e))
+		}
+		return nil
+	})
+	if sandbox.CodeOf(err) == sandbox.InvalidArgument {
+		return nil, fmt.Errorf("%w: %w", err, sandbox.ErrNotDirectory)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
+// MkdirAll creates p and its parents; an existing directory is fine.
+func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
+	const op = "mkdir"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: p})
+	err = r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {
+		_, err := r.clients(r.envdBase(id, c)).fs.MakeDir(ctx, req)
+		return err
+	})
+	switch sandbox.CodeOf(err) {
+	case sandbox.AlreadyExists:
+		return nil
+	case sandbox.InvalidArgument:
+		return fmt.Errorf("%w: %w", err, sandbox.ErrNotDirectory)
+	}
+	return err
+}
+
+// Remove removes p and everything below it. envd treats a missing path as
+// success, so the adapter checks first: a missing path is NotFound.
+func (r *Runtime) Remove(ctx context.Context, id, p string) error {
+	const op = "remove"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := r.stat(ctx, id, c, p); err != nil {
+		return err
+	}
+	req := connect.NewRequest(&filesystem.RemoveRequest{Path: p})
+	return r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {
+		_, err := r.clients(r.envdBase(id, c)).fs.Remove(ctx, req)
+		return err
+	})
+}
+
+// Rename moves from to to, replacing a file at to.
+func (r *Runtime) Rename(ctx context.Context, id, from, to string) error {
+	const op = "rename"
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	req := connect.NewRequest(&filesystem.MoveRequest{Source: from, Destination: to})
+	return r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {
+		_, err := r.clients(r.envdBase(id, c)).fs.Move(ctx, req)
+		return err
+	})
+}
