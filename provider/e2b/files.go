@@ -214,7 +214,7 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 		return nil
 	})
 	if sandbox.CodeOf(err) == sandbox.InvalidArgument {
-		return nil, fmt.Errorf("%w: %w", err, sandbox.ErrNotDirectory)
+		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrNotDirectory)
 	}
 	if err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	case sandbox.AlreadyExists:
 		return nil
 	case sandbox.InvalidArgument:
-		return fmt.Errorf("%w: %w", err, sandbox.ErrNotDirectory)
+		return fmt.Errorf("%v: %w", err, sandbox.ErrNotDirectory)
 	}
 	return err
 }
