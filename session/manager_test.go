@@ -690,3 +690,43 @@ func TestInvalidOptionsReported(t *testing.T) {
 		t.Fatalf("provider called with invalid options: %v", rt.Calls())
 	}
 }
+
+func TestChurnLeavesNothingBehind(t *testing.T) {
+	c, rt := memory.NewClient()
+	m := session.NewManager(c, session.Options{MaxLive: 3, IdleTimeout: time.Nanosecond, ReapInterval: time.Millisecond})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("k%d", g%4)
+			for i := range 20 {
+				s, err := m.Acquire(ctx, key)
+				if errors.Is(err, sandbox.ErrLimit) {
+					continue
+				}
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				_, err = s.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+				if err != nil && !errors.Is(err, session.ErrEnded) && !errors.Is(err, session.ErrGone) {
+					t.Errorf("Exec: %v", err)
+				}
+				if i%3 == 0 {
+					if err := m.Release(ctx, s); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rt.Live() != 0 {
+		t.Fatalf("live = %d after Close, want 0", rt.Live())
+	}
+}
