@@ -1,0 +1,56 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/memory"
+	"github.com/sandboxkit/sandbox/session"
+)
+
+// e2bClients starts an E2B fake (over a memory backend) and returns a
+// constructor of adapters pointed at it: each call is a "process" of its own.
+func e2bClients(t *testing.T, opts ...e2bfake.Option) func(t *testing.T) *sandbox.Client {
+	fake := e2bfake.New(memory.New(), opts...)
+	t.Cleanup(fake.Close)
+	return func(t *testing.T) *sandbox.Client {
+		rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.NewClient(rt)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+}
+
+func TestScenarioE2BFake(t *testing.T) {
+	scenario(t, e2bClients(t), false)
+}
+
+func TestTemplateFallbackE2BFake(t *testing.T) {
+	newClient := e2bClients(t)
+	ctx := context.Background()
+	m := session.NewManager(newClient(t), session.Options{
+		Create:            sandbox.CreateOptions{Template: "no-such-template"},
+		OnMissingTemplate: session.Fallback,
+		FallbackTemplate:  "base",
+	})
+	defer m.Close(ctx)
+	s, err := m.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.UsedRequestedTemplate() || s.Template() != "base" {
+		t.Fatalf("template %q, used requested %v", s.Template(), s.UsedRequestedTemplate())
+	}
+
+	strict := session.NewManager(newClient(t), session.Options{Create: sandbox.CreateOptions{Template: "no-such-template"}})
+	defer strict.Close(ctx)
+	if _, err := strict.Acquire(ctx, "k2"); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("FailFast Acquire = %v, want NotFound", err)
+	}
+}
