@@ -1,0 +1,101 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// DefaultLogBytes is how many bytes Logs and ReadLogs return when their
+// max is zero or negative.
+const DefaultLogBytes = 64 << 10
+
+// MaxLogBytes caps the bytes one Logs or ReadLogs call returns.
+const MaxLogBytes = 8 << 20
+
+// Chunk is one read of a run's output.
+type Chunk struct {
+	// Data holds whole lines (each ending in '\n'), except for a line longer
+	// than the read's max, which comes in pieces, and the output's last
+	// line once the run is done, which may lack its '\n'.
+	Data []byte
+	// Next is the offset to pass to the next ReadLogs call.
+	Next int64
+	// EOF reports that the run is done and Data reaches the end of its
+	// output: there will be no more.
+	EOF bool
+}
+
+// Logs returns the last max bytes of the run's combined output (max <= 0
+// means DefaultLogBytes).
+func (r *Run) Logs(ctx context.Context, max int) ([]byte, error) {
+	const op = "logs"
+	max = logMax(max)
+	out, err := r.read(ctx, tailScript, max, strconv.Itoa(max))
+	if err != nil {
+		return nil, wrap(op, r.id, err)
+	}
+	head, data, _ := bytes.Cut(out, []byte("\n"))
+	if string(head) != "ok" {
+		return nil, wrap(op, r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
+	}
+	return data, nil
+}
+
+// ReadLogs returns up to max bytes (max <= 0 means DefaultLogBytes) of the
+// run's combined output from byte offset on. While the run goes on it
+// returns only complete lines, so a poller that passes each Chunk's Next to
+// its next call sees every line once and never a line cut in two (unless a
+// line is longer than max).
+func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error) {
+	const op = "read-logs"
+	if offset < 0 {
+		return Chunk{}, invalid(op, r.id, "invalid offset: %d is negative", offset)
+	}
+	max = logMax(max)
+	out, err := r.read(ctx, readScript, max, strconv.FormatInt(offset, 10), strconv.Itoa(max))
+	if err != nil {
+		return Chunk{}, wrap(op, r.id, err)
+	}
+	head, data, _ := bytes.Cut(out, []byte("\n"))
+	var done bool
+	switch string(head) {
+	case "1":
+		done = true
+	case "0":
+	default:
+		return Chunk{}, wrap(op, r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
+	}
+	// The exit record existed before the read, so when fewer than max
+	// bytes came back, they reach the end of the output for good.
+	eof := done && len(data) < max
+	if !eof {
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else if len(data) < max {
+			// A partial line: wait for the rest of it.
+			data = data[:0]
+		}
+	}
+	return Chunk{Data: data, Next: offset + int64(len(data)), EOF: eof}, nil
+}
+
+func logMax(max int) int {
+	if max <= 0 {
+		return DefaultLogBytes
+	}
+	return min(max, MaxLogBytes)
+}
+
+// read runs a read-only output script; it may run twice.
+func (r *Run) read(ctx context.Context, script string, max int, args ...string) ([]byte, error) {
+	args = append([]string{r.dir}, args...)
+	out, err := r.exec(ctx, script, controlTimeout, max+64, nil, args...)
+	if errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil {
+		out, err = r.exec(ctx, script, controlTimeout, max+64, nil, args...)
+	}
+	return out, err
+}

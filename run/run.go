@@ -1,0 +1,501 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// DefaultBudget is the lifetime of a run whose Request.Budget is zero.
+const DefaultBudget = 30 * time.Minute
+
+// LostExitCode is the exit code reported for a run whose process is gone
+// without having recorded an exit (the sandbox restarted, or something
+// killed the wrapper).
+const LostExitCode = 255
+
+// Dir is the directory, relative to the sandbox's home, that holds the
+// runs' records.
+const Dir = ".sandboxkit/runs"
+
+// ErrConflict reports a Start with a run id that is already taken by a
+// different request (another command, directory or environment). It has
+// Code AlreadyExists, so it also matches sandbox.ErrAlreadyExists.
+var ErrConflict = sandbox.Errorf(sandbox.AlreadyExists, "run id already used by a different request")
+
+// The timeouts of the control commands this package runs in the sandbox.
+// They bound only those short commands, never the run itself.
+const (
+	controlTimeout = time.Minute
+	killGrace      = 5 // seconds between SIGTERM and SIGKILL
+	killTimeout    = 90 * time.Second
+	controlOutput  = 1 << 20
+)
+
+// Request describes a run to start.
+type Request struct {
+	// ID names the run within its sandbox. It may hold any bytes (at most
+	// MaxIDLen). Starting an id again with the same request returns the
+	// same run.
+	ID string
+	// Command is the program and its arguments, run without a shell. For a
+	// shell line, pass []string{"sh", "-c", line}.
+	Command []string
+	// Dir is the working directory; empty means the sandbox's home, and a
+	// relative path is resolved against the home. It must exist.
+	Dir string
+	// Env adds environment variables for the command. Names starting with
+	// SANDBOXKIT_ are reserved.
+	Env map[string]string
+	// Budget bounds the run's lifetime, enforced inside the sandbox; zero
+	// means DefaultBudget. It is independent of the context passed to
+	// Start, which bounds only the start itself. It is not part of the
+	// request's fingerprint: a second Start with another budget returns
+	// the run started with the first.
+	Budget time.Duration
+}
+
+// State is where a run is in its life.
+type State string
+
+// The states of a run.
+const (
+	// Pending: admitted, but its process has not started yet (a start
+	// was interrupted; calling Start again with the same request launches
+	// it).
+	Pending State = "pending"
+	// Running: the process is running.
+	Running State = "running"
+	// Exited: the process ended and recorded its exit code.
+	Exited State = "exited"
+	// Lost: the process is gone without an exit record; ExitCode is
+	// LostExitCode.
+	Lost State = "lost"
+)
+
+// Status is a snapshot of a run.
+type Status struct {
+	State State
+	// PID is the process id, within the sandbox, of the run's wrapper
+	// process; 0 when not known yet.
+	PID int
+	// ExitCode is the command's exit code once the run is Exited (as a
+	// shell reports it: 128+n for a command ended by signal n, 124 when the
+	// budget ended it), and LostExitCode when it is Lost.
+	ExitCode int
+	// Killed reports that Kill ended the run.
+	Killed bool
+	// BudgetExceeded reports that the budget ended the run.
+	BudgetExceeded bool
+}
+
+// Done reports whether the run has ended (Exited or Lost).
+func (s Status) Done() bool { return s.State == Exited || s.State == Lost }
+
+// Run is a handle on one run in one sandbox. It holds no resources and is
+// safe for concurrent use; dropping it leaves the run going.
+type Run struct {
+	sb    *sandbox.Sandbox
+	id    string
+	dir   string // absolute path of the run directory in the sandbox
+	token string // encoded id: the directory's name and the process marker
+	fp    string
+
+	mu  sync.Mutex
+	pid int
+}
+
+// ID returns the run's id.
+func (r *Run) ID() string { return r.id }
+
+// Fingerprint returns the hex SHA-256 fingerprint of the run's request.
+func (r *Run) Fingerprint() string { return r.fp }
+
+// PID returns the wrapper's process id in the sandbox as last seen, or 0.
+func (r *Run) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pid
+}
+
+// Sandbox returns the sandbox the run lives in.
+func (r *Run) Sandbox() *sandbox.Sandbox { return r.sb }
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func invalid(op, id, format string, args ...any) error {
+	return fmt.Errorf("run: %s %s: %w", op, quoteID(id), sandbox.Errorf(sandbox.InvalidArgument, format, args...))
+}
+
+func wrap(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("run: %s %s: %w", op, quoteID(id), err)
+}
+
+func checkID(op, id string) error {
+	if id == "" {
+		return invalid(op, id, "invalid run id: empty")
+	}
+	if len(id) > MaxIDLen {
+		return invalid(op, id, "invalid run id: %d bytes, more than %d", len(id), MaxIDLen)
+	}
+	return nil
+}
+
+// newRun returns the handle for id in sb, without any round trip.
+func newRun(sb *sandbox.Sandbox, id string) *Run {
+	tok := encodeID(id)
+	return &Run{sb: sb, id: id, token: tok, dir: path.Join(home(sb), Dir, tok)}
+}
+
+func home(sb *sandbox.Sandbox) string {
+	if h := sb.Home(); path.IsAbs(h) {
+		return path.Clean(h)
+	}
+	return "/"
+}
+
+// Start admits the run described by req in sb and starts it detached, or
+// returns the run already admitted under req.ID when its request is the
+// same. A run under req.ID with a different request is an error matching
+// ErrConflict. ctx bounds only the start: the run lives on after ctx ends,
+// for at most req.Budget.
+//
+// If the sandbox call that launches the run fails with an unknown outcome
+// (sandbox.ErrOutcomeUnknown), Start reconciles from the run's records and
+// the sandbox's process list instead of submitting the command again, and
+// kills duplicate wrappers it finds. If reconciliation fails too, the error
+// matches sandbox.ErrOutcomeUnknown, and calling Start again with the same
+// request is safe.
+//
+// Start extends the sandbox's lease to cover the budget (up to the
+// provider's maximum lease).
+func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) {
+	const op = "start"
+	if sb == nil {
+		return nil, invalid(op, req.ID, "nil sandbox")
+	}
+	if err := checkID(op, req.ID); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(req.Command) == 0:
+		return nil, invalid(op, req.ID, "invalid command: empty")
+	case req.Command[0] == "":
+		return nil, invalid(op, req.ID, "invalid command: Command[0] is empty")
+	case req.Budget < 0:
+		return nil, invalid(op, req.ID, "invalid budget: %v is negative", req.Budget)
+	}
+	for i, a := range req.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, invalid(op, req.ID, "invalid command: Command[%d] holds NUL", i)
+		}
+	}
+	for k, v := range req.Env {
+		switch {
+		case !envNameRE.MatchString(k):
+			return nil, invalid(op, req.ID, "invalid env name %q", k)
+		case strings.HasPrefix(k, "SANDBOXKIT_"):
+			return nil, invalid(op, req.ID, "invalid env name %q: the SANDBOXKIT_ prefix is reserved", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return nil, invalid(op, req.ID, "invalid env value of %s: holds NUL", k)
+		}
+	}
+	if strings.IndexByte(req.Dir, 0) >= 0 {
+		return nil, invalid(op, req.ID, "invalid dir: holds NUL")
+	}
+	workdir := home(sb)
+	if req.Dir != "" {
+		workdir = path.Join(workdir, req.Dir)
+		if path.IsAbs(req.Dir) {
+			workdir = path.Clean(req.Dir)
+		}
+	}
+	budget := req.Budget
+	if budget == 0 {
+		budget = DefaultBudget
+	}
+	secs := int64((budget + time.Second - 1) / time.Second)
+
+	if err := extendLease(ctx, sb, budget); err != nil {
+		return nil, wrap(op, req.ID, err)
+	}
+
+	r := newRun(sb, req.ID)
+	r.fp = fingerprint(req.Command, workdir, req.Env)
+	idHex := hex.EncodeToString([]byte(req.ID))
+	args := func(mode string) []string {
+		a := []string{r.dir, r.token, r.fp, idHex, strconv.FormatInt(secs, 10), workdir, mode, wrapperScript}
+		return append(a, req.Command...)
+	}
+	st, err := r.control(ctx, admitScript, controlTimeout, req.Env, args("start")...)
+	// An outcome-unknown launch is reconciled, never blindly resubmitted:
+	// the admit script in reconcile mode looks for the first launch's
+	// records and processes before it would launch, and the wrapper's start
+	// guard makes a second launch a no-op.
+	for try := 0; try < 2 && errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil; try++ {
+		st, err = r.control(ctx, admitScript, controlTimeout, req.Env, args("reconcile")...)
+	}
+	if err != nil {
+		return nil, wrap(op, req.ID, err)
+	}
+	if st.noDir {
+		return nil, invalid(op, req.ID, "invalid dir: %q is not a directory in the sandbox", workdir)
+	}
+	if st.errMsg != "" {
+		return nil, wrap(op, req.ID, sandbox.Errorf(sandbox.FailedPrecondition, "%s", st.errMsg))
+	}
+	if st.request != r.fp+" "+idHex {
+		return nil, wrap(op, req.ID, ErrConflict)
+	}
+	r.observe(st)
+	return r, nil
+}
+
+// extendLease makes the sandbox's lease cover budget, as far as the
+// provider allows.
+func extendLease(ctx context.Context, sb *sandbox.Sandbox, budget time.Duration) error {
+	lease := budget + time.Minute
+	if m := sb.Client().Capabilities().MaxLease; m > 0 && lease > m {
+		lease = m
+	}
+	err := sb.SetTimeout(ctx, lease)
+	if sandbox.CodeOf(err) == sandbox.Unimplemented {
+		return nil
+	}
+	return err
+}
+
+// Open returns the run with the given id in sb, for example one started by
+// another process before a restart. A run that does not exist is an error
+// matching sandbox.ErrNotFound.
+func Open(ctx context.Context, sb *sandbox.Sandbox, id string) (*Run, error) {
+	const op = "open"
+	if sb == nil {
+		return nil, invalid(op, id, "nil sandbox")
+	}
+	if err := checkID(op, id); err != nil {
+		return nil, err
+	}
+	r := newRun(sb, id)
+	st, err := r.state(ctx)
+	if err != nil {
+		return nil, wrap(op, id, err)
+	}
+	fp, idHex, _ := strings.Cut(st.request, " ")
+	if st.missing || idHex != hex.EncodeToString([]byte(id)) {
+		return nil, wrap(op, id, sandbox.Errorf(sandbox.NotFound, "no such run"))
+	}
+	r.fp = fp
+	r.observe(st)
+	return r, nil
+}
+
+// Status returns the run's current status.
+func (r *Run) Status(ctx context.Context) (Status, error) {
+	st, err := r.state(ctx)
+	if err != nil {
+		return Status{}, wrap("status", r.id, err)
+	}
+	if st.missing {
+		return Status{}, wrap("status", r.id, sandbox.Errorf(sandbox.NotFound, "no such run (its records were removed)"))
+	}
+	return r.observe(st), nil
+}
+
+// Wait polls the run's status, with backoff, until the run is done or ctx
+// ends; ending ctx does not end the run.
+func (r *Run) Wait(ctx context.Context) (Status, error) {
+	delay := 50 * time.Millisecond
+	const maxDelay = 2 * time.Second
+	for {
+		s, err := r.Status(ctx)
+		if err != nil || s.Done() {
+			return s, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s, wrap("wait", r.id, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*3/2, maxDelay)
+	}
+}
+
+// Kill ends the run: SIGTERM to its processes, SIGKILL a few seconds later
+// to those still running. It returns once the run is done, with the exit
+// recorded (Status.Killed set). A run that has not started yet never
+// starts; killing a run that is done does nothing.
+func (r *Run) Kill(ctx context.Context) error {
+	st, err := r.idempotent(ctx, killScript, killTimeout, strconv.Itoa(killGrace))
+	if err != nil {
+		return wrap("kill", r.id, err)
+	}
+	if st.missing {
+		return wrap("kill", r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
+	}
+	r.observe(st)
+	return nil
+}
+
+// state runs the status script.
+func (r *Run) state(ctx context.Context) (*state, error) {
+	return r.idempotent(ctx, statusScript, controlTimeout)
+}
+
+// idempotent runs a control script that may safely run twice, once more
+// after a transport failure of unknown outcome.
+func (r *Run) idempotent(ctx context.Context, script string, timeout time.Duration, args ...string) (*state, error) {
+	args = append([]string{r.dir, r.token}, args...)
+	st, err := r.control(ctx, script, timeout, nil, args...)
+	if errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil {
+		st, err = r.control(ctx, script, timeout, nil, args...)
+	}
+	return st, err
+}
+
+// control runs a control script and parses the state it prints.
+func (r *Run) control(ctx context.Context, script string, timeout time.Duration, env map[string]string, args ...string) (*state, error) {
+	out, err := r.exec(ctx, script, timeout, controlOutput, env, args...)
+	if err != nil {
+		return nil, err
+	}
+	return parseState(out)
+}
+
+// exec runs script with sh in the sandbox, passing args as its positional
+// parameters, and returns its stdout.
+func (r *Run) exec(ctx context.Context, script string, timeout time.Duration, maxOut int, env map[string]string, args ...string) ([]byte, error) {
+	argv := append([]string{"sh", "-c", script, "sandboxkit-run"}, args...)
+	res, err := r.sb.Exec(ctx, sandbox.Command{Args: argv, Env: env, Timeout: timeout, MaxOutput: maxOut})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.TimedOut:
+		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "control command timed out after %v", res.Timeout)
+	case res.ExitCode != 0:
+		return nil, sandbox.Errorf(sandbox.Internal, "control command exited with code %d: %s", res.ExitCode, firstLine(res.Stderr))
+	case res.StdoutTruncated:
+		return nil, sandbox.Errorf(sandbox.Internal, "control command output exceeded %d bytes", maxOut)
+	}
+	return res.Stdout, nil
+}
+
+func firstLine(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return strconv.Quote(string(b))
+}
+
+// state is what the control scripts print about a run.
+type state struct {
+	missing    bool
+	created    bool
+	errMsg     string
+	noDir      bool
+	request    string // "<fingerprint> <hex id>"
+	admission  string // "<pid> <fingerprint>"
+	started    bool
+	alive      bool
+	roots      []int
+	exit       string // "<code> [reason]"
+	duplicates int
+}
+
+func parseState(out []byte) (*state, error) {
+	st := &state{}
+	for line := range strings.Lines(string(out)) {
+		k, v, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+		if !ok {
+			return nil, sandbox.Errorf(sandbox.Internal, "unexpected control output %q", line)
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "missing":
+			st.missing = true
+		case "created":
+			st.created = v == "1"
+		case "error":
+			st.errMsg = v
+		case "nodir":
+			st.noDir = true
+		case "request":
+			st.request = v
+		case "admission":
+			st.admission = v
+		case "started":
+			st.started = true
+		case "alive":
+			st.alive = true
+		case "roots":
+			for f := range strings.FieldsSeq(v) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+					st.roots = append(st.roots, pid)
+				}
+			}
+		case "exit":
+			st.exit = v
+		case "killed_duplicates":
+			st.duplicates, _ = strconv.Atoi(v)
+		}
+	}
+	return st, nil
+}
+
+// observe turns a state into a Status and remembers the pid.
+func (r *Run) observe(st *state) Status {
+	var s Status
+	if f := strings.Fields(st.admission); len(f) > 0 {
+		s.PID, _ = strconv.Atoi(f[0])
+	}
+	switch f := strings.Fields(st.exit); {
+	case len(f) > 0:
+		s.State = Exited
+		if code, err := strconv.Atoi(f[0]); err == nil {
+			s.ExitCode = code
+		} else {
+			s.State, s.ExitCode = Lost, LostExitCode
+		}
+		if len(f) > 1 {
+			s.Killed = f[1] == "killed"
+			s.BudgetExceeded = f[1] == "budget"
+		}
+	case s.PID > 0 && st.alive:
+		s.State = Running
+	case s.PID > 0:
+		s.State, s.ExitCode = Lost, LostExitCode
+	case st.started && len(st.roots) > 0:
+		// The wrapper is between its start guard and its admission record.
+		s.State, s.PID = Running, st.roots[0]
+	case st.started:
+		s.State, s.ExitCode = Lost, LostExitCode
+	default:
+		s.State = Pending
+	}
+	if s.PID > 0 {
+		r.mu.Lock()
+		r.pid = s.PID
+		r.mu.Unlock()
+	}
+	return s
+}

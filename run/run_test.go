@@ -1,0 +1,688 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness gives the scenarios a sandbox world: each newRuntime call is a
+// fresh Runtime over the same sandboxes, as a new process would open.
+type harness struct {
+	newRuntime func(t *testing.T) sandbox.Runtime
+}
+
+// world is one sandbox as the scenarios use it: the id, and a way to get a
+// handle from a brand-new client, optionally over a wrapped runtime.
+type world struct {
+	h  harness
+	id string
+}
+
+func newWorld(t *testing.T, h harness) *world {
+	t.Helper()
+	c := sandbox.NewClient(h.newRuntime(t))
+	t.Cleanup(func() { c.Close() })
+	sb, err := c.Create(testCtx(t), sandbox.CreateOptions{Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatalf("create sandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sb.Destroy(ctx); err != nil {
+			t.Errorf("destroy sandbox: %v", err)
+		}
+	})
+	return &world{h: h, id: sb.ID()}
+}
+
+// client attaches to the world's sandbox through a new Client, as another
+// process would; wrap, when non-nil, wraps the new Runtime.
+func (w *world) client(t *testing.T, wrap func(sandbox.Runtime) sandbox.Runtime) (*sandbox.Client, *sandbox.Sandbox) {
+	t.Helper()
+	rt := w.h.newRuntime(t)
+	if wrap != nil {
+		rt = wrap(rt)
+	}
+	c := sandbox.NewClient(rt)
+	sb, err := c.Attach(testCtx(t), w.id)
+	if err != nil {
+		c.Close()
+		t.Fatalf("attach: %v", err)
+	}
+	return c, sb
+}
+
+func (w *world) sandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	c, sb := w.client(t, nil)
+	t.Cleanup(func() { c.Close() })
+	return sb
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// start starts req and makes sure the run is killed when the test ends.
+func start(t *testing.T, sb *sandbox.Sandbox, req Request) *Run {
+	t.Helper()
+	r, err := Start(testCtx(t), sb, req)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	cleanupKill(t, r)
+	return r
+}
+
+func cleanupKill(t *testing.T, r *Run) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = r.Kill(ctx)
+	})
+}
+
+// procs counts, inside the sandbox, the run's wrapper processes and the
+// sleep processes of its command (the commands of these tests sleep).
+func procs(t *testing.T, sb *sandbox.Sandbox, r *Run) (wrappers, sleeps int) {
+	t.Helper()
+	script := prelude + `mark="SANDBOXKIT_RUN_WRAPPER=$1"
+n=0
+for p in $(sk_pids "SANDBOXKIT_RUN=$1"); do
+	if [ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ]; then n=$((n + 1)); fi
+done
+echo "$(sk_roots | wc -l) $n"`
+	res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "count", r.token}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("count processes: %v %+v %s", err, res, res.Stderr)
+	}
+	f := strings.Fields(string(res.Stdout))
+	if len(f) != 2 {
+		t.Fatalf("count processes: output %q", res.Stdout)
+	}
+	wrappers, _ = strconv.Atoi(f[0])
+	sleeps, _ = strconv.Atoi(f[1])
+	return wrappers, sleeps
+}
+
+func readFile(t *testing.T, sb *sandbox.Sandbox, p string) string {
+	t.Helper()
+	b, err := sb.ReadFile(testCtx(t), p)
+	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("read %s: %v", p, err)
+	}
+	return string(b)
+}
+
+func waitDone(t *testing.T, r *Run) Status {
+	t.Helper()
+	s, err := r.Wait(testCtx(t))
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return s
+}
+
+// counterCommand appends a line to the file at counter each time it runs,
+// prints "ready", then sleeps.
+func counterCommand(counter string, secs int) []string {
+	return []string{"sh", "-c", `echo run >> "$1"; echo ready; exec sleep "$2"`, "cmd", counter, strconv.Itoa(secs)}
+}
+
+// scenarios are the behaviours every provider must show.
+var scenarios = []struct {
+	name string
+	f    func(t *testing.T, h harness)
+}{
+	{"DoubleStartOneProcess", testDoubleStart},
+	{"ConcurrentStartsOneProcess", testConcurrentStarts},
+	{"NewClientSeesStatusAndLogs", testNewClient},
+	{"Kill", testKill},
+	{"KillDoneRunIsNoop", testKillDone},
+	{"VanishedProcessIsLost", testVanished},
+	{"OutcomeUnknownAfterAdmission", testOutcomeUnknownAfterAdmission},
+	{"OutcomeUnknownBeforeAdmission", testOutcomeUnknownBeforeAdmission},
+	{"ChangedRequestConflicts", testConflict},
+	{"ShortRequestTimeoutDoesNotKillRun", testShortRequestTimeout},
+	{"BudgetEndsRun", testBudget},
+	{"ReadLogsEachLineOnce", testReadLogs},
+	{"ArgvAndEnvAreData", testArgvEnvData},
+	{"AnyByteID", testAnyByteID},
+	{"OpenMissing", testOpenMissing},
+}
+
+func runScenarios(t *testing.T, h harness) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.f(t, h)
+		})
+	}
+}
+
+func hostHarness(t *testing.T) harness {
+	home := t.TempDir()
+	return harness{newRuntime: func(*testing.T) sandbox.Runtime { return &hostRuntime{home: home} }}
+}
+
+func TestHostRuntime(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			sc.f(t, hostHarness(t))
+		})
+	}
+}
+
+func testDoubleStart(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	req := Request{ID: "double", Command: counterCommand("double.count", 60)}
+	r1 := start(t, sb, req)
+	r2 := start(t, sb, req)
+	if r1.PID() == 0 || r1.PID() != r2.PID() {
+		t.Fatalf("PIDs %d and %d, want the same non-zero pid", r1.PID(), r2.PID())
+	}
+	if got := readFile(t, sb, "double.count"); got != "run\n" {
+		t.Errorf("command ran %d times (%q), want once", strings.Count(got, "\n"), got)
+	}
+	if wr, cmd := procs(t, sb, r1); wr != 1 || cmd != 1 {
+		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
+	}
+	s, err := r2.Status(testCtx(t))
+	if err != nil || s.State != Running {
+		t.Errorf("Status = %+v, %v; want running", s, err)
+	}
+}
+
+func testConcurrentStarts(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	req := Request{ID: "many", Command: counterCommand("many.count", 60)}
+	const n = 6
+	var wg sync.WaitGroup
+	pids := make([]int, n)
+	errs := make([]error, n)
+	for i := range n {
+		// Each start through its own client, as from separate processes.
+		c, sb := w.client(t, nil)
+		t.Cleanup(func() { c.Close() })
+		wg.Go(func() {
+			r, err := Start(testCtx(t), sb, req)
+			errs[i] = err
+			if err == nil {
+				pids[i] = r.PID()
+				cleanupKill(t, r)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Start %d: %v", i, err)
+		}
+		if pids[i] == 0 || pids[i] != pids[0] {
+			t.Fatalf("pids %v, want all the same", pids)
+		}
+	}
+	sb := w.sandbox(t)
+	if got := readFile(t, sb, "many.count"); got != "run\n" {
+		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
+	}
+}
+
+func testNewClient(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	c1, sb1 := w.client(t, nil)
+	req := Request{ID: "restart", Command: []string{"sh", "-c", `echo first; sleep 1; echo second; exit 3`}}
+	r1, err := Start(testCtx(t), sb1, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupKill(t, r1)
+	pid := r1.PID()
+	// Drop the first client entirely.
+	if err := c1.Close(); err != nil {
+		t.Fatalf("close client: %v", err)
+	}
+
+	sb2 := w.sandbox(t)
+	r2, err := Open(testCtx(t), sb2, "restart")
+	if err != nil {
+		t.Fatalf("Open from a new client: %v", err)
+	}
+	if r2.Fingerprint() != r1.Fingerprint() {
+		t.Errorf("fingerprint %s, want %s", r2.Fingerprint(), r1.Fingerprint())
+	}
+	s, err := r2.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != Running && s.State != Exited {
+		t.Fatalf("status from new client = %+v", s)
+	}
+	if s.PID != pid {
+		t.Errorf("pid %d, want %d", s.PID, pid)
+	}
+	s = waitDone(t, r2)
+	if s.State != Exited || s.ExitCode != 3 || s.Killed || s.BudgetExceeded {
+		t.Errorf("final status %+v, want exited 3", s)
+	}
+	logs, err := r2.Logs(testCtx(t), 0)
+	if err != nil || string(logs) != "first\nsecond\n" {
+		t.Errorf("Logs = %q, %v", logs, err)
+	}
+	// A third client starting the same request gets the finished run.
+	r3, err := Start(testCtx(t), w.sandbox(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3, _ := r3.Status(testCtx(t)); s3 != s {
+		t.Errorf("restart of a finished run: status %+v, want %+v", s3, s)
+	}
+}
+
+func testKill(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	// The command's child holds the output open too.
+	r := start(t, sb, Request{ID: "kill", Command: []string{"sh", "-c", `sleep 300 & echo started; wait`}})
+	if _, cmd := procs(t, sb, r); cmd != 1 {
+		t.Fatalf("%d sleep processes before kill, want 1", cmd)
+	}
+	if err := r.Kill(testCtx(t)); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	s, err := r.Status(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != Exited || !s.Killed || s.ExitCode == 0 {
+		t.Errorf("status after Kill = %+v, want exited, killed, non-zero", s)
+	}
+	if wr, cmd := procs(t, sb, r); wr != 0 || cmd != 0 {
+		t.Errorf("after Kill: %d wrappers and %d command processes remain", wr, cmd)
+	}
+	// Killing again, and from another client, changes nothing.
+	r2, err := Open(testCtx(t), w.sandbox(t), "kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Kill(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s2, _ := r2.Status(testCtx(t)); s2 != s {
+		t.Errorf("second Kill changed status to %+v", s2)
+	}
+}
+
+func testKillDone(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	r := start(t, sb, Request{ID: "quick", Command: []string{"true"}})
+	s := waitDone(t, r)
+	if err := r.Kill(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s2, _ := r.Status(testCtx(t)); s2 != s || s2.ExitCode != 0 || s2.Killed {
+		t.Errorf("Kill of a finished run changed %+v to %+v", s, s2)
+	}
+}
+
+func testVanished(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	r := start(t, sb, Request{ID: "vanish", Command: []string{"sleep", "300"}})
+	// Something outside the run kills the wrapper and the command without
+	// a chance to record an exit, as a sandbox restart would.
+	script := `kill -KILL "$1"; for f in /proc/[0-9]*/environ; do
+	if tr '\000' '\n' < "$f" 2>/dev/null | grep -Fqx "SANDBOXKIT_RUN=$2"; then p=${f#/proc/}; kill -KILL "${p%/environ}"; fi
+done`
+	res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "k", strconv.Itoa(r.PID()), r.token}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("kill from outside: %v %+v", err, res)
+	}
+	s := waitDone(t, r)
+	if s.State != Lost || s.ExitCode != LostExitCode {
+		t.Errorf("status = %+v, want lost with exit code %d", s, LostExitCode)
+	}
+	// Starting again does not resurrect it.
+	r2 := start(t, sb, Request{ID: "vanish", Command: []string{"sleep", "300"}})
+	if s2, _ := r2.Status(testCtx(t)); s2.State != Lost {
+		t.Errorf("after a second Start: %+v, want still lost", s2)
+	}
+	if wr, cmd := procs(t, sb, r); wr != 0 || cmd != 0 {
+		t.Errorf("%d wrappers and %d command processes, want none", wr, cmd)
+	}
+}
+
+// faultRuntime fails Exec calls whose script is admitScript with an
+// outcome-unknown error, the first fail times: after running them
+// (the request reached the sandbox) or without (it was lost on the way).
+type faultRuntime struct {
+	sandbox.Runtime
+	fail     atomic.Int32
+	afterRun bool
+	faults   atomic.Int32
+}
+
+func (f *faultRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	if len(cmd.Args) < 3 || cmd.Args[2] != admitScript || f.fail.Add(-1) < 0 {
+		return f.Runtime.Exec(ctx, id, cmd)
+	}
+	f.faults.Add(1)
+	if f.afterRun {
+		if _, err := f.Runtime.Exec(ctx, id, cmd); err != nil {
+			return sandbox.ExitStatus{}, err
+		}
+	}
+	return sandbox.ExitStatus{}, fmt.Errorf("connection reset while reading the response: %w", sandbox.ErrOutcomeUnknown)
+}
+
+func testOutcomeUnknown(t *testing.T, h harness, afterRun bool, id string) {
+	w := newWorld(t, h)
+	f := &faultRuntime{afterRun: afterRun}
+	f.fail.Store(1)
+	c, sb := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	t.Cleanup(func() { c.Close() })
+	r := start(t, sb, Request{ID: id, Command: counterCommand(id+".count", 60)})
+	if f.faults.Load() != 1 {
+		t.Fatalf("%d faults injected, want 1", f.faults.Load())
+	}
+	s, err := r.Status(testCtx(t))
+	if err != nil || s.State != Running || s.PID != r.PID() || s.PID == 0 {
+		t.Fatalf("status %+v, %v; want running as pid %d", s, err, r.PID())
+	}
+	if got := readFile(t, sb, id+".count"); got != "run\n" {
+		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
+	}
+	if wr, cmd := procs(t, sb, r); wr != 1 || cmd != 1 {
+		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
+	}
+}
+
+func testOutcomeUnknownAfterAdmission(t *testing.T, h harness) {
+	testOutcomeUnknown(t, h, true, "unknown-after")
+}
+
+func testOutcomeUnknownBeforeAdmission(t *testing.T, h harness) {
+	testOutcomeUnknown(t, h, false, "unknown-before")
+}
+
+func TestReconcileKillsDuplicateWrapper(t *testing.T) {
+	w := newWorld(t, hostHarness(t))
+	sb := w.sandbox(t)
+	req := Request{ID: "dup", Command: counterCommand("dup.count", 60)}
+	r := start(t, sb, req)
+	// Plant a process that looks like a second wrapper of the same run
+	// (an earlier version of a launcher could have left one).
+	script := `SANDBOXKIT_RUN_WRAPPER=$1 exec setsid sleep 300 </dev/null >/dev/null 2>&1 &`
+	if res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "dup", r.token}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("plant duplicate: %v %+v", err, res)
+	}
+	if wr, _ := procs(t, sb, r); wr != 2 {
+		t.Fatalf("%d wrappers after planting, want 2", wr)
+	}
+	f := &faultRuntime{afterRun: true}
+	f.fail.Store(1)
+	c, sb2 := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	t.Cleanup(func() { c.Close() })
+	r2 := start(t, sb2, req)
+	if r2.PID() != r.PID() {
+		t.Errorf("reconciled pid %d, want the admitted %d", r2.PID(), r.PID())
+	}
+	if wr, cmd := procs(t, sb, r); wr != 1 || cmd != 1 {
+		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
+	}
+	if s, _ := r.Status(testCtx(t)); s.State != Running {
+		t.Errorf("the admitted run was hurt: %+v", s)
+	}
+}
+
+func testConflict(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	base := Request{ID: "conflict", Command: []string{"sleep", "60"}, Env: map[string]string{"A": "1"}}
+	start(t, sb, base)
+	for name, req := range map[string]Request{
+		"command": {ID: "conflict", Command: []string{"sleep", "61"}, Env: base.Env},
+		"env":     {ID: "conflict", Command: base.Command, Env: map[string]string{"A": "2"}},
+		"dir":     {ID: "conflict", Command: base.Command, Env: base.Env, Dir: "/"},
+	} {
+		_, err := Start(testCtx(t), w.sandbox(t), req)
+		if !errors.Is(err, ErrConflict) || sandbox.CodeOf(err) != sandbox.AlreadyExists {
+			t.Errorf("changed %s: err = %v (code %v), want ErrConflict/AlreadyExists", name, err, sandbox.CodeOf(err))
+		}
+	}
+	// The budget is not part of the request's identity.
+	same := base
+	same.Budget = time.Hour
+	if _, err := Start(testCtx(t), sb, same); err != nil {
+		t.Errorf("same request with another budget: %v", err)
+	}
+}
+
+func testShortRequestTimeout(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	r, err := Start(ctx, sb, Request{ID: "outlive", Command: []string{"sh", "-c", "sleep 2; echo done"}, Budget: time.Minute})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupKill(t, r)
+	s := waitDone(t, r)
+	if s.State != Exited || s.ExitCode != 0 {
+		t.Errorf("status %+v, want exited 0", s)
+	}
+	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "done\n" {
+		t.Errorf("logs %q", logs)
+	}
+}
+
+func testBudget(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	r := start(t, sb, Request{ID: "budget", Command: []string{"sh", "-c", "echo begin; sleep 60"}, Budget: time.Second})
+	s := waitDone(t, r)
+	if s.State != Exited || s.ExitCode != 124 || !s.BudgetExceeded {
+		t.Errorf("status %+v, want exited 124 with the budget exceeded", s)
+	}
+	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "begin\n" {
+		t.Errorf("logs %q", logs)
+	}
+}
+
+func testReadLogs(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	// Lines written in pieces, with pauses inside lines.
+	script := `i=0; while [ $i -lt 12 ]; do printf 'line %d ' $i; sleep 0.05; printf 'end\n'; i=$((i+1)); done; printf tail`
+	r := start(t, sb, Request{ID: "logs", Command: []string{"sh", "-c", script}})
+	var got bytes.Buffer
+	var off int64
+	for i := 0; ; i++ {
+		if i > 2000 {
+			t.Fatal("ReadLogs never reached EOF")
+		}
+		c, err := r.ReadLogs(testCtx(t), off, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Next != off+int64(len(c.Data)) {
+			t.Fatalf("Next %d after %d bytes from %d", c.Next, len(c.Data), off)
+		}
+		if !c.EOF && len(c.Data) > 0 && c.Data[len(c.Data)-1] != '\n' {
+			t.Fatalf("chunk %q cuts a line", c.Data)
+		}
+		got.Write(c.Data)
+		off = c.Next
+		if c.EOF {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var want strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&want, "line %d end\n", i)
+	}
+	want.WriteString("tail")
+	if got.String() != want.String() {
+		t.Errorf("polled output:\n%q\nwant\n%q", got.String(), want.String())
+	}
+	tail, err := r.Logs(testCtx(t), 9)
+	if err != nil || string(tail) != " end\ntail" {
+		t.Errorf("Logs(9) = %q, %v", tail, err)
+	}
+	if c, err := r.ReadLogs(testCtx(t), off+100, 0); err != nil || len(c.Data) != 0 || !c.EOF {
+		t.Errorf("read past the end = %+v, %v", c, err)
+	}
+	if _, err := r.ReadLogs(testCtx(t), -1, 0); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("negative offset: %v", err)
+	}
+}
+
+func testArgvEnvData(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	if err := sb.MkdirAll(testCtx(t), "work dir"); err != nil {
+		t.Fatal(err)
+	}
+	hostile := []string{"$(touch pwned)", "; touch pwned2", "'\"`", "-n", "a\nb", ""}
+	req := Request{
+		ID:      "data",
+		Command: append([]string{"sh", "-c", `printf '[%s]' "$@"; printf '{%s}' "$V" "$PATH" "$(pwd)"`, "x"}, hostile...),
+		Dir:     "work dir",
+		Env:     map[string]string{"V": "v $(touch pwned3)\n'", "PATH": "/usr/bin:/bin:/opt/custom"},
+	}
+	r := start(t, sb, req)
+	s := waitDone(t, r)
+	logs, _ := r.Logs(testCtx(t), 0)
+	want := "[$(touch pwned)][; touch pwned2]['\"`][-n][a\nb][]" +
+		"{v $(touch pwned3)\n'}{/usr/bin:/bin:/opt/custom}{" + path.Join(sb.Home(), "work dir") + "}"
+	if s.ExitCode != 0 || string(logs) != want {
+		t.Errorf("exit %d, output\n%q\nwant\n%q", s.ExitCode, logs, want)
+	}
+	for _, p := range []string{"pwned", "pwned2", "pwned3", "work dir/pwned", "work dir/pwned3"} {
+		if _, err := sb.Stat(testCtx(t), p); err == nil {
+			t.Errorf("%s exists: input was run as shell text", p)
+		}
+	}
+	// A missing working directory is refused before admission.
+	_, err := Start(testCtx(t), sb, Request{ID: "nodir", Command: []string{"touch", "ran"}, Dir: "no/such/dir"})
+	if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("missing dir: err = %v, want InvalidArgument", err)
+	}
+	if _, err := Open(testCtx(t), sb, "nodir"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("a refused run was admitted: Open = %v", err)
+	}
+}
+
+func testAnyByteID(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	ids := []string{"../../etc", "a/b", "\x00\xff\n", ".", strings.Repeat("x", 300), strings.Repeat("x", 299) + "y"}
+	for i, id := range ids {
+		r := start(t, sb, Request{ID: id, Command: []string{"echo", strconv.Itoa(i)}})
+		if s := waitDone(t, r); s.ExitCode != 0 {
+			t.Errorf("id %q: %+v", id, s)
+		}
+	}
+	for i, id := range ids {
+		r, err := Open(testCtx(t), w.sandbox(t), id)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", id, err)
+		}
+		if logs, _ := r.Logs(testCtx(t), 0); string(logs) != strconv.Itoa(i)+"\n" {
+			t.Errorf("id %q: logs %q", id, logs)
+		}
+	}
+	list, err := sb.ReadDir(testCtx(t), Dir)
+	if err != nil || len(list) != len(ids) {
+		t.Errorf("run dirs: %d, %v; want %d", len(list), err, len(ids))
+	}
+}
+
+func testOpenMissing(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	_, err := Open(testCtx(t), w.sandbox(t), "nope")
+	if !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Open of a missing run: %v", err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	w := newWorld(t, hostHarness(t))
+	sb := w.sandbox(t)
+	for name, req := range map[string]Request{
+		"empty id":        {Command: []string{"true"}},
+		"long id":         {ID: strings.Repeat("x", MaxIDLen+1), Command: []string{"true"}},
+		"no command":      {ID: "x"},
+		"empty argv0":     {ID: "x", Command: []string{""}},
+		"NUL in arg":      {ID: "x", Command: []string{"echo", "a\x00"}},
+		"bad env":         {ID: "x", Command: []string{"true"}, Env: map[string]string{"A-B": "1"}},
+		"reserved env":    {ID: "x", Command: []string{"true"}, Env: map[string]string{"SANDBOXKIT_RUN": "1"}},
+		"negative budget": {ID: "x", Command: []string{"true"}, Budget: -time.Second},
+	} {
+		if _, err := Start(testCtx(t), sb, req); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Errorf("%s: err = %v, want InvalidArgument", name, err)
+		}
+	}
+	if _, err := os.Stat(w.h.newRuntime(t).(*hostRuntime).home + "/" + Dir); err == nil {
+		t.Errorf("invalid requests created the runs directory")
+	}
+}
+
+func TestEncodeID(t *testing.T) {
+	seen := map[string]string{}
+	ids := []string{"a", "a\x00", "A", "ab", "b", strings.Repeat("z", maxInlineID), strings.Repeat("z", maxInlineID+1), "\xff", "/", ".."}
+	for _, id := range ids {
+		e := encodeID(id)
+		if prev, ok := seen[e]; ok {
+			t.Errorf("ids %q and %q share the name %q", prev, id, e)
+		}
+		seen[e] = id
+		if len(e) > 200 || strings.Trim(e, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+			t.Errorf("name %q of %q is not a safe file name", e, id)
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := fingerprint([]string{"a", "b"}, "/d", map[string]string{"X": "1", "Y": "2"})
+	if base != fingerprint([]string{"a", "b"}, "/d", map[string]string{"Y": "2", "X": "1"}) {
+		t.Error("fingerprint depends on map order")
+	}
+	for name, fp := range map[string]string{
+		"argv split": fingerprint([]string{"ab"}, "/d", map[string]string{"X": "1", "Y": "2"}),
+		"argv join":  fingerprint([]string{"a", "b", ""}, "/d", map[string]string{"X": "1", "Y": "2"}),
+		"dir":        fingerprint([]string{"a", "b"}, "/e", map[string]string{"X": "1", "Y": "2"}),
+		"env value":  fingerprint([]string{"a", "b"}, "/d", map[string]string{"X": "1", "Y": "3"}),
+		"env shift":  fingerprint([]string{"a", "b"}, "/d", map[string]string{"X": "1Y", "": "2"}),
+		"bad utf8":   fingerprint([]string{"a", "\xff"}, "/d", nil),
+		"bad utf8 2": fingerprint([]string{"a", "\xfe"}, "/d", nil),
+	} {
+		if fp == base {
+			t.Errorf("%s: same fingerprint", name)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package run
+
+// The fixed POSIX sh programs this package runs in the sandbox. None of them
+// is ever assembled from caller input: every variable part (paths, the
+// fingerprint, the budget, the caller's argv) reaches them as positional
+// arguments of `sh -c <script> <name> args...`, and the caller's environment
+// as the command's environment.
+//
+// Files in a run directory d:
+//
+//	request    "<fingerprint> <hex id>": the admission record, linked into
+//	           place so that it is never replaced
+//	run.sh     the wrapper (wrapperScript)
+//	started/   the start guard: the one wrapper that creates it runs the command
+//	admission  "<wrapper pid> <fingerprint>"
+//	child      pid of the timeout(1) process running the command
+//	output     the command's combined stdout and stderr
+//	exit       "<exit code> [killed|budget]"
+//	killed     present once Kill was called
+//
+// Every record except output is written to a temporary file and renamed.
+
+// prelude starts every control script: a known IFS, a PATH that finds the
+// usual tools whatever the caller's environment says, and the helpers.
+//
+// sk_has PID LINE        process PID's initial environment holds LINE
+// sk_pids LINE           pids of processes whose environment holds LINE
+// sk_alive PID           PID is the run's wrapper, alive (not a zombie)
+// sk_roots               wrapper processes that are not forks of a wrapper
+// sk_read NAME           the content of record NAME, if any
+// sk_put NAME TEXT       publish record NAME atomically
+// sk_dump                print the run's state as key=value lines
+const prelude = `IFS=' 	
+'
+sk_path_set=${PATH+1}
+sk_path=${PATH-}
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}
+export PATH
+sk_has() {
+	tr '\000' '\n' < "/proc/$1/environ" 2>/dev/null | grep -Fqx -e "$2"
+}
+sk_pids() {
+	for sk_f in $(grep -lF -e "$1" /proc/[0-9]*/environ 2>/dev/null); do
+		sk_p=${sk_f#/proc/}
+		sk_p=${sk_p%/environ}
+		if sk_has "$sk_p" "$1"; then echo "$sk_p"; fi
+	done
+}
+sk_alive() {
+	if [ -r /proc/self/environ ]; then
+		sk_has "$1" "$mark"
+	else
+		kill -0 "$1" 2>/dev/null
+	fi
+}
+sk_roots() {
+	for sk_r in $(sk_pids "$mark"); do
+		sk_s=$(cat "/proc/$sk_r/stat" 2>/dev/null) || continue
+		sk_s=${sk_s##*) }
+		set -- $sk_s
+		if ! sk_has "$2" "$mark"; then echo "$sk_r"; fi
+	done
+}
+sk_read() {
+	if [ -r "$d/$1" ]; then cat "$d/$1" 2>/dev/null; fi
+}
+sk_put() {
+	printf '%s\n' "$2" > "$d/$1.tmp.$$" && mv -f "$d/$1.tmp.$$" "$d/$1"
+}
+sk_dump() {
+	printf 'request=%s\n' "$(sk_read request)"
+	sk_a=$(sk_read admission)
+	printf 'admission=%s\n' "$sk_a"
+	sk_e=$(sk_read exit)
+	if [ -n "$sk_e" ]; then
+		printf 'exit=%s\n' "$sk_e"
+		return 0
+	fi
+	if [ -d "$d/started" ]; then echo started=1; fi
+	sk_a=${sk_a%% *}
+	if [ -n "$sk_a" ]; then
+		if sk_alive "$sk_a"; then echo alive=1; fi
+	elif [ -d "$d/started" ]; then
+		printf 'roots=%s\n' "$(sk_roots | tr '\n' ' ')"
+	fi
+	# The process may have exited since the exit record was first read.
+	printf 'exit=%s\n' "$(sk_read exit)"
+}
+`
+
+// wrapperScript runs one admitted command and records its outcome. It is
+// written to the run directory as run.sh and started detached, as
+//
+//	SANDBOXKIT_RUN_WRAPPER=<token> setsid sh run.sh DIR FP BUDGET WORKDIR PATHSET PATH argv...
+//
+// The marker variable identifies the wrapper in the process list; the
+// wrapper removes it from the environment of its children, which get
+// SANDBOXKIT_RUN=<token> instead, so that forks of the wrapper and the
+// command's processes can be told apart from a wrapper.
+const wrapperScript = `# sandboxkit run wrapper v1: runs one admitted command and records its outcome.
+IFS=' 	
+'
+d=$1 fp=$2 budget=$3 workdir=$4 upath_set=$5 upath=$6
+shift 6
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}
+export PATH
+# The start guard: exactly one wrapper ever runs the command of a run.
+mkdir "$d/started" 2>/dev/null || exit 0
+tok=${SANDBOXKIT_RUN_WRAPPER-}
+unset SANDBOXKIT_RUN_WRAPPER
+put() {
+	printf '%s\n' "$2" > "$d/$1.tmp" && mv -f "$d/$1.tmp" "$d/$1"
+}
+put admission "$$ $fp"
+if [ -e "$d/killed" ]; then
+	put exit "137 killed"
+	exit 137
+fi
+tmo=$(command -v timeout)
+kopt=
+if "$tmo" -k 1 1 true 2>/dev/null; then kopt='-k 10'; fi
+start=$(date +%s)
+(
+	SANDBOXKIT_RUN=$tok
+	SANDBOXKIT_RUN_DIR=$d
+	export SANDBOXKIT_RUN SANDBOXKIT_RUN_DIR
+	cd "$workdir" || exit 126
+	if [ "$upath_set" = 1 ]; then PATH=$upath; export PATH; else unset PATH; fi
+	exec "$tmo" $kopt "$budget" "$@"
+) < /dev/null >> "$d/output" 2>&1 &
+child=$!
+put child "$child"
+wait "$child"
+code=$?
+end=$(date +%s)
+reason=
+if [ -e "$d/killed" ]; then
+	reason=killed
+elif [ "$code" = 124 ] && [ $((end - start)) -ge "$budget" ]; then
+	reason=budget
+fi
+put exit "$code $reason"
+exit "$code"
+`
+
+// admitScript claims a run and launches its wrapper, or finds the run
+// already admitted. Arguments: DIR TOKEN FP IDHEX BUDGET WORKDIR MODE
+// WRAPPER argv... MODE is "start", or "reconcile" after a start whose
+// outcome is unknown: then it first waits briefly for the evidence of the
+// original launch rather than launching again. It prints created=0|1,
+// killed_duplicates=N and the state (sk_dump); or nodir=1 when WORKDIR is
+// not a directory, or error=... when the sandbox lacks a required tool.
+const admitScript = prelude + `d=$1 tok=$2 fp=$3 idhex=$4 budget=$5 workdir=$6 mode=$7 wrapper=$8
+shift 8
+mark="SANDBOXKIT_RUN_WRAPPER=$tok"
+if ! command -v timeout > /dev/null 2>&1; then
+	echo 'error=the sandbox has no timeout command'
+	exit 0
+fi
+if [ ! -d "$workdir" ]; then
+	echo nodir=1
+	exit 0
+fi
+mkdir -p "${d%/*}" || exit 1
+if mkdir "$d" 2>/dev/null; then echo created=1; else echo created=0; fi
+if [ ! -e "$d/request" ]; then
+	# Publish without replacing: with two claimants, the first link wins.
+	printf '%s %s\n' "$fp" "$idhex" > "$d/request.tmp.$$" &&
+		ln "$d/request.tmp.$$" "$d/request" 2>/dev/null
+	rm -f "$d/request.tmp.$$"
+fi
+if [ "$(sk_read request)" != "$fp $idhex" ]; then
+	sk_dump
+	exit 0
+fi
+if [ ! -e "$d/run.sh" ]; then
+	printf '%s' "$wrapper" > "$d/run.sh.tmp.$$" && mv -f "$d/run.sh.tmp.$$" "$d/run.sh"
+fi
+if [ "$mode" = reconcile ]; then
+	i=0
+	while [ ! -d "$d/started" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 20 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+fi
+if [ ! -d "$d/started" ] && [ ! -e "$d/exit" ]; then
+	detach=
+	if command -v setsid > /dev/null 2>&1; then
+		detach=setsid
+	elif command -v nohup > /dev/null 2>&1; then
+		detach=nohup
+	fi
+	(
+		cd /
+		SANDBOXKIT_RUN_WRAPPER=$tok
+		export SANDBOXKIT_RUN_WRAPPER
+		exec $detach sh "$d/run.sh" "$d" "$fp" "$budget" "$workdir" "$sk_path_set" "$sk_path" "$@"
+	) < /dev/null > /dev/null 2>&1 &
+fi
+i=0
+while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+n=0
+pid=$(sk_read admission)
+pid=${pid%% *}
+if [ -n "$pid" ]; then
+	for p in $(sk_roots); do
+		if [ "$p" != "$pid" ]; then
+			kill -KILL "$p" 2>/dev/null
+			n=$((n + 1))
+		fi
+	done
+fi
+echo "killed_duplicates=$n"
+sk_dump
+`
+
+// statusScript prints the state of a run (sk_dump), or missing=1.
+// Arguments: DIR TOKEN.
+const statusScript = prelude + `d=$1 tok=$2
+mark="SANDBOXKIT_RUN_WRAPPER=$tok"
+if [ ! -e "$d/request" ]; then
+	echo missing=1
+	exit 0
+fi
+sk_dump
+`
+
+// killScript ends a run: it sends SIGTERM to the command's processes, then
+// SIGKILL after GRACE seconds, and waits for the wrapper to record the exit.
+// A run that never started is marked killed without running; a wrapper that
+// does not finish is killed and the exit is recorded for it. A run that is
+// already gone without an exit record stays lost. Arguments: DIR TOKEN GRACE.
+const killScript = prelude + `d=$1 tok=$2 grace=$3
+mark="SANDBOXKIT_RUN_WRAPPER=$tok"
+runmark="SANDBOXKIT_RUN=$tok"
+if [ ! -e "$d/request" ]; then
+	echo missing=1
+	exit 0
+fi
+if [ -e "$d/exit" ]; then
+	sk_dump
+	exit 0
+fi
+: > "$d/killed"
+if mkdir "$d/started" 2>/dev/null; then
+	# No wrapper ever started, and none will: record the kill.
+	sk_put exit "137 killed"
+	sk_dump
+	exit 0
+fi
+i=0
+while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+pid=$(sk_read admission)
+pid=${pid%% *}
+sig=TERM
+i=0
+while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
+	for p in $(sk_pids "$runmark"); do kill -s "$sig" "$p" 2>/dev/null; done
+	c=$(sk_read child)
+	if [ -n "$c" ]; then kill -s "$sig" -- "-$c" 2>/dev/null; fi
+	i=$((i + 1))
+	if [ "$i" -ge $((grace * 10)) ]; then sig=KILL; fi
+	if [ "$i" -ge $((grace * 10 + 30)) ]; then break; fi
+	sleep 0.1
+done
+if [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; then
+	kill -KILL "$pid" 2>/dev/null
+	sk_put exit "137 killed"
+fi
+for p in $(sk_pids "$runmark"); do kill -KILL "$p" 2>/dev/null; done
+sk_dump
+`
+
+// readScript prints "1" or "0" (whether the exit record existed before the
+// read, so the bytes that follow are final) and a newline, then up to MAX
+// bytes of output from byte OFFSET. Arguments: DIR OFFSET MAX.
+const readScript = prelude + `d=$1 off=$2 max=$3
+if [ ! -e "$d/request" ]; then
+	echo missing
+	exit 0
+fi
+if [ -e "$d/exit" ]; then echo 1; else echo 0; fi
+if [ -e "$d/output" ]; then
+	tail -c "+$((off + 1))" "$d/output" | head -c "$max"
+fi
+`
+
+// tailScript prints the last MAX bytes of output. Arguments: DIR MAX.
+const tailScript = prelude + `d=$1 max=$2
+if [ ! -e "$d/request" ]; then
+	echo missing
+	exit 0
+fi
+echo ok
+if [ -e "$d/output" ]; then tail -c "$max" "$d/output"; fi
+`
