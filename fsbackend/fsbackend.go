@@ -1,0 +1,869 @@
+// Package fsbackend implements backend.Backend over a *sandbox.Sandbox:
+// the ls, read, write, edit, glob, grep and execute tools of an agent,
+// jailed to one workspace directory inside the sandbox.
+//
+// # Workspace
+//
+// Options.BaseDir names the workspace. When it is empty the backend asks
+// the sandbox for $HOME once (one round trip, repeated only after a
+// transport reset) and uses $HOME/workspace, or FallbackBaseDir when $HOME
+// is unset, relative or "/". The directory is created on first use.
+//
+// # Jail
+//
+// Every path is mapped into the workspace element by element
+// (internal/pathsafe): "report..final.md" and "[...slug]" are ordinary
+// names, an absolute path is re-rooted under the workspace, and a ".."
+// that would climb above it is refused with backend.CodeInvalidPath.
+// Symbolic links are resolved inside the sandbox, in the same command that
+// performs the operation: a link inside the workspace that leads outside
+// cannot be read, written, listed or searched through (CodeInvalidPath).
+// The jail protects the workspace from the file tools; it is not process
+// isolation: a command run by Execute can reach whatever the sandbox can.
+//
+// # Round trips
+//
+// Each operation is one provider call, a command running one constant
+// shell program with its inputs in environment variables (see script.go),
+// never a shell line built from user text: Read, ReadChars, ReadBytes,
+// Write, WriteBytes, Ls, Glob and Grep take one round trip, Edit two
+// (read, then write), GetFiles three (archive, download, remove) however
+// many files the workspace holds. Batch operations take one round trip per
+// file. File content travels on the command's stdin and stdout; when a
+// read's output shows the sandbox's secret-value redaction, the backend
+// re-reads the resolved file with Sandbox.Download (one more round trip)
+// so that content stays byte-exact.
+//
+// # Binary files
+//
+// WriteBytes (and UploadFiles and SetFiles for items marked Binary or
+// holding non-text data) records a binary mark for the path in a hidden
+// metadata directory, MetadataDir, under the workspace. The marks are
+// files, so they persist in the sandbox, are seen by every backend
+// instance over it, and two backends never lose each other's updates.
+// Read, ReadChars and Edit refuse a marked file, and any file whose content
+// is not text, with backend.CodeBinaryFile; a text Write clears the mark.
+// Ls, Glob, Grep and GetFiles never show the metadata directory, and no
+// operation accepts a path inside it.
+//
+// # Stale transports
+//
+// The sandbox's portable layer retries a call exactly once after a stale
+// transport, after telling the reset listeners; the backend's listener
+// drops its cached workspace resolution. A second stale failure is returned
+// as the Go error (it matches sandbox.ErrStaleTransport), never swallowed.
+//
+// # Requirements
+//
+// The sandbox image needs a POSIX sh, readlink -f, GNU find (-printf),
+// grep, tar and mktemp, as Debian-based images (E2B's and Daytona's
+// defaults among them) provide.
+package fsbackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// MetadataDir is the name of the backend's hidden directory at the root of
+// the workspace.
+const MetadataDir = ".fsbackend"
+
+// FallbackBaseDir is the workspace used when Options.BaseDir is empty and
+// the sandbox reports no usable $HOME.
+const FallbackBaseDir = "/home/user/workspace"
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxReadBytes     = 32 << 20
+	DefaultMaxExecuteOutput = 256 << 10
+	DefaultExecuteTimeout   = 2 * time.Minute
+	// MaxLineChars is the longest line text Grep returns; longer lines are
+	// cut and end with "...".
+	MaxLineChars = 1000
+)
+
+// Options configures a FilesystemBackend. The zero value is a backend with
+// the workspace at $HOME/workspace and Execute disabled.
+type Options struct {
+	// BaseDir is the workspace, an absolute path in the sandbox. Empty
+	// means $HOME/workspace, probed once (see the package documentation).
+	BaseDir string
+	// AllowExecute enables Execute; without it Execute returns a result
+	// with backend.CodePermissionDenied.
+	AllowExecute bool
+	// Env is set for commands run by Execute (not for the backend's own
+	// file commands).
+	Env map[string]string
+	// SecretEnv is like Env, but its values are redacted from Execute's
+	// output.
+	SecretEnv map[string]string
+	// ExecuteTimeout is the default ExecuteRequest.Timeout
+	// (DefaultExecuteTimeout when 0).
+	ExecuteTimeout time.Duration
+	// MaxExecuteOutput caps the combined output Execute returns
+	// (DefaultMaxExecuteOutput when 0).
+	MaxExecuteOutput int
+	// MaxReadBytes caps the size of a file read in one call and of Grep's
+	// raw output (DefaultMaxReadBytes when 0); larger files get
+	// backend.CodeTooLarge.
+	MaxReadBytes int
+}
+
+// FilesystemBackend implements backend.Backend over a sandbox. It is safe
+// for concurrent use. Close it to unregister its transport-reset listener.
+type FilesystemBackend struct {
+	sb         *sandbox.Sandbox
+	opts       Options
+	unregister func()
+
+	probeMu sync.Mutex // serializes probes
+	mu      sync.Mutex // guards base and ready
+	base    string     // the workspace; "" until probed
+	ready   bool       // the workspace is known to exist
+	pbase   string     // where the workspace resolved to physically; "" until seen
+}
+
+var _ backend.Backend = (*FilesystemBackend)(nil)
+
+// New returns a backend over sb. It makes no call to the sandbox: the
+// workspace is resolved on first use.
+func New(sb *sandbox.Sandbox, opts Options) (*FilesystemBackend, error) {
+	if sb == nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "fsbackend: nil sandbox")
+	}
+	opts.Env, opts.SecretEnv = maps.Clone(opts.Env), maps.Clone(opts.SecretEnv)
+	if opts.BaseDir != "" {
+		if err := pathsafe.Check(opts.BaseDir); err != nil || !strings.HasPrefix(opts.BaseDir, "/") {
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "fsbackend: base directory %q must be a clean absolute path", opts.BaseDir)
+		}
+		opts.BaseDir = path.Clean(opts.BaseDir)
+	}
+	if opts.MaxReadBytes <= 0 {
+		opts.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if opts.MaxExecuteOutput <= 0 {
+		opts.MaxExecuteOutput = DefaultMaxExecuteOutput
+	}
+	if opts.ExecuteTimeout <= 0 {
+		opts.ExecuteTimeout = DefaultExecuteTimeout
+	}
+	b := &FilesystemBackend{sb: sb, opts: opts, base: opts.BaseDir}
+	b.unregister = sb.Client().OnTransportReset(b.dropCaches)
+	return b, nil
+}
+
+// Close unregisters the backend from its Client's transport resets. It
+// does not touch the sandbox.
+func (b *FilesystemBackend) Close() error {
+	b.unregister()
+	return nil
+}
+
+// dropCaches forgets what the backend learned over the old transport: a
+// probed workspace is probed again and the workspace's existence is
+// checked again.
+func (b *FilesystemBackend) dropCaches() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.base = b.opts.BaseDir
+	b.ready = false
+	b.pbase = ""
+}
+
+// BaseDir returns the workspace directory, probing $HOME if needed.
+func (b *FilesystemBackend) BaseDir(ctx context.Context) (string, error) {
+	b.mu.Lock()
+	base := b.base
+	b.mu.Unlock()
+	if base != "" {
+		return base, nil
+	}
+	b.probeMu.Lock()
+	defer b.probeMu.Unlock()
+	b.mu.Lock()
+	base = b.base
+	b.mu.Unlock()
+	if base != "" {
+		return base, nil
+	}
+	res, err := b.sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `printf '%s' "$HOME"`}, MaxOutput: 4096})
+	if err != nil {
+		return "", fmt.Errorf("fsbackend: probe $HOME: %w", err)
+	}
+	base = FallbackBaseDir
+	if home := strings.TrimRight(string(res.Stdout), "/"); res.Success() && strings.HasPrefix(home, "/") && pathsafe.Check(home) == nil {
+		base = path.Join(home, "workspace")
+	}
+	b.mu.Lock()
+	if b.base == "" {
+		b.base = base
+	}
+	base = b.base
+	b.mu.Unlock()
+	return base, nil
+}
+
+// jail maps an agent's path to a clean path relative to the workspace
+// ("." for the root).
+func jail(base, p string) (string, *backend.Error) {
+	shown := p
+	p = strings.ReplaceAll(p, `\`, "/")
+	if p == "" {
+		return ".", nil
+	}
+	if err := pathsafe.Check(p); err != nil {
+		return "", backend.InvalidPath(printable(shown), "it holds control characters or is not UTF-8")
+	}
+	if base != "/" && (p == base || strings.HasPrefix(p, base+"/")) {
+		p = strings.TrimPrefix(p, base)
+	}
+	rel, err := pathsafe.Rel(p)
+	if err != nil {
+		return "", backend.InvalidPath(shown, "it climbs above the workspace root")
+	}
+	if rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") {
+		return "", backend.InvalidPath(shown, "the name is reserved for the backend's metadata")
+	}
+	return rel, nil
+}
+
+// printable bounds and quotes-escapes text for a message.
+func printable(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// markName is the file name of rel's binary mark.
+func markName(rel string) string {
+	sum := sha256.Sum256([]byte(rel))
+	return hex.EncodeToString(sum[:])
+}
+
+// opResult is what one run of opScript produced.
+type opResult struct {
+	code      int
+	stdout    []byte
+	truncated bool
+	kv        map[string][]string
+}
+
+func (r *opResult) get(key string) string {
+	if v := r.kv[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// run runs opScript for op in the workspace base: one round trip.
+func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[string]string, stdin io.Reader, maxOut int) (*opResult, error) {
+	e := map[string]string{"SBX_OP": op, "SBX_BASE": base, "SBX_META": MetadataDir, "LC_ALL": "C"}
+	maps.Copy(e, env)
+	b.mu.Lock()
+	if b.pbase != "" && b.base == base {
+		e["SBX_PBASE"] = b.pbase
+	}
+	b.mu.Unlock()
+	if maxOut <= 0 {
+		maxOut = b.opts.MaxReadBytes
+	}
+	res, err := b.sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
+	if err != nil {
+		return nil, fmt.Errorf("fsbackend: %s: %w", op, err)
+	}
+	if res.TimedOut {
+		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "fsbackend: %s: timed out after %v", op, res.Timeout)
+	}
+	r := &opResult{code: res.ExitCode, stdout: res.Stdout, truncated: res.StdoutTruncated, kv: map[string][]string{}}
+	for line := range strings.SplitSeq(string(res.Stderr), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && k != "" && !strings.ContainsAny(k, " :") {
+			r.kv[k] = append(r.kv[k], v)
+		}
+	}
+	if r.code != 0 && (r.code < exitNotFound || r.code > exitBinary) {
+		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the in-sandbox helper exited %d: %s", op, r.code, printable(r.get("error")))
+	}
+	b.mu.Lock()
+	b.ready = true // the helper created the workspace
+	if pb := r.get("pbase"); b.pbase == "" && b.base == base && strings.HasPrefix(pb, "/") {
+		b.pbase = pb
+	}
+	b.mu.Unlock()
+	return r, nil
+}
+
+// pathError turns an agent-actionable exit code into a result error.
+func pathError(code int, shown, verb string) *backend.Error {
+	switch code {
+	case exitNotFound:
+		return backend.NotFound(shown)
+	case exitIsDir:
+		return backend.IsDirectory(shown)
+	case exitNotDir:
+		return backend.NotDirectory(shown)
+	case exitEscape:
+		return backend.InvalidPath(shown, "it leads outside the workspace (through a symbolic link) or into the backend's metadata")
+	case exitDenied:
+		return backend.PermissionDenied(shown)
+	case exitBinary:
+		return backend.Binary(shown, verb)
+	}
+	return nil
+}
+
+func shownPath(rel string) string {
+	if rel == "." {
+		return "/"
+	}
+	return rel
+}
+
+// prepare resolves the workspace and jails p.
+func (b *FilesystemBackend) prepare(ctx context.Context, p string) (base, rel string, perr *backend.Error, err error) {
+	base, err = b.BaseDir(ctx)
+	if err != nil {
+		return "", "", nil, err
+	}
+	rel, perr = jail(base, p)
+	return base, rel, perr, nil
+}
+
+// redactedMarker is what the portable layer puts in place of a secret value.
+var redactedMarker = []byte("[REDACTED]")
+
+// readFile reads a file: one round trip, two when the output was redacted.
+func (b *FilesystemBackend) readFile(ctx context.Context, base, rel string, text bool, verb string) (data []byte, binary bool, perr *backend.Error, err error) {
+	shown := shownPath(rel)
+	if rel == "." {
+		return nil, false, backend.IsDirectory(shown), nil
+	}
+	env := map[string]string{"SBX_PATH": rel, "SBX_MARK": markName(rel)}
+	if text {
+		env["SBX_TEXT"] = "1"
+	}
+	r, err := b.run(ctx, base, "read", env, nil, b.opts.MaxReadBytes)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if r.code != 0 {
+		return nil, false, pathError(r.code, shown, verb), nil
+	}
+	if r.truncated {
+		return nil, false, backend.Errorf(backend.CodeTooLarge, shown, "'%s' is larger than %d bytes; read it in parts with a command", shown, b.opts.MaxReadBytes), nil
+	}
+	data = r.stdout
+	if bytes.Contains(data, redactedMarker) && r.get("path") != "" {
+		// The sandbox handle redacts its secret values from command output;
+		// re-read the resolved file through the file API, which does not.
+		if data, err = b.sb.ReadFile(ctx, r.get("path")); err != nil {
+			return nil, false, nil, fmt.Errorf("fsbackend: read %q: %w", shown, err)
+		}
+	}
+	binary = r.get("binary") == "1"
+	if text && !backend.IsText(data) {
+		return nil, binary, backend.Binary(shown, verb), nil
+	}
+	return data, binary, nil, nil
+}
+
+// writeFile writes a file and sets or clears its binary mark: one round trip.
+func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, data []byte, binary bool) (*backend.WriteResult, error) {
+	shown := shownPath(rel)
+	if rel == "." {
+		return &backend.WriteResult{Path: shown, Error: backend.IsDirectory(shown)}, nil
+	}
+	env := map[string]string{"SBX_PATH": rel, "SBX_MARK": markName(rel)}
+	if binary {
+		env["SBX_BINARY"] = "1"
+	}
+	r, err := b.run(ctx, base, "write", env, bytes.NewReader(data), 4096)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.WriteResult{Path: shown, Error: pathError(r.code, shown, "written")}, nil
+	}
+	return &backend.WriteResult{Path: shown, Bytes: int64(len(data))}, nil
+}
+
+// Read returns a numbered window of a text file's lines. One round trip.
+func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (*backend.ReadResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.ReadResult{Error: perr}, err
+	}
+	data, _, perr, err := b.readFile(ctx, base, rel, true, "read as text")
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.ReadResult{Error: perr}, nil
+	}
+	window, total := backend.NumberLines(string(data), req.Offset, req.Limit)
+	return &backend.ReadResult{Content: window, TotalLines: total}, nil
+}
+
+// ReadChars returns a window of a text file's characters. One round trip.
+func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadCharsRequest) (*backend.ReadCharsResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.ReadCharsResult{Error: perr}, err
+	}
+	data, _, perr, err := b.readFile(ctx, base, rel, true, "read as text")
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.ReadCharsResult{Error: perr}, nil
+	}
+	window, total := backend.CharWindow(string(data), req.Offset, req.MaxChars)
+	return &backend.ReadCharsResult{Content: window, TotalChars: total}, nil
+}
+
+// ReadBytes returns a file's bytes. One round trip.
+func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadBytesRequest) (*backend.ReadBytesResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.ReadBytesResult{Error: perr}, err
+	}
+	data, binary, perr, err := b.readFile(ctx, base, rel, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return &backend.ReadBytesResult{Data: data, Binary: binary, Error: perr}, nil
+}
+
+// Write writes a text file and clears its binary mark. One round trip.
+func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest) (*backend.WriteResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.WriteResult{Path: req.Path, Error: perr}, err
+	}
+	return b.writeFile(ctx, base, rel, []byte(req.Content), false)
+}
+
+// WriteBytes writes a file's bytes and marks it binary. One round trip.
+func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBytesRequest) (*backend.WriteResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.WriteResult{Path: req.Path, Error: perr}, err
+	}
+	return b.writeFile(ctx, base, rel, req.Data, true)
+}
+
+// Edit replaces a string in a text file. Two round trips.
+func (b *FilesystemBackend) Edit(ctx context.Context, req *backend.EditRequest) (*backend.EditResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.EditResult{Path: req.Path, Error: perr}, err
+	}
+	shown := shownPath(rel)
+	data, _, perr, err := b.readFile(ctx, base, rel, true, "edited")
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.EditResult{Path: shown, Error: perr}, nil
+	}
+	out, n, perr := backend.Replace(shown, string(data), req.OldString, req.NewString, req.ReplaceAll)
+	if perr != nil {
+		return &backend.EditResult{Path: shown, Error: perr}, nil
+	}
+	w, err := b.writeFile(ctx, base, rel, []byte(out), false)
+	if err != nil {
+		return nil, err
+	}
+	if w.Error != nil {
+		return &backend.EditResult{Path: shown, Error: w.Error}, nil
+	}
+	return &backend.EditResult{Path: shown, Occurrences: n}, nil
+}
+
+// entry is one line of the ls and walk output.
+type entry struct {
+	rel   string // relative to the listed directory
+	isDir bool
+	size  int64
+	mtime time.Time
+}
+
+// parseEntries parses "%y%Y %s %T@ %P\0" records.
+func parseEntries(out []byte) []entry {
+	var list []entry
+	for rec := range bytes.SplitSeq(out, []byte{0}) {
+		f := strings.SplitN(string(rec), " ", 4)
+		if len(f) != 4 || len(f[0]) != 2 || f[3] == "" {
+			continue
+		}
+		e := entry{rel: f[3], isDir: f[0][1] == 'd'}
+		if !e.isDir {
+			e.size, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+		if sec, err := strconv.ParseFloat(f[2], 64); err == nil {
+			e.mtime = time.Unix(0, int64(sec*1e9)).UTC()
+		}
+		list = append(list, e)
+	}
+	return list
+}
+
+func joinRel(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func isMeta(rel string) bool { return rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") }
+
+// Ls lists a directory. One round trip.
+func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (*backend.LsResult, error) {
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.LsResult{Error: perr}, err
+	}
+	r, err := b.run(ctx, base, "ls", map[string]string{"SBX_PATH": rel}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.LsResult{Error: pathError(r.code, shownPath(rel), "listed")}, nil
+	}
+	files := []backend.FileInfo{}
+	for _, e := range parseEntries(r.stdout) {
+		p := joinRel(rel, e.rel)
+		if isMeta(p) {
+			continue
+		}
+		files = append(files, backend.FileInfo{Path: p, IsDir: e.isDir, Size: e.size, ModTime: e.mtime})
+	}
+	sortInfo(files)
+	return &backend.LsResult{Files: files}, nil
+}
+
+func sortInfo(files []backend.FileInfo) {
+	slices.SortFunc(files, func(a, b backend.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+}
+
+// Glob returns the entries under a directory whose paths match a pattern.
+// One round trip.
+func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) (*backend.GlobResult, error) {
+	if _, err := backend.MatchGlob(req.Pattern, "x"); err != nil {
+		return &backend.GlobResult{Error: backend.InvalidPath(req.Pattern, "the glob pattern is malformed")}, nil
+	}
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.GlobResult{Error: perr}, err
+	}
+	r, err := b.run(ctx, base, "walk", map[string]string{"SBX_PATH": rel}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.GlobResult{Error: pathError(r.code, shownPath(rel), "searched")}, nil
+	}
+	if r.truncated {
+		return nil, sandbox.Errorf(sandbox.ResourceExhausted, "fsbackend: glob: the listing of %q exceeds %d bytes", shownPath(rel), b.opts.MaxReadBytes)
+	}
+	files := []backend.FileInfo{}
+	for _, e := range parseEntries(r.stdout) {
+		p := joinRel(rel, e.rel)
+		if isMeta(p) {
+			continue
+		}
+		if globMatch(req.Pattern, e.rel, p) {
+			files = append(files, backend.FileInfo{Path: p, IsDir: e.isDir, Size: e.size, ModTime: e.mtime})
+		}
+	}
+	sortInfo(files)
+	return &backend.GlobResult{Files: files}, nil
+}
+
+// globMatch matches a pattern against a path relative to the searched
+// directory or to the workspace root.
+func globMatch(pattern, relToDir, relToRoot string) bool {
+	if ok, _ := backend.MatchGlob(pattern, relToDir); ok {
+		return true
+	}
+	ok, _ := backend.MatchGlob(pattern, relToRoot)
+	return ok
+}
+
+// Grep searches text files for a literal string. One round trip.
+func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) (*backend.GrepResult, error) {
+	if req.Glob != "" {
+		if _, err := backend.MatchGlob(req.Glob, "x"); err != nil {
+			return &backend.GrepResult{Error: backend.InvalidPath(req.Glob, "the glob pattern is malformed")}, nil
+		}
+	}
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil || perr != nil {
+		return &backend.GrepResult{Error: perr}, err
+	}
+	if strings.Contains(req.Pattern, "\n") || strings.ContainsRune(req.Pattern, 0) {
+		return &backend.GrepResult{Matches: []backend.GrepMatch{}}, nil // no line holds a newline
+	}
+	env := map[string]string{"SBX_PATH": rel, "SBX_PATTERN": req.Pattern}
+	if req.MaxCount > 0 {
+		env["SBX_MAX"] = strconv.Itoa(req.MaxCount + 1)
+	}
+	r, err := b.run(ctx, base, "grep", env, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.GrepResult{Error: pathError(r.code, shownPath(rel), "searched")}, nil
+	}
+	marks := map[string]bool{}
+	for _, m := range r.kv["mark"] {
+		marks[m] = true
+	}
+	isFile := r.get("kind") == "file"
+	res := &backend.GrepResult{Matches: []backend.GrepMatch{}, Truncated: r.truncated}
+	out := r.stdout
+	for len(out) > 0 {
+		i := bytes.IndexByte(out, 0)
+		if i < 0 {
+			break
+		}
+		name := string(out[:i])
+		out = out[i+1:]
+		j := bytes.IndexByte(out, '\n')
+		if j < 0 {
+			j = len(out) // a line cut by the output cap
+		}
+		line := out[:j]
+		out = out[min(j+1, len(out)):]
+		num, text, ok := bytes.Cut(line, []byte{':'})
+		n, err := strconv.Atoi(string(num))
+		if !ok || err != nil {
+			continue
+		}
+		relToDir, p := path.Base(rel), rel
+		if !isFile {
+			relToDir = strings.TrimPrefix(name, "./")
+			p = joinRel(rel, relToDir)
+		}
+		if isMeta(p) || marks[p] || !backend.IsText(text) {
+			continue
+		}
+		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
+			continue
+		}
+		res.Matches = append(res.Matches, backend.GrepMatch{Path: p, Line: n, Text: cutLine(string(text))})
+	}
+	slices.SortFunc(res.Matches, func(a, b backend.GrepMatch) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return a.Line - b.Line
+	})
+	if req.MaxCount > 0 && len(res.Matches) > req.MaxCount {
+		res.Matches, res.Truncated = res.Matches[:req.MaxCount], true
+	}
+	return res, nil
+}
+
+func cutLine(s string) string {
+	n := 0
+	for i := range s {
+		if n == MaxLineChars {
+			return s[:i] + "..."
+		}
+		n++
+	}
+	return s
+}
+
+// Execute runs a shell command in the workspace, when Options.AllowExecute
+// is set. One round trip (two on the first call over a new transport, which
+// makes sure the workspace exists).
+func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteRequest) (*backend.ExecuteResult, error) {
+	if !b.opts.AllowExecute {
+		return &backend.ExecuteResult{Error: backend.Errorf(backend.CodePermissionDenied, "", "execute is disabled for this backend")}, nil
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return &backend.ExecuteResult{Error: backend.Errorf(backend.CodeInvalidPath, "", "the command is empty")}, nil
+	}
+	base, err := b.BaseDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	ready := b.ready
+	b.mu.Unlock()
+	if !ready {
+		if err := b.sb.MkdirAll(ctx, base); err != nil {
+			return nil, fmt.Errorf("fsbackend: execute: create the workspace: %w", err)
+		}
+		b.mu.Lock()
+		b.ready = true
+		b.mu.Unlock()
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = b.opts.ExecuteTimeout
+	}
+	out := &capWriter{max: b.opts.MaxExecuteOutput}
+	res, err := b.sb.Exec(ctx, sandbox.Command{
+		Shell: req.Command, Dir: base, Env: b.opts.Env, SecretEnv: b.opts.SecretEnv,
+		Stdout: out, Stderr: out, Timeout: timeout, MaxOutput: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fsbackend: execute: %w", err)
+	}
+	text, truncated := out.result()
+	return &backend.ExecuteResult{Output: text, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: truncated}, nil
+}
+
+// capWriter keeps the first max bytes written to it, from any goroutine.
+type capWriter struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	room := w.max - w.buf.Len()
+	if len(p) > room {
+		w.truncated = true
+		p = p[:max(room, 0)]
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+func (w *capWriter) result() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.ToValidUTF8(w.buf.String(), "\uFFFD"), w.truncated
+}
+
+// batch runs f for each index with a few at a time; the first Go error wins.
+func batch(ctx context.Context, n int, f func(i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		sem   = make(chan struct{}, 4)
+	)
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// UploadFiles writes files as bytes, one round trip each, and returns the
+// results in input order. An item is marked binary when its Binary field
+// is set or its data is not text.
+func (b *FilesystemBackend) UploadFiles(ctx context.Context, req *backend.UploadFilesRequest) (*backend.UploadFilesResult, error) {
+	results, err := b.writeBatch(ctx, req.Files)
+	if err != nil {
+		return nil, err
+	}
+	return &backend.UploadFilesResult{Results: results}, nil
+}
+
+func (b *FilesystemBackend) writeBatch(ctx context.Context, files []backend.File) ([]backend.FileResult, error) {
+	base, err := b.BaseDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]backend.FileResult, len(files))
+	err = batch(ctx, len(files), func(i int) error {
+		f := files[i]
+		results[i].Path = f.Path
+		rel, perr := jail(base, f.Path)
+		if perr != nil {
+			results[i].Error = perr
+			return nil
+		}
+		w, err := b.writeFile(ctx, base, rel, f.Data, f.Binary || !backend.IsText(f.Data))
+		if err != nil {
+			return err
+		}
+		results[i].Error = w.Error
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// DownloadFiles reads files as bytes, one round trip each, and returns the
+// results in input order.
+func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.DownloadFilesRequest) (*backend.DownloadFilesResult, error) {
+	base, err := b.BaseDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]backend.FileResult, len(req.Paths))
+	err = batch(ctx, len(req.Paths), func(i int) error {
+		results[i].Path = req.Paths[i]
+		rel, perr := jail(base, req.Paths[i])
+		if perr != nil {
+			results[i].Error = perr
+			return nil
+		}
+		data, _, perr, err := b.readFile(ctx, base, rel, false, "")
+		if err != nil {
+			return err
+		}
+		results[i].Data, results[i].Error = data, perr
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &backend.DownloadFilesResult{Results: results}, nil
+}
+
+// SetFiles writes a checkpoint back, one round trip per file, restoring
+// binary marks; results are in input order.
+func (b *FilesystemBackend) SetFiles(ctx context.Context, req *backend.SetFilesRequest) (*backend.SetFilesResult, error) {
+	results, err := b.writeBatch(ctx, req.Files)
+	if err != nil {
+		return nil, err
+	}
+	return &backend.SetFilesResult{Results: results}, nil
+}
