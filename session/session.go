@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,9 +58,9 @@ const (
 	DefaultWorkspace      = "workspace"
 )
 
-// DefaultInstallCommand is the argv prefix packages are installed with; the
+// defaultInstallCommand is the argv prefix packages are installed with; the
 // validated package names are appended after the "--".
-var DefaultInstallCommand = []string{"pip", "install", "--quiet", "--"}
+var defaultInstallCommand = []string{"pip", "install", "--quiet", "--"}
 
 // ErrGone matches errors reporting that a session's sandbox no longer
 // exists (deleted, expired, or in the provider's error state). The session
@@ -118,7 +119,8 @@ type Options struct {
 	// already ships; those are not installed again.
 	TemplatePackages map[string][]string
 	// InstallCommand is the argv prefix packages are appended to
-	// (DefaultInstallCommand when empty). It runs without a shell.
+	// (["pip", "install", "--quiet", "--"] when empty). It runs without a
+	// shell.
 	InstallCommand []string
 	// InstallTimeout bounds the install command (DefaultInstallTimeout
 	// when zero).
@@ -200,6 +202,12 @@ var (
 func NewManager(client *sandbox.Client, opts Options) *Manager {
 	o := opts
 	o.Create.Labels = maps.Clone(opts.Create.Labels)
+	o.Create.Env = maps.Clone(opts.Create.Env)
+	o.Create.SecretEnv = maps.Clone(opts.Create.SecretEnv)
+	o.Create.ProviderOptions = maps.Clone(opts.Create.ProviderOptions)
+	o.TemplatePackages = maps.Clone(opts.TemplatePackages)
+	o.Packages = slices.Clone(opts.Packages)
+	o.InstallCommand = slices.Clone(opts.InstallCommand)
 	if o.LabelKey == "" {
 		o.LabelKey = DefaultLabelKey
 	}
@@ -219,7 +227,7 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 		o.InstallTimeout = DefaultInstallTimeout
 	}
 	if len(o.InstallCommand) == 0 {
-		o.InstallCommand = DefaultInstallCommand
+		o.InstallCommand = defaultInstallCommand
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = sandbox.DefaultCommandTimeout
