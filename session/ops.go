@@ -216,7 +216,15 @@ func (s *Session) prepare(ctx context.Context, need time.Duration) error {
 	primed := s.primed
 	s.mu.Unlock()
 	if !skip {
-		if err := s.sb.SetTimeout(ctx, lease); err != nil {
+		err := s.sb.SetTimeout(ctx, lease)
+		if err != nil && ctx.Err() == nil && s.sb.Info().State == sandbox.StatePaused {
+			// Some providers refuse to extend a paused sandbox's lease.
+			if rerr := s.sb.Resume(ctx); rerr != nil {
+				return rerr
+			}
+			err = s.sb.SetTimeout(ctx, lease)
+		}
+		if err != nil {
 			if ctx.Err() != nil || sandbox.CodeOf(err) == sandbox.NotFound {
 				return err
 			}

@@ -120,6 +120,20 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 		t.Fatal("no fresh sandbox after the old one was gone")
 	}
 
+	// A sandbox paused behind the session's back is woken for the next call.
+	if c2.Capabilities().Pause {
+		other, err := newClient(t).Attach(ctx, s3.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s3.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+			t.Fatalf("Exec on a paused sandbox: %v", err)
+		}
+	}
+
 	// A late release of the old session leaves the new one alone.
 	if err := m2.Release(ctx, s2); err != nil {
 		t.Fatal(err)
