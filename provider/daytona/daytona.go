@@ -1,0 +1,447 @@
+package daytona
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/stale"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+)
+
+// Scheme is the URL scheme the package registers with sandbox.Open.
+const Scheme = "daytona"
+
+// DefaultAPIURL is the main API of Daytona's cloud.
+const DefaultAPIURL = "https://app.daytona.io/api"
+
+// sdkVersion is sent as X-Daytona-SDK-Version: the toolbox daemon splits
+// session output into stdout and stderr only for 0.167.0 and later.
+const sdkVersion = "0.190.0"
+
+func init() {
+	sandbox.Register(Scheme, openURL)
+}
+
+// openURL opens "daytona://" URLs. Query parameters: api_url, target,
+// snapshot, organization_id, toolbox=legacy. The API key comes only from
+// DAYTONA_API_KEY: never put a key in a URL.
+func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+	q := u.Query()
+	var opts []Option
+	for k, v := range q {
+		switch k {
+		case "api_url":
+			opts = append(opts, WithAPIURL(v[0]))
+		case "target":
+			opts = append(opts, WithTarget(v[0]))
+		case "snapshot":
+			opts = append(opts, WithSnapshot(v[0]))
+		case "organization_id":
+			opts = append(opts, WithOrganizationID(v[0]))
+		case "toolbox":
+			if v[0] != "legacy" {
+				return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: URL parameter toolbox=%q: only \"legacy\" is known", v[0])
+			}
+			opts = append(opts, WithLegacyToolbox())
+		default:
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: unknown URL parameter %q (known: api_url, target, snapshot, organization_id, toolbox)", k)
+		}
+	}
+	return New(opts...)
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithAPIKey sets the API key (default: DAYTONA_API_KEY).
+func WithAPIKey(key string) Option { return func(r *Runtime) { r.key = key } }
+
+// WithAPIURL sets the main API's base URL, ending in /api (default:
+// DAYTONA_API_URL, then DefaultAPIURL).
+func WithAPIURL(u string) Option { return func(r *Runtime) { r.apiURL = u } }
+
+// WithTarget sets the region new sandboxes are created in (default:
+// DAYTONA_TARGET, then the organization's default).
+func WithTarget(t string) Option { return func(r *Runtime) { r.target = t } }
+
+// WithOrganizationID sends X-Daytona-Organization-ID on every call
+// (default: DAYTONA_ORGANIZATION_ID). Daytona requires it with a JWT and
+// ignores it with an API key, which is scoped to one organization.
+func WithOrganizationID(id string) Option { return func(r *Runtime) { r.org = id } }
+
+// WithSnapshot sets the snapshot used when CreateRequest.Template is empty
+// (default: the server's default snapshot).
+func WithSnapshot(s string) Option { return func(r *Runtime) { r.snapshot = s } }
+
+// WithLegacyToolbox reaches the toolbox through the main API's older path
+// {apiURL}/toolbox/{id}/toolbox/... instead of the toolbox proxy.
+func WithLegacyToolbox() Option { return func(r *Runtime) { r.legacy = true } }
+
+// WithTransport sets the http.RoundTripper under the Runtime's own
+// http.Client (default: a clone of http.DefaultTransport). The client
+// never has a global timeout: every deadline comes from the context.
+func WithTransport(rt http.RoundTripper) Option { return func(r *Runtime) { r.transport = rt } }
+
+// WithoutAutoWake turns off waking a sandbox that was stopped behind the
+// Runtime's back (by auto-stop) when a toolbox call finds it stopped; the
+// call then fails with sandbox.ErrPaused.
+func WithoutAutoWake() Option { return func(r *Runtime) { r.noWake = true } }
+
+// Runtime is the Daytona provider. It implements sandbox.Runtime,
+// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.TransportResetter.
+// It is safe for concurrent use.
+type Runtime struct {
+	key, apiURL, target, org, snapshot string
+	legacy, noWake                     bool
+	transport                          http.RoundTripper
+
+	hc  *http.Client
+	api *api.Client
+
+	mu       sync.Mutex
+	toolURLs map[string]string // sandbox id → toolbox base URL (…/{id})
+	homes    map[string]string
+	paused   map[string]bool // paused (stopped) through this Runtime
+}
+
+var (
+	_ sandbox.Runtime           = (*Runtime)(nil)
+	_ sandbox.Pauser            = (*Runtime)(nil)
+	_ sandbox.ProcessRuntime    = (*Runtime)(nil)
+	_ sandbox.TransportResetter = (*Runtime)(nil)
+)
+
+// New returns a Runtime configured by opts and, for what they leave
+// unset, by DAYTONA_API_KEY, DAYTONA_API_URL (or the older
+// DAYTONA_SERVER_URL), DAYTONA_TARGET and DAYTONA_ORGANIZATION_ID. A
+// missing key is a PermissionDenied error.
+func New(opts ...Option) (*Runtime, error) {
+	r := &Runtime{
+		key: os.Getenv("DAYTONA_API_KEY"), apiURL: os.Getenv("DAYTONA_API_URL"),
+		target: os.Getenv("DAYTONA_TARGET"), org: os.Getenv("DAYTONA_ORGANIZATION_ID"),
+		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{},
+	}
+	if r.apiURL == "" {
+		r.apiURL = os.Getenv("DAYTONA_SERVER_URL")
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.apiURL == "" {
+		r.apiURL = DefaultAPIURL
+	}
+	r.apiURL = strings.TrimRight(r.apiURL, "/")
+	if r.key == "" {
+		return nil, sandbox.Errorf(sandbox.PermissionDenied, "daytona: no API key: set DAYTONA_API_KEY or use WithAPIKey")
+	}
+	if u, err := url.Parse(r.apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: API URL %q is not an http(s) URL", r.apiURL)
+	}
+	if r.transport == nil {
+		r.transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
+	// are bounded by their contexts only.
+	r.hc = &http.Client{Transport: r.transport}
+	c, err := api.NewClient(r.apiURL, api.WithHTTPClient(r.hc), api.WithRequestEditorFn(r.headers))
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: %v", err)
+	}
+	r.api = c
+	return r, nil
+}
+
+// Name returns "daytona".
+func (r *Runtime) Name() string { return Scheme }
+
+// Capabilities reports Daytona's facts: pause is a stop (processes end,
+// files stay), labels are filtered by the server, sandboxes persist, and
+// the lease is the auto-stop interval (15 minutes by default).
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Pause: true, PauseKeepsMemory: false,
+		Processes: true, AttachAcrossClients: true,
+		ServerSideLabels: true, Persistent: true,
+		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
+		Network: true,
+	}
+}
+
+// ResetTransport drops every idle connection, so the retry after a stale
+// transport dials afresh.
+func (r *Runtime) ResetTransport() error {
+	if t, ok := r.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+	return nil
+}
+
+// headers adds the headers of every request, on both APIs.
+func (r *Runtime) headers(ctx context.Context, req *http.Request) error {
+	req.Header.Set("Authorization", "Bearer "+r.key)
+	req.Header.Set("X-Daytona-Source", "sandboxkit")
+	req.Header.Set("X-Daytona-SDK-Version", sdkVersion)
+	req.Header.Set("User-Agent", "sandboxkit-daytona/"+sdkVersion)
+	if r.org != "" {
+		req.Header.Set("X-Daytona-Organization-ID", r.org)
+	}
+	return nil
+}
+
+// HTTPError is a Daytona API call answered with an error status. It
+// matches (errors.Is) the sandbox sentinel of its classification, such as
+// sandbox.ErrNotFound or sandbox.ErrPaused.
+type HTTPError struct {
+	Op      string // the operation, e.g. "create" or "toolbox upload"
+	Status  int    // the HTTP status code
+	Code    string // the toolbox's error code (NOT_FOUND, ...), if any
+	Message string // the server's message, if the body had one
+	kind    error
+}
+
+// Error describes the failure without credentials.
+func (e *HTTPError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = strings.ToLower(http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("daytona: %s: HTTP %d: %s", e.Op, e.Status, msg)
+}
+
+// Unwrap returns the sentinel the error is classified as.
+func (e *HTTPError) Unwrap() error { return e.kind }
+
+// errorBody is the union of the main API's (NestJS) and the toolbox's
+// (gin) error bodies.
+type errorBody struct {
+	StatusCode int             `json:"statusCode"`
+	Message    json.RawMessage `json:"message"`
+	Error      string          `json:"error"`
+	Code       string          `json:"code"`
+}
+
+// parseError builds the HTTPError of a response with an error status,
+// from whichever body shape (or none) it has.
+func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
+	e := &HTTPError{Op: op, Status: status}
+	var eb errorBody
+	if len(bytes.TrimSpace(body)) > 0 {
+		if json.Unmarshal(body, &eb) == nil {
+			e.Code = eb.Code
+			var s string
+			var list []string
+			switch {
+			case json.Unmarshal(eb.Message, &s) == nil:
+				e.Message = s
+			case json.Unmarshal(eb.Message, &list) == nil:
+				e.Message = strings.Join(list, ", ")
+			case eb.Error != "":
+				e.Message = eb.Error
+			}
+		} else {
+			e.Message = strings.TrimSpace(string(body))
+		}
+	}
+	if len(e.Message) > 500 {
+		e.Message = e.Message[:500] + "…"
+	}
+	e.Message = r.redact(e.Message)
+	lower := strings.ToLower(e.Message)
+	switch {
+	case status == http.StatusBadRequest && strings.Contains(lower, "is the sandbox started"):
+		e.kind = sandbox.ErrPaused
+	case status == http.StatusBadRequest && (strings.Contains(lower, "state") || strings.Contains(lower, "failed to start") || strings.Contains(lower, "not stopped")):
+		e.kind = sandbox.ErrFailedPrecondition
+	case status == http.StatusBadRequest && (strings.Contains(lower, "limit") || strings.Contains(lower, "quota") || strings.Contains(lower, "exceeds maximum")):
+		e.kind = sandbox.ErrLimit
+	case status == http.StatusBadRequest:
+		e.kind = sandbox.ErrInvalidArgument
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.kind = sandbox.ErrPermission
+	case status == http.StatusNotFound:
+		e.kind = sandbox.ErrNotFound
+	case status == http.StatusConflict && strings.Contains(lower, "already exists"):
+		e.kind = sandbox.ErrAlreadyExists
+	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
+		e.kind = sandbox.ErrFailedPrecondition
+	case status == http.StatusTooManyRequests:
+		e.kind = sandbox.ErrLimit
+	case status == http.StatusRequestTimeout:
+		e.kind = sandbox.Errorf(sandbox.DeadlineExceeded, "request timeout")
+	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		e.kind = sandbox.ErrUnavailable
+	default:
+		e.kind = sandbox.ErrInternal
+	}
+	return e
+}
+
+// redact removes the API key from s, should a server or a library ever
+// echo it.
+func (r *Runtime) redact(s string) string {
+	if r.key != "" && strings.Contains(s, r.key) {
+		s = strings.ReplaceAll(s, r.key, "[REDACTED]")
+	}
+	return s
+}
+
+// redactedError hides the key in an error's text, keeping its chain.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// clean makes sure err's text holds no key.
+func (r *Runtime) clean(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := err.Error(); r.key != "" && strings.Contains(msg, r.key) {
+		return &redactedError{msg: r.redact(msg), err: err}
+	}
+	return err
+}
+
+// attempt records how far a request got, to tell a transport that was dead
+// before the request left (stale: safe to retry) from one that failed
+// after the provider may have acted on it (outcome unknown).
+type attempt struct{ wrote atomic.Bool }
+
+// trace returns ctx instrumented to fill a.
+func trace(ctx context.Context) (context.Context, *attempt) {
+	a := &attempt{}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { a.wrote.Store(true) },
+	}), a
+}
+
+// transportError classifies a failed round trip. mutating says whether
+// the request may change something (then a request that left is an
+// outcome-unknown failure; otherwise it is Unavailable).
+func (r *Runtime) transportError(ctx context.Context, op string, a *attempt, mutating bool, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("daytona: %s: %w", op, ctxErr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is not secret, but it is noise
+	}
+	switch {
+	case a == nil || !a.wrote.Load() || stale.Is(err):
+		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrStaleTransport, err)
+	case mutating:
+		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrOutcomeUnknown, err)
+	default:
+		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrUnavailable, err)
+	}
+}
+
+// readError reads (a bounded prefix of) an error response's body and
+// closes it.
+func readError(resp *http.Response) []byte {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return b
+}
+
+// call runs one main-API request through f and returns the response when
+// its status is in ok; any other status is an *HTTPError.
+func (r *Runtime) call(ctx context.Context, op string, mutating bool, f func(ctx context.Context) (*http.Response, error), ok ...int) (*http.Response, error) {
+	tctx, a := trace(ctx)
+	resp, err := f(tctx)
+	if err != nil {
+		return nil, r.transportError(ctx, op, a, mutating, err)
+	}
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return resp, nil
+		}
+	}
+	return nil, r.parseError(op, resp.StatusCode, readError(resp))
+}
+
+// decode reads a JSON response body into v.
+func decode(op string, resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("daytona: %s: reading the response: %w: %w", op, sandbox.ErrUnavailable, err)
+		}
+		return fmt.Errorf("daytona: %s: decoding the response: %w: %w", op, sandbox.ErrInternal, err)
+	}
+	return nil
+}
+
+// toolboxClient returns the generated client for a sandbox's toolbox.
+func (r *Runtime) toolboxClient(ctx context.Context, id string) (*toolbox.Client, error) {
+	base, err := r.toolboxURL(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := toolbox.NewClient(base, toolbox.WithHTTPClient(r.hc), toolbox.WithRequestEditorFn(r.headers))
+	if err != nil {
+		return nil, fmt.Errorf("daytona: toolbox URL: %w: %w", sandbox.ErrInternal, err)
+	}
+	return c, nil
+}
+
+// toolboxURL returns {toolboxProxyUrl}/{id} (or the older path), asking the
+// API when no Sandbox seen so far carried it.
+func (r *Runtime) toolboxURL(ctx context.Context, id string) (string, error) {
+	if r.legacy {
+		return r.apiURL + "/toolbox/" + url.PathEscape(id) + "/toolbox", nil
+	}
+	r.mu.Lock()
+	u, ok := r.toolURLs[id]
+	r.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	resp, err := r.call(ctx, "toolbox-proxy-url", false, func(ctx context.Context) (*http.Response, error) {
+		return r.api.GetToolboxProxyUrl(ctx, id)
+	}, http.StatusOK)
+	if err != nil {
+		return "", err
+	}
+	var out api.Url
+	if err := decode("toolbox-proxy-url", resp, &out); err != nil {
+		return "", err
+	}
+	return r.rememberToolbox(id, out.Url), nil
+}
+
+func (r *Runtime) rememberToolbox(id, proxy string) string {
+	u := strings.TrimRight(proxy, "/") + "/" + url.PathEscape(id)
+	r.mu.Lock()
+	r.toolURLs[id] = u
+	r.mu.Unlock()
+	return u
+}
+
+// forget drops what the Runtime cached about a sandbox that is gone.
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.toolURLs, id)
+	delete(r.homes, id)
+	delete(r.paused, id)
+}

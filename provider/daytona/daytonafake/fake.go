@@ -1,0 +1,449 @@
+// Package daytonafake is an in-process fake of Daytona: the main API (the
+// NestJS service under /api) and the toolbox API (the daemon in each
+// sandbox, reached through the toolbox proxy at /toolbox/{id}/...), served
+// by one httptest server and speaking the real wire protocol. Commands and
+// files are executed for real through a backing sandbox.Runtime (the local
+// provider in this module's tests), so an adapter tested against it does
+// real work.
+//
+// It enforces what Daytona enforces, as recorded in the project's research
+// notes (research/daytona.md, research/daemons.md):
+//   - Authorization: Bearer with the fake's key on both APIs (401 otherwise,
+//     each API with its own error body shape);
+//   - sandbox states and their transitions (creating → started; stop →
+//     stopping then stopped; delete → destroying then 404; archive), the
+//     derived state names in lifecycle responses, auto-stop after the
+//     auto-stop interval of inactivity (toolbox calls count as activity);
+//   - a stopped sandbox refuses toolbox calls with 400 "... Is the Sandbox
+//     started?", an archived one with 404 "sandbox container not found";
+//   - the status-code quirks: 201 from the POST setters, PUT labels answers
+//     the full Sandbox, 409 for a taken name, empty bodies on most file
+//     errors, 409 when a move's destination exists;
+//   - /process/execute feeds the command to sh on stdin, merges stdout and
+//     stderr into one JSON string (so invalid UTF-8 becomes U+FFFD), and on
+//     timeout kills the command and answers 408 with the output thrown away;
+//   - session output split or merged according to X-Daytona-SDK-Version;
+//   - label filters (JSON containment), state filters and cursor pages on
+//     GET /sandbox, or the older plain array (WithLegacyList).
+//
+// Faults are injected with FailNext. Where the fake deliberately differs
+// from the real service is listed in the README-style section "Differences"
+// of doc.go.
+package daytonafake
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// Fault is a failure FailNext injects into one matching request.
+type Fault int
+
+// The faults.
+const (
+	// Fault502 answers 502 with an empty body, as the proxy does while a
+	// sandbox changes state or after the daemon died. The request is not
+	// handled.
+	Fault502 Fault = iota + 1
+	// Fault429 answers 429 with the NestJS throttler body and rate-limit
+	// headers. The request is not handled.
+	Fault429
+	// FaultResetMidBody handles the request, then sends the status line,
+	// the headers and half of the body and resets the connection: the
+	// request was executed but the client cannot know its outcome.
+	FaultResetMidBody
+	// FaultHang never answers: the request hangs until the client gives up
+	// or the server is closed. The request is not handled.
+	FaultHang
+	// FaultDelete deletes the sandbox named in the request's path (as if
+	// another client deleted it between list and use), then handles the
+	// request.
+	FaultDelete
+	// FaultStop stops the sandbox named in the request's path (as auto-stop
+	// does), then handles the request.
+	FaultStop
+)
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAPIKey sets the key clients must send as "Authorization: Bearer
+// <key>". The default is a random dtn_ key; read it with APIKey.
+func WithAPIKey(key string) Option { return func(s *Server) { s.key = key } }
+
+// WithCreatePolls makes a new sandbox report "creating" to its first n
+// GETs (and refuse toolbox calls with 502) before it is started, so
+// clients must poll. The default 0 answers POST /sandbox with "started",
+// as the real server does after waiting for it.
+func WithCreatePolls(n int) Option { return func(s *Server) { s.createPolls = n } }
+
+// WithLegacyList makes GET /sandbox answer a plain array of every match,
+// as servers before May 2026 did, instead of a cursor page.
+func WithLegacyList() Option { return func(s *Server) { s.legacyList = true } }
+
+// WithoutToolboxProxyURL leaves toolboxProxyUrl out of the Sandbox DTO,
+// as servers before February 2026 did; clients then ask
+// GET /sandbox/{id}/toolbox-proxy-url.
+func WithoutToolboxProxyURL() Option { return func(s *Server) { s.noProxyURL = true } }
+
+// Server is a running fake. Close it when done.
+type Server struct {
+	backend sandbox.Runtime
+	key     string
+	ts      *httptest.Server
+
+	createPolls int
+	legacyList  bool
+	noProxyURL  bool
+
+	baseCtx context.Context
+	stop    context.CancelFunc
+	quit    chan struct{}
+	wg      sync.WaitGroup
+
+	mu        sync.Mutex
+	sandboxes map[string]*sbx // by id
+	order     int64
+	faults    []fault
+	counts    map[string]int
+	skew      time.Duration
+	nextFail  *createFailure
+}
+
+type fault struct {
+	method, suffix string
+	f              Fault
+}
+
+type createFailure struct{ state, reason string }
+
+// New starts a fake whose sandboxes run on backend. The fake creates one
+// backend sandbox per Daytona sandbox and destroys it on delete and Close.
+func New(backend sandbox.Runtime, opts ...Option) *Server {
+	s := &Server{
+		backend:   backend,
+		key:       "dtn_" + randHex(16),
+		quit:      make(chan struct{}),
+		sandboxes: map[string]*sbx{},
+		counts:    map[string]int{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/toolbox/{id}/toolbox/{rest...}", s.toolbox)
+	mux.HandleFunc("/toolbox/{id}/{rest...}", s.toolbox)
+	mux.HandleFunc("/api/", s.api)
+	s.ts = httptest.NewServer(s.faulty(mux))
+	return s
+}
+
+// URL returns the main API's base URL (what DAYTONA_API_URL holds), ending
+// in /api.
+func (s *Server) URL() string { return s.ts.URL + "/api" }
+
+// ToolboxURL returns the toolbox proxy's base URL (the toolboxProxyUrl of
+// every sandbox).
+func (s *Server) ToolboxURL() string { return s.ts.URL + "/toolbox" }
+
+// APIKey returns the key clients must send.
+func (s *Server) APIKey() string { return s.key }
+
+// Client returns an HTTP client for the fake's server.
+func (s *Server) Client() *http.Client { return s.ts.Client() }
+
+// Close stops the server, ends every running command and destroys the
+// backend sandboxes.
+func (s *Server) Close() {
+	close(s.quit)
+	s.stop()
+	s.ts.CloseClientConnections()
+	s.ts.Close()
+	s.mu.Lock()
+	var all []*sbx
+	for _, b := range s.sandboxes {
+		all = append(all, b)
+	}
+	s.mu.Unlock()
+	for _, b := range all {
+		b.killSessions()
+	}
+	s.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, b := range all {
+		if b.stored != stateDestroyed {
+			_ = s.backend.Destroy(ctx, b.backendID)
+		}
+	}
+}
+
+// FailNext injects f into the next request whose method is method (any
+// when empty) and whose path ends with suffix (any when empty), such as
+// ("POST", "/process/execute") or ("GET", "/files/download").
+func (s *Server) FailNext(method, suffix string, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{method, suffix, f})
+}
+
+// FailNextCreate makes the next created sandbox end in state (error or
+// build_failed) with reason as its errorReason instead of starting.
+func (s *Server) FailNextCreate(state, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextFail = &createFailure{state, reason}
+}
+
+// Count returns how many requests with method whose path ends with suffix
+// the fake has received (faulted ones included).
+func (s *Server) Count(method, suffix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, c := range s.counts {
+		m, p, _ := strings.Cut(k, " ")
+		if (method == "" || m == method) && strings.HasSuffix(p, suffix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Advance moves the fake's clock forward by d, so that auto-stop and the
+// other intervals can fire without waiting.
+func (s *Server) Advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skew += d
+}
+
+// Stop stops a started sandbox as auto-stop does (processes end, files
+// stay). It reports whether the sandbox was started.
+func (s *Server) Stop(id string) bool {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	ok := b != nil && b.stored == stateStarted
+	if ok {
+		b.stored = stateStopped
+		b.updated = s.now()
+	}
+	s.mu.Unlock()
+	if ok {
+		b.killSessions()
+	}
+	return ok
+}
+
+// Archive moves a stopped sandbox to archived. It reports whether it was
+// stopped.
+func (s *Server) Archive(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.sandboxes[id]
+	if b == nil || b.stored != stateStopped {
+		return false
+	}
+	b.stored = stateArchived
+	return true
+}
+
+// Delete deletes a sandbox as another client would. It reports whether
+// the sandbox existed.
+func (s *Server) Delete(id string) bool {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	ok := b != nil && b.stored != stateDestroyed
+	if ok {
+		b.stored = stateDestroyed
+	}
+	s.mu.Unlock()
+	if ok {
+		s.destroyBackend(b)
+	}
+	return ok
+}
+
+// State returns the stored state of a sandbox ("" when unknown).
+func (s *Server) State(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.sandboxes[id]; b != nil {
+		s.tickLocked(b)
+		return b.stored
+	}
+	return ""
+}
+
+// Sessions returns how many toolbox sessions exist in a sandbox.
+func (s *Server) Sessions(id string) int {
+	s.mu.Lock()
+	b := s.sandboxes[id]
+	s.mu.Unlock()
+	if b == nil {
+		return 0
+	}
+	b.smu.Lock()
+	defer b.smu.Unlock()
+	return len(b.sessions)
+}
+
+func (s *Server) destroyBackend(b *sbx) {
+	b.killSessions()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = s.backend.Destroy(ctx, b.backendID)
+}
+
+func (s *Server) now() time.Time { return time.Now().Add(s.skew) }
+
+// faulty counts requests and applies injected faults.
+func (s *Server) faulty(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.counts[r.Method+" "+r.URL.Path]++
+		var f Fault
+		for i, ft := range s.faults {
+			if (ft.method == "" || ft.method == r.Method) && strings.HasSuffix(r.URL.Path, ft.suffix) {
+				f = ft.f
+				s.faults = append(s.faults[:i], s.faults[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+		switch f {
+		case Fault502:
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusBadGateway)
+		case Fault429:
+			h := w.Header()
+			h.Set("X-RateLimit-Limit-authenticated", "10000")
+			h.Set("X-RateLimit-Remaining-authenticated", "0")
+			h.Set("X-RateLimit-Reset-authenticated", "1")
+			h.Set("Retry-After-authenticated", "1")
+			nestError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+		case FaultHang:
+			select {
+			case <-r.Context().Done():
+			case <-s.quit:
+			}
+		case FaultResetMidBody:
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			resetMidBody(w, rec)
+		case FaultDelete, FaultStop:
+			if id := sandboxInPath(r.URL.Path); id != "" {
+				if f == FaultDelete {
+					s.Delete(id)
+				} else {
+					s.Stop(id)
+				}
+			}
+			next.ServeHTTP(w, r)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// sandboxInPath finds the sandbox id in a main-API or toolbox path.
+func sandboxInPath(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "toolbox":
+		return parts[1]
+	case len(parts) >= 3 && parts[0] == "api" && (parts[1] == "sandbox" || parts[1] == "toolbox"):
+		return parts[2]
+	}
+	return ""
+}
+
+// resetMidBody writes the recorded response's head and half its body, then
+// resets the connection.
+func resetMidBody(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("daytonafake: response writer cannot be hijacked")
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	body := rec.Body.Bytes()
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", rec.Code, http.StatusText(rec.Code))
+	for k, vs := range rec.Header() {
+		for _, v := range vs {
+			fmt.Fprintf(buf, "%s: %s\r\n", k, v)
+		}
+	}
+	fmt.Fprintf(buf, "Content-Length: %d\r\n\r\n", len(body)+1)
+	buf.Write(body[:len(body)/2])
+	buf.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// nestError writes the main API's (NestJS) error body.
+func nestError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	writeJSON(w, status, map[string]any{
+		"path": r.URL.Path, "timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		"statusCode": status, "error": http.StatusText(status), "message": msg,
+	})
+}
+
+// ginError writes the toolbox's (gin) error body.
+func ginError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{
+		"statusCode": status, "message": msg, "code": code,
+		"timestamp": time.Now().UTC().Format(time.RFC3339), "path": r.URL.Path, "method": r.Method,
+	})
+}
+
+// emptyError answers status with an empty body, as the daemon's file
+// handlers do.
+func emptyError(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"statusCode":500,"message":"marshal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func uuid4() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// bearer reports whether r carries the fake's key.
+func (s *Server) bearer(r *http.Request) bool {
+	return r.Header.Get("Authorization") == "Bearer "+s.key
+}

@@ -1,0 +1,55 @@
+// Package daytona is the sandbox provider for Daytona (daytona.io): the
+// main REST API for the sandbox lifecycle and the toolbox API (the daemon
+// in each sandbox, reached through the toolbox proxy) for commands and
+// files. Import it for its side effect to use "daytona://" URLs:
+//
+//	import _ "github.com/sandboxkit/sandbox/provider/daytona"
+//
+//	c, err := sandbox.Open(ctx, "daytona://?target=eu")
+//
+// # Configuration
+//
+// The API key comes from DAYTONA_API_KEY (or WithAPIKey), never from a
+// URL; DAYTONA_API_URL, DAYTONA_TARGET and DAYTONA_ORGANIZATION_ID set the
+// API, the region and the organization header. URL parameters: api_url,
+// target, snapshot, organization_id, toolbox=legacy (reach the toolbox
+// through the API's older /toolbox/{id}/toolbox path). The Runtime uses
+// its own http.Client with no global timeout: every deadline comes from
+// the context, so a long command is not cut at 60 s (daytonaio/daytona#4750).
+//
+// # Mapping onto the sandbox contract
+//
+//   - Template is a snapshot name; the provider option "image" builds from
+//     a container image instead, and only then do Resources apply.
+//   - The lease is Daytona's auto-stop interval (whole minutes): a sandbox
+//     stops after that long without toolbox activity and keeps its files.
+//     SetTimeout sets the interval and resets the inactivity timer.
+//     Commands running inside do not count as activity.
+//   - Pause is stop and Resume is start: processes end, files stay
+//     (Capabilities.PauseKeepsMemory is false). A toolbox call on a sandbox
+//     paused through this Runtime fails with sandbox.ErrPaused; one on a
+//     sandbox stopped behind its back (auto-stop) starts the sandbox and
+//     runs the call once more (WithoutAutoWake turns that off).
+//   - A toolbox call that finds the sandbox gone asks the API: a deleted
+//     sandbox is NotFound and the Runtime forgets it; an archived or
+//     stopped one is handled as above.
+//   - Exec keeps stdout and stderr split and byte-exact, streams them while
+//     the command runs and keeps partial output on timeout, although the
+//     toolbox's execute call merges and mangles them (see exec.go).
+//   - Background processes are toolbox session commands; their PID is the
+//     number in their session's name. Their output comes from the session
+//     logs and is not binary-safe.
+//   - Rename onto an existing file removes the file first (the toolbox
+//     refuses existing destinations): it is not atomic.
+//
+// # Errors
+//
+// HTTP failures are *HTTPError values, classified onto the sandbox
+// sentinels (404 NotFound, 409 AlreadyExists or FailedPrecondition, 429
+// and quota messages ResourceExhausted, 401/403 PermissionDenied, toolbox
+// 400 "Is the Sandbox started?" ErrPaused, 502/503/504 Unavailable), from
+// either error body shape (NestJS or gin) or none. A request the transport
+// failed before sending is sandbox.ErrStaleTransport; a mutating one that
+// failed after it was sent is sandbox.ErrOutcomeUnknown. No error carries
+// the API key.
+package daytona

@@ -1,0 +1,434 @@
+package daytona
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+)
+
+// How Exec works. POST /process/execute merges stdout and stderr into one
+// JSON string (invalid UTF-8 becomes U+FFFD), feeds the command to the
+// shell on stdin, and on timeout answers 408 and throws the output away.
+// So Exec sends a small POSIX script instead of the command. The script
+// runs the command, quoted by shellQuote, under GNU timeout (which kills
+// the command's whole process group) with stdin from /dev/null or from an
+// uploaded file, and with stdout and stderr redirected to two files in a
+// private directory under /tmp/.sandboxkit. When the command ends, the
+// script prints one line with the exit code, whether the timeout fired and
+// the two sizes, then (when both are at most inlineMax) the two files in
+// base64, and removes the directory. The execute response is thus ASCII
+// whatever the command wrote, and short commands take one round trip.
+//
+// While the command runs, a poller downloads what was appended to the two
+// files (Range requests), so output reaches Command.Stdout and Stderr
+// before the command exits and survives a timeout or a cancelled context.
+// Larger outputs are downloaded from the files after the end, streamed.
+// When ctx ends, Exec kills the command's process group with a second
+// execute call and returns ctx's error.
+
+// execRoot holds the per-command directories in the sandbox.
+const execRoot = "/tmp/.sandboxkit"
+
+// inlineMax is the largest stream the script returns inline (base64).
+const inlineMax = 1 << 20
+
+// execGrace is how much longer than the command's timeout the daemon's
+// own timeout (a backstop that loses the output) is set to.
+const execGrace = 10 * time.Second
+
+// shellQuote returns s as one word for a POSIX shell (sh, dash, bash,
+// zsh): unchanged when it holds only characters no shell treats
+// specially, otherwise in single quotes with each single quote written as
+// '\''. Inside single quotes every byte but the single quote is literal,
+// including newlines and non-UTF-8 bytes. s must not hold NUL, which no
+// argv can carry.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_@%+=:,./-", c) >= 0) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandLine is the shell text that runs cmd (argv, or its Shell line
+// through sh -c) with exec, after prefix (redirections). Env values that
+// are not UTF-8 cannot travel in the JSON envs field; they are exported
+// here instead.
+func commandLine(cmd *sandbox.Command, prefix string) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
+		if v := cmd.Env[k]; !utf8.ValidString(v) {
+			b.WriteString("export " + k + "=" + shellQuote(v) + "; ")
+		}
+	}
+	b.WriteString("exec")
+	if len(cmd.Args) > 0 {
+		for _, a := range cmd.Args {
+			b.WriteString(" " + shellQuote(a))
+		}
+	} else {
+		b.WriteString(" sh -c " + shellQuote(cmd.Shell))
+	}
+	return b.String()
+}
+
+// wireEnv returns the env values that can travel as JSON.
+func wireEnv(env map[string]string) *map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if utf8.ValidString(v) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &out
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// launch is the script fragment that starts run (a shell command) in the
+// background under timeout, records its pid (which is also its process
+// group: timeout makes itself a group leader) and waits, leaving the exit
+// code in $rc and "T" in $to when the timeout fired. redirs are extra
+// redirections of the started command.
+func launch(d, run, stdin string, timeout time.Duration, redirs string) string {
+	t := "0"
+	if timeout > 0 {
+		t = strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64) + "s"
+	}
+	return fmt.Sprintf(`if command -v timeout >/dev/null 2>&1; then timeout -v -s KILL %s %s <%s %s 2>%s/t &
+else %s <%s %s 2>%s/t &
+fi
+p=$!
+echo "$p" >%s/pid
+wait "$p"
+rc=$?
+to=-
+if [ "$rc" = 137 ] && [ -s %s/t ]; then to=T; fi
+`, t, run, stdin, redirs, d, run, stdin, redirs, d, d, d)
+}
+
+// prepare uploads what the command needs (stdin, and the command line
+// itself when it is not UTF-8) into d and returns the shell command that
+// runs it and the stdin path.
+func (r *Runtime) prepare(ctx context.Context, id, d string, cmd *sandbox.Command, line string) (run, stdin string, err error) {
+	stdin = "/dev/null"
+	if cmd.Stdin != nil {
+		cr := &countingReader{r: cmd.Stdin}
+		if err := r.upload(ctx, id, d+"/in", cr, func() bool { return cr.n == 0 }); err != nil {
+			return "", "", err
+		}
+		stdin = d + "/in"
+	}
+	run = "sh -c " + shellQuote(line)
+	if !utf8.ValidString(line) {
+		if err := r.upload(ctx, id, d+"/cmd", strings.NewReader(line), nil); err != nil {
+			return "", "", err
+		}
+		run = "sh " + d + "/cmd"
+	}
+	return run, stdin, nil
+}
+
+// execResult is the outcome of the execute request.
+type execResult struct {
+	resp *toolbox.ExecuteResponse
+	err  error
+}
+
+// execute sends script through POST /process/execute.
+func (r *Runtime) execute(ctx context.Context, id, script, cwd string, env *map[string]string, wireTimeout int) execResult {
+	req := toolbox.ExecuteRequest{Command: script, Envs: env}
+	if cwd != "" {
+		req.Cwd = &cwd
+	}
+	if wireTimeout > 0 {
+		req.Timeout = &wireTimeout
+	}
+	resp, err := r.toolboxCall(ctx, id, "exec", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.ExecuteCommand(ctx, req)
+	}, http.StatusOK)
+	if err != nil {
+		return execResult{err: err}
+	}
+	var out toolbox.ExecuteResponse
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		if ctx.Err() != nil {
+			return execResult{err: ctx.Err()}
+		}
+		return execResult{err: fmt.Errorf("daytona: toolbox exec: reading the response: %w: %w", sandbox.ErrOutcomeUnknown, err)}
+	}
+	return execResult{resp: &out}
+}
+
+// Exec runs cmd to completion (see the comment at the top of exec.go for
+// how stdout and stderr stay split and byte-exact).
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	d := execRoot + "/x" + randHex(8)
+	line := commandLine(cmd, "exec >"+d+"/o 2>"+d+"/e; ")
+	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
+	if err != nil {
+		return sandbox.ExitStatus{}, r.clean(err)
+	}
+	mark := "SBKX" + randHex(6)
+	script := "{ (umask 077 && mkdir -p " + d + " && : >" + d + "/o && : >" + d + "/e) || exit 101\n" +
+		launch(d, run, stdin, cmd.Timeout, "") +
+		fmt.Sprintf(`os=$(wc -c <%s/o); os=$((os+0)); es=$(wc -c <%s/e); es=$((es+0))
+printf '\n%s %%s %%s %%s %%s\n' "$rc" "$to" "$os" "$es"
+if [ "$os" -le %d ] && [ "$es" -le %d ]; then base64 %s/o; printf '\n%s-E\n'; base64 %s/e; printf '\n%s-Z\n'; rm -rf %s; fi
+} </dev/null
+`, d, d, mark, inlineMax, inlineMax, d, mark, d, mark, d)
+	wire := int(math.Ceil((cmd.Timeout + execGrace).Seconds()))
+
+	ectx, cancelExec := context.WithCancel(ctx)
+	defer cancelExec()
+	resc := make(chan execResult, 1)
+	go func() { resc <- r.execute(ectx, id, script, cmd.Dir, wireEnv(cmd.Env), wire) }()
+
+	pl := &poller{r: r, id: id, d: d, stdout: cmd.Stdout, stderr: cmd.Stderr}
+	pctx, stopPoll := context.WithCancel(ctx)
+	pdone := make(chan struct{})
+	go pl.run(pctx, pdone)
+
+	var res execResult
+	select {
+	case res = <-resc:
+	case <-ctx.Done():
+		cancelExec()
+		res = <-resc
+	}
+	stopPoll()
+	<-pdone
+	if ctx.Err() != nil {
+		r.killExec(id, d)
+		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
+	}
+	if res.err != nil {
+		var he *HTTPError
+		if asHTTP(res.err, &he) && he.Status == http.StatusRequestTimeout {
+			// The daemon's backstop fired (no timeout program in the
+			// sandbox?): its response lost the output, the files kept it.
+			pl.rest(ctx)
+			r.cleanup(id, d)
+			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		}
+		return sandbox.ExitStatus{}, r.clean(res.err)
+	}
+	code := -1
+	if res.resp.ExitCode != nil {
+		code = *res.resp.ExitCode
+	} else if res.resp.Code != nil {
+		code = *res.resp.Code
+	}
+	out := str(res.resp.Result)
+	tr, ok := parseTrailer(out, mark)
+	if !ok {
+		r.cleanup(id, d)
+		if code == -1 && strings.Contains(out, "no such file or directory") {
+			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
+		}
+		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Internal, "daytona: exec: the toolbox ran the command wrapper with exit code %d and unexpected output %q", code, r.redact(snippet(out)))
+	}
+	if tr.inline {
+		pl.write(tr.stdout, tr.stderr)
+	} else {
+		if err := pl.rest(ctx); err != nil {
+			r.cleanup(id, d)
+			return sandbox.ExitStatus{}, r.clean(err)
+		}
+		r.cleanup(id, d)
+	}
+	if tr.timedOut {
+		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	}
+	return sandbox.ExitStatus{ExitCode: tr.rc}, nil
+}
+
+func snippet(s string) string {
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// trailer is what the script printed after the command.
+type trailer struct {
+	rc             int
+	timedOut       bool
+	inline         bool
+	stdout, stderr []byte
+}
+
+// parseTrailer finds the script's report in the execute result.
+func parseTrailer(out, mark string) (trailer, bool) {
+	var tr trailer
+	i := strings.Index(out, "\n"+mark+" ")
+	if i < 0 {
+		return tr, false
+	}
+	rest := out[i+len(mark)+2:]
+	head, rest, _ := strings.Cut(rest, "\n")
+	f := strings.Fields(head)
+	if len(f) != 4 {
+		return tr, false
+	}
+	rc, err := strconv.Atoi(f[0])
+	if err != nil {
+		return tr, false
+	}
+	tr.rc, tr.timedOut = rc, f[1] == "T"
+	o, afterO, okE := strings.Cut(rest, "\n"+mark+"-E\n")
+	e, _, okZ := strings.Cut(afterO, "\n"+mark+"-Z")
+	if !okE || !okZ {
+		return tr, true
+	}
+	so, err1 := unb64(o)
+	se, err2 := unb64(e)
+	if err1 != nil || err2 != nil {
+		return tr, true
+	}
+	tr.inline, tr.stdout, tr.stderr = true, so, se
+	return tr, true
+}
+
+func unb64(s string) ([]byte, error) {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
+			return -1
+		}
+		return r
+	}, s)
+	return base64.StdEncoding.DecodeString(s)
+}
+
+// killExec ends the command of an abandoned Exec (its process group) and
+// removes its directory. It is bounded on its own, since the caller's
+// context is over.
+func (r *Runtime) killExec(id, d string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	script := fmt.Sprintf(`{ p=$(cat %s/pid 2>/dev/null); if [ -n "$p" ]; then kill -9 -"$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; fi; rm -rf %s; } </dev/null`, d, d)
+	_ = r.execute(ctx, id, script, "", nil, 10)
+}
+
+// cleanup removes an Exec's directory, best effort and bounded.
+func (r *Runtime) cleanup(id, d string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = r.Remove(ctx, id, d)
+}
+
+// poller copies what the command appends to its output files to the
+// caller's writers while it runs.
+type poller struct {
+	r              *Runtime
+	id, d          string
+	stdout, stderr io.Writer
+	offO, offE     int64
+}
+
+func (p *poller) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	delay := 150 * time.Millisecond
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		_ = p.fetch(ctx, "o", &p.offO, p.stdout)
+		_ = p.fetch(ctx, "e", &p.offE, p.stderr)
+		delay = min(delay*3/2, time.Second)
+	}
+}
+
+// fetch copies the bytes of file name from *off on to w.
+func (p *poller) fetch(ctx context.Context, name string, off *int64, w io.Writer) error {
+	c, err := p.r.toolboxClient(ctx, p.id)
+	if err != nil {
+		return err
+	}
+	from := *off
+	resp, err := c.DownloadFile(ctx, &toolbox.DownloadFileParams{Path: p.d + "/" + name}, func(ctx context.Context, req *http.Request) error {
+		if from > 0 {
+			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK:
+		if _, err := io.CopyN(io.Discard, resp.Body, from); err != nil {
+			return err
+		}
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil
+	}
+	n, err := io.Copy(w, resp.Body)
+	*off += n
+	return err
+}
+
+// write delivers the parts of the inline output the poller has not.
+func (p *poller) write(stdout, stderr []byte) {
+	if int64(len(stdout)) > p.offO {
+		_, _ = p.stdout.Write(stdout[p.offO:])
+		p.offO = int64(len(stdout))
+	}
+	if int64(len(stderr)) > p.offE {
+		_, _ = p.stderr.Write(stderr[p.offE:])
+		p.offE = int64(len(stderr))
+	}
+}
+
+// rest streams the remainders of both files.
+func (p *poller) rest(ctx context.Context) error {
+	if err := p.fetch(ctx, "o", &p.offO, p.stdout); err != nil {
+		return fmt.Errorf("daytona: exec: downloading stdout: %w", err)
+	}
+	if err := p.fetch(ctx, "e", &p.offE, p.stderr); err != nil {
+		return fmt.Errorf("daytona: exec: downloading stderr: %w", err)
+	}
+	return nil
+}
+

@@ -1,0 +1,338 @@
+package daytona
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+)
+
+func asHTTP(err error, he **HTTPError) bool { return errors.As(err, he) }
+
+// tbFunc is one toolbox request.
+type tbFunc func(ctx context.Context, c *toolbox.Client) (*http.Response, error)
+
+// toolboxCall runs f against the sandbox's toolbox and returns the
+// response when its status is in ok. When the toolbox says the sandbox is
+// not running, it asks the API why: a deleted sandbox is NotFound (and
+// forgotten); one stopped behind the Runtime's back (auto-stop) is started
+// and f runs once more, if again (when non-nil) allows; one paused through
+// this Runtime fails with sandbox.ErrPaused.
+func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool, again func() bool, f tbFunc, ok ...int) (*http.Response, error) {
+	op = "toolbox " + op
+	for try := 0; ; try++ {
+		c, err := r.toolboxClient(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		tctx, a := trace(ctx)
+		resp, err := f(tctx, c)
+		if err != nil {
+			return nil, r.transportError(ctx, op, a, mutating, err)
+		}
+		if slices.Contains(ok, resp.StatusCode) {
+			return resp, nil
+		}
+		he := r.parseError(op, resp.StatusCode, readError(resp))
+		lower := strings.ToLower(he.Message)
+		sandboxLevel := errors.Is(he, sandbox.ErrPaused) ||
+			(he.Status == http.StatusNotFound && he.Code != "" && strings.Contains(lower, "sandbox")) ||
+			(he.Status == http.StatusBadGateway && he.Message == "")
+		if !sandboxLevel || try > 0 {
+			return nil, he
+		}
+		sb, gerr := r.getDTO(ctx, id)
+		if gerr != nil {
+			if sandbox.CodeOf(gerr) == sandbox.NotFound {
+				return nil, gerr
+			}
+			return nil, he
+		}
+		raw := str((*string)(sb.State))
+		st, _ := state(raw)
+		r.mu.Lock()
+		pausedHere := r.paused[id]
+		r.mu.Unlock()
+		switch {
+		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway:
+			return nil, he // the daemon is down while the sandbox says started
+		case st == sandbox.StateRunning:
+			// It was started meanwhile: run once more.
+		case st == sandbox.StateError:
+			return nil, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: sandbox %s is in state %s: %s", id, raw, r.redact(str(sb.ErrorReason)))
+		case st == sandbox.StatePaused && (pausedHere || r.noWake):
+			return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw, kind: sandbox.ErrPaused}
+		case st == sandbox.StatePaused:
+			if again != nil && !again() {
+				return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw + " (auto-stopped); not retried", kind: sandbox.ErrPaused}
+			}
+			if err := r.start(ctx, id); err != nil {
+				return nil, err
+			}
+		default:
+			if _, err := r.waitStarted(ctx, sb); err != nil {
+				return nil, err
+			}
+		}
+		if again != nil && !again() {
+			return nil, he
+		}
+	}
+}
+
+// countingReader counts the bytes read, to know whether an upload may
+// run again.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// errUploadDone ends the body writer of an upload whose request is over.
+var errUploadDone = errors.New("daytona: upload request ended")
+
+// Upload streams src to path as the multipart field "file" of
+// POST /files/upload: the body is produced through an io.Pipe while it is
+// sent, so no copy of the content is held. The toolbox creates missing
+// parent directories and truncates an existing file.
+func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
+	cr := &countingReader{r: src}
+	err := r.upload(ctx, id, p, cr, func() bool { return cr.n == 0 })
+	if err == nil {
+		return nil
+	}
+	var he *HTTPError
+	if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+		// The daemon answers 400 with an empty body for a directory at
+		// path, a file where a parent should be, and other failures.
+		if fi, serr := r.Stat(ctx, id, p); serr == nil && fi.IsDir() {
+			return fmt.Errorf("daytona: upload %q: %w", p, sandbox.ErrIsDirectory)
+		}
+		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
+			if fi, serr := r.Stat(ctx, id, dir); serr == nil {
+				if !fi.IsDir() {
+					return fmt.Errorf("daytona: upload %q: %s: %w", p, dir, sandbox.ErrNotDirectory)
+				}
+				break
+			}
+		}
+	}
+	return r.clean(err)
+}
+
+func (r *Runtime) upload(ctx context.Context, id, p string, src io.Reader, again func() bool) error {
+	resp, err := r.toolboxCall(ctx, id, "upload", true, again, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		pr, pw := io.Pipe()
+		mw := multipart.NewWriter(pw)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h := make(textproto.MIMEHeader)
+			h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, path.Base(p)))
+			h.Set("Content-Type", "application/octet-stream")
+			part, err := mw.CreatePart(h)
+			if err == nil {
+				_, err = io.Copy(part, src)
+			}
+			if err == nil {
+				err = mw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		resp, err := c.UploadFileWithBody(ctx, &toolbox.UploadFileParams{Path: p}, mw.FormDataContentType(), pr)
+		pr.CloseWithError(errUploadDone)
+		<-done
+		return resp, err
+	}, http.StatusOK, http.StatusCreated, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return nil
+}
+
+// Download streams the file at path. The daemon answers a directory (and
+// a missing path) with 400 and an empty body: that is ErrIsDirectory.
+func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	resp, err := r.toolboxCall(ctx, id, "download", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.DownloadFile(ctx, &toolbox.DownloadFileParams{Path: p})
+	}, http.StatusOK)
+	if err != nil {
+		var he *HTTPError
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+			return nil, fmt.Errorf("daytona: download %q: %w", p, sandbox.ErrIsDirectory)
+		}
+		return nil, r.clean(err)
+	}
+	return resp.Body, nil
+}
+
+// fileInfo converts the toolbox's FileInfo.
+func fileInfo(dir string, fi *toolbox.FileInfo) sandbox.FileInfo {
+	mode := parseMode(fi.Mode)
+	if fi.IsDir {
+		mode |= fs.ModeDir
+	}
+	out := sandbox.FileInfo{Path: path.Join(dir, fi.Name), Size: fi.Size, Mode: mode}
+	if t, err := time.Parse(time.RFC3339Nano, str(fi.ModifiedAt)); err == nil {
+		out.ModTime = t
+	} else if s := str(fi.ModTime); s != "" {
+		if i := strings.Index(s, " m="); i > 0 {
+			s = s[:i]
+		}
+		if t, err := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", s); err == nil {
+			out.ModTime = t
+		}
+	}
+	return out
+}
+
+// parseMode reads Go's FileMode.String() form, e.g. "-rw-r--r--",
+// "drwxr-xr-x" or "Lrwxrwxrwx".
+func parseMode(s string) fs.FileMode {
+	if len(s) < 10 {
+		return 0
+	}
+	var m fs.FileMode
+	perm, kinds := s[len(s)-9:], s[:len(s)-9]
+	for i, c := range perm {
+		if c != '-' {
+			m |= 1 << (8 - i)
+		}
+	}
+	const letters = "dalTLDpSugct?"
+	for _, c := range kinds {
+		if i := strings.IndexRune(letters, c); i >= 0 {
+			m |= 1 << (31 - i)
+		}
+	}
+	return m
+}
+
+// Stat describes path (GET /files/info).
+func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+	resp, err := r.toolboxCall(ctx, id, "stat", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p})
+	}, http.StatusOK)
+	if err != nil {
+		return sandbox.FileInfo{}, r.clean(err)
+	}
+	var fi toolbox.FileInfo
+	if err := decode("toolbox stat", resp, &fi); err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	out := fileInfo(path.Dir(p), &fi)
+	out.Path = p
+	return out, nil
+}
+
+// ReadDir lists a directory (GET /files), sorted by name.
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+	resp, err := r.toolboxCall(ctx, id, "readdir", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.ListFiles(ctx, &toolbox.ListFilesParams{Path: &p})
+	}, http.StatusOK)
+	if err != nil {
+		var he *HTTPError
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+			if fi, serr := r.Stat(ctx, id, p); serr == nil && !fi.IsDir() {
+				return nil, fmt.Errorf("daytona: readdir %q: %w", p, sandbox.ErrNotDirectory)
+			}
+		}
+		return nil, r.clean(err)
+	}
+	var list []toolbox.FileInfo
+	if err := decode("toolbox readdir", resp, &list); err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.FileInfo, 0, len(list))
+	for i := range list {
+		out = append(out, fileInfo(p, &list[i]))
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// MkdirAll creates path and its parents (POST /files/folder, which is
+// idempotent). A file in the way is ErrNotDirectory.
+func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
+	mode := "0755"
+	resp, err := r.toolboxCall(ctx, id, "mkdir", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.CreateFolder(ctx, &toolbox.CreateFolderParams{Path: p, Mode: &mode})
+	}, http.StatusCreated, http.StatusOK)
+	if err != nil {
+		var he *HTTPError
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+			return fmt.Errorf("daytona: mkdir %q: a file is in the way: %w", p, sandbox.ErrNotDirectory)
+		}
+		return r.clean(err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Remove deletes path, recursively (DELETE /files?recursive=true).
+func (r *Runtime) Remove(ctx context.Context, id, p string) error {
+	rec := true
+	resp, err := r.toolboxCall(ctx, id, "remove", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.DeleteFile(ctx, &toolbox.DeleteFileParams{Path: p, Recursive: &rec})
+	}, http.StatusNoContent, http.StatusOK)
+	if err != nil {
+		return r.clean(err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Rename moves oldPath to newPath (POST /files/move). The daemon refuses
+// an existing destination with 409; a file there is removed first and the
+// move repeated, so replacing a file is not atomic on Daytona.
+func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error {
+	move := func() error {
+		resp, err := r.toolboxCall(ctx, id, "rename", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+			return c.MoveFile(ctx, &toolbox.MoveFileParams{Source: oldPath, Destination: newPath})
+		}, http.StatusOK, http.StatusNoContent)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	err := move()
+	var he *HTTPError
+	if err == nil || !asHTTP(err, &he) || he.Status != http.StatusConflict {
+		return r.clean(err)
+	}
+	fi, serr := r.Stat(ctx, id, newPath)
+	if serr != nil || fi.IsDir() {
+		return fmt.Errorf("daytona: rename %q to %q: the destination exists: %w", oldPath, newPath, sandbox.ErrFailedPrecondition)
+	}
+	if err := r.Remove(ctx, id, newPath); err != nil {
+		return err
+	}
+	return r.clean(move())
+}
+
+// readAllLimited reads at most n bytes of rc and closes it.
+func readAllLimited(rc io.ReadCloser, n int64) ([]byte, error) {
+	defer rc.Close()
+	var b bytes.Buffer
+	_, err := io.Copy(&b, io.LimitReader(rc, n))
+	return b.Bytes(), err
+}

@@ -1,0 +1,314 @@
+package daytona
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+)
+
+// Background processes run as asynchronous commands of toolbox sessions,
+// one session per process, named "sandboxkit-<pid>" where pid is a random
+// positive number chosen by Start: that is the PID the portable layer
+// sees, and Attach finds the session again by it, from any client. The
+// command runs under the same wrapper as Exec (GET timeout as the process
+// group leader, stdin from /dev/null or an uploaded file), but writes to
+// the session's output, which the toolbox keeps. Output is read by polling
+// the command's logs with the X-Daytona-SDK-Version header that makes the
+// daemon split stdout from stderr; the logs are JSON strings, so a
+// background process's output is not binary-safe (invalid UTF-8 becomes
+// U+FFFD) — use Exec for byte-exact output.
+
+const sessionPrefix = "sandboxkit-"
+
+func procDir(pid int) string { return fmt.Sprintf("%s/p%d", execRoot, pid) }
+
+// Start starts cmd as an asynchronous session command.
+func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	pid := int(binary.BigEndian.Uint32(b[:])&0x3fffffff) + 1
+	d := procDir(pid)
+	sid := sessionPrefix + strconv.Itoa(pid)
+	line := commandLine(cmd, "exec 2>&3 3>&-; ")
+	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	script := "(umask 077 && mkdir -p " + d + ") || exit 101\n" + launch(d, run, stdin, cmd.Timeout, "3>&2") +
+		"if [ \"$to\" = T ]; then : >" + d + "/timedout; fi\nexit \"$rc\"\n"
+	// sh -c keeps the exit inside a child: exit in the session's own shell
+	// would kill the session.
+	text := "sh -c " + shellQuote(script) + " </dev/null"
+	if env := wireEnv(cmd.Env); env != nil {
+		var sb strings.Builder
+		for k, v := range *env {
+			sb.WriteString(k + "=" + shellQuote(v) + " ")
+		}
+		text = sb.String() + text
+	}
+	resp, err := r.toolboxCall(ctx, id, "start session", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.CreateSession(ctx, toolbox.CreateSessionRequest{SessionId: sid})
+	}, http.StatusCreated, http.StatusOK)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	resp.Body.Close()
+	async := true
+	resp, err = r.toolboxCall(ctx, id, "start", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		body := toolbox.SessionExecuteRequest{Command: "cd " + shellQuote(cmd.Dir) + " && " + text, RunAsync: &async}
+		return c.SessionExecuteCommand(ctx, sid, body)
+	}, http.StatusAccepted, http.StatusOK)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	var out toolbox.SessionExecuteResponse
+	if err := decode("toolbox start", resp, &out); err != nil {
+		return nil, err
+	}
+	if str(out.CmdId) == "" {
+		return nil, sandbox.Errorf(sandbox.Internal, "daytona: start: the toolbox returned no command id")
+	}
+	return r.newProc(id, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false), nil
+}
+
+// Attach finds the session of pid and follows its command from now on.
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	sid := sessionPrefix + strconv.Itoa(pid)
+	resp, err := r.toolboxCall(ctx, id, "attach", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetSession(ctx, sid)
+	}, http.StatusOK)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	var se toolbox.Session
+	if err := decode("toolbox attach", resp, &se); err != nil {
+		return nil, err
+	}
+	if len(se.Commands) == 0 {
+		return nil, sandbox.Errorf(sandbox.NotFound, "daytona: attach: process %d has no command", pid)
+	}
+	return r.newProc(id, pid, se.Commands[0].Id, stdout, stderr, false, true), nil
+}
+
+// proc is a handle on one session command. A goroutine follows its logs
+// and status until it exits or the handle is closed.
+type proc struct {
+	r              *Runtime
+	id, sid, cmdID string
+	pid            int
+	owner          bool
+	stdout, stderr io.Writer
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	status   sandbox.ExitStatus
+	err      error
+	signaled bool
+	closed   bool
+}
+
+func (r *Runtime) newProc(id string, pid int, cmdID string, stdout, stderr io.Writer, owner, skipExisting bool) *proc {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &proc{r: r, id: id, sid: sessionPrefix + strconv.Itoa(pid), cmdID: cmdID, pid: pid, owner: owner,
+		stdout: stdout, stderr: stderr, cancel: cancel, done: make(chan struct{})}
+	go p.follow(ctx, skipExisting)
+	return p
+}
+
+// PID returns the number that names the process's session.
+func (p *proc) PID() int { return p.pid }
+
+// logs fetches the command's split logs.
+func (p *proc) logs(ctx context.Context) (stdout, stderr string, err error) {
+	resp, err := p.r.toolboxCall(ctx, p.id, "logs", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetSessionCommandLogs(ctx, p.sid, p.cmdID)
+	}, http.StatusOK)
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		// A daemon that ignores the version header: merged text.
+		b, err := io.ReadAll(resp.Body)
+		return string(b), "", err
+	}
+	var l toolbox.SessionCommandLogs
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return "", "", err
+	}
+	return str(l.Stdout), str(l.Stderr), nil
+}
+
+// exitCode reports the command's exit code once it has one.
+func (p *proc) exitCode(ctx context.Context) (*int, error) {
+	resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetSessionCommand(ctx, p.sid, p.cmdID)
+	}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var c toolbox.Command
+	if err := decode("toolbox process status", resp, &c); err != nil {
+		return nil, err
+	}
+	return c.ExitCode, nil
+}
+
+// follow polls logs and status until the command exits, writing new
+// output as it appears.
+func (p *proc) follow(ctx context.Context, skipExisting bool) {
+	defer close(p.done)
+	var offO, offE int
+	deliver := func() error {
+		o, e, err := p.logs(ctx)
+		if err != nil {
+			return err
+		}
+		if skipExisting {
+			offO, offE, skipExisting = len(o), len(e), false
+		}
+		if len(o) > offO {
+			_, _ = io.WriteString(p.stdout, o[offO:])
+			offO = len(o)
+		}
+		if len(e) > offE {
+			_, _ = io.WriteString(p.stderr, e[offE:])
+			offE = len(e)
+		}
+		return nil
+	}
+	delay := 100 * time.Millisecond
+	failures := 0
+	for {
+		code, err := p.exitCode(ctx)
+		if err == nil {
+			err = deliver()
+		}
+		switch {
+		case ctx.Err() != nil:
+			p.finish(sandbox.ExitStatus{}, fmt.Errorf("daytona: process %d: handle closed: %w", p.pid, sandbox.ErrClosed))
+			return
+		case err != nil:
+			failures++
+			if failures >= 5 || sandbox.CodeOf(err) == sandbox.NotFound || errors.Is(err, sandbox.ErrPaused) {
+				p.finish(sandbox.ExitStatus{}, p.r.clean(err))
+				return
+			}
+		case code != nil:
+			p.finish(p.exitStatus(ctx, *code), nil)
+			return
+		default:
+			failures = 0
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		delay = min(delay*3/2, time.Second)
+	}
+}
+
+// exitStatus turns the wrapper's exit code into an ExitStatus.
+func (p *proc) exitStatus(ctx context.Context, code int) sandbox.ExitStatus {
+	if code == 137 {
+		resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: procDir(p.pid) + "/timedout"})
+		}, http.StatusOK)
+		if err == nil {
+			resp.Body.Close()
+			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}
+		}
+	}
+	p.mu.Lock()
+	signaled := p.signaled
+	p.mu.Unlock()
+	if signaled && code > 128 {
+		return sandbox.ExitStatus{ExitCode: -1}
+	}
+	return sandbox.ExitStatus{ExitCode: code}
+}
+
+func (p *proc) finish(st sandbox.ExitStatus, err error) {
+	p.mu.Lock()
+	p.status, p.err = st, err
+	p.mu.Unlock()
+}
+
+// Wait blocks until the command exits and its output has been written.
+func (p *proc) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, fmt.Errorf("daytona: wait: %w", ctx.Err())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status, p.err
+}
+
+// Signal sends sig to the process group of the command.
+func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	p.mu.Lock()
+	p.signaled = true
+	p.mu.Unlock()
+	d := procDir(p.pid)
+	script := fmt.Sprintf(`{ p=$(cat %s/pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
+	res := p.r.execute(ctx, p.id, script, "", nil, 30)
+	if res.err != nil {
+		return p.r.clean(res.err)
+	}
+	if res.resp.ExitCode != nil && *res.resp.ExitCode == 3 {
+		return sandbox.Errorf(sandbox.NotFound, "daytona: signal: process %d is unknown", p.pid)
+	}
+	return nil
+}
+
+// Close stops following the command. The handle that started the command
+// also deletes its session and files once it has exited.
+func (p *proc) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	exited := false
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		exited = p.err == nil
+		p.mu.Unlock()
+	default:
+	}
+	p.cancel()
+	<-p.done
+	if p.owner && exited {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if resp, err := p.r.toolboxCall(ctx, p.id, "close", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+			return c.DeleteSession(ctx, p.sid)
+		}, http.StatusNoContent, http.StatusOK); err == nil {
+			resp.Body.Close()
+		}
+		_ = p.r.Remove(ctx, p.id, procDir(p.pid))
+	}
+	return nil
+}
