@@ -54,7 +54,7 @@ const execGrace = 10 * time.Second
 // shellQuote returns s as one word for a POSIX shell (sh, dash, bash,
 // zsh): unchanged when it holds only characters no shell treats
 // specially, otherwise in single quotes with each single quote written as
-// '\''. Inside single quotes every byte but the single quote is literal,
+// '\”. Inside single quotes every byte but the single quote is literal,
 // including newlines and non-UTF-8 bytes. s must not hold NUL, which no
 // argv can carry.
 func shellQuote(s string) string {
@@ -431,4 +431,3 @@ func (p *poller) rest(ctx context.Context) error {
 	}
 	return nil
 }
-

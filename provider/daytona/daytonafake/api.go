@@ -29,18 +29,18 @@ const (
 
 // sbx is one fake sandbox.
 type sbx struct {
-	id, name, snapshot, user, target string
-	env, labels                      map[string]string
-	public, netBlock                 bool
-	cpu, mem, disk                   int
-	stored                           string
-	errorReason                      string
-	failState                        string
+	id, name, snapshot, user, target  string
+	env, labels                       map[string]string
+	public, netBlock                  bool
+	cpu, mem, disk                    int
+	stored                            string
+	errorReason                       string
+	failState                         string
 	autoStop, autoArchive, autoDelete int
-	created, updated, activity       time.Time
-	seq                              int64
-	polls                            int // GETs left in "creating"
-	backendID, home                  string
+	created, updated, activity        time.Time
+	seq                               int64
+	polls                             int // GETs left in "creating"
+	backendID, home                   string
 
 	smu      sync.Mutex
 	sessions map[string]*session

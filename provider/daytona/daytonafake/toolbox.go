@@ -384,4 +384,3 @@ func (t *tb) execute() {
 }
 
 func ptr[T any](v T) *T { return &v }
-
