@@ -245,7 +245,10 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) 
 	// the admit script in reconcile mode looks for the first launch's
 	// records and processes before it would launch, and the wrapper's start
 	// guard makes a second launch a no-op.
-	for try := 0; try < 2 && errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil; try++ {
+	for try := 1; try <= 2 && errors.Is(err, sandbox.ErrOutcomeUnknown); try++ {
+		if !sleep(ctx, time.Duration(try)*100*time.Millisecond) {
+			break
+		}
 		st, err = r.control(ctx, admitScript, controlTimeout, req.Env, args("reconcile")...)
 	}
 	if err != nil {
@@ -325,14 +328,22 @@ func (r *Run) Wait(ctx context.Context) (Status, error) {
 		if err != nil || s.Done() {
 			return s, err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, delay) {
 			return s, wrap("wait", r.id, ctx.Err())
-		case <-t.C:
 		}
 		delay = min(delay*3/2, maxDelay)
+	}
+}
+
+// sleep waits for d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -350,6 +361,41 @@ func (r *Run) Kill(ctx context.Context) error {
 	}
 	r.observe(st)
 	return nil
+}
+
+// Remove deletes the records of a run that is done, so that its id can be
+// used again. Removing a run that is still going is an error with Code
+// FailedPrecondition: Kill it first.
+func (r *Run) Remove(ctx context.Context) error {
+	const op = "remove"
+	s, err := r.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !s.Done() {
+		return wrap(op, r.id, sandbox.Errorf(sandbox.FailedPrecondition, "run is %s", s.State))
+	}
+	return wrap(op, r.id, r.sb.Remove(ctx, r.dir))
+}
+
+// List returns the ids of the runs in sb, in no particular order.
+func List(ctx context.Context, sb *sandbox.Sandbox) ([]string, error) {
+	if sb == nil {
+		return nil, fmt.Errorf("run: list: %w", sandbox.Errorf(sandbox.InvalidArgument, "nil sandbox"))
+	}
+	r := &Run{sb: sb}
+	out, err := r.exec(ctx, listScript, controlTimeout, 64<<20, nil, path.Join(home(sb), Dir))
+	if err != nil {
+		return nil, fmt.Errorf("run: list: %w", err)
+	}
+	var ids []string
+	for line := range strings.Lines(string(out)) {
+		_, idHex, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if id, err := hex.DecodeString(idHex); err == nil && len(id) > 0 {
+			ids = append(ids, string(id))
+		}
+	}
+	return ids, nil
 }
 
 // state runs the status script.

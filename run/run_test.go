@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,7 +181,11 @@ func runScenarios(t *testing.T, h harness) {
 }
 
 func hostHarness(t *testing.T) harness {
-	home := t.TempDir()
+	// A home whose path needs quoting in any shell.
+	home := path.Join(t.TempDir(), `home $(x) 'q' "d"`)
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return harness{newRuntime: func(*testing.T) sandbox.Runtime { return &hostRuntime{home: home} }}
 }
 
@@ -616,9 +621,34 @@ func testAnyByteID(t *testing.T, h harness) {
 			t.Errorf("id %q: logs %q", id, logs)
 		}
 	}
-	list, err := sb.ReadDir(testCtx(t), Dir)
-	if err != nil || len(list) != len(ids) {
-		t.Errorf("run dirs: %d, %v; want %d", len(list), err, len(ids))
+	list, err := List(testCtx(t), w.sandbox(t))
+	slices.Sort(list)
+	want := slices.Sorted(slices.Values(ids))
+	if err != nil || !slices.Equal(list, want) {
+		t.Errorf("List = %q, %v; want %q", list, err, want)
+	}
+	// A finished run can be removed, and its id used again.
+	r, err := Open(testCtx(t), sb, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(testCtx(t)); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if _, err := Open(testCtx(t), sb, ids[0]); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Open after Remove: %v", err)
+	}
+	r = start(t, sb, Request{ID: ids[0], Command: []string{"echo", "again"}})
+	if s := waitDone(t, r); s.ExitCode != 0 {
+		t.Errorf("reused id: %+v", s)
+	}
+	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "again\n" {
+		t.Errorf("reused id: logs %q", logs)
+	}
+	// A running run cannot be removed.
+	r = start(t, sb, Request{ID: "running", Command: []string{"sleep", "60"}})
+	if err := r.Remove(testCtx(t)); sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("Remove of a running run: %v", err)
 	}
 }
 

@@ -300,3 +300,10 @@ fi
 echo ok
 if [ -e "$d/output" ]; then tail -c "$max" "$d/output"; fi
 `
+
+// listScript prints the request record of every run under ROOT, one a
+// line. Arguments: ROOT.
+const listScript = prelude + `for f in "$1"/*/request; do
+	if [ -r "$f" ]; then cat "$f"; fi
+done
+`
