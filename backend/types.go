@@ -285,8 +285,8 @@ type ExecuteRequest struct {
 
 // ExecuteResult is how a command ended.
 type ExecuteResult struct {
-	// Output is stdout and stderr combined in the order they were written,
-	// with secret values redacted.
+	// Output is the command's stdout followed by its stderr (on a new
+	// line), with secret values redacted.
 	Output string
 	// ExitCode is the exit code; -1 when a signal or timeout ended the command.
 	ExitCode int

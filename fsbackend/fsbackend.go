@@ -722,46 +722,34 @@ func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteReq
 	if timeout <= 0 {
 		timeout = b.opts.ExecuteTimeout
 	}
-	out := &capWriter{max: b.opts.MaxExecuteOutput}
+	limit := b.opts.MaxExecuteOutput
 	res, err := b.sb.Exec(ctx, sandbox.Command{
 		Shell: req.Command, Dir: base, Env: b.opts.Env, SecretEnv: b.opts.SecretEnv,
-		Stdout: out, Stderr: out, Timeout: timeout, MaxOutput: 1,
+		Timeout: timeout, MaxOutput: limit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: execute: %w", err)
 	}
-	text, truncated := out.result()
-	return &backend.ExecuteResult{Output: text, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: truncated}, nil
-}
-
-// capWriter keeps the first max bytes written to it, from any goroutine.
-type capWriter struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	room := w.max - w.buf.Len()
-	if len(p) > room {
-		w.truncated = true
-		p = p[:max(room, 0)]
+	out := res.Stdout
+	if len(res.Stderr) > 0 {
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(out, '\n')
+		}
+		out = append(out, res.Stderr...)
 	}
-	w.buf.Write(p)
-	return len(p), nil
+	truncated := res.StdoutTruncated || res.StderrTruncated || len(out) > limit
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return &backend.ExecuteResult{
+		Output: strings.ToValidUTF8(string(out), "\uFFFD"), ExitCode: res.ExitCode,
+		TimedOut: res.TimedOut, Truncated: truncated,
+	}, nil
 }
 
-func (w *capWriter) result() (string, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.ToValidUTF8(w.buf.String(), "\uFFFD"), w.truncated
-}
-
-// batch runs f for each index with a few at a time; the first Go error wins.
-func batch(ctx context.Context, n int, f func(i int) error) error {
+// batch runs f for each index, a few at a time (one at a time when
+// sequential), and returns the first Go error.
+func batch(ctx context.Context, n int, sequential bool, f func(i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -770,6 +758,9 @@ func batch(ctx context.Context, n int, f func(i int) error) error {
 		first error
 		sem   = make(chan struct{}, 4)
 	)
+	if sequential {
+		sem = make(chan struct{}, 1)
+	}
 	for i := range n {
 		select {
 		case sem <- struct{}{}:
@@ -809,7 +800,15 @@ func (b *FilesystemBackend) writeBatch(ctx context.Context, files []backend.File
 		return nil, err
 	}
 	results := make([]backend.FileResult, len(files))
-	err = batch(ctx, len(files), func(i int) error {
+	// Items that name the same path, or a path and one below it, are
+	// written one after the other, in input order.
+	rels := make([]string, 0, len(files))
+	for _, f := range files {
+		if rel, perr := jail(base, f.Path); perr == nil {
+			rels = append(rels, rel)
+		}
+	}
+	err = batch(ctx, len(files), overlapping(rels), func(i int) error {
 		f := files[i]
 		results[i].Path = f.Path
 		rel, perr := jail(base, f.Path)
@@ -830,6 +829,19 @@ func (b *FilesystemBackend) writeBatch(ctx context.Context, files []backend.File
 	return results, nil
 }
 
+// overlapping reports whether two of the relative paths are equal or one
+// lies below the other.
+func overlapping(rels []string) bool {
+	rels = slices.Clone(rels)
+	slices.Sort(rels)
+	for i := 1; i < len(rels); i++ {
+		if rels[i] == rels[i-1] || strings.HasPrefix(rels[i], rels[i-1]+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // DownloadFiles reads files as bytes, one round trip each, and returns the
 // results in input order.
 func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.DownloadFilesRequest) (*backend.DownloadFilesResult, error) {
@@ -838,7 +850,7 @@ func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.Down
 		return nil, err
 	}
 	results := make([]backend.FileResult, len(req.Paths))
-	err = batch(ctx, len(req.Paths), func(i int) error {
+	err = batch(ctx, len(req.Paths), false, func(i int) error {
 		results[i].Path = req.Paths[i]
 		rel, perr := jail(base, req.Paths[i])
 		if perr != nil {

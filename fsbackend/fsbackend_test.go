@@ -1,12 +1,15 @@
 package fsbackend
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -318,4 +321,338 @@ func TestSymlinkEscapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestBinaryProvenance(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			// Bytes that happen to be valid text still count as binary.
+			w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img/logo.png", Data: []byte("PNGish")})
+			require.NoError(t, err)
+			require.Nil(t, w.Error)
+			r := readText(t, e.b, "img/logo.png")
+			require.Equal(t, backend.CodeBinaryFile, codeOf(r.Error))
+			require.Equal(t, "Error: 'img/logo.png' is a binary file and cannot be read as text", r.Text())
+			rc, err := e.b.ReadChars(ctx, &backend.ReadCharsRequest{Path: "img/logo.png"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeBinaryFile, codeOf(rc.Error))
+			ed, err := e.b.Edit(ctx, &backend.EditRequest{Path: "img/logo.png", OldString: "PNG", NewString: "GIF"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeBinaryFile, codeOf(ed.Error))
+			require.Contains(t, ed.Text(), "cannot be edited")
+			rb, err := e.b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "img/logo.png"})
+			require.NoError(t, err)
+			require.Nil(t, rb.Error)
+			require.True(t, rb.Binary)
+			require.Equal(t, "PNGish", string(rb.Data))
+			gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "PNG"})
+			require.NoError(t, err)
+			require.Empty(t, gr.Matches, "grep skips binary files")
+
+			// A new backend instance over the same workspace knows the mark.
+			b2 := e.reopen(t)
+			require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, b2, "img/logo.png").Error))
+
+			// A text write clears the mark, for every instance.
+			write(t, b2, "img/logo.png", "now text")
+			require.Equal(t, "     1\tnow text", readText(t, e.b, "img/logo.png").Content)
+			rb, err = e.b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "img/logo.png"})
+			require.NoError(t, err)
+			require.True(t, !rb.Binary)
+
+			// Content that is not text is refused even without a mark.
+			e.sh(t, `printf 'a\000b' > `+e.base+`/raw.bin`)
+			require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "raw.bin").Error))
+
+			// The metadata directory is hidden and closed to the tools.
+			ls, err := e.b.Ls(ctx, &backend.LsRequest{})
+			require.NoError(t, err)
+			require.NotContains(t, ls.Text(), MetadataDir)
+			gl, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: "**"})
+			require.NoError(t, err)
+			require.NotContains(t, gl.Text(), MetadataDir)
+			gr, err = e.b.Grep(ctx, &backend.GrepRequest{Pattern: "img"})
+			require.NoError(t, err)
+			require.NotContains(t, gr.Text(), MetadataDir)
+			all, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+			require.NoError(t, err)
+			for _, f := range all.Files {
+				require.NotContains(t, f.Path, MetadataDir)
+			}
+			for _, p := range []string{MetadataDir, MetadataDir + "/binary", "/" + MetadataDir + "/x", "a/../" + MetadataDir} {
+				require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, p).Error), p)
+			}
+		})
+	}
+}
+
+func TestLs(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			// A missing workspace is created on first use.
+			ls, err := e.b.Ls(ctx, &backend.LsRequest{Path: "/"})
+			require.NoError(t, err)
+			require.Nil(t, ls.Error)
+			require.Empty(t, ls.Files)
+			require.Equal(t, "No files found", ls.Text())
+
+			write(t, e.b, "b.txt", "12345")
+			write(t, e.b, "a/inner.txt", "x")
+			ls, err = e.b.Ls(ctx, &backend.LsRequest{})
+			require.NoError(t, err)
+			require.Equal(t, "a/\nb.txt", ls.Text())
+			require.Equal(t, int64(5), ls.Files[1].Size)
+			require.True(t, ls.Files[0].IsDir && !ls.Files[1].IsDir)
+			require.True(t, !ls.Files[1].ModTime.IsZero())
+
+			ls, err = e.b.Ls(ctx, &backend.LsRequest{Path: "a"})
+			require.NoError(t, err)
+			require.Equal(t, "a/inner.txt", ls.Text())
+			ls, err = e.b.Ls(ctx, &backend.LsRequest{Path: "b.txt"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeNotDirectory, codeOf(ls.Error))
+			ls, err = e.b.Ls(ctx, &backend.LsRequest{Path: "nope"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeFileNotFound, codeOf(ls.Error))
+		})
+	}
+}
+
+func TestGlob(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			for _, p := range []string{"main.go", "src/a.go", "src/x/b.go", "src/x/readme.md", "docs/report..final.md"} {
+				write(t, e.b, p, "package x")
+			}
+			glob := func(pattern, dir string) string {
+				r, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: pattern, Path: dir})
+				require.NoError(t, err)
+				require.Nil(t, r.Error)
+				return r.Text()
+			}
+			require.Equal(t, "main.go\nsrc/a.go\nsrc/x/b.go", glob("*.go", ""))
+			require.Equal(t, "src/a.go", glob("src/*.go", ""))
+			require.Equal(t, "src/a.go\nsrc/x/b.go", glob("src/**/*.go", "/"))
+			require.Equal(t, "src/x/b.go", glob("*.go", "src/x"))
+			require.Equal(t, "src/x/", glob("x", "src"))
+			require.Equal(t, "docs/report..final.md\nsrc/x/readme.md", glob("*.md", ""))
+			require.Equal(t, "No files found", glob("*.rs", ""))
+			r, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: "[", Path: ""})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
+		})
+	}
+}
+
+func TestGrep(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			write(t, e.b, "a.py", "def f(x: str | int):\n    return x\n# str | int again\n")
+			write(t, e.b, "sub/b.py", "x = 'str | int'\n")
+			write(t, e.b, "sub/c.txt", "str | int in text\n")
+			write(t, e.b, "regex.txt", "a.b\naxb\n")
+
+			grep := func(req backend.GrepRequest) *backend.GrepResult {
+				r, err := e.b.Grep(ctx, &req)
+				require.NoError(t, err)
+				require.Nil(t, r.Error)
+				return r
+			}
+			r := grep(backend.GrepRequest{Pattern: "str | int"})
+			require.Equal(t, "a.py:1:def f(x: str | int):\na.py:3:# str | int again\nsub/b.py:1:x = 'str | int'\nsub/c.txt:1:str | int in text", r.Text())
+			// Literal, not a regular expression.
+			require.Equal(t, "regex.txt:1:a.b", grep(backend.GrepRequest{Pattern: "a.b"}).Text())
+			// Glob filter.
+			require.Equal(t, "a.py:1:def f(x: str | int):\na.py:3:# str | int again\nsub/b.py:1:x = 'str | int'",
+				grep(backend.GrepRequest{Pattern: "str | int", Glob: "*.py"}).Text())
+			// A directory and a file as the path.
+			require.Equal(t, "sub/b.py:1:x = 'str | int'\nsub/c.txt:1:str | int in text", grep(backend.GrepRequest{Pattern: "str | int", Path: "sub"}).Text())
+			require.Equal(t, "a.py:2:    return x", grep(backend.GrepRequest{Pattern: "return", Path: "a.py"}).Text())
+			// Max count.
+			r = grep(backend.GrepRequest{Pattern: "str | int", MaxCount: 2})
+			require.Len(t, r.Matches, 2)
+			require.True(t, r.Truncated)
+			require.Contains(t, r.Text(), "[results truncated at 2 matches]")
+			r = grep(backend.GrepRequest{Pattern: "str | int", MaxCount: 4})
+			require.True(t, !r.Truncated)
+			// Patterns that look like options or hold a newline.
+			require.Equal(t, "No matches found", grep(backend.GrepRequest{Pattern: "-e"}).Text())
+			require.Equal(t, "No matches found", grep(backend.GrepRequest{Pattern: "str\nint"}).Text())
+			g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "x", Path: "missing"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeFileNotFound, codeOf(g.Error))
+		})
+	}
+}
+
+func TestExecute(t *testing.T) {
+	e := newHost(t, Options{})
+	r, err := e.b.Execute(ctx, &backend.ExecuteRequest{Command: "echo hi"})
+	require.NoError(t, err)
+	require.Equal(t, backend.CodePermissionDenied, codeOf(r.Error), "disabled by default")
+	require.Equal(t, "Error: execute is disabled for this backend", r.Text())
+
+	e = newHost(t, Options{AllowExecute: true, Env: map[string]string{"GREETING": "hello"},
+		SecretEnv: map[string]string{"API_TOKEN": "tok-123456"}, MaxExecuteOutput: 200})
+	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: `pwd; echo "$GREETING"; echo "token=$API_TOKEN" >&2; exit 3`})
+	require.NoError(t, err)
+	require.Nil(t, r.Error)
+	require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n", r.Output)
+	require.Equal(t, 3, r.ExitCode)
+	require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n[Command exited with code 3]", r.Text())
+	require.NotContains(t, r.Text(), "tok-123456")
+
+	// Files written by the tools are where commands look for them.
+	write(t, e.b, "data/in.txt", "42")
+	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "cat data/in.txt"})
+	require.NoError(t, err)
+	require.Equal(t, "42", r.Output)
+
+	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "yes | head -c 1000"})
+	require.NoError(t, err)
+	require.True(t, r.Truncated)
+	require.Len(t, r.Output, 200)
+
+	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "sleep 5", Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, r.TimedOut)
+	require.Contains(t, r.Text(), "[Command timed out]")
+
+	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "  "})
+	require.NoError(t, err)
+	require.True(t, r.Error != nil)
+}
+
+func TestBatchesInInputOrder(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			up, err := e.b.UploadFiles(ctx, &backend.UploadFilesRequest{Files: []backend.File{
+				{Path: "one.txt", Data: []byte("1")},
+				{Path: "../bad.txt", Data: []byte("x")},
+				{Path: "bin/all.bin", Data: allBytes()},
+				{Path: "one.txt/under", Data: []byte("x")},
+				{Path: "three.txt", Data: []byte("3"), Binary: true},
+			}})
+			require.NoError(t, err)
+			require.Len(t, up.Results, 5)
+			want := []backend.Code{"", backend.CodeInvalidPath, "", backend.CodeNotDirectory, ""}
+			for i, r := range up.Results {
+				require.Equal(t, want[i], codeOf(r.Error), "upload item %d %s", i, r.Path)
+			}
+			require.Equal(t, "../bad.txt", up.Results[1].Path)
+			require.Equal(t, "     1\t1", readText(t, e.b, "one.txt").Content, "text uploads stay readable")
+			require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "three.txt").Error), "Binary marks")
+
+			e.sh(t, "mkdir -p "+e.base+"/adir")
+			dl, err := e.b.DownloadFiles(ctx, &backend.DownloadFilesRequest{Paths: []string{"bin/all.bin", "missing", "one.txt", "adir", "/../x"}})
+			require.NoError(t, err)
+			require.Len(t, dl.Results, 5)
+			want = []backend.Code{"", backend.CodeFileNotFound, "", backend.CodeIsDirectory, backend.CodeInvalidPath}
+			for i, r := range dl.Results {
+				require.Equal(t, want[i], codeOf(r.Error), "download item %d %s", i, r.Path)
+			}
+			require.Equal(t, allBytes(), dl.Results[0].Data)
+			require.Equal(t, "1", string(dl.Results[2].Data))
+		})
+	}
+}
+
+func allBytes() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+func TestGetSetFiles(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			write(t, e.b, "a.txt", "A")
+			write(t, e.b, "d/e/f.md", "F")
+			_, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img.bin", Data: allBytes()})
+			require.NoError(t, err)
+			e.sh(t, "ln -s a.txt "+e.base+"/link.txt && mkdir -p "+e.base+"/emptydir")
+
+			got, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+			require.NoError(t, err)
+			require.Equal(t, []backend.File{
+				{Path: "a.txt", Data: []byte("A")},
+				{Path: "d/e/f.md", Data: []byte("F")},
+				{Path: "img.bin", Data: allBytes(), Binary: true},
+			}, got.Files)
+
+			// Restore into a fresh workspace.
+			fresh := newHost(t, Options{})
+			set, err := fresh.b.SetFiles(ctx, &backend.SetFilesRequest{Files: got.Files})
+			require.NoError(t, err)
+			for _, r := range set.Results {
+				require.Nil(t, r.Error, r.Path)
+			}
+			again, err := fresh.b.GetFiles(ctx, &backend.GetFilesRequest{})
+			require.NoError(t, err)
+			require.Equal(t, got.Files, again.Files)
+			require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, fresh.b, "img.bin").Error))
+		})
+	}
+}
+
+func TestTenMiBBinaryRoundTrip(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			data := make([]byte, 10<<20)
+			_, _ = rand.Read(data)
+			w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "big/blob.bin", Data: data})
+			require.NoError(t, err)
+			require.Nil(t, w.Error)
+			require.Equal(t, int64(len(data)), w.Bytes)
+			r, err := e.b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "big/blob.bin"})
+			require.NoError(t, err)
+			require.Nil(t, r.Error)
+			require.True(t, bytes.Equal(data, r.Data), "10 MiB read back byte for byte")
+			all, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+			require.NoError(t, err)
+			require.Len(t, all.Files, 1)
+			require.True(t, bytes.Equal(data, all.Files[0].Data) && all.Files[0].Binary)
+
+			small := newHost(t, Options{MaxReadBytes: 1 << 20})
+			_, err = small.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "blob.bin", Data: data})
+			require.NoError(t, err)
+			r, err = small.b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "blob.bin"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeTooLarge, codeOf(r.Error))
+		})
+	}
+}
+
+// TestRedactedReadFallsBack: a sandbox handle created with secret env
+// values redacts them from command output; reads must stay byte-exact.
+func TestRedactedReadFallsBack(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	rt := &hostRuntime{home: dir}
+	sb, err := sandbox.NewClient(rt).Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"KEY": "sk-very-secret"}})
+	require.NoError(t, err)
+	b, err := New(sb, Options{BaseDir: filepath.Join(dir, "ws")})
+	require.NoError(t, err)
+	defer b.Close()
+	write(t, b, ".env", "KEY=sk-very-secret\nOTHER=1\n")
+	ed, err := b.Edit(ctx, &backend.EditRequest{Path: ".env", OldString: "OTHER=1", NewString: "OTHER=2"})
+	require.NoError(t, err)
+	require.Nil(t, ed.Error)
+	raw, err := os.ReadFile(filepath.Join(dir, "ws", ".env"))
+	require.NoError(t, err)
+	require.Equal(t, "KEY=sk-very-secret\nOTHER=2\n", string(raw), "an edit never writes the redaction back")
+	rb, err := b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: ".env"})
+	require.NoError(t, err)
+	require.Equal(t, string(raw), string(rb.Data))
+}
+
+func TestCanceledContext(t *testing.T) {
+	e := newHost(t, Options{})
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := e.b.Read(cctx, &backend.ReadRequest{Path: "x"})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 }

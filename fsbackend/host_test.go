@@ -26,8 +26,10 @@ type hostRuntime struct {
 	calls atomic.Int64
 }
 
-func (r *hostRuntime) Name() string                       { return "host" }
-func (r *hostRuntime) Capabilities() sandbox.Capabilities { return sandbox.Capabilities{Isolation: "none (test)"} }
+func (r *hostRuntime) Name() string { return "host" }
+func (r *hostRuntime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Isolation: "none (test)"}
+}
 
 func (r *hostRuntime) info() sandbox.Info {
 	return sandbox.Info{ID: "host-1", Provider: "host", State: sandbox.StateRunning, Home: r.home}
