@@ -1,6 +1,10 @@
 package session
 
-import "testing"
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
 
 func TestJoinPrelude(t *testing.T) {
 	const pre = "P\n"
@@ -48,4 +52,31 @@ func FuzzJoinPrelude(f *testing.F) {
 			t.Fatalf("split lost or invented text: %q + %q from %q", head, rest, code)
 		}
 	})
+}
+
+// TestJoinPreludeCompiles checks with a real python3 that the joined
+// program compiles, where naively prepending the prelude does not.
+func TestJoinPreludeCompiles(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	compiles := func(src string) bool {
+		cmd := exec.Command(py, "-c", "import sys; compile(sys.stdin.read(), 'main.py', 'exec')")
+		cmd.Stdin = strings.NewReader(src)
+		return cmd.Run() == nil
+	}
+	const prelude = "import os as _os\n_os.makedirs('/tmp', exist_ok=True)\n"
+	for _, code := range []string{
+		"from __future__ import annotations\nx: int = 1\n",
+		"#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\n'''Doc.\n\nMore.'''\n\nfrom __future__ import (\n    annotations,\n    division,\n)\nfrom __future__ import generator_stop\nimport sys\n",
+		"\"Doc.\"\nfrom __future__ import annotations, \\\n    division\nprint(1)\n",
+	} {
+		if compiles(prelude + code) {
+			t.Fatalf("test case compiles without hoisting, so it proves nothing:\n%s", code)
+		}
+		if got := joinPrelude(code, prelude); !compiles(got) {
+			t.Errorf("joined program does not compile:\n%s", got)
+		}
+	}
 }
