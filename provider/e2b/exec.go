@@ -155,12 +155,22 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	if timeout <= 0 {
 		timeout = sandbox.DefaultCommandTimeout
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	cmdDeadline := time.Now().Add(timeout)
+	rctx, cancel := context.WithDeadline(ctx, cmdDeadline)
 	defer cancel()
+	// timedOut reports the command's timeout, unless the caller's deadline
+	// was the binding one (envd may report it a moment before ctx ends).
+	timedOut := func() (sandbox.ExitStatus, error) {
+		if dl, ok := ctx.Deadline(); ok && !dl.After(cmdDeadline) {
+			<-ctx.Done()
+			return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+		}
+		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	}
 	src, ev, err := r.openStart(ctx, rctx, id, c, cmd)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+			return timedOut()
 		}
 		return sandbox.ExitStatus{}, r.scrub(err)
 	}
@@ -184,7 +194,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		r.killQuietly(id, c, ev.pid)
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 	case errors.Is(rctx.Err(), context.DeadlineExceeded) || connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
-		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		return timedOut()
 	case serr == nil:
 		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sandbox.ErrOutcomeUnknown)
 	}

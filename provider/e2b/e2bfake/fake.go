@@ -212,6 +212,29 @@ func (s *Server) BackendID(id string) (string, bool) {
 	return b.backendID, true
 }
 
+// Running returns how many processes envd started in the sandbox are
+// still running.
+func (s *Server) Running(id string) int {
+	s.mu.Lock()
+	b, ok := s.boxes[id]
+	var procs []*proc
+	if ok {
+		for _, p := range b.procs {
+			procs = append(procs, p)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // Lease returns when the sandbox's lease ends.
 func (s *Server) Lease(id string) (time.Time, bool) {
 	s.mu.Lock()

@@ -136,9 +136,11 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 	close(p.done)
 }
 
-// startProc starts cmd on the backend and returns the running proc.
-func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, error) {
+// startProc starts cmd on the backend and returns the running proc with
+// a subscription made before the process could produce anything.
+func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, *sub, error) {
 	p := &proc{tag: tag, config: cfg, done: make(chan struct{}), subs: map[*sub]struct{}{}}
+	first := p.subscribe()
 	cmd.Stdout = output{p: p}
 	cmd.Stderr = output{p: p, stderr: true}
 	if withStdin {
@@ -150,7 +152,7 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 		h, err := pr.Start(ctx, b.backendID, cmd)
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p.pid = uint32(h.PID())
 		p.signal = func(sig syscall.Signal) error {
@@ -203,7 +205,7 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 	s.mu.Lock()
 	b.procs[p.pid] = p
 	s.mu.Unlock()
-	return p, nil
+	return p, first, nil
 }
 
 // inPipe is a process's stdin: writes never block (envd writes into a

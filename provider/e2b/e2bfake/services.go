@@ -76,11 +76,10 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 		cmd.Args = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 	}
 	withStdin := m.Stdin == nil || m.GetStdin()
-	p, err := s.startProc(b, cfg, m.GetTag(), cmd, withStdin)
+	p, sb, err := s.startProc(b, cfg, m.GetTag(), cmd, withStdin)
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("error starting process: %w", err))
 	}
-	sb := p.subscribe()
 	defer p.unsubscribe(sb)
 	if err := stream.Send(&process.StartResponse{Event: startEvent(p.pid)}); err != nil {
 		return err

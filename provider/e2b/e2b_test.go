@@ -1,0 +1,552 @@
+package e2b_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustCreate(t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := c.Create(ctxT(t), opts)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return sb
+}
+
+func wantCode(t *testing.T, err error, code sandbox.Code) {
+	t.Helper()
+	if got := sandbox.CodeOf(err); got != code {
+		t.Fatalf("error %v: code %v, want %v", err, got, code)
+	}
+}
+
+func noSecret(t *testing.T, err error, secrets ...string) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	for _, s := range secrets {
+		if s != "" && strings.Contains(err.Error(), s) {
+			t.Fatalf("error leaks a secret: %v", err)
+		}
+	}
+}
+
+func TestNewConfiguration(t *testing.T) {
+	t.Setenv("E2B_API_KEY", "")
+	t.Setenv("E2B_API_URL", "")
+	t.Setenv("E2B_SANDBOX_URL", "")
+	t.Setenv("E2B_DOMAIN", "")
+	_, err := e2b.New()
+	wantCode(t, err, sandbox.PermissionDenied)
+
+	const bad = "e2b_NOT-HEX-secretvalue"
+	_, err = e2b.New(e2b.WithAPIKey(bad))
+	wantCode(t, err, sandbox.InvalidArgument)
+	noSecret(t, err, bad)
+
+	// The environment configures everything; a fake proves it is used.
+	f := e2bfake.New(newBackend(t))
+	defer f.Close()
+	t.Setenv("E2B_API_KEY", f.APIKey())
+	t.Setenv("E2B_API_URL", f.APIURL())
+	t.Setenv("E2B_SANDBOX_URL", f.SandboxURL())
+	c, err := sandbox.Open(ctxT(t), "e2b://?template=base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sb := mustCreate(t, c, sandbox.CreateOptions{})
+	if got := f.Sandboxes(); len(got) != 1 || got[0] != sb.ID() {
+		t.Fatalf("fake holds %v, want [%s]", got, sb.ID())
+	}
+}
+
+func TestOpenURLRefusesKeys(t *testing.T) {
+	const key = "e2b_0123456789abcdef"
+	for _, u := range []string{"e2b://?api_key=" + key, "e2b://" + key + "@host/", "e2b://?nope=1"} {
+		_, err := sandbox.Open(context.Background(), u)
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", redact(u))
+		}
+		noSecret(t, err, key)
+	}
+	t.Setenv("MY_E2B_KEY", key)
+	t.Setenv("E2B_API_KEY", "")
+	c, err := sandbox.Open(context.Background(), "e2b://?api_key_env=MY_E2B_KEY")
+	if err != nil {
+		t.Fatalf("api_key_env: %v", err)
+	}
+	_ = c.Close()
+}
+
+func redact(u string) string { return strings.ReplaceAll(u, "0123456789abcdef", "…") }
+
+func TestCreateDefaults(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	before := time.Now()
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{
+		Labels: map[string]string{"team": "a b&c=d%", "k.v/x": "1"}, Env: map[string]string{"GREETING": "hello"},
+	})
+	// The lease is always sent: the fake's default would be 15 s.
+	end, ok := e.fake.Lease(sb.ID())
+	if !ok || end.Before(before.Add(299*time.Second)) {
+		t.Fatalf("lease ends %v, want about 300 s from create", end)
+	}
+	in, err := sb.Refresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Template != "base" || in.Labels["team"] != "a b&c=d%" || in.Labels["k.v/x"] != "1" {
+		t.Fatalf("info %+v", in)
+	}
+	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"printenv", "GREETING"}})
+	if err != nil || string(res.Stdout) != "hello\n" {
+		t.Fatalf("printenv: %v %+v", err, res)
+	}
+	_, err = e.client.Create(ctx, sandbox.CreateOptions{Template: "no-such-template"})
+	wantCode(t, err, sandbox.NotFound)
+	_, err = e.client.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"bogus": "1"}})
+	wantCode(t, err, sandbox.InvalidArgument)
+}
+
+func TestLeaseExpiry(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t, e2bfake.WithClock(clock))
+	ctx := ctxT(t)
+	keep := mustCreate(t, e.client, sandbox.CreateOptions{AutoPause: true, Timeout: time.Minute})
+	gone := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: time.Minute})
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	in, err := keep.Refresh(ctx)
+	if err != nil || in.State != sandbox.StatePaused {
+		t.Fatalf("auto-pause sandbox: %v %+v", err, in)
+	}
+	_, err = gone.Refresh(ctx)
+	wantCode(t, err, sandbox.NotFound)
+	_, err = keep.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrPaused) {
+		t.Fatalf("exec on paused: %v, want ErrPaused", err)
+	}
+}
+
+func TestListPaginationAndFilters(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	label := map[string]string{"group": "x&y=z 100%"}
+	var ids []string
+	for range 5 {
+		ids = append(ids, mustCreate(t, e.client, sandbox.CreateOptions{Labels: label}).ID())
+	}
+	other := mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}})
+	got := map[string]bool{}
+	for in, err := range e.client.List(ctx, sandbox.ListOptions{Labels: label, PageSize: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[in.ID] = true
+	}
+	if len(got) != 5 || got[other.ID()] {
+		t.Fatalf("listed %v, want %v", got, ids)
+	}
+	if n := e.fake.Count("GET /v2/sandboxes"); n != 3 {
+		t.Fatalf("%d list requests, want 3 pages of 2", n)
+	}
+	paused, err := e.client.Attach(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := paused.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for in, err := range e.client.List(ctx, sandbox.ListOptions{States: []sandbox.State{sandbox.StatePaused}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, in.ID)
+	}
+	if len(states) != 1 || states[0] != ids[0] {
+		t.Fatalf("paused list %v, want [%s]", states, ids[0])
+	}
+}
+
+func TestSetTimeoutExtends(t *testing.T) {
+	e := newEnv(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: time.Minute})
+	if err := sb.SetTimeout(ctxT(t), 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	end, _ := e.fake.Lease(sb.ID())
+	if time.Until(end) < 19*time.Minute {
+		t.Fatalf("lease ends in %v, want about 20m", time.Until(end))
+	}
+	// A shorter value never cuts the lease.
+	if err := sb.SetTimeout(ctxT(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if end2, _ := e.fake.Lease(sb.ID()); end2.Before(end) {
+		t.Fatalf("lease shortened from %v to %v", end, end2)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	if err := sb.WriteFile(ctx, "kept.txt", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatalf("second pause: %v", err)
+	}
+	_, err := sb.ReadFile(ctx, "kept.txt")
+	if !errors.Is(err, sandbox.ErrPaused) {
+		t.Fatalf("read while paused: %v, want ErrPaused", err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Info().State != sandbox.StateRunning {
+		t.Fatalf("state %v after resume", sb.Info().State)
+	}
+	// The access token changes on resume; the adapter must use the new one.
+	b, err := sb.ReadFile(ctx, "kept.txt")
+	if err != nil || string(b) != "data" {
+		t.Fatalf("read after resume: %q %v", b, err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatalf("resume of a running sandbox: %v", err)
+	}
+	if n := e.fake.Count("POST /sandboxes/{id}/connect"); n != 2 {
+		t.Fatalf("%d connect calls, want 2", n)
+	}
+}
+
+func TestExecBehaviour(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+
+	// argv goes to envd as cmd+args: no shell re-splits or expands it.
+	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", "a  b", "$HOME", "'q'"}})
+	if err != nil || string(res.Stdout) != "a  b $HOME 'q'\n" || res.ExitCode != 0 {
+		t.Fatalf("argv: %v %q", err, res.Stdout)
+	}
+	res, err = sb.Exec(ctx, sandbox.Command{Shell: "echo out; echo err >&2; exit 7"})
+	if err != nil || res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Fatalf("shell: %v %+v", err, res)
+	}
+	// stdin is closed unless given.
+	res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"cat"}, Timeout: 10 * time.Second})
+	if err != nil || res.TimedOut || len(res.Stdout) != 0 {
+		t.Fatalf("cat without stdin: %v %+v", err, res)
+	}
+	in := bytes.Repeat([]byte("0123456789"), 10000)
+	res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"cat"}, Stdin: bytes.NewReader(in)})
+	if err != nil || !bytes.Equal(res.Stdout, in) {
+		t.Fatalf("cat with stdin: %v, %d bytes back", err, len(res.Stdout))
+	}
+	res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"no-such-program"}})
+	if err != nil || res.ExitCode != 127 {
+		t.Fatalf("missing program: %v %+v", err, res)
+	}
+}
+
+func TestExecTimeout(t *testing.T) {
+	// The fake kills commands that arrive without a timeout after 200 ms:
+	// a 2 s command passes only because the adapter always sends one.
+	e := newEnv(t, e2bfake.WithDefaultCommandTimeout(200*time.Millisecond))
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 0.5; echo done", Timeout: 5 * time.Second})
+	if err != nil || string(res.Stdout) != "done\n" {
+		t.Fatalf("command outlived by the fake default: %v %+v", err, res)
+	}
+	var live bytes.Buffer
+	res, err = sb.Exec(ctx, sandbox.Command{Shell: "echo before; sleep 5; echo after", Timeout: 300 * time.Millisecond, Stdout: &live})
+	if err != nil {
+		t.Fatalf("timeout must not be an error: %v", err)
+	}
+	if !res.TimedOut || res.TimeoutBy != sandbox.TimeoutCommand || string(res.Stdout) != "before\n" || live.String() != "before\n" {
+		t.Fatalf("timeout result %+v live %q", res, live.String())
+	}
+	// A context deadline is the caller's: an error, with the partial output.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	res, err = sb.Exec(dctx, sandbox.Command{Shell: "echo early; sleep 5"})
+	wantCode(t, err, sandbox.DeadlineExceeded)
+	if res == nil || !res.TimedOut || string(res.Stdout) != "early\n" {
+		t.Fatalf("deadline result %+v", res)
+	}
+	// Background processes also carry a lifetime, so the fake default
+	// does not kill them.
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "sleep 0.5; echo bg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = p.Wait(ctx)
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "bg\n" {
+		t.Fatalf("background: %v %+v", err, res)
+	}
+}
+
+func TestExecCancelKillsRemote(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := sb.Exec(cctx, sandbox.Command{Shell: "sleep 30", Timeout: time.Minute})
+	wantCode(t, err, sandbox.Canceled)
+	// Nothing is left running in the sandbox.
+	procs := listProcs(t, e, sb)
+	if procs != 0 {
+		t.Fatalf("%d processes still running after cancel", procs)
+	}
+}
+
+func TestBackgroundProcesses(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.PID()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another Runtime (another process) attaches by pid.
+	rt2, err := e2b.New(e2b.WithAPIKey(e.fake.APIKey()), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := sandbox.NewClient(rt2)
+	defer c2.Close()
+	sb2, err := c2.Attach(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := sb2.AttachProcess(ctx, pid, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Signal(ctx, syscall.SIGHUP); !errors.Is(err, sandbox.ErrUnimplemented) {
+		t.Fatalf("SIGHUP: %v, want ErrUnimplemented", err)
+	}
+	if err := p2.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p2.Wait(ctx)
+	if err != nil || res.ExitCode != -1 {
+		t.Fatalf("wait after kill: %v %+v", err, res)
+	}
+	_, err = sb2.AttachProcess(ctx, 999999, nil, nil)
+	wantCode(t, err, sandbox.NotFound)
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	data := make([]byte, 3<<20)
+	_, _ = rand.Read(data)
+	if err := sb.Upload(ctx, "/tmp/a/b/blob", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "/tmp/a/b/blob")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("round trip: %v, %d bytes", err, len(got))
+	}
+	_, err = sb.ReadFile(ctx, "/tmp/missing")
+	wantCode(t, err, sandbox.NotFound)
+	_, err = sb.ReadFile(ctx, "/tmp/a")
+	if !errors.Is(err, sandbox.ErrIsDirectory) {
+		t.Fatalf("download of a directory: %v", err)
+	}
+	if err := sb.Upload(ctx, "/tmp/a", strings.NewReader("x")); !errors.Is(err, sandbox.ErrIsDirectory) {
+		t.Fatalf("upload onto a directory: %v", err)
+	}
+	if err := sb.Remove(ctx, "/tmp/missing"); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("remove missing: %v", err)
+	}
+	if err := sb.MkdirAll(ctx, "/tmp/a/b"); err != nil {
+		t.Fatalf("mkdir existing: %v", err)
+	}
+	if err := sb.MkdirAll(ctx, "/tmp/a/b/blob"); !errors.Is(err, sandbox.ErrNotDirectory) {
+		t.Fatalf("mkdir onto file: %v", err)
+	}
+	if err := sb.Rename(ctx, "/tmp/a/b/blob", "/tmp/c/moved"); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := sb.Stat(ctx, "/tmp/c/moved")
+	if err != nil || fi.Size != int64(len(data)) || fi.Mode.IsDir() {
+		t.Fatalf("stat: %v %+v", err, fi)
+	}
+}
+
+func TestErrorsCarryNoSecrets(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	wrong, err := e2b.New(e2b.WithAPIKey("e2b_deadbeefdeadbeef"), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.NewClient(wrong)
+	defer c.Close()
+	_, err = c.Create(ctx, sandbox.CreateOptions{})
+	wantCode(t, err, sandbox.PermissionDenied)
+	noSecret(t, err, "e2b_deadbeefdeadbeef", e.fake.APIKey())
+
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	_, err = sb.ReadFile(ctx, "/nope")
+	noSecret(t, err, e.fake.APIKey())
+	_, err = c.Attach(ctx, sb.ID())
+	wantCode(t, err, sandbox.PermissionDenied)
+	_, err = e.client.Attach(ctx, "inotthereatall0000000")
+	wantCode(t, err, sandbox.NotFound)
+}
+
+func TestRateLimit(t *testing.T) {
+	e := newEnv(t, e2bfake.WithMaxSandboxes(1))
+	ctx := ctxT(t)
+	mustCreate(t, e.client, sandbox.CreateOptions{})
+	_, err := e.client.Create(ctx, sandbox.CreateOptions{})
+	wantCode(t, err, sandbox.ResourceExhausted)
+	if n := e.fake.Count("POST /sandboxes"); n != 2 {
+		t.Fatalf("%d create requests, want 2 (no retries)", n)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Faults
+
+func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{}) // leaves a pooled envd connection
+	f := e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission, Path: "POST /process.Process/Start"})
+	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", "once"}})
+	if err != nil || string(res.Stdout) != "once\n" {
+		t.Fatalf("exec after a dead pooled connection: %v %+v", err, res)
+	}
+	if f.Hits() != 1 || e.fake.Count("POST /process.Process/Start") != 1 {
+		t.Fatalf("fault hits %d, starts %d; want 1 and 1", f.Hits(), e.fake.Count("POST /process.Process/Start"))
+	}
+	// Reads retry the same way.
+	if err := sb.WriteFile(ctx, "f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission, Path: "GET /files"})
+	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "x" {
+		t.Fatalf("download: %q %v", b, err)
+	}
+}
+
+func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetAfterAdmission, Path: "POST /process.Process/Start"})
+	_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", "x"}})
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Fatalf("exec: %v, want ErrOutcomeUnknown", err)
+	}
+	if n := e.fake.Count("POST /process.Process/Start"); n != 1 {
+		t.Fatalf("%d starts, want exactly 1 (never re-sent)", n)
+	}
+}
+
+func TestFaultHangIsBoundedByContext(t *testing.T) {
+	e := newEnv(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	for _, path := range []string{"POST /process.Process/Start", "POST /filesystem.Filesystem/Stat", "GET /sandboxes/"} {
+		e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.Hang, Path: path})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		var err error
+		switch {
+		case strings.Contains(path, "Start"):
+			_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+		case strings.Contains(path, "Stat"):
+			_, err = sb.Stat(ctx, "/tmp")
+		default:
+			_, err = sb.Refresh(ctx)
+		}
+		cancel()
+		wantCode(t, err, sandbox.DeadlineExceeded)
+	}
+}
+
+func TestFaultKilledBetweenListAndExec(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"job": "1"}})
+	var found *sandbox.Sandbox
+	for in, err := range e.client.List(ctx, sandbox.ListOptions{Labels: map[string]string{"job": "1"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, err = e.client.Attach(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.fake.Kill(found.ID())
+	_, err := found.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	wantCode(t, err, sandbox.NotFound)
+}
+
+func TestFaultProxy502AndRateLimit(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ProxyBadGateway, Path: "POST /filesystem.Filesystem/Stat"})
+	_, err := sb.Stat(ctx, "/tmp")
+	wantCode(t, err, sandbox.Unavailable) // running, but the proxy could not reach envd
+	f := e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.TooManyRequests, Path: "POST /process.Process/Start"})
+	_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	wantCode(t, err, sandbox.ResourceExhausted)
+	if f.Hits() != 1 || e.fake.Count("POST /process.Process/Start") != 0 {
+		t.Fatalf("429 was retried: hits %d, starts %d", f.Hits(), e.fake.Count("POST /process.Process/Start"))
+	}
+}
+
+func listProcs(t *testing.T, e *env, sb *sandbox.Sandbox) int {
+	t.Helper()
+	// Give the fake a moment to reap a killed process.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := e.fake.Running(sb.ID())
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
