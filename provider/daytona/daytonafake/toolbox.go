@@ -328,6 +328,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// daemonShell starts the shell the daemon would pick (bash when there is
+// one, else sh) reading the command from stdin. bash reads a script on a
+// pipe one byte at a time, so a command that reads stdin swallows the rest
+// of the script, as with the real daemon.
+const daemonShell = "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
+
 // execute runs the command as the daemon does: fed to sh on stdin, output
 // merged, a timeout answered 408 with the output dropped. The command is
 // not tied to the request: a client that disconnects leaves it running,
@@ -368,7 +374,7 @@ func (t *tb) execute() {
 	t.s.wg.Add(1)
 	defer t.s.wg.Done()
 	st, err := t.s.backend.Exec(t.s.baseCtx, t.b.backendID, &sandbox.Command{
-		Args: []string{"sh"}, Stdin: strings.NewReader(req.Command), Dir: dir, Env: env,
+		Args: []string{"sh", "-c", daemonShell}, Stdin: strings.NewReader(req.Command), Dir: dir, Env: env,
 		Stdout: &out, Stderr: &out, Timeout: timeout,
 	})
 	switch {
