@@ -1,0 +1,32 @@
+package run
+
+import (
+	"testing"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/local"
+)
+
+// TestLocal runs the scenarios over provider/local at the default
+// isolation level of this host and at L1 (plain host processes).
+func TestLocal(t *testing.T) {
+	for _, name := range []string{"default", "L1"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			var opts []local.Option
+			opts = append(opts, local.WithRoot(root))
+			if name == "L1" {
+				opts = append(opts, local.WithIsolation(local.L1))
+			}
+			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+				rt, err := local.New(opts...)
+				if err != nil {
+					t.Fatalf("local.New: %v", err)
+				}
+				t.Cleanup(func() { rt.Close() })
+				return rt
+			}})
+		})
+	}
+}
