@@ -43,7 +43,10 @@ func TestRoundTripsPerOperation(t *testing.T) {
 					_, err := b.ReadChars(ctx, &backend.ReadCharsRequest{Path: "dir0/file0.txt"})
 					return err
 				}},
-				{"read_bytes", 1, func() error { _, err := b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "dir0/file0.txt"}); return err }},
+				{"read_bytes", 1, func() error {
+					_, err := b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: "dir0/file0.txt"})
+					return err
+				}},
 				{"write with new parents", 1, func() error {
 					_, err := b.Write(ctx, &backend.WriteRequest{Path: "new/a/b/c.txt", Content: "x"})
 					return err
