@@ -103,7 +103,8 @@ func WithTransport(rt http.RoundTripper) Option { return func(r *Runtime) { r.tr
 func WithoutAutoWake() Option { return func(r *Runtime) { r.noWake = true } }
 
 // Runtime is the Daytona provider. It implements sandbox.Runtime,
-// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.TransportResetter.
+// sandbox.Pauser, sandbox.ProcessRuntime, sandbox.TransportResetter and
+// sandbox.Closer.
 // It is safe for concurrent use.
 type Runtime struct {
 	key, apiURL, target, org, snapshot string
@@ -124,6 +125,7 @@ var (
 	_ sandbox.Pauser            = (*Runtime)(nil)
 	_ sandbox.ProcessRuntime    = (*Runtime)(nil)
 	_ sandbox.TransportResetter = (*Runtime)(nil)
+	_ sandbox.Closer            = (*Runtime)(nil)
 )
 
 // New returns a Runtime configured by opts and, for what they leave
@@ -190,6 +192,9 @@ func (r *Runtime) ResetTransport() error {
 	}
 	return nil
 }
+
+// Close drops the Runtime's idle connections. Sandboxes are not touched.
+func (r *Runtime) Close() error { return r.ResetTransport() }
 
 // headers adds the headers of every request, on both APIs.
 func (r *Runtime) headers(ctx context.Context, req *http.Request) error {

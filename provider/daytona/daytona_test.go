@@ -1,0 +1,425 @@
+package daytona_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) create(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := e.c.Create(ctxT(t), sandbox.CreateOptions{Labels: map[string]string{"t": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	return sb
+}
+
+func TestExecByteExactSplit(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: `printf 'a\377\000b'; printf '\376\000' >&2; exit 5`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "a\xff\x00b" || string(r.Stderr) != "\xfe\x00" || r.ExitCode != 5 {
+		t.Errorf("stdout %q stderr %q exit %d", r.Stdout, r.Stderr, r.ExitCode)
+	}
+	// Arguments and env values that are not UTF-8 cannot travel in the
+	// JSON request: they still reach the command unchanged.
+	r, err = sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `printf '%s|%s' "$1" "$V"`, "sh", "\xff'\n$x"}, Env: map[string]string{"V": "\xfe"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "\xff'\n$x|\xfe" {
+		t.Errorf("non-UTF-8 argv: %q (stderr %q)", r.Stdout, r.Stderr)
+	}
+	// A short command is one execute round trip.
+	before := e.fake.Count("POST", "/process/execute")
+	sh(t, sb, "true")
+	if n := e.fake.Count("POST", "/process/execute") - before; n != 1 {
+		t.Errorf("a short exec took %d execute calls, want 1", n)
+	}
+}
+
+func sh(t *testing.T, sb *sandbox.Sandbox, line string) *sandbox.Result {
+	t.Helper()
+	r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: line})
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	return r
+}
+
+func TestExecLargeOutputStreamsPastTheCap(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	var live bytes.Buffer
+	const n = 3 << 20
+	r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "head -c 3145728 /dev/zero; echo err >&2", MaxOutput: 1000, Stdout: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.Len() != n || len(r.Stdout) != 1000 || !r.StdoutTruncated || string(r.Stderr) != "err\n" {
+		t.Errorf("live %d bytes, captured %d truncated %v, stderr %q", live.Len(), len(r.Stdout), r.StdoutTruncated, r.Stderr)
+	}
+}
+
+func TestExecMissingDir(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	_, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"true"}, Dir: "/no/such/dir"})
+	if sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("missing Dir: %v, want NotFound", err)
+	}
+}
+
+func TestCancelKillsRemoteCommand(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
+	defer cancel()
+	_, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 2; echo survived > " + dir + "/flag"})
+	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+		t.Fatalf("err %v, want DeadlineExceeded", err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := sb.Stat(ctxT(t), dir+"/flag"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the command outlived its context: %v", err)
+	}
+}
+
+// A sandbox auto-stopped between two calls is woken and the call succeeds.
+func TestAutoStoppedIsWoken(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	if err := sb.WriteFile(ctx, "f", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.Advance(16 * time.Minute) // past the 15-minute auto-stop
+	if st := e.fake.State(sb.ID()); st != "stopped" {
+		t.Fatalf("fake state %q, want stopped", st)
+	}
+	if r := sh(t, sb, "cat f"); string(r.Stdout) != "kept" {
+		t.Errorf("after wake: %q", r.Stdout)
+	}
+	if n := e.fake.Count("POST", "/start"); n != 1 {
+		t.Errorf("%d starts, want 1", n)
+	}
+	// Files too, with the stop injected right before the call.
+	e.fake.FailNext("GET", "/files/download", daytonafake.FaultStop)
+	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "kept" {
+		t.Errorf("ReadFile after stop: %q %v", b, err)
+	}
+}
+
+func TestWithoutAutoWakeIsPaused(t *testing.T) {
+	e := newEnv(t, nil, daytona.WithoutAutoWake())
+	sb := e.create(t)
+	e.fake.Stop(sb.ID())
+	_, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrPaused) {
+		t.Errorf("exec on stopped: %v, want ErrPaused", err)
+	}
+}
+
+// A sandbox deleted between list and use is NotFound, and Get agrees.
+func TestDeletedBetweenListAndUse(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	var found *sandbox.Sandbox
+	for in, err := range e.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"t": "x"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.ID == sb.ID() {
+			found, _ = e.c.Attach(ctx, in.ID)
+		}
+	}
+	if found == nil {
+		t.Fatal("not listed")
+	}
+	e.fake.Delete(sb.ID())
+	_, err := found.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	if sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("exec after delete: %v, want NotFound", err)
+	}
+	if _, err := found.ReadFile(ctx, "x"); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("read after delete: %v, want NotFound", err)
+	}
+	if _, err := e.c.Attach(ctx, sb.ID()); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("attach after delete: %v", err)
+	}
+	if err := found.Destroy(ctx); err != nil {
+		t.Errorf("destroy of a deleted sandbox: %v", err)
+	}
+	// Deleted while a request is on its way.
+	sb2 := e.create(t)
+	e.fake.FailNext("POST", "/process/execute", daytonafake.FaultDelete)
+	if _, err := sb2.Exec(ctx, sandbox.Command{Args: []string{"true"}}); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("exec on a sandbox deleted in flight: %v", err)
+	}
+}
+
+func TestCreateWaitsAndFails(t *testing.T) {
+	e := newEnv(t, []daytonafake.Option{daytonafake.WithCreatePolls(3)})
+	ctx := ctxT(t)
+	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Info().State != sandbox.StateRunning || e.fake.Count("GET", "/sandbox/"+sb.ID()) < 3 {
+		t.Errorf("state %q after %d polls", sb.Info().State, e.fake.Count("GET", "/sandbox/"+sb.ID()))
+	}
+	_ = sb.Destroy(ctx)
+	// A failure after the sandbox exists returns its id with the error.
+	e.fake.FailNextCreate("build_failed", "pip install failed")
+	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "pip install failed") || in.ID == "" {
+		t.Fatalf("failed create: %+v %v", in, err)
+	}
+	// Through the portable layer, that sandbox is destroyed.
+	e.fake.FailNextCreate("error", "no capacity")
+	if _, err := e.c.Create(ctx, sandbox.CreateOptions{}); err == nil {
+		t.Fatal("create succeeded")
+	}
+	for in, err := range e.c.List(ctx, sandbox.ListOptions{States: []sandbox.State{sandbox.StateError}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Detail["daytona.errorReason"] == "no capacity" {
+			t.Errorf("the failed sandbox %s was left behind", in.ID)
+		}
+	}
+}
+
+func TestCreateOptions(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	_, err := e.c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{CPUs: 2}})
+	if sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("resources with a snapshot: %v", err)
+	}
+	_, err = e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"nope": "1"}})
+	if sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown option: %v", err)
+	}
+	sb, err := e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"name": "my-box"}, Timeout: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if sb.Info().Detail["daytona.name"] != "my-box" || time.Until(sb.Info().LeaseEnd) < 29*time.Minute {
+		t.Errorf("info %+v", sb.Info())
+	}
+	_, err = e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"name": "my-box"}})
+	if sandbox.CodeOf(err) != sandbox.AlreadyExists {
+		t.Errorf("duplicate name: %v", err)
+	}
+}
+
+func TestOlderServers(t *testing.T) {
+	for name, o := range map[string]struct {
+		fake []daytonafake.Option
+		opts []daytona.Option
+	}{
+		"legacy list":         {fake: []daytonafake.Option{daytonafake.WithLegacyList()}},
+		"no toolboxProxyUrl":  {fake: []daytonafake.Option{daytonafake.WithoutToolboxProxyURL()}},
+		"legacy toolbox path": {opts: []daytona.Option{daytona.WithLegacyToolbox()}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, o.fake, o.opts...)
+			sb := e.create(t)
+			if r := sh(t, sb, "echo ok"); string(r.Stdout) != "ok\n" {
+				t.Errorf("exec: %q", r.Stdout)
+			}
+			n := 0
+			for _, err := range e.c.List(ctxT(t), sandbox.ListOptions{Labels: map[string]string{"t": "x"}, PageSize: 1}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			if n != 1 {
+				t.Errorf("listed %d", n)
+			}
+		})
+	}
+}
+
+func TestFaults(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+
+	e.fake.FailNext("", "/sandbox", daytonafake.Fault429)
+	_, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != sandbox.ResourceExhausted {
+		t.Errorf("429: %v", err)
+	}
+
+	e.fake.FailNext("POST", "/process/execute", daytonafake.Fault502)
+	_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
+	if sandbox.CodeOf(err) != sandbox.Unavailable {
+		t.Errorf("502 on a started sandbox: %v, want Unavailable", err)
+	}
+
+	// The command ran, but the response was cut: its outcome is unknown
+	// and it is not retried.
+	dir := t.TempDir()
+	e.fake.FailNext("POST", "/process/execute", daytonafake.FaultResetMidBody)
+	_, err = sb.Exec(ctx, sandbox.Command{Shell: "echo x >> " + dir + "/ran"})
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Errorf("reset mid-body: %v, want ErrOutcomeUnknown", err)
+	}
+	if b, _ := sb.ReadFile(ctx, dir+"/ran"); string(b) != "x\n" {
+		t.Errorf("the command ran %q times, want once", b)
+	}
+
+	// A request that never answers is bounded by the context.
+	e.fake.FailNext("GET", "/files/info", daytonafake.FaultHang)
+	hctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = sb.Stat(hctx, "x")
+	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+		t.Errorf("hang: %v, want DeadlineExceeded", err)
+	}
+
+	// A mid-body reset on a read is retried by nobody but reported.
+	e.fake.FailNext("GET", "/sandbox/"+sb.ID(), daytonafake.FaultResetMidBody)
+	if _, err := sb.Refresh(ctx); err == nil || sandbox.CodeOf(err) != sandbox.Unavailable {
+		t.Errorf("reset on get: %v, want Unavailable", err)
+	}
+}
+
+func TestStaleTransport(t *testing.T) {
+	fake := daytonafake.New(nil)
+	url, key := fake.URL(), fake.APIKey()
+	fake.Close() // nothing listens any more: no request can be admitted
+	rt, err := daytona.New(daytona.WithAPIKey(key), daytona.WithAPIURL(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Create(ctxT(t), &sandbox.CreateRequest{Timeout: time.Minute})
+	if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Errorf("create on a dead transport: %v, want ErrStaleTransport", err)
+	}
+	if err := rt.ResetTransport(); err != nil {
+		t.Error(err)
+	}
+}
+
+// No error carries the API key, even from a server that echoes it.
+func TestNoKeyInErrors(t *testing.T) {
+	const key = "dtn_do-not-leak-0123456789abcdef"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"statusCode":401,"message":"bad token `+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+`","error":"Unauthorized"}`)
+	}))
+	defer echo.Close()
+	rt, err := daytona.New(daytona.WithAPIKey(key), daytona.WithAPIURL(echo.URL+"/api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.ResetTransport()
+	ctx := ctxT(t)
+	var errs []error
+	_, err = rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	errs = append(errs, err)
+	_, err = rt.Get(ctx, "x")
+	errs = append(errs, err)
+	_, _, err = rt.List(ctx, &sandbox.ListRequest{PageSize: 1})
+	errs = append(errs, err)
+	_, err = rt.Exec(ctx, "x", &sandbox.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
+	errs = append(errs, err)
+	errs = append(errs, rt.Destroy(ctx, "x"), rt.Upload(ctx, "x", "/f", strings.NewReader("x")))
+	for i, err := range errs {
+		if err == nil {
+			t.Errorf("call %d succeeded", i)
+			continue
+		}
+		if strings.Contains(err.Error(), key) {
+			t.Errorf("call %d: key in error %q", i, err)
+		}
+		if sandbox.CodeOf(err) != sandbox.PermissionDenied {
+			t.Errorf("call %d: %v, want PermissionDenied", i, err)
+		}
+	}
+	// A wrong key against the fake: 401 → PermissionDenied.
+	e := newEnv(t, nil)
+	bad, _ := daytona.New(daytona.WithAPIKey("dtn_wrong-key-secret"), daytona.WithAPIURL(e.fake.URL()))
+	defer bad.ResetTransport()
+	_, err = bad.Get(ctx, "x")
+	if sandbox.CodeOf(err) != sandbox.PermissionDenied || strings.Contains(err.Error(), "dtn_wrong-key-secret") {
+		t.Errorf("wrong key: %v", err)
+	}
+	if _, err := daytona.New(daytona.WithAPIKey(""), daytona.WithAPIURL(e.fake.URL())); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+		t.Errorf("no key: %v", err)
+	}
+}
+
+func TestRenameReplacesAndSetTimeout(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	for p, d := range map[string]string{"a": "new", "b": "old"} {
+		if err := sb.WriteFile(ctx, p, []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sb.Rename(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := sb.ReadFile(ctx, "b"); string(b) != "new" {
+		t.Errorf("b = %q", b)
+	}
+	if err := e.rt.SetTimeout(ctx, sb.ID(), 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.rt.Get(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 90 s rounds up to 2 minutes of auto-stop from now.
+	if d := time.Until(in.LeaseEnd); d < 110*time.Second || d > 125*time.Second {
+		t.Errorf("lease ends in %v, want about 2m", d)
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	e := newEnv(t, nil)
+	t.Setenv("DAYTONA_API_KEY", e.fake.APIKey())
+	c, err := sandbox.Open(ctxT(t), "daytona://?api_url="+e.fake.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Provider() != "daytona" {
+		t.Errorf("provider %q", c.Provider())
+	}
+	if _, err := sandbox.Open(ctxT(t), "daytona://?bogus=1"); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("bogus parameter: %v", err)
+	}
+}
