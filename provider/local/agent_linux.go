@@ -1,0 +1,613 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// agentConfig is what the runtime tells a new agent (through the spawner).
+type agentConfig struct {
+	Namespaces bool   `json:"namespaces"`
+	Landlock   bool   `json:"landlock"`
+	Seccomp    bool   `json:"seccomp"`
+	NoNetwork  bool   `json:"no_network"`
+	HostHome   string `json:"host_home"` // host path of the home
+	HomeTree   bool   `json:"home_tree"` // fd 5 is a detached mount of the home
+	HostTmp    string `json:"host_tmp"`  // private temporary directory (L1/L2)
+	Home       string `json:"home"`      // home as commands see it
+	Hostname   string `json:"hostname"`
+	TmpMiB     int    `json:"tmp_mib"`
+	MaxFileMiB int    `json:"max_file_mib"`
+}
+
+// setupReply is the agent's answer once it is ready to serve.
+type setupReply struct {
+	Features features `json:"features"`
+	Err      string   `json:"err,omitempty"`
+}
+
+// Fixed descriptors of an agent process.
+const (
+	agentCtlFD    = 3 // socket to the spawner: config in, reply out
+	agentListenFD = 4 // the sandbox's listening socket
+	agentHomeFD   = 5 // the home directory (namespaced agents)
+)
+
+// waitDelay bounds how long output is still read after a command's main
+// process exited while a descendant keeps its stdout or stderr open.
+const waitDelay = 200 * time.Millisecond
+
+// agentMain is the body of the per-sandbox agent. It never returns.
+func agentMain() {
+	ctl := os.NewFile(agentCtlFD, "ctl")
+	var cfg agentConfig
+	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox agent: reading config: %v\n", err)
+		os.Exit(2)
+	}
+	feat, err := setupSandbox(&cfg)
+	reply := setupReply{Features: feat}
+	if err != nil {
+		reply.Err = err.Error()
+	}
+	_ = json.NewEncoder(ctl).Encode(reply)
+	if err != nil {
+		os.Exit(3)
+	}
+	lf := os.NewFile(agentListenFD, "listener")
+	ln, err := net.FileListener(lf)
+	_ = lf.Close()
+	if err != nil {
+		os.Exit(4)
+	}
+	a := newAgent(&cfg)
+	_ = ctl.Close()
+	a.serve(ln)
+	os.Exit(0)
+}
+
+// agent serves one sandbox: it forks every command and reaps every child.
+type agent struct {
+	cfg   *agentConfig
+	isPID bool // PID 1 of its own pid namespace
+
+	procMu  sync.Mutex // held across fork+register and wait4
+	procs   map[int]*proc
+	exited  []int // pids of finished procs kept for attach, oldest first
+	forkReq chan func()
+}
+
+func newAgent(cfg *agentConfig) *agent {
+	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func())}
+	if !a.isPID {
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	ready := make(chan struct{})
+	go a.forker(ready)
+	<-ready
+	go a.reaper()
+	return a
+}
+
+// forker runs every fork, and every signal to a command, on one locked OS
+// thread. Its capabilities are all dropped, so commands start with none
+// (other threads of the agent may still hold the set-up capabilities of
+// the sandbox's user namespace). Below Landlock ABI 8 each thread gets its
+// own Landlock domain, and scoped signals may only go to processes of the
+// sender's domain: the commands inherit this thread's.
+func (a *agent) forker(ready chan<- struct{}) {
+	runtime.LockOSThread() // never unlocked: the thread dies with the agent
+	dropThreadCaps()
+	close(ready)
+	for f := range a.forkReq {
+		f()
+	}
+}
+
+// onForker runs f on the forker thread and waits for it.
+func (a *agent) onForker(f func()) {
+	done := make(chan struct{})
+	a.forkReq <- func() { f(); close(done) }
+	<-done
+}
+
+// dropThreadCaps empties the calling thread's bounding, ambient,
+// inheritable, permitted and effective capability sets.
+func dropThreadCaps() {
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		_ = unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	_ = unix.Capset(&hdr, &data[0])
+}
+
+// reaper collects every child that exits, including orphans reparented to
+// the agent, and hands the status of known ones to their proc.
+func (a *agent) reaper() {
+	ch := make(chan os.Signal, 32)
+	signal.Notify(ch, syscall.SIGCHLD)
+	for range ch {
+		a.reapAll()
+	}
+}
+
+func (a *agent) reapAll() {
+	a.procMu.Lock()
+	defer a.procMu.Unlock()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		if p := a.procs[pid]; p != nil && p.status == nil {
+			p.status = make(chan syscall.WaitStatus, 1)
+			p.status <- ws
+			close(p.reaped)
+		}
+	}
+}
+
+// proc is one command started through the agent.
+type proc struct {
+	pid      int
+	fg       bool
+	stdin    *os.File
+	timedOut atomic.Bool
+	status   chan syscall.WaitStatus // set by the reaper (under procMu)
+	reaped   chan struct{}           // closed by the reaper
+	done     chan struct{}           // closed once exit is final and output drained
+
+	mu   sync.Mutex // guards subs, exit and writes to subs
+	subs map[*frameWriter]struct{}
+	exit *exitMsg
+}
+
+func (p *proc) broadcast(typ byte, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for fw := range p.subs {
+		if fw.write(typ, b) != nil {
+			delete(p.subs, fw)
+		}
+	}
+}
+
+func (p *proc) unsubscribe(fw *frameWriter) {
+	p.mu.Lock()
+	delete(p.subs, fw)
+	p.mu.Unlock()
+}
+
+func (a *agent) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go a.handle(c)
+	}
+}
+
+func (a *agent) handle(c net.Conn) {
+	defer c.Close()
+	typ, b, err := readFrame(c, nil)
+	if err != nil || typ != frameRequest {
+		return
+	}
+	var req request
+	fw := &frameWriter{w: c}
+	if err := json.Unmarshal(b, &req); err != nil {
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "bad request"})
+		return
+	}
+	switch req.Op {
+	case "ping":
+		_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
+	case "exec", "start":
+		a.runCommand(c, fw, &req)
+	case "attach":
+		a.attach(c, fw, req.PID)
+	case "signal":
+		err := a.signal(req.PID, syscall.Signal(req.Signal))
+		if err != nil {
+			_ = fw.writeJSON(frameFail, failMsg{"NotFound", err.Error()})
+			return
+		}
+		_ = fw.writeJSON(frameOK, struct{}{})
+	case "stop", "cont":
+		sig := syscall.SIGSTOP
+		if req.Op == "cont" {
+			sig = syscall.SIGCONT
+		}
+		a.signalAll(sig)
+		_ = fw.writeJSON(frameOK, struct{}{})
+	case "shutdown":
+		a.signalAll(syscall.SIGKILL)
+		_ = fw.writeJSON(frameOK, struct{}{})
+		os.Exit(0)
+	default:
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "unknown op " + strconv.Quote(req.Op)})
+	}
+}
+
+// lookPath finds file in the PATH of env, as the sandbox sees it.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	pathEnv := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", syscall.ENOENT
+}
+
+func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
+	if len(req.Args) == 0 {
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "empty command"})
+		return
+	}
+	dir := req.Dir
+	if dir == "" {
+		dir = a.cfg.Home
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("working directory %q: %v", dir, errors.Unwrap(err))})
+		return
+	} else if !fi.IsDir() {
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", fmt.Sprintf("working directory %q is not a directory", dir)})
+		return
+	}
+	path, err := lookPath(req.Args[0], req.Env)
+	if err != nil {
+		a.failExec(fw, 127, fmt.Sprintf("sandbox: %s: command not found\n", req.Args[0]))
+		return
+	}
+	var stdinR, stdinW *os.File
+	if req.Stdin {
+		stdinR, stdinW, err = os.Pipe()
+	} else {
+		stdinR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		_ = fw.writeJSON(frameFail, failMsg{"Internal", err.Error()})
+		return
+	}
+	outR, outW, err1 := os.Pipe()
+	errR, errW, err2 := os.Pipe()
+	if err1 != nil || err2 != nil {
+		closeAll(stdinR, stdinW, outR, outW, errR, errW)
+		_ = fw.writeJSON(frameFail, failMsg{"Internal", "pipe: " + errors.Join(err1, err2).Error()})
+		return
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   req.Env,
+		Files: []uintptr{stdinR.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	p := &proc{fg: req.Op == "exec", stdin: stdinW, reaped: make(chan struct{}), done: make(chan struct{}),
+		subs: map[*frameWriter]struct{}{fw: {}}}
+	var pid int
+	var ferr error
+	a.procMu.Lock()
+	a.onForker(func() { pid, ferr = syscall.ForkExec(path, req.Args, attr) })
+	if ferr == nil {
+		p.pid = pid
+		a.procs[p.pid] = p
+	}
+	a.procMu.Unlock()
+	closeAll(stdinR, outW, errW)
+	if ferr != nil {
+		closeAll(stdinW, outR, errR)
+		code := 127
+		if errors.Is(ferr, syscall.EACCES) || errors.Is(ferr, syscall.ENOEXEC) {
+			code = 126
+		}
+		a.failExec(fw, code, fmt.Sprintf("sandbox: %s: %v\n", req.Args[0], ferr))
+		return
+	}
+	_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go p.pump(outR, frameStdout, &pumps)
+	go p.pump(errR, frameStderr, &pumps)
+	var timer *time.Timer
+	if req.Timeout > 0 {
+		timer = time.AfterFunc(time.Duration(req.Timeout), func() {
+			select {
+			case <-p.reaped:
+				return // exited in time; its pid may be reused
+			default:
+			}
+			p.timedOut.Store(true)
+			a.killTree(p.pid)
+		})
+	}
+	go a.finish(p, timer, &pumps, outR, errR)
+	a.stream(c, p, fw)
+}
+
+// failExec reports a command that could not start the way a shell would:
+// a message on stderr and exit code 127 (not found) or 126 (not runnable).
+func (a *agent) failExec(fw *frameWriter, code int, msg string) {
+	_ = fw.writeJSON(frameStarted, startedMsg{PID: 0})
+	_ = fw.write(frameStderr, []byte(msg))
+	_ = fw.writeJSON(frameExit, exitMsg{Code: code})
+}
+
+func (p *proc) pump(r *os.File, typ byte, wg *sync.WaitGroup) {
+	defer wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.broadcast(typ, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// finish waits for the process to be reaped and its output drained, then
+// publishes the exit status.
+func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, outR, errR *os.File) {
+	<-p.reaped
+	ws := <-p.status
+	if timer != nil {
+		timer.Stop()
+	}
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(waitDelay):
+		// A descendant holds the pipes open: stop reading them.
+		closeAll(outR, errR)
+		<-drained
+	}
+	closeAll(outR, errR)
+	ex := exitMsg{Code: ws.ExitStatus()}
+	if ws.Signaled() {
+		ex.Code = -1
+	}
+	if p.timedOut.Load() {
+		ex = exitMsg{Code: -1, TimedOut: true}
+	}
+	p.mu.Lock()
+	p.exit = &ex
+	for fw := range p.subs {
+		_ = fw.writeJSON(frameExit, ex)
+	}
+	p.subs = nil
+	p.mu.Unlock()
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+	}
+	close(p.done)
+	a.procMu.Lock()
+	a.exited = append(a.exited, p.pid)
+	if len(a.exited) > 256 {
+		old := a.exited[0]
+		a.exited = a.exited[1:]
+		if q := a.procs[old]; q != nil && q.exit != nil {
+			delete(a.procs, old)
+		}
+	}
+	a.procMu.Unlock()
+}
+
+// stream reads the client's frames (stdin) until the process is done or
+// the client goes away. A foreground command whose client went away is
+// killed with its whole tree; a background one keeps running.
+func (a *agent) stream(c net.Conn, p *proc, fw *frameWriter) {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		var buf []byte
+		for {
+			typ, b, err := readFrame(c, buf)
+			buf = b
+			if err != nil {
+				return
+			}
+			switch typ {
+			case frameStdin:
+				if p.stdin != nil {
+					if _, err := p.stdin.Write(b); err != nil {
+						_ = p.stdin.Close()
+					}
+				}
+			case frameEOF:
+				if p.stdin != nil {
+					_ = p.stdin.Close()
+				}
+			}
+		}
+	}()
+	select {
+	case <-p.done:
+		// Let the client read the exit frame, then close; the reader
+		// goroutine ends when the connection closes.
+		_ = c.Close()
+		<-gone
+	case <-gone:
+		if p.fg {
+			a.killTree(p.pid)
+		}
+		p.unsubscribe(fw)
+	}
+}
+
+func (a *agent) attach(c net.Conn, fw *frameWriter, pid int) {
+	a.procMu.Lock()
+	p := a.procs[pid]
+	a.procMu.Unlock()
+	if p == nil {
+		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("no process %d started through this sandbox", pid)})
+		return
+	}
+	p.mu.Lock()
+	_ = fw.writeJSON(frameStarted, startedMsg{PID: pid})
+	if p.exit != nil {
+		_ = fw.writeJSON(frameExit, *p.exit)
+		p.mu.Unlock()
+		return
+	}
+	p.subs[fw] = struct{}{}
+	p.mu.Unlock()
+	a.stream(c, &proc{pid: pid, done: p.done, stdin: nil}, fw)
+	p.unsubscribe(fw)
+}
+
+func (a *agent) signal(pid int, sig syscall.Signal) error {
+	a.procMu.Lock()
+	p := a.procs[pid]
+	a.procMu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no process %d started through this sandbox", pid)
+	}
+	select {
+	case <-p.reaped:
+		return nil // already exited: nothing to signal
+	default:
+	}
+	if sig == syscall.SIGKILL {
+		a.killTree(pid)
+		return nil
+	}
+	var err error
+	a.onForker(func() {
+		if err = syscall.Kill(-pid, sig); err != nil {
+			err = syscall.Kill(pid, sig)
+		}
+	})
+	return err
+}
+
+// signalAll sends sig to every process of the sandbox but the agent.
+func (a *agent) signalAll(sig syscall.Signal) {
+	if a.isPID {
+		a.onForker(func() { _ = syscall.Kill(-1, sig) }) // the whole pid namespace but PID 1
+		return
+	}
+	a.procMu.Lock()
+	var pids []int
+	for pid, p := range a.procs {
+		if p.exit == nil {
+			pids = append(pids, pid)
+		}
+	}
+	a.procMu.Unlock()
+	a.onForker(func() {
+		for _, pid := range pids {
+			for _, d := range descendants(pid) {
+				_ = syscall.Kill(d, sig)
+			}
+			_ = syscall.Kill(-pid, sig)
+		}
+		// Orphans reparented to the agent (a subreaper) belong to it too.
+		for _, d := range descendants(os.Getpid()) {
+			_ = syscall.Kill(d, sig)
+		}
+	})
+}
+
+// killTree kills pid's process group and every descendant of pid.
+func (a *agent) killTree(pid int) {
+	a.onForker(func() { killTree(pid) })
+}
+
+func killTree(pid int) {
+	if pid <= 0 {
+		return
+	}
+	for range 3 {
+		desc := descendants(pid)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, d := range desc {
+			_ = syscall.Kill(d, syscall.SIGKILL)
+		}
+		if len(desc) == 0 {
+			return
+		}
+	}
+}
+
+// descendants lists the children of pid, recursively, from /proc.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 && len(out) < 100000 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err == nil && !seen[c] {
+					seen[c] = true
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func closeAll(fs ...io.Closer) {
+	for _, f := range fs {
+		if f != nil && !isNilFile(f) {
+			_ = f.Close()
+		}
+	}
+}
+
+func isNilFile(c io.Closer) bool {
+	f, ok := c.(*os.File)
+	return ok && f == nil
+}

@@ -1,0 +1,392 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// dial connects to the agent listening on sock.
+func dial(ctx context.Context, sock string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", sock)
+}
+
+// agentCall sends a control request and waits for its OK.
+func agentCall(ctx context.Context, sock string, req *request) error {
+	c, err := dial(ctx, sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	fw := &frameWriter{w: c}
+	if err := fw.writeJSON(frameRequest, req); err != nil {
+		return err
+	}
+	typ, b, err := readFrame(c, nil)
+	if err != nil {
+		if req.Op == "shutdown" && errors.Is(err, io.EOF) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	if typ == frameFail {
+		var f failMsg
+		_ = json.Unmarshal(b, &f)
+		return f.err()
+	}
+	return nil
+}
+
+// agentExec runs req (exec) on the agent at sock, streaming output, and
+// returns the exit status.
+func agentExec(ctx context.Context, sock string, req *request, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, error) {
+	c, err := dial(ctx, sock)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	defer c.Close()
+	return runConn(ctx, c, req, stdin, stdout, stderr, nil)
+}
+
+// runConn sends req on c and reads frames until the exit frame. started,
+// if non-nil, receives the pid once the process runs.
+func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer, started func(int)) (sandbox.ExitStatus, error) {
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if req.Timeout > 0 {
+		// Safety net should the agent stop answering (it enforces the timeout itself).
+		_ = c.SetReadDeadline(time.Now().Add(time.Duration(req.Timeout) + 10*time.Second))
+	}
+	fw := &frameWriter{w: c}
+	req.Stdin = stdin != nil
+	if err := fw.writeJSON(frameRequest, req); err != nil {
+		if ctx.Err() != nil {
+			return sandbox.ExitStatus{}, ctx.Err()
+		}
+		return sandbox.ExitStatus{}, fmt.Errorf("local: sending the command: %w", err)
+	}
+	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0)
+}
+
+func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout bool) (sandbox.ExitStatus, error) {
+	var buf []byte
+	gotStart := false
+	for {
+		typ, b, err := readFrame(c, buf)
+		buf = b
+		if err != nil {
+			if ctx.Err() != nil {
+				return sandbox.ExitStatus{}, ctx.Err()
+			}
+			var ne net.Error
+			if hasTimeout && errors.As(err, &ne) && ne.Timeout() {
+				return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+			}
+			if !gotStart {
+				return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away before starting the command: %w", err)
+			}
+			return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sandbox.ErrOutcomeUnknown)
+		}
+		switch typ {
+		case frameStarted:
+			gotStart = true
+			var s startedMsg
+			_ = json.Unmarshal(b, &s)
+			if started != nil {
+				started(s.PID)
+			}
+			if stdin != nil {
+				go copyStdin(fw, stdin)
+				stdin = nil
+			}
+		case frameStdout:
+			_, _ = stdout.Write(b)
+		case frameStderr:
+			_, _ = stderr.Write(b)
+		case frameExit:
+			var x exitMsg
+			if err := json.Unmarshal(b, &x); err != nil {
+				return sandbox.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
+			}
+			return sandbox.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}, nil
+		case frameFail:
+			var f failMsg
+			_ = json.Unmarshal(b, &f)
+			return sandbox.ExitStatus{}, f.err()
+		}
+	}
+}
+
+// copyStdin sends r to the process in frames, then closes its stdin. It
+// ends at EOF of r or when the connection fails.
+func copyStdin(fw *frameWriter, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if fw.write(frameStdin, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = fw.write(frameEOF, nil)
+			return
+		}
+	}
+}
+
+// commandRequest builds the agent request for cmd in sandbox m.
+func (r *Runtime) commandRequest(m *meta, cmd *sandbox.Command, op string) (*request, error) {
+	req := &request{Op: op, Timeout: int64(cmd.Timeout)}
+	switch {
+	case len(cmd.Args) > 0:
+		req.Args = slices.Clone(cmd.Args)
+	case cmd.Shell != "":
+		req.Args = []string{"/bin/sh", "-c", cmd.Shell}
+	default:
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: command has neither Args nor Shell")
+	}
+	home := r.home(m.ID)
+	tmp := filepath.Join(r.dir(m.ID), "tmp")
+	if m.Achieved >= L3 {
+		home, tmp = sandboxHome, "/tmp"
+	}
+	req.Dir = cmd.Dir
+	if req.Dir == "" {
+		req.Dir = home
+	}
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": home, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/sh",
+		"LANG": "C.UTF-8", "TMPDIR": tmp, "PWD": req.Dir,
+	}
+	maps.Copy(env, m.Env)
+	maps.Copy(env, cmd.Env)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		req.Env = append(req.Env, k+"="+env[k])
+	}
+	return req, nil
+}
+
+// connect returns a connection to the running agent of m, starting the
+// agent when none answers (first use at L0/L1, or after the agent died).
+func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error) {
+	sock := r.sock(m.ID)
+	c, err := dial(ctx, sock)
+	if err == nil {
+		return c, m, nil
+	}
+	if ctx.Err() != nil {
+		return nil, m, ctx.Err()
+	}
+	unlock, err := r.lock(m.ID)
+	if err != nil {
+		return nil, m, err
+	}
+	defer unlock()
+	if c, err := dial(ctx, sock); err == nil {
+		return c, m, nil
+	}
+	m, err = r.readMeta(m.ID)
+	if err != nil {
+		return nil, m, err
+	}
+	if m.State == sandbox.StatePaused {
+		return nil, m, errPaused(m.ID)
+	}
+	if procAlive(m.AgentPID, m.AgentAt) {
+		// An agent that no longer answers: replace it.
+		_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
+		waitGone(ctx, m.AgentPID, m.AgentAt)
+	}
+	if err := r.startAgent(ctx, m); err != nil {
+		return nil, m, err
+	}
+	if err := r.writeMeta(m); err != nil {
+		return nil, m, err
+	}
+	c, err = dial(ctx, sock)
+	if err != nil {
+		return nil, m, sandbox.Errorf(sandbox.Internal, "local: the new agent does not answer: %w", err)
+	}
+	return c, m, nil
+}
+
+// Exec runs cmd through the sandbox's agent and waits for it.
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	m, err := r.running(ctx, id)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	c, m, err := r.connect(ctx, m)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	defer c.Close()
+	req, err := r.commandRequest(m, cmd, "exec")
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	return runConn(ctx, c, req, cmd.Stdin, cmd.Stdout, cmd.Stderr, nil)
+}
+
+// Start starts cmd in the background through the sandbox's agent.
+func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+	m, err := r.running(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, m, err := r.connect(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	req, err := r.commandRequest(m, cmd, "start")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	req.Stdin = cmd.Stdin != nil
+	return r.follow(ctx, id, c, req, cmd.Stdin, cmd.Stdout, cmd.Stderr)
+}
+
+// Attach connects to a background process of the sandbox by pid.
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dial(ctx, r.sock(m.ID))
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s has no running agent, so no process %d: %w", id, pid, sandbox.ErrNotFound)
+	}
+	return r.follow(ctx, id, c, &request{Op: "attach", PID: pid}, nil, stdout, stderr)
+}
+
+// follow sends req on c and returns a handle once the process started; a
+// goroutine then reads its frames until exit or Close.
+func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	h := &handle{r: r, id: id, c: c, done: make(chan struct{})}
+	fw := &frameWriter{w: c}
+	startCtx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(startCtx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	if err := fw.writeJSON(frameRequest, req); err != nil {
+		stop()
+		cancel()
+		c.Close()
+		return nil, fmt.Errorf("local: sending the command: %w", err)
+	}
+	pidc := make(chan int, 1)
+	go func() {
+		defer close(h.done)
+		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) { pidc <- pid }, false)
+		h.st, h.err = st, err
+	}()
+	select {
+	case pid := <-pidc:
+		stop()
+		cancel()
+		_ = c.SetDeadline(time.Time{})
+		h.pid = pid
+		return h, nil
+	case <-h.done:
+		stop()
+		cancel()
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if h.err != nil {
+			return nil, h.err
+		}
+		return nil, sandbox.Errorf(sandbox.Internal, "local: the agent ended the request without starting it")
+	}
+}
+
+// handle is a ProcessHandle on one background process.
+type handle struct {
+	r    *Runtime
+	id   string
+	pid  int
+	c    net.Conn
+	done chan struct{}
+	st   sandbox.ExitStatus
+	err  error
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (h *handle) PID() int { return h.pid }
+
+func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-h.done:
+		if h.err != nil {
+			if h.isClosed() {
+				return sandbox.ExitStatus{}, fmt.Errorf("local: process %d: %w", h.pid, sandbox.ErrClosed)
+			}
+			return sandbox.ExitStatus{}, h.err
+		}
+		return h.st, nil
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, ctx.Err()
+	}
+}
+
+func (h *handle) isClosed() bool {
+	select {
+	case <-h.closedCh():
+		return true
+	default:
+		return false
+	}
+}
+
+var closedMu sync.Mutex
+
+func (h *handle) closedCh() chan struct{} {
+	closedMu.Lock()
+	defer closedMu.Unlock()
+	if h.closed == nil {
+		h.closed = make(chan struct{})
+	}
+	return h.closed
+}
+
+func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	m, err := h.r.readMeta(h.id)
+	if err != nil {
+		return err
+	}
+	if m.State == sandbox.StatePaused {
+		return errPaused(h.id)
+	}
+	return agentCall(ctx, h.r.sock(h.id), &request{Op: "signal", PID: h.pid, Signal: int(sig)})
+}
+
+// Close stops following the process; it keeps running.
+func (h *handle) Close() error {
+	h.closeOnce.Do(func() {
+		close(h.closedCh())
+		_ = h.c.Close()
+		<-h.done
+	})
+	return nil
+}

@@ -1,0 +1,346 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// The file methods serve the sandbox's home (Info.Home and everything
+// below it) and nothing else: they work on the host side of the home
+// through os.Root, so neither ".." nor a symbolic link planted by code in
+// the sandbox reaches outside it. Paths elsewhere (/tmp, /etc...) are
+// PermissionDenied; a link leading out of the home matches
+// sandbox.ErrPathEscape.
+
+// fsTarget is a resolved file request.
+type fsTarget struct {
+	m    *meta
+	root *os.Root
+	rel  string // path relative to the home; "." for the home itself
+	path string // the path as the caller gave it (sandbox terms)
+}
+
+func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return nil, err
+	}
+	if write && m.State == sandbox.StatePaused {
+		return nil, errPaused(id)
+	}
+	home := r.info(m).Home
+	if !pathsafe.Within(home, p) {
+		return nil, sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", p, home)
+	}
+	rel, err := pathsafe.Rel(strings.TrimPrefix(p, home))
+	if err != nil {
+		return nil, fmt.Errorf("local: %s: %w: %w", p, err, sandbox.ErrPathEscape)
+	}
+	root, err := os.OpenRoot(r.home(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s is gone: %w", id, sandbox.ErrNotFound)
+		}
+		return nil, sandbox.Errorf(sandbox.Internal, "local: open home: %w", err)
+	}
+	return &fsTarget{m: m, root: root, rel: rel, path: p}, nil
+}
+
+// fsErr maps a file system error about p onto the sandbox sentinels.
+func fsErr(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return fmt.Errorf("local: %s %s: a symbolic link leads outside the home: %w", op, p, sandbox.ErrPathEscape)
+	case errors.Is(err, fs.ErrNotExist):
+		return sandbox.Errorf(sandbox.NotFound, "local: %s %s: no such file or directory: %w", op, p, sandbox.ErrNotFound)
+	case errno == syscall.EISDIR:
+		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+	case errno == syscall.ENOTDIR:
+		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrNotDirectory)
+	case errno == syscall.ELOOP:
+		return sandbox.Errorf(sandbox.InvalidArgument, "local: %s %s: too many levels of symbolic links", op, p)
+	case errors.Is(err, fs.ErrExist), errno == syscall.ENOTEMPTY:
+		return sandbox.Errorf(sandbox.AlreadyExists, "local: %s %s: %v", op, p, errnoOr(errno, err))
+	case errors.Is(err, fs.ErrPermission):
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s %s: permission denied", op, p)
+	case errno == syscall.ENOSPC, errno == syscall.EDQUOT, errno == syscall.EFBIG:
+		return sandbox.Errorf(sandbox.ResourceExhausted, "local: %s %s: %v", op, p, errno)
+	}
+	return sandbox.Errorf(sandbox.Internal, "local: %s %s: %v", op, p, errnoOr(errno, err))
+}
+
+func errnoOr(errno syscall.Errno, err error) error {
+	if errno != 0 {
+		return errno
+	}
+	return err
+}
+
+// chownNeeded reports whether files the host creates in the home must be
+// handed to the sandbox user (a root host with namespaces).
+func (r *Runtime) chownNeeded(m *meta) bool { return m.Achieved >= L3 && os.Getuid() == 0 }
+
+// chownPath hands rel and its parents below the home to the sandbox user.
+func (r *Runtime) chownPath(t *fsTarget, rel string) {
+	if !r.chownNeeded(t.m) {
+		return
+	}
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		_ = t.root.Lchown(p, r.uid, r.gid)
+	}
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// ctxWriter fails writes once ctx ends.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+// Upload streams r into path, creating parents and truncating.
+func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
+	t, err := r.target(id, p, true)
+	if err != nil {
+		return err
+	}
+	defer t.root.Close()
+	if t.rel == "." {
+		return fmt.Errorf("local: upload %s: %w", p, sandbox.ErrIsDirectory)
+	}
+	if dir := path.Dir(t.rel); dir != "." {
+		if err := t.root.MkdirAll(dir, 0o755); err != nil {
+			return fsErr("upload", p, err)
+		}
+		r.chownPath(t, dir)
+	}
+	f, err := t.root.OpenFile(t.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fsErr("upload", p, err)
+	}
+	if r.chownNeeded(t.m) {
+		_ = f.Chown(r.uid, r.gid)
+	}
+	if ctx.Done() == nil {
+		_, err = io.Copy(f, src)
+	} else {
+		bp := copyBufs.Get().(*[]byte)
+		_, err = io.CopyBuffer(ctxWriter{ctx, f}, src, *bp)
+		copyBufs.Put(bp)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return fsErr("upload", p, err)
+		}
+		return fmt.Errorf("local: upload %s: %w", p, err)
+	}
+	return nil
+}
+
+// download is the reader Download returns: reads fail once ctx ends, and
+// WriteTo keeps the kernel's copy fast paths when ctx cannot end.
+type download struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (d *download) Read(p []byte) (int, error) {
+	if err := d.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return d.f.Read(p)
+}
+
+func (d *download) WriteTo(w io.Writer) (int64, error) {
+	if d.ctx.Done() == nil {
+		return io.Copy(w, d.f)
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(ctxWriter{d.ctx, w}, struct{ io.Reader }{d.f}, *bp)
+}
+
+func (d *download) Close() error { return d.f.Close() }
+
+// Download opens path for streaming.
+func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	t, err := r.target(id, p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer t.root.Close()
+	f, err := t.root.Open(t.rel)
+	if err != nil {
+		return nil, fsErr("download", p, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fsErr("download", p, err)
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("local: download %s: %w", p, sandbox.ErrIsDirectory)
+	}
+	return &download{ctx: ctx, f: f}, nil
+}
+
+func fileInfo(p string, fi fs.FileInfo) sandbox.FileInfo {
+	return sandbox.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+}
+
+// Stat describes path, following symbolic links inside the home.
+func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+	t, err := r.target(id, p, false)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	defer t.root.Close()
+	lfi, err := t.root.Lstat(t.rel)
+	if err != nil {
+		return sandbox.FileInfo{}, fsErr("stat", p, err)
+	}
+	var target string
+	if lfi.Mode()&fs.ModeSymlink != 0 {
+		target, _ = t.root.Readlink(t.rel)
+	}
+	fi, err := t.root.Stat(t.rel)
+	if err != nil {
+		return sandbox.FileInfo{}, fsErr("stat", p, err)
+	}
+	out := fileInfo(p, fi)
+	out.LinkTarget = target
+	return out, nil
+}
+
+// ReadDir lists a directory without following links, sorted by name.
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+	t, err := r.target(id, p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer t.root.Close()
+	f, err := t.root.Open(t.rel)
+	if err != nil {
+		return nil, fsErr("readdir", p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fsErr("readdir", p, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("local: readdir %s: %w", p, sandbox.ErrNotDirectory)
+	}
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fsErr("readdir", p, err)
+	}
+	slices.Sort(names)
+	out := make([]sandbox.FileInfo, 0, len(names))
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rel := path.Join(t.rel, n)
+		lfi, err := t.root.Lstat(rel)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		e := fileInfo(path.Join(p, n), lfi)
+		if lfi.Mode()&fs.ModeSymlink != 0 {
+			e.LinkTarget, _ = t.root.Readlink(rel)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// MkdirAll creates path and its parents.
+func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
+	t, err := r.target(id, p, true)
+	if err != nil {
+		return err
+	}
+	defer t.root.Close()
+	if t.rel == "." {
+		return nil
+	}
+	if err := t.root.MkdirAll(t.rel, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("local: mkdir %s: %w", p, sandbox.ErrNotDirectory)
+		}
+		return fsErr("mkdir", p, err)
+	}
+	r.chownPath(t, t.rel)
+	return nil
+}
+
+// Remove removes path and, for a directory, everything below it. A link
+// is removed, not followed.
+func (r *Runtime) Remove(ctx context.Context, id, p string) error {
+	t, err := r.target(id, p, true)
+	if err != nil {
+		return err
+	}
+	defer t.root.Close()
+	if t.rel == "." {
+		return sandbox.Errorf(sandbox.InvalidArgument, "local: refusing to remove the home %s", p)
+	}
+	if _, err := t.root.Lstat(t.rel); err != nil {
+		return fsErr("remove", p, err)
+	}
+	return fsErr("remove", p, t.root.RemoveAll(t.rel))
+}
+
+// Rename moves oldPath to newPath within the home.
+func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error {
+	t, err := r.target(id, oldPath, true)
+	if err != nil {
+		return err
+	}
+	defer t.root.Close()
+	home := r.info(t.m).Home
+	if !pathsafe.Within(home, newPath) {
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", newPath, home)
+	}
+	newRel, err := pathsafe.Rel(strings.TrimPrefix(newPath, home))
+	if err != nil || newRel == "." || t.rel == "." {
+		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move the home", oldPath, newPath)
+	}
+	if _, err := t.root.Lstat(t.rel); err != nil {
+		return fsErr("rename", oldPath, err)
+	}
+	return fsErr("rename", newPath, t.root.Rename(t.rel, newRel))
+}

@@ -1,0 +1,848 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+func init() {
+	sandbox.Register("local", func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+		opts, err := optionsFromURL(u)
+		if err != nil {
+			return nil, err
+		}
+		return New(opts...)
+	})
+}
+
+// sandboxHome is the home directory as commands see it at L3 and L4.
+const sandboxHome = "/home/user"
+
+// sandboxUID is the uid (and gid) of commands in a namespaced sandbox.
+const sandboxUID = 1000
+
+// DefaultLease is the lease of a sandbox created without a timeout.
+const DefaultLease = 5 * time.Minute
+
+// Default resource limits, applied where a writable cgroup exists.
+const (
+	defaultMemoryMiB = 2048
+	defaultPids      = 4096
+)
+
+// Runtime is the local provider. It implements sandbox.Runtime,
+// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.Closer. Create it
+// with New, or through sandbox.Open with a local:// URL.
+type Runtime struct {
+	root     string
+	log      *slog.Logger
+	force    *Level // WithIsolation or SANDBOX_LOCAL_ISOLATION
+	min      Level
+	lease    time.Duration
+	reapEach time.Duration
+
+	level   Level    // level every new sandbox gets
+	missing []string // why not more than level
+	cg      cgroupParents
+	uid     int // host uid and gid of the sandbox user with namespaces
+	gid     int
+
+	spMu sync.Mutex
+	sp   *spawner
+
+	closeOnce sync.Once
+	stop      chan struct{}
+	reaped    chan struct{}
+}
+
+// Option configures New.
+type Option func(*Runtime) error
+
+// WithRoot sets the directory that holds the sandboxes (default
+// <user cache dir>/sandboxkit/local). It is created if missing.
+func WithRoot(dir string) Option {
+	return func(r *Runtime) error {
+		if dir == "" {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: empty root directory")
+		}
+		r.root = dir
+		return nil
+	}
+}
+
+// WithIsolation gives every sandbox exactly level l instead of the best
+// the host offers; New fails with *IsolationError if the host cannot.
+// It takes precedence over the SANDBOX_LOCAL_ISOLATION variable.
+func WithIsolation(l Level) Option {
+	return func(r *Runtime) error {
+		if l < L0 || l > L4 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+		}
+		r.force = &l
+		return nil
+	}
+}
+
+// WithMinIsolation makes New fail with *IsolationError when the host
+// cannot give at least level l, and Create fail when a sandbox gets less.
+func WithMinIsolation(l Level) Option {
+	return func(r *Runtime) error {
+		if l < L0 || l > L4 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+		}
+		r.min = l
+		return nil
+	}
+}
+
+// WithLogger sets the logger for degraded isolation, lease enforcement and
+// clean-up failures. The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(r *Runtime) error {
+		if l != nil {
+			r.log = l
+		}
+		return nil
+	}
+}
+
+// WithDefaultLease sets the lease reported in Capabilities.DefaultLease
+// (DefaultLease otherwise).
+func WithDefaultLease(d time.Duration) Option {
+	return func(r *Runtime) error {
+		if d <= 0 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: default lease %v is not positive", d)
+		}
+		r.lease = d
+		return nil
+	}
+}
+
+// WithReapInterval sets how often the Runtime looks for sandboxes whose
+// lease ended (default 2s).
+func WithReapInterval(d time.Duration) Option {
+	return func(r *Runtime) error {
+		if d <= 0 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: reap interval %v is not positive", d)
+		}
+		r.reapEach = d
+		return nil
+	}
+}
+
+// optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
+func optionsFromURL(u *url.URL) ([]Option, error) {
+	var opts []Option
+	if u.Host != "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: URL has host %q; use local:///absolute/root", u.Host)
+	}
+	if u.Path != "" && u.Path != "/" {
+		opts = append(opts, WithRoot(u.Path))
+	}
+	q := u.Query()
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "isolation":
+			l, err := ParseLevel(v)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, WithIsolation(l))
+		case "min_isolation":
+			l, err := ParseLevel(v)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, WithMinIsolation(l))
+		case "lease":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: lease %q: %v", v, err)
+			}
+			opts = append(opts, WithDefaultLease(d))
+		default:
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease)", k)
+		}
+	}
+	return opts, nil
+}
+
+// probeMu guards the process-wide probe results, keyed by the highest
+// level tried (the host does not change while the process runs).
+var (
+	probeMu    sync.Mutex
+	probeCache = map[Level]probeResult{}
+)
+
+type probeResult struct {
+	level   Level
+	missing []string
+}
+
+// New returns a local Runtime. It creates the root if needed, checks that
+// it is writable, and probes once per process which isolation level the
+// host gives by running the real set-up.
+func New(opts ...Option) (*Runtime, error) {
+	r := &Runtime{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second,
+		stop: make(chan struct{}), reaped: make(chan struct{})}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.force == nil {
+		if v := os.Getenv("SANDBOX_LOCAL_ISOLATION"); v != "" {
+			l, err := ParseLevel(v)
+			if err != nil {
+				return nil, fmt.Errorf("SANDBOX_LOCAL_ISOLATION: %w", err)
+			}
+			r.force = &l
+		}
+	}
+	if r.root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.FailedPrecondition, "local: no root directory: %v (use WithRoot)", err)
+		}
+		r.root = filepath.Join(cache, "sandboxkit", "local")
+	}
+	root, err := filepath.Abs(r.root)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: root %q: %v", r.root, err)
+	}
+	r.root = root
+	if err := r.checkRoot(); err != nil {
+		return nil, err
+	}
+	r.uid, r.gid = os.Getuid(), os.Getgid()
+	if r.uid == 0 {
+		// Never run sandboxed code as the host's root, not even mapped.
+		r.uid, r.gid = 65534, 65534
+	}
+	r.cg = detectCgroups()
+	want := L4
+	if r.force != nil {
+		want = *r.force
+	}
+	res := r.probe(want)
+	r.level, r.missing = res.level, res.missing
+	if r.force != nil && r.level < *r.force {
+		return nil, &IsolationError{Want: *r.force, Got: r.level, Missing: r.missing}
+	}
+	if r.level < r.min {
+		return nil, &IsolationError{Want: r.min, Got: r.level, Missing: r.missing}
+	}
+	if r.level < L3 && r.force == nil {
+		r.log.Warn("sandbox/local: degraded isolation", "level", r.level.Describe(), "missing", strings.Join(r.missing, "; "))
+	}
+	go r.reaper()
+	return r, nil
+}
+
+func (r *Runtime) checkRoot() error {
+	if err := os.MkdirAll(r.root, 0o700); err != nil {
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: cannot create root %s: %w", r.root, err)
+	}
+	f, err := os.CreateTemp(r.root, ".probe-write-*")
+	if err != nil {
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: root %s is not writable: %w", r.root, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	if n := len(r.sock(newID())); n >= 108 {
+		return sandbox.Errorf(sandbox.InvalidArgument, "local: root %s is too long (%d bytes) for the unix socket paths under it (max 107); choose a shorter root", r.root, n)
+	}
+	return nil
+}
+
+// Name returns "local".
+func (r *Runtime) Name() string { return "local" }
+
+// Capabilities reports the provider's facts; Isolation is the level new
+// sandboxes get on this host.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
+		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
+		DefaultLease: r.lease, Network: true,
+	}
+}
+
+// Level returns the isolation level new sandboxes get, and why not more.
+func (r *Runtime) Level() (Level, []string) { return r.level, slices.Clone(r.missing) }
+
+// Root returns the directory that holds the sandboxes.
+func (r *Runtime) Root() string { return r.root }
+
+func (r *Runtime) spawner() (*spawner, error) {
+	r.spMu.Lock()
+	defer r.spMu.Unlock()
+	select {
+	case <-r.stop:
+		return nil, sandbox.ErrClosed
+	default:
+	}
+	if r.sp != nil && r.sp.alive() {
+		return r.sp, nil
+	}
+	if r.sp != nil {
+		_ = r.sp.close()
+	}
+	sp, err := startSpawner()
+	if err != nil {
+		return nil, err
+	}
+	r.sp = sp
+	return sp, nil
+}
+
+// Close stops the lease reaper and the spawner. Sandboxes and their agents
+// live on until destroyed or their lease ends.
+func (r *Runtime) Close() error {
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		<-r.reaped
+		r.spMu.Lock()
+		if r.sp != nil {
+			_ = r.sp.close()
+			r.sp = nil
+		}
+		r.spMu.Unlock()
+	})
+	return nil
+}
+
+// agentConfig returns the agent configuration for a sandbox at level l.
+func (r *Runtime) agentConfigFor(id string, l Level, noNet bool) agentConfig {
+	c := agentConfig{Home: r.home(id), HostHome: r.home(id), HostTmp: filepath.Join(r.dir(id), "tmp"), Hostname: "sandbox", NoNetwork: noNet}
+	if l >= L3 {
+		c.Namespaces, c.Home = true, sandboxHome
+	}
+	if l == L2 || l == L4 {
+		c.Landlock, c.Seccomp = true, true
+	}
+	return c
+}
+
+// probe finds the best level up to want by starting real agents.
+func (r *Runtime) probe(want Level) probeResult {
+	if want <= L1 {
+		return probeResult{level: want}
+	}
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	if res, ok := probeCache[want]; ok {
+		return res
+	}
+	res := r.probeUncached(want)
+	probeCache[want] = res
+	return res
+}
+
+func (r *Runtime) probeUncached(want Level) probeResult {
+	var missing []string
+	try := func(l Level) (features, error) {
+		id := newID()
+		dir := r.dir(".probe-" + id)
+		home := filepath.Join(dir, "home")
+		defer os.RemoveAll(dir)
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			return features{}, err
+		}
+		_ = os.MkdirAll(filepath.Join(dir, "tmp"), 0o700)
+		_ = os.Chown(home, r.uid, r.gid)
+		sp, err := r.spawner()
+		if err != nil {
+			return features{}, err
+		}
+		cfg := r.agentConfigFor(id, l, false)
+		cfg.HostHome, cfg.HostTmp = home, filepath.Join(dir, "tmp")
+		if !cfg.Namespaces {
+			cfg.Home = home
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sock := filepath.Join(dir, "s")
+		resp, err := sp.spawn(ctx, &spawnReq{Sock: sock, Home: home, HostUID: r.uid, HostGID: r.gid, Config: cfg})
+		if err != nil {
+			return resp.Features, err
+		}
+		defer func() {
+			_ = agentCall(ctx, sock, &request{Op: "shutdown"})
+			waitGone(ctx, resp.PID, resp.Start)
+		}()
+		st, err := agentExec(ctx, sock, &request{Op: "exec", Args: []string{"/bin/sh", "-c", "true"}, Env: agentEnv, Timeout: int64(10 * time.Second)}, nil, discard{}, discard{})
+		if err != nil {
+			return resp.Features, fmt.Errorf("exec through the agent: %w", err)
+		}
+		if st.ExitCode != 0 {
+			return resp.Features, fmt.Errorf("exec through the agent: exit %d", st.ExitCode)
+		}
+		return resp.Features, nil
+	}
+	if want >= L3 {
+		f, err := try(want)
+		if err == nil {
+			f.Cgroup = r.cg.limits()
+			got := f.level()
+			if want == L4 && got == L3 {
+				// Namespaces work; say what L4 lacked.
+				if f.Missing != "" {
+					missing = append(missing, f.Missing)
+				}
+			}
+			if want == L4 && !r.cg.limits() {
+				missing = append(missing, r.cg.Why)
+				got = min(got, L3)
+			}
+			if want == L4 && got == L4 {
+				return probeResult{level: L4, missing: missing}
+			}
+			return probeResult{level: min(got, want), missing: missing}
+		}
+		missing = append(missing, "namespaces: "+err.Error())
+	}
+	f, err := try(L2)
+	if err != nil {
+		missing = append(missing, "landlock+seccomp: "+err.Error())
+		return probeResult{level: L1, missing: missing}
+	}
+	if f.level() < L2 {
+		missing = append(missing, f.Missing)
+		return probeResult{level: L1, missing: missing}
+	}
+	return probeResult{level: L2, missing: missing}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// waitGone waits (bounded by ctx) until pid has exited.
+func waitGone(ctx context.Context, pid int, start uint64) {
+	for procAlive(pid, start) {
+		if sleepCtx(ctx, 500*time.Microsecond) != nil {
+			return
+		}
+	}
+}
+
+// Create makes the sandbox's directory and metadata and, at L2 and above,
+// starts its agent. Options are not supported: any key is InvalidArgument.
+func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+	if len(req.Options) > 0 {
+		keys := slices.Sorted(maps.Keys(req.Options))
+		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown provider options %q (the local provider has none)", keys)
+	}
+	if req.Template != "" && req.Template != "default" {
+		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown template %q: the local provider runs the host's /usr and /etc (template \"\" or \"default\")", req.Template)
+	}
+	select {
+	case <-r.stop:
+		return sandbox.Info{}, sandbox.ErrClosed
+	default:
+	}
+	id := newID()
+	dir := r.dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+	}
+	info := sandbox.Info{ID: id, Provider: "local"}
+	if err := os.Mkdir(r.home(id), 0o755); err != nil {
+		os.RemoveAll(dir)
+		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create home: %w", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		os.RemoveAll(dir)
+		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create tmp: %w", err)
+	}
+	if r.level >= L3 && os.Getuid() == 0 {
+		_ = os.Chown(r.home(id), r.uid, r.gid)
+	}
+	now := time.Now().UTC()
+	m := &meta{
+		ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
+		State: sandbox.StateStarting, CreatedAt: now, LeaseEnd: now.Add(req.Timeout), Lease: req.Timeout,
+		AutoPause: req.AutoPause, NoNetwork: req.NoNetwork, Resources: req.Resources,
+		Level: r.level, Achieved: r.level, Why: strings.Join(r.missing, "; "),
+	}
+	mem, pids := req.Resources.MemoryMiB, defaultPids
+	if mem == 0 {
+		mem = defaultMemoryMiB
+	}
+	m.Cgroups = r.cg.create(id, mem, pids, req.Resources.CPUs)
+	if r.level == L4 && !m.Cgroups.Limits {
+		m.Achieved, m.Why = L3, why(L3, features{}, m.Why)
+	}
+	if err := r.writeMeta(m); err != nil {
+		r.destroyDir(context.Background(), m)
+		return sandbox.Info{}, err
+	}
+	if r.level >= L2 {
+		if err := r.startAgent(ctx, m); err != nil {
+			return info, err
+		}
+	}
+	m.State = sandbox.StateRunning
+	if err := r.writeMeta(m); err != nil {
+		return info, err
+	}
+	if m.Achieved < r.min {
+		return info, &IsolationError{Want: r.min, Got: m.Achieved, Missing: []string{m.Why}}
+	}
+	return r.info(m), nil
+}
+
+// startAgent starts the agent of m (the caller holds the sandbox's lock or
+// owns the sandbox exclusively) and records it in m (not written).
+func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
+	sp, err := r.spawner()
+	if err != nil {
+		return err
+	}
+	cfg := r.agentConfigFor(m.ID, m.Level, m.NoNetwork)
+	if m.Level == L0 {
+		cfg.HostTmp = os.TempDir()
+	}
+	resp, err := sp.spawn(ctx, &spawnReq{
+		Sock: r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
+		HostUID: r.uid, HostGID: r.gid, CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs(), Config: cfg,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return sandbox.Errorf(sandbox.Internal, "local: starting the sandbox agent at %s: %v", m.Level, err)
+	}
+	m.AgentPID, m.AgentAt = resp.PID, resp.Start
+	f := resp.Features
+	f.Cgroup = m.Cgroups.Limits
+	got := f.level()
+	if m.Level <= L1 {
+		got = m.Level
+	}
+	m.Features = f
+	m.Achieved = min(got, m.Level)
+	m.Why = why(m.Achieved, f, strings.Join(r.missing, "; "))
+	if m.Achieved < m.Level {
+		r.log.Warn("sandbox/local: sandbox got less isolation than probed", "id", m.ID, "level", m.Achieved, "why", m.Why)
+	}
+	return nil
+}
+
+// Get returns the sandbox's Info, enforcing its lease first.
+func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	m, err = r.enforceLease(ctx, m)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return r.info(m), nil
+}
+
+// List returns the sandboxes under the root, sorted by creation, filtered
+// by labels and states. A sandbox with corrupt metadata is skipped (and
+// logged); Get on it reports the corruption.
+func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+	ents, err := os.ReadDir(r.root)
+	if err != nil {
+		return nil, "", sandbox.Errorf(sandbox.Internal, "local: list %s: %w", r.root, err)
+	}
+	var out []sandbox.Info
+	for _, e := range ents {
+		id := e.Name()
+		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
+		m, err := r.readMeta(id)
+		if err != nil {
+			if sandbox.CodeOf(err) != sandbox.NotFound {
+				r.log.Warn("sandbox/local: skipping sandbox", "id", id, "err", err)
+			}
+			continue
+		}
+		if m, err = r.enforceLease(ctx, m); err != nil {
+			continue
+		}
+		if !labelsMatch(m.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, m.State)) {
+			continue
+		}
+		out = append(out, r.info(m))
+		if req.PageSize > 0 && len(out) == req.PageSize {
+			return out, id, nil
+		}
+	}
+	return out, "", nil
+}
+
+func labelsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// enforceLease destroys (or, with AutoPause, pauses) a sandbox whose lease
+// ended. A destroyed sandbox yields NotFound.
+func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
+	if time.Now().Before(m.LeaseEnd) || (m.AutoPause && m.State == sandbox.StatePaused) {
+		return m, nil
+	}
+	if m.AutoPause {
+		if err := r.Pause(ctx, m.ID); err != nil {
+			return m, nil
+		}
+		if m2, err := r.readMeta(m.ID); err == nil {
+			return m2, nil
+		}
+		return m, nil
+	}
+	r.log.Info("sandbox/local: lease ended, destroying", "id", m.ID)
+	if err := r.Destroy(ctx, m.ID); err != nil {
+		r.log.Warn("sandbox/local: destroying an expired sandbox failed", "id", m.ID, "err", err)
+		return m, nil
+	}
+	return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s: lease ended: %w", m.ID, sandbox.ErrNotFound)
+}
+
+func (r *Runtime) reaper() {
+	defer close(r.reaped)
+	t := time.NewTicker(r.reapEach)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_, _, _ = r.List(ctx, &sandbox.ListRequest{})
+		cancel()
+	}
+}
+
+// Destroy kills every process of the sandbox and removes its directory
+// and cgroups. A sandbox that is already gone is not an error.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !idRE.MatchString(id) {
+		return nil
+	}
+	unlock, err := r.lock(id)
+	if err != nil {
+		if sandbox.CodeOf(err) == sandbox.NotFound {
+			return nil
+		}
+		return err
+	}
+	m, err := r.readMeta(id)
+	if err != nil && sandbox.CodeOf(err) == sandbox.NotFound {
+		unlock()
+		return nil
+	}
+	if m == nil {
+		// Corrupt metadata: still remove what is there.
+		m = &meta{ID: id}
+	}
+	// Hide the sandbox first, so that no call starts anything in it.
+	trash := filepath.Join(r.root, ".trash-"+id)
+	if err := os.Rename(r.dir(id), trash); err != nil {
+		unlock()
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return sandbox.Errorf(sandbox.Internal, "local: destroy %s: %w", id, err)
+	}
+	unlock()
+	r.killAll(ctx, m, filepath.Join(trash, "s"))
+	return r.removeTree(ctx, m, trash)
+}
+
+// destroyDir removes a sandbox that never fully started.
+func (r *Runtime) destroyDir(ctx context.Context, m *meta) {
+	r.killAll(ctx, m, r.sock(m.ID))
+	_ = r.removeTree(ctx, m, r.dir(m.ID))
+}
+
+// killAll ends every process of the sandbox: the cgroup first, then the
+// agent (whose death ends a pid namespace), then what the agent tracked.
+func (r *Runtime) killAll(ctx context.Context, m *meta, sock string) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	alive := procAlive(m.AgentPID, m.AgentAt)
+	if alive && m.Achieved < L3 && (m.Cgroups.V2 == "" && len(m.Cgroups.V1) == 0) {
+		// No pid namespace and no cgroup: the agent kills its tree.
+		if m.State == sandbox.StatePaused {
+			_ = agentCall(kctx, sock, &request{Op: "cont"})
+		}
+		_ = agentCall(kctx, sock, &request{Op: "shutdown"})
+	}
+	m.Cgroups.kill(kctx)
+	if alive {
+		_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
+		waitGone(kctx, m.AgentPID, m.AgentAt)
+	}
+}
+
+func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if err := m.Cgroups.remove(rctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		// Sandboxed code may have left directories without write permission.
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return sandbox.Errorf(sandbox.Internal, "local: destroy %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// SetTimeout makes the lease end d from now.
+func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
+	return r.update(id, func(m *meta) error {
+		m.LeaseEnd = time.Now().UTC().Add(d)
+		return nil
+	})
+}
+
+// update applies f to the metadata of id under its lock and writes it.
+func (r *Runtime) update(id string, f func(*meta) error) error {
+	if !idRE.MatchString(id) {
+		_, err := r.readMeta(id)
+		return err
+	}
+	unlock, err := r.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m, err := r.readMeta(id)
+	if err != nil {
+		return err
+	}
+	if err := f(m); err != nil {
+		return err
+	}
+	return r.writeMeta(m)
+}
+
+// Pause freezes every process of the sandbox: cgroup v2 cgroup.freeze,
+// else the v1 freezer, else SIGSTOP through the agent.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	return r.update(id, func(m *meta) error {
+		if m.State == sandbox.StatePaused {
+			return nil
+		}
+		ok, err := m.Cgroups.freeze(ctx, true)
+		switch {
+		case err != nil:
+			_, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false)
+			return sandbox.Errorf(sandbox.Internal, "local: pause %s: %w", id, err)
+		case ok:
+			m.Paused = "cgroup"
+		default:
+			m.Paused = "signal"
+			if procAlive(m.AgentPID, m.AgentAt) {
+				if err := agentCall(ctx, r.sock(id), &request{Op: "stop"}); err != nil {
+					return sandbox.Errorf(sandbox.Internal, "local: pause %s: %w", id, err)
+				}
+			}
+		}
+		m.State = sandbox.StatePaused
+		return nil
+	})
+}
+
+// Resume thaws a paused sandbox. A sandbox whose lease ended while paused
+// gets a fresh lease of its original length.
+func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+	var out *meta
+	err := r.update(id, func(m *meta) error {
+		out = m
+		if m.State != sandbox.StatePaused {
+			return nil
+		}
+		switch m.Paused {
+		case "signal":
+			if procAlive(m.AgentPID, m.AgentAt) {
+				if err := agentCall(ctx, r.sock(id), &request{Op: "cont"}); err != nil {
+					return sandbox.Errorf(sandbox.Internal, "local: resume %s: %w", id, err)
+				}
+			}
+		default:
+			if _, err := m.Cgroups.freeze(ctx, false); err != nil {
+				return sandbox.Errorf(sandbox.Internal, "local: resume %s: %w", id, err)
+			}
+		}
+		m.State, m.Paused = sandbox.StateRunning, ""
+		if now := time.Now().UTC(); !m.LeaseEnd.After(now) {
+			lease := m.Lease
+			if lease <= 0 {
+				lease = r.lease
+			}
+			m.LeaseEnd = now.Add(lease)
+		}
+		return nil
+	})
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return r.info(out), nil
+}
+
+// errPaused is the error of a call a paused sandbox refuses.
+func errPaused(id string) error {
+	return fmt.Errorf("local: sandbox %s: %w (resume it first)", id, sandbox.ErrPaused)
+}
+
+// running reads the metadata of id and fails when the sandbox is paused.
+func (r *Runtime) running(ctx context.Context, id string) (*meta, error) {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return nil, err
+	}
+	if m.State == sandbox.StatePaused {
+		return nil, errPaused(id)
+	}
+	return m, nil
+}

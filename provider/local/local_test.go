@@ -1,0 +1,39 @@
+package local
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sandboxtest"
+)
+
+func TestMain(m *testing.M) {
+	Init() // the package's init already dispatched; calling it again is harmless
+	goleak.VerifyTestMain(m)
+}
+
+// newRuntime returns a Runtime on a fresh root, closed at cleanup.
+func newRuntime(t *testing.T, opts ...Option) *Runtime {
+	t.Helper()
+	rt, err := New(append([]Option{WithRoot(t.TempDir())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("best", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t))
+		}})
+	})
+	t.Run("L1", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t, WithIsolation(L1)))
+		}})
+	})
+}

@@ -1,0 +1,136 @@
+package local
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/sandboxkit/sandbox"
+	"io"
+	"sync"
+)
+
+// The agent protocol. One connection per request, over the sandbox's unix
+// socket. Every message is a frame: one type byte, a 4-byte big-endian
+// payload length, then the payload. The client sends a request frame first;
+// the agent answers with frames until it closes the connection.
+const (
+	frameRequest = 'R' // client→agent: JSON request
+	frameStdin   = 'I' // client→agent: stdin bytes
+	frameEOF     = 'E' // client→agent: close stdin
+	frameStarted = 'S' // agent→client: JSON {pid}
+	frameStdout  = '1' // agent→client: stdout bytes
+	frameStderr  = '2' // agent→client: stderr bytes
+	frameExit    = 'W' // agent→client: JSON exit status; last frame
+	frameFail    = 'F' // agent→client: JSON failure; last frame
+	frameOK      = 'K' // agent→client: JSON reply to a control request
+)
+
+// maxFrame bounds a frame's payload; output and stdin are sent in chunks
+// far below it.
+const maxFrame = 4 << 20
+
+// request is the first frame of every connection.
+type request struct {
+	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease
+	Args    []string `json:"args,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+	Stdin   bool     `json:"stdin,omitempty"`
+	Timeout int64    `json:"timeout_ns,omitempty"`
+	PID     int      `json:"pid,omitempty"`
+	Signal  int      `json:"signal,omitempty"`
+}
+
+// startedMsg answers exec, start and attach once the process runs.
+type startedMsg struct {
+	PID int `json:"pid"`
+}
+
+// exitMsg is the last frame of exec, start and attach.
+type exitMsg struct {
+	Code     int  `json:"code"`
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// failMsg reports a request the agent could not serve.
+type failMsg struct {
+	Code string `json:"code"` // NotFound, InvalidArgument, Internal...
+	Msg  string `json:"msg"`
+}
+
+func (f failMsg) err() error {
+	code := sandbox.Internal
+	switch f.Code {
+	case "NotFound":
+		code = sandbox.NotFound
+	case "InvalidArgument":
+		code = sandbox.InvalidArgument
+	case "PermissionDenied":
+		code = sandbox.PermissionDenied
+	case "FailedPrecondition":
+		code = sandbox.FailedPrecondition
+	}
+	return sandbox.Errorf(code, "local agent: %s", f.Msg)
+}
+
+// frameWriter writes frames; it is safe for concurrent use.
+type frameWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	hdr [5]byte
+	err error
+}
+
+func (fw *frameWriter) write(typ byte, p []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.err != nil {
+		return fw.err
+	}
+	fw.hdr[0] = typ
+	binary.BigEndian.PutUint32(fw.hdr[1:], uint32(len(p)))
+	if _, err := fw.w.Write(fw.hdr[:]); err != nil {
+		fw.err = err
+		return err
+	}
+	if len(p) > 0 {
+		if _, err := fw.w.Write(p); err != nil {
+			fw.err = err
+			return err
+		}
+	}
+	return nil
+}
+
+func (fw *frameWriter) writeJSON(typ byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return fw.write(typ, b)
+}
+
+// readFrame reads one frame into buf (grown as needed) and returns its
+// type and payload.
+func readFrame(r io.Reader, buf []byte) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, buf, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > maxFrame {
+		return 0, buf, fmt.Errorf("local: protocol: frame of %d bytes", n)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, buf, err
+	}
+	return hdr[0], buf, nil
+}

@@ -1,0 +1,28 @@
+package local
+
+import "os"
+
+// argv[0] markers of the two helper roles the binary is re-executed in.
+const (
+	spawnerArg0 = "sandboxkit-local-spawner"
+	agentArg0   = "sandboxkit-local-agent"
+)
+
+func init() { Init() }
+
+// Init runs the spawner or a sandbox agent when the binary was re-executed
+// as one (recognised by its argv[0]) and then exits the process; in every
+// other case it returns at once. The package's init function calls it, so
+// programs (and test binaries) need not: a program that wants the hook
+// explicit may call it first thing in main or TestMain too.
+func Init() {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch os.Args[0] {
+	case spawnerArg0:
+		spawnerMain()
+	case agentArg0:
+		agentMain()
+	}
+}

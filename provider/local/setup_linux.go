@@ -1,0 +1,330 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// setupSandbox runs in the agent before it serves: with cfg.Namespaces it
+// builds the sandbox's root file system and pivots into it, then it
+// applies Landlock, seccomp and rlimits as asked. It returns what it
+// achieved; an error means the requested namespaced set-up failed.
+func setupSandbox(cfg *agentConfig) (features, error) {
+	var f features
+	var missing []string
+	if cfg.Namespaces {
+		if err := setupNamespaces(cfg, &f); err != nil {
+			return f, err
+		}
+		f.Namespaces = true
+	} else if cfg.HostHome != "" {
+		_ = os.Chdir(cfg.HostHome)
+	}
+	// No process of the sandbox may gain privileges through execve.
+	if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	}
+	if cfg.Landlock {
+		if abi, err := applyLandlock(cfg); err != nil {
+			missing = append(missing, "landlock: "+err.Error())
+		} else {
+			f.Landlock, f.LandlockV = true, abi
+		}
+	}
+	if cfg.Seccomp {
+		if err := applySeccomp(cfg); err != nil {
+			missing = append(missing, "seccomp: "+err.Error())
+		} else {
+			f.Seccomp = true
+		}
+	}
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if cfg.MaxFileMiB > 0 {
+		n := uint64(cfg.MaxFileMiB) << 20
+		_ = unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: n, Max: n})
+	}
+	// Nothing may ptrace the agent or open its /proc/<pid>/exe.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	if cfg.Namespaces {
+		// The set-up capabilities are no longer needed by any thread.
+		_ = ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	}
+	f.Missing = strings.Join(missing, "; ")
+	return f, nil
+}
+
+// newRoot is where the sandbox's root is assembled: a tmpfs mounted over
+// /tmp of the agent's private copy of the mount table.
+const newRoot = "/tmp"
+
+func setupNamespaces(cfg *agentConfig, f *features) error {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return step("make / private", err)
+	}
+	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
+		return step("mount tmpfs root", err)
+	}
+	at := func(p string) string { return filepath.Join(newRoot, p) }
+	for _, d := range []string{"usr", "etc", "opt"} {
+		fi, err := os.Lstat("/" + d)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := bindRO("/"+d, at(d)); err != nil {
+			return step("bind /"+d, err)
+		}
+	}
+	// On merged-/usr hosts these are symlinks into /usr: recreate them.
+	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		fi, err := os.Lstat("/" + d)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			t, err := os.Readlink("/" + d)
+			if err != nil {
+				return step("readlink /"+d, err)
+			}
+			if err := os.Symlink(t, at(d)); err != nil {
+				return step("symlink /"+d, err)
+			}
+		case fi.IsDir():
+			if err := bindRO("/"+d, at(d)); err != nil {
+				return step("bind /"+d, err)
+			}
+		}
+	}
+	home := at(cfg.Home)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return step("mkdir home", err)
+	}
+	if cfg.HomeTree {
+		err := unix.MoveMount(agentHomeFD, "", unix.AT_FDCWD, home, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		_ = unix.Close(agentHomeFD)
+		if err != nil {
+			return step("move home mount", err)
+		}
+	} else if err := unix.Mount(cfg.HostHome, home, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return step("bind home", err)
+	}
+	_ = unix.MountSetattr(-1, home, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV})
+	tmpMiB := cfg.TmpMiB
+	if tmpMiB <= 0 {
+		tmpMiB = 512
+	}
+	if err := mountTmpfs(at("tmp"), fmt.Sprintf("mode=1777,size=%dm", tmpMiB)); err != nil {
+		return step("mount /tmp", err)
+	}
+	if err := os.Mkdir(at("proc"), 0o555); err != nil {
+		return step("mkdir /proc", err)
+	}
+	if err := unix.Mount("proc", at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return step("mount /proc", err)
+	}
+	if err := setupDev(at("dev")); err != nil {
+		return step("populate /dev", err)
+	}
+	old := at(".old")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return step("mkdir .old", err)
+	}
+	if err := unix.PivotRoot(newRoot, old); err != nil {
+		return step("pivot_root", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return step("chdir /", err)
+	}
+	if err := unix.Unmount("/.old", unix.MNT_DETACH); err != nil {
+		return step("unmount old root", err)
+	}
+	_ = os.Remove("/.old")
+	// Nothing can be created at the top of the root or in /dev.
+	for _, p := range []string{"/", "/dev"} {
+		if err := unix.MountSetattr(-1, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			if err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID, ""); err != nil {
+				return step("remount "+p+" read-only", err)
+			}
+		}
+	}
+	if cfg.Hostname != "" {
+		_ = unix.Sethostname([]byte(cfg.Hostname))
+	}
+	if cfg.NoNetwork {
+		if err := loopbackUp(); err != nil {
+			return step("bring lo up", err)
+		}
+	}
+	// No nested user namespaces: they would give a process of the sandbox
+	// every capability over new namespaces of its own.
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err == nil {
+		f.NoUserNS = true
+	}
+	_ = unix.Chdir(cfg.Home)
+	return nil
+}
+
+func mountTmpfs(dir, opts string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+}
+
+// bindRO bind-mounts src (recursively) read-only, nosuid, nodev at dst.
+func bindRO(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, attr); err == nil {
+		return nil
+	}
+	// Kernels before 5.12: remount the top mount, keeping its locked flags.
+	var st unix.Statfs_t
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	if unix.Statfs(dst, &st) == nil && st.Flags&unix.ST_NOEXEC != 0 {
+		flags |= unix.MS_NOEXEC
+	}
+	return unix.Mount("", dst, "", flags, "")
+}
+
+func setupDev(dev string) error {
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if _, err := os.Stat("/dev/" + n); err != nil {
+			continue
+		}
+		p := filepath.Join(dev, n)
+		if err := os.WriteFile(p, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for n, t := range links {
+		if err := os.Symlink(t, filepath.Join(dev, n)); err != nil {
+			return err
+		}
+	}
+	return mountTmpfs(filepath.Join(dev, "shm"), "mode=1777,size=64m")
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP | unix.IFF_RUNNING)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// applyLandlock restricts the agent and everything it starts to the
+// sandbox's file system allow-list, and (ABI ≥ 6) scopes signals and
+// abstract unix sockets to the sandbox.
+func applyLandlock(cfg *agentConfig) (int, error) {
+	abi, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return 0, err
+	}
+	if abi < 1 {
+		return 0, errors.New("not enabled")
+	}
+	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing()
+	var rules []landlock.Rule
+	if cfg.Namespaces {
+		// The root is already only what the sandbox may see.
+		rules = []landlock.Rule{
+			landlock.RODirs("/"),
+			landlock.RWDirs(cfg.Home, "/tmp", "/dev/shm"),
+			devFiles,
+		}
+	} else {
+		rules = []landlock.Rule{
+			landlock.RODirs("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/dev").IgnoreIfMissing(),
+			landlock.RWDirs(cfg.HostHome, cfg.HostTmp),
+			devFiles,
+		}
+	}
+	c := landlock.V11.BestEffort()
+	if err := c.RestrictPaths(rules...); err != nil {
+		return 0, err
+	}
+	if abi >= 6 {
+		if err := c.RestrictScoped(); err != nil {
+			return 0, err
+		}
+	}
+	return abi, nil
+}
+
+// deniedSyscalls return EPERM in every sandbox with seccomp: debugging
+// other processes, kernel and mount administration, io_uring (which can
+// bypass the socket rule), bpf, keyrings and namespaces.
+var deniedSyscalls = []string{
+	"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
+	"io_uring_register", "mount", "umount2", "pivot_root", "unshare", "setns", "bpf",
+	"perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "kexec_load",
+	"kexec_file_load", "init_module", "finit_module", "delete_module", "open_by_handle_at",
+	"name_to_handle_at", "swapon", "swapoff", "reboot", "acct", "syslog", "iopl", "ioperm",
+	"quotactl", "fsopen", "fsmount", "fsconfig", "fspick", "move_mount", "open_tree", "mount_setattr",
+	"lookup_dcookie", "vhangup",
+}
+
+func applySeccomp(cfg *agentConfig) error {
+	info, err := arch.GetInfo(runtime.GOARCH)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range deniedSyscalls {
+		if _, ok := info.SyscallNames[n]; ok {
+			names = append(names, n)
+		}
+	}
+	group := seccomp.SyscallGroup{Action: seccomp.ActionErrno, Names: names}
+	if cfg.NoNetwork {
+		group.NamesWithCondtions = []seccomp.NameWithConditions{{
+			Name:       "socket",
+			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}},
+		}}
+	}
+	return seccomp.LoadFilter(seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{group}},
+	})
+}

@@ -1,0 +1,325 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// spawnReq asks the spawner to start one agent.
+type spawnReq struct {
+	Seq      uint64      `json:"seq"`
+	Sock     string      `json:"sock"`      // where the agent listens
+	Home     string      `json:"home"`      // host path of the home
+	Log      string      `json:"log"`       // agent's stderr
+	HostUID  int         `json:"host_uid"`  // host uid of the sandbox user (namespaces)
+	HostGID  int         `json:"host_gid"`  // host gid of the sandbox user (namespaces)
+	CgroupV2 string      `json:"cgroup_v2"` // cgroup directory to start the agent in
+	CgroupV1 []string    `json:"cgroup_v1"` // v1 cgroup directories to move it to
+	Config   agentConfig `json:"config"`
+}
+
+// spawnResp answers a spawnReq.
+type spawnResp struct {
+	Seq      uint64   `json:"seq"`
+	PID      int      `json:"pid"`
+	Start    uint64   `json:"start"` // start time in clock ticks, to recognise the pid later
+	Features features `json:"features"`
+	Err      string   `json:"err,omitempty"`
+}
+
+// agentEnv is the environment of the agent process itself (commands get
+// theirs in each request).
+var agentEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// spawnerMain is the body of the spawner: a small process that starts
+// agents on request, so that their start does not copy the page tables of
+// a large application (a clone with CLONE_NEWUSER cannot use vfork). It
+// exits when the application closes its end of the socket.
+func spawnerMain() {
+	conn, err := net.FileConn(os.NewFile(3, "ctl"))
+	if err != nil {
+		os.Exit(2)
+	}
+	dec := json.NewDecoder(conn)
+	var mu sync.Mutex
+	enc := json.NewEncoder(conn)
+	for {
+		var req spawnReq
+		if err := dec.Decode(&req); err != nil {
+			os.Exit(0)
+		}
+		go func() {
+			resp := startAgent(&req)
+			resp.Seq = req.Seq
+			mu.Lock()
+			_ = enc.Encode(resp)
+			mu.Unlock()
+		}()
+	}
+}
+
+// startAgent starts one agent and waits until it has set the sandbox up.
+func startAgent(req *spawnReq) spawnResp {
+	fail := func(err error) spawnResp { return spawnResp{Err: err.Error()} }
+	_ = os.Remove(req.Sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: req.Sock, Net: "unix"})
+	if err != nil {
+		return fail(fmt.Errorf("listen: %w", err))
+	}
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	_ = ln.Close()
+	if err != nil {
+		return fail(err)
+	}
+	defer lf.Close()
+	_ = os.Chmod(req.Sock, 0o600)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("socketpair: %w", err))
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-agent")
+	defer mine.Close()
+	extra := []*os.File{theirs, lf}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	ns := req.Config.Namespaces
+	if ns {
+		// A detached copy of the home mount, which the agent moves into
+		// its root: this works even where the sandbox user cannot walk the
+		// path to the home (a root host). Without the privilege for it, the
+		// agent bind-mounts the home by path.
+		if fd, err := unix.OpenTree(unix.AT_FDCWD, req.Home, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
+			tree := os.NewFile(uintptr(fd), "home-tree")
+			defer tree.Close()
+			extra = append(extra, tree)
+			req.Config.HomeTree = true
+		}
+		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
+		if req.Config.NoNetwork {
+			attr.Cloneflags |= syscall.CLONE_NEWNET
+		}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: req.HostUID, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: req.HostGID, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// Become the mapped user: the host uid may differ from the caller's
+		// (a root host maps the sandbox user to an unprivileged uid).
+		attr.Credential = &syscall.Credential{Uid: sandboxUID, Gid: sandboxUID, NoSetGroups: true}
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE}
+	}
+	if req.CgroupV2 != "" {
+		if d, err := os.Open(req.CgroupV2); err == nil {
+			defer d.Close()
+			attr.UseCgroupFD, attr.CgroupFD = true, int(d.Fd())
+		}
+	}
+	var logf *os.File
+	if req.Log != "" {
+		logf, _ = os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if logf != nil {
+			defer logf.Close()
+		}
+	}
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
+	if logf != nil {
+		cmd.Stderr = logf
+	}
+	err = cmd.Start()
+	theirs.Close()
+	if err != nil {
+		return fail(fmt.Errorf("start agent: %w", err))
+	}
+	for _, dir := range req.CgroupV1 {
+		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
+	}
+	go func() { _ = cmd.Wait() }() // reap it whenever it ends
+	_ = mine.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := json.NewEncoder(mine).Encode(req.Config); err != nil {
+		_ = cmd.Process.Kill()
+		return fail(fmt.Errorf("configure agent: %w", err))
+	}
+	var rep setupReply
+	if err := json.NewDecoder(mine).Decode(&rep); err != nil {
+		_ = cmd.Process.Kill()
+		return fail(fmt.Errorf("agent set-up: %w (see %s)", err, req.Log))
+	}
+	if rep.Err != "" {
+		_ = cmd.Process.Kill()
+		return spawnResp{Features: rep.Features, Err: rep.Err}
+	}
+	return spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
+}
+
+// procStart returns the start time of pid in clock ticks (field 22 of
+// /proc/pid/stat), or 0.
+func procStart(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// procAlive reports whether pid still runs (not a zombie) and started at start.
+func procAlive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+3 >= len(s) {
+		return false
+	}
+	if s[i+2] == 'Z' || s[i+2] == 'X' {
+		return false
+	}
+	return start == 0 || procStart(pid) == start
+}
+
+// spawner is the runtime's handle on its spawner process.
+type spawner struct {
+	cmd  *exec.Cmd
+	conn net.Conn
+	done chan struct{} // closed when the reader ends
+
+	mu      sync.Mutex
+	seq     uint64
+	pending map[uint64]chan spawnResp
+	err     error
+}
+
+func startSpawner() (*spawner, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "spawner"), os.NewFile(uintptr(fds[1]), "spawner-child")
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{spawnerArg0}, Env: agentEnv, ExtraFiles: []*os.File{theirs}}
+	err = cmd.Start()
+	theirs.Close()
+	if err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("start spawner: %w", err)
+	}
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	s := &spawner{cmd: cmd, conn: conn, done: make(chan struct{}), pending: map[uint64]chan spawnResp{}}
+	go s.read()
+	return s, nil
+}
+
+func (s *spawner) read() {
+	defer close(s.done)
+	dec := json.NewDecoder(s.conn)
+	for {
+		var resp spawnResp
+		if err := dec.Decode(&resp); err != nil {
+			s.mu.Lock()
+			s.err = errors.New("local: spawner exited")
+			for _, ch := range s.pending {
+				close(ch)
+			}
+			s.pending = nil
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Lock()
+		if ch, ok := s.pending[resp.Seq]; ok {
+			ch <- resp
+			delete(s.pending, resp.Seq)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// spawn starts an agent. ctx bounds the wait; an agent whose start
+// completes after ctx ended is left to the caller's cleanup (its socket
+// and pid are not recorded, and Destroy kills it through the cgroup or
+// its socket).
+func (s *spawner) spawn(ctx context.Context, req *spawnReq) (spawnResp, error) {
+	ch := make(chan spawnResp, 1)
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return spawnResp{}, s.err
+	}
+	s.seq++
+	req.Seq = s.seq
+	s.pending[req.Seq] = ch
+	b, err := json.Marshal(req)
+	if err == nil {
+		_, err = s.conn.Write(append(b, '\n'))
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return spawnResp{}, fmt.Errorf("local: spawner: %w", err)
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return spawnResp{}, errors.New("local: spawner exited")
+		}
+		if resp.Err != "" {
+			return resp, errors.New(resp.Err)
+		}
+		return resp, nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		if s.pending != nil {
+			delete(s.pending, req.Seq)
+		}
+		s.mu.Unlock()
+		return spawnResp{}, ctx.Err()
+	}
+}
+
+func (s *spawner) alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil
+}
+
+// close ends the spawner (agents it started live on) and waits for it.
+func (s *spawner) close() error {
+	_ = s.conn.Close()
+	<-s.done
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-exited
+	}
+	return nil
+}
