@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/provider/local"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -67,9 +69,33 @@ func newHost(t *testing.T, opts Options) *env {
 	return &env{b: b, sb: sb, base: opts.BaseDir, out: filepath.Join(dir, "outside"), opts: opts, calls: rt.calls.Load}
 }
 
-// envs returns the real-shell environments the behavioural tests run on.
+// newLocal returns a backend over provider/local: a real sandbox whose
+// paths (and $HOME) are its own.
+func newLocal(t *testing.T, opts Options) *env {
+	t.Helper()
+	rt, err := local.New(local.WithRoot(t.TempDir()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	sb, err := sandbox.NewClient(rt).Create(context.Background(), sandbox.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	e := &env{sb: sb, opts: opts}
+	home := strings.TrimSpace(e.sh(t, `printf '%s' "$HOME"`))
+	if e.opts.BaseDir == "" {
+		e.opts.BaseDir = home + "/workspace"
+	}
+	e.base, e.out = e.opts.BaseDir, home+"/outside"
+	e.sh(t, "mkdir -p "+e.out)
+	e.b, err = New(sb, e.opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.b.Close() })
+	return e
+}
+
+// envs returns the real-shell environments the behavioural tests run on:
+// the host runtime (host tools, host paths) and provider/local.
 func envs(t *testing.T, opts Options) map[string]*env {
-	return map[string]*env{"host": newHost(t, opts)}
+	return map[string]*env{"host": newHost(t, opts), "local": newLocal(t, opts)}
 }
 
 var ctx = context.Background()
@@ -256,7 +282,9 @@ func TestSymlinkEscapes(t *testing.T) {
 			e.sh(t, "ln -s "+e.out+"/secret.txt "+e.base+"/outfile")
 			e.sh(t, "ln -s "+e.out+"/new.txt "+e.base+"/dangling")
 			e.sh(t, "ln -s inside.txt "+e.base+"/alias.txt")
-			e.sh(t, "mkdir -p "+e.base+"/sub && ln -s ../../../outside "+e.base+"/sub/up")
+			up, err := filepath.Rel(e.base+"/sub", e.out)
+			require.NoError(t, err)
+			e.sh(t, "mkdir -p "+e.base+"/sub && ln -s "+up+" "+e.base+"/sub/up")
 
 			for _, p := range []string{"outdir/secret.txt", "outfile", "sub/up/secret.txt"} {
 				require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, p).Error), "read %s", p)

@@ -18,7 +18,8 @@ import (
 // GetFiles returns every regular file of the workspace with its content and
 // binary mark, sorted by path. It takes three round trips however many files
 // the workspace holds: one command archives the workspace into a temporary
-// file, one download streams the archive, and one call removes it.
+// file under the metadata directory, one download streams the archive, and
+// one call removes it.
 // Symbolic links are not followed and not returned.
 func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesRequest) (*backend.GetFilesResult, error) {
 	base, err := b.BaseDir(ctx)

@@ -187,7 +187,7 @@ func emulateOp(c *memory.Call) int {
 		if err := errors.Join(walk(base, "."), tw.Close()); err != nil {
 			return 74
 		}
-		const archive = "/tmp/fsbackend-snapshot.tar"
+		archive := path.Join(meta, "tmp", "snapshot.tar")
 		if err := c.Files.WriteFile(archive, buf.Bytes()); err != nil {
 			return 74
 		}

@@ -8,20 +8,26 @@ package fsbackend
 // and refuses a target that leads outside the workspace before touching
 // it, so the jail check and the operation share one round trip.
 //
-// Inputs: SBX_OP (read, write, ls, walk, grep, tar), SBX_BASE (the
-// workspace, absolute), SBX_PBASE (where the workspace resolved to
-// before, if known: a workspace that now resolves elsewhere, for example
-// because it was replaced by a symbolic link, is refused), SBX_META (the metadata directory's name), SBX_PATH
-// (the target, relative to the workspace, "." for the root; already
-// checked element-wise), SBX_MARK (the file name of the target's binary
-// mark), SBX_TEXT=1 (refuse a marked file), SBX_BINARY=1 (write: set the
-// mark; otherwise clear it), SBX_PATTERN and SBX_MAX (grep).
+// Inputs: SBX_OP (read, write, ls, walk, grep, tar); SBX_BASE, the
+// workspace (absolute); SBX_PBASE, where the workspace resolved to before,
+// if known (a workspace that now resolves elsewhere, for example because it
+// was replaced by a symbolic link, is refused); SBX_META, the metadata
+// directory's name; SBX_PATH, the target relative to the workspace ("." for
+// the root), already checked element-wise; SBX_MARK, the file name of the
+// target's binary mark; SBX_TEXT=1, refuse a marked file; SBX_BINARY=1,
+// set the mark on write (otherwise a write clears it); SBX_PATTERN and
+// SBX_MAX for grep.
 //
 // Outputs: the operation's data on stdout; "key=value" lines on stderr
-// (pbase= the resolved workspace, path= the resolved target, binary=1 a marked file, kind=file|dir,
-// mark=<path> a marked file, tar=<file> the snapshot); and an exit code:
-// 0 success, exitNotFound, exitIsDir, exitNotDir, exitEscape, exitDenied,
-// exitBinary, or another code for an unexpected failure.
+// (pbase= the resolved workspace, path= the resolved target, binary=1 for
+// a marked file, kind=file|dir for grep, mark=<path> for each marked file,
+// tar=<file> for the archive, error=<text>); and an exit code: 0 for
+// success, one of the exit* constants below for a failure the agent can
+// act on, anything else for an unexpected failure.
+//
+// The archive of the tar operation is written under the metadata
+// directory, inside the workspace, because providers may serve files only
+// under the sandbox's home; the caller removes it.
 //
 // Requirements on the sandbox image: a POSIX sh, cat, mkdir, rm, readlink
 // -f, GNU find (-printf), grep (-r -I -F --null), tar and mktemp: Debian,
@@ -125,8 +131,11 @@ grep)
   [ $? -le 2 ] || die 73 "grep failed"
   exit 0 ;;
 tar)
-  f=$(mktemp) || die 74 "cannot create a temporary file"
-  (cd -- "$pbase" && tar -cf "$f" .) 2>/dev/null
+  for d in "$meta" "$meta/tmp"; do
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; fi
+  done
+  mkdir -p -- "$meta/tmp" && f=$(mktemp "$meta/tmp/snapshot.XXXXXX") || die 74 "cannot create the archive file"
+  (cd -- "$pbase" && tar -cf "$f" --exclude="./$SBX_META/tmp" .) 2>/dev/null
   [ -s "$f" ] || { rm -f -- "$f"; die 74 "tar failed"; }
   printf 'tar=%s\n' "$f" >&2
   exit 0 ;;
