@@ -520,35 +520,39 @@ func TestExecute(t *testing.T) {
 	require.Equal(t, backend.CodePermissionDenied, codeOf(r.Error), "disabled by default")
 	require.Equal(t, "Error: execute is disabled for this backend", r.Text())
 
-	e = newHost(t, Options{AllowExecute: true, Env: map[string]string{"GREETING": "hello"},
-		SecretEnv: map[string]string{"API_TOKEN": "tok-123456"}, MaxExecuteOutput: 200})
-	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: `pwd; echo "$GREETING"; echo "token=$API_TOKEN" >&2; exit 3`})
-	require.NoError(t, err)
-	require.Nil(t, r.Error)
-	require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n", r.Output)
-	require.Equal(t, 3, r.ExitCode)
-	require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n[Command exited with code 3]", r.Text())
-	require.NotContains(t, r.Text(), "tok-123456")
+	opts := Options{AllowExecute: true, Env: map[string]string{"GREETING": "hello"},
+		SecretEnv: map[string]string{"API_TOKEN": "tok-123456"}, MaxExecuteOutput: 200}
+	for name, e := range envs(t, opts) {
+		t.Run(name, func(t *testing.T) {
+			r, err := e.b.Execute(ctx, &backend.ExecuteRequest{Command: `pwd; echo "$GREETING"; echo "token=$API_TOKEN" >&2; exit 3`})
+			require.NoError(t, err)
+			require.Nil(t, r.Error)
+			require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n", r.Output)
+			require.Equal(t, 3, r.ExitCode)
+			require.Equal(t, e.base+"\nhello\ntoken=[REDACTED]\n[Command exited with code 3]", r.Text())
+			require.NotContains(t, r.Text(), "tok-123456")
 
-	// Files written by the tools are where commands look for them.
-	write(t, e.b, "data/in.txt", "42")
-	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "cat data/in.txt"})
-	require.NoError(t, err)
-	require.Equal(t, "42", r.Output)
+			// Files written by the tools are where commands look for them.
+			write(t, e.b, "data/in.txt", "42")
+			r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "cat data/in.txt"})
+			require.NoError(t, err)
+			require.Equal(t, "42", r.Output)
 
-	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "yes | head -c 1000"})
-	require.NoError(t, err)
-	require.True(t, r.Truncated)
-	require.Len(t, r.Output, 200)
+			r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "yes | head -c 1000"})
+			require.NoError(t, err)
+			require.True(t, r.Truncated)
+			require.Len(t, r.Output, 200)
 
-	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "sleep 5", Timeout: 100 * time.Millisecond})
-	require.NoError(t, err)
-	require.True(t, r.TimedOut)
-	require.Contains(t, r.Text(), "[Command timed out]")
+			r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond})
+			require.NoError(t, err)
+			require.True(t, r.TimedOut)
+			require.Contains(t, r.Text(), "[Command timed out]")
 
-	r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "  "})
-	require.NoError(t, err)
-	require.True(t, r.Error != nil)
+			r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "  "})
+			require.NoError(t, err)
+			require.True(t, r.Error != nil)
+		})
+	}
 }
 
 func TestBatchesInInputOrder(t *testing.T) {

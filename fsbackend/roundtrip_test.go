@@ -206,6 +206,43 @@ func TestStaleTransportRetriedOnce(t *testing.T) {
 	require.True(t, errors.Is(err, sandbox.ErrStaleTransport), "got %v", err)
 }
 
+func TestExecuteStaleTransport(t *testing.T) {
+	b, rt, _, err := newMemory(ctx, Options{AllowExecute: true})
+	require.NoError(t, err)
+	defer b.Close()
+	rt.HandleShell(func(line string) bool { return line == "echo hi" }, func(_ context.Context, c *memory.Call) int {
+		fmt.Fprintln(c.Stdout, "hi")
+		return 0
+	})
+	r, err := b.Execute(ctx, &backend.ExecuteRequest{Command: "echo hi"})
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", r.Output)
+
+	rt.FailNext(memory.OpExec, 1, sandbox.ErrStaleTransport)
+	n := calls(rt, func() {
+		r, err = b.Execute(ctx, &backend.ExecuteRequest{Command: "echo hi"})
+		require.NoError(t, err)
+		require.Equal(t, "hi\n", r.Output)
+	})
+	require.Equal(t, 2, n, "one retry")
+
+	_, _ = b.BaseDir(ctx)
+	rt.FailNext(memory.OpExec, 2, sandbox.ErrStaleTransport)
+	_, err = b.Execute(ctx, &backend.ExecuteRequest{Command: "echo hi"})
+	require.True(t, errors.Is(err, sandbox.ErrStaleTransport), "got %v", err)
+}
+
+func TestCloseUnregistersResetListener(t *testing.T) {
+	b, rt, _, err := newMemory(ctx, Options{})
+	require.NoError(t, err)
+	write(t, b, "a.txt", "x")
+	require.NoError(t, b.Close())
+	rt.FailNext(memory.OpExec, 1, sandbox.ErrStaleTransport)
+	readText(t, b, "a.txt")
+	n := calls(rt, func() { readText(t, b, "a.txt") })
+	require.Equal(t, 1, n, "a closed backend keeps its caches: no new probe")
+}
+
 func TestBackendWithoutHandlersSurfacesHelperFailure(t *testing.T) {
 	client, _ := memory.NewClient()
 	sb, err := client.Create(ctx, sandbox.CreateOptions{})
