@@ -9,22 +9,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
 
-// hostRuntime is a minimal sandbox.Runtime over os/exec for these tests:
-// one sandbox, "host", whose home is a temporary directory and whose paths
+// hostRuntime is a minimal sandbox.Runtime over os/exec for these tests.
+// Each sandbox is a directory under root, which is also its home; paths
 // are the host's own. Commands run as host processes in their own process
-// group, like a provider would run them. It stands in for a provider where
-// none is available; the scenario tests run over provider/local too.
+// group, like a provider would run them. It stands in for a provider in
+// unit tests and as the backend of the e2b and daytona fakes; the scenario
+// tests run over provider/local too.
 type hostRuntime struct {
-	home string
+	root string
+	next atomic.Int64
 }
-
-const hostID = "host"
 
 func (h *hostRuntime) Name() string { return "host" }
 
@@ -32,32 +35,47 @@ func (h *hostRuntime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{Persistent: true, Isolation: "none (test host runtime)", Network: true}
 }
 
-func (h *hostRuntime) info() sandbox.Info {
-	return sandbox.Info{ID: hostID, Provider: "host", State: sandbox.StateRunning, Home: h.home}
+func (h *hostRuntime) info(id string) sandbox.Info {
+	return sandbox.Info{ID: id, Provider: "host", State: sandbox.StateRunning, Home: filepath.Join(h.root, id)}
 }
 
 func (h *hostRuntime) check(id string) error {
-	if id != hostID {
+	if fi, err := os.Stat(filepath.Join(h.root, id)); err != nil || !fi.IsDir() || strings.ContainsAny(id, "/.") {
 		return sandbox.Errorf(sandbox.NotFound, "sandbox %s not found", id)
 	}
 	return nil
 }
 
 func (h *hostRuntime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
-	return h.info(), nil
+	id := "s" + strconv.FormatInt(h.next.Add(1), 10) + "-" + strconv.Itoa(os.Getpid())
+	if err := os.Mkdir(filepath.Join(h.root, id), 0o755); err != nil {
+		return sandbox.Info{}, err
+	}
+	return h.info(id), nil
 }
 
 func (h *hostRuntime) Get(ctx context.Context, id string) (sandbox.Info, error) {
 	if err := h.check(id); err != nil {
 		return sandbox.Info{}, err
 	}
-	return h.info(), nil
+	return h.info(id), nil
 }
 
 func (h *hostRuntime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
-	return []sandbox.Info{h.info()}, "", nil
+	des, err := os.ReadDir(h.root)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []sandbox.Info
+	for _, de := range des {
+		if de.IsDir() {
+			out = append(out, h.info(de.Name()))
+		}
+	}
+	return out, "", nil
 }
 
+// Destroy leaves the directory: the tests kill their runs themselves.
 func (h *hostRuntime) Destroy(ctx context.Context, id string) error { return nil }
 
 func (h *hostRuntime) SetTimeout(ctx context.Context, id string, d time.Duration) error {

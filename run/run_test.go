@@ -180,22 +180,23 @@ func runScenarios(t *testing.T, h harness) {
 	}
 }
 
-func hostHarness(t *testing.T) harness {
-	// A home whose path needs quoting in any shell.
-	home := path.Join(t.TempDir(), `home $(x) 'q' "d"`)
-	if err := os.Mkdir(home, 0o755); err != nil {
+// newHostRuntime returns a hostRuntime whose sandboxes live under a
+// directory whose path needs quoting in any shell.
+func newHostRuntime(t *testing.T) *hostRuntime {
+	root := path.Join(t.TempDir(), `sand $(x) 'q' "d"`)
+	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return harness{newRuntime: func(*testing.T) sandbox.Runtime { return &hostRuntime{home: home} }}
+	return &hostRuntime{root: root}
+}
+
+func hostHarness(t *testing.T) harness {
+	rt := newHostRuntime(t)
+	return harness{newRuntime: func(*testing.T) sandbox.Runtime { return rt }}
 }
 
 func TestHostRuntime(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Parallel()
-			sc.f(t, hostHarness(t))
-		})
-	}
+	runScenarios(t, hostHarness(t))
 }
 
 func testDoubleStart(t *testing.T, h harness) {
@@ -677,7 +678,7 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%s: err = %v, want InvalidArgument", name, err)
 		}
 	}
-	if _, err := os.Stat(w.h.newRuntime(t).(*hostRuntime).home + "/" + Dir); err == nil {
+	if _, err := os.Stat(path.Join(sb.Home(), Dir)); err == nil {
 		t.Errorf("invalid requests created the runs directory")
 	}
 }

@@ -1,0 +1,83 @@
+package run
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/local"
+)
+
+// fakeBackends are the runtimes the fakes execute through: the test host
+// runtime, and provider/local where it can serve a fake.
+var fakeBackends = []struct {
+	name string
+	new  func(t *testing.T) sandbox.Runtime
+}{
+	{"host", func(t *testing.T) sandbox.Runtime { return newHostRuntime(t) }},
+	{"local", localBackend},
+}
+
+// localBackend returns a provider/local Runtime for a fake to execute
+// through, closed when the test ends. The fakes stat the sandbox's home
+// when they create a sandbox; the test is skipped, saying why, when the
+// local provider cannot.
+func localBackend(t *testing.T) sandbox.Runtime {
+	t.Helper()
+	rt, err := local.New(local.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatalf("local.New: %v", err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	info, err := rt.Create(t.Context(), &sandbox.CreateRequest{Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("local create: %v", err)
+	}
+	defer rt.Destroy(t.Context(), info.ID)
+	if _, err := rt.Stat(t.Context(), info.ID, info.Home); err != nil {
+		t.Skipf("provider/local cannot back a fake yet: Stat of the home fails: %v", err)
+	}
+	return rt
+}
+
+// TestE2BFake runs the scenarios over the e2b adapter against e2bfake.
+// Every new runtime is a new adapter on the same fake, as a restarted
+// client would make.
+func TestE2BFake(t *testing.T) {
+	for _, b := range fakeBackends {
+		t.Run(b.name, func(t *testing.T) {
+			fake := e2bfake.New(b.new(t))
+			t.Cleanup(fake.Close)
+			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+				rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
+				if err != nil {
+					t.Fatalf("e2b.New: %v", err)
+				}
+				return rt
+			}})
+		})
+	}
+}
+
+// TestDaytonaFake runs the scenarios over the daytona adapter against
+// daytonafake.
+func TestDaytonaFake(t *testing.T) {
+	for _, b := range fakeBackends {
+		t.Run(b.name, func(t *testing.T) {
+			fake := daytonafake.New(b.new(t))
+			t.Cleanup(fake.Close)
+			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+				rt, err := daytona.New(daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()))
+				if err != nil {
+					t.Fatalf("daytona.New: %v", err)
+				}
+				t.Cleanup(func() { _ = rt.ResetTransport() })
+				return rt
+			}})
+		})
+	}
+}
