@@ -6,9 +6,10 @@ import (
 )
 
 // Code classifies an error the agent can act on. The first four are the
-// file operation errors of the deepagents protocol and the only codes a
-// batch item (UploadFiles, DownloadFiles) carries; the others are specific
-// to one operation. Codes are stable strings, safe to show a model.
+// file operation errors of the deepagents protocol, which batch items
+// (UploadFiles, DownloadFiles) carry in all but rare cases; the others are
+// specific to a few operations. Codes are stable strings, safe to show a
+// model.
 type Code string
 
 // The codes.

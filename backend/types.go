@@ -341,9 +341,10 @@ type FileResult struct {
 	Path string
 	// Data is the content, for DownloadFiles.
 	Data []byte
-	// Error is nil on success; its Code is one of the four file operation
+	// Error is nil on success. Its Code is one of the four file operation
 	// codes (CodeFileNotFound, CodePermissionDenied, CodeIsDirectory,
-	// CodeInvalidPath).
+	// CodeInvalidPath), or CodeNotDirectory when a parent of an uploaded
+	// path is a file, or CodeTooLarge for a download over the backend's limit.
 	Error *Error
 }
 

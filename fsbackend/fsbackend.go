@@ -407,8 +407,11 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 // Read returns a numbered window of a text file's lines. One round trip.
 func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (*backend.ReadResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.ReadResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.ReadResult{Error: perr}, nil
 	}
 	data, _, perr, err := b.readFile(ctx, base, rel, true, "read as text")
 	if err != nil {
@@ -424,8 +427,11 @@ func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) 
 // ReadChars returns a window of a text file's characters. One round trip.
 func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadCharsRequest) (*backend.ReadCharsResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.ReadCharsResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.ReadCharsResult{Error: perr}, nil
 	}
 	data, _, perr, err := b.readFile(ctx, base, rel, true, "read as text")
 	if err != nil {
@@ -441,8 +447,11 @@ func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadChar
 // ReadBytes returns a file's bytes. One round trip.
 func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadBytesRequest) (*backend.ReadBytesResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.ReadBytesResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.ReadBytesResult{Error: perr}, nil
 	}
 	data, binary, perr, err := b.readFile(ctx, base, rel, false, "")
 	if err != nil {
@@ -454,8 +463,11 @@ func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadByte
 // Write writes a text file and clears its binary mark. One round trip.
 func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest) (*backend.WriteResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.WriteResult{Path: req.Path, Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.WriteResult{Path: req.Path, Error: perr}, nil
 	}
 	return b.writeFile(ctx, base, rel, []byte(req.Content), false)
 }
@@ -463,8 +475,11 @@ func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest
 // WriteBytes writes a file's bytes and marks it binary. One round trip.
 func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBytesRequest) (*backend.WriteResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.WriteResult{Path: req.Path, Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.WriteResult{Path: req.Path, Error: perr}, nil
 	}
 	return b.writeFile(ctx, base, rel, req.Data, true)
 }
@@ -472,8 +487,11 @@ func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBy
 // Edit replaces a string in a text file. Two round trips.
 func (b *FilesystemBackend) Edit(ctx context.Context, req *backend.EditRequest) (*backend.EditResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.EditResult{Path: req.Path, Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.EditResult{Path: req.Path, Error: perr}, nil
 	}
 	shown := shownPath(rel)
 	data, _, perr, err := b.readFile(ctx, base, rel, true, "edited")
@@ -537,8 +555,11 @@ func isMeta(rel string) bool { return rel == MetadataDir || strings.HasPrefix(re
 // Ls lists a directory. One round trip.
 func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (*backend.LsResult, error) {
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.LsResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.LsResult{Error: perr}, nil
 	}
 	r, err := b.run(ctx, base, "ls", map[string]string{"SBX_PATH": rel}, nil, 0)
 	if err != nil {
@@ -570,8 +591,11 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		return &backend.GlobResult{Error: backend.InvalidPath(req.Pattern, "the glob pattern is malformed")}, nil
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.GlobResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.GlobResult{Error: perr}, nil
 	}
 	r, err := b.run(ctx, base, "walk", map[string]string{"SBX_PATH": rel}, nil, 0)
 	if err != nil {
@@ -615,8 +639,11 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		}
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
-	if err != nil || perr != nil {
-		return &backend.GrepResult{Error: perr}, err
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.GrepResult{Error: perr}, nil
 	}
 	if strings.Contains(req.Pattern, "\n") || strings.ContainsRune(req.Pattern, 0) {
 		return &backend.GrepResult{Matches: []backend.GrepMatch{}}, nil // no line holds a newline
