@@ -18,8 +18,14 @@
 // Symbolic links are resolved inside the sandbox, in the same command that
 // performs the operation: a link inside the workspace that leads outside
 // cannot be read, written, listed or searched through (CodeInvalidPath).
+// A backslash is read as a slash ("dir\\file.txt" is "dir/file.txt"), as
+// models trained on Windows paths write them.
+//
 // The jail protects the workspace from the file tools; it is not process
-// isolation: a command run by Execute can reach whatever the sandbox can.
+// isolation: a command run by Execute can reach whatever the sandbox can,
+// and a command running at the same time as a file tool could swap a
+// directory for a link between the check and the operation, which run in
+// the same command a few instructions apart.
 //
 // # Round trips
 //
