@@ -18,7 +18,7 @@
 // Symbolic links are resolved inside the sandbox, in the same command that
 // performs the operation: a link inside the workspace that leads outside
 // cannot be read, written, listed or searched through (CodeInvalidPath).
-// A backslash is read as a slash ("dir\\file.txt" is "dir/file.txt"), as
+// A backslash is read as a slash ("dir\file.txt" is "dir/file.txt"), as
 // models trained on Windows paths write them.
 //
 // The jail protects the workspace from the file tools; it is not process
