@@ -106,13 +106,13 @@ func cleanupKill(t *testing.T, r *Run) {
 // sleep processes of its command (the commands of these tests sleep).
 func procs(t *testing.T, sb *sandbox.Sandbox, r *Run) (wrappers, sleeps int) {
 	t.Helper()
-	script := prelude + `mark="SANDBOXKIT_RUN_WRAPPER=$1"
+	script := prelude + `d=$1
 n=0
-for p in $(sk_pids "SANDBOXKIT_RUN=$1"); do
+for p in $(sk_pids "SANDBOXKIT_RUN=$2"); do
 	if [ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ]; then n=$((n + 1)); fi
 done
 echo "$(sk_roots | wc -l) $n"`
-	res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "count", r.token}})
+	res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "count", r.dir, r.token}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("count processes: %v %+v %s", err, res, res.Stderr)
 	}
@@ -439,9 +439,10 @@ func TestReconcileKillsDuplicateWrapper(t *testing.T) {
 	req := Request{ID: "dup", Command: counterCommand("dup.count", 60)}
 	r := start(t, sb, req)
 	// Plant a process that looks like a second wrapper of the same run
-	// (an earlier version of a launcher could have left one).
-	script := `SANDBOXKIT_RUN_WRAPPER=$1 exec setsid sleep 300 </dev/null >/dev/null 2>&1 &`
-	if res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "dup", r.token}}); err != nil || res.ExitCode != 0 {
+	// (argv[1] is the run's run.sh), as a launcher of another version
+	// could leave. GNU tail takes its options after the file name.
+	script := `setsid tail "$1/run.sh" -f </dev/null >/dev/null 2>&1 &`
+	if res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "dup", r.dir}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("plant duplicate: %v %+v", err, res)
 	}
 	if wr, _ := procs(t, sb, r); wr != 2 {

@@ -25,8 +25,12 @@ package run
 //
 // sk_has PID LINE        process PID's initial environment holds LINE
 // sk_pids LINE           pids of processes whose environment holds LINE
-// sk_alive PID           PID is the run's wrapper, alive (not a zombie)
-// sk_roots               wrapper processes that are not forks of a wrapper
+// sk_wrapper PID         PID is a wrapper of the run in $d (its argv[1]
+//                        is $d/run.sh; cmdline, unlike environ, can be read
+//                        whatever user runs the process)
+// sk_alive PID           PID is a wrapper of the run, alive (a zombie has
+//                        no cmdline)
+// sk_roots               wrappers of the run that are not forks of a wrapper
 // sk_read NAME           the content of record NAME, if any
 // sk_put NAME TEXT       publish record NAME atomically
 // sk_dump                print the run's state as key=value lines
@@ -46,19 +50,25 @@ sk_pids() {
 		if sk_has "$sk_p" "$1"; then echo "$sk_p"; fi
 	done
 }
+sk_wrapper() {
+	[ "$(tr '\000' '\n' < "/proc/$1/cmdline" 2>/dev/null | sed -n 2p)" = "$d/run.sh" ]
+}
 sk_alive() {
-	if [ -r /proc/self/environ ]; then
-		sk_has "$1" "$mark"
+	if [ -r /proc/self/cmdline ]; then
+		sk_wrapper "$1"
 	else
 		kill -0 "$1" 2>/dev/null
 	fi
 }
 sk_roots() {
-	for sk_r in $(sk_pids "$mark"); do
+	for sk_f in $(grep -lF -e "$d/run.sh" /proc/[0-9]*/cmdline 2>/dev/null); do
+		sk_r=${sk_f#/proc/}
+		sk_r=${sk_r%/cmdline}
+		sk_wrapper "$sk_r" || continue
 		sk_s=$(cat "/proc/$sk_r/stat" 2>/dev/null) || continue
 		sk_s=${sk_s##*) }
 		set -- $sk_s
-		if ! sk_has "$2" "$mark"; then echo "$sk_r"; fi
+		if ! sk_wrapper "$2"; then echo "$sk_r"; fi
 	done
 }
 sk_read() {
@@ -91,23 +101,20 @@ sk_dump() {
 // wrapperScript runs one admitted command and records its outcome. It is
 // written to the run directory as run.sh and started detached, as
 //
-//	SANDBOXKIT_RUN_WRAPPER=<token> setsid sh run.sh DIR FP BUDGET WORKDIR PATHSET PATH argv...
+//	setsid sh DIR/run.sh DIR TOKEN FP BUDGET WORKDIR PATHSET PATH argv...
 //
-// The marker variable identifies the wrapper in the process list; the
-// wrapper removes it from the environment of its children, which get
-// SANDBOXKIT_RUN=<token> instead, so that forks of the wrapper and the
-// command's processes can be told apart from a wrapper.
+// so that argv[1] of the wrapper, and of no other process, is DIR/run.sh.
+// The command's processes get SANDBOXKIT_RUN=TOKEN in their environment,
+// which finds them for Kill.
 const wrapperScript = `# sandboxkit run wrapper v1: runs one admitted command and records its outcome.
 IFS=' 	
 '
-d=$1 fp=$2 budget=$3 workdir=$4 upath_set=$5 upath=$6
-shift 6
+d=$1 tok=$2 fp=$3 budget=$4 workdir=$5 upath_set=$6 upath=$7
+shift 7
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}
 export PATH
 # The start guard: exactly one wrapper ever runs the command of a run.
 mkdir "$d/started" 2>/dev/null || exit 0
-tok=${SANDBOXKIT_RUN_WRAPPER-}
-unset SANDBOXKIT_RUN_WRAPPER
 put() {
 	printf '%s\n' "$2" > "$d/$1.tmp" && mv -f "$d/$1.tmp" "$d/$1"
 }
@@ -152,7 +159,6 @@ exit "$code"
 // not a directory, or error=... when the sandbox lacks a required tool.
 const admitScript = prelude + `d=$1 tok=$2 fp=$3 idhex=$4 budget=$5 workdir=$6 mode=$7 wrapper=$8
 shift 8
-mark="SANDBOXKIT_RUN_WRAPPER=$tok"
 if ! command -v timeout > /dev/null 2>&1; then
 	echo 'error=the sandbox has no timeout command'
 	exit 0
@@ -192,9 +198,7 @@ if [ ! -d "$d/started" ] && [ ! -e "$d/exit" ]; then
 	fi
 	(
 		cd /
-		SANDBOXKIT_RUN_WRAPPER=$tok
-		export SANDBOXKIT_RUN_WRAPPER
-		exec $detach sh "$d/run.sh" "$d" "$fp" "$budget" "$workdir" "$sk_path_set" "$sk_path" "$@"
+		exec $detach sh "$d/run.sh" "$d" "$tok" "$fp" "$budget" "$workdir" "$sk_path_set" "$sk_path" "$@"
 	) < /dev/null > /dev/null 2>&1 &
 fi
 i=0
@@ -220,7 +224,6 @@ sk_dump
 // statusScript prints the state of a run (sk_dump), or missing=1.
 // Arguments: DIR TOKEN.
 const statusScript = prelude + `d=$1 tok=$2
-mark="SANDBOXKIT_RUN_WRAPPER=$tok"
 if [ ! -e "$d/request" ]; then
 	echo missing=1
 	exit 0
@@ -234,7 +237,6 @@ sk_dump
 // does not finish is killed and the exit is recorded for it. A run that is
 // already gone without an exit record stays lost. Arguments: DIR TOKEN GRACE.
 const killScript = prelude + `d=$1 tok=$2 grace=$3
-mark="SANDBOXKIT_RUN_WRAPPER=$tok"
 runmark="SANDBOXKIT_RUN=$tok"
 if [ ! -e "$d/request" ]; then
 	echo missing=1
