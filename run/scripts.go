@@ -21,19 +21,19 @@ package run
 // Every record except output is written to a temporary file and renamed.
 
 // prelude starts every control script: a known IFS, a PATH that finds the
-// usual tools whatever the caller's environment says, and the helpers.
+// usual tools whatever the caller's environment says, and these helpers:
 //
-// sk_has PID LINE        process PID's initial environment holds LINE
-// sk_pids LINE           pids of processes whose environment holds LINE
-// sk_wrapper PID         PID is a wrapper of the run in $d (its argv[1]
-//                        is $d/run.sh; cmdline, unlike environ, can be read
-//                        whatever user runs the process)
-// sk_alive PID           PID is a wrapper of the run, alive (a zombie has
-//                        no cmdline)
-// sk_roots               wrappers of the run that are not forks of a wrapper
-// sk_read NAME           the content of record NAME, if any
-// sk_put NAME TEXT       publish record NAME atomically
-// sk_dump                print the run's state as key=value lines
+//	sk_has PID LINE   process PID's initial environment holds LINE
+//	sk_pids LINE      pids of processes whose environment holds LINE
+//	sk_wrapper PID    PID is a wrapper of the run in $d: its argv[1] is
+//	                  $d/run.sh (cmdline, unlike environ, can be read
+//	                  whatever user runs the process)
+//	sk_alive PID      PID is a live wrapper of the run (a zombie has no
+//	                  cmdline)
+//	sk_roots          wrappers of the run that are not forks of a wrapper
+//	sk_read NAME      the content of record NAME, if any
+//	sk_put NAME TEXT  publish record NAME atomically
+//	sk_dump           print the run's state as key=value lines
 const prelude = `IFS=' 	
 '
 sk_path_set=${PATH+1}
