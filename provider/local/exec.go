@@ -295,6 +295,7 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 	pidc := make(chan int, 1)
 	go func() {
 		defer close(h.done)
+		defer c.Close()
 		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) { pidc <- pid }, false)
 		h.st, h.err = st, err
 	}()

@@ -44,7 +44,7 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 	if !pathsafe.Within(home, p) {
 		return nil, sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", p, home)
 	}
-	rel, err := pathsafe.Rel(strings.TrimPrefix(p, home))
+	rel, err := homeRel(home, p)
 	if err != nil {
 		return nil, fmt.Errorf("local: %s: %w: %w", p, err, sandbox.ErrPathEscape)
 	}
@@ -56,6 +56,15 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 		return nil, sandbox.Errorf(sandbox.Internal, "local: open home: %w", err)
 	}
 	return &fsTarget{m: m, root: root, rel: rel, path: p}, nil
+}
+
+// homeRel returns p, a clean absolute path within home, relative to home.
+func homeRel(home, p string) (string, error) {
+	rest := strings.TrimPrefix(p, home)
+	if rest == "" || rest == "/" {
+		return ".", nil
+	}
+	return pathsafe.Rel(rest)
 }
 
 // fsErr maps a file system error about p onto the sandbox sentinels.
@@ -335,7 +344,7 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 	if !pathsafe.Within(home, newPath) {
 		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", newPath, home)
 	}
-	newRel, err := pathsafe.Rel(strings.TrimPrefix(newPath, home))
+	newRel, err := homeRel(home, newPath)
 	if err != nil || newRel == "." || t.rel == "." {
 		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move the home", oldPath, newPath)
 	}

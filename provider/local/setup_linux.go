@@ -316,7 +316,9 @@ func applySeccomp(cfg *agentConfig) error {
 		}
 	}
 	group := seccomp.SyscallGroup{Action: seccomp.ActionErrno, Names: names}
-	if cfg.NoNetwork {
+	if cfg.NoNetwork && !cfg.Namespaces {
+		// Without a network namespace of its own, the sandbox may not
+		// open IP sockets at all (with one, its loopback stays usable).
 		group.NamesWithCondtions = []seccomp.NameWithConditions{{
 			Name:       "socket",
 			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}},

@@ -1,0 +1,261 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// nsClient returns a Client whose sandboxes get namespaces (L3 or L4), or
+// skips the test with the probe's reason.
+func nsClient(t *testing.T) *sandbox.Client {
+	t.Helper()
+	rt := newRuntime(t)
+	if l, missing := rt.Level(); l < L3 {
+		t.Skipf("this host gives %s, not namespaces: %s", l.Describe(), strings.Join(missing, "; "))
+	}
+	return sandbox.NewClient(rt)
+}
+
+func mustCreate(ctx context.Context, t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := c.Create(ctx, opts)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	return sb
+}
+
+func run(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, shell string) *sandbox.Result {
+	t.Helper()
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: shell, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", shell, err)
+	}
+	return res
+}
+
+func TestEscapeFilesOutsideHome(t *testing.T) {
+	ctx := context.Background()
+	c := nsClient(t)
+	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	if got := sb.Home(); got != sandboxHome {
+		t.Fatalf("Home = %q, want %q", got, sandboxHome)
+	}
+	// Host paths a sandboxed command must not be able to create or change,
+	// whatever the host uid (this test also runs as root).
+	marker := fmt.Sprintf("sbx-escape-%d", time.Now().UnixNano())
+	hostDir := t.TempDir()
+	targets := []string{
+		"/usr/" + marker, "/etc/" + marker, "/" + marker, "/home/" + marker,
+		"/bin/" + marker, "/opt/" + marker, filepath.Join(hostDir, marker),
+		filepath.Join(sb.Info().Detail["host_home"], "..", marker),
+	}
+	var sh strings.Builder
+	for _, p := range targets {
+		fmt.Fprintf(&sh, "touch %q 2>/dev/null && echo CREATED %q; ", p, p)
+	}
+	sh.WriteString("echo x >> /etc/hostname 2>/dev/null && echo CHANGED /etc/hostname; ")
+	sh.WriteString("mkdir -p /tmp/ok && touch " + sandboxHome + "/ok && echo home-ok")
+	res := run(ctx, t, sb, sh.String())
+	if bytes.Contains(res.Stdout, []byte("CREATED")) || bytes.Contains(res.Stdout, []byte("CHANGED")) {
+		t.Errorf("sandbox wrote outside its home:\n%s", res.Stdout)
+	}
+	if !bytes.Contains(res.Stdout, []byte("home-ok")) {
+		t.Errorf("sandbox could not write its own home and /tmp: %q %q", res.Stdout, res.Stderr)
+	}
+	for _, p := range targets {
+		if _, err := os.Lstat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s exists on the host", p)
+		}
+	}
+	res = run(ctx, t, sb, "id -u; id -g")
+	if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[0] != "1000" || got[1] != "1000" {
+		t.Errorf("id = %q, want uid and gid 1000", res.Stdout)
+	}
+}
+
+func TestEscapeNoCapabilities(t *testing.T) {
+	ctx := context.Background()
+	sb := mustCreate(ctx, t, nsClient(t), sandbox.CreateOptions{})
+	res := run(ctx, t, sb, "grep ^Cap /proc/self/status")
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("status: %q", res.Stdout)
+	}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 2 || strings.Trim(f[1], "0") != "" {
+			t.Errorf("capability set not empty: %q", l)
+		}
+	}
+	// Without capabilities, administration fails inside the sandbox too.
+	res = run(ctx, t, sb, "mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED; unshare -U true 2>/dev/null && echo UNSHARED; true")
+	if len(bytes.TrimSpace(res.Stdout)) != 0 {
+		t.Errorf("privileged operation succeeded: %q", res.Stdout)
+	}
+}
+
+func TestEscapeHostProcesses(t *testing.T) {
+	ctx := context.Background()
+	sb := mustCreate(ctx, t, nsClient(t), sandbox.CreateOptions{})
+	victim := exec.Command("sleep", "60")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+	pid := victim.Process.Pid
+	res := run(ctx, t, sb, fmt.Sprintf("test -e /proc/%d && echo SEES; kill -9 %d 2>/dev/null && echo KILLED; kill -9 %d 2>/dev/null && echo KILLED-SELF; ls /proc | grep -c '^[0-9]'", pid, pid, os.Getpid()))
+	out := string(res.Stdout)
+	if strings.Contains(out, "SEES") || strings.Contains(out, "KILLED") {
+		t.Errorf("sandbox reached a host process: %q", out)
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the host process died: %v", err)
+	}
+}
+
+func TestEscapeNoNetwork(t *testing.T) {
+	ctx := context.Background()
+	c := nsClient(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null && echo CONNECTED; grep -c : /proc/net/dev", port)
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash for /dev/tcp")
+	}
+	on := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	if res := run(ctx, t, on, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Fatalf("with the network on, the sandbox could not reach the host's loopback: %q %q", res.Stdout, res.Stderr)
+	}
+	off := mustCreate(ctx, t, c, sandbox.CreateOptions{NoNetwork: true})
+	res := run(ctx, t, off, probe)
+	if bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Errorf("with the network off, the sandbox reached the host")
+	}
+	if got := strings.TrimSpace(strings.TrimPrefix(string(res.Stdout), "CONNECTED")); got != "1" {
+		t.Errorf("interfaces in /proc/net/dev = %q, want only lo", got)
+	}
+	// Its own loopback works: a server in the sandbox is reachable from it.
+	res = run(ctx, t, off, "grep -q 'lo:' /proc/net/dev && cat /sys/class/net/lo/operstate 2>/dev/null; bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1 | grep -o 'refused' | head -1")
+	if !bytes.Contains(res.Stdout, []byte("refused")) {
+		t.Errorf("loopback in the sandbox is not up (want connection refused, not unreachable): %q", res.Stdout)
+	}
+}
+
+// TestEscapeSymlinkInHome plants links to /etc in the home and checks that
+// no file method follows them out, at every level.
+func TestEscapeSymlinkInHome(t *testing.T) {
+	for _, l := range []Level{L1, L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt := newRuntime(t)
+			if l == L1 {
+				rt = newRuntime(t, WithIsolation(L1))
+			}
+			c := sandbox.NewClient(rt)
+			sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+			run(ctx, t, sb, "ln -s /etc etc && ln -s /etc/hostname host && ln -s ../../../../../../../etc up")
+			hostname, _ := os.ReadFile("/etc/hostname")
+			marker := fmt.Sprintf("sbx-escape-%d", time.Now().UnixNano())
+			for _, p := range []string{"etc/" + marker, "up/" + marker, "host", "etc/sub/" + marker} {
+				err := sb.WriteFile(ctx, p, []byte("pwned"))
+				if err == nil {
+					t.Errorf("Upload(%s) succeeded", p)
+				} else if !errors.Is(err, sandbox.ErrPathEscape) && sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					t.Errorf("Upload(%s) = %v, want ErrPathEscape", p, err)
+				}
+			}
+			if _, err := os.Stat("/etc/" + marker); err == nil {
+				os.RemoveAll("/etc/" + marker)
+				t.Fatalf("Upload escaped to /etc")
+			}
+			if got, _ := os.ReadFile("/etc/hostname"); !bytes.Equal(got, hostname) {
+				t.Fatalf("/etc/hostname changed")
+			}
+			for _, p := range []string{"etc/passwd", "host", "up/passwd"} {
+				if b, err := sb.ReadFile(ctx, p); err == nil {
+					t.Errorf("Download(%s) read %d bytes outside the home", p, len(b))
+				} else if !errors.Is(err, sandbox.ErrPathEscape) {
+					t.Errorf("Download(%s) = %v, want ErrPathEscape", p, err)
+				}
+				if _, err := sb.Stat(ctx, p); err == nil {
+					t.Errorf("Stat(%s) followed the link out", p)
+				}
+			}
+			if _, err := sb.ReadDir(ctx, "etc"); err == nil {
+				t.Errorf("ReadDir(etc) listed /etc")
+			}
+			if err := sb.Remove(ctx, "etc/hostname"); err == nil {
+				t.Errorf("Remove(etc/hostname) succeeded")
+			}
+			if err := sb.Rename(ctx, "etc/hostname", "stolen"); err == nil {
+				t.Errorf("Rename(etc/hostname) succeeded")
+			}
+			if _, err := os.Stat("/etc/hostname"); err != nil && len(hostname) > 0 {
+				t.Fatalf("/etc/hostname is gone")
+			}
+			// The links themselves are entries of the home, and removable.
+			list, err := sb.ReadDir(ctx, ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range list {
+				if e.Name() == "etc" && e.LinkTarget != "/etc" {
+					t.Errorf("ReadDir: etc has LinkTarget %q", e.LinkTarget)
+				}
+			}
+			if err := sb.Remove(ctx, "etc"); err != nil {
+				t.Errorf("Remove(link): %v", err)
+			}
+			if _, err := os.Stat("/etc/passwd"); err != nil {
+				t.Fatalf("removing the link removed its target: %v", err)
+			}
+		})
+	}
+}
+
+func TestFilesOutsideHome(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(newRuntime(t))
+	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	for _, p := range []string{"/etc/passwd", "/tmp/x", "/"} {
+		_, err := sb.ReadFile(ctx, p)
+		if sandbox.CodeOf(err) != sandbox.PermissionDenied {
+			t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
+		}
+	}
+	if err := sb.WriteFile(ctx, "/etc/x", nil); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+		t.Errorf("WriteFile(/etc/x) = %v, want PermissionDenied", err)
+	}
+}
