@@ -92,6 +92,11 @@ func WithSnapshot(s string) Option { return func(r *Runtime) { r.snapshot = s } 
 // {apiURL}/toolbox/{id}/toolbox/... instead of the toolbox proxy.
 func WithLegacyToolbox() Option { return func(r *Runtime) { r.legacy = true } }
 
+// WithScratchDir sets the directory in the sandbox that holds the
+// per-command files of Exec and background processes (default
+// /tmp/.sandboxkit). A leading "~/" means the sandbox's home.
+func WithScratchDir(dir string) Option { return func(r *Runtime) { r.scratch = dir } }
+
 // WithTransport sets the http.RoundTripper under the Runtime's own
 // http.Client (default: a clone of http.DefaultTransport). The client
 // never has a global timeout: every deadline comes from the context.
@@ -108,6 +113,7 @@ func WithoutAutoWake() Option { return func(r *Runtime) { r.noWake = true } }
 // It is safe for concurrent use.
 type Runtime struct {
 	key, apiURL, target, org, snapshot string
+	scratch                            string
 	legacy, noWake                     bool
 	transport                          http.RoundTripper
 
@@ -146,6 +152,12 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	if r.apiURL == "" {
 		r.apiURL = DefaultAPIURL
+	}
+	if r.scratch == "" {
+		r.scratch = execRoot
+	}
+	if !strings.HasPrefix(r.scratch, "/") && !strings.HasPrefix(r.scratch, "~/") || strings.ContainsAny(r.scratch, "'\"$`\\ \n") {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: scratch directory %q must be absolute or start with ~/, without quotes, spaces or $", r.scratch)
 	}
 	r.apiURL = strings.TrimRight(r.apiURL, "/")
 	if r.key == "" {

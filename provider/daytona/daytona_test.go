@@ -95,15 +95,14 @@ func TestExecMissingDir(t *testing.T) {
 func TestCancelKillsRemoteCommand(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t)
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
 	defer cancel()
-	_, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 2; echo survived > " + dir + "/flag"})
+	_, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 2; echo survived > flag"})
 	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
 		t.Fatalf("err %v, want DeadlineExceeded", err)
 	}
 	time.Sleep(2500 * time.Millisecond)
-	if _, err := sb.Stat(ctxT(t), dir+"/flag"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := sb.Stat(ctxT(t), "flag"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("the command outlived its context: %v", err)
 	}
 }
@@ -287,13 +286,12 @@ func TestFaults(t *testing.T) {
 
 	// The command ran, but the response was cut: its outcome is unknown
 	// and it is not retried.
-	dir := t.TempDir()
 	e.fake.FailNext("POST", "/process/execute", daytonafake.FaultResetMidBody)
-	_, err = sb.Exec(ctx, sandbox.Command{Shell: "echo x >> " + dir + "/ran"})
+	_, err = sb.Exec(ctx, sandbox.Command{Shell: "echo x >> ran"})
 	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
 		t.Errorf("reset mid-body: %v, want ErrOutcomeUnknown", err)
 	}
-	if b, _ := sb.ReadFile(ctx, dir+"/ran"); string(b) != "x\n" {
+	if b, _ := sb.ReadFile(ctx, "ran"); string(b) != "x\n" {
 		t.Errorf("the command ran %q times, want once", b)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,8 @@ import (
 // When ctx ends, Exec kills the command's process group with a second
 // execute call and returns ctx's error.
 
-// execRoot holds the per-command directories in the sandbox.
+// execRoot is the default directory of the per-command directories in
+// the sandbox (see WithScratchDir).
 const execRoot = "/tmp/.sandboxkit"
 
 // inlineMax is the largest stream the script returns inline (base64).
@@ -162,6 +164,18 @@ func (r *Runtime) prepare(ctx context.Context, id, d string, cmd *sandbox.Comman
 	return run, stdin, nil
 }
 
+// scratchDir returns the sandbox's scratch directory, resolving "~/".
+func (r *Runtime) scratchDir(ctx context.Context, id string) (string, error) {
+	if !strings.HasPrefix(r.scratch, "~/") {
+		return r.scratch, nil
+	}
+	home, err := r.fetchHome(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(home, r.scratch[2:]), nil
+}
+
 // execResult is the outcome of the execute request.
 type execResult struct {
 	resp *toolbox.ExecuteResponse
@@ -197,7 +211,11 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, env *map[
 // Exec runs cmd to completion (see the comment at the top of exec.go for
 // how stdout and stderr stay split and byte-exact).
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
-	d := execRoot + "/x" + randHex(8)
+	root, err := r.scratchDir(ctx, id)
+	if err != nil {
+		return sandbox.ExitStatus{}, r.clean(err)
+	}
+	d := root + "/x" + randHex(8)
 	line := commandLine(cmd, "exec >"+d+"/o 2>"+d+"/e; ")
 	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
 	if err != nil {

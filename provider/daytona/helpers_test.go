@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/hostrt"
+	"github.com/sandboxkit/sandbox/provider/local"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,10 +21,26 @@ type env struct {
 	c    *sandbox.Client
 }
 
-// newEnv starts a fake over a host backend and a Runtime and Client on it.
+// newEnv starts a fake over provider/local and a Runtime and Client on
+// it. The local provider serves files under the home only, so the
+// Runtime's scratch directory is moved there.
 func newEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
 	t.Helper()
-	fake := daytonafake.New(hostrt.New(t.TempDir()), fakeOpts...)
+	opts = append([]daytona.Option{daytona.WithScratchDir("~/.sandboxkit")}, opts...)
+	return newEnvOn(t, backend(t), fakeOpts, opts...)
+}
+
+// newHostEnv is newEnv over the host test runtime, which serves every
+// path, so the default scratch directory (/tmp/.sandboxkit) is used as on
+// the real service.
+func newHostEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+	t.Helper()
+	return newEnvOn(t, hostrt.New(t.TempDir()), fakeOpts, opts...)
+}
+
+func newEnvOn(t *testing.T, be sandbox.Runtime, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+	t.Helper()
+	fake := daytonafake.New(be, fakeOpts...)
 	t.Cleanup(fake.Close)
 	opts = append([]daytona.Option{daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL())}, opts...)
 	rt, err := daytona.New(opts...)
@@ -33,4 +50,16 @@ func newEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option)
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close(); _ = rt.ResetTransport() })
 	return &env{fake: fake, rt: rt, c: c}
+}
+
+// backend is what the fake executes on: the local provider, as the real
+// service's sandboxes are real machines.
+func backend(t *testing.T) sandbox.Runtime {
+	t.Helper()
+	rt, err := local.New(local.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatalf("local.New: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
 }

@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
+	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
 
 // Provider options understood by Create (CreateRequest.Options).
@@ -122,33 +124,43 @@ func (r *Runtime) info(sb *api.Sandbox) sandbox.Info {
 	return in
 }
 
-// home asks the toolbox for the user's home directory once per sandbox.
+// home fills in.Home from the toolbox, best effort, for a running
+// sandbox.
 func (r *Runtime) home(ctx context.Context, in *sandbox.Info) {
 	if in.Home != "" || in.State != sandbox.StateRunning {
 		return
 	}
-	c, err := r.toolboxClient(ctx, in.ID)
+	if h, err := r.fetchHome(ctx, in.ID); err == nil {
+		in.Home = h
+	}
+}
+
+// fetchHome returns the user's home directory, asking the toolbox once per
+// sandbox.
+func (r *Runtime) fetchHome(ctx context.Context, id string) (string, error) {
+	r.mu.Lock()
+	h := r.homes[id]
+	r.mu.Unlock()
+	if h != "" {
+		return h, nil
+	}
+	resp, err := r.toolboxCall(ctx, id, "home", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetUserHomeDir(ctx)
+	}, http.StatusOK)
 	if err != nil {
-		return
+		return "", err
 	}
-	tctx, a := trace(ctx)
-	resp, err := c.GetUserHomeDir(tctx)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		if err == nil {
-			resp.Body.Close()
-		}
-		_ = a
-		return
+	var d toolbox.Dir
+	if err := decode("toolbox home", resp, &d); err != nil {
+		return "", err
 	}
-	var d struct {
-		Dir string `json:"dir"`
+	if !strings.HasPrefix(d.Dir, "/") {
+		return "", sandbox.Errorf(sandbox.Internal, "daytona: the toolbox gave %q as the home directory", d.Dir)
 	}
-	if decode("home", resp, &d) == nil && len(d.Dir) > 0 && d.Dir[0] == '/' {
-		r.mu.Lock()
-		r.homes[in.ID] = d.Dir
-		r.mu.Unlock()
-		in.Home = d.Dir
-	}
+	r.mu.Lock()
+	r.homes[id] = d.Dir
+	r.mu.Unlock()
+	return d.Dir, nil
 }
 
 // minutes rounds d up to whole minutes, at least 1.

@@ -33,14 +33,18 @@ import (
 
 const sessionPrefix = "sandboxkit-"
 
-func procDir(pid int) string { return fmt.Sprintf("%s/p%d", execRoot, pid) }
+func procDir(root string, pid int) string { return fmt.Sprintf("%s/p%d", root, pid) }
 
 // Start starts cmd as an asynchronous session command.
 func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	pid := int(binary.BigEndian.Uint32(b[:])&0x3fffffff) + 1
-	d := procDir(pid)
+	root, err := r.scratchDir(ctx, id)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
 	line := commandLine(cmd, "exec 2>&3 3>&-; ")
 	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
@@ -81,7 +85,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	if str(out.CmdId) == "" {
 		return nil, sandbox.Errorf(sandbox.Internal, "daytona: start: the toolbox returned no command id")
 	}
-	return r.newProc(id, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false), nil
+	return r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false), nil
 }
 
 // Attach finds the session of pid and follows its command from now on.
@@ -100,7 +104,11 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 	if len(se.Commands) == 0 {
 		return nil, sandbox.Errorf(sandbox.NotFound, "daytona: attach: process %d has no command", pid)
 	}
-	return r.newProc(id, pid, se.Commands[0].Id, stdout, stderr, false, true), nil
+	root, err := r.scratchDir(ctx, id)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	return r.newProc(id, procDir(root, pid), pid, se.Commands[0].Id, stdout, stderr, false, true), nil
 }
 
 // proc is a handle on one session command. A goroutine follows its logs
@@ -108,6 +116,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 type proc struct {
 	r              *Runtime
 	id, sid, cmdID string
+	dir            string // the scratch directory of the process
 	pid            int
 	owner          bool
 	stdout, stderr io.Writer
@@ -122,9 +131,9 @@ type proc struct {
 	closed   bool
 }
 
-func (r *Runtime) newProc(id string, pid int, cmdID string, stdout, stderr io.Writer, owner, skipExisting bool) *proc {
+func (r *Runtime) newProc(id, dir string, pid int, cmdID string, stdout, stderr io.Writer, owner, skipExisting bool) *proc {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &proc{r: r, id: id, sid: sessionPrefix + strconv.Itoa(pid), cmdID: cmdID, pid: pid, owner: owner,
+	p := &proc{r: r, id: id, dir: dir, sid: sessionPrefix + strconv.Itoa(pid), cmdID: cmdID, pid: pid, owner: owner,
 		stdout: stdout, stderr: stderr, cancel: cancel, done: make(chan struct{})}
 	go p.follow(ctx, skipExisting)
 	return p
@@ -229,7 +238,7 @@ func (p *proc) follow(ctx context.Context, skipExisting bool) {
 func (p *proc) exitStatus(ctx context.Context, code int) sandbox.ExitStatus {
 	if code == 137 {
 		resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: procDir(p.pid) + "/timedout"})
+			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p.dir + "/timedout"})
 		}, http.StatusOK)
 		if err == nil {
 			resp.Body.Close()
@@ -268,7 +277,7 @@ func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	p.mu.Lock()
 	p.signaled = true
 	p.mu.Unlock()
-	d := procDir(p.pid)
+	d := p.dir
 	script := fmt.Sprintf(`{ p=$(cat %s/pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
 	res := p.r.execute(ctx, p.id, script, "", nil, 30)
 	if res.err != nil {
@@ -308,7 +317,7 @@ func (p *proc) Close() error {
 		}, http.StatusNoContent, http.StatusOK); err == nil {
 			resp.Body.Close()
 		}
-		_ = p.r.Remove(ctx, p.id, procDir(p.pid))
+		_ = p.r.Remove(ctx, p.id, p.dir)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
-	"github.com/sandboxkit/sandbox/provider/daytona/internal/hostrt"
+	"github.com/sandboxkit/sandbox/provider/local"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -31,7 +31,12 @@ type raw struct {
 }
 
 func newRaw(t *testing.T, opts ...daytonafake.Option) *raw {
-	f := daytonafake.New(hostrt.New(t.TempDir()), opts...)
+	be, err := local.New(local.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatalf("local.New: %v", err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	f := daytonafake.New(be, opts...)
 	t.Cleanup(f.Close)
 	hc := f.Client()
 	t.Cleanup(hc.CloseIdleConnections)
@@ -105,11 +110,11 @@ func TestAuthAndErrorShapes(t *testing.T) {
 	}
 	id := r.create(nil)
 	// File errors come with an empty body.
-	st, _, b := r.do("GET", r.tb(id)+"/files/download?path=/nope", nil, "")
+	st, _, b := r.do("GET", r.tb(id)+"/files/download?path=nope", nil, "")
 	if st != 404 || len(b) != 0 {
 		t.Errorf("missing download: %d %q", st, b)
 	}
-	st, _, b = r.do("GET", r.tb(id)+"/files?path=/nope", nil, "")
+	st, _, b = r.do("GET", r.tb(id)+"/files?path=nope", nil, "")
 	if st != 404 || len(b) != 0 {
 		t.Errorf("missing list: %d %q", st, b)
 	}
@@ -268,7 +273,7 @@ func TestExecuteLikeTheDaemon(t *testing.T) {
 	if out["result"] != "a\uFFFDb" || out["exitCode"] != 3.0 {
 		t.Errorf("merged output: %q exit %v", out["result"], out["exitCode"])
 	}
-	_, out = r.json("POST", r.tb(id)+"/process/execute", map[string]any{"command": "echo $X", "envs": map[string]string{"X": "y"}, "cwd": "/"})
+	_, out = r.json("POST", r.tb(id)+"/process/execute", map[string]any{"command": "echo $X", "envs": map[string]string{"X": "y"}, "cwd": "."})
 	if out["result"] != "y\n" {
 		t.Errorf("envs: %v", out)
 	}
@@ -293,10 +298,8 @@ func TestFilesLikeTheDaemon(t *testing.T) {
 	w, _ := mw.CreateFormFile("file", "x")
 	w.Write([]byte("hello"))
 	mw.Close()
-	if st, _, _ := r.do("POST", r.tb(id)+"/files/upload?path=/tmp/../"+strings.TrimPrefix(t.TempDir(), "/")+"/d/f", bytes.NewReader(body.Bytes()), mw.FormDataContentType()); st != 200 {
-		t.Fatalf("upload: %d", st)
-	}
-	dir := t.TempDir()
+	// Relative paths resolve against the daemon's working directory.
+	dir := "w"
 	st, _, _ := r.do("POST", r.tb(id)+"/files/upload?path="+dir+"/a", bytes.NewReader(body.Bytes()), mw.FormDataContentType())
 	if st != 200 {
 		t.Fatalf("upload: %d", st)

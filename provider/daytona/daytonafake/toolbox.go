@@ -305,8 +305,8 @@ func (t *tb) move() {
 		emptyError(t.w, http.StatusConflict)
 		return
 	}
-	if _, err := t.s.backend.Stat(t.ctx(), t.b.backendID, path.Dir(dst)); err != nil {
-		emptyError(t.w, fileStatus(err))
+	if !t.isDir(path.Dir(dst)) {
+		emptyError(t.w, http.StatusNotFound)
 		return
 	}
 	if err := t.s.backend.Rename(t.ctx(), t.b.backendID, src, dst); err != nil {
@@ -314,6 +314,16 @@ func (t *tb) move() {
 		return
 	}
 	t.w.WriteHeader(200)
+}
+
+// isDir reports whether dir is a directory. The home is one without
+// asking: some backends cannot Stat their file root itself.
+func (t *tb) isDir(dir string) bool {
+	if dir == t.b.home {
+		return true
+	}
+	fi, err := t.s.backend.Stat(t.ctx(), t.b.backendID, dir)
+	return err == nil && fi.IsDir()
 }
 
 // lockedBuffer merges writes from two streams.
@@ -361,7 +371,7 @@ func (t *tb) execute() {
 	dir := t.b.home
 	if req.Cwd != nil && *req.Cwd != "" {
 		dir = t.abs(*req.Cwd)
-		if fi, err := t.s.backend.Stat(t.ctx(), t.b.backendID, dir); err != nil || !fi.IsDir() {
+		if !t.isDir(dir) {
 			writeJSON(t.w, 200, toolbox.ExecuteResponse{ExitCode: ptr(-1), Result: ptr("fork/exec /usr/bin/bash: no such file or directory")})
 			return
 		}
