@@ -85,6 +85,10 @@ func (c *Client) Runtime() Runtime { return c.rt }
 // Provider returns the provider's name.
 func (c *Client) Provider() string { return c.rt.Name() }
 
+// CommandTimeout returns the timeout a Command without one gets (before
+// the ctx deadline bounds it).
+func (c *Client) CommandTimeout() time.Duration { return c.cmdTimeout }
+
 // Capabilities returns the provider's declared capabilities.
 func (c *Client) Capabilities() Capabilities { return c.caps }
 
@@ -358,6 +362,19 @@ func (c *Client) handle(info Info, secrets [][]byte) *Sandbox {
 // the sandbox's lease or state; a paused sandbox stays paused. A sandbox
 // that does not exist is NotFound.
 func (c *Client) Attach(ctx context.Context, id string) (*Sandbox, error) {
+	return c.AttachWith(ctx, id, AttachOptions{})
+}
+
+// AttachOptions configures AttachWith.
+type AttachOptions struct {
+	// SecretEnv lists the secret env values the sandbox was created with,
+	// so that this handle redacts them from output and errors as the
+	// creating handle did.
+	SecretEnv map[string]string
+}
+
+// AttachWith is Attach with options.
+func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) (*Sandbox, error) {
 	const op = "attach"
 	if err := checkID(op, c.rt.Name(), id); err != nil {
 		return nil, err
@@ -374,7 +391,7 @@ func (c *Client) Attach(ctx context.Context, id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
-	return c.handle(info, nil), nil
+	return c.handle(info, secretValues(opts.SecretEnv)), nil
 }
 
 // ListOptions filters List. The zero value lists every sandbox.

@@ -189,6 +189,10 @@ func CodeOf(err error) Code {
 	if errors.As(err, &se) && se.Code != Unknown {
 		return se.Code
 	}
+	var cd *codedError
+	if errors.As(err, &cd) {
+		return cd.code
+	}
 	var ce *codeError
 	if errors.As(err, &ce) {
 		return ce.code

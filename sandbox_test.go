@@ -271,3 +271,29 @@ func FuzzOpenAndPaths(f *testing.F) {
 		_, _ = sb.Exec(ctx, sandbox.Command{Shell: s, Timeout: time.Second})
 	})
 }
+
+func TestCodeOfErrorf(t *testing.T) {
+	for _, code := range []sandbox.Code{sandbox.DeadlineExceeded, sandbox.Canceled, sandbox.NotFound, sandbox.Internal} {
+		if got := sandbox.CodeOf(fmt.Errorf("wrapped: %w", sandbox.Errorf(code, "x"))); got != code {
+			t.Errorf("CodeOf(Errorf(%v)) = %v", code, got)
+		}
+	}
+}
+
+func TestAttachWithSecrets(t *testing.T) {
+	secret := "attach-secret-value"
+	c, _ := memory.NewClient()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"K": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := c.AttachWith(ctx, sb.ID(), sandbox.AttachOptions{SecretEnv: map[string]string{"K": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := att.Exec(ctx, sandbox.Command{Shell: "echo $K"})
+	if err != nil || string(r.Stdout) != "[REDACTED]\n" {
+		t.Fatalf("attached handle output %q %v", r.Stdout, err)
+	}
+}

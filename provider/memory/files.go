@@ -75,6 +75,67 @@ func (f *Files) ReadDir(p string) ([]sandbox.FileInfo, error) {
 	return readDirLocked(b, abs)
 }
 
+// MkdirAll creates a directory and its parents.
+func (f *Files) MkdirAll(p string) error {
+	abs, err := f.abs(p)
+	if err != nil {
+		return err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return err
+	}
+	return f.rt.mkdirAllLocked(b, abs)
+}
+
+// Remove removes a file or directory tree.
+func (f *Files) Remove(p string) error {
+	abs, err := f.abs(p)
+	if err != nil {
+		return err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return err
+	}
+	return removeLocked(b, abs)
+}
+
+// Stat describes a file or directory.
+func (f *Files) Stat(p string) (sandbox.FileInfo, error) {
+	abs, err := f.abs(p)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	f.rt.mu.Lock()
+	defer f.rt.mu.Unlock()
+	b, err := f.rt.get(f.id, false)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	n, ok := b.files[abs]
+	if !ok {
+		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sandbox.ErrNotFound}
+	}
+	return info(abs, n), nil
+}
+
+func removeLocked(b *box, abs string) error {
+	if _, ok := b.files[abs]; !ok {
+		return &fs.PathError{Op: "remove", Path: abs, Err: sandbox.ErrNotFound}
+	}
+	for q := range b.files {
+		if q == abs || strings.HasPrefix(q, abs+"/") {
+			delete(b.files, q)
+		}
+	}
+	return nil
+}
+
 func lookupFile(b *box, abs string) (*node, error) {
 	n, ok := b.files[abs]
 	if !ok {
@@ -236,15 +297,7 @@ func (r *Runtime) Remove(_ context.Context, id, p string) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := b.files[p]; !ok {
-		return &fs.PathError{Op: "remove", Path: p, Err: sandbox.ErrNotFound}
-	}
-	for q := range b.files {
-		if q == p || strings.HasPrefix(q, p+"/") {
-			delete(b.files, q)
-		}
-	}
-	return nil
+	return removeLocked(b, p)
 }
 
 // Rename moves a file or directory tree, replacing a file at the target.

@@ -72,12 +72,15 @@ type Call struct {
 	// Args is the argv; for a shell line, the words of one simple command.
 	Args []string
 	// Shell is the whole line for a handler registered with HandleShell.
-	Shell  string
-	Dir    string
-	Env    map[string]string
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
+	Shell string
+	// Positional holds $0, $1, ... of a line run as
+	// ["sh", "-c", line, name, args...]; empty otherwise.
+	Positional []string
+	Dir        string
+	Env        map[string]string
+	Stdin      io.Reader
+	Stdout     io.Writer
+	Stderr     io.Writer
 	// Files reads and writes the sandbox's files.
 	Files *Files
 }
@@ -531,7 +534,7 @@ func (r *Runtime) run(ctx context.Context, c *Call) int {
 	}
 	if n := path.Base(c.Args[0]); (n == "sh" || n == "bash") && len(c.Args) >= 3 && (c.Args[1] == "-c" || c.Args[1] == "-lc") {
 		sc := *c
-		sc.Shell, sc.Args = c.Args[2], nil
+		sc.Shell, sc.Args, sc.Positional = c.Args[2], nil, slices.Clone(c.Args[3:])
 		return r.run(ctx, &sc)
 	}
 	return r.dispatch(ctx, c)

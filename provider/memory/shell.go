@@ -28,12 +28,11 @@ type redirect struct {
 type simpleCmd struct {
 	words  []string
 	redirs []redirect
-	op     string // operator that follows: ";", "&&", "||" or ""
 }
 
 type token struct {
 	text   string
-	op     bool // an operator (;, &&, ||) or redirection
+	op     bool // a redirection operator
 	quoted bool
 }
 
@@ -64,6 +63,10 @@ func lex(line string, env func(string) string) ([]token, error) {
 			k++
 		}
 		if k == j {
+			if j < len(line) && line[j] >= '0' && line[j] <= '9' {
+				cur.WriteString(env(line[j : j+1]))
+				return j + 1, nil
+			}
 			if j < len(line) && line[j] == '?' {
 				cur.WriteString(env("?"))
 				return j + 1, nil
@@ -124,18 +127,6 @@ func lex(line string, env func(string) string) ([]token, error) {
 			if i, err = expand(i); err != nil {
 				return nil, err
 			}
-		case c == ';':
-			flush()
-			toks = append(toks, token{text: ";", op: true})
-			i++
-		case c == '&' && strings.HasPrefix(line[i:], "&&"):
-			flush()
-			toks = append(toks, token{text: "&&", op: true})
-			i += 2
-		case c == '|' && strings.HasPrefix(line[i:], "||"):
-			flush()
-			toks = append(toks, token{text: "||", op: true})
-			i += 2
 		case c == '|' || c == '&' || c == '(' || c == ')' || c == '`' || c == '*' || c == '?':
 			return nil, fmt.Errorf("unsupported shell syntax %q", string(c))
 		case c == '>' || c == '<' || ((c == '1' || c == '2') && !inWord && i+1 < len(line) && line[i+1] == '>'):
@@ -169,16 +160,6 @@ func parse(toks []token) ([]simpleCmd, error) {
 		t := toks[i]
 		if !t.op {
 			cur.words = append(cur.words, t.text)
-			continue
-		}
-		switch t.text {
-		case ";", "&&", "||":
-			if len(cur.words) == 0 {
-				return nil, fmt.Errorf("syntax error near %q", t.text)
-			}
-			cur.op = t.text
-			cmds = append(cmds, cur)
-			cur = simpleCmd{}
 			continue
 		}
 		// a redirection
@@ -215,8 +196,8 @@ func parse(toks []token) ([]simpleCmd, error) {
 	}
 	if len(cur.words) > 0 {
 		cmds = append(cmds, cur)
-	} else if len(cur.redirs) > 0 || (len(cmds) > 0 && cmds[len(cmds)-1].op != ";") {
-		return nil, fmt.Errorf("syntax error: unexpected end of line")
+	} else if len(cur.redirs) > 0 {
+		return nil, fmt.Errorf("syntax error: redirection without a command")
 	}
 	return cmds, nil
 }
@@ -226,6 +207,62 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
+// segment is one simple command's text and the operator after it.
+type segment struct {
+	text string
+	op   string
+}
+
+// split cuts line at the top-level ";", "&&" and "||" (outside quotes),
+// without expanding anything: expansion happens when each command runs, so
+// "$?" sees the previous command's status.
+func split(line string) ([]segment, error) {
+	var segs []segment
+	start := 0
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == '\\':
+			i++
+		case c == '\'':
+			k := strings.IndexByte(line[i+1:], '\'')
+			if k < 0 {
+				return nil, fmt.Errorf("unterminated single quote")
+			}
+			i += k + 1
+		case c == '"':
+			j := i + 1
+			for ; j < len(line) && line[j] != '"'; j++ {
+				if line[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(line) {
+				return nil, fmt.Errorf("unterminated double quote")
+			}
+			i = j
+		case c == ';', strings.HasPrefix(line[i:], "&&"), strings.HasPrefix(line[i:], "||"):
+			op := line[i : i+1]
+			if c != ';' {
+				op = line[i : i+2]
+			}
+			segs = append(segs, segment{text: line[start:i], op: op})
+			i += len(op) - 1
+			start = i + 1
+		}
+	}
+	segs = append(segs, segment{text: line[start:]})
+	for i, sg := range segs {
+		if strings.TrimSpace(sg.text) == "" {
+			if i == len(segs)-1 && i > 0 && segs[i-1].op == ";" {
+				segs = segs[:i]
+				break
+			}
+			return nil, fmt.Errorf("syntax error near %q", sg.op)
+		}
+	}
+	return segs, nil
+}
+
 // runShell interprets line for call c and returns the exit code.
 func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
 	last := 0
@@ -233,20 +270,35 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
 		if name == "?" {
 			return strconv.Itoa(last)
 		}
+		if len(name) == 1 && name[0] >= '0' && name[0] <= '9' {
+			if i := int(name[0] - '0'); i < len(c.Positional) {
+				return c.Positional[i]
+			}
+			return ""
+		}
 		return c.Env[name]
 	}
-	toks, err := lex(line, env)
-	var cmds []simpleCmd
+	segs, err := split(line)
 	if err == nil {
-		cmds, err = parse(toks)
+		// Check the syntax of the whole line before running any of it.
+		for _, sg := range segs {
+			if _, err = parseOne(sg.text, func(string) string { return "" }); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "sh: %v\n", err)
 		return 2
 	}
 	skip := false
-	for _, sc := range cmds {
+	for _, sg := range segs {
 		if !skip {
+			sc, err := parseOne(sg.text, env)
+			if err != nil {
+				fmt.Fprintf(c.Stderr, "sh: %v\n", err)
+				return 2
+			}
 			code, err := rt.runSimple(ctx, c, sc)
 			var ex exitError
 			if asExit(err, &ex) {
@@ -257,7 +309,7 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
 				return last
 			}
 		}
-		switch sc.op {
+		switch sg.op {
 		case "&&":
 			skip = last != 0
 		case "||":
@@ -267,6 +319,22 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
 		}
 	}
 	return last
+}
+
+// parseOne lexes and parses the text of one simple command.
+func parseOne(text string, env func(string) string) (simpleCmd, error) {
+	toks, err := lex(text, env)
+	if err != nil {
+		return simpleCmd{}, err
+	}
+	cmds, err := parse(toks)
+	if err != nil {
+		return simpleCmd{}, err
+	}
+	if len(cmds) != 1 {
+		return simpleCmd{}, fmt.Errorf("syntax error in %q", strings.TrimSpace(text))
+	}
+	return cmds[0], nil
 }
 
 func asExit(err error, target *exitError) bool {
