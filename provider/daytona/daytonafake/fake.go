@@ -26,9 +26,51 @@
 //   - label filters (JSON containment), state filters and cursor pages on
 //     GET /sandbox, or the older plain array (WithLegacyList).
 //
-// Faults are injected with FailNext. Where the fake deliberately differs
-// from the real service is listed in the README-style section "Differences"
-// of doc.go.
+// Faults are injected with FailNext (502, 429, a reset mid-body, a request
+// that never answers, a sandbox deleted or stopped just before the request
+// is handled) and FailNextCreate; Stop, Archive, Delete and Advance change
+// sandboxes behind a client's back.
+//
+// # Differences from the real service
+//
+// The fake deliberately differs from Daytona in these ways:
+//   - One server answers both APIs; the toolbox proxy is {server}/toolbox
+//     and the older path /api/toolbox/{id}/toolbox is served too.
+//   - Creation is synchronous: a snapshot name is recorded, not checked;
+//     buildInfo builds nothing; resources are recorded and capped per
+//     sandbox (4 CPU, 8 GiB, 10 GiB), not enforced; there is no quota.
+//     "creating" is seen only with WithCreatePolls.
+//   - Lifecycle responses show the transitional state (stopping,
+//     destroying, archiving) but the transition completes at once; start
+//     answers started directly (no restoring). Auto-stop, auto-archive and
+//     auto-delete are applied lazily when a sandbox is next looked at, on
+//     the fake's clock (Advance), not by a timer.
+//   - A stopped or archived sandbox keeps its backend sandbox: files stay,
+//     session commands are killed, but a /process/execute command already
+//     running is not.
+//   - The daemon's working directory (the base of relative paths,
+//     /work-dir, /user-home-dir) is the backend's home. Paths the backend
+//     does not serve (provider/local serves only the home) fail with its
+//     error mapped to 403/404/400. FileInfo owner and group are "1001".
+//   - /process/execute runs bash when the backend has it, else sh (the
+//     daemon picks zsh, then bash, from /etc/shells). A client that
+//     disconnects leaves the command running, as the daemon does.
+//   - Each session command runs as its own process (sh -c), not written
+//     into one long-lived shell: cd and export do not carry over, exit does
+//     not hang the request, stdin is closed (no /input), there is no
+//     entrypoint session and no WebSocket log following.
+//   - GET /sandbox sorts newest first by creation (the server's default is
+//     lastActivityAt), ignores sort, order and the name/id/resource
+//     filters, and its cursor is its own opaque string.
+//   - Rate limits come only from Fault429; repeated bad keys are not
+//     throttled.
+//   - Download honours only "Range: bytes=N-".
+//   - A destroyed or unknown id on the toolbox gives 404 with a gin body
+//     "failed to get sandbox" (the real proxy's exact answer is unverified).
+//   - Not served: fork, snapshot, volumes, preview and signed URLs, SSH,
+//     resize, recover, VM pause, network settings, bulk upload and
+//     download, find/search/replace/permissions, git, LSP, PTY, code-run,
+//     ports, build logs.
 package daytonafake
 
 import (
