@@ -32,6 +32,7 @@ package run
 //	                  cmdline)
 //	sk_roots          wrappers of the run that are not forks of a wrapper
 //	sk_read NAME      the content of record NAME, if any
+//	sk_nap I          sleep in the I-th round of a poll: briefly at first
 //	sk_put NAME TEXT  publish record NAME atomically
 //	sk_dump           print the run's state as key=value lines
 const prelude = `IFS=' 	
@@ -73,6 +74,9 @@ sk_roots() {
 }
 sk_read() {
 	if [ -r "$d/$1" ]; then cat "$d/$1" 2>/dev/null; fi
+}
+sk_nap() {
+	if [ "$1" -lt 20 ]; then sleep 0.01; else sleep 0.1; fi
 }
 sk_put() {
 	printf '%s\n' "$2" > "$d/$1.tmp.$$" && mv -f "$d/$1.tmp.$$" "$d/$1"
@@ -202,8 +206,8 @@ if [ ! -d "$d/started" ] && [ ! -e "$d/exit" ]; then
 	) < /dev/null > /dev/null 2>&1 &
 fi
 i=0
-while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
-	sleep 0.05
+while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
+	sk_nap "$i"
 	i=$((i + 1))
 done
 n=0
@@ -254,8 +258,8 @@ if mkdir "$d/started" 2>/dev/null; then
 	exit 0
 fi
 i=0
-while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
-	sleep 0.05
+while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
+	sk_nap "$i"
 	i=$((i + 1))
 done
 pid=$(sk_read admission)
