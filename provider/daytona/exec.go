@@ -49,10 +49,6 @@ const execRoot = "/tmp/.sandboxkit"
 // inlineMax is the largest stream the script returns inline (base64).
 const inlineMax = 1 << 20
 
-// execGrace is how much longer than the command's timeout the daemon's
-// own timeout (a backstop that loses the output) is set to.
-const execGrace = 10 * time.Second
-
 // shellQuote returns s as one word for a POSIX shell (sh, dash, bash,
 // zsh): unchanged when it holds only characters no shell treats
 // specially, otherwise in single quotes with each single quote written as
@@ -77,25 +73,30 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// commandLine is the shell text that runs cmd (argv, or its Shell line
-// through sh -c) with exec, after prefix (redirections). Env values that
-// are not UTF-8 cannot travel in the JSON envs field; they are exported
-// here instead.
-func commandLine(cmd *sandbox.Command, prefix string) string {
-	var b strings.Builder
-	b.WriteString(prefix)
-	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
-		if v := cmd.Env[k]; !utf8.ValidString(v) {
-			b.WriteString("export " + k + "=" + shellQuote(v) + "; ")
-		}
+// argvText is the shell text of cmd's program and arguments: its argv,
+// each word quoted, or "sh -c <Shell>".
+func argvText(cmd *sandbox.Command) string {
+	if len(cmd.Args) == 0 {
+		return "sh -c " + shellQuote(cmd.Shell)
 	}
-	b.WriteString("exec")
-	if len(cmd.Args) > 0 {
-		for _, a := range cmd.Args {
-			b.WriteString(" " + shellQuote(a))
+	var b strings.Builder
+	for i, a := range cmd.Args {
+		if i > 0 {
+			b.WriteByte(' ')
 		}
-	} else {
-		b.WriteString(" sh -c " + shellQuote(cmd.Shell))
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// exports returns export statements for the env values that are not
+// UTF-8: they cannot travel in the JSON envs field.
+func exports(env map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if v := env[k]; !utf8.ValidString(v) {
+			b.WriteString("export " + k + "=" + shellQuote(v) + "\n")
+		}
 	}
 	return b.String()
 }
@@ -120,48 +121,47 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// launch is the script fragment that starts run (a shell command) in the
-// background under timeout, records its pid (which is also its process
-// group: timeout makes itself a group leader) and waits, leaving the exit
-// code in $rc and "T" in $to when the timeout fired. redirs are extra
-// redirections of the started command.
+// launch is the script fragment of a background process: it starts run
+// in the background under GNU timeout (which makes itself the leader of a
+// process group holding the whole command tree), records its pid and
+// waits, leaving the exit code in $rc and "T" in $to when the timeout
+// fired (timeout -v wrote its notice). redirs are extra redirections.
 func launch(d, run, stdin string, timeout time.Duration, redirs string) string {
 	t := "0"
 	if timeout > 0 {
 		t = strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64) + "s"
 	}
-	return fmt.Sprintf(`if command -v timeout >/dev/null 2>&1; then timeout -v -s KILL %s %s <%s %s 2>%s/t &
-else %s <%s %s 2>%s/t &
+	return fmt.Sprintf(`if command -v timeout >/dev/null 2>&1; then timeout -v -s KILL %[1]s %[2]s <%[3]s %[4]s 2>%[5]s.t &
+else %[2]s <%[3]s %[4]s 2>%[5]s.t &
 fi
 p=$!
-echo "$p" >%s/pid
+echo "$p" >%[5]s.pid
 wait "$p"
 rc=$?
 to=-
-if [ "$rc" = 137 ] && [ -s %s/t ]; then to=T; fi
-`, t, run, stdin, redirs, d, run, stdin, redirs, d, d, d)
+if [ "$rc" = 137 ] && [ -s %[5]s.t ]; then to=T; fi
+`, t, run, stdin, redirs, d)
 }
 
-// prepare uploads what the command needs (stdin, and the command line
-// itself when it is not UTF-8) into d and returns the shell command that
-// runs it and the stdin path.
-func (r *Runtime) prepare(ctx context.Context, id, d string, cmd *sandbox.Command, line string) (run, stdin string, err error) {
+// stage uploads what a command needs before it runs: its stdin (when
+// given) as d.in, and text as d.cmd when text is not UTF-8 (it could not
+// travel in JSON). It returns the stdin path and whether d.cmd was written.
+func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command, text string) (stdin string, file bool, err error) {
 	stdin = "/dev/null"
 	if cmd.Stdin != nil {
 		cr := &countingReader{r: cmd.Stdin}
-		if err := r.upload(ctx, id, d+"/in", cr, func() bool { return cr.n == 0 }); err != nil {
-			return "", "", err
+		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.n == 0 }); err != nil {
+			return "", false, err
 		}
-		stdin = d + "/in"
+		stdin = d + ".in"
 	}
-	run = "sh -c " + shellQuote(line)
-	if !utf8.ValidString(line) {
-		if err := r.upload(ctx, id, d+"/cmd", strings.NewReader(line), nil); err != nil {
-			return "", "", err
+	if !utf8.ValidString(text) {
+		if err := r.upload(ctx, id, d+".cmd", strings.NewReader(text), nil); err != nil {
+			return "", false, err
 		}
-		run = "sh " + d + "/cmd"
+		file = true
 	}
-	return run, stdin, nil
+	return stdin, file, nil
 }
 
 // scratchDir returns the sandbox's scratch directory, resolving "~/".
@@ -215,21 +215,34 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	if err != nil {
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
-	d := root + "/x" + randHex(8)
-	line := commandLine(cmd, "exec >"+d+"/o 2>"+d+"/e; ")
-	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
+	d := root + "/x" + randHex(8) // the command's files are d.o, d.e, ...
+	text := exports(cmd.Env) + "exec " + argvText(cmd)
+	stdin, file, err := r.stage(ctx, id, d, cmd, text)
 	if err != nil {
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
+	// A subshell that execs runs the program itself, never a builtin of
+	// the daemon's shell, at the cost of the fork any command takes.
+	run := "(" + text + ")"
+	if file {
+		run = "sh " + d + ".cmd"
+	}
 	mark := "SBKX" + randHex(6)
-	script := "{ (umask 077 && mkdir -p " + d + " && : >" + d + "/o && : >" + d + "/e) || exit 101\n" +
-		launch(d, run, stdin, cmd.Timeout, "") +
-		fmt.Sprintf(`os=$(wc -c <%s/o); os=$((os+0)); es=$(wc -c <%s/e); es=$((es+0))
-printf '\n%s %%s %%s %%s %%s\n' "$rc" "$to" "$os" "$es"
-if [ "$os" -le %d ] && [ "$es" -le %d ]; then base64 %s/o; printf '\n%s-E\n'; base64 %s/e; printf '\n%s-Z\n'; rm -rf %s; fi
+	// As few processes as possible: stat and base64 only when there is
+	// output, the removal in the background.
+	script := fmt.Sprintf(`{ [ -d %[1]s ] || mkdir -p %[1]s || exit 101
+echo "$$" >%[2]s.pid
+%[3]s <%[4]s >%[2]s.o 2>%[2]s.e
+rc=$?
+if [ -s %[2]s.o ] || [ -s %[2]s.e ]; then set -- $(stat -c %%s %[2]s.o %[2]s.e) 0 0; else set -- 0 0; fi
+printf '\n%[5]s %%s - %%s %%s\n' "$rc" "$1" "$2"
+if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o; printf '\n%[5]s-E\n'; [ "$2" = 0 ] || base64 %[2]s.e; printf '\n%[5]s-Z\n'; %[7]s >/dev/null 2>&1 & fi
 } </dev/null
-`, d, d, mark, inlineMax, inlineMax, d, mark, d, mark, d)
-	wire := int(math.Ceil((cmd.Timeout + execGrace).Seconds()))
+`, root, d, run, stdin, mark, inlineMax, rmFiles(d))
+	// The daemon enforces the timeout (whole seconds, rounded up): it
+	// kills the shell's process group and answers 408; the output stays
+	// in the files.
+	wire := int(math.Ceil(cmd.Timeout.Seconds()))
 
 	ectx, cancelExec := context.WithCancel(ctx)
 	defer cancelExec()
@@ -251,15 +264,18 @@ if [ "$os" -le %d ] && [ "$es" -le %d ]; then base64 %s/o; printf '\n%s-E\n'; ba
 	stopPoll()
 	<-pdone
 	if ctx.Err() != nil {
-		r.killExec(id, d)
+		r.killExec(id, d) // the daemon does not end a command whose client left
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
 	}
 	if res.err != nil {
 		var he *HTTPError
 		if asHTTP(res.err, &he) && he.Status == http.StatusRequestTimeout {
-			// The daemon's backstop fired (no timeout program in the
-			// sandbox?): its response lost the output, the files kept it.
-			pl.rest(ctx)
+			// The daemon's timeout fired: its response lost the output,
+			// the files kept it.
+			if err := pl.rest(ctx); err != nil {
+				r.cleanup(id, d)
+				return sandbox.ExitStatus{}, r.clean(err)
+			}
 			r.cleanup(id, d)
 			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 		}
@@ -358,15 +374,20 @@ func unb64(s string) ([]byte, error) {
 func (r *Runtime) killExec(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	script := fmt.Sprintf(`{ p=$(cat %s/pid 2>/dev/null); if [ -n "$p" ]; then kill -9 -"$p" 2>/dev/null || kill -9 "$p" 2>/dev/null; fi; rm -rf %s; } </dev/null`, d, d)
+	script := fmt.Sprintf(`{ p=$(cat %[1]s.pid 2>/dev/null); if [ -n "$p" ]; then kill -9 -"$p" 2>/dev/null || { pkill -9 -P "$p"; kill -9 "$p"; } 2>/dev/null; fi; %[2]s; } </dev/null`, d, rmFiles(d))
 	_ = r.execute(ctx, id, script, "", nil, 10)
 }
 
-// cleanup removes an Exec's directory, best effort and bounded.
+// rmFiles is the command that removes the files of the command d.
+func rmFiles(d string) string {
+	return fmt.Sprintf("rm -f %[1]s.o %[1]s.e %[1]s.t %[1]s.pid %[1]s.in %[1]s.cmd %[1]s.timedout", d)
+}
+
+// cleanup removes a command's files, best effort and bounded.
 func (r *Runtime) cleanup(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = r.Remove(ctx, id, d)
+	_ = r.execute(ctx, id, "{ "+rmFiles(d)+"; } </dev/null", "", nil, 10)
 }
 
 // poller copies what the command appends to its output files to the
@@ -402,7 +423,7 @@ func (p *poller) fetch(ctx context.Context, name string, off *int64, w io.Writer
 		return err
 	}
 	from := *off
-	resp, err := c.DownloadFile(ctx, &toolbox.DownloadFileParams{Path: p.d + "/" + name}, func(ctx context.Context, req *http.Request) error {
+	resp, err := c.DownloadFile(ctx, &toolbox.DownloadFileParams{Path: p.d + "." + name}, func(ctx context.Context, req *http.Request) error {
 		if from > 0 {
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
 		}

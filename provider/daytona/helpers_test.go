@@ -24,7 +24,7 @@ type env struct {
 // newEnv starts a fake over provider/local and a Runtime and Client on
 // it. The local provider serves files under the home only, so the
 // Runtime's scratch directory is moved there.
-func newEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+func newEnv(t testing.TB, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
 	t.Helper()
 	opts = append([]daytona.Option{daytona.WithScratchDir("~/.sandboxkit")}, opts...)
 	return newEnvOn(t, backend(t), fakeOpts, opts...)
@@ -33,12 +33,12 @@ func newEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option)
 // newHostEnv is newEnv over the host test runtime, which serves every
 // path, so the default scratch directory (/tmp/.sandboxkit) is used as on
 // the real service.
-func newHostEnv(t *testing.T, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+func newHostEnv(t testing.TB, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
 	t.Helper()
 	return newEnvOn(t, hostrt.New(t.TempDir()), fakeOpts, opts...)
 }
 
-func newEnvOn(t *testing.T, be sandbox.Runtime, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+func newEnvOn(t testing.TB, be sandbox.Runtime, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
 	t.Helper()
 	fake := daytonafake.New(be, fakeOpts...)
 	t.Cleanup(fake.Close)
@@ -54,7 +54,7 @@ func newEnvOn(t *testing.T, be sandbox.Runtime, fakeOpts []daytonafake.Option, o
 
 // backend is what the fake executes on: the local provider, as the real
 // service's sandboxes are real machines.
-func backend(t *testing.T) sandbox.Runtime {
+func backend(t testing.TB) sandbox.Runtime {
 	t.Helper()
 	rt, err := local.New(local.WithRoot(t.TempDir()))
 	if err != nil {

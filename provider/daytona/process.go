@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,22 +48,26 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	}
 	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
-	line := commandLine(cmd, "exec 2>&3 3>&-; ")
-	run, stdin, err := r.prepare(ctx, id, d, cmd, line)
+	text := "exec 2>&3 3>&-\n" + exports(cmd.Env) + "exec " + argvText(cmd)
+	stdin, file, err := r.stage(ctx, id, d, cmd, text)
 	if err != nil {
 		return nil, r.clean(err)
 	}
-	script := "(umask 077 && mkdir -p " + d + ") || exit 101\n" + launch(d, run, stdin, cmd.Timeout, "3>&2") +
-		"if [ \"$to\" = T ]; then : >" + d + "/timedout; fi\nexit \"$rc\"\n"
+	run := "sh -c " + shellQuote(text)
+	if file {
+		run = "sh " + d + ".cmd"
+	}
+	script := "[ -d " + root + " ] || mkdir -p " + root + " || exit 101\n" + launch(d, run, stdin, cmd.Timeout, "3>&2") +
+		"if [ \"$to\" = T ]; then : >" + d + ".timedout; fi\nexit \"$rc\"\n"
 	// sh -c keeps the exit inside a child: exit in the session's own shell
 	// would kill the session.
-	text := "sh -c " + shellQuote(script) + " </dev/null"
+	line := "sh -c " + shellQuote(script) + " </dev/null"
 	if env := wireEnv(cmd.Env); env != nil {
 		var sb strings.Builder
-		for k, v := range *env {
-			sb.WriteString(k + "=" + shellQuote(v) + " ")
+		for _, k := range slices.Sorted(maps.Keys(*env)) {
+			sb.WriteString(k + "=" + shellQuote((*env)[k]) + " ")
 		}
-		text = sb.String() + text
+		line = sb.String() + line
 	}
 	resp, err := r.toolboxCall(ctx, id, "start session", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 		return c.CreateSession(ctx, toolbox.CreateSessionRequest{SessionId: sid})
@@ -72,7 +78,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	resp.Body.Close()
 	async := true
 	resp, err = r.toolboxCall(ctx, id, "start", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-		body := toolbox.SessionExecuteRequest{Command: "cd " + shellQuote(cmd.Dir) + " && " + text, RunAsync: &async}
+		body := toolbox.SessionExecuteRequest{Command: "cd " + shellQuote(cmd.Dir) + " && " + line, RunAsync: &async}
 		return c.SessionExecuteCommand(ctx, sid, body)
 	}, http.StatusAccepted, http.StatusOK)
 	if err != nil {
@@ -116,7 +122,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 type proc struct {
 	r              *Runtime
 	id, sid, cmdID string
-	dir            string // the scratch directory of the process
+	dir            string // the prefix of the process's files in the sandbox
 	pid            int
 	owner          bool
 	stdout, stderr io.Writer
@@ -238,7 +244,7 @@ func (p *proc) follow(ctx context.Context, skipExisting bool) {
 func (p *proc) exitStatus(ctx context.Context, code int) sandbox.ExitStatus {
 	if code == 137 {
 		resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p.dir + "/timedout"})
+			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p.dir + ".timedout"})
 		}, http.StatusOK)
 		if err == nil {
 			resp.Body.Close()
@@ -278,7 +284,7 @@ func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	p.signaled = true
 	p.mu.Unlock()
 	d := p.dir
-	script := fmt.Sprintf(`{ p=$(cat %s/pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
+	script := fmt.Sprintf(`{ p=$(cat %s.pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
 	res := p.r.execute(ctx, p.id, script, "", nil, 30)
 	if res.err != nil {
 		return p.r.clean(res.err)
@@ -317,7 +323,7 @@ func (p *proc) Close() error {
 		}, http.StatusNoContent, http.StatusOK); err == nil {
 			resp.Body.Close()
 		}
-		_ = p.r.Remove(ctx, p.id, p.dir)
+		p.r.cleanup(p.id, p.dir)
 	}
 	return nil
 }
