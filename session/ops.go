@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"path"
 	"slices"
 	"sync"
@@ -306,17 +305,6 @@ func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(
 	return err
 }
 
-// addSecrets makes output redaction cover the manager's secret env for
-// sandboxes it attached to (a handle from Attach does not know them).
-func (s *Session) addSecrets(cmd *sandbox.Command) {
-	if s.owned || len(s.m.opts.Create.SecretEnv) == 0 {
-		return
-	}
-	env := maps.Clone(s.m.opts.Create.SecretEnv)
-	maps.Copy(env, cmd.SecretEnv)
-	cmd.SecretEnv = env
-}
-
 // Exec runs cmd in the sandbox (see sandbox.Sandbox.Exec). cmd.Dir defaults
 // to the workspace and cmd.Timeout to Options.CommandTimeout; the lease is
 // extended to outlive the command. The Result says which layer ended a
@@ -331,7 +319,6 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	if cmd.Dir == "" {
 		cmd.Dir = s.workspace
 	}
-	s.addSecrets(&cmd)
 	var res *sandbox.Result
 	started := time.Now()
 	err := s.do(ctx, "exec", cmd.Timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
@@ -483,7 +470,6 @@ func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandb
 		Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr,
 		Timeout: timeout, MaxOutput: opts.MaxOutput,
 	}
-	s.addSecrets(&cmd)
 	var res *sandbox.Result
 	started := time.Now()
 	err := s.do(ctx, op, timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {

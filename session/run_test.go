@@ -140,8 +140,7 @@ func TestTimeoutsNameTheirLayer(t *testing.T) {
 		t.Fatalf("context timeout: %+v %v", res, err)
 	}
 
-	rt.FailNext(memory.OpExec, 1, &sandbox.Error{Op: "exec", Provider: "memory", Code: sandbox.DeadlineExceeded,
-		Err: errors.New("envd: deadline exceeded")})
+	rt.FailNext(memory.OpExec, 1, sandbox.Errorf(sandbox.DeadlineExceeded, "memory: envd: deadline exceeded"))
 	res, err = s.Exec(context.Background(), sandbox.Command{Args: []string{"python3", "x.py"}, Timeout: 30 * time.Second})
 	if err != nil || !res.TimedOut || res.TimeoutBy != sandbox.TimeoutProvider || res.Timeout != 30*time.Second {
 		t.Fatalf("provider timeout: %+v %v", res, err)

@@ -150,7 +150,7 @@ type Options struct {
 	// operation.
 	LeaseRefreshInterval time.Duration
 	// CommandTimeout is the timeout of Exec and Run commands that set none
-	// (sandbox.DefaultCommandTimeout when zero).
+	// (the client's CommandTimeout when zero).
 	CommandTimeout time.Duration
 	// CleanupTimeout bounds each Destroy the manager issues on its own
 	// (DefaultCleanupTimeout when zero).
@@ -230,7 +230,7 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 		o.InstallCommand = defaultInstallCommand
 	}
 	if o.CommandTimeout <= 0 {
-		o.CommandTimeout = sandbox.DefaultCommandTimeout
+		o.CommandTimeout = client.CommandTimeout()
 	}
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = DefaultCleanupTimeout
@@ -461,7 +461,7 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 		cands = append(cands, in)
 	}
 	for _, in := range cands {
-		sb, err := m.c.Attach(ctx, in.ID)
+		sb, err := m.c.AttachWith(ctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv})
 		if sandbox.CodeOf(err) == sandbox.NotFound {
 			m.log.Info("session: labelled sandbox gone before reattach", "key", key, "id", in.ID)
 			continue

@@ -83,10 +83,8 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 	case err != nil:
 		return fmt.Errorf("session: installing packages %q: %w", want, err)
 	case res.TimedOut:
-		// An *sandbox.Error, because CodeOf cannot read the code of an
-		// Errorf error for a code without a sentinel.
-		return &sandbox.Error{Op: "install", Provider: m.c.Provider(), SandboxID: s.sb.ID(), Code: sandbox.DeadlineExceeded,
-			Err: fmt.Errorf("session: installing packages %q timed out after %v (%s timeout)", want, res.Timeout, res.TimeoutBy)}
+		return sandbox.Errorf(sandbox.DeadlineExceeded, "session: installing packages %q timed out after %v (%s timeout)",
+			want, res.Timeout, res.TimeoutBy)
 	case res.ExitCode != 0:
 		return sandbox.Errorf(sandbox.Internal, "session: installing packages %q failed with exit code %d: %s",
 			want, res.ExitCode, tail(res.Stderr, 2048))
