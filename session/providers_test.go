@@ -2,11 +2,13 @@ package session_test
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/local"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"github.com/sandboxkit/sandbox/session"
 )
@@ -53,4 +55,24 @@ func TestTemplateFallbackE2BFake(t *testing.T) {
 	if _, err := strict.Acquire(ctx, "k2"); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Fatalf("FailFast Acquire = %v, want NotFound", err)
 	}
+}
+
+// localClients returns a constructor of local runtimes sharing one root:
+// each call is a "process" of its own over the same sandboxes.
+func localClients(t *testing.T) func(t *testing.T) *sandbox.Client {
+	root := t.TempDir()
+	return func(t *testing.T) *sandbox.Client {
+		rt, err := local.New(local.WithRoot(root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.NewClient(rt)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+}
+
+func TestScenarioLocal(t *testing.T) {
+	_, err := exec.LookPath("python3")
+	scenario(t, localClients(t), err == nil)
 }
