@@ -149,6 +149,25 @@ func counterCommand(counter string, secs int) []string {
 	return []string{"sh", "-c", `echo run >> "$1"; echo ready; exec sleep "$2"`, "cmd", counter, strconv.Itoa(secs)}
 }
 
+// waitReady waits until the run's output holds "ready": Start returns
+// once the run is admitted, which can be before its command ran.
+func waitReady(t *testing.T, r *Run) {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		logs, err := r.Logs(ctx, 0)
+		if err != nil {
+			t.Fatalf("Logs: %v", err)
+		}
+		if strings.Contains(string(logs), "ready\n") {
+			return
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			t.Fatalf("the command never printed ready; output %q", logs)
+		}
+	}
+}
+
 // scenarios are the behaviours every provider must show.
 var scenarios = []struct {
 	name string
@@ -205,6 +224,7 @@ func testDoubleStart(t *testing.T, h harness) {
 	req := Request{ID: "double", Command: counterCommand("double.count", 60)}
 	r1 := start(t, sb, req)
 	r2 := start(t, sb, req)
+	waitReady(t, r1)
 	if r1.PID() == 0 || r1.PID() != r2.PID() {
 		t.Fatalf("PIDs %d and %d, want the same non-zero pid", r1.PID(), r2.PID())
 	}
@@ -250,6 +270,11 @@ func testConcurrentStarts(t *testing.T, h harness) {
 		}
 	}
 	sb := w.sandbox(t)
+	r, err := Open(testCtx(t), sb, "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, r)
 	if got := readFile(t, sb, "many.count"); got != "run\n" {
 		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
 	}
@@ -310,7 +335,8 @@ func testKill(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
 	// The command's child holds the output open too.
-	r := start(t, sb, Request{ID: "kill", Command: []string{"sh", "-c", `sleep 300 & echo started; wait`}})
+	r := start(t, sb, Request{ID: "kill", Command: []string{"sh", "-c", `sleep 300 & echo ready; wait`}})
+	waitReady(t, r)
 	if _, cmd := procs(t, sb, r); cmd != 1 {
 		t.Fatalf("%d sleep processes before kill, want 1", cmd)
 	}
@@ -356,7 +382,8 @@ func testKillDone(t *testing.T, h harness) {
 func testVanished(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	r := start(t, sb, Request{ID: "vanish", Command: []string{"sleep", "300"}})
+	r := start(t, sb, Request{ID: "vanish", Command: []string{"sh", "-c", "echo ready; exec sleep 300"}})
+	waitReady(t, r)
 	// Something outside the run kills the wrapper and the command without
 	// a chance to record an exit, as a sandbox restart would.
 	script := `kill -KILL "$1"; for f in /proc/[0-9]*/environ; do
@@ -371,7 +398,7 @@ done`
 		t.Errorf("status = %+v, want lost with exit code %d", s, LostExitCode)
 	}
 	// Starting again does not resurrect it.
-	r2 := start(t, sb, Request{ID: "vanish", Command: []string{"sleep", "300"}})
+	r2 := start(t, sb, Request{ID: "vanish", Command: []string{"sh", "-c", "echo ready; exec sleep 300"}})
 	if s2, _ := r2.Status(testCtx(t)); s2.State != Lost {
 		t.Errorf("after a second Start: %+v, want still lost", s2)
 	}
@@ -417,6 +444,7 @@ func testOutcomeUnknown(t *testing.T, h harness, afterRun bool, id string) {
 	if err != nil || s.State != Running || s.PID != r.PID() || s.PID == 0 {
 		t.Fatalf("status %+v, %v; want running as pid %d", s, err, r.PID())
 	}
+	waitReady(t, r)
 	if got := readFile(t, sb, id+".count"); got != "run\n" {
 		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
 	}
@@ -453,6 +481,7 @@ func TestReconcileKillsDuplicateWrapper(t *testing.T) {
 	c, sb2 := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
 	t.Cleanup(func() { c.Close() })
 	r2 := start(t, sb2, req)
+	waitReady(t, r2)
 	if r2.PID() != r.PID() {
 		t.Errorf("reconciled pid %d, want the admitted %d", r2.PID(), r.PID())
 	}
@@ -501,21 +530,21 @@ func testShortRequestTimeout(t *testing.T, h harness) {
 	if s.State != Exited || s.ExitCode != 0 {
 		t.Errorf("status %+v, want exited 0", s)
 	}
-	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "done\n" {
-		t.Errorf("logs %q", logs)
+	if logs, err := r.Logs(testCtx(t), 0); err != nil || string(logs) != "done\n" {
+		t.Errorf("Logs = %q, %v", logs, err)
 	}
 }
 
 func testBudget(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	r := start(t, sb, Request{ID: "budget", Command: []string{"sh", "-c", "echo begin; sleep 60"}, Budget: time.Second})
+	r := start(t, sb, Request{ID: "budget", Command: []string{"sh", "-c", "echo begin; sleep 60"}, Budget: 2 * time.Second})
 	s := waitDone(t, r)
 	if s.State != Exited || s.ExitCode != 124 || !s.BudgetExceeded {
 		t.Errorf("status %+v, want exited 124 with the budget exceeded", s)
 	}
-	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "begin\n" {
-		t.Errorf("logs %q", logs)
+	if logs, err := r.Logs(testCtx(t), 0); err != nil || string(logs) != "begin\n" {
+		t.Errorf("Logs = %q, %v", logs, err)
 	}
 }
 
