@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
@@ -75,4 +77,30 @@ func localClients(t *testing.T) func(t *testing.T) *sandbox.Client {
 func TestScenarioLocal(t *testing.T) {
 	_, err := exec.LookPath("python3")
 	scenario(t, localClients(t), err == nil)
+}
+
+// daytonaClients starts a Daytona fake executing through provider/local and
+// returns a constructor of adapters pointed at it.
+func daytonaClients(t *testing.T) func(t *testing.T) *sandbox.Client {
+	be, err := local.New(local.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	fake := daytonafake.New(be)
+	t.Cleanup(fake.Close)
+	return func(t *testing.T) *sandbox.Client {
+		rt, err := daytona.New(daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()), daytona.WithScratchDir("~/.sandboxkit"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.NewClient(rt)
+		t.Cleanup(func() { _ = c.Close(); _ = rt.ResetTransport() })
+		return c
+	}
+}
+
+func TestScenarioDaytonaFake(t *testing.T) {
+	_, err := exec.LookPath("python3")
+	scenario(t, daytonaClients(t), err == nil)
 }
