@@ -187,13 +187,32 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 			p.finish(st, err)
 		}()
 	}
+	// A backend cannot interrupt a read of the fake's stdin pipe the way
+	// the kernel ends a killed process's read: close the pipe whenever the
+	// process is ended.
+	closeIn := func() {
+		if p.stdin != nil {
+			_ = p.stdin.Close()
+		}
+	}
+	if p.stdin != nil && cmd.Timeout > 0 {
+		t := time.AfterFunc(cmd.Timeout, closeIn)
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			<-p.done
+			t.Stop()
+		}()
+	}
 	// A signal sent by envd marks the process as killed.
 	sig := p.signal
 	p.signal = func(sg syscall.Signal) error {
 		p.mu.Lock()
 		p.killed = true
 		p.mu.Unlock()
-		return sig(sg)
+		err := sig(sg)
+		closeIn()
+		return err
 	}
 	kill := p.kill
 	p.kill = func() {
@@ -201,6 +220,7 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 		p.killed = true
 		p.mu.Unlock()
 		kill()
+		closeIn()
 	}
 	s.mu.Lock()
 	b.procs[p.pid] = p
