@@ -123,7 +123,8 @@ type Runtime struct {
 	mu       sync.Mutex
 	toolURLs map[string]string // sandbox id → toolbox base URL (…/{id})
 	homes    map[string]string
-	paused   map[string]bool // paused (stopped) through this Runtime
+	paused   map[string]bool     // paused (stopped) through this Runtime
+	spent    map[string][]string // finished Exec file prefixes not yet removed
 }
 
 var (
@@ -142,7 +143,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{
 		key: os.Getenv("DAYTONA_API_KEY"), apiURL: os.Getenv("DAYTONA_API_URL"),
 		target: os.Getenv("DAYTONA_TARGET"), org: os.Getenv("DAYTONA_ORGANIZATION_ID"),
-		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{},
+		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{}, spent: map[string][]string{},
 	}
 	if r.apiURL == "" {
 		r.apiURL = os.Getenv("DAYTONA_SERVER_URL")
@@ -461,4 +462,5 @@ func (r *Runtime) forget(id string) {
 	delete(r.toolURLs, id)
 	delete(r.homes, id)
 	delete(r.paused, id)
+	delete(r.spent, id)
 }

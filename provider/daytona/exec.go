@@ -236,9 +236,9 @@ echo "$$" >%[2]s.pid
 rc=$?
 if [ -s %[2]s.o ] || [ -s %[2]s.e ]; then set -- $(stat -c %%s %[2]s.o %[2]s.e) 0 0; else set -- 0 0; fi
 printf '\n%[5]s %%s - %%s %%s\n' "$rc" "$1" "$2"
-if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o; printf '\n%[5]s-E\n'; [ "$2" = 0 ] || base64 %[2]s.e; printf '\n%[5]s-Z\n'; %[7]s >/dev/null 2>&1 & fi
-} </dev/null
-`, root, d, run, stdin, mark, inlineMax, rmFiles(d))
+if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o; printf '\n%[5]s-E\n'; [ "$2" = 0 ] || base64 %[2]s.e; printf '\n%[5]s-Z\n'; fi
+%[7]s} </dev/null
+`, root, d, run, stdin, mark, inlineMax, r.sweep(id))
 	// The daemon enforces the timeout (whole seconds, rounded up): it
 	// kills the shell's process group and answers 408; the output stays
 	// in the files.
@@ -298,6 +298,7 @@ if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o
 	}
 	if tr.inline {
 		pl.write(tr.stdout, tr.stderr)
+		r.spend(id, d)
 	} else {
 		if err := pl.rest(ctx); err != nil {
 			r.cleanup(id, d)
@@ -376,6 +377,35 @@ func (r *Runtime) killExec(id, d string) {
 	defer cancel()
 	script := fmt.Sprintf(`{ p=$(cat %[1]s.pid 2>/dev/null); if [ -n "$p" ]; then kill -9 -"$p" 2>/dev/null || { pkill -9 -P "$p"; kill -9 "$p"; } 2>/dev/null; fi; %[2]s; } </dev/null`, d, rmFiles(d))
 	_ = r.execute(ctx, id, script, "", nil, 10)
+}
+
+// sweepEvery is how many finished Execs leave their (small) files behind
+// before one Exec removes them all: a process less for the others.
+const sweepEvery = 32
+
+// spend records the files of a finished Exec for a later sweep.
+func (r *Runtime) spend(id, d string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spent[id] = append(r.spent[id], d)
+}
+
+// sweep returns the script line that removes the files of finished Execs,
+// in the background, once sweepEvery have gathered ("" until then).
+func (r *Runtime) sweep(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.spent[id]) < sweepEvery {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("rm -f")
+	for _, d := range r.spent[id] {
+		b.WriteString(" " + d + ".*")
+	}
+	delete(r.spent, id)
+	b.WriteString(" </dev/null >/dev/null 2>&1 &\n")
+	return b.String()
 }
 
 // rmFiles is the command that removes the files of the command d.
