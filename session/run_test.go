@@ -133,7 +133,7 @@ func TestTimeoutsNameTheirLayer(t *testing.T) {
 		t.Fatalf("command timeout: %+v %v", res, err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	res, err = s.Run(ctx, "while True: pass", session.RunOptions{Timeout: time.Hour})
 	if !errors.Is(err, context.DeadlineExceeded) || res == nil || !res.TimedOut || res.TimeoutBy != sandbox.TimeoutContext {
