@@ -421,3 +421,26 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("bogus parameter: %v", err)
 	}
 }
+
+// Finished commands' files are removed in batches, not left to pile up.
+func TestExecFilesAreSwept(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	for range 40 {
+		sh(t, sb, "echo x")
+	}
+	scratch := sb.Home() + "/.sandboxkit"
+	var n int
+	for range 50 {
+		list, err := sb.ReadDir(ctx, scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n = len(list); n <= 3*8 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%d files left in %s after 40 execs, want at most %d", n, scratch, 3*8)
+}

@@ -24,23 +24,28 @@ import (
 
 // How Exec works. POST /process/execute merges stdout and stderr into one
 // JSON string (invalid UTF-8 becomes U+FFFD), feeds the command to the
-// shell on stdin, and on timeout answers 408 and throws the output away.
-// So Exec sends a small POSIX script instead of the command. The script
-// runs the command, quoted by shellQuote, under GNU timeout (which kills
-// the command's whole process group) with stdin from /dev/null or from an
-// uploaded file, and with stdout and stderr redirected to two files in a
-// private directory under /tmp/.sandboxkit. When the command ends, the
-// script prints one line with the exit code, whether the timeout fired and
-// the two sizes, then (when both are at most inlineMax) the two files in
-// base64, and removes the directory. The execute response is thus ASCII
-// whatever the command wrote, and short commands take one round trip.
+// shell on stdin, and on timeout kills the shell's process group and
+// answers 408, throwing the output away. So Exec sends a small POSIX
+// script instead of the command. The script runs the command (its argv
+// quoted by shellQuote, in a subshell that execs it, so a name such as
+// "exit" is never a builtin) with stdin from /dev/null or from an uploaded
+// file, and stdout and stderr redirected to two files under the scratch
+// directory (/tmp/.sandboxkit). When the command ends, the script prints
+// one line with the exit code and the two sizes, then (when both are at
+// most inlineMax) the two files in base64. The response is thus ASCII
+// whatever the command wrote, and a short command takes one round trip and
+// one process more than running it bare. The files of finished commands
+// are removed in batches (sweepEvery).
 //
-// While the command runs, a poller downloads what was appended to the two
-// files (Range requests), so output reaches Command.Stdout and Stderr
-// before the command exits and survives a timeout or a cancelled context.
-// Larger outputs are downloaded from the files after the end, streamed.
-// When ctx ends, Exec kills the command's process group with a second
-// execute call and returns ctx's error.
+// The command's timeout is the daemon's (sent on the wire, in whole
+// seconds rounded up). On 408 the files still hold the output, which Exec
+// downloads. While the command runs, a poller downloads what was appended
+// to the two files (Range requests), so output reaches Command.Stdout and
+// Stderr before the command exits and survives a timeout or a cancelled
+// context. Larger outputs are downloaded from the files after the end,
+// streamed. When ctx ends, Exec kills the shell's process group with a
+// second execute call (the daemon does not end a command whose client
+// left) and returns ctx's error.
 
 // execRoot is the default directory of the per-command directories in
 // the sandbox (see WithScratchDir).
