@@ -511,6 +511,13 @@ func TestReleaseIsABASafe(t *testing.T) {
 	if _, err := old.Exec(ctx, sandbox.Command{Args: []string{"true"}}); !errors.Is(err, session.ErrEnded) {
 		t.Fatalf("Exec on released session = %v, want ErrEnded", err)
 	}
+	other, _ := newManager(t, session.Options{})
+	if err := other.Release(ctx, fresh); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("Release by another manager = %v, want InvalidArgument", err)
+	}
+	if err := m.Release(ctx, nil); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("Release(nil) = %v, want InvalidArgument", err)
+	}
 }
 
 func TestReleaseOfGoneSessionDestroysOnlyItsSandbox(t *testing.T) {

@@ -628,6 +628,9 @@ func (m *Manager) destroy(s *Session, why string) error {
 // an error.
 func (m *Manager) Release(ctx context.Context, s *Session) error {
 	const op = "release"
+	if s == nil || s.m != m {
+		return m.wrap(op, "", "", sandbox.Errorf(sandbox.InvalidArgument, "session: Release of a session this manager did not hand out"))
+	}
 	m.forget(s)
 	if err := s.sb.Destroy(ctx); err != nil {
 		return m.wrap(op, s.key, s.sb.ID(), err)
