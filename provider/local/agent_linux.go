@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -90,10 +89,11 @@ type agent struct {
 	procs   map[int]*proc
 	exited  []int // pids of finished procs kept for attach, oldest first
 	forkReq chan func()
+	forked  chan struct{} // signalled after each fork, for the reaper
 }
 
 func newAgent(cfg *agentConfig) *agent {
-	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func())}
+	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), forked: make(chan struct{}, 1)}
 	if !a.isPID {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
@@ -139,12 +139,22 @@ func dropThreadCaps() {
 }
 
 // reaper collects every child that exits, including orphans reparented to
-// the agent, and hands the status of known ones to their proc.
+// the agent, and hands the status of known ones to their proc. It blocks
+// in waitid until a child is a zombie (a direct wake-up, cheaper than
+// SIGCHLD delivery), then reaps under procMu.
 func (a *agent) reaper() {
-	ch := make(chan os.Signal, 32)
-	signal.Notify(ch, syscall.SIGCHLD)
-	for range ch {
-		a.reapAll()
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		switch err {
+		case nil:
+			a.reapAll()
+		case unix.EINTR:
+		case unix.ECHILD:
+			<-a.forked // no children: wait for the next one
+		default:
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
 
@@ -331,6 +341,10 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 	if ferr == nil {
 		p.pid = pid
 		a.procs[p.pid] = p
+		select {
+		case a.forked <- struct{}{}:
+		default:
+		}
 	}
 	a.procMu.Unlock()
 	closeAll(stdinR, outW, errW)
@@ -343,7 +357,10 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 		a.failExec(fw, code, fmt.Sprintf("sandbox: %s: %v\n", req.Args[0], ferr))
 		return
 	}
-	_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
+	if !p.fg {
+		// Exec needs no pid: its client takes any frame as the start.
+		_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
+	}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
 	go p.pump(outR, frameStdout, &pumps)

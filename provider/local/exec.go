@@ -82,6 +82,10 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 		}
 		return sandbox.ExitStatus{}, fmt.Errorf("local: sending the command: %w", err)
 	}
+	if stdin != nil && req.Op == "exec" {
+		go copyStdin(fw, stdin) // the agent queues it until the process runs
+		stdin = nil
+	}
 	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0)
 }
 
@@ -104,6 +108,7 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 			}
 			return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sandbox.ErrOutcomeUnknown)
 		}
+		gotStart = gotStart || typ != frameFail
 		switch typ {
 		case frameStarted:
 			gotStart = true
@@ -196,15 +201,15 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	if ctx.Err() != nil {
 		return nil, m, ctx.Err()
 	}
-	unlock, err := r.lock(m.ID)
+	l, err := r.lock(m.ID)
 	if err != nil {
 		return nil, m, err
 	}
-	defer unlock()
+	defer l.unlock()
 	if c, err := dial(ctx, sock); err == nil {
 		return c, m, nil
 	}
-	m, err = r.readMeta(m.ID)
+	m, err = l.read(m.ID)
 	if err != nil {
 		return nil, m, err
 	}
@@ -219,7 +224,7 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	if err := r.startAgent(ctx, m); err != nil {
 		return nil, m, err
 	}
-	if err := r.writeMeta(m); err != nil {
+	if err := l.write(m); err != nil {
 		return nil, m, err
 	}
 	c, err = dial(ctx, sock)

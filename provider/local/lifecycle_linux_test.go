@@ -211,6 +211,8 @@ func TestCorruptMetadata(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rt.dir(bad.ID), metaFile), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Another process (a new Runtime on the same root) meets the corruption.
+	rt = newRuntime(t, WithIsolation(L1), WithRoot(rt.Root()))
 	list, _, err := rt.List(ctx, &sandbox.ListRequest{Labels: map[string]string{"k": "v"}, PageSize: 10})
 	if err != nil {
 		t.Fatalf("List with one corrupt sandbox: %v", err)

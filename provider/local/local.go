@@ -63,6 +63,8 @@ type Runtime struct {
 	spMu sync.Mutex
 	sp   *spawner
 
+	static sync.Map // id → *metaStatic, the part of the metadata that never changes
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	reaped    chan struct{}
@@ -475,30 +477,34 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	now := time.Now().UTC()
 	m := &meta{
-		ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
-		State: sandbox.StateStarting, CreatedAt: now, LeaseEnd: now.Add(req.Timeout), Lease: req.Timeout,
-		AutoPause: req.AutoPause, NoNetwork: req.NoNetwork, Resources: req.Resources,
-		Level: r.level, Achieved: r.level, Why: strings.Join(r.missing, "; "),
+		metaStatic: metaStatic{
+			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
+			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
+			Resources: req.Resources, Level: r.level,
+		},
+		metaState: metaState{
+			State: sandbox.StateStarting, LeaseEnd: now.Add(req.Timeout),
+			Achieved: r.level, Why: strings.Join(r.missing, "; "),
+		},
 	}
-	mem, pids := req.Resources.MemoryMiB, defaultPids
-	if mem == 0 {
-		mem = defaultMemoryMiB
+	if r.level >= L2 {
+		// At L0 and L1 the cgroups are made with the agent, on first use.
+		r.makeCgroups(m)
 	}
-	m.Cgroups = r.cg.create(id, mem, pids, req.Resources.CPUs)
-	if r.level == L4 && !m.Cgroups.Limits {
-		m.Achieved, m.Why = L3, why(L3, features{}, m.Why)
-	}
-	if err := r.writeMeta(m); err != nil {
+	l, err := r.createMeta(m)
+	if err != nil {
 		r.destroyDir(context.Background(), m)
 		return sandbox.Info{}, err
 	}
+	defer l.unlock()
 	if r.level >= L2 {
 		if err := r.startAgent(ctx, m); err != nil {
+			_ = l.write(m) // record the cgroups, so Destroy removes them
 			return info, err
 		}
 	}
 	m.State = sandbox.StateRunning
-	if err := r.writeMeta(m); err != nil {
+	if err := l.write(m); err != nil {
 		return info, err
 	}
 	if m.Achieved < r.min {
@@ -507,12 +513,28 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	return r.info(m), nil
 }
 
+// makeCgroups creates the sandbox's cgroups (where a writable hierarchy
+// exists) with its limits, and records them in m.
+func (r *Runtime) makeCgroups(m *meta) {
+	mem := m.Resources.MemoryMiB
+	if mem == 0 {
+		mem = defaultMemoryMiB
+	}
+	m.Cgroups = r.cg.create(m.ID, mem, defaultPids, m.Resources.CPUs)
+	if m.Level == L4 && !m.Cgroups.Limits {
+		m.Achieved, m.Why = L3, why(L3, features{}, m.Why)
+	}
+}
+
 // startAgent starts the agent of m (the caller holds the sandbox's lock or
 // owns the sandbox exclusively) and records it in m (not written).
 func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	sp, err := r.spawner()
 	if err != nil {
 		return err
+	}
+	if m.Cgroups.V2 == "" && len(m.Cgroups.V1) == 0 {
+		r.makeCgroups(m)
 	}
 	cfg := r.agentConfigFor(m.ID, m.Level, m.NoNetwork)
 	if m.Level == L0 {
@@ -656,32 +678,31 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return nil
 	}
-	unlock, err := r.lock(id)
-	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.NotFound {
-			return nil
-		}
+	l, err := r.lock(id)
+	if err != nil && sandbox.CodeOf(err) != sandbox.NotFound {
 		return err
 	}
-	m, err := r.readMeta(id)
-	if err != nil && sandbox.CodeOf(err) == sandbox.NotFound {
-		unlock()
-		return nil
+	var m *meta
+	if l != nil {
+		m, _ = l.read(id)
 	}
 	if m == nil {
-		// Corrupt metadata: still remove what is there.
-		m = &meta{ID: id}
+		// Corrupt or half-created: still remove what is there.
+		m = &meta{metaStatic: metaStatic{ID: id}}
 	}
+	r.static.Delete(id)
 	// Hide the sandbox first, so that no call starts anything in it.
 	trash := filepath.Join(r.root, ".trash-"+id)
-	if err := os.Rename(r.dir(id), trash); err != nil {
-		unlock()
+	err = os.Rename(r.dir(id), trash)
+	if l != nil {
+		l.unlock()
+	}
+	if err != nil {
 		if os.IsNotExist(err) {
 			return nil
 		}
 		return sandbox.Errorf(sandbox.Internal, "local: destroy %s: %w", id, err)
 	}
-	unlock()
 	r.killAll(ctx, m, filepath.Join(trash, "s"))
 	return r.removeTree(ctx, m, trash)
 }
@@ -747,23 +768,19 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 
 // update applies f to the metadata of id under its lock and writes it.
 func (r *Runtime) update(id string, f func(*meta) error) error {
-	if !idRE.MatchString(id) {
-		_, err := r.readMeta(id)
-		return err
-	}
-	unlock, err := r.lock(id)
+	l, err := r.lock(id)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	m, err := r.readMeta(id)
+	defer l.unlock()
+	m, err := l.read(id)
 	if err != nil {
 		return err
 	}
 	if err := f(m); err != nil {
 		return err
 	}
-	return r.writeMeta(m)
+	return l.write(m)
 }
 
 // Pause freezes every process of the sandbox: cgroup v2 cgroup.freeze,
@@ -828,6 +845,21 @@ func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 		return sandbox.Info{}, err
 	}
 	return r.info(out), nil
+}
+
+// HostPIDs returns the host pids of every process of the sandbox, its
+// agent included, for monitoring (CPU and memory accounting, for example).
+func (r *Runtime) HostPIDs(ctx context.Context, id string) ([]int, error) {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return nil, err
+	}
+	pids := m.Cgroups.procs()
+	if len(pids) == 0 && procAlive(m.AgentPID, m.AgentAt) {
+		pids = append([]int{m.AgentPID}, descendants(m.AgentPID)...)
+	}
+	slices.Sort(pids)
+	return pids, nil
 }
 
 // errPaused is the error of a call a paused sandbox refuses.

@@ -78,7 +78,7 @@ func (f failMsg) err() error {
 type frameWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
-	hdr [5]byte
+	buf []byte
 	err error
 }
 
@@ -88,17 +88,16 @@ func (fw *frameWriter) write(typ byte, p []byte) error {
 	if fw.err != nil {
 		return fw.err
 	}
-	fw.hdr[0] = typ
-	binary.BigEndian.PutUint32(fw.hdr[1:], uint32(len(p)))
-	if _, err := fw.w.Write(fw.hdr[:]); err != nil {
+	// One write per frame: one wake-up of the reader, not two.
+	fw.buf = append(fw.buf[:0], typ, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(fw.buf[1:5], uint32(len(p)))
+	fw.buf = append(fw.buf, p...)
+	if _, err := fw.w.Write(fw.buf); err != nil {
 		fw.err = err
 		return err
 	}
-	if len(p) > 0 {
-		if _, err := fw.w.Write(p); err != nil {
-			fw.err = err
-			return err
-		}
+	if cap(fw.buf) > 64<<10 {
+		fw.buf = nil
 	}
 	return nil
 }
