@@ -46,9 +46,10 @@
 // # Requirements
 //
 // The sandbox must run commands with a POSIX sh and the usual tools (mkdir,
-// mv, ln, cat, tail, head, tr, grep, date, sleep, kill and timeout), and
-// expose /proc for the process list, as Linux sandboxes of E2B, Daytona and
-// the local provider do. The run's command sees two extra environment
+// mv, ln, cat, tail, head, tr, grep, sed, date, sleep, kill, timeout and,
+// for the best detachment, setsid), and expose /proc for the process list,
+// as Linux sandboxes of E2B, Daytona and the local provider do. A sandbox
+// without timeout(1) gets an error with Code FailedPrecondition. The run's command sees two extra environment
 // variables, SANDBOXKIT_RUN and SANDBOXKIT_RUN_DIR; names starting with
 // SANDBOXKIT_ are reserved.
 package run

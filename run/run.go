@@ -90,8 +90,9 @@ type Status struct {
 	// process; 0 when not known yet.
 	PID int
 	// ExitCode is the command's exit code once the run is Exited (as a
-	// shell reports it: 128+n for a command ended by signal n, 124 when the
-	// budget ended it), and LostExitCode when it is Lost.
+	// shell reports it: 128+n for a command ended by signal n; 124 when
+	// the budget ended it, or 137 when it then had to be killed), and
+	// LostExitCode when it is Lost.
 	ExitCode int
 	// Killed reports that Kill ended the run.
 	Killed bool
@@ -169,7 +170,9 @@ func home(sb *sandbox.Sandbox) string {
 
 // Start admits the run described by req in sb and starts it detached, or
 // returns the run already admitted under req.ID when its request is the
-// same. A run under req.ID with a different request is an error matching
+// same, whatever its state. When Start returns, the run's wrapper process
+// is running (or the run is already done), though its command may not
+// have run yet. A run under req.ID with a different request is an error matching
 // ErrConflict. ctx bounds only the start: the run lives on after ctx ends,
 // for at most req.Budget.
 //

@@ -147,8 +147,8 @@ end=$(date +%s)
 reason=
 if [ -e "$d/killed" ]; then
 	reason=killed
-elif [ "$code" = 124 ] && [ $((end - start)) -ge "$budget" ]; then
-	reason=budget
+elif [ "$code" = 124 ] || [ "$code" = 137 ]; then
+	if [ $((end - start)) -ge "$budget" ]; then reason=budget; fi
 fi
 put exit "$code $reason"
 exit "$code"
@@ -200,10 +200,15 @@ if [ ! -d "$d/started" ] && [ ! -e "$d/exit" ]; then
 	elif command -v nohup > /dev/null 2>&1; then
 		detach=nohup
 	fi
+	# Start the wrapper from a subshell that exits at once, so that the
+	# wrapper is no descendant of this script: a provider that ends this
+	# script's process tree (say, when the caller's context ends) leaves
+	# the run alone. setsid puts it out of this script's session and
+	# process group too.
 	(
-		cd /
-		exec $detach sh "$d/run.sh" "$d" "$tok" "$fp" "$budget" "$workdir" "$sk_path_set" "$sk_path" "$@"
-	) < /dev/null > /dev/null 2>&1 &
+		cd / || exit 1
+		$detach sh "$d/run.sh" "$d" "$tok" "$fp" "$budget" "$workdir" "$sk_path_set" "$sk_path" "$@" &
+	) < /dev/null > /dev/null 2>&1
 fi
 i=0
 while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
