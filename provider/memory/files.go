@@ -15,7 +15,7 @@ import (
 )
 
 // Files gives a Handler access to its sandbox's files. Relative paths are
-// resolved against the sandbox's home directory.
+// resolved against the command's working directory, as a real program's are.
 type Files struct {
 	rt   *Runtime
 	id   string

@@ -71,3 +71,22 @@ func TestHandlerFiles(t *testing.T) {
 		t.Errorf("Remove through Files left junk: %v", err)
 	}
 }
+
+func TestRelativePathsFollowDir(t *testing.T) {
+	ctx := context.Background()
+	c, _ := memory.NewClient()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "sub/f.txt", []byte("in sub")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "cat f.txt; echo made > g.txt", Dir: "sub"})
+	if err != nil || string(r.Stdout) != "in sub" {
+		t.Fatalf("cat relative to Dir: %q %q %v", r.Stdout, r.Stderr, err)
+	}
+	if b, err := sb.ReadFile(ctx, "sub/g.txt"); err != nil || string(b) != "made\n" {
+		t.Fatalf("redirect relative to Dir: %q %v", b, err)
+	}
+}
