@@ -444,3 +444,32 @@ func TestExecFilesAreSwept(t *testing.T) {
 	}
 	t.Errorf("%d files left in %s after 40 execs, want at most %d", n, scratch, 3*8)
 }
+
+// A create whose response is lost still hands back the sandbox's id, so
+// the portable layer destroys it instead of leaving it running unseen.
+func TestCreateLostResponseIsNotOrphaned(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultResetMidBody)
+	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) || in.ID == "" {
+		t.Fatalf("lost create response: %+v %v, want the id and ErrOutcomeUnknown", in, err)
+	}
+	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultResetMidBody)
+	if _, err := e.c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"k": "v"}}); err == nil {
+		t.Fatal("create succeeded")
+	}
+	n := 0
+	for info, err := range e.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"k": "v"}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := info.Labels["sandboxkit.create-token"]; ok {
+			t.Errorf("internal label shown: %v", info.Labels)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Errorf("%d sandboxes left, want 1 (the first, not destroyed by anyone)", n)
+	}
+}

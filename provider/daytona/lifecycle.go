@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -37,6 +38,24 @@ const (
 	// soon as the sandbox stops).
 	OptAutoDelete = "autoDeleteInterval"
 )
+
+// createTokenLabel is the label Create puts on every sandbox, with a
+// random value, to find a sandbox whose create response was lost. It is
+// left out of Info.Labels.
+const createTokenLabel = "sandboxkit.create-token"
+
+// findByToken looks for the sandbox carrying a create token, bounded on
+// its own since the caller's context may be over. It returns "" when
+// there is none (or the lookup failed).
+func (r *Runtime) findByToken(token string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	page, _, err := r.List(ctx, &sandbox.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
+	if err != nil || len(page) == 0 {
+		return ""
+	}
+	return page[0].ID
+}
 
 // defaultHome is assumed when the toolbox cannot be asked.
 const defaultHome = "/home/daytona"
@@ -107,6 +126,7 @@ func (r *Runtime) info(sb *api.Sandbox) sandbox.Info {
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
 	}
+	delete(in.Labels, createTokenLabel)
 	if e := str(sb.ErrorReason); e != "" {
 		in.Detail["daytona.errorReason"] = e
 	}
@@ -257,15 +277,31 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 			body.Snapshot = &snap
 		}
 	}
+	// A token label finds the sandbox again if the response is lost.
+	token := randHex(12)
+	labels := api.Labels{}
+	if body.Labels != nil {
+		labels = *body.Labels
+	}
+	labels[createTokenLabel] = token
+	body.Labels = &labels
 	resp, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
 		return r.api.CreateSandbox(ctx, body)
 	}, http.StatusOK, http.StatusCreated)
-	if err != nil {
-		return sandbox.Info{}, r.clean(err)
-	}
 	var sb api.Sandbox
-	if err := decode(op, resp, &sb); err != nil {
-		return sandbox.Info{}, r.clean(err)
+	if err == nil {
+		if err = decode(op, resp, &sb); err != nil && errors.Is(err, sandbox.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", sandbox.ErrOutcomeUnknown, err)
+		}
+	}
+	if err != nil {
+		var he *HTTPError
+		if errors.Is(err, sandbox.ErrStaleTransport) || asHTTP(err, &he) {
+			return sandbox.Info{}, r.clean(err) // the server did not create it
+		}
+		// The request may have created a sandbox whose id never came
+		// back: find it by its token so that the caller can destroy it.
+		return sandbox.Info{ID: r.findByToken(token)}, r.clean(err)
 	}
 	in, err := r.waitStarted(ctx, &sb)
 	if err != nil {
