@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -64,7 +65,7 @@ func TestNewConfiguration(t *testing.T) {
 	noSecret(t, err, bad)
 
 	// The environment configures everything; a fake proves it is used.
-	f := e2bfake.New(newBackend(t))
+	f := e2bfake.New(memory.New())
 	defer f.Close()
 	t.Setenv("E2B_API_KEY", f.APIKey())
 	t.Setenv("E2B_API_URL", f.APIURL())
@@ -378,35 +379,35 @@ func TestFiles(t *testing.T) {
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	data := make([]byte, 3<<20)
 	_, _ = rand.Read(data)
-	if err := sb.Upload(ctx, "/tmp/a/b/blob", bytes.NewReader(data)); err != nil {
+	if err := sb.Upload(ctx, "a/b/blob", bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sb.ReadFile(ctx, "/tmp/a/b/blob")
+	got, err := sb.ReadFile(ctx, "a/b/blob")
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("round trip: %v, %d bytes", err, len(got))
 	}
-	_, err = sb.ReadFile(ctx, "/tmp/missing")
+	_, err = sb.ReadFile(ctx, "missing")
 	wantCode(t, err, sandbox.NotFound)
-	_, err = sb.ReadFile(ctx, "/tmp/a")
+	_, err = sb.ReadFile(ctx, "a")
 	if !errors.Is(err, sandbox.ErrIsDirectory) {
 		t.Fatalf("download of a directory: %v", err)
 	}
-	if err := sb.Upload(ctx, "/tmp/a", strings.NewReader("x")); !errors.Is(err, sandbox.ErrIsDirectory) {
+	if err := sb.Upload(ctx, "a", strings.NewReader("x")); !errors.Is(err, sandbox.ErrIsDirectory) {
 		t.Fatalf("upload onto a directory: %v", err)
 	}
-	if err := sb.Remove(ctx, "/tmp/missing"); sandbox.CodeOf(err) != sandbox.NotFound {
+	if err := sb.Remove(ctx, "missing"); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Fatalf("remove missing: %v", err)
 	}
-	if err := sb.MkdirAll(ctx, "/tmp/a/b"); err != nil {
+	if err := sb.MkdirAll(ctx, "a/b"); err != nil {
 		t.Fatalf("mkdir existing: %v", err)
 	}
-	if err := sb.MkdirAll(ctx, "/tmp/a/b/blob"); !errors.Is(err, sandbox.ErrNotDirectory) {
+	if err := sb.MkdirAll(ctx, "a/b/blob"); !errors.Is(err, sandbox.ErrNotDirectory) {
 		t.Fatalf("mkdir onto file: %v", err)
 	}
-	if err := sb.Rename(ctx, "/tmp/a/b/blob", "/tmp/c/moved"); err != nil {
+	if err := sb.Rename(ctx, "a/b/blob", "c/moved"); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := sb.Stat(ctx, "/tmp/c/moved")
+	fi, err := sb.Stat(ctx, "c/moved")
 	if err != nil || fi.Size != int64(len(data)) || fi.Mode.IsDir() {
 		t.Fatalf("stat: %v %+v", err, fi)
 	}

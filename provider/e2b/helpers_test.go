@@ -8,6 +8,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/local"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
@@ -20,10 +21,27 @@ type env struct {
 	client  *sandbox.Client
 }
 
-// newEnv starts a fake over a fresh backend and an adapter pointed at it.
+// newMemoryEnv starts a fake over provider/memory and an adapter pointed
+// at it.
+func newMemoryEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
+	t.Helper()
+	return newEnvOver(t, memory.New(), fakeOpts...)
+}
+
+// newEnv starts a fake over provider/local (commands and files are real)
+// and an adapter pointed at it.
 func newEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	t.Helper()
-	backend := newBackend(t)
+	loc, err := local.New(local.WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loc.Close() })
+	return newEnvOver(t, loc, fakeOpts...)
+}
+
+func newEnvOver(t *testing.T, backend sandbox.Runtime, fakeOpts ...e2bfake.Option) *env {
+	t.Helper()
 	fake := e2bfake.New(backend, fakeOpts...)
 	t.Cleanup(fake.Close)
 	rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
@@ -33,8 +51,4 @@ func newEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close() })
 	return &env{fake: fake, backend: backend, rt: rt, client: c}
-}
-
-func newBackend(t *testing.T) sandbox.Runtime {
-	return memory.New()
 }

@@ -31,6 +31,7 @@ type proc struct {
 	timedOut bool
 	exitedAt time.Time
 	killed   bool
+	expired  bool // the fake ended the process at its timeout
 	kill     func()
 	signal   func(syscall.Signal) error
 }
@@ -104,7 +105,7 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 	case err != nil:
 		msg := err.Error()
 		p.end = &process.ProcessEvent_EndEvent{ExitCode: -1, Status: "error: " + msg, Error: &msg}
-	case st.TimedOut:
+	case st.TimedOut || p.expired:
 		p.timedOut = true
 	case p.killed || st.ExitCode < 0:
 		msg := "signal: killed"
@@ -196,7 +197,12 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 		}
 	}
 	if p.stdin != nil && cmd.Timeout > 0 {
-		t := time.AfterFunc(cmd.Timeout, closeIn)
+		t := time.AfterFunc(cmd.Timeout, func() {
+			p.mu.Lock()
+			p.expired = true
+			p.mu.Unlock()
+			closeIn()
+		})
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
