@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
@@ -341,14 +342,30 @@ func (r *Runtime) clean(err error) error {
 // attempt records how far a request got, to tell a transport that was dead
 // before the request left (stale: safe to retry) from one that failed
 // after the provider may have acted on it (outcome unknown).
-type attempt struct{ wrote atomic.Bool }
+type attempt struct {
+	wrote     atomic.Bool // the request's headers were written
+	idleReuse atomic.Bool // it went on a kept-alive connection that sat idle
+	answered  atomic.Bool // a response byte came back
+}
 
 // trace returns ctx instrumented to fill a.
 func trace(ctx context.Context) (context.Context, *attempt) {
 	a := &attempt{}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { a.wrote.Store(true) },
+		GotConn:              func(i httptrace.GotConnInfo) { a.idleReuse.Store(i.Reused && i.WasIdle) },
+		WroteHeaders:         func() { a.wrote.Store(true) },
+		GotFirstResponseByte: func() { a.answered.Store(true) },
 	}), a
+}
+
+// droppedIdle reports the keep-alive race: a server that closes an idle
+// connection just as the client sends a request on it closes it without
+// reading the request, so the client sees EOF (or a reset) before any
+// response byte. net/http retries such requests itself when they are
+// replayable; for the others the request was not admitted either.
+func (a *attempt) droppedIdle(err error) bool {
+	return a.idleReuse.Load() && !a.answered.Load() &&
+		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
 }
 
 // transportError classifies a failed round trip. mutating says whether
@@ -363,7 +380,7 @@ func (r *Runtime) transportError(ctx context.Context, op string, a *attempt, mut
 		err = ue.Err // the URL is not secret, but it is noise
 	}
 	switch {
-	case a == nil || !a.wrote.Load() || stale.Is(err):
+	case a == nil || !a.wrote.Load() || stale.Is(err) || a.droppedIdle(err):
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrStaleTransport, err)
 	case mutating:
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrOutcomeUnknown, err)

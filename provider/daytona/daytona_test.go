@@ -473,3 +473,22 @@ func TestCreateLostResponseIsNotOrphaned(t *testing.T) {
 		t.Errorf("%d sandboxes left, want 1 (the first, not destroyed by anyone)", n)
 	}
 }
+
+// A connection the server dropped before handling the request is a stale
+// transport: the portable layer resets it and retries once, and the
+// command runs exactly once.
+func TestResetBeforeAdmissionRetriesOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	sh(t, sb, "true") // leaves a pooled connection
+	e.fake.FailNext("POST", "/process/execute", daytonafake.FaultResetBeforeAdmission)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo x >> once; cat once"})
+	if err != nil || string(r.Stdout) != "x\n" {
+		t.Fatalf("exec after a dropped connection: %v %+v", err, r)
+	}
+	e.fake.FailNext("GET", "/files/download", daytonafake.FaultResetBeforeAdmission)
+	if b, err := sb.ReadFile(ctx, "once"); err != nil || string(b) != "x\n" {
+		t.Fatalf("read after a dropped connection: %q %v", b, err)
+	}
+}

@@ -49,7 +49,9 @@
 // and quota messages ResourceExhausted, 401/403 PermissionDenied, toolbox
 // 400 "Is the Sandbox started?" ErrPaused, 502/503/504 Unavailable), from
 // either error body shape (NestJS or gin) or none. A request the transport
-// failed before sending is sandbox.ErrStaleTransport; a mutating one that
-// failed after it was sent is sandbox.ErrOutcomeUnknown. No error carries
-// the API key.
+// failed before sending, or that went on an idle kept-alive connection the
+// server closed before answering a byte (the keep-alive race, which
+// net/http itself retries for replayable requests), is
+// sandbox.ErrStaleTransport; a mutating one that failed after it was sent
+// is sandbox.ErrOutcomeUnknown. No error carries the API key.
 package daytona

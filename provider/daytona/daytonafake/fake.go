@@ -26,8 +26,8 @@
 //   - label filters (JSON containment), state filters and cursor pages on
 //     GET /sandbox, or the older plain array (WithLegacyList).
 //
-// Faults are injected with FailNext (502, 429, a reset mid-body, a request
-// that never answers, a sandbox deleted or stopped just before the request
+// Faults are injected with FailNext (502, 429, a connection closed before
+// or in the middle of the response, a request that never answers, a sandbox deleted or stopped just before the request
 // is handled) and FailNextCreate; Stop, Archive, Delete and Advance change
 // sandboxes behind a client's back.
 //
@@ -114,6 +114,11 @@ const (
 	// FaultStop stops the sandbox named in the request's path (as auto-stop
 	// does), then handles the request.
 	FaultStop
+	// FaultResetBeforeAdmission closes the connection without handling the
+	// request, as a server that dropped an idle keep-alive connection
+	// does: nothing runs, and a client that reused the connection sees it
+	// closed before any response.
+	FaultResetBeforeAdmission
 )
 
 // Option configures a Server.
@@ -375,6 +380,12 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			h.Set("X-RateLimit-Reset-authenticated", "1")
 			h.Set("Retry-After-authenticated", "1")
 			nestError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+		case FaultResetBeforeAdmission:
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+				}
+			}
 		case FaultHang:
 			select {
 			case <-r.Context().Done():
