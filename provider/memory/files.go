@@ -19,11 +19,11 @@ import (
 type Files struct {
 	rt   *Runtime
 	id   string
-	home string
+	dir  string
 }
 
 func (f *Files) abs(p string) (string, error) {
-	return pathsafe.Resolve(f.home, p)
+	return pathsafe.Resolve(f.dir, p)
 }
 
 // ReadFile returns the content of a file.

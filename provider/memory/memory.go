@@ -484,7 +484,7 @@ func (r *Runtime) newCall(id string, b *box, cmd *sandbox.Command, stdout, stder
 		stdin = cmd.Stdin
 	}
 	return &Call{SandboxID: id, Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: cmd.Dir, Env: env,
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, home: cmd.Dir}}
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, dir: cmd.Dir}}
 }
 
 // Exec runs cmd through the registered handlers or the built-in shell.
