@@ -17,9 +17,9 @@ import (
 // Files gives a Handler access to its sandbox's files. Relative paths are
 // resolved against the command's working directory, as a real program's are.
 type Files struct {
-	rt   *Runtime
-	id   string
-	dir  string
+	rt  *Runtime
+	id  string
+	dir string
 }
 
 func (f *Files) abs(p string) (string, error) {
