@@ -60,6 +60,13 @@ func agentMain() {
 		os.Exit(2)
 	}
 	feat, err := setupSandbox(&cfg)
+	var a *agent
+	if err == nil {
+		var lsm features
+		a, lsm = newAgent(&cfg)
+		feat.Landlock, feat.LandlockV, feat.Seccomp = lsm.Landlock, lsm.LandlockV, lsm.Seccomp
+		feat.Missing = lsm.Missing
+	}
 	reply := setupReply{Features: feat}
 	if err != nil {
 		reply.Err = err.Error()
@@ -74,7 +81,6 @@ func agentMain() {
 	if err != nil {
 		os.Exit(4)
 	}
-	a := newAgent(&cfg)
 	_ = ctl.Close()
 	a.serve(ln)
 	os.Exit(0)
@@ -92,30 +98,51 @@ type agent struct {
 	forked  chan struct{} // signalled after each fork, for the reaper
 }
 
-func newAgent(cfg *agentConfig) *agent {
+func newAgent(cfg *agentConfig) (*agent, features) {
 	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), forked: make(chan struct{}, 1)}
 	if !a.isPID {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
-	ready := make(chan struct{})
+	ready := make(chan features)
 	go a.forker(ready)
-	<-ready
+	f := <-ready
 	go a.reaper()
-	return a
+	return a, f
 }
 
 // forker runs every fork, and every signal to a command, on one locked OS
-// thread. Its capabilities are all dropped, so commands start with none
-// (other threads of the agent may still hold the set-up capabilities of
-// the sandbox's user namespace). Below Landlock ABI 8 each thread gets its
-// own Landlock domain, and scoped signals may only go to processes of the
-// sender's domain: the commands inherit this thread's.
-func (a *agent) forker(ready chan<- struct{}) {
+// thread, the only one that is confined: its capabilities are all dropped,
+// and Landlock and seccomp (as configured) apply to it and so to every
+// command, which descend from it. The agent's other threads are not
+// confined, which keeps the set-up cheap (no all-threads synchronisation)
+// and gives every command one Landlock domain: scoped signals may only go
+// to processes of the sender's domain, so the agent signals commands from
+// this thread too.
+func (a *agent) forker(ready chan<- features) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the agent
 	dropThreadCaps()
-	close(ready)
-	for f := range a.forkReq {
-		f()
+	var f features
+	var missing []string
+	// No command may gain privileges through execve.
+	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	if a.cfg.Landlock {
+		if abi, err := applyLandlock(a.cfg); err != nil {
+			missing = append(missing, "landlock: "+err.Error())
+		} else {
+			f.Landlock, f.LandlockV = true, abi
+		}
+	}
+	if a.cfg.Seccomp {
+		if err := applySeccomp(a.cfg); err != nil {
+			missing = append(missing, "seccomp: "+err.Error())
+		} else {
+			f.Seccomp = true
+		}
+	}
+	f.Missing = strings.Join(missing, "; ")
+	ready <- f
+	for fn := range a.forkReq {
+		fn()
 	}
 }
 

@@ -106,6 +106,13 @@ func TestEscapeNoCapabilities(t *testing.T) {
 			t.Errorf("capability set not empty: %q", l)
 		}
 	}
+	res = run(ctx, t, sb, "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status")
+	if !bytes.Contains(res.Stdout, []byte("NoNewPrivs:\t1")) {
+		t.Errorf("no_new_privs not set: %q", res.Stdout)
+	}
+	if sb.Info().Isolation == L4.Describe() && !bytes.Contains(res.Stdout, []byte("Seccomp:\t2")) {
+		t.Errorf("L4 sandbox without a seccomp filter: %q", res.Stdout)
+	}
 	// Without capabilities, administration fails inside the sandbox too.
 	res = run(ctx, t, sb, "mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED; unshare -U true 2>/dev/null && echo UNSHARED; true")
 	if len(bytes.TrimSpace(res.Stdout)) != 0 {

@@ -1,10 +1,11 @@
+//go:build linux
+
 package local
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/url"
 	"os"
@@ -34,9 +35,6 @@ const sandboxHome = "/home/user"
 // sandboxUID is the uid (and gid) of commands in a namespaced sandbox.
 const sandboxUID = 1000
 
-// DefaultLease is the lease of a sandbox created without a timeout.
-const DefaultLease = 5 * time.Minute
-
 // Default resource limits, applied where a writable cgroup exists.
 const (
 	defaultMemoryMiB = 2048
@@ -47,12 +45,7 @@ const (
 // sandbox.Pauser, sandbox.ProcessRuntime and sandbox.Closer. Create it
 // with New, or through sandbox.Open with a local:// URL.
 type Runtime struct {
-	root     string
-	log      *slog.Logger
-	force    *Level // WithIsolation or SANDBOX_LOCAL_ISOLATION
-	min      Level
-	lease    time.Duration
-	reapEach time.Duration
+	config
 
 	level   Level    // level every new sandbox gets
 	missing []string // why not more than level
@@ -68,119 +61,6 @@ type Runtime struct {
 	closeOnce sync.Once
 	stop      chan struct{}
 	reaped    chan struct{}
-}
-
-// Option configures New.
-type Option func(*Runtime) error
-
-// WithRoot sets the directory that holds the sandboxes (default
-// <user cache dir>/sandboxkit/local). It is created if missing.
-func WithRoot(dir string) Option {
-	return func(r *Runtime) error {
-		if dir == "" {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: empty root directory")
-		}
-		r.root = dir
-		return nil
-	}
-}
-
-// WithIsolation gives every sandbox exactly level l instead of the best
-// the host offers; New fails with *IsolationError if the host cannot.
-// It takes precedence over the SANDBOX_LOCAL_ISOLATION variable.
-func WithIsolation(l Level) Option {
-	return func(r *Runtime) error {
-		if l < L0 || l > L4 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
-		}
-		r.force = &l
-		return nil
-	}
-}
-
-// WithMinIsolation makes New fail with *IsolationError when the host
-// cannot give at least level l, and Create fail when a sandbox gets less.
-func WithMinIsolation(l Level) Option {
-	return func(r *Runtime) error {
-		if l < L0 || l > L4 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
-		}
-		r.min = l
-		return nil
-	}
-}
-
-// WithLogger sets the logger for degraded isolation, lease enforcement and
-// clean-up failures. The default discards.
-func WithLogger(l *slog.Logger) Option {
-	return func(r *Runtime) error {
-		if l != nil {
-			r.log = l
-		}
-		return nil
-	}
-}
-
-// WithDefaultLease sets the lease reported in Capabilities.DefaultLease
-// (DefaultLease otherwise).
-func WithDefaultLease(d time.Duration) Option {
-	return func(r *Runtime) error {
-		if d <= 0 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: default lease %v is not positive", d)
-		}
-		r.lease = d
-		return nil
-	}
-}
-
-// WithReapInterval sets how often the Runtime looks for sandboxes whose
-// lease ended (default 2s).
-func WithReapInterval(d time.Duration) Option {
-	return func(r *Runtime) error {
-		if d <= 0 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: reap interval %v is not positive", d)
-		}
-		r.reapEach = d
-		return nil
-	}
-}
-
-// optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
-func optionsFromURL(u *url.URL) ([]Option, error) {
-	var opts []Option
-	if u.Host != "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: URL has host %q; use local:///absolute/root", u.Host)
-	}
-	if u.Path != "" && u.Path != "/" {
-		opts = append(opts, WithRoot(u.Path))
-	}
-	q := u.Query()
-	for k, vs := range q {
-		v := vs[len(vs)-1]
-		switch k {
-		case "isolation":
-			l, err := ParseLevel(v)
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, WithIsolation(l))
-		case "min_isolation":
-			l, err := ParseLevel(v)
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, WithMinIsolation(l))
-		case "lease":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: lease %q: %v", v, err)
-			}
-			opts = append(opts, WithDefaultLease(d))
-		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease)", k)
-		}
-	}
-	return opts, nil
 }
 
 // probeMu guards the process-wide probe results, keyed by the highest
@@ -199,10 +79,9 @@ type probeResult struct {
 // it is writable, and probes once per process which isolation level the
 // host gives by running the real set-up.
 func New(opts ...Option) (*Runtime, error) {
-	r := &Runtime{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second,
-		stop: make(chan struct{}), reaped: make(chan struct{})}
+	r := &Runtime{config: defaultConfig(), stop: make(chan struct{}), reaped: make(chan struct{})}
 	for _, o := range opts {
-		if err := o(r); err != nil {
+		if err := o(&r.config); err != nil {
 			return nil, err
 		}
 	}

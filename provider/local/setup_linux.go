@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -21,7 +20,6 @@ import (
 // achieved; an error means the requested namespaced set-up failed.
 func setupSandbox(cfg *agentConfig) (features, error) {
 	var f features
-	var missing []string
 	if cfg.Namespaces {
 		if err := setupNamespaces(cfg, &f); err != nil {
 			return f, err
@@ -30,24 +28,6 @@ func setupSandbox(cfg *agentConfig) (features, error) {
 	} else if cfg.HostHome != "" {
 		_ = os.Chdir(cfg.HostHome)
 	}
-	// No process of the sandbox may gain privileges through execve.
-	if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-	}
-	if cfg.Landlock {
-		if abi, err := applyLandlock(cfg); err != nil {
-			missing = append(missing, "landlock: "+err.Error())
-		} else {
-			f.Landlock, f.LandlockV = true, abi
-		}
-	}
-	if cfg.Seccomp {
-		if err := applySeccomp(cfg); err != nil {
-			missing = append(missing, "seccomp: "+err.Error())
-		} else {
-			f.Seccomp = true
-		}
-	}
 	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 	if cfg.MaxFileMiB > 0 {
 		n := uint64(cfg.MaxFileMiB) << 20
@@ -55,11 +35,6 @@ func setupSandbox(cfg *agentConfig) (features, error) {
 	}
 	// Nothing may ptrace the agent or open its /proc/<pid>/exe.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	if cfg.Namespaces {
-		// The set-up capabilities are no longer needed by any thread.
-		_ = ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	}
-	f.Missing = strings.Join(missing, "; ")
 	return f, nil
 }
 
@@ -252,7 +227,7 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// applyLandlock restricts the agent and everything it starts to the
+// applyLandlock restricts the calling thread and everything it starts to the
 // sandbox's file system allow-list, and (ABI ≥ 6) scopes signals and
 // abstract unix sockets to the sandbox.
 func applyLandlock(cfg *agentConfig) (int, error) {
@@ -279,16 +254,27 @@ func applyLandlock(cfg *agentConfig) (int, error) {
 			devFiles,
 		}
 	}
-	c := landlock.V11.BestEffort()
-	if err := c.RestrictPaths(rules...); err != nil {
+	// File system rights and IPC scopes (signals, abstract unix sockets),
+	// not network ports: the network is governed by namespaces and seccomp.
+	c := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
+	if err := restrictThread(c, rules...); err != nil {
 		return 0, err
 	}
-	if abi >= 6 {
-		if err := c.RestrictScoped(); err != nil {
-			return 0, err
-		}
-	}
 	return abi, nil
+}
+
+// restrictThread enforces a Landlock ruleset on the calling thread only
+// (which must be locked to its goroutine and have no_new_privs set).
+func restrictThread(c landlock.Config, rules ...landlock.Rule) error {
+	fd, flags, err := c.NewRulesetFD(rules...)
+	if err != nil {
+		return err
+	}
+	if fd < 0 {
+		return nil
+	}
+	defer unix.Close(fd)
+	return ll.LandlockRestrictSelf(fd, flags)
 }
 
 // deniedSyscalls return EPERM in every sandbox with seccomp: debugging
@@ -304,6 +290,8 @@ var deniedSyscalls = []string{
 	"lookup_dcookie", "vhangup",
 }
 
+// applySeccomp installs the filter on the calling thread, which every
+// command descends from.
 func applySeccomp(cfg *agentConfig) error {
 	info, err := arch.GetInfo(runtime.GOARCH)
 	if err != nil {
@@ -326,7 +314,6 @@ func applySeccomp(cfg *agentConfig) error {
 	}
 	return seccomp.LoadFilter(seccomp.Filter{
 		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
 		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{group}},
 	})
 }

@@ -1,0 +1,116 @@
+// Package local is the embedded default provider: sandboxes on this
+// machine, with no account and no server, isolated as far as the host
+// allows (Linux only for now).
+//
+// Importing the package registers the "local" scheme, which is also the
+// default of sandbox.Open:
+//
+//	import _ "github.com/sandboxkit/sandbox/provider/local"
+//
+//	c, err := sandbox.Open(ctx, "")                         // same as "local://"
+//	c, err := sandbox.Open(ctx, "local:///var/lib/sbx")     // root directory
+//	c, err := sandbox.Open(ctx, "local://?isolation=l1")    // force a level
+//
+// URL query parameters: isolation=l0…l4 (WithIsolation), min_isolation=l0…l4
+// (WithMinIsolation), lease=5m (WithDefaultLease). The URL path is the root
+// directory (WithRoot); the default root is <user cache dir>/sandboxkit/local.
+//
+// # Re-execution
+//
+// The provider re-executes the program's own binary (/proc/self/exe) as two
+// helpers, recognised by argv[0]: a small long-lived spawner that starts
+// sandboxes (so their start does not copy the page tables of a large
+// application), and one agent per sandbox through which every command runs.
+// The package's init function dispatches to them before main runs, also in
+// test binaries; Init does the same for programs that prefer to call it
+// first thing in main or TestMain. Nothing else is needed in the program.
+//
+// # Isolation levels
+//
+// New probes once per process which level the host gives, by running the
+// real set-up (sysctls and AppArmor states lie), and every sandbox reports
+// what it achieved in Info.Isolation ("L4 full", "L3 namespaces", ...) and
+// Info.Detail ("level", and "isolation_missing": why not more). A level is
+// never reported higher than what was set up.
+//
+//   - L0 none: plain host processes with the home as working directory.
+//     Only when asked for (WithIsolation(L0)).
+//   - L1 process: L0 plus a subreaper agent that ends whole process trees,
+//     a new session per command, a scrubbed environment, no capabilities,
+//     rlimits (no core dumps) and the file API through os.Root. Commands can
+//     read and write whatever the host user can, and reach the network.
+//   - L2 Landlock+seccomp: L1 plus a Landlock allow-list (read-only /usr,
+//     /etc, /bin, /lib*, /opt, /proc, /dev; read-write home and a private
+//     temporary directory, $TMPDIR) with signals and abstract sockets scoped
+//     to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
+//     kernel keyrings, namespaces...; with the network off, no sockets but
+//     unix ones). Host processes stay visible in /proc.
+//   - L3 namespaces: user, mount, pid, uts, ipc (and, with the network off,
+//     net) namespaces; a tmpfs root holding read-only binds of /usr, /etc and
+//     /opt, the merged-/usr symlinks, a private /tmp, /proc and a minimal
+//     /dev; the home bound read-write at /home/user; pivot_root; commands run
+//     as uid 1000 with no capabilities and cannot create user namespaces.
+//     On a root host the sandbox user is mapped to the unprivileged uid
+//     65534, never to root.
+//   - L4 full: L3 plus Landlock, seccomp and cgroup limits (memory, default
+//     2 GiB or Resources.MemoryMiB; pids, 4096; CPUs when Resources.CPUs is
+//     set), which need a writable cgroup hierarchy (root or delegation).
+//
+// Without usable user namespaces the provider falls back to L2, and without
+// Landlock to L1. WithMinIsolation makes New (and Create) fail with an
+// *IsolationError naming what is missing; WithIsolation, or the
+// SANDBOX_LOCAL_ISOLATION environment variable (for tests and CI: "l1"),
+// chooses the level.
+//
+// # Sandboxes on disk
+//
+// Each sandbox is a directory <root>/<id> holding its home ("home"), a
+// private temporary directory ("tmp", used at L1 and L2), meta.json (id,
+// labels, env, creation time, requested level: written once), a state
+// record ("state": state, lease end, achieved level and why, cgroups, agent
+// pid; rewritten in place under a flock shared by every process using the
+// root), the agent's socket and its log. Get, List and label filters read
+// these files, so a new process sees the sandboxes an earlier one created;
+// a sandbox whose metadata is corrupt is skipped by List (and logged) while
+// Get reports it. The env file may hold secret values: every file is 0600
+// under a 0700 directory.
+//
+// # Commands
+//
+// Exec and Start send the command to the sandbox's agent, which forks it
+// with the home as default working directory, the environment PATH, HOME,
+// USER, LOGNAME, SHELL, LANG, TMPDIR, PWD, then the sandbox's env, then the
+// command's. Output streams back live, split and byte-exact. Shell lines
+// run with /bin/sh -c; a missing program exits 127. When the command's
+// timeout ends (or, for Exec, the caller's context), its process group and
+// every descendant are killed. At L0 and L1 the agent starts on first use;
+// at L2 and above with the sandbox. Agents outlive the Runtime (and the
+// program): a later process can attach to their background processes by
+// pid. If an agent is gone (after a reboot, for instance), the next command
+// starts a new one.
+//
+// # Files
+//
+// The file methods serve the home and everything below it, through os.Root
+// on the host side, streamed (io.Copy keeps the kernel's copy fast paths).
+// A path outside the home is PermissionDenied; a symbolic link that leads
+// out of the home matches sandbox.ErrPathEscape, whatever the level.
+//
+// # Pause, lease, destroy
+//
+// Pause freezes every process of the sandbox with cgroup v2 cgroup.freeze,
+// else the v1 freezer, else SIGSTOP through the agent; Exec and writes then
+// fail with sandbox.ErrPaused. Destroy kills through cgroup.kill (or the
+// death of the sandbox's PID 1, or the agent) and removes the directory and
+// cgroups. A sandbox whose lease ends is destroyed (paused with AutoPause)
+// by the reaper of any open Runtime, and by the next Get or List of any
+// process; without either, its agent keeps running until then.
+// DefaultLease is 5 minutes.
+//
+// # Limits
+//
+// At L1 and L2 a command can connect to the unix socket of another sandbox's
+// agent (at L3 and above they are out of reach). Port exposure and a
+// network allow-list are not implemented. Templates are not supported: the
+// sandbox runs the host's /usr and /etc.
+package local

@@ -1,0 +1,46 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+func init() {
+	sandbox.Register("local", func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+		opts, err := optionsFromURL(u)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := New(opts...); err != nil {
+			return nil, err
+		}
+		return nil, errUnsupported
+	})
+}
+
+var errUnsupported = sandbox.Errorf(sandbox.Unimplemented, "local: the local provider runs on Linux only for now")
+
+// Runtime is the local provider. On this operating system it is not
+// available yet: New returns an error matching sandbox.ErrUnimplemented.
+type Runtime struct {
+	config
+}
+
+// New returns an error matching sandbox.ErrUnimplemented: the local
+// provider needs Linux.
+func New(opts ...Option) (*Runtime, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errUnsupported
+}
+
+func spawnerMain() {}
+func agentMain()   {}

@@ -1,0 +1,139 @@
+package local
+
+import (
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// DefaultLease is the lease of a sandbox created without a timeout.
+const DefaultLease = 5 * time.Minute
+
+// config is what the options set.
+type config struct {
+	root     string
+	log      *slog.Logger
+	force    *Level // WithIsolation or SANDBOX_LOCAL_ISOLATION
+	min      Level
+	lease    time.Duration
+	reapEach time.Duration
+}
+
+func defaultConfig() config {
+	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second}
+}
+
+// Option configures New.
+type Option func(*config) error
+
+// WithRoot sets the directory that holds the sandboxes (default
+// <user cache dir>/sandboxkit/local). It is created if missing.
+func WithRoot(dir string) Option {
+	return func(r *config) error {
+		if dir == "" {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: empty root directory")
+		}
+		r.root = dir
+		return nil
+	}
+}
+
+// WithIsolation gives every sandbox exactly level l instead of the best
+// the host offers; New fails with *IsolationError if the host cannot.
+// It takes precedence over the SANDBOX_LOCAL_ISOLATION variable.
+func WithIsolation(l Level) Option {
+	return func(r *config) error {
+		if l < L0 || l > L4 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+		}
+		r.force = &l
+		return nil
+	}
+}
+
+// WithMinIsolation makes New fail with *IsolationError when the host
+// cannot give at least level l, and Create fail when a sandbox gets less.
+func WithMinIsolation(l Level) Option {
+	return func(r *config) error {
+		if l < L0 || l > L4 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+		}
+		r.min = l
+		return nil
+	}
+}
+
+// WithLogger sets the logger for degraded isolation, lease enforcement and
+// clean-up failures. The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(r *config) error {
+		if l != nil {
+			r.log = l
+		}
+		return nil
+	}
+}
+
+// WithDefaultLease sets the lease reported in Capabilities.DefaultLease
+// (DefaultLease otherwise).
+func WithDefaultLease(d time.Duration) Option {
+	return func(r *config) error {
+		if d <= 0 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: default lease %v is not positive", d)
+		}
+		r.lease = d
+		return nil
+	}
+}
+
+// WithReapInterval sets how often the Runtime looks for sandboxes whose
+// lease ended (default 2s).
+func WithReapInterval(d time.Duration) Option {
+	return func(r *config) error {
+		if d <= 0 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: reap interval %v is not positive", d)
+		}
+		r.reapEach = d
+		return nil
+	}
+}
+
+// optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
+func optionsFromURL(u *url.URL) ([]Option, error) {
+	var opts []Option
+	if u.Host != "" {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: URL has host %q; use local:///absolute/root", u.Host)
+	}
+	if u.Path != "" && u.Path != "/" {
+		opts = append(opts, WithRoot(u.Path))
+	}
+	q := u.Query()
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "isolation":
+			l, err := ParseLevel(v)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, WithIsolation(l))
+		case "min_isolation":
+			l, err := ParseLevel(v)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, WithMinIsolation(l))
+		case "lease":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: lease %q: %v", v, err)
+			}
+			opts = append(opts, WithDefaultLease(d))
+		default:
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease)", k)
+		}
+	}
+	return opts, nil
+}
