@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -490,5 +491,56 @@ func TestResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	e.fake.FailNext("GET", "/files/download", daytonafake.FaultResetBeforeAdmission)
 	if b, err := sb.ReadFile(ctx, "once"); err != nil || string(b) != "x\n" {
 		t.Fatalf("read after a dropped connection: %q %v", b, err)
+	}
+}
+
+// headerRecorder records the headers of every request it carries.
+type headerRecorder struct {
+	mu   sync.Mutex
+	seen []http.Header
+	next http.RoundTripper
+}
+
+func (h *headerRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	h.seen = append(h.seen, r.Header.Clone())
+	h.mu.Unlock()
+	return h.next.RoundTrip(r)
+}
+
+func TestEnvironmentAndHeaders(t *testing.T) {
+	e := newEnv(t, nil)
+	t.Setenv("DAYTONA_API_KEY", e.fake.APIKey())
+	t.Setenv("DAYTONA_API_URL", e.fake.URL())
+	t.Setenv("DAYTONA_TARGET", "eu")
+	t.Setenv("DAYTONA_ORGANIZATION_ID", "org-1")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	rec := &headerRecorder{next: tr}
+	rt, err := daytona.New(daytona.WithTransport(rec), daytona.WithScratchDir("~/.sandboxkit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	ctx := ctxT(t)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if got := sb.Info().Detail["daytona.target"]; got != "eu" {
+		t.Errorf("target %q, want eu from DAYTONA_TARGET", got)
+	}
+	sh(t, sb, "true")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.seen) < 3 {
+		t.Fatalf("%d requests seen", len(rec.seen))
+	}
+	for _, h := range rec.seen {
+		if h.Get("Authorization") != "Bearer "+e.fake.APIKey() || h.Get("X-Daytona-Organization-ID") != "org-1" || h.Get("X-Daytona-SDK-Version") == "" {
+			t.Errorf("headers %v", h)
+		}
 	}
 }

@@ -123,3 +123,15 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 }
+
+// The Runtime's client has no global timeout (daytonaio/daytona#4750):
+// deadlines come from contexts only.
+func TestNoClientTimeout(t *testing.T) {
+	r, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.hc.Timeout != 0 {
+		t.Errorf("http.Client.Timeout = %v", r.hc.Timeout)
+	}
+}
