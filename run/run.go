@@ -171,10 +171,10 @@ func home(sb *sandbox.Sandbox) string {
 // Start admits the run described by req in sb and starts it detached, or
 // returns the run already admitted under req.ID when its request is the
 // same, whatever its state. When Start returns, the run's wrapper process
-// is running (or the run is already done), though its command may not
-// have run yet. A run under req.ID with a different request is an error matching
-// ErrConflict. ctx bounds only the start: the run lives on after ctx ends,
-// for at most req.Budget.
+// is running (or the run is done), though its command may not have run
+// yet. A run under req.ID with a different request is an error matching
+// ErrConflict. ctx bounds only the start: the run lives on after ctx
+// ends, for at most req.Budget.
 //
 // If the sandbox call that launches the run fails with an unknown outcome
 // (sandbox.ErrOutcomeUnknown), Start reconciles from the run's records and

@@ -326,8 +326,8 @@ func testNewClient(t *testing.T, h harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s3, _ := r3.Status(testCtx(t)); s3 != s {
-		t.Errorf("restart of a finished run: status %+v, want %+v", s3, s)
+	if s3, err := r3.Status(testCtx(t)); err != nil || s3 != s {
+		t.Errorf("restart of a finished run: status %+v, %v; want %+v", s3, err, s)
 	}
 }
 
@@ -361,8 +361,8 @@ func testKill(t *testing.T, h harness) {
 	if err := r2.Kill(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if s2, _ := r2.Status(testCtx(t)); s2 != s {
-		t.Errorf("second Kill changed status to %+v", s2)
+	if s2, err := r2.Status(testCtx(t)); err != nil || s2 != s {
+		t.Errorf("after a second Kill: status %+v, %v; want %+v", s2, err, s)
 	}
 }
 
@@ -374,8 +374,8 @@ func testKillDone(t *testing.T, h harness) {
 	if err := r.Kill(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if s2, _ := r.Status(testCtx(t)); s2 != s || s2.ExitCode != 0 || s2.Killed {
-		t.Errorf("Kill of a finished run changed %+v to %+v", s, s2)
+	if s2, err := r.Status(testCtx(t)); err != nil || s2 != s || s2.ExitCode != 0 || s2.Killed {
+		t.Errorf("Kill of a finished run changed %+v to %+v, %v", s, s2, err)
 	}
 }
 
@@ -399,8 +399,8 @@ done`
 	}
 	// Starting again does not resurrect it.
 	r2 := start(t, sb, Request{ID: "vanish", Command: []string{"sh", "-c", "echo ready; exec sleep 300"}})
-	if s2, _ := r2.Status(testCtx(t)); s2.State != Lost {
-		t.Errorf("after a second Start: %+v, want still lost", s2)
+	if s2, err := r2.Status(testCtx(t)); err != nil || s2.State != Lost {
+		t.Errorf("after a second Start: %+v, %v; want still lost", s2, err)
 	}
 	if wr, cmd := procs(t, sb, r); wr != 0 || cmd != 0 {
 		t.Errorf("%d wrappers and %d command processes, want none", wr, cmd)
@@ -488,8 +488,8 @@ func TestReconcileKillsDuplicateWrapper(t *testing.T) {
 	if wr, cmd := procs(t, sb, r); wr != 1 || cmd != 1 {
 		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
 	}
-	if s, _ := r.Status(testCtx(t)); s.State != Running {
-		t.Errorf("the admitted run was hurt: %+v", s)
+	if s, err := r.Status(testCtx(t)); err != nil || s.State != Running {
+		t.Errorf("the admitted run was hurt: %+v, %v", s, err)
 	}
 }
 
@@ -612,7 +612,10 @@ func testArgvEnvData(t *testing.T, h harness) {
 	}
 	r := start(t, sb, req)
 	s := waitDone(t, r)
-	logs, _ := r.Logs(testCtx(t), 0)
+	logs, err := r.Logs(testCtx(t), 0)
+	if err != nil {
+		t.Fatalf("Logs: %v", err)
+	}
 	want := "[$(touch pwned)][; touch pwned2]['\"`][-n][a\nb][]" +
 		"{v $(touch pwned3)\n'}{/usr/bin:/bin:/opt/custom}{" + path.Join(sb.Home(), "work dir") + "}"
 	if s.ExitCode != 0 || string(logs) != want {
@@ -624,7 +627,7 @@ func testArgvEnvData(t *testing.T, h harness) {
 		}
 	}
 	// A missing working directory is refused before admission.
-	_, err := Start(testCtx(t), sb, Request{ID: "nodir", Command: []string{"touch", "ran"}, Dir: "no/such/dir"})
+	_, err = Start(testCtx(t), sb, Request{ID: "nodir", Command: []string{"touch", "ran"}, Dir: "no/such/dir"})
 	if sandbox.CodeOf(err) != sandbox.InvalidArgument {
 		t.Errorf("missing dir: err = %v, want InvalidArgument", err)
 	}
@@ -648,8 +651,8 @@ func testAnyByteID(t *testing.T, h harness) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", id, err)
 		}
-		if logs, _ := r.Logs(testCtx(t), 0); string(logs) != strconv.Itoa(i)+"\n" {
-			t.Errorf("id %q: logs %q", id, logs)
+		if logs, err := r.Logs(testCtx(t), 0); err != nil || string(logs) != strconv.Itoa(i)+"\n" {
+			t.Errorf("id %q: Logs = %q, %v", id, logs, err)
 		}
 	}
 	list, err := List(testCtx(t), w.sandbox(t))
@@ -673,8 +676,8 @@ func testAnyByteID(t *testing.T, h harness) {
 	if s := waitDone(t, r); s.ExitCode != 0 {
 		t.Errorf("reused id: %+v", s)
 	}
-	if logs, _ := r.Logs(testCtx(t), 0); string(logs) != "again\n" {
-		t.Errorf("reused id: logs %q", logs)
+	if logs, err := r.Logs(testCtx(t), 0); err != nil || string(logs) != "again\n" {
+		t.Errorf("reused id: Logs = %q, %v", logs, err)
 	}
 	// A running run cannot be removed.
 	r = start(t, sb, Request{ID: "running", Command: []string{"sleep", "60"}})
