@@ -98,6 +98,7 @@ type Runtime struct {
 	cfg       config
 	transport *http.Transport
 	hc        *http.Client
+	rpcDoer   connect.HTTPClient
 	api       *api.Client
 
 	mu    sync.Mutex
@@ -208,6 +209,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 	t.DisableCompression = true
 	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
+	r.rpcDoer = roundTripper{&envdTransport{next: t}}
 	key := cfg.apiKey
 	c, err := api.NewClient(cfg.apiURL, api.WithHTTPClient(&http.Client{Transport: t}),
 		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
@@ -316,10 +318,10 @@ func (r *Runtime) clients(base string) *rpcClients {
 	if c, ok := r.rpc[base]; ok {
 		return c
 	}
-	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithAcceptCompression("gzip", nil, nil)}
+	opts := []connect.ClientOption{connect.WithCodec(jsonCodec{}), connect.WithAcceptCompression("gzip", nil, nil)}
 	c := &rpcClients{
-		proc: processconnect.NewProcessClient(r.hc, base, opts...),
-		fs:   filesystemconnect.NewFilesystemClient(r.hc, base, opts...),
+		proc: processconnect.NewProcessClient(r.rpcDoer, base, opts...),
+		fs:   filesystemconnect.NewFilesystemClient(r.rpcDoer, base, opts...),
 	}
 	r.rpc[base] = c
 	return c
@@ -447,6 +449,19 @@ type scrubbed struct {
 
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
+
+// roundTripper sends Connect calls straight to the transport: envd never
+// redirects or sets cookies, so http.Client's per-request header copying
+// for redirects is pure overhead on every RPC.
+type roundTripper struct{ rt http.RoundTripper }
+
+func (d roundTripper) Do(req *http.Request) (*http.Response, error) {
+	resp, err := d.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: err}
+	}
+	return resp, nil
+}
 
 var errNoResult = errors.New("e2b: the process stream ended without a result")
 

@@ -34,6 +34,10 @@ type proc struct {
 	expired  bool // the fake ended the process at its timeout
 	kill     func()
 	signal   func(syscall.Signal) error
+	// forget drops the exited process from its sandbox's table after
+	// retain, as envd forgets exited processes.
+	forget func()
+	retain time.Duration
 }
 
 type sub struct {
@@ -135,13 +139,23 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 		close(s.ch)
 	}
 	close(p.done)
+	if p.forget != nil {
+		time.AfterFunc(p.retain, p.forget)
+	}
 }
 
 // startProc starts cmd on the backend and returns the running proc with
 // a subscription made before the process could produce anything.
 func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, *sub, error) {
-	p := &proc{tag: tag, config: cfg, done: make(chan struct{}), subs: map[*sub]struct{}{}}
+	p := &proc{tag: tag, config: cfg, done: make(chan struct{}), subs: map[*sub]struct{}{}, retain: s.exitedRetained}
 	first := p.subscribe()
+	p.forget = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if b.procs[p.pid] == p {
+			delete(b.procs, p.pid)
+		}
+	}
 	cmd.Stdout = output{p: p}
 	cmd.Stderr = output{p: p, stderr: true}
 	if withStdin {
