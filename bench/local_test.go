@@ -120,6 +120,43 @@ func BenchmarkLocalT1Create(b *testing.B) {
 		b.ReportMetric(ms(median(tb)), "raw-p50-ms")
 		b.ReportMetric(float64(median(tv))/float64(median(tb)), "x-raw")
 	})
+	b.Run(levelName(rt)+"-warm-pool", func(b *testing.B) {
+		rtp, err := local.New(local.WithRoot(b.TempDir()), local.WithWarmPool(4))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rtp.Close()
+		cp := sandbox.NewClient(rtp)
+		var tv, tb []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			time.Sleep(20 * time.Millisecond) // a program does other work between creates
+			b.StartTimer()
+			t0 := time.Now()
+			if err := rawSelf(); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			sb, err := cp.Create(ctx, sandbox.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+				b.Fatal(err)
+			}
+			t2 := time.Now()
+			tb, tv = append(tb, t1.Sub(t0)), append(tv, t2.Sub(t1))
+			b.StopTimer()
+			if err := sb.Destroy(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(ms(median(tv)), "p50-ms")
+		b.ReportMetric(ms(pct(tv, 0.95)), "p95-ms")
+		b.ReportMetric(ms(median(tb)), "raw-p50-ms")
+		b.ReportMetric(float64(median(tv))/float64(median(tb)), "x-raw")
+	})
 	b.Run("L1-create-only", func(b *testing.B) {
 		rt1, err := local.New(local.WithRoot(b.TempDir()), local.WithIsolation(local.L1))
 		if err != nil {

@@ -275,7 +275,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 
 // Attach connects to a background process of the sandbox by pid.
 func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
-	m, err := r.readMeta(id)
+	m, err := r.running(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 // follow sends req on c and returns a handle once the process started; a
 // goroutine then reads its frames until exit or Close.
 func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
-	h := &handle{r: r, id: id, c: c, done: make(chan struct{})}
+	h := &handle{r: r, id: id, c: c, done: make(chan struct{}), closed: make(chan struct{})}
 	fw := &frameWriter{w: c}
 	startCtx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(startCtx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
@@ -360,22 +360,11 @@ func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 
 func (h *handle) isClosed() bool {
 	select {
-	case <-h.closedCh():
+	case <-h.closed:
 		return true
 	default:
 		return false
 	}
-}
-
-var closedMu sync.Mutex
-
-func (h *handle) closedCh() chan struct{} {
-	closedMu.Lock()
-	defer closedMu.Unlock()
-	if h.closed == nil {
-		h.closed = make(chan struct{})
-	}
-	return h.closed
 }
 
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
@@ -392,7 +381,7 @@ func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 // Close stops following the process; it keeps running.
 func (h *handle) Close() error {
 	h.closeOnce.Do(func() {
-		close(h.closedCh())
+		close(h.closed)
 		_ = h.c.Close()
 		<-h.done
 	})

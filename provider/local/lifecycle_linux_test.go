@@ -511,3 +511,109 @@ func TestAttachHelper(t *testing.T) {
 	b, _ := json.Marshal(map[string]any{"Code": res.ExitCode, "Stdout": string(res.Stdout), "Stderr": string(res.Stderr)})
 	fmt.Printf("RESULT %s\n", b)
 }
+
+func TestWarmPool(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	rt, err := New(WithRoot(root), WithWarmPool(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := rt.Level(); l < L2 {
+		rt.Close()
+		t.Skipf("no warm pool below L2 (this host gives %s)", l)
+	}
+	waitFor(t, func() bool { return len(rt.pool) == 2 })
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"pooled": "yes"}, Env: map[string]string{"GREETING": "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !idRE.MatchString(sb.ID()) {
+		t.Errorf("pooled sandbox id %q", sb.ID())
+	}
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "echo $GREETING; pwd"})
+	if err != nil || string(res.Stdout) != "hi\n"+sb.Home()+"\n" {
+		t.Errorf("exec in a pooled sandbox: %q %v", res.Stdout, err)
+	}
+	if err := sb.WriteFile(ctx, "f", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for in, err := range c.List(ctx, sandbox.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	if len(ids) != 1 || ids[0] != sb.ID() {
+		t.Errorf("List = %v, want only %s (pooled sandboxes are hidden)", ids, sb.ID())
+	}
+	// A sandbox the pool does not fit is created cold.
+	off, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pooled []*meta
+	waitFor(t, func() bool { return len(rt.pool) == 2 })
+	for range 2 {
+		m := <-rt.pool
+		pooled = append(pooled, m)
+		rt.pool <- m
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		t.Errorf("left after Close: %s", e.Name())
+	}
+	for _, m := range pooled {
+		if procAlive(m.AgentPID, m.AgentAt) {
+			t.Errorf("pooled agent %d still runs after Close", m.AgentPID)
+		}
+	}
+}
+
+func TestSweepLeftovers(t *testing.T) {
+	root := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pool := filepath.Join(root, "pool-"+strings.TrimPrefix(newID(), "sbx-"))
+	trash := filepath.Join(root, ".trash-"+newID())
+	for _, d := range []string{pool, trash} {
+		if err := os.MkdirAll(filepath.Join(d, "home", "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pool, ownerFile), []byte(fmt.Sprintf("%d 1", dead.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{pool, trash} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	young := filepath.Join(root, ".trash-"+newID())
+	if err := os.Mkdir(young, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	newRuntime(t, WithRoot(root), WithIsolation(L1))
+	for _, d := range []string{pool, trash} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s not swept: %v", filepath.Base(d), err)
+		}
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a fresh directory (maybe in use by a live Runtime) was swept: %v", err)
+	}
+}

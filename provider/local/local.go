@@ -58,6 +58,10 @@ type Runtime struct {
 
 	static sync.Map // id → *metaStatic, the part of the metadata that never changes
 
+	pool     chan *meta    // started sandboxes ready to take (WithWarmPool)
+	poolWake chan struct{} // asks poolLoop to refill
+	poolDone chan struct{} // closed when poolLoop has ended
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	reaped    chan struct{}
@@ -130,7 +134,12 @@ func New(opts ...Option) (*Runtime, error) {
 	if r.level < L3 && r.force == nil {
 		r.log.Warn("sandbox/local: degraded isolation", "level", r.level.Describe(), "missing", strings.Join(r.missing, "; "))
 	}
+	r.sweep()
 	go r.reaper()
+	if r.warm > 0 && r.level >= L2 {
+		r.pool, r.poolWake, r.poolDone = make(chan *meta, r.warm), make(chan struct{}, 1), make(chan struct{})
+		go r.poolLoop()
+	}
 	return r, nil
 }
 
@@ -197,6 +206,9 @@ func (r *Runtime) Close() error {
 	r.closeOnce.Do(func() {
 		close(r.stop)
 		<-r.reaped
+		if r.poolDone != nil {
+			<-r.poolDone
+		}
 		r.spMu.Lock()
 		if r.sp != nil {
 			_ = r.sp.close()
@@ -337,20 +349,46 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		return sandbox.Info{}, sandbox.ErrClosed
 	default:
 	}
+	if m := r.takePooled(req); m != nil {
+		return r.info(m), nil
+	}
 	id := newID()
+	info := sandbox.Info{ID: id, Provider: "local"}
+	m, l, err := r.createDirs(ctx, id, req, true)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	defer l.unlock()
+	if r.level >= L2 {
+		if err := r.startAgent(ctx, m); err != nil {
+			_ = l.write(m) // record the cgroups, so Destroy removes them
+			return info, err
+		}
+	}
+	m.State = sandbox.StateRunning
+	if err := l.write(m); err != nil {
+		return info, err
+	}
+	if m.Achieved < r.min {
+		return info, &IsolationError{Want: r.min, Got: m.Achieved, Missing: []string{m.Why}}
+	}
+	return r.info(m), nil
+}
+
+// createDirs makes the directories, cgroups (at L2 and above) and metadata
+// of a new sandbox, and returns it locked, in state starting.
+func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.CreateRequest, visible bool) (*meta, *locked, error) {
 	dir := r.dir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
 	}
-	info := sandbox.Info{ID: id, Provider: "local"}
-	if err := os.Mkdir(r.home(id), 0o755); err != nil {
-		os.RemoveAll(dir)
-		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create home: %w", err)
+	for _, d := range []string{r.home(id), filepath.Join(dir, "tmp")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", d, err)
+		}
 	}
-	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
-		os.RemoveAll(dir)
-		return sandbox.Info{}, sandbox.Errorf(sandbox.Internal, "local: create tmp: %w", err)
-	}
+	_ = os.Chmod(r.home(id), 0o755)
 	if r.level >= L3 && os.Getuid() == 0 {
 		_ = os.Chown(r.home(id), r.uid, r.gid)
 	}
@@ -370,26 +408,12 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		// At L0 and L1 the cgroups are made with the agent, on first use.
 		r.makeCgroups(m)
 	}
-	l, err := r.createMeta(m)
+	l, err := r.createMeta(m, visible)
 	if err != nil {
 		r.destroyDir(context.Background(), m)
-		return sandbox.Info{}, err
+		return nil, nil, err
 	}
-	defer l.unlock()
-	if r.level >= L2 {
-		if err := r.startAgent(ctx, m); err != nil {
-			_ = l.write(m) // record the cgroups, so Destroy removes them
-			return info, err
-		}
-	}
-	m.State = sandbox.StateRunning
-	if err := l.write(m); err != nil {
-		return info, err
-	}
-	if m.Achieved < r.min {
-		return info, &IsolationError{Want: r.min, Got: m.Achieved, Missing: []string{m.Why}}
-	}
-	return r.info(m), nil
+	return m, l, nil
 }
 
 // makeCgroups creates the sandbox's cgroups (where a writable hierarchy

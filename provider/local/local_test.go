@@ -33,6 +33,11 @@ func TestConformance(t *testing.T) {
 			return sandbox.NewClient(newRuntime(t))
 		}})
 	})
+	t.Run("warm-pool", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
+		}})
+	})
 	t.Run("L1", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, WithIsolation(L1)))

@@ -135,12 +135,15 @@ func (r *Runtime) readState(f *os.File, m *meta) error {
 	if err != nil && n == 0 {
 		return sandbox.Errorf(sandbox.Internal, "local: reading state of %s: %w", m.ID, err)
 	}
-	b := bytes.TrimRight(buf[:n], " \x00\n")
+	b := trimState(buf[:n])
 	if err := json.Unmarshal(b, &m.metaState); err != nil {
 		return sandbox.Errorf(sandbox.Internal, "local: corrupt metadata %s: %v", f.Name(), err)
 	}
 	return nil
 }
+
+// trimState drops the padding of a state record.
+func trimState(b []byte) []byte { return bytes.TrimRight(b, " \x00\n") }
 
 func flock(f *os.File, how int) error {
 	for {
@@ -163,6 +166,11 @@ func (r *Runtime) lock(id string) (*locked, error) {
 	if !idRE.MatchString(id) {
 		return nil, sandbox.Errorf(sandbox.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sandbox.ErrNotFound)
 	}
+	return r.lockPath(id)
+}
+
+// lockPath is lock for a directory name already known to be safe.
+func (r *Runtime) lockPath(id string) (*locked, error) {
 	f, err := os.OpenFile(filepath.Join(r.dir(id), stateFile), os.O_RDWR, 0)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -223,9 +231,9 @@ func clip(s string, n int) string {
 }
 
 // createMeta writes the files of a new sandbox: the state file first,
-// locked (and returned so), then meta.json, whose appearance makes the
-// sandbox visible.
-func (r *Runtime) createMeta(m *meta) (*locked, error) {
+// locked (and returned so), then, if static, meta.json, whose appearance
+// makes the sandbox visible.
+func (r *Runtime) createMeta(m *meta, static bool) (*locked, error) {
 	dir := r.dir(m.ID)
 	f, err := os.OpenFile(filepath.Join(dir, stateFile), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -240,6 +248,18 @@ func (r *Runtime) createMeta(m *meta) (*locked, error) {
 		l.unlock()
 		return nil, err
 	}
+	if static {
+		if err := r.writeStatic(m); err != nil {
+			l.unlock()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// writeStatic writes meta.json (a new file: it is never replaced).
+func (r *Runtime) writeStatic(m *meta) error {
+	dir := r.dir(m.ID)
 	b, err := json.MarshalIndent(m.metaStatic, "", "  ")
 	if err == nil {
 		tmp := filepath.Join(dir, ".meta.json")
@@ -248,10 +268,9 @@ func (r *Runtime) createMeta(m *meta) (*locked, error) {
 		}
 	}
 	if err != nil {
-		l.unlock()
-		return nil, fmt.Errorf("local: writing metadata: %w", err)
+		return fmt.Errorf("local: writing metadata: %w", err)
 	}
-	return l, nil
+	return nil
 }
 
 // info converts m to the portable Info.

@@ -3,6 +3,7 @@ package local
 import (
 	"log/slog"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
@@ -19,6 +20,7 @@ type config struct {
 	min      Level
 	lease    time.Duration
 	reapEach time.Duration
+	warm     int
 }
 
 func defaultConfig() config {
@@ -100,6 +102,21 @@ func WithReapInterval(d time.Duration) Option {
 	}
 }
 
+// WithWarmPool keeps n sandboxes started ahead of need (at L2 and above),
+// so that a Create with default settings (network on, no Resources, no
+// template) costs a rename and a metadata write instead of a process
+// start. Each pooled sandbox holds an idle agent process; Close destroys
+// them. Default 0 (no pool).
+func WithWarmPool(n int) Option {
+	return func(r *config) error {
+		if n < 0 || n > 64 {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: warm pool of %d: want 0 to 64", n)
+		}
+		r.warm = n
+		return nil
+	}
+}
+
 // optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
 func optionsFromURL(u *url.URL) ([]Option, error) {
 	var opts []Option
@@ -125,6 +142,12 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 				return nil, err
 			}
 			opts = append(opts, WithMinIsolation(l))
+		case "warm_pool":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: warm_pool %q: not a number", v)
+			}
+			opts = append(opts, WithWarmPool(n))
 		case "lease":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -132,7 +155,7 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 			}
 			opts = append(opts, WithDefaultLease(d))
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease)", k)
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool)", k)
 		}
 	}
 	return opts, nil

@@ -41,7 +41,7 @@ type spawnResp struct {
 
 // agentEnv is the environment of the agent process itself (commands get
 // theirs in each request).
-var agentEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+var agentEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GOMAXPROCS=1"}
 
 // spawnerMain is the body of the spawner: a small process that starts
 // agents on request, so that their start does not copy the page tables of
@@ -294,11 +294,12 @@ func (s *spawner) spawn(ctx context.Context, req *spawnReq) (spawnResp, error) {
 		}
 		return resp, nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		if s.pending != nil {
-			delete(s.pending, req.Seq)
-		}
-		s.mu.Unlock()
+		// The agent may still start: end it then, so nothing is orphaned.
+		go func() {
+			if resp, ok := <-ch; ok && resp.PID > 0 {
+				_ = syscall.Kill(resp.PID, syscall.SIGKILL)
+			}
+		}()
 		return spawnResp{}, ctx.Err()
 	}
 }
