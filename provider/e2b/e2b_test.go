@@ -413,6 +413,23 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// TestUploadMultipartForOldEnvd: envd before 0.5.7 takes only multipart
+// uploads (the fake refuses octet-stream for it), so the adapter streams a
+// multipart body through a pipe.
+func TestUploadMultipartForOldEnvd(t *testing.T) {
+	e := newMemoryEnv(t, e2bfake.WithEnvdVersion("0.5.0"))
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	data := bytes.Repeat([]byte{0, 1, 2, 0xff}, 1<<18)
+	if err := sb.Upload(ctx, "dir/multi", bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "dir/multi")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("round trip: %v, %d bytes", err, len(got))
+	}
+}
+
 func TestErrorsCarryNoSecrets(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

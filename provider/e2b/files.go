@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -58,40 +60,61 @@ func readErrBody(resp *http.Response) string {
 	return strings.TrimSpace(string(b))
 }
 
-// Upload streams src to p as one multipart part: the body is produced
-// while it is sent, never held whole in memory.
+// Upload streams src to p without holding it in memory: as a raw
+// application/octet-stream body where envd supports it (0.5.7 and later),
+// else as one multipart part produced through a pipe while it is sent.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
 	const op = "upload"
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
+	in := &guardedReader{r: src}
+	defer in.Close()
+	var body io.Reader = in
+	var ctype string
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		part, err := mw.CreateFormFile("file", p)
-		if err == nil {
-			_, err = io.Copy(part, src)
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, p), pr)
+	if versionAtLeast(c.version, 0, 5, 7) {
+		ctype = "application/octet-stream"
+		close(done)
+	} else {
+		pr, pw := io.Pipe()
+		mw := multipart.NewWriter(pw)
+		ctype = mw.FormDataContentType()
+		go func() {
+			defer close(done)
+			part, err := mw.CreateFormFile("file", p)
+			if err == nil {
+				_, err = io.Copy(part, in)
+			}
+			if err == nil {
+				err = mw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		// Once the request is over, unblock the writer.
+		defer pr.CloseWithError(errUploadDone)
+		body = pr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, p), body)
 	if err != nil {
-		pr.CloseWithError(err)
+		in.Close()
+		if pr, ok := body.(*io.PipeReader); ok {
+			pr.CloseWithError(err)
+		}
 		<-done
 		return sandbox.Errorf(sandbox.Internal, "e2b: %s: %v", op, err)
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", ctype)
 	r.setEnvdHeaders(req.Header, id, c)
 	tctx, a := trace(ctx)
 	resp, err := r.hc.Do(req.WithContext(tctx))
-	// Unblock the writer if the request ended before reading everything.
-	pr.CloseWithError(errors.New("e2b: upload request finished"))
+	// The transport may still be reading the body: stop reading src before
+	// it is handed back to the caller.
+	in.Close()
+	if pr, ok := body.(*io.PipeReader); ok {
+		pr.CloseWithError(errUploadDone)
+	}
 	<-done
 	if err != nil {
 		return r.scrub(r.filesErr(ctx, op, id, p, a, err))
@@ -102,6 +125,57 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return nil
+}
+
+var errUploadDone = errors.New("e2b: upload request finished")
+
+// guardedReader stops reading its source once closed; Close waits for a
+// Read in progress.
+type guardedReader struct {
+	mu     sync.Mutex
+	r      io.Reader
+	closed bool
+}
+
+func (g *guardedReader) Read(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return 0, errUploadDone
+	}
+	return g.r.Read(p)
+}
+
+func (g *guardedReader) Close() error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	return nil
+}
+
+// versionAtLeast reports whether the semantic version v (such as "0.6.13"
+// or "v1.0.0") is at least major.minor.patch; an unknown version is not.
+func versionAtLeast(v string, major, minor, patch int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	var n [3]int
+	for i, s := range parts {
+		s, _, _ = strings.Cut(s, "-")
+		x, err := strconv.Atoi(s)
+		if err != nil {
+			return false
+		}
+		n[i] = x
+	}
+	want := [3]int{major, minor, patch}
+	for i := range n {
+		if n[i] != want[i] {
+			return n[i] > want[i]
+		}
+	}
+	return true
 }
 
 // Download opens p for streaming. Compression is never requested, so the

@@ -228,6 +228,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	out := []uploaded{}
 	switch ct {
 	case "application/octet-stream":
+		if !octetStream(b.version) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
+			return
+		}
 		if qpath == "" {
 			writeError(w, http.StatusBadRequest, "path is required for octet-stream upload")
 			return
@@ -305,4 +309,22 @@ func writeJSONRaw(w http.ResponseWriter, v []uploaded) {
 	data, _ := json.Marshal(v)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(data, '\n'))
+}
+
+// octetStream reports whether envd version v (0.5.7 and later) accepts raw
+// application/octet-stream uploads.
+func octetStream(v string) bool {
+	var n [3]int
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	for i, p := range parts {
+		x, err := strconv.Atoi(p)
+		if err != nil {
+			return false
+		}
+		n[i] = x
+	}
+	return n[0] > 0 || n[1] > 5 || (n[1] == 5 && n[2] >= 7)
 }

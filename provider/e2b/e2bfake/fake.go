@@ -62,8 +62,9 @@ const clientID = "6532622b"
 
 // Server is a running fake. Close it when done.
 type Server struct {
-	backend sandbox.Runtime
-	apiKey  string
+	backend     sandbox.Runtime
+	apiKey      string
+	envdVersion string
 
 	defaultLease   time.Duration
 	maxLease       time.Duration
@@ -89,6 +90,7 @@ type Server struct {
 
 type box struct {
 	id, backendID, template string
+	version                 string
 	home                    string
 	metadata, env           map[string]string
 	startedAt, endAt        time.Time
@@ -119,6 +121,10 @@ func WithMaxSandboxes(n int) Option { return func(s *Server) { s.maxSandboxes = 
 // WithTemplates sets the template names create accepts ("base" by default).
 func WithTemplates(names ...string) Option { return func(s *Server) { s.templates = names } }
 
+// WithEnvdVersion sets the envd version the fake advertises (EnvdVersion
+// by default); clients use it to pick protocol features.
+func WithEnvdVersion(v string) Option { return func(s *Server) { s.envdVersion = v } }
+
 // WithClock sets the clock used for leases.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
@@ -127,7 +133,7 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	s := &Server{
 		backend: backend, apiKey: "e2b_" + randHex(20),
 		defaultLease: 15 * time.Second, maxLease: time.Hour, defaultCmd: 60 * time.Second,
-		templates: []string{"base"}, now: time.Now, exitedRetained: 30 * time.Second,
+		templates: []string{"base"}, now: time.Now, envdVersion: EnvdVersion, exitedRetained: 30 * time.Second,
 		closing: make(chan struct{}), boxes: map[string]*box{}, counts: map[string]int{},
 		nextPID: 400,
 	}
@@ -431,7 +437,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.now()
 	b := &box{
-		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home,
+		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home, version: s.envdVersion,
 		env: env, startedAt: now, endAt: now.Add(lease), procs: map[uint32]*proc{},
 		autoPause: req.AutoPause != nil && *req.AutoPause,
 	}
@@ -451,7 +457,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *box) sandbox() api.Sandbox {
-	out := api.Sandbox{SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID, EnvdVersion: EnvdVersion}
+	out := api.Sandbox{SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID, EnvdVersion: b.version}
 	if b.token != "" {
 		t := b.token
 		out.EnvdAccessToken = &t
@@ -490,7 +496,7 @@ func (c controlPlane) GetSandbox(w http.ResponseWriter, r *http.Request, id api.
 	c.s.mu.Lock()
 	d := api.SandboxDetail{
 		SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID,
-		StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: EnvdVersion, State: b.state(),
+		StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: b.version, State: b.state(),
 		CpuCount: 2, MemoryMB: 512, DiskSizeMB: 10240,
 	}
 	if b.metadata != nil {
@@ -678,7 +684,7 @@ func (c controlPlane) GetV2Sandboxes(w http.ResponseWriter, r *http.Request, par
 		}
 		ls := api.ListedSandbox{
 			SandboxID: b.id, TemplateID: b.template, Alias: &b.template, ClientID: clientID,
-			StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: EnvdVersion, State: b.state(),
+			StartedAt: b.startedAt, EndAt: b.endAt, EnvdVersion: b.version, State: b.state(),
 			CpuCount: 2, MemoryMB: 512, DiskSizeMB: 10240,
 		}
 		if b.metadata != nil {
