@@ -3,6 +3,7 @@ package run
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -188,6 +189,9 @@ var scenarios = []struct {
 	{"ArgvAndEnvAreData", testArgvEnvData},
 	{"AnyByteID", testAnyByteID},
 	{"OpenMissing", testOpenMissing},
+	{"PendingRunLaunchedByNextStart", testPendingLaunched},
+	{"KillPendingRunNeverRuns", testKillPending},
+	{"BinaryOutput", testBinaryOutput},
 }
 
 func runScenarios(t *testing.T, h harness) {
@@ -691,6 +695,95 @@ func testOpenMissing(t *testing.T, h harness) {
 	_, err := Open(testCtx(t), w.sandbox(t), "nope")
 	if !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Open of a missing run: %v", err)
+	}
+}
+
+// admitOnly leaves the records of a start that claimed the run and was
+// interrupted before it launched the wrapper.
+func admitOnly(t *testing.T, sb *sandbox.Sandbox, req Request) *Run {
+	t.Helper()
+	r := newRun(sb, req.ID)
+	r.fp = fingerprint(req.Command, home(sb), req.Env)
+	record := r.fp + " " + hex.EncodeToString([]byte(req.ID)) + "\n"
+	if err := sb.WriteFile(testCtx(t), r.dir+"/request", []byte(record)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Open(testCtx(t), sb, req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := o.Status(testCtx(t)); err != nil || s.State != Pending {
+		t.Fatalf("interrupted start: status %+v, %v; want pending", s, err)
+	}
+	return o
+}
+
+func testPendingLaunched(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	req := Request{ID: "pending", Command: counterCommand("pending.count", 60)}
+	admitOnly(t, sb, req)
+	r := start(t, w.sandbox(t), req)
+	waitReady(t, r)
+	if s, err := r.Status(testCtx(t)); err != nil || s.State != Running {
+		t.Errorf("after the next Start: %+v, %v; want running", s, err)
+	}
+	if got := readFile(t, sb, "pending.count"); got != "run\n" {
+		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
+	}
+}
+
+func testKillPending(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	req := Request{ID: "pending-kill", Command: counterCommand("pending-kill.count", 60)}
+	r := admitOnly(t, sb, req)
+	if err := r.Kill(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Starting it now finds it killed, and does not run it.
+	r2 := start(t, sb, req)
+	s, err := r2.Status(testCtx(t))
+	if err != nil || s.State != Exited || !s.Killed {
+		t.Errorf("status %+v, %v; want exited, killed", s, err)
+	}
+	if got := readFile(t, sb, "pending-kill.count"); got != "" {
+		t.Errorf("a run killed before it started ran %d times", strings.Count(got, "\n"))
+	}
+}
+
+func testBinaryOutput(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	var all []byte
+	for b := range 256 {
+		all = append(all, byte(b))
+	}
+	if err := sb.WriteFile(testCtx(t), "bytes.bin", all); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, sb, Request{ID: "binary", Command: []string{"cat", "bytes.bin", "bytes.bin"}})
+	waitDone(t, r)
+	want := append(slices.Clone(all), all...)
+	logs, err := r.Logs(testCtx(t), 0)
+	if err != nil || !bytes.Equal(logs, want) {
+		t.Errorf("Logs = %d bytes, %v; want the 512 bytes written", len(logs), err)
+	}
+	var got []byte
+	var off int64
+	for {
+		c, err := r.ReadLogs(testCtx(t), off, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Data...)
+		off = c.Next
+		if c.EOF {
+			break
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("ReadLogs gave %d bytes, not the 512 written", len(got))
 	}
 }
 
