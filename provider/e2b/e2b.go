@@ -154,10 +154,10 @@ func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
 // the template's default user, "user" on E2B's templates).
 func WithUser(u string) Option { return func(c *config) { c.user = u } }
 
-// WithTransport sets the HTTP transport (default: a clone of
-// http.DefaultTransport with transparent compression disabled). The
-// adapter never sets a client-wide timeout: every call is bounded by its
-// context.
+// WithTransport sets the HTTP transport settings (proxy, TLS, dialer) the
+// adapter uses; it works on a clone with transparent compression disabled.
+// The default is a clone of http.DefaultTransport. The adapter never sets
+// a client-wide timeout: every call is bounded by its context.
 func WithTransport(t *http.Transport) Option { return func(c *config) { c.transport = t } }
 
 // New returns an E2B Runtime configured by opts and the environment.
@@ -199,8 +199,10 @@ func newRuntime(cfg config) (*Runtime, error) {
 	}
 	cfg.apiURL = strings.TrimRight(cfg.apiURL, "/")
 	cfg.sandboxURL = strings.TrimRight(cfg.sandboxURL, "/")
-	t := cfg.transport
-	if t == nil {
+	var t *http.Transport
+	if cfg.transport != nil {
+		t = cfg.transport.Clone()
+	} else {
 		t = http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 32
 	}

@@ -430,6 +430,29 @@ func TestUploadMultipartForOldEnvd(t *testing.T) {
 	}
 }
 
+// TestUser: the user travels as Basic auth; envd refuses unknown users.
+func TestUser(t *testing.T) {
+	f := e2bfake.New(memory.New())
+	defer f.Close()
+	for user, ok := range map[string]bool{"root": true, "nobody": false} {
+		rt, err := e2b.New(e2b.WithAPIKey(f.APIKey()), e2b.WithAPIURL(f.APIURL()), e2b.WithSandboxURL(f.SandboxURL()), e2b.WithUser(user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.NewClient(rt)
+		sb, err := c.Create(ctxT(t), sandbox.CreateOptions{})
+		switch {
+		case ok && err != nil:
+			t.Fatalf("%s: %v", user, err)
+		case ok:
+			_ = sb.Destroy(ctxT(t))
+		default:
+			wantCode(t, err, sandbox.PermissionDenied)
+		}
+		_ = c.Close()
+	}
+}
+
 func TestErrorsCarryNoSecrets(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

@@ -271,7 +271,13 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	sctx, cancel := context.WithTimeout(context.Background(), life)
 	stop := context.AfterFunc(ctx, cancel)
 	src, ev, err := r.openStart(ctx, sctx, id, c, cmd)
-	stop()
+	if !stop() && err == nil {
+		// ctx ended just as the process started: nobody will hold it.
+		_ = src.Close()
+		cancel()
+		r.killQuietly(id, c, ev.pid)
+		return nil, fmt.Errorf("e2b: start: %w", ctx.Err())
+	}
 	if err != nil {
 		cancel()
 		return nil, r.scrub(err)

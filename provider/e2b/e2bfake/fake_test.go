@@ -181,6 +181,17 @@ func TestEnvdAuthAndRouting(t *testing.T) {
 	if st != 401 || !strings.Contains(string(b), `invalid username: 'nobody'`) {
 		t.Fatalf("unknown user: %d %s", st, b)
 	}
+	// Routing by host, as the proxy does for <port>-<id>.<domain>.
+	req, _ := http.NewRequest("GET", f.SandboxURL()+"/health", nil)
+	req.Host = "49983-" + c.SandboxID + ".sandbox.test"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("host routing: %d", resp.StatusCode)
+	}
 	// Downloads are gzip-encoded when asked, as envd does.
 	up := map[string]string{"Content-Type": "application/octet-stream"}
 	for k, v := range h {
