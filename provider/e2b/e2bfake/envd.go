@@ -84,7 +84,7 @@ func (s *Server) envdHandler() http.Handler {
 				return
 			}
 		}
-		s.count(r, "envd")
+		s.count(r)
 		ctx := context.WithValue(r.Context(), boxKey{}, b)
 		mux.ServeHTTP(w, r.WithContext(ctx))
 	})

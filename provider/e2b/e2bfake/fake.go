@@ -14,19 +14,35 @@
 // # Deliberate differences from the real service
 //
 //   - envd itself has no default command timeout; the 60 s the fake applies
-//     is the official SDKs' default, enforced here to catch a client that
-//     forgets to send one (WithDefaultCommandTimeout changes it).
-//   - A shell wrapper "/bin/bash -l -c LINE" (or sh -c) is handed to the
-//     backend as a shell line, so the backend's shell runs it (sh on most
-//     backends), not a login bash.
-//   - Users are checked by name ("user" and "root") but the backend runs
-//     everything as its own user; owner and group are reported as the user.
+//     to a Start without Connect-Timeout-Ms is the official SDKs' default,
+//     enforced to catch a client that forgets to send one
+//     (WithDefaultCommandTimeout changes it).
+//   - A shell wrapper "/bin/bash -l -c LINE" (or "sh -c LINE") is handed to
+//     the backend as a shell line, so the backend's shell runs it, not a
+//     login bash; other commands go to the backend as an argv.
+//   - Users: "user" (the default) and "root" are accepted, others refused
+//     as envd does, but the backend runs everything as its own user, owner
+//     and group are reported as "user", and relative paths resolve against
+//     the backend sandbox's home whatever the user.
 //   - Stat follows symbolic links when the backend does (envd uses lstat).
-//   - /files download has no Range or conditional-request support, and
-//     signed URLs (signature query parameters) are not accepted.
-//   - Lease expiry is applied lazily, when the next request arrives.
+//   - /files: no Range or conditional requests, no signed URLs (signature
+//     query parameters), no X-Metadata headers, no 507.
+//   - Processes: no PTY (Start with a pty and Update are unimplemented),
+//     no tags from templates (no "startCmd" process), pids are the
+//     backend's. Exited processes are remembered for 30 s, as envd does.
+//   - Lease expiry is applied lazily, when the next request arrives, not by
+//     a timer. Pause, resume and kill are instant: the 409 "transitioning"
+//     answers and connect's waits cannot happen. autoResume is accepted but
+//     never resumes a paused sandbox on envd traffic (the proxy's 502 is
+//     always returned). The envd access token is regenerated on resume.
 //   - Pause keeps processes only if the backend's Pause does.
-//   - Sandbox IDs have the real shape but clientID is a constant.
+//   - Only the v2 list, create, get, kill, timeout, pause and connect
+//     endpoints exist (no v1 list, refreshes, deprecated resume, snapshots,
+//     network, metrics or logs). cpuCount, memoryMB and diskSizeMB are
+//     constants; clientID is the constant the API returns for paused
+//     sandboxes; the Hobby plan's 1 h max lease is the default limit
+//     (WithMaxLease).
+//   - Only HTTP/1.1 (as envd itself); the real edge proxy also speaks h2.
 package e2bfake
 
 import (
@@ -140,9 +156,9 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.api = httptest.NewUnstartedServer(s.faulty("api", s.apiHandler()))
+	s.api = httptest.NewUnstartedServer(s.faulty(s.apiHandler()))
 	s.api.Start()
-	s.envd = httptest.NewUnstartedServer(s.faulty("envd", s.envdHandler()))
+	s.envd = httptest.NewUnstartedServer(s.faulty(s.envdHandler()))
 	s.envd.Start()
 	return s
 }
@@ -357,12 +373,12 @@ func (s *Server) apiHandler() http.Handler {
 			return
 		}
 		s.expire()
-		s.count(r, "api")
+		s.count(r)
 		h.ServeHTTP(w, r)
 	})
 }
 
-func (s *Server) count(r *http.Request, _ string) {
+func (s *Server) count(r *http.Request) {
 	p := r.URL.Path
 	if strings.HasPrefix(p, "/sandboxes/") {
 		parts := strings.SplitN(p, "/", 4)
@@ -541,13 +557,13 @@ func (c controlPlane) PostSandboxTimeout(w http.ResponseWriter, r *http.Request,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b.paused {
-		writeErrorLocked(w, http.StatusNotFound, notFoundMsg(id))
+		writeError(w, http.StatusNotFound, notFoundMsg(id))
 		return
 	}
 	now := s.now()
 	limit := b.startedAt.Add(s.maxLease)
 	if !now.Before(limit) {
-		writeErrorLocked(w, http.StatusBadRequest, "Max instance length exceeded")
+		writeError(w, http.StatusBadRequest, "Max instance length exceeded")
 		return
 	}
 	end := now.Add(time.Duration(max(req.Timeout, 0)) * time.Second)
@@ -557,9 +573,6 @@ func (c controlPlane) PostSandboxTimeout(w http.ResponseWriter, r *http.Request,
 	b.endAt = end
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// writeErrorLocked is writeError; the name marks calls made under s.mu.
-func writeErrorLocked(w http.ResponseWriter, status int, msg string) { writeError(w, status, msg) }
 
 func (c controlPlane) PostSandboxPause(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
 	if r.ContentLength != 0 {

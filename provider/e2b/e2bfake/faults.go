@@ -81,7 +81,7 @@ func (s *Server) take(r *http.Request) *Fault {
 	return nil
 }
 
-func (s *Server) faulty(_ string, next http.Handler) http.Handler {
+func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := s.take(r)
 		if f == nil {
