@@ -12,8 +12,9 @@
 //	c, err := sandbox.Open(ctx, "local://?isolation=l1")    // force a level
 //
 // URL query parameters: isolation=l0…l4 (WithIsolation), min_isolation=l0…l4
-// (WithMinIsolation), lease=5m (WithDefaultLease). The URL path is the root
-// directory (WithRoot); the default root is <user cache dir>/sandboxkit/local.
+// (WithMinIsolation), lease=5m (WithDefaultLease), warm_pool=N
+// (WithWarmPool). The URL path is the root directory (WithRoot); the
+// default root is <user cache dir>/sandboxkit/local.
 //
 // # Re-execution
 //
@@ -56,6 +57,10 @@
 //     2 GiB or Resources.MemoryMiB; pids, 4096; CPUs when Resources.CPUs is
 //     set), which need a writable cgroup hierarchy (root or delegation).
 //
+// Landlock, seccomp, no_new_privs and the capability drop confine the
+// agent's forking thread, from which every command descends (the agent's
+// other threads serve the socket); the agent itself is not dumpable.
+//
 // Without usable user namespaces the provider falls back to L2, and without
 // Landlock to L1. WithMinIsolation makes New (and Create) fail with an
 // *IsolationError naming what is missing; WithIsolation, or the
@@ -88,6 +93,12 @@
 // program): a later process can attach to their background processes by
 // pid. If an agent is gone (after a reboot, for instance), the next command
 // starts a new one.
+//
+// A cold create at L3 or L4 costs one start of the program's binary plus
+// the set-up (about 2× an os/exec of the binary). WithWarmPool keeps
+// sandboxes started ahead, so that a Create with default settings only
+// renames a directory and writes metadata. New also removes what dead
+// processes left in the root (pooled sandboxes, interrupted destroys).
 //
 // # Files
 //

@@ -341,8 +341,10 @@ type handle struct {
 	closed    chan struct{}
 }
 
+// PID is the process's pid in the sandbox (as the agent sees it).
 func (h *handle) PID() int { return h.pid }
 
+// Wait returns the exit status once the agent reports it.
 func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	select {
 	case <-h.done:
@@ -367,6 +369,7 @@ func (h *handle) isClosed() bool {
 	}
 }
 
+// Signal signals the process's group through the agent.
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	m, err := h.r.readMeta(h.id)
 	if err != nil {

@@ -38,6 +38,16 @@ func TestConformance(t *testing.T) {
 			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
 		}})
 	})
+	t.Run("L2", func(t *testing.T) {
+		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
+		if err != nil {
+			t.Skipf("no L2 here: %v", err)
+		}
+		rt.Close()
+		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t, WithIsolation(L2)))
+		}})
+	})
 	t.Run("L1", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, WithIsolation(L1)))
