@@ -501,6 +501,22 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	if f.Hits() != 1 || e.fake.Count("POST /process.Process/Start") != 1 {
 		t.Fatalf("fault hits %d, starts %d; want 1 and 1", f.Hits(), e.fake.Count("POST /process.Process/Start"))
 	}
+	// The control plane too, including a create (nothing was created). The
+	// retry above reset the transport: make a pooled connection first.
+	if _, err := sb.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f = injectReset(e, "GET /sandboxes/")
+	if _, err := sb.Refresh(ctx); err != nil || f.Hits() != 1 {
+		t.Fatalf("refresh: %v (fault hits %d)", err, f.Hits())
+	}
+	f = injectReset(e, "POST /sandboxes")
+	if _, err := e.client.Create(ctx, sandbox.CreateOptions{}); err != nil || f.Hits() != 1 {
+		t.Fatalf("create: %v (fault hits %d)", err, f.Hits())
+	}
+	if n := len(e.fake.Sandboxes()); n != 2 {
+		t.Fatalf("%d sandboxes, want 2", n)
+	}
 	// Reads retry the same way.
 	if err := sb.WriteFile(ctx, "f", []byte("x")); err != nil {
 		t.Fatal(err)
@@ -509,6 +525,10 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "x" {
 		t.Fatalf("download: %q %v", b, err)
 	}
+}
+
+func injectReset(e *env, path string) *e2bfake.Fault {
+	return e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission, Path: path})
 }
 
 func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
