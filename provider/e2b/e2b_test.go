@@ -290,7 +290,7 @@ func TestExecTimeout(t *testing.T) {
 		t.Fatalf("command outlived by the fake default: %v %+v", err, res)
 	}
 	var live bytes.Buffer
-	res, err = sb.Exec(ctx, sandbox.Command{Shell: "echo before; sleep 5; echo after", Timeout: 300 * time.Millisecond, Stdout: &live})
+	res, err = sb.Exec(ctx, sandbox.Command{Shell: "echo before; sleep 10; echo after", Timeout: 2 * time.Second, Stdout: &live})
 	if err != nil {
 		t.Fatalf("timeout must not be an error: %v", err)
 	}
@@ -298,9 +298,9 @@ func TestExecTimeout(t *testing.T) {
 		t.Fatalf("timeout result %+v live %q", res, live.String())
 	}
 	// A context deadline is the caller's: an error, with the partial output.
-	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	res, err = sb.Exec(dctx, sandbox.Command{Shell: "echo early; sleep 5"})
+	res, err = sb.Exec(dctx, sandbox.Command{Shell: "echo early; sleep 10"})
 	wantCode(t, err, sandbox.DeadlineExceeded)
 	if res == nil || !res.TimedOut || string(res.Stdout) != "early\n" {
 		t.Fatalf("deadline result %+v", res)
@@ -322,8 +322,10 @@ func TestExecCancelKillsRemote(t *testing.T) {
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(200*time.Millisecond, cancel)
-	_, err := sb.Exec(cctx, sandbox.Command{Shell: "sleep 30", Timeout: time.Minute})
+	defer cancel()
+	// Cancel once the command is surely running: at its first output.
+	onOut := writerFunc(func(p []byte) (int, error) { cancel(); return len(p), nil })
+	_, err := sb.Exec(cctx, sandbox.Command{Shell: "echo go; sleep 30", Timeout: time.Minute, Stdout: onOut})
 	wantCode(t, err, sandbox.Canceled)
 	// Nothing is left running in the sandbox.
 	procs := listProcs(t, e, sb)
@@ -331,6 +333,10 @@ func TestExecCancelKillsRemote(t *testing.T) {
 		t.Fatalf("%d processes still running after cancel", procs)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestBackgroundProcesses(t *testing.T) {
 	e := newEnv(t)
