@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	_ "github.com/sandboxkit/sandbox/provider/local"
 	_ "github.com/sandboxkit/sandbox/provider/memory"
 )
 
 func main() {
-	url := flag.String("url", "memory://", "provider URL (empty: $SANDBOX_URL, then local://)")
+	url := flag.String("url", "", "provider URL (empty: $SANDBOX_URL, then local://)")
 	flag.Parse()
 	if err := run(*url); err != nil {
 		log.Fatal(err)
