@@ -524,7 +524,7 @@ func testShortRequestTimeout(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	r, err := Start(ctx, sb, Request{ID: "outlive", Command: []string{"sh", "-c", "sleep 2; echo done"}, Budget: time.Minute})
+	r, err := Start(ctx, sb, Request{ID: "outlive", Command: []string{"sh", "-c", "sleep 1; echo done"}, Budget: time.Minute})
 	cancel()
 	if err != nil {
 		t.Fatal(err)
