@@ -268,7 +268,7 @@ if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o
 	}
 	stopPoll()
 	<-pdone
-	if ctx.Err() != nil {
+	if res.err != nil && ctx.Err() != nil {
 		r.killExec(id, d) // the daemon does not end a command whose client left
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
 	}

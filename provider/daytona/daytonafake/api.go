@@ -91,20 +91,29 @@ func (s *Server) tickLocked(b *sbx) {
 	case stateStarted:
 		if b.autoStop > 0 && now.Sub(b.activity) >= time.Duration(b.autoStop)*time.Minute {
 			b.stored, b.updated = stateStopped, b.activity.Add(time.Duration(b.autoStop)*time.Minute)
-			go b.killSessions()
+			s.async(b.killSessions)
 			if b.autoDelete == 0 {
 				b.stored = stateDestroyed
-				go s.destroyBackend(b)
+				s.async(func() { s.destroyBackend(b) })
 			}
 		}
 	case stateStopped:
 		if b.autoDelete > 0 && now.Sub(b.updated) >= time.Duration(b.autoDelete)*time.Minute {
 			b.stored = stateDestroyed
-			go s.destroyBackend(b)
+			s.async(func() { s.destroyBackend(b) })
 		} else if b.autoArchive > 0 && now.Sub(b.updated) >= time.Duration(b.autoArchive)*time.Minute {
 			b.stored = stateArchived
 		}
 	}
+}
+
+// async runs f on a goroutine that Close waits for.
+func (s *Server) async(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
 // lookupLocked finds a live sandbox by id, then by name.
