@@ -126,6 +126,15 @@ func TestAutoStoppedIsWoken(t *testing.T) {
 	if n := e.fake.Count("POST", "/start"); n != 1 {
 		t.Errorf("%d starts, want 1", n)
 	}
+	if _, err := sb.Refresh(ctx); err != nil || sb.Info().State != sandbox.StateRunning {
+		t.Errorf("after the wake: %v %q", err, sb.Info().State)
+	}
+	// Archived (stopped long enough) comes back the same way.
+	e.fake.Stop(sb.ID())
+	e.fake.Archive(sb.ID())
+	if r := sh(t, sb, "cat f"); string(r.Stdout) != "kept" {
+		t.Errorf("after archive: %q", r.Stdout)
+	}
 	// Files too, with the stop injected right before the call.
 	e.fake.FailNext("GET", "/files/download", daytonafake.FaultStop)
 	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "kept" {
