@@ -551,6 +551,23 @@ func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// TestFaultResetMidDownload: a connection cut in the middle of a download
+// is an error, never a silently short file.
+func TestFaultResetMidDownload(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	if err := sb.WriteFile(ctx, "big", data); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetAfterAdmission, Path: "GET /files"})
+	got, err := sb.ReadFile(ctx, "big")
+	if err == nil {
+		t.Fatalf("short download of %d/%d bytes reported as success", len(got), len(data))
+	}
+}
+
 func TestFaultHangIsBoundedByContext(t *testing.T) {
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
