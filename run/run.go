@@ -458,17 +458,15 @@ func firstLine(b []byte) string {
 
 // state is what the control scripts print about a run.
 type state struct {
-	missing    bool
-	created    bool
-	errMsg     string
-	noDir      bool
-	request    string // "<fingerprint> <hex id>"
-	admission  string // "<pid> <fingerprint>"
-	started    bool
-	alive      bool
-	roots      []int
-	exit       string // "<code> [reason]"
-	duplicates int
+	missing   bool
+	errMsg    string
+	noDir     bool
+	request   string // "<fingerprint> <hex id>"
+	admission string // "<pid> <fingerprint>"
+	started   bool
+	alive     bool
+	roots     []int
+	exit      string // "<code> [reason]"
 }
 
 func parseState(out []byte) (*state, error) {
@@ -482,8 +480,6 @@ func parseState(out []byte) (*state, error) {
 		switch k {
 		case "missing":
 			st.missing = true
-		case "created":
-			st.created = v == "1"
 		case "error":
 			st.errMsg = v
 		case "nodir":
@@ -504,8 +500,6 @@ func parseState(out []byte) (*state, error) {
 			}
 		case "exit":
 			st.exit = v
-		case "killed_duplicates":
-			st.duplicates, _ = strconv.Atoi(v)
 		}
 	}
 	return st, nil

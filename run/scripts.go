@@ -158,9 +158,10 @@ exit "$code"
 // already admitted. Arguments: DIR TOKEN FP IDHEX BUDGET WORKDIR MODE
 // WRAPPER argv... MODE is "start", or "reconcile" after a start whose
 // outcome is unknown: then it first waits briefly for the evidence of the
-// original launch rather than launching again. It prints created=0|1,
-// killed_duplicates=N and the state (sk_dump); or nodir=1 when WORKDIR is
-// not a directory, or error=... when the sandbox lacks a required tool.
+// original launch rather than launching again. It kills wrapper processes
+// of the run other than the admitted one, and prints the state (sk_dump);
+// or nodir=1 when WORKDIR is not a directory, or error=... when the sandbox
+// lacks a required tool.
 const admitScript = prelude + `d=$1 tok=$2 fp=$3 idhex=$4 budget=$5 workdir=$6 mode=$7 wrapper=$8
 shift 8
 if ! command -v timeout > /dev/null 2>&1; then
@@ -172,12 +173,18 @@ if [ ! -d "$workdir" ]; then
 	exit 0
 fi
 mkdir -p "${d%/*}" || exit 1
-if mkdir "$d" 2>/dev/null; then echo created=1; else echo created=0; fi
+# The claim. A run directory that exists already is never erased: its
+# records decide.
+mkdir "$d" 2>/dev/null || [ -d "$d" ] || exit 1
 if [ ! -e "$d/request" ]; then
 	# Publish without replacing: with two claimants, the first link wins.
 	printf '%s %s\n' "$fp" "$idhex" > "$d/request.tmp.$$" &&
 		ln "$d/request.tmp.$$" "$d/request" 2>/dev/null
 	rm -f "$d/request.tmp.$$"
+fi
+if [ ! -s "$d/request" ]; then
+	echo "cannot write the request record in $d" >&2
+	exit 1
 fi
 if [ "$(sk_read request)" != "$fp $idhex" ]; then
 	sk_dump
@@ -215,18 +222,14 @@ while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
 	sk_nap "$i"
 	i=$((i + 1))
 done
-n=0
+# Any wrapper but the admitted one is a duplicate: end it.
 pid=$(sk_read admission)
 pid=${pid%% *}
 if [ -n "$pid" ]; then
 	for p in $(sk_roots); do
-		if [ "$p" != "$pid" ]; then
-			kill -KILL "$p" 2>/dev/null
-			n=$((n + 1))
-		fi
+		if [ "$p" != "$pid" ]; then kill -KILL "$p" 2>/dev/null; fi
 	done
 fi
-echo "killed_duplicates=$n"
 sk_dump
 `
 
