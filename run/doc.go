@@ -48,8 +48,10 @@
 // The sandbox must run commands with a POSIX sh and the usual tools (mkdir,
 // mv, ln, cat, tail, head, tr, grep, sed, date, sleep, kill, timeout and,
 // for the best detachment, setsid), and expose /proc for the process list,
-// as Linux sandboxes of E2B, Daytona and the local provider do. A sandbox
-// without timeout(1) gets an error with Code FailedPrecondition. The run's command sees two extra environment
-// variables, SANDBOXKIT_RUN and SANDBOXKIT_RUN_DIR; names starting with
-// SANDBOXKIT_ are reserved.
+// as Linux sandboxes of E2B, Daytona and the local provider do. In a
+// sandbox without timeout(1), Start fails with Code FailedPrecondition.
+//
+// The run's command sees two extra environment variables: SANDBOXKIT_RUN
+// (the encoded id) and SANDBOXKIT_RUN_DIR (the run's directory). Names
+// starting with SANDBOXKIT_ are reserved.
 package run

@@ -57,8 +57,8 @@ type Request struct {
 	// Env adds environment variables for the command. Names starting with
 	// SANDBOXKIT_ are reserved.
 	Env map[string]string
-	// Budget bounds the run's lifetime, enforced inside the sandbox; zero
-	// means DefaultBudget. It is independent of the context passed to
+	// Budget bounds the run's lifetime, enforced inside the sandbox and
+	// rounded up to whole seconds; zero means DefaultBudget. It is independent of the context passed to
 	// Start, which bounds only the start itself. It is not part of the
 	// request's fingerprint: a second Start with another budget returns
 	// the run started with the first.
