@@ -177,11 +177,14 @@ func home(sb *sandbox.Sandbox) string {
 // ends, for at most req.Budget.
 //
 // If the sandbox call that launches the run fails with an unknown outcome
-// (sandbox.ErrOutcomeUnknown), Start reconciles from the run's records and
-// the sandbox's process list instead of submitting the command again, and
-// kills duplicate wrappers it finds. If reconciliation fails too, the error
-// matches sandbox.ErrOutcomeUnknown, and calling Start again with the same
-// request is safe.
+// (sandbox.ErrOutcomeUnknown), Start does not submit the command again: it
+// reconciles from the run's records and the sandbox's process list, adopts
+// the admitted process, and kills duplicate wrappers it finds. It launches
+// the run only when the records show that the first launch never reached
+// the sandbox, and even then the wrapper's start guard keeps the command
+// from running twice. If reconciliation fails too, the error matches
+// sandbox.ErrOutcomeUnknown, and calling Start again with the same request
+// is safe.
 //
 // Start extends the sandbox's lease to cover the budget (up to the
 // provider's maximum lease).
