@@ -138,8 +138,13 @@ func (r *Runtime) home(ctx context.Context, id string, c *conn) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	r.setHome(id, fi.Path)
-	return fi.Path, nil
+	home := fi.Path
+	if home == "" {
+		// envd before 0.1.x answered Stat with the name and type only.
+		home = r.homeFor()
+	}
+	r.setHome(id, home)
+	return home, nil
 }
 
 // detail fetches GET /sandboxes/{id} and remembers the envd token.
@@ -293,6 +298,12 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 	})
 	if err != nil {
 		return r.scrub(err)
+	}
+	if status == http.StatusNotFound {
+		// E2B answers 404 for a paused sandbox too.
+		if d, err := r.detail(ctx, id); err == nil && d.State == "paused" {
+			return fmt.Errorf("e2b: %s: %w", op, pausedErr(id))
+		}
 	}
 	if status != http.StatusNoContent && status != http.StatusOK {
 		return r.scrub(apiErr(op, status, data))

@@ -230,6 +230,9 @@ func TestPauseResume(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrPaused) {
 		t.Fatalf("read while paused: %v, want ErrPaused", err)
 	}
+	if err := e.rt.SetTimeout(ctx, sb.ID(), time.Hour); !errors.Is(err, sandbox.ErrPaused) {
+		t.Fatalf("set timeout while paused: %v, want ErrPaused", err)
+	}
 	if err := sb.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
