@@ -99,6 +99,7 @@ type Runtime struct {
 	transport *http.Transport
 	hc        *http.Client
 	rpcDoer   connect.HTTPClient
+	basicAuth string // "Basic …" selecting the user, or empty
 	api       *api.Client
 
 	mu    sync.Mutex
@@ -212,6 +213,9 @@ func newRuntime(cfg config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}
+	if cfg.user != "" {
+		r.basicAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.user+":"))
+	}
 	key := cfg.apiKey
 	c, err := api.NewClient(cfg.apiURL, api.WithHTTPClient(&http.Client{Transport: t}),
 		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
@@ -330,16 +334,19 @@ func (r *Runtime) clients(base string) *rpcClients {
 }
 
 // setEnvdHeaders adds auth and routing headers to an envd request.
+// The keys are in canonical form, so they are assigned directly.
 func (r *Runtime) setEnvdHeaders(h http.Header, id string, c *conn) {
 	if c.token != "" {
-		h.Set("X-Access-Token", c.token)
+		h["X-Access-Token"] = []string{c.token}
 	}
-	if r.cfg.user != "" {
-		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(r.cfg.user+":")))
+	if r.basicAuth != "" {
+		h["Authorization"] = []string{r.basicAuth}
 	}
-	h.Set("E2b-Sandbox-Id", id)
-	h.Set("E2b-Sandbox-Port", envdPort)
+	h["E2b-Sandbox-Id"] = []string{id}
+	h["E2b-Sandbox-Port"] = envdPortHeader
 }
+
+var envdPortHeader = []string{envdPort}
 
 // remember records what a control-plane response says about reaching envd.
 func (r *Runtime) remember(id string, token, domain *string, version string) *conn {
