@@ -124,8 +124,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	toolURLs map[string]string // sandbox id → toolbox base URL (…/{id})
 	homes    map[string]string
-	paused   map[string]bool     // paused (stopped) through this Runtime
-	spent    map[string][]string // finished Exec file prefixes not yet removed
+	paused   map[string]bool            // paused (stopped) through this Runtime
+	spent    map[string][]string        // finished Exec file prefixes not yet removed
+	clients  map[string]*toolbox.Client // by toolbox base URL
 }
 
 var (
@@ -144,7 +145,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{
 		key: os.Getenv("DAYTONA_API_KEY"), apiURL: os.Getenv("DAYTONA_API_URL"),
 		target: os.Getenv("DAYTONA_TARGET"), org: os.Getenv("DAYTONA_ORGANIZATION_ID"),
-		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{}, spent: map[string][]string{},
+		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{}, spent: map[string][]string{}, clients: map[string]*toolbox.Client{},
 	}
 	if r.apiURL == "" {
 		r.apiURL = os.Getenv("DAYTONA_SERVER_URL")
@@ -426,16 +427,26 @@ func decode(op string, resp *http.Response, v any) error {
 	return nil
 }
 
-// toolboxClient returns the generated client for a sandbox's toolbox.
+// toolboxClient returns the generated client for a sandbox's toolbox,
+// made once per toolbox base URL.
 func (r *Runtime) toolboxClient(ctx context.Context, id string) (*toolbox.Client, error) {
 	base, err := r.toolboxURL(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c, err := toolbox.NewClient(base, toolbox.WithHTTPClient(r.hc), toolbox.WithRequestEditorFn(r.headers))
+	r.mu.Lock()
+	c := r.clients[base]
+	r.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err = toolbox.NewClient(base, toolbox.WithHTTPClient(r.hc), toolbox.WithRequestEditorFn(r.headers))
 	if err != nil {
 		return nil, fmt.Errorf("daytona: toolbox URL: %w: %w", sandbox.ErrInternal, err)
 	}
+	r.mu.Lock()
+	r.clients[base] = c
+	r.mu.Unlock()
 	return c, nil
 }
 
@@ -476,6 +487,7 @@ func (r *Runtime) rememberToolbox(id, proxy string) string {
 func (r *Runtime) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.clients, r.toolURLs[id])
 	delete(r.toolURLs, id)
 	delete(r.homes, id)
 	delete(r.paused, id)
