@@ -192,6 +192,7 @@ var scenarios = []struct {
 	{"PendingRunLaunchedByNextStart", testPendingLaunched},
 	{"KillPendingRunNeverRuns", testKillPending},
 	{"BinaryOutput", testBinaryOutput},
+	{"ReconcileKillsDuplicateWrapper", testReconcileKillsDuplicate},
 }
 
 func runScenarios(t *testing.T, h harness) {
@@ -465,8 +466,8 @@ func testOutcomeUnknownBeforeAdmission(t *testing.T, h harness) {
 	testOutcomeUnknown(t, h, false, "unknown-before")
 }
 
-func TestReconcileKillsDuplicateWrapper(t *testing.T) {
-	w := newWorld(t, hostHarness(t))
+func testReconcileKillsDuplicate(t *testing.T, h harness) {
+	w := newWorld(t, h)
 	sb := w.sandbox(t)
 	req := Request{ID: "dup", Command: counterCommand("dup.count", 60)}
 	r := start(t, sb, req)
