@@ -44,8 +44,38 @@ type setupReply struct {
 const (
 	agentCtlFD    = 3 // socket to the spawner: config in, reply out
 	agentListenFD = 4 // the sandbox's listening socket
-	agentHomeFD   = 5 // the home directory (namespaced agents)
+	agentDirFD    = 5 // the sandbox's directory on the host, watched
+	agentHomeFD   = 6 // a detached mount of the home (namespaced agents)
 )
+
+// closeOnExec marks every descriptor from 3 up close-on-exec, so nothing
+// the program inherited (or the helper's own descriptors) reaches a
+// command.
+func closeOnExec() {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= 3 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
+// watchDir ends the sandbox once its directory is removed from the host
+// (a root deleted by hand or by a test's clean-up), so no agent outlives
+// its sandbox's files.
+func (a *agent) watchDir() {
+	for {
+		time.Sleep(2 * time.Second)
+		var st unix.Stat_t
+		if err := unix.Fstat(agentDirFD, &st); err != nil || st.Nlink == 0 {
+			a.signalAll(syscall.SIGKILL)
+			os.Exit(0)
+		}
+	}
+}
 
 // waitDelay bounds how long output is still read after a command's main
 // process exited while a descendant keeps its stdout or stderr open.
@@ -53,6 +83,7 @@ const waitDelay = 200 * time.Millisecond
 
 // agentMain is the body of the per-sandbox agent. It never returns.
 func agentMain() {
+	closeOnExec()
 	ctl := os.NewFile(agentCtlFD, "ctl")
 	var cfg agentConfig
 	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
@@ -82,6 +113,7 @@ func agentMain() {
 		os.Exit(4)
 	}
 	_ = ctl.Close()
+	go a.watchDir()
 	a.serve(ln)
 	os.Exit(0)
 }

@@ -39,7 +39,8 @@
 //   - L1 process: L0 plus a subreaper agent that ends whole process trees,
 //     a new session per command, a scrubbed environment, no capabilities,
 //     rlimits (no core dumps) and the file API through os.Root. Commands can
-//     read and write whatever the host user can, and reach the network.
+//     read and write whatever the host user can, and reach the network
+//     (CreateOptions.NoNetwork is refused with FailedPrecondition).
 //   - L2 Landlock+seccomp: L1 plus a Landlock allow-list (read-only /usr,
 //     /etc, /bin, /lib*, /opt, /proc, /dev; read-write home and a private
 //     temporary directory, $TMPDIR) with signals and abstract sockets scoped
@@ -115,8 +116,10 @@
 // death of the sandbox's PID 1, or the agent) and removes the directory and
 // cgroups. A sandbox whose lease ends is destroyed (paused with AutoPause)
 // by the reaper of any open Runtime, and by the next Get or List of any
-// process; without either, its agent keeps running until then.
-// DefaultLease is 5 minutes.
+// process; without either, its agent keeps running until then, or until
+// its directory disappears (the agent watches it and then ends the
+// sandbox's processes). DefaultLease is 5 minutes. Commands inherit no
+// descriptor but their stdin, stdout and stderr.
 //
 // # Limits
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -265,4 +266,52 @@ func TestFilesOutsideHome(t *testing.T) {
 	if err := sb.WriteFile(ctx, "/etc/x", nil); sandbox.CodeOf(err) != sandbox.PermissionDenied {
 		t.Errorf("WriteFile(/etc/x) = %v, want PermissionDenied", err)
 	}
+}
+
+// TestNoDescriptorLeak: a command holds only its stdin, stdout and stderr,
+// none of the descriptors of the program, the spawner or the agent.
+func TestNoDescriptorLeak(t *testing.T) {
+	for _, l := range []Level{L1, L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt := newRuntime(t)
+			if l == L1 {
+				rt = newRuntime(t, WithIsolation(L1))
+			}
+			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+			res := run(ctx, t, sb, "ls /proc/$$/fd")
+			if got := strings.Fields(string(res.Stdout)); !slices.Equal(got, []string{"0", "1", "2"}) {
+				t.Errorf("descriptors of a command: %v, want [0 1 2]", got)
+			}
+		})
+	}
+}
+
+// TestAgentEndsWithItsDirectory: removing a sandbox's directory behind the
+// provider's back (a test's TempDir clean-up) ends its agent and processes.
+func TestAgentEndsWithItsDirectory(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Start(ctx, sandbox.Command{Args: []string{"sleep", "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := rt.HostPIDs(ctx, sb.ID())
+	if err != nil || len(pids) < 2 {
+		t.Fatalf("HostPIDs = %v, %v", pids, err)
+	}
+	m, _ := rt.readMeta(sb.ID())
+	if err := os.RemoveAll(rt.dir(sb.ID())); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !procAlive(m.AgentPID, m.AgentAt) })
+	for _, pid := range pids {
+		waitFor(t, func() bool { return !procAlive(pid, 0) })
+	}
+	m.Cgroups.kill(ctx)
+	_ = m.Cgroups.remove(ctx)
 }

@@ -617,3 +617,12 @@ func TestSweepLeftovers(t *testing.T) {
 		t.Errorf("a fresh directory (maybe in use by a live Runtime) was swept: %v", err)
 	}
 }
+
+func TestNoNetworkNeedsL2(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(newRuntime(t, WithIsolation(L1)))
+	_, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "NoNetwork") {
+		t.Errorf("NoNetwork at L1 = %v, want FailedPrecondition naming it", err)
+	}
+}

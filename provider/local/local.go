@@ -344,6 +344,10 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	if req.Template != "" && req.Template != "default" {
 		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown template %q: the local provider runs the host's /usr and /etc (template \"\" or \"default\")", req.Template)
 	}
+	if req.NoNetwork && r.level < L2 {
+		return sandbox.Info{}, sandbox.Errorf(sandbox.FailedPrecondition,
+			"local: NoNetwork needs isolation L2 or higher (a network namespace or seccomp); this Runtime gives %s", r.level.Describe())
+	}
 	select {
 	case <-r.stop:
 		return sandbox.Info{}, sandbox.ErrClosed

@@ -290,6 +290,10 @@ func (r *Runtime) info(m *meta) sandbox.Info {
 	if m.Paused != "" {
 		detail["paused_by"] = m.Paused
 	}
+	detail["network"] = "on"
+	if m.NoNetwork {
+		detail["network"] = "off"
+	}
 	if m.Cgroups.Limits {
 		detail["cgroup_limits"] = "memory,pids"
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ var agentEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 // a large application (a clone with CLONE_NEWUSER cannot use vfork). It
 // exits when the application closes its end of the socket.
 func spawnerMain() {
+	closeOnExec()
 	conn, err := net.FileConn(os.NewFile(3, "ctl"))
 	if err != nil {
 		os.Exit(2)
@@ -92,7 +94,13 @@ func startAgent(req *spawnReq) spawnResp {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-agent")
 	defer mine.Close()
-	extra := []*os.File{theirs, lf}
+	dir, err := os.Open(filepath.Dir(req.Sock))
+	if err != nil {
+		theirs.Close()
+		return fail(err)
+	}
+	defer dir.Close()
+	extra := []*os.File{theirs, lf, dir}
 	attr := &syscall.SysProcAttr{Setsid: true}
 	ns := req.Config.Namespaces
 	if ns {
