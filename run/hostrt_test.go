@@ -163,18 +163,8 @@ func (h *hostRuntime) ReadDir(ctx context.Context, id, path string) ([]sandbox.F
 		}
 		out = append(out, fileInfo(filepath.Join(path, de.Name()), fi))
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (h *hostRuntime) MkdirAll(ctx context.Context, id, path string) error {
