@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -624,5 +625,83 @@ func TestNoNetworkNeedsL2(t *testing.T) {
 	_, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
 	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "NoNetwork") {
 		t.Errorf("NoNetwork at L1 = %v, want FailedPrecondition naming it", err)
+	}
+}
+
+// TestPauseWithoutCgroups exercises the SIGSTOP fallback, with and
+// without a pid namespace.
+func TestPauseWithoutCgroups(t *testing.T) {
+	for _, l := range []Level{L1, L3} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt, err := New(WithRoot(t.TempDir()), WithIsolation(l))
+			if err != nil {
+				t.Skipf("no %s here: %v", l, err)
+			}
+			t.Cleanup(func() { _ = rt.Close() })
+			rt.cg = cgroupParents{} // as on a host without a writable cgroup
+			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+			p, err := sb.Start(ctx, sandbox.Command{Shell: "i=0; while :; do i=$((i+1)); echo $i > count; sleep 0.01; done"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			read := func() string { b, _ := sb.ReadFile(ctx, "count"); return string(b) }
+			waitFor(t, func() bool { return read() != "" })
+			if err := sb.Pause(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := sb.Info().State; got != sandbox.StatePaused {
+				t.Fatalf("state %q", got)
+			}
+			if in, _ := sb.Refresh(ctx); in.Detail["paused_by"] != "signal" {
+				t.Errorf("paused_by = %q, want signal", in.Detail["paused_by"])
+			}
+			a := read()
+			time.Sleep(200 * time.Millisecond)
+			if b := read(); b != a {
+				t.Errorf("the process ran while paused: %q then %q", a, b)
+			}
+			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrPaused) {
+				t.Errorf("Exec while paused = %v, want ErrPaused", err)
+			}
+			if err := sb.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return read() != a })
+		})
+	}
+}
+
+// TestTimeoutLeavesNoProcess: a timed-out command's whole tree is gone
+// when Exec returns, background children included.
+func TestTimeoutLeavesNoProcess(t *testing.T) {
+	for _, l := range []Level{L1, L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt := newRuntime(t)
+			if l == L1 {
+				rt = newRuntime(t, WithIsolation(L1))
+			}
+			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := rt.HostPIDs(ctx, sb.ID())
+			res, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 600 & (sleep 700 &) ; sleep 800", Timeout: 300 * time.Millisecond})
+			if err != nil || !res.TimedOut {
+				t.Fatalf("Exec = %+v, %v; want a timeout", res, err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = sb.Exec(cctx, sandbox.Command{Shell: "sleep 600 & sleep 900"})
+			cancel()
+			if err == nil {
+				t.Fatal("Exec outlived its context")
+			}
+			waitFor(t, func() bool {
+				after, _ := rt.HostPIDs(ctx, sb.ID())
+				return slices.Equal(after, before)
+			})
+		})
 	}
 }
