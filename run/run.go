@@ -325,21 +325,37 @@ func (r *Run) Status(ctx context.Context) (Status, error) {
 }
 
 // Wait polls the run's status, with backoff, until the run is done or ctx
-// ends; ending ctx does not end the run.
+// ends; ending ctx does not end the run. A poll that fails with Code
+// Unavailable (the provider could not be reached) is retried, up to
+// waitTransient times in a row.
 func (r *Run) Wait(ctx context.Context) (Status, error) {
 	delay := 50 * time.Millisecond
 	const maxDelay = 2 * time.Second
+	var last Status
+	failures := 0
 	for {
 		s, err := r.Status(ctx)
-		if err != nil || s.Done() {
-			return s, err
+		switch {
+		case err == nil:
+			last, failures = s, 0
+			if s.Done() {
+				return s, nil
+			}
+		case sandbox.CodeOf(err) == sandbox.Unavailable && ctx.Err() == nil && failures < waitTransient:
+			failures++
+		default:
+			return last, err
 		}
 		if !sleep(ctx, delay) {
-			return s, wrap("wait", r.id, ctx.Err())
+			return last, wrap("wait", r.id, ctx.Err())
 		}
 		delay = min(delay*3/2, maxDelay)
 	}
 }
+
+// waitTransient is how many polls in a row may fail with Code Unavailable
+// before Wait gives up.
+const waitTransient = 5
 
 // sleep waits for d, or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -420,9 +420,14 @@ type faultRuntime struct {
 	fail     atomic.Int32
 	afterRun bool
 	faults   atomic.Int32
+	// failStatus fails that many status polls with Code Unavailable.
+	failStatus atomic.Int32
 }
 
 func (f *faultRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	if len(cmd.Args) >= 3 && cmd.Args[2] == statusScript && f.failStatus.Add(-1) >= 0 {
+		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Unavailable, "502 bad gateway")
+	}
 	if len(cmd.Args) < 3 || cmd.Args[2] != admitScript || f.fail.Add(-1) < 0 {
 		return f.Runtime.Exec(ctx, id, cmd)
 	}
@@ -495,6 +500,23 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 	}
 	if s, err := r.Status(testCtx(t)); err != nil || s.State != Running {
 		t.Errorf("the admitted run was hurt: %+v, %v", s, err)
+	}
+}
+
+func TestWaitRidesOutTransientFailures(t *testing.T) {
+	w := newWorld(t, hostHarness(t))
+	f := &faultRuntime{}
+	c, sb := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	t.Cleanup(func() { c.Close() })
+	r := start(t, sb, Request{ID: "flaky", Command: []string{"sleep", "1"}})
+	f.failStatus.Store(waitTransient)
+	s, err := r.Wait(testCtx(t))
+	if err != nil || s.State != Exited || s.ExitCode != 0 {
+		t.Errorf("Wait through %d failed polls = %+v, %v; want exited 0", waitTransient, s, err)
+	}
+	f.failStatus.Store(waitTransient + 1)
+	if _, err := r.Wait(testCtx(t)); sandbox.CodeOf(err) != sandbox.Unavailable {
+		t.Errorf("Wait through %d failed polls: %v; want the Unavailable error", waitTransient+1, err)
 	}
 }
 
