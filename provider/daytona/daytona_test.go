@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -551,5 +552,31 @@ func TestEnvironmentAndHeaders(t *testing.T) {
 		if h.Get("Authorization") != "Bearer "+e.fake.APIKey() || h.Get("X-Daytona-Organization-ID") != "org-1" || h.Get("X-Daytona-SDK-Version") == "" {
 			t.Errorf("headers %v", h)
 		}
+	}
+}
+
+// A shell line longer than one argument may be still runs.
+func TestExecLongShellLine(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	long := strings.Repeat("x", 200<<10)
+	r := sh(t, sb, "v="+long+"; printf %s \"$v\" | wc -c")
+	if strings.TrimSpace(string(r.Stdout)) != fmt.Sprint(len(long)) {
+		t.Errorf("long line: %q (stderr %.200q)", r.Stdout, r.Stderr)
+	}
+}
+
+func TestStartLongQuotedLine(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	quotes := strings.Repeat("'", 20<<10)
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"printf", "%s", quotes}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Wait(ctx)
+	if err != nil || string(r.Stdout) != quotes {
+		t.Errorf("background printf of %d quotes: %d bytes back, %v (stderr %.200q)", len(quotes), len(r.Stdout), err, r.Stderr)
 	}
 }

@@ -148,25 +148,44 @@ if [ "$rc" = 137 ] && [ -s %[5]s.t ]; then to=T; fi
 `, t, run, stdin, redirs, d)
 }
 
+// maxInlineText is the longest command text sent inside the script. The
+// kernel limits one argument to 128 KiB, and a background process's
+// script is quoted once more (at most 4 times longer) as an argument.
+const maxInlineText = 32 << 10
+
+// commandTexts returns the shell text that runs cmd after prefix, in two
+// forms: inline, to go inside the script (the Shell line through sh -c),
+// and file, to be run as "sh file" (the Shell line itself, so that no
+// argument carries it).
+func commandTexts(cmd *sandbox.Command, prefix string) (inline, file string) {
+	head := prefix + exports(cmd.Env)
+	inline = head + "exec " + argvText(cmd)
+	if len(cmd.Args) > 0 {
+		return inline, inline
+	}
+	return inline, head + cmd.Shell
+}
+
 // stage uploads what a command needs before it runs: its stdin (when
-// given) as d.in, and text as d.cmd when text is not UTF-8 (it could not
-// travel in JSON). It returns the stdin path and whether d.cmd was written.
-func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command, text string) (stdin string, file bool, err error) {
+// given) as d.in, and the command as d.cmd when its inline text is not
+// UTF-8 (it could not travel in JSON) or too long for an argument. It
+// returns the stdin path and the shell command that runs the command.
+func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command, inline, file string, wrap func(string) string) (stdin, run string, err error) {
 	stdin = "/dev/null"
 	if cmd.Stdin != nil {
 		cr := &countingReader{r: cmd.Stdin}
 		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.n == 0 }); err != nil {
-			return "", false, err
+			return "", "", err
 		}
 		stdin = d + ".in"
 	}
-	if !utf8.ValidString(text) {
-		if err := r.upload(ctx, id, d+".cmd", strings.NewReader(text), nil); err != nil {
-			return "", false, err
-		}
-		file = true
+	if run := wrap(inline); utf8.ValidString(run) && len(run) <= maxInlineText {
+		return stdin, run, nil
 	}
-	return stdin, file, nil
+	if err := r.upload(ctx, id, d+".cmd", strings.NewReader(file), nil); err != nil {
+		return "", "", err
+	}
+	return stdin, "sh " + d + ".cmd", nil
 }
 
 // scratchDir returns the sandbox's scratch directory, resolving "~/".
@@ -221,16 +240,12 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	d := root + "/x" + randHex(8) // the command's files are d.o, d.e, ...
-	text := exports(cmd.Env) + "exec " + argvText(cmd)
-	stdin, file, err := r.stage(ctx, id, d, cmd, text)
-	if err != nil {
-		return sandbox.ExitStatus{}, r.clean(err)
-	}
+	inline, file := commandTexts(cmd, "")
 	// A subshell that execs runs the program itself, never a builtin of
 	// the daemon's shell, at the cost of the fork any command takes.
-	run := "(" + text + ")"
-	if file {
-		run = "sh " + d + ".cmd"
+	stdin, run, err := r.stage(ctx, id, d, cmd, inline, file, func(t string) string { return "(" + t + ")" })
+	if err != nil {
+		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	mark := "SBKX" + randHex(6)
 	// As few processes as possible: stat and base64 only when there is
@@ -239,7 +254,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 echo "$$" >%[2]s.pid
 %[3]s <%[4]s >%[2]s.o 2>%[2]s.e
 rc=$?
-if [ -s %[2]s.o ] || [ -s %[2]s.e ]; then set -- $(stat -c %%s %[2]s.o %[2]s.e) 0 0; else set -- 0 0; fi
+if [ -s %[2]s.o ] || [ -s %[2]s.e ]; then set -- $(stat -c %%s %[2]s.o %[2]s.e 2>/dev/null || { wc -c <%[2]s.o; wc -c <%[2]s.e; }) 0 0; else set -- 0 0; fi
 printf '\n%[5]s %%s - %%s %%s\n' "$rc" "$1" "$2"
 if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o; printf '\n%[5]s-E\n'; [ "$2" = 0 ] || base64 %[2]s.e; printf '\n%[5]s-Z\n'; fi
 %[7]s} </dev/null

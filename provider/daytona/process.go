@@ -48,14 +48,10 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	}
 	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
-	text := "exec 2>&3 3>&-\n" + exports(cmd.Env) + "exec " + argvText(cmd)
-	stdin, file, err := r.stage(ctx, id, d, cmd, text)
+	inline, file := commandTexts(cmd, "exec 2>&3 3>&-\n")
+	stdin, run, err := r.stage(ctx, id, d, cmd, inline, file, func(t string) string { return "sh -c " + shellQuote(t) })
 	if err != nil {
 		return nil, r.clean(err)
-	}
-	run := "sh -c " + shellQuote(text)
-	if file {
-		run = "sh " + d + ".cmd"
 	}
 	script := "[ -d " + root + " ] || mkdir -p " + root + " || exit 101\n" + launch(d, run, stdin, cmd.Timeout, "3>&2") +
 		"if [ \"$to\" = T ]; then : >" + d + ".timedout; fi\nexit \"$rc\"\n"
