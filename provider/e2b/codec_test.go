@@ -42,9 +42,9 @@ func TestCodecMatchesProtoJSON(t *testing.T) {
 	if err := (jsonCodec{}).Unmarshal([]byte(`{"event":{"start":{"pid":"7"}},"extra":1}`), &got); err != nil || got.GetEvent().GetStart().GetPid() != 7 {
 		t.Fatalf("fallback: %v %v", err, &got)
 	}
-	cwd, yes := "/w d", true
+	cwd, yes, tag := "/w d", true, "sandboxkit-01"
 	for _, req := range []*process.StartRequest{
-		{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"a <b>&", "ü"}, Envs: map[string]string{"K": "v"}, Cwd: &cwd}, Stdin: &yes},
+		{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"a <b>&", "ü"}, Envs: map[string]string{"K": "v"}, Cwd: &cwd}, Stdin: &yes, Tag: &tag},
 		{Process: &process.ProcessConfig{Cmd: "x", Args: []string{"\xff"}}},
 		{Process: &process.ProcessConfig{Cmd: "x"}, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 80, Rows: 24}}},
 	} {

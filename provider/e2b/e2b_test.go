@@ -341,6 +341,29 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
+// TestExecCancelBeforeStartEvent: the process started but its start event
+// never reached the client; cancelling still ends it (found by its tag).
+func TestExecCancelBeforeStartEvent(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallResponse, Path: "POST /process.Process/Start"})
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		// Cancel once the process runs in the sandbox.
+		for e.fake.Running(sb.ID()) == 0 && cctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := sb.Exec(cctx, sandbox.Command{Shell: "sleep 30", Timeout: time.Minute})
+	cancel()
+	wantCode(t, err, sandbox.Canceled)
+	if n := listProcs(t, e, sb); n != 0 {
+		t.Fatalf("%d processes still running after cancel", n)
+	}
+}
+
 func TestBackgroundProcesses(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)

@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +38,16 @@ func startRequest(cmd *sandbox.Command) *process.StartRequest {
 		cfg.Cwd = &d
 	}
 	stdin := cmd.Stdin != nil
-	return &process.StartRequest{Process: cfg, Stdin: &stdin}
+	tag := newTag()
+	return &process.StartRequest{Process: cfg, Stdin: &stdin, Tag: &tag}
+}
+
+// newTag names one started process, so that it can be found (and ended)
+// even when its start event never arrived.
+func newTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sandboxkit-" + hex.EncodeToString(b[:])
 }
 
 // events is what reading a process stream produced.
@@ -106,12 +117,17 @@ func exitStatus(end *process.ProcessEvent_EndEvent) sandbox.ExitStatus {
 // the wait is bounded by ctx too.
 func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command) (eventSource, *events, error) {
 	const op = "exec"
-	req := connect.NewRequest(startRequest(cmd))
+	sr := startRequest(cmd)
+	req := connect.NewRequest(sr)
 	r.setEnvdHeaders(req.Header(), id, c)
 	req.Header().Set("Keepalive-Ping-Interval", keepaliveSeconds)
 	tctx, a := trace(sctx)
 	stream, err := r.clients(r.envdBase(id, c)).proc.Start(tctx, req)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The process may have started: end it by its tag.
+			r.killQuietly(id, c, byTag(sr.GetTag()))
+		}
 		return nil, nil, r.envdErr(ctx, op, id, a, err)
 	}
 	src := startSource{stream}
@@ -123,6 +139,8 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 			err = errors.New("stream ended before the start event")
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The process may have started: end it by its tag.
+			r.killQuietly(id, c, byTag(sr.GetTag()))
 			return nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
 		}
 		if errors.Is(sctx.Err(), context.DeadlineExceeded) {
@@ -191,7 +209,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	case ev.end != nil:
 		return exitStatus(ev.end), nil
 	case ctx.Err() != nil:
-		r.killQuietly(id, c, ev.pid)
+		r.killQuietly(id, c, byPID(ev.pid))
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 	case errors.Is(rctx.Err(), context.DeadlineExceeded) || connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
 		return timedOut()
@@ -202,16 +220,24 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 }
 
 // killQuietly ends a process whose caller went away; best effort, bounded.
-func (r *Runtime) killQuietly(id string, c *conn, pid uint32) {
+func (r *Runtime) killQuietly(id string, c *conn, sel *process.ProcessSelector) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = r.signal(ctx, id, c, pid, syscall.SIGKILL)
+	_ = r.signal(ctx, id, c, sel, syscall.SIGKILL)
+}
+
+func byPID(pid uint32) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+}
+
+func byTag(tag string) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}
 }
 
 // feed streams r into the process's stdin with StreamInput, then closes
 // stdin. Failures end the feed quietly: the process's result tells the rest.
 func (r *Runtime) feed(ctx context.Context, id string, c *conn, pid uint32, in io.Reader) {
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	sel := byPID(pid)
 	stream := r.clients(r.envdBase(id, c)).proc.StreamInput(ctx)
 	r.setEnvdHeaders(stream.RequestHeader(), id, c)
 	err := stream.Send(&process.StreamInputRequest{Event: &process.StreamInputRequest_Start{
@@ -238,7 +264,7 @@ func (r *Runtime) feed(ctx context.Context, id string, c *conn, pid uint32, in i
 }
 
 // signal sends sig to pid. envd knows SIGKILL and SIGTERM.
-func (r *Runtime) signal(ctx context.Context, id string, c *conn, pid uint32, sig syscall.Signal) error {
+func (r *Runtime) signal(ctx context.Context, id string, c *conn, sel *process.ProcessSelector, sig syscall.Signal) error {
 	const op = "signal"
 	var s process.Signal
 	switch sig {
@@ -249,8 +275,7 @@ func (r *Runtime) signal(ctx context.Context, id string, c *conn, pid uint32, si
 	default:
 		return fmt.Errorf("e2b: %s: %v: envd sends only SIGKILL and SIGTERM: %w", op, sig, sandbox.ErrUnimplemented)
 	}
-	req := connect.NewRequest(&process.SendSignalRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}, Signal: s})
+	req := connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: s})
 	r.setEnvdHeaders(req.Header(), id, c)
 	tctx, a := trace(ctx)
 	_, err := r.clients(r.envdBase(id, c)).proc.SendSignal(tctx, req)
@@ -275,7 +300,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 		// ctx ended just as the process started: nobody will hold it.
 		_ = src.Close()
 		cancel()
-		r.killQuietly(id, c, ev.pid)
+		r.killQuietly(id, c, byPID(ev.pid))
 		return nil, fmt.Errorf("e2b: start: %w", ctx.Err())
 	}
 	if err != nil {
@@ -391,7 +416,7 @@ func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 
 // Signal sends sig (SIGKILL or SIGTERM) to the process.
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
-	return h.r.signal(ctx, h.id, h.c, h.ev.pid, sig)
+	return h.r.signal(ctx, h.id, h.c, byPID(h.ev.pid), sig)
 }
 
 // Close ends the stream; the process keeps running.

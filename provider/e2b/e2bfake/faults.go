@@ -27,6 +27,9 @@ const (
 	Hang
 	// TooManyRequests answers 429 with the concurrency-limit body.
 	TooManyRequests
+	// StallResponse runs the handler but holds back its response until the
+	// client gives up: the work starts, the client never hears of it.
+	StallResponse
 )
 
 // Fault is one injected failure. Path selects the requests it applies to:
@@ -101,6 +104,8 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			case <-r.Context().Done():
 			case <-s.closing:
 			}
+		case StallResponse:
+			next.ServeHTTP(&stallWriter{ResponseWriter: w, done: r.Context().Done(), closing: s.closing}, r)
 		case TooManyRequests:
 			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
 		default:
@@ -148,3 +153,23 @@ func (rw *resetWriter) Flush() {
 }
 
 func (rw *resetWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// stallWriter blocks the handler's writes until the request ends.
+type stallWriter struct {
+	http.ResponseWriter
+	done, closing <-chan struct{}
+}
+
+func (sw *stallWriter) Write(p []byte) (int, error) {
+	select {
+	case <-sw.done:
+	case <-sw.closing:
+	}
+	return 0, http.ErrHandlerTimeout
+}
+
+func (sw *stallWriter) WriteHeader(int) {}
+
+func (sw *stallWriter) Flush() {}
+
+func (sw *stallWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
