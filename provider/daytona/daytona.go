@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,10 @@ type HTTPError struct {
 	Status  int    // the HTTP status code
 	Code    string // the toolbox's error code (NOT_FOUND, ...), if any
 	Message string // the server's message, if the body had one
-	kind    error
+	// RetryAfter is how long a 429 asks to wait (from Retry-After or
+	// Retry-After-<throttler>), zero when not given.
+	RetryAfter time.Duration
+	kind       error
 }
 
 // Error describes the failure without credentials.
@@ -253,6 +257,20 @@ type errorBody struct {
 	Message    json.RawMessage `json:"message"`
 	Error      string          `json:"error"`
 	Code       string          `json:"code"`
+}
+
+// responseError builds the HTTPError of a response with an error status
+// and closes its body.
+func (r *Runtime) responseError(op string, resp *http.Response) *HTTPError {
+	e := r.parseError(op, resp.StatusCode, readError(resp))
+	for k, v := range resp.Header {
+		if k == "Retry-After" || strings.HasPrefix(k, "Retry-After-") {
+			if n, err := strconv.Atoi(strings.TrimSpace(v[0])); err == nil && n >= 0 {
+				e.RetryAfter = max(e.RetryAfter, time.Duration(n)*time.Second)
+			}
+		}
+	}
+	return e
 }
 
 // parseError builds the HTTPError of a response with an error status,
@@ -411,7 +429,7 @@ func (r *Runtime) call(ctx context.Context, op string, mutating bool, f func(ctx
 			return resp, nil
 		}
 	}
-	return nil, r.parseError(op, resp.StatusCode, readError(resp))
+	return nil, r.responseError(op, resp)
 }
 
 // decode reads a JSON response body into v.

@@ -285,8 +285,23 @@ func TestFaults(t *testing.T) {
 
 	e.fake.FailNext("", "/sandbox", daytonafake.Fault429)
 	_, err := e.c.Create(ctx, sandbox.CreateOptions{})
-	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != sandbox.ResourceExhausted {
-		t.Errorf("429: %v", err)
+	var he *daytona.HTTPError
+	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != sandbox.ResourceExhausted || !errors.As(err, &he) || he.RetryAfter != time.Second {
+		t.Errorf("429: %v (%+v)", err, he)
+	}
+
+	// A read that meets one brief 502 is read again; two in a row fail.
+	if err := sb.WriteFile(ctx, "r", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.FailNext("GET", "/files/info", daytonafake.Fault502)
+	if _, err := sb.Stat(ctx, "r"); err != nil {
+		t.Errorf("stat after one 502: %v", err)
+	}
+	e.fake.FailNext("GET", "/files/info", daytonafake.Fault502)
+	e.fake.FailNext("GET", "/files/info", daytonafake.Fault502)
+	if _, err := sb.Stat(ctx, "r"); sandbox.CodeOf(err) != sandbox.Unavailable {
+		t.Errorf("stat after two 502s: %v, want Unavailable", err)
 	}
 
 	e.fake.FailNext("POST", "/process/execute", daytonafake.Fault502)

@@ -45,7 +45,7 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		if slices.Contains(ok, resp.StatusCode) {
 			return resp, nil
 		}
-		he := r.parseError(op, resp.StatusCode, readError(resp))
+		he := r.responseError(op, resp)
 		lower := strings.ToLower(he.Message)
 		sandboxLevel := errors.Is(he, sandbox.ErrPaused) ||
 			(he.Status == http.StatusNotFound && he.Code != "" && strings.Contains(lower, "sandbox")) ||
@@ -66,8 +66,18 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		pausedHere := r.paused[id]
 		r.mu.Unlock()
 		switch {
-		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway:
+		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway && mutating:
 			return nil, he // the daemon is down while the sandbox says started
+		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway:
+			// A read: the proxy's 502s are brief (a state change, a
+			// restarting daemon), so wait a moment and read once more.
+			t := time.NewTimer(250 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("daytona: %s: %w", op, ctx.Err())
+			case <-t.C:
+			}
 		case st == sandbox.StateRunning:
 			// It was started meanwhile: run once more.
 		case st == sandbox.StateError:
