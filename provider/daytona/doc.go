@@ -35,7 +35,10 @@
 //     stopped one is handled as above.
 //   - Exec keeps stdout and stderr split and byte-exact, streams them while
 //     the command runs and keeps partial output on timeout, although the
-//     toolbox's execute call merges and mangles them (see exec.go).
+//     toolbox's execute call merges and mangles them (see exec.go). A
+//     short command is one request. Its files live in a scratch directory
+//     (/tmp/.sandboxkit, WithScratchDir). The command's timeout is sent on
+//     the wire, in whole seconds rounded up.
 //   - Background processes are toolbox session commands; their PID is the
 //     number in their session's name. Their output comes from the session
 //     logs and is not binary-safe.
@@ -46,9 +49,11 @@
 //
 // HTTP failures are *HTTPError values, classified onto the sandbox
 // sentinels (404 NotFound, 409 AlreadyExists or FailedPrecondition, 429
-// and quota messages ResourceExhausted, 401/403 PermissionDenied, toolbox
-// 400 "Is the Sandbox started?" ErrPaused, 502/503/504 Unavailable), from
-// either error body shape (NestJS or gin) or none. A request the transport
+// and quota messages ResourceExhausted, with HTTPError.RetryAfter, 401/403
+// PermissionDenied, toolbox 400 "Is the Sandbox started?" ErrPaused,
+// 502/503/504 Unavailable), from either error body shape (NestJS or gin)
+// or none. A read that meets a 502 while the sandbox says started is
+// tried once more after a short pause. A request the transport
 // failed before sending, or that went on an idle kept-alive connection the
 // server closed before answering a byte (the keep-alive race, which
 // net/http itself retries for replayable requests), is
