@@ -112,7 +112,7 @@ func (t *envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	jsonErr := json.Unmarshal(body, &e)
 	isConnect := jsonErr == nil && len(e.Code) > 0 && e.Code[0] == '"'
-	if isConnect && resp.StatusCode < 500 {
+	if isConnect {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), resp.Body))
 		return resp, nil
 	}
