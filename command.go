@@ -25,8 +25,12 @@ type Command struct {
 	// are redacted (replaced by "[REDACTED]") from the captured and streamed
 	// output and never appear in errors.
 	SecretEnv map[string]string
-	// Stdin, when non-nil, is the command's standard input. When nil, the
-	// command's stdin is closed: a program that reads it sees EOF at once.
+	// Stdin, when non-nil, is the command's standard input; the command
+	// sees EOF when Stdin returns io.EOF. When nil, the command's stdin is
+	// closed: a program that reads it sees EOF at once. Like os/exec, a call
+	// waits for a Read in progress, so Stdin's reads must end when ctx does.
+	// To feed a background process interactively, pass the reader of an
+	// io.Pipe and write to (and finally close) its writer.
 	Stdin io.Reader
 	// Stdout and Stderr, when non-nil, receive output while the command runs
 	// (after redaction, before capping). Captured output is in Result as well.

@@ -10,7 +10,8 @@ import (
 // Upload streams r into the file at path (relative paths start at the
 // home), creating parent directories and replacing an existing file. r is
 // read once; Upload is retried after a stale transport only if nothing had
-// been read from r yet.
+// been read from r yet. Upload waits for a Read in progress, so r's reads
+// must end when ctx does.
 func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
 	const op = "upload"
 	if r == nil {
