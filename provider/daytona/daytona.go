@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +95,9 @@ func WithSnapshot(s string) Option { return func(r *Runtime) { r.snapshot = s } 
 // {apiURL}/toolbox/{id}/toolbox/... instead of the toolbox proxy.
 func WithLegacyToolbox() Option { return func(r *Runtime) { r.legacy = true } }
 
+// scratchRE is what a scratch directory may look like.
+var scratchRE = regexp.MustCompile(`^(/|~/)[A-Za-z0-9._/-]*$`)
+
 // WithScratchDir sets the directory in the sandbox that holds the
 // per-command files of Exec and background processes (default
 // /tmp/.sandboxkit). A leading "~/" means the sandbox's home.
@@ -160,8 +164,8 @@ func New(opts ...Option) (*Runtime, error) {
 	if r.scratch == "" {
 		r.scratch = execRoot
 	}
-	if !strings.HasPrefix(r.scratch, "/") && !strings.HasPrefix(r.scratch, "~/") || strings.ContainsAny(r.scratch, "'\"$`\\ \n") {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: scratch directory %q must be absolute or start with ~/, without quotes, spaces or $", r.scratch)
+	if !scratchRE.MatchString(r.scratch) {
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: scratch directory %q must match %s (it is used unquoted in shell scripts)", r.scratch, scratchRE)
 	}
 	r.apiURL = strings.TrimRight(r.apiURL, "/")
 	if r.key == "" {

@@ -264,23 +264,12 @@ if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o
 	// in the files.
 	wire := int(math.Ceil(cmd.Timeout.Seconds()))
 
-	ectx, cancelExec := context.WithCancel(ctx)
-	defer cancelExec()
-	resc := make(chan execResult, 1)
-	go func() { resc <- r.execute(ectx, id, script, cmd.Dir, wireEnv(cmd.Env), wire) }()
-
 	pl := &poller{r: r, id: id, d: d, stdout: cmd.Stdout, stderr: cmd.Stderr}
 	pctx, stopPoll := context.WithCancel(ctx)
 	pdone := make(chan struct{})
 	go pl.run(pctx, pdone)
-
-	var res execResult
-	select {
-	case res = <-resc:
-	case <-ctx.Done():
-		cancelExec()
-		res = <-resc
-	}
+	// The request ends with ctx.
+	res := r.execute(ctx, id, script, cmd.Dir, wireEnv(cmd.Env), wire)
 	stopPoll()
 	<-pdone
 	if res.err != nil && ctx.Err() != nil {

@@ -135,3 +135,16 @@ func TestNoClientTimeout(t *testing.T) {
 		t.Errorf("http.Client.Timeout = %v", r.hc.Timeout)
 	}
 }
+
+func TestScratchDirValidated(t *testing.T) {
+	for _, d := range []string{"tmp/x", "/tmp/a b", "/tmp/$x", "/tmp/*", "~x", "/tmp/`id`", "/tmp/;rm"} {
+		if _, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"), WithScratchDir(d)); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Errorf("WithScratchDir(%q): %v, want InvalidArgument", d, err)
+		}
+	}
+	for _, d := range []string{"/tmp/.sandboxkit", "~/.cache/sbk"} {
+		if _, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"), WithScratchDir(d)); err != nil {
+			t.Errorf("WithScratchDir(%q): %v", d, err)
+		}
+	}
+}
