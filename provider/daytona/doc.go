@@ -24,7 +24,9 @@
 //   - The lease is Daytona's auto-stop interval (whole minutes): a sandbox
 //     stops after that long without toolbox activity and keeps its files.
 //     SetTimeout sets the interval and resets the inactivity timer.
-//     Commands running inside do not count as activity.
+//     Commands running inside do not count as activity, but the polling of
+//     a running Exec or of a followed background process does, so auto-stop
+//     does not cut them.
 //   - Pause is stop and Resume is start: processes end, files stay
 //     (Capabilities.PauseKeepsMemory is false). A toolbox call on a sandbox
 //     paused through this Runtime fails with sandbox.ErrPaused; one on a

@@ -104,11 +104,11 @@ func TestParseErrorShapes(t *testing.T) {
 func TestParseTrailer(t *testing.T) {
 	out := "noise\nSBKXab 3 - 2 1\nYQA=\nSBKXab-E\nYg==\nSBKXab-Z\n"
 	tr, ok := parseTrailer(out, "SBKXab")
-	if !ok || tr.rc != 3 || tr.timedOut || !tr.inline || !bytes.Equal(tr.stdout, []byte("a\x00")) || string(tr.stderr) != "b" {
+	if !ok || tr.rc != 3 || !tr.inline || !bytes.Equal(tr.stdout, []byte("a\x00")) || string(tr.stderr) != "b" {
 		t.Errorf("trailer %+v ok=%v", tr, ok)
 	}
-	tr, ok = parseTrailer("\nSBKXab 137 T 9999999 0\n", "SBKXab")
-	if !ok || !tr.timedOut || tr.inline {
+	tr, ok = parseTrailer("\nSBKXab 137 - 9999999 0\n", "SBKXab")
+	if !ok || tr.rc != 137 || tr.inline {
 		t.Errorf("large trailer %+v ok=%v", tr, ok)
 	}
 	if _, ok := parseTrailer("fork/exec /usr/bin/bash: no such file or directory", "SBKXab"); ok {
