@@ -224,6 +224,32 @@ func TestCreateWaitsAndFails(t *testing.T) {
 	}
 }
 
+// A sandbox that fails while the server waits for it (400 "Sandbox failed
+// to start", no id in the answer) is still found and destroyed.
+func TestCreateFailedToStartIsNotOrphaned(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	e.fake.FailNextCreate("error", "out of capacity")
+	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "out of capacity") || in.ID == "" {
+		t.Fatalf("failed create: %+v %v, want its id and FailedPrecondition", in, err)
+	}
+	e.fake.FailNextCreate("error", "out of capacity")
+	if _, err := e.c.Create(ctx, sandbox.CreateOptions{}); err == nil {
+		t.Fatal("create succeeded")
+	}
+	n := 0
+	for _, err := range e.c.List(ctx, sandbox.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Errorf("%d sandboxes left, want 1 (the one created through the Runtime)", n)
+	}
+}
+
 func TestCreateOptions(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := ctxT(t)

@@ -296,7 +296,12 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	if err != nil {
 		var he *HTTPError
-		if errors.Is(err, sandbox.ErrStaleTransport) || asHTTP(err, &he) {
+		switch {
+		case asHTTP(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Message, "failed to start"):
+			// Created, but it failed while the server waited for it: the
+			// answer has no id, the sandbox stays (in error) until deleted.
+			return sandbox.Info{ID: r.findByToken(token)}, r.clean(err)
+		case errors.Is(err, sandbox.ErrStaleTransport) || he != nil:
 			return sandbox.Info{}, r.clean(err) // the server did not create it
 		}
 		// The request may have created a sandbox whose id never came
