@@ -282,45 +282,93 @@ func (a *agent) serve(ln net.Listener) {
 	}
 }
 
+// frameMsg is one frame read from a connection.
+type frameMsg struct {
+	typ byte
+	b   []byte
+}
+
+// readConn reads c's frames into the returned channel until c fails or
+// quit is closed; the channel is then closed.
+func readConn(c net.Conn, quit <-chan struct{}) <-chan frameMsg {
+	ch := make(chan frameMsg)
+	go func() {
+		defer close(ch)
+		for {
+			typ, b, err := readFrame(c, nil)
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- frameMsg{typ, b}:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// handle serves one connection. A connection carries any number of exec
+// requests, one after the other (clients keep idle connections for
+// reuse); every other request ends it.
 func (a *agent) handle(c net.Conn) {
+	quit := make(chan struct{})
+	defer close(quit)
 	defer c.Close()
-	typ, b, err := readFrame(c, nil)
-	if err != nil || typ != frameRequest {
-		return
-	}
-	var req request
+	in := readConn(c, quit)
 	fw := &frameWriter{w: c}
-	if err := json.Unmarshal(b, &req); err != nil {
-		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "bad request"})
-		return
-	}
-	switch req.Op {
-	case "ping":
-		_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
-	case "exec", "start":
-		a.runCommand(c, fw, &req)
-	case "attach":
-		a.attach(c, fw, req.PID)
-	case "signal":
-		err := a.signal(req.PID, syscall.Signal(req.Signal))
-		if err != nil {
-			_ = fw.writeJSON(frameFail, failMsg{"NotFound", err.Error()})
+	var next *frameMsg
+	for {
+		f, ok := frameMsg{}, true
+		if next != nil {
+			f, next = *next, nil
+		} else {
+			f, ok = <-in
+		}
+		if !ok || f.typ != frameRequest {
 			return
 		}
-		_ = fw.writeJSON(frameOK, struct{}{})
-	case "stop", "cont":
-		sig := syscall.SIGSTOP
-		if req.Op == "cont" {
-			sig = syscall.SIGCONT
+		var req request
+		if err := json.Unmarshal(f.b, &req); err != nil {
+			_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "bad request"})
+			return
 		}
-		a.signalAll(sig)
-		_ = fw.writeJSON(frameOK, struct{}{})
-	case "shutdown":
-		a.signalAll(syscall.SIGKILL)
-		_ = fw.writeJSON(frameOK, struct{}{})
-		os.Exit(0)
-	default:
-		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "unknown op " + strconv.Quote(req.Op)})
+		switch req.Op {
+		case "exec":
+			var reuse bool
+			if reuse, next = a.runCommand(in, fw, &req); !reuse {
+				return
+			}
+			continue
+		case "start":
+			a.runCommand(in, fw, &req)
+		case "ping":
+			_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
+		case "attach":
+			a.attach(in, fw, req.PID)
+		case "signal":
+			err := a.signal(req.PID, syscall.Signal(req.Signal))
+			if err != nil {
+				_ = fw.writeJSON(frameFail, failMsg{"NotFound", err.Error()})
+				return
+			}
+			_ = fw.writeJSON(frameOK, struct{}{})
+		case "stop", "cont":
+			sig := syscall.SIGSTOP
+			if req.Op == "cont" {
+				sig = syscall.SIGCONT
+			}
+			a.signalAll(sig)
+			_ = fw.writeJSON(frameOK, struct{}{})
+		case "shutdown":
+			a.signalAll(syscall.SIGKILL)
+			_ = fw.writeJSON(frameOK, struct{}{})
+			os.Exit(0)
+		default:
+			_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "unknown op " + strconv.Quote(req.Op)})
+		}
+		return
 	}
 }
 
@@ -347,10 +395,14 @@ func lookPath(file string, env []string) (string, error) {
 	return "", syscall.ENOENT
 }
 
-func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
+// runCommand starts req's command and streams it until it ends (exec) or
+// the client goes (start). It reports whether the connection may carry
+// another request: only after an exec whose exit was sent, or one that
+// could not start.
+func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (bool, *frameMsg) {
 	if len(req.Args) == 0 {
 		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "empty command"})
-		return
+		return false, nil
 	}
 	dir := req.Dir
 	if dir == "" {
@@ -358,15 +410,15 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("working directory %q: %v", dir, errors.Unwrap(err))})
-		return
+		return false, nil
 	} else if !fi.IsDir() {
 		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", fmt.Sprintf("working directory %q is not a directory", dir)})
-		return
+		return false, nil
 	}
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		a.failExec(fw, 127, fmt.Sprintf("sandbox: %s: command not found\n", req.Args[0]))
-		return
+		return !req.Stdin, nil
 	}
 	var stdinR, stdinW *os.File
 	if req.Stdin {
@@ -376,14 +428,14 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 	}
 	if err != nil {
 		_ = fw.writeJSON(frameFail, failMsg{"Internal", err.Error()})
-		return
+		return false, nil
 	}
 	outR, outW, err1 := os.Pipe()
 	errR, errW, err2 := os.Pipe()
 	if err1 != nil || err2 != nil {
 		closeAll(stdinR, stdinW, outR, outW, errR, errW)
 		_ = fw.writeJSON(frameFail, failMsg{"Internal", "pipe: " + errors.Join(err1, err2).Error()})
-		return
+		return false, nil
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   dir,
@@ -414,7 +466,7 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 			code = 126
 		}
 		a.failExec(fw, code, fmt.Sprintf("sandbox: %s: %v\n", req.Args[0], ferr))
-		return
+		return !req.Stdin, nil
 	}
 	if !p.fg {
 		// Exec needs no pid: its client takes any frame as the start.
@@ -437,7 +489,8 @@ func (a *agent) runCommand(c net.Conn, fw *frameWriter, req *request) {
 		})
 	}
 	go a.finish(p, timer, &pumps, outR, errR)
-	a.stream(c, p, fw)
+	done, next := a.stream(in, p, fw)
+	return done && p.fg && !req.Stdin, next
 }
 
 // failExec reports a command that could not start the way a shell would:
@@ -510,49 +563,44 @@ func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, outR, 
 	a.procMu.Unlock()
 }
 
-// stream reads the client's frames (stdin) until the process is done or
-// the client goes away. A foreground command whose client went away is
-// killed with its whole tree; a background one keeps running.
-func (a *agent) stream(c net.Conn, p *proc, fw *frameWriter) {
-	gone := make(chan struct{})
-	go func() {
-		defer close(gone)
-		var buf []byte
-		for {
-			typ, b, err := readFrame(c, buf)
-			buf = b
-			if err != nil {
-				return
-			}
-			switch typ {
-			case frameStdin:
+// stream feeds the client's frames (stdin) to the process until it is
+// done or the client goes away, and reports which came first (true: done).
+// A foreground command whose client went away is killed with its whole
+// tree; a background one keeps running. A frame other than stdin is the
+// client's next request, sent after it read the exit frame: it is
+// returned, once the process is done, for the caller to serve.
+func (a *agent) stream(in <-chan frameMsg, p *proc, fw *frameWriter) (bool, *frameMsg) {
+	for {
+		select {
+		case <-p.done:
+			return true, nil
+		case f, ok := <-in:
+			switch {
+			case !ok:
+				if p.fg {
+					a.killTree(p.pid)
+				}
+				p.unsubscribe(fw)
+				return false, nil
+			case f.typ == frameStdin:
 				if p.stdin != nil {
-					if _, err := p.stdin.Write(b); err != nil {
+					if _, err := p.stdin.Write(f.b); err != nil {
 						_ = p.stdin.Close()
 					}
 				}
-			case frameEOF:
+			case f.typ == frameEOF:
 				if p.stdin != nil {
 					_ = p.stdin.Close()
 				}
+			default:
+				<-p.done
+				return true, &f
 			}
 		}
-	}()
-	select {
-	case <-p.done:
-		// Let the client read the exit frame, then close; the reader
-		// goroutine ends when the connection closes.
-		_ = c.Close()
-		<-gone
-	case <-gone:
-		if p.fg {
-			a.killTree(p.pid)
-		}
-		p.unsubscribe(fw)
 	}
 }
 
-func (a *agent) attach(c net.Conn, fw *frameWriter, pid int) {
+func (a *agent) attach(in <-chan frameMsg, fw *frameWriter, pid int) {
 	a.procMu.Lock()
 	p := a.procs[pid]
 	a.procMu.Unlock()
@@ -569,7 +617,7 @@ func (a *agent) attach(c net.Conn, fw *frameWriter, pid int) {
 	}
 	p.subs[fw] = struct{}{}
 	p.mu.Unlock()
-	a.stream(c, &proc{pid: pid, done: p.done, stdin: nil}, fw)
+	a.stream(in, &proc{pid: pid, done: p.done}, fw)
 	p.unsubscribe(fw)
 }
 

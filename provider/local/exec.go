@@ -161,7 +161,7 @@ func copyStdin(fw *frameWriter, r io.Reader) {
 
 // commandRequest builds the agent request for cmd in sandbox m.
 func (r *Runtime) commandRequest(m *meta, cmd *sandbox.Command, op string) (*request, error) {
-	req := &request{Op: op, Timeout: int64(cmd.Timeout)}
+	req := &request{Op: op, Timeout: int64(cmd.Timeout), level: m.Achieved}
 	switch {
 	case len(cmd.Args) > 0:
 		req.Args = slices.Clone(cmd.Args)
@@ -236,22 +236,118 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	return c, m, nil
 }
 
-// Exec runs cmd through the sandbox's agent and waits for it.
+// Exec runs cmd through the sandbox's agent and waits for it. A
+// connection that carried a complete exec without stdin is kept for the
+// next one (a new connection costs more than the exec's own round trip).
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	c, m, err := r.connect(ctx, m)
-	if err != nil {
-		return sandbox.ExitStatus{}, err
-	}
-	defer c.Close()
 	req, err := r.commandRequest(m, cmd, "exec")
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	return runConn(ctx, c, req, cmd.Stdin, cmd.Stdout, cmd.Stderr, nil)
+	c := r.idleConn(id)
+	if c == nil {
+		if c, m, err = r.connect(ctx, m); err != nil {
+			return sandbox.ExitStatus{}, err
+		}
+		if m.Achieved != req.level {
+			// The agent was restarted at another level: paths changed.
+			if req, err = r.commandRequest(m, cmd, "exec"); err != nil {
+				c.Close()
+				return sandbox.ExitStatus{}, err
+			}
+		}
+	}
+	st, err := runConn(ctx, c, req, cmd.Stdin, cmd.Stdout, cmd.Stderr, nil)
+	if err != nil || cmd.Stdin != nil || ctx.Err() != nil {
+		c.Close()
+		return st, err
+	}
+	r.keepConn(id, c)
+	return st, nil
+}
+
+// maxIdle bounds the idle connections kept per sandbox.
+const maxIdle = 4
+
+// idleConn returns a kept connection to the agent of id that is still
+// open, or nil.
+func (r *Runtime) idleConn(id string) net.Conn {
+	for {
+		r.connMu.Lock()
+		cs := r.idle[id]
+		if len(cs) == 0 {
+			r.connMu.Unlock()
+			return nil
+		}
+		c := cs[len(cs)-1]
+		r.idle[id] = cs[:len(cs)-1]
+		r.connMu.Unlock()
+		if connOpen(c) {
+			return c
+		}
+		c.Close()
+	}
+}
+
+// keepConn keeps c for the next exec in id.
+func (r *Runtime) keepConn(id string, c net.Conn) {
+	_ = c.SetDeadline(time.Time{})
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if r.idle == nil {
+		r.idle = map[string][]net.Conn{}
+	}
+	select {
+	case <-r.stop:
+		c.Close()
+		return
+	default:
+	}
+	if len(r.idle[id]) >= maxIdle {
+		c.Close()
+		return
+	}
+	r.idle[id] = append(r.idle[id], c)
+}
+
+// dropConns closes the kept connections of id, or of every sandbox when
+// id is empty.
+func (r *Runtime) dropConns(id string) {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	for k, cs := range r.idle {
+		if id == "" || k == id {
+			for _, c := range cs {
+				c.Close()
+			}
+			delete(r.idle, k)
+		}
+	}
+}
+
+// connOpen reports whether the agent still holds c open: an idle
+// connection has nothing to read, so EOF or data means it is unusable.
+func connOpen(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	open := false
+	err = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		open = err == syscall.EAGAIN
+		return true
+	})
+	return err == nil && open
 }
 
 // Start starts cmd in the background through the sandbox's agent.

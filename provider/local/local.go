@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -57,6 +58,9 @@ type Runtime struct {
 	sp   *spawner
 
 	static sync.Map // id → *metaStatic, the part of the metadata that never changes
+
+	connMu sync.Mutex
+	idle   map[string][]net.Conn // idle agent connections kept by Exec
 
 	pool     chan *meta    // started sandboxes ready to take (WithWarmPool)
 	poolWake chan struct{} // asks poolLoop to refill
@@ -209,6 +213,7 @@ func (r *Runtime) Close() error {
 		if r.poolDone != nil {
 			<-r.poolDone
 		}
+		r.dropConns("")
 		r.spMu.Lock()
 		if r.sp != nil {
 			_ = r.sp.close()
@@ -598,6 +603,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		m = &meta{metaStatic: metaStatic{ID: id}}
 	}
 	r.static.Delete(id)
+	r.dropConns(id)
 	// Hide the sandbox first, so that no call starts anything in it.
 	trash := filepath.Join(r.root, ".trash-"+id)
 	err = os.Rename(r.dir(id), trash)

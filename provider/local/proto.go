@@ -40,6 +40,8 @@ type request struct {
 	Timeout int64    `json:"timeout_ns,omitempty"`
 	PID     int      `json:"pid,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
+
+	level Level // the level the client built the request for (not sent)
 }
 
 // startedMsg answers exec, start and attach once the process runs.
