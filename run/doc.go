@@ -37,7 +37,7 @@
 // # Records
 //
 // Each run has a directory under $HOME/.sandboxkit/runs in the sandbox
-// holding its request record, admission record (the wrapper's pid and the
+// (created readable by the sandbox's user only) holding its request record, admission record (the wrapper's pid and the
 // fingerprint), combined output, and exit record. The records are published
 // atomically (written to a temporary file, then renamed; the request record
 // is linked, so that it is never replaced). A run whose process is gone

@@ -8,8 +8,8 @@ package run
 //
 // Files in a run directory d:
 //
-//	request    "<fingerprint> <hex id>": the admission record, linked into
-//	           place so that it is never replaced
+//	request    "<fingerprint> <hex id>": the request record of the claim,
+//	           linked into place so that it is never replaced
 //	run.sh     the wrapper (wrapperScript)
 //	started/   the start guard: the one wrapper that creates it runs the command
 //	admission  "<wrapper pid> <fingerprint>"
@@ -172,7 +172,8 @@ if [ ! -d "$workdir" ]; then
 	echo nodir=1
 	exit 0
 fi
-mkdir -p "${d%/*}" || exit 1
+# The runs' records (output included) are for the sandbox's user alone.
+(umask 077 && mkdir -p "${d%/*}") || exit 1
 # The claim. A run directory that exists already is never erased: its
 # records decide.
 mkdir "$d" 2>/dev/null || [ -d "$d" ] || exit 1
