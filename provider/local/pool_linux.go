@@ -153,7 +153,7 @@ func (r *Runtime) adopt(pm *meta, req *sandbox.CreateRequest) *meta {
 }
 
 // sweep removes what dead processes left in the root: pooled sandboxes
-// whose owner is gone, and directories of interrupted destroys.
+// whose owner is gone, directories of interrupted destroys and probes.
 func (r *Runtime) sweep() {
 	ents, err := os.ReadDir(r.root)
 	if err != nil {
@@ -162,6 +162,10 @@ func (r *Runtime) sweep() {
 	for _, e := range ents {
 		name := e.Name()
 		switch {
+		case strings.HasPrefix(name, ".probe-"):
+			if !young(filepath.Join(r.root, name)) {
+				_ = os.RemoveAll(filepath.Join(r.root, name))
+			}
 		case strings.HasPrefix(name, ".trash-"):
 			if young(filepath.Join(r.root, name)) {
 				continue // maybe being destroyed by a live Runtime
