@@ -24,9 +24,9 @@ const DefaultBudget = 30 * time.Minute
 // killed the wrapper).
 const LostExitCode = 255
 
-// Dir is the directory, relative to the sandbox's home, that holds the
-// runs' records.
-const Dir = ".sandboxkit/runs"
+// RecordsDir is the directory, relative to the sandbox's home, that holds
+// the runs' records.
+const RecordsDir = ".sandboxkit/runs"
 
 // ErrConflict reports a Start with a run id that is already taken by a
 // different request (another command, directory or environment). It has
@@ -158,7 +158,7 @@ func checkID(op, id string) error {
 // newRun returns the handle for id in sb, without any round trip.
 func newRun(sb *sandbox.Sandbox, id string) *Run {
 	tok := encodeID(id)
-	return &Run{sb: sb, id: id, token: tok, dir: path.Join(home(sb), Dir, tok)}
+	return &Run{sb: sb, id: id, token: tok, dir: path.Join(home(sb), RecordsDir, tok)}
 }
 
 func home(sb *sandbox.Sandbox) string {
@@ -387,7 +387,8 @@ func (r *Run) Kill(ctx context.Context) error {
 
 // Remove deletes the records of a run that is done, so that its id can be
 // used again. Removing a run that is still going is an error with Code
-// FailedPrecondition: Kill it first.
+// FailedPrecondition: Kill it first. Remove must not race with a Start of
+// the same id, which could find the records half removed.
 func (r *Run) Remove(ctx context.Context) error {
 	const op = "remove"
 	s, err := r.Status(ctx)
@@ -406,7 +407,7 @@ func List(ctx context.Context, sb *sandbox.Sandbox) ([]string, error) {
 		return nil, fmt.Errorf("run: list: %w", sandbox.Errorf(sandbox.InvalidArgument, "nil sandbox"))
 	}
 	r := &Run{sb: sb}
-	out, err := r.exec(ctx, listScript, controlTimeout, 64<<20, nil, path.Join(home(sb), Dir))
+	out, err := r.exec(ctx, listScript, controlTimeout, 64<<20, nil, path.Join(home(sb), RecordsDir))
 	if err != nil {
 		return nil, fmt.Errorf("run: list: %w", err)
 	}

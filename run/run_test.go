@@ -827,7 +827,7 @@ func TestValidation(t *testing.T) {
 			t.Errorf("%s: err = %v, want InvalidArgument", name, err)
 		}
 	}
-	if _, err := os.Stat(path.Join(sb.Home(), Dir)); err == nil {
+	if _, err := os.Stat(path.Join(sb.Home(), RecordsDir)); err == nil {
 		t.Errorf("invalid requests created the runs directory")
 	}
 }
