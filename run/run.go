@@ -3,6 +3,7 @@ package run
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -387,8 +388,9 @@ func (r *Run) Kill(ctx context.Context) error {
 
 // Remove deletes the records of a run that is done, so that its id can be
 // used again. Removing a run that is still going is an error with Code
-// FailedPrecondition: Kill it first. Remove must not race with a Start of
-// the same id, which could find the records half removed.
+// FailedPrecondition: Kill it first. The run's directory is first renamed
+// away in one step, so a Start of the same id racing with Remove finds
+// either the finished run or no run, never half of one.
 func (r *Run) Remove(ctx context.Context) error {
 	const op = "remove"
 	s, err := r.Status(ctx)
@@ -398,7 +400,13 @@ func (r *Run) Remove(ctx context.Context) error {
 	if !s.Done() {
 		return wrap(op, r.id, sandbox.Errorf(sandbox.FailedPrecondition, "run is %s", s.State))
 	}
-	return wrap(op, r.id, r.sb.Remove(ctx, r.dir))
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	trash := path.Join(path.Dir(r.dir), ".removed-"+hex.EncodeToString(nonce[:]))
+	if err := r.sb.Rename(ctx, r.dir, trash); err != nil {
+		return wrap(op, r.id, err)
+	}
+	return wrap(op, r.id, r.sb.Remove(ctx, trash))
 }
 
 // List returns the ids of the runs in sb, in no particular order.
