@@ -32,6 +32,7 @@ type agentConfig struct {
 	Hostname   string `json:"hostname"`
 	TmpMiB     int    `json:"tmp_mib"`
 	MaxFileMiB int    `json:"max_file_mib"`
+	LeaseGrace int64  `json:"lease_grace_ns"`
 }
 
 // setupReply is the agent's answer once it is ready to serve.
@@ -63,18 +64,56 @@ func closeOnExec() {
 	}
 }
 
-// watchDir ends the sandbox once its directory is removed from the host
-// (a root deleted by hand or by a test's clean-up), so no agent outlives
-// its sandbox's files.
+// leaseGrace is how long after its lease ends an agent still waits for a
+// Runtime to destroy (or pause) its sandbox before it ends the sandbox's
+// processes itself (agentConfig.LeaseGrace; a variable for tests).
+var leaseGrace = 30 * time.Second
+
+// watchDir ends the sandbox's processes, and the agent, once its directory
+// is removed from the host (a root deleted by hand or by a test's
+// clean-up), or once its lease ended leaseGrace ago with no Runtime around
+// to enforce it. The directory stays for the next Runtime to remove.
 func (a *agent) watchDir() {
 	for {
 		time.Sleep(2 * time.Second)
 		var st unix.Stat_t
-		if err := unix.Fstat(agentDirFD, &st); err != nil || st.Nlink == 0 {
+		if err := unix.Fstat(agentDirFD, &st); err != nil || st.Nlink == 0 || a.leaseOver() {
 			a.signalAll(syscall.SIGKILL)
 			os.Exit(0)
 		}
 	}
+}
+
+// leaseOver reads the sandbox's metadata through the directory descriptor
+// (which works from inside the sandbox's mount namespace too).
+func (a *agent) leaseOver() bool {
+	read := func(name string, size int) []byte {
+		fd, err := unix.Openat(agentDirFD, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil
+		}
+		defer unix.Close(fd)
+		b := make([]byte, size)
+		n, _ := unix.Read(fd, b)
+		return b[:max(n, 0)]
+	}
+	var state struct {
+		State    string    `json:"state"`
+		LeaseEnd time.Time `json:"lease_end"`
+	}
+	if json.Unmarshal(trimState(read(stateFile, stateSize)), &state) != nil || state.LeaseEnd.IsZero() {
+		return false
+	}
+	if state.State == "paused" || time.Since(state.LeaseEnd) < time.Duration(a.cfg.LeaseGrace) {
+		return false
+	}
+	var static struct {
+		AutoPause bool `json:"auto_pause"`
+	}
+	if json.Unmarshal(read(metaFile, 1<<20), &static) != nil || static.AutoPause {
+		return false
+	}
+	return true
 }
 
 // waitDelay bounds how long output is still read after a command's main

@@ -116,9 +116,10 @@
 // death of the sandbox's PID 1, or the agent) and removes the directory and
 // cgroups. A sandbox whose lease ends is destroyed (paused with AutoPause)
 // by the reaper of any open Runtime, and by the next Get or List of any
-// process; without either, its agent keeps running until then, or until
-// its directory disappears (the agent watches it and then ends the
-// sandbox's processes). DefaultLease is 5 minutes. Commands inherit no
+// process. Without either, the agent itself ends the sandbox's processes
+// 30 seconds after the lease (unless the sandbox pauses at its lease end),
+// or as soon as its directory disappears; the directory is then removed by
+// the next Runtime. DefaultLease is 5 minutes. Commands inherit no
 // descriptor but their stdin, stdout and stderr.
 //
 // # Limits

@@ -705,3 +705,31 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentEndsAfterItsLease: with no Runtime around to enforce a lease,
+// the agent ends the sandbox's processes itself (after a grace period,
+// shortened here).
+func TestAgentEndsAfterItsLease(t *testing.T) {
+	ctx := context.Background()
+	defer func(g time.Duration) { leaseGrace = g }(leaseGrace)
+	leaseGrace = 0
+	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(time.Hour))
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Start(ctx, sandbox.Command{Args: []string{"sleep", "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	pids, _ := rt.HostPIDs(ctx, sb.ID())
+	m, _ := rt.readMeta(sb.ID())
+	waitFor(t, func() bool { return !procAlive(m.AgentPID, m.AgentAt) })
+	for _, pid := range pids {
+		waitFor(t, func() bool { return !procAlive(pid, 0) })
+	}
+	// The next Get (any Runtime) removes what is left.
+	if _, err := rt.Get(ctx, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Get after the lease: %v", err)
+	}
+}

@@ -226,7 +226,8 @@ func (r *Runtime) Close() error {
 
 // agentConfig returns the agent configuration for a sandbox at level l.
 func (r *Runtime) agentConfigFor(id string, l Level, noNet bool) agentConfig {
-	c := agentConfig{Home: r.home(id), HostHome: r.home(id), HostTmp: filepath.Join(r.dir(id), "tmp"), Hostname: "sandbox", NoNetwork: noNet}
+	c := agentConfig{Home: r.home(id), HostHome: r.home(id), HostTmp: filepath.Join(r.dir(id), "tmp"), Hostname: "sandbox",
+		NoNetwork: noNet, LeaseGrace: int64(leaseGrace)}
 	if l >= L3 {
 		c.Namespaces, c.Home = true, sandboxHome
 	}
