@@ -249,7 +249,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	}
 	mark := "SBKX" + randHex(6)
 	// As few processes as possible: stat and base64 only when there is
-	// output, the removal in the background.
+	// output, and one removal every sweepEvery commands.
 	script := fmt.Sprintf(`{ [ -d %[1]s ] || mkdir -p %[1]s || exit 101
 echo "$$" >%[2]s.pid
 %[3]s <%[4]s >%[2]s.o 2>%[2]s.e
@@ -399,7 +399,7 @@ func (r *Runtime) spend(id, d string) {
 }
 
 // sweep returns the script line that removes the files of finished Execs,
-// in the background, once sweepEvery have gathered ("" until then).
+// once sweepEvery have gathered ("" until then).
 func (r *Runtime) sweep(id string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -412,7 +412,9 @@ func (r *Runtime) sweep(id string) string {
 		b.WriteString(" " + d + ".*")
 	}
 	delete(r.spent, id)
-	b.WriteString(" </dev/null >/dev/null 2>&1 &\n")
+	// In the foreground: a background rm may be killed with the command's
+	// process group when the daemon's shell exits, leaving the files.
+	b.WriteString(" </dev/null >/dev/null 2>&1\n")
 	return b.String()
 }
 
