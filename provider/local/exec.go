@@ -412,6 +412,14 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 	case <-h.done:
 		stop()
 		cancel()
+		// A command that started and already exited makes both channels
+		// ready; select picks either, so look for its pid first.
+		select {
+		case pid := <-pidc:
+			h.pid = pid
+			return h, nil
+		default:
+		}
 		c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
