@@ -360,6 +360,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	default:
 	}
 	if m := r.takePooled(req); m != nil {
+		r.preconnect(ctx, m)
 		return r.info(m), nil
 	}
 	id := newID()
@@ -382,7 +383,19 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	if m.Achieved < r.min {
 		return info, &IsolationError{Want: r.min, Got: m.Achieved, Missing: []string{m.Why}}
 	}
+	r.preconnect(ctx, m)
 	return r.info(m), nil
+}
+
+// preconnect opens a connection to a new agent for the first exec, so the
+// agent accepts it while the caller prepares that exec.
+func (r *Runtime) preconnect(ctx context.Context, m *meta) {
+	if m.AgentPID == 0 {
+		return
+	}
+	if c, err := dial(ctx, r.sock(m.ID)); err == nil {
+		r.keepConn(m.ID, c)
+	}
 }
 
 // createDirs makes the directories, cgroups (at L2 and above) and metadata
