@@ -31,7 +31,9 @@
 // New probes once per process which level the host gives, by running the
 // real set-up (sysctls and AppArmor states lie), and every sandbox reports
 // what it achieved in Info.Isolation ("L4 full", "L3 namespaces", ...) and
-// Info.Detail ("level", and "isolation_missing": why not more). A level is
+// Info.Detail: "level", "isolation_missing" (why not more), "landlock"
+// ("ABI 7"), "seccomp", "cgroup_limits", "nested_userns", "network" ("on"
+// or "off"), "host_home", "root" and, when paused, "paused_by". A level is
 // never reported higher than what was set up.
 //
 //   - L0 none: plain host processes with the home as working directory.

@@ -296,6 +296,9 @@ func TestIsolationReported(t *testing.T) {
 	if in.Isolation != l.Describe() || in.Detail["level"] != l.String() {
 		t.Errorf("Info.Isolation = %q, Detail = %v; want %s", in.Isolation, in.Detail, l.Describe())
 	}
+	if l == L4 && (in.Detail["landlock"] == "" || in.Detail["seccomp"] != "on" || in.Detail["cgroup_limits"] == "") {
+		t.Errorf("L4 sandbox does not report its mechanisms: %v", in.Detail)
+	}
 	if got := rt.Capabilities().Isolation; got != l.Describe() {
 		t.Errorf("Capabilities.Isolation = %q", got)
 	}

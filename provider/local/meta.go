@@ -294,6 +294,15 @@ func (r *Runtime) info(m *meta) sandbox.Info {
 	if m.NoNetwork {
 		detail["network"] = "off"
 	}
+	if f := m.Features; f.Landlock {
+		detail["landlock"] = fmt.Sprintf("ABI %d", f.LandlockV)
+	}
+	if m.Features.Seccomp {
+		detail["seccomp"] = "on"
+	}
+	if m.Features.NoUserNS {
+		detail["nested_userns"] = "blocked"
+	}
 	if m.Cgroups.Limits {
 		detail["cgroup_limits"] = "memory,pids"
 	}
