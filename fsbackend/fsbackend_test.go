@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
 
@@ -23,12 +24,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env is one backend under test over a sandbox whose commands run for real.
 type env struct {
-	b     *FilesystemBackend
-	sb    *sandbox.Sandbox
-	base  string // the workspace, as the sandbox sees it
-	out   string // a directory outside the workspace, as the sandbox sees it
-	opts  Options
-	calls func() int64
+	b    *FilesystemBackend
+	sb   *sandbox.Sandbox
+	base string // the workspace, as the sandbox sees it
+	out  string // a directory outside the workspace, as the sandbox sees it
+	opts Options
 }
 
 // sh runs a setup command in the sandbox and fails the test if it fails.
@@ -55,18 +55,19 @@ func newHost(t *testing.T, opts Options) *env {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	rt := &hostRuntime{home: filepath.Join(dir, "home")}
-	require.NoError(t, os.MkdirAll(rt.home, 0o755))
+	home := filepath.Join(dir, "home")
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	rt := hostrt.NewWithHome(home)
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "outside"), 0o755))
 	sb, err := sandbox.NewClient(rt).Create(context.Background(), sandbox.CreateOptions{})
 	require.NoError(t, err)
 	if opts.BaseDir == "" {
-		opts.BaseDir = filepath.Join(rt.home, "workspace")
+		opts.BaseDir = filepath.Join(home, "workspace")
 	}
 	b, err := New(sb, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	return &env{b: b, sb: sb, base: opts.BaseDir, out: filepath.Join(dir, "outside"), opts: opts, calls: rt.calls.Load}
+	return &env{b: b, sb: sb, base: opts.BaseDir, out: filepath.Join(dir, "outside"), opts: opts}
 }
 
 // newLocal returns a backend over provider/local: a real sandbox whose
@@ -662,7 +663,7 @@ func TestTenMiBBinaryRoundTrip(t *testing.T) {
 func TestRedactedReadFallsBack(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
-	rt := &hostRuntime{home: dir}
+	rt := hostrt.NewWithHome(dir)
 	sb, err := sandbox.NewClient(rt).Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"KEY": "sk-very-secret"}})
 	require.NoError(t, err)
 	b, err := New(sb, Options{BaseDir: filepath.Join(dir, "ws")})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -42,7 +43,7 @@ func FuzzJail(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	rt := &hostRuntime{home: dir}
+	rt := hostrt.NewWithHome(dir)
 	sb, err := sandbox.NewClient(rt).Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
 		f.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/hostrt"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -204,14 +205,14 @@ func runScenarios(t *testing.T, h harness) {
 	}
 }
 
-// newHostRuntime returns a hostRuntime whose sandboxes live under a
-// directory whose path needs quoting in any shell.
-func newHostRuntime(t *testing.T) *hostRuntime {
+// newHostRuntime returns the test host runtime with its sandboxes' homes
+// under a directory whose path needs quoting in any shell.
+func newHostRuntime(t *testing.T) *hostrt.Runtime {
 	root := path.Join(t.TempDir(), `sand $(x) 'q' "d"`)
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &hostRuntime{root: root}
+	return hostrt.New(root)
 }
 
 func hostHarness(t *testing.T) harness {

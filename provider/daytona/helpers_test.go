@@ -6,9 +6,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
-	"github.com/sandboxkit/sandbox/provider/daytona/internal/hostrt"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
 

@@ -1,11 +1,23 @@
 // Package hostrt is a minimal sandbox.Runtime over the host, for this
-// module's Daytona tests only: each "sandbox" is a temporary home
-// directory, paths are host paths and commands are host processes run by
-// the real /bin/sh. It isolates nothing. The tests use it as the backend
-// of daytonafake until provider/local can serve instead.
+// module's tests only. It isolates nothing: a "sandbox" is a home
+// directory on the host, its paths are host paths and its commands are
+// host processes run by the real /bin/sh. Tests use it where they need
+// real shells, tools and symbolic links without a provider, and as the
+// backend of the provider fakes (e2bfake, daytonafake).
+//
+// Commands get a small environment, not the test process's: PATH (the
+// test process's), HOME (the sandbox's home), then the sandbox's Env,
+// then the command's Env. Each runs in its own process group, which is
+// killed when the command's timeout expires or its context ends.
+//
+// File operations map host errors onto the sandbox sentinels: a missing
+// path is NotFound (and still fs.ErrNotExist), a directory where a file
+// is needed matches ErrIsDirectory, a file where a directory is needed
+// matches ErrNotDirectory.
 package hostrt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -23,10 +36,19 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// Runtime runs sandboxes as directories under a root.
+// waitDelay bounds how long Exec waits for a command's output pipes after
+// the command has exited or been killed. A pipe held longer (by a process
+// that left the group) is a bug of the command under test: Exec fails.
+const waitDelay = 5 * time.Second
+
+// Runtime is the host runtime. Its sandboxes live in memory: they last as
+// long as the Runtime, and Destroy forgets one without touching its files.
 type Runtime struct {
-	root string
+	root string // where Create makes homes; "" when home is fixed
+	home string // the home every sandbox shares, when root is ""
+
 	mu   sync.Mutex
+	next int
 	sbx  map[string]*box
 }
 
@@ -35,8 +57,15 @@ type box struct {
 	env  map[string]string
 }
 
-// New returns a Runtime whose homes live under root (a test's TempDir).
+// New returns a Runtime that gives each sandbox a fresh home directory
+// under root, which must exist (a test's TempDir). The homes stay until
+// root is removed, so processes a test leaves running never race with a
+// removal.
 func New(root string) *Runtime { return &Runtime{root: root, sbx: map[string]*box{}} }
+
+// NewWithHome returns a Runtime whose sandboxes all have home as their
+// home directory, used as it is: Create neither makes nor empties it.
+func NewWithHome(home string) *Runtime { return &Runtime{home: home, sbx: map[string]*box{}} }
 
 // Name implements sandbox.Runtime.
 func (r *Runtime) Name() string { return "hostrt" }
@@ -48,14 +77,22 @@ func (r *Runtime) Capabilities() sandbox.Capabilities {
 
 // Create implements sandbox.Runtime.
 func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
-	home, err := os.MkdirTemp(r.root, "home-")
-	if err != nil {
-		return sandbox.Info{}, err
+	r.mu.Lock()
+	r.next++
+	n := r.next
+	r.mu.Unlock()
+	id, home := "host-"+strconv.Itoa(n), r.home
+	if r.root != "" {
+		var err error
+		if home, err = os.MkdirTemp(r.root, "home-"); err != nil {
+			return sandbox.Info{}, err
+		}
+		id = filepath.Base(home)
 	}
-	in := sandbox.Info{ID: filepath.Base(home), Provider: r.Name(), Labels: maps.Clone(req.Labels),
+	in := sandbox.Info{ID: id, Provider: r.Name(), Labels: maps.Clone(req.Labels),
 		State: sandbox.StateRunning, CreatedAt: time.Now(), Home: home}
 	r.mu.Lock()
-	r.sbx[in.ID] = &box{info: in, env: maps.Clone(req.Env)}
+	r.sbx[id] = &box{info: in, env: maps.Clone(req.Env)}
 	r.mu.Unlock()
 	return in, nil
 }
@@ -79,37 +116,40 @@ func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
 	return b.info, nil
 }
 
-// List implements sandbox.Runtime.
+// List implements sandbox.Runtime: every sandbox, oldest first, in one
+// page; the request's filters are ignored.
 func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []sandbox.Info
+	out := make([]sandbox.Info, 0, len(r.sbx))
 	for _, b := range r.sbx {
 		out = append(out, b.info)
 	}
+	slices.SortFunc(out, func(a, b sandbox.Info) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
 	return out, "", nil
 }
 
-// Destroy implements sandbox.Runtime.
+// Destroy implements sandbox.Runtime. It forgets the sandbox; its home
+// and any process still running in it are left to the test.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	r.mu.Lock()
-	b := r.sbx[id]
 	delete(r.sbx, id)
 	r.mu.Unlock()
-	if b != nil {
-		return os.RemoveAll(b.info.Home)
-	}
 	return nil
 }
 
-// SetTimeout implements sandbox.Runtime.
+// SetTimeout implements sandbox.Runtime. Leases do not expire here.
 func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
 	_, err := r.get(id)
 	return err
 }
 
 // Exec implements sandbox.Runtime with a host process in its own process
-// group, killed with the group on timeout or when ctx ends.
+// group, killed with the group on timeout or when ctx ends. A program
+// that cannot be found is exit code 127, with the shell's message on
+// stderr.
 func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sandbox.ExitStatus, error) {
 	b, err := r.get(id)
 	if err != nil {
@@ -119,23 +159,24 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sand
 	if c.Shell != "" {
 		args = []string{"/bin/sh", "-c", c.Shell}
 	}
-	path, err := exec.LookPath(args[0])
-	if err != nil {
+	if len(args) == 0 {
+		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.InvalidArgument, "hostrt: empty command")
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	if errors.Is(cmd.Err, exec.ErrNotFound) {
 		fmt.Fprintf(c.Stderr, "sh: %s: not found\n", args[0])
 		return sandbox.ExitStatus{ExitCode: 127}, nil
 	}
-	cmd := exec.Command(path, args[1:]...)
 	cmd.Dir = c.Dir
-	env := append(os.Environ(), "HOME="+b.info.Home)
+	cmd.Env = []string{"PATH=" + cmp.Or(os.Getenv("PATH"), "/usr/local/bin:/usr/bin:/bin"), "HOME=" + b.info.Home}
 	for _, m := range []map[string]string{b.env, c.Env} {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			env = append(env, k+"="+m[k])
+			cmd.Env = append(cmd.Env, k+"="+m[k])
 		}
 	}
-	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = time.Second
+	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return sandbox.ExitStatus{}, err
 	}
@@ -161,11 +202,12 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sand
 		return sandbox.ExitStatus{}, nil
 	case errors.As(err, &ee):
 		return sandbox.ExitStatus{ExitCode: ee.ExitCode()}, nil
-	default:
-		return sandbox.ExitStatus{ExitCode: -1}, nil
 	}
+	return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("hostrt: %s: %w", args[0], err)
 }
 
+// mapErr maps a host file error onto the sandbox sentinels, keeping the
+// original in the chain.
 func mapErr(err error) error {
 	switch {
 	case err == nil:
@@ -185,7 +227,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if _, err := r.get(id); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return mapErr(err)
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -204,18 +246,25 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	if _, err := r.get(id); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if fi.IsDir() {
 		return nil, fmt.Errorf("%s: %w", p, sandbox.ErrIsDirectory)
 	}
 	f, err := os.Open(p)
-	return f, mapErr(err)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return f, nil
 }
 
 func info(p string, fi fs.FileInfo) sandbox.FileInfo {
 	return sandbox.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
 }
 
-// Stat implements sandbox.Runtime.
+// Stat implements sandbox.Runtime. It follows symbolic links.
 func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
 	if _, err := r.get(id); err != nil {
 		return sandbox.FileInfo{}, err
@@ -227,7 +276,8 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 	return info(p, fi), nil
 }
 
-// ReadDir implements sandbox.Runtime.
+// ReadDir implements sandbox.Runtime: the entries sorted by name, each
+// described without following symbolic links.
 func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
 	if _, err := r.get(id); err != nil {
 		return nil, err
@@ -240,7 +290,7 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 	for _, e := range ents {
 		fi, err := e.Info()
 		if err != nil {
-			continue
+			continue // removed since ReadDir listed it
 		}
 		out = append(out, info(filepath.Join(p, e.Name()), fi))
 	}
@@ -255,7 +305,8 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	return mapErr(os.MkdirAll(p, 0o755))
 }
 
-// Remove implements sandbox.Runtime.
+// Remove implements sandbox.Runtime: a file, or a directory and all it
+// holds; a missing path is NotFound.
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	if _, err := r.get(id); err != nil {
 		return err
