@@ -30,9 +30,9 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 	if err != nil {
 		return nil, err
 	}
-	archive := r.get("tar")
-	if r.code != 0 || !strings.HasPrefix(archive, "/") {
-		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: get files: the sandbox reported no archive (exit %d)", r.code)
+	archive, err := archivePath(r)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		// Best effort, bounded: a leftover temporary file is harmless.
@@ -54,6 +54,24 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 	}
 	slices.SortFunc(files, func(a, b backend.File) int { return strings.Compare(a.Path, b.Path) })
 	return &backend.GetFilesResult{Files: files}, nil
+}
+
+// archivePath returns the archive the helper reported, after checking that
+// it is the one file the helper makes: exactly one tar= line, naming a
+// snapshot file in the metadata directory's tmp of the resolved workspace.
+// A workspace whose resolved path holds a newline could otherwise inject a
+// second tar= line and have GetFiles download, then remove, any path.
+func archivePath(r *opResult) (string, error) {
+	tars, pbases := r.kv["tar"], r.kv["pbase"]
+	if r.code != 0 || len(tars) != 1 || len(pbases) != 1 {
+		return "", sandbox.Errorf(sandbox.Internal, "fsbackend: get files: the sandbox reported no archive (exit %d)", r.code)
+	}
+	archive, pbase := tars[0], pbases[0]
+	if !strings.HasPrefix(pbase, "/") || archive != path.Clean(archive) ||
+		path.Dir(archive) != path.Join(pbase, MetadataDir, "tmp") || !strings.HasPrefix(path.Base(archive), "snapshot.") {
+		return "", sandbox.Errorf(sandbox.Internal, "fsbackend: get files: the sandbox reported an unexpected archive path %q", printable(archive))
+	}
+	return archive, nil
 }
 
 // readArchive reads the workspace archive: regular files outside the

@@ -41,6 +41,7 @@ func emulateOp(c *memory.Call) int {
 			return 70
 		}
 	}
+	fmt.Fprintf(c.Stderr, "pbase=%s\n", base) // as the real helper does, first
 	t := base
 	if e["SBX_PATH"] != "." {
 		t = path.Join(base, e["SBX_PATH"])
@@ -187,7 +188,7 @@ func emulateOp(c *memory.Call) int {
 		if err := errors.Join(walk(base, "."), tw.Close()); err != nil {
 			return 74
 		}
-		archive := path.Join(meta, "tmp", "snapshot.tar")
+		archive := path.Join(meta, "tmp", "snapshot.tar0")
 		if err := c.Files.WriteFile(archive, buf.Bytes()); err != nil {
 			return 74
 		}
