@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -110,7 +111,9 @@ func (c *Client) OnTransportReset(f func()) (unregister func()) {
 }
 
 // Close releases the provider's resources. Sandboxes are not destroyed:
-// they live on until their lease ends. Calls after Close fail with ErrClosed.
+// they live on until their lease ends. Calls made after Close, through the
+// Client or its Sandbox handles, fail with ErrClosed (Process.Close and
+// Wait on an already finished Process excepted).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -136,7 +139,8 @@ func (c *Client) checkOpen(op, id string) error {
 
 // resetTransport resets the driver's transport and tells the listeners.
 func (c *Client) resetTransport(op string, cause error) {
-	c.log.Info("sandbox: stale transport, resetting and retrying once", "op", op, "provider", c.rt.Name(), "err", cause)
+	// The cause's text is not logged: it may quote a secret.
+	c.log.Info("sandbox: stale transport, resetting and retrying once", "op", op, "provider", c.rt.Name(), "code", CodeOf(cause))
 	if r, ok := c.rt.(TransportResetter); ok {
 		if err := r.ResetTransport(); err != nil {
 			c.log.Warn("sandbox: transport reset failed", "provider", c.rt.Name(), "err", err)
@@ -156,6 +160,12 @@ func (c *Client) resetTransport(op string, cause error) {
 // stale package classifies as a closed transport; again, when non-nil,
 // says whether f can still be repeated (for example no input was consumed).
 func (c *Client) retry(ctx context.Context, op string, idempotent bool, again func() bool, f func() error) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	err := f()
 	if err == nil || ctx.Err() != nil || errors.Is(err, ErrOutcomeUnknown) {
 		return err
@@ -345,10 +355,10 @@ func (c *Client) destroyOrphan(id string, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cleanup)
 	defer cancel()
 	if err := c.rt.Destroy(ctx, id); err != nil {
-		c.log.Error("sandbox: could not destroy a sandbox orphaned by a failed create", "provider", c.rt.Name(), "id", id, "err", err)
+		c.log.Error("sandbox: could not destroy a sandbox orphaned by a failed create", "provider", c.rt.Name(), "id", id, "code", CodeOf(err))
 		return
 	}
-	c.log.Info("sandbox: destroyed a sandbox whose create did not complete", "provider", c.rt.Name(), "id", id, "cause", cause)
+	c.log.Info("sandbox: destroyed a sandbox whose create did not complete", "provider", c.rt.Name(), "id", id, "code", CodeOf(cause))
 }
 
 func (c *Client) handle(info Info, secrets [][]byte) *Sandbox {
@@ -516,11 +526,24 @@ func redactErr(err error, secrets [][]byte) error {
 		return err
 	}
 	msg := err.Error()
-	red := string(redact([]byte(msg), secrets))
+	red := string(redact([]byte(msg), withQuoted(secrets)))
 	if red == msg {
 		return err
 	}
 	return &redactedError{msg: red, err: err}
+}
+
+// withQuoted adds the form each secret takes inside a Go-quoted string
+// (%q, JSON), where it differs, since error texts often quote values.
+func withQuoted(secrets [][]byte) [][]byte {
+	out := slices.Clone(secrets)
+	for _, s := range secrets {
+		if q := strconv.Quote(string(s)); len(q) > 2 && q[1:len(q)-1] != string(s) {
+			out = append(out, []byte(q[1:len(q)-1]))
+		}
+	}
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return out
 }
 
 type redactedError struct {

@@ -147,13 +147,15 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// redactor replaces secret values in a byte stream before passing it on. It
-// holds back the last len(longest secret)-1 bytes so a secret split across
-// two writes is still caught; Flush releases them.
+// redactor replaces secret values in a byte stream before passing it on.
+// It holds back only a tail that may still grow into a secret (a proper
+// prefix of one), so live output is not delayed otherwise, and a secret
+// split across writes is still caught; Flush releases the tail. It is safe
+// for concurrent use.
 type redactor struct {
+	mu      sync.Mutex
 	next    io.Writer
-	secrets [][]byte
-	hold    int
+	secrets [][]byte // longest first
 	pending []byte
 	err     error
 }
@@ -164,48 +166,71 @@ func newRedactor(next io.Writer, secrets [][]byte) io.Writer {
 	if len(secrets) == 0 {
 		return next
 	}
-	hold := 0
-	for _, s := range secrets {
-		hold = max(hold, len(s)-1)
-	}
-	return &redactor{next: next, secrets: secrets, hold: hold}
+	return &redactor{next: next, secrets: secrets}
 }
 
 func (r *redactor) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.err != nil {
 		return 0, r.err
 	}
 	r.pending = append(r.pending, p...)
-	r.pending = redact(r.pending, r.secrets)
-	// A secret split across writes is at most hold bytes long at the end
-	// of pending, so everything before the last hold bytes is final.
-	if n := len(r.pending) - r.hold; n > 0 {
-		if _, err := r.next.Write(r.pending[:n]); err != nil {
+	out, rest := scanSecrets(r.pending, r.secrets, false)
+	if len(out) > 0 {
+		if _, err := r.next.Write(out); err != nil {
 			r.err = err
 			return 0, err
 		}
-		r.pending = append(r.pending[:0], r.pending[n:]...)
 	}
+	r.pending = append(r.pending[:0], rest...)
 	return len(p), nil
 }
 
 // Flush writes the held-back bytes.
 func (r *redactor) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.err != nil || len(r.pending) == 0 {
 		return r.err
 	}
-	_, err := r.next.Write(r.pending)
+	out, _ := scanSecrets(r.pending, r.secrets, true)
 	r.pending = r.pending[:0]
-	return err
+	_, r.err = r.next.Write(out)
+	return r.err
 }
 
-func redact(b []byte, secrets [][]byte) []byte {
-	for _, s := range secrets {
-		if len(s) > 0 && bytes.Contains(b, s) {
-			b = bytes.ReplaceAll(b, s, redacted)
+// scanSecrets copies b with every secret replaced by "[REDACTED]", trying
+// the longest secret first at each position. Unless final, it stops at the
+// first position where the rest of b is a proper prefix of a secret that
+// longer input could complete, and returns that tail as rest.
+func scanSecrets(b []byte, secrets [][]byte, final bool) (out, rest []byte) {
+	out = make([]byte, 0, len(b))
+	i := 0
+scan:
+	for i < len(b) {
+		tail := b[i:]
+		for _, s := range secrets {
+			switch {
+			case len(s) == 0:
+			case bytes.HasPrefix(tail, s):
+				out = append(out, redacted...)
+				i += len(s)
+				continue scan
+			case !final && len(tail) < len(s) && bytes.HasPrefix(s, tail):
+				return out, tail
+			}
 		}
+		out = append(out, b[i])
+		i++
 	}
-	return b
+	return out, nil
+}
+
+// redact returns b with every secret replaced.
+func redact(b []byte, secrets [][]byte) []byte {
+	out, _ := scanSecrets(b, secrets, true)
+	return out
 }
 
 func flushWriter(w io.Writer) {

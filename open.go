@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -73,6 +74,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
+		// *url.Error repeats the whole URL, credentials included: keep
+		// only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, invalid(op, "", "", "URL", "%q: %v", printable(redactURL(rawURL)), err)
 	}
 	if u.Scheme == "" {

@@ -113,10 +113,8 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 		return invalid(op, s.c.rt.Name(), s.id, "timeout", "%v exceeds the provider's maximum lease %v", d, m)
 	}
 	want := time.Now().Add(d)
-	// Leases only grow, so a cached end already past want is still past it.
-	if end := s.Info().LeaseEnd; !end.IsZero() && !end.Before(want) {
-		return nil
-	}
+	// Read the current end first (never a cached one: a resume elsewhere
+	// may have shortened it), and only ever move it later.
 	in, err := s.Refresh(ctx)
 	if err != nil {
 		return err
@@ -177,6 +175,7 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 // execPlan is a validated Command ready for the driver.
 type execPlan struct {
 	cmd      *Command
+	secrets  [][]byte // the handle's and the command's, longest first
 	layer    TimeoutLayer
 	timeout  time.Duration
 	out, err *capBuffer
@@ -241,6 +240,7 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background b
 	}
 	secrets := append(slices.Clone(s.secrets), secretValues(cmd.SecretEnv)...)
 	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
+	p.secrets = secrets
 	p.out, p.err = &capBuffer{max: maxOut}, &capBuffer{max: maxOut}
 	stdout := sink(p.out, cmd.Stdout, secrets)
 	stderr := sink(p.err, cmd.Stderr, secrets)
@@ -346,11 +346,16 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 			} else {
 				res.ExitCode = -1
 			}
-			return res, s.wrap(op, "", ctxErr)
+			return res, s.wrapPlan(op, p, ctxErr)
 		}
-		return nil, s.wrap(op, "", err)
+		return nil, s.wrapPlan(op, p, err)
 	}
 	return res, nil
+}
+
+// wrapPlan is wrap with the command's secrets redacted as well.
+func (s *Sandbox) wrapPlan(op string, p *execPlan, err error) error {
+	return s.c.wrap(op, s.id, "", redactErr(err, p.secrets))
 }
 
 // Start starts cmd in the background and returns at once. The process
@@ -376,7 +381,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(op, "", err)
+		return nil, s.wrapPlan(op, p, err)
 	}
 	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
 }
@@ -394,7 +399,7 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 		return nil, invalid(op, s.c.rt.Name(), s.id, "pid", "%d is not positive", pid)
 	}
 	max := s.c.maxOutput
-	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}}
+	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}, secrets: s.secrets}
 	o, e := sink(p.out, stdout, s.secrets), sink(p.err, stderr, s.secrets)
 	p.flush = []io.Writer{o, e}
 	var h ProcessHandle
@@ -416,6 +421,7 @@ type Process struct {
 	plan    *execPlan
 	started time.Time
 
+	waitMu sync.Mutex // one Wait at a time computes the result
 	mu     sync.Mutex
 	result *Result
 	closed bool
@@ -430,6 +436,8 @@ func (p *Process) PID() int { return p.h.PID() }
 // once. If ctx ends first, Wait returns ctx's error and the process runs on.
 func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	const op = "wait"
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
 	p.mu.Lock()
 	if p.result != nil {
 		r := p.result
@@ -439,7 +447,7 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	p.mu.Unlock()
 	st, err := p.h.Wait(ctx)
 	if err != nil {
-		return nil, p.sb.wrap(op, "", err)
+		return nil, p.sb.wrapPlan(op, p.plan, err)
 	}
 	r := p.plan.result(st, p.started)
 	p.mu.Lock()
@@ -468,5 +476,9 @@ func (p *Process) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
-	return p.sb.wrap("close-process", "", p.h.Close())
+	err := p.h.Close()
+	for _, w := range p.plan.flush {
+		flushWriter(w) // release output held back for redaction
+	}
+	return p.sb.wrap("close-process", "", err)
 }

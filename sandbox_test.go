@@ -297,3 +297,170 @@ func TestAttachWithSecrets(t *testing.T) {
 		t.Fatalf("attached handle output %q %v", r.Stdout, err)
 	}
 }
+
+// secretRuntime answers every exec with output written in small pieces, and
+// can fail with an error quoting what it was given.
+type secretRuntime struct {
+	*memory.Runtime
+	chunks []string
+	block  chan struct{} // when non-nil, Exec blocks until it is closed
+	errMsg string
+}
+
+func (s *secretRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+	if s.errMsg != "" {
+		return sandbox.ExitStatus{}, errors.New(s.errMsg)
+	}
+	for _, c := range s.chunks {
+		io.WriteString(cmd.Stdout, c)
+	}
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return sandbox.ExitStatus{}, ctx.Err()
+		}
+	}
+	return sandbox.ExitStatus{}, nil
+}
+
+func TestRedactionOfNestedSecretsSplitAcrossWrites(t *testing.T) {
+	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"url=postgres://admin:hun", "ter2@db:5432/prod", " pw=hunter2\n"}}
+	c := sandbox.NewClient(rt)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"PW": "hunter2", "DB_URL": "postgres://admin:hunter2@db:5432/prod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live bytes.Buffer
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"x"}, Stdout: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "url=[REDACTED] pw=[REDACTED]\n"
+	if string(r.Stdout) != want || live.String() != want {
+		t.Fatalf("captured %q live %q, want %q", r.Stdout, live.String(), want)
+	}
+}
+
+func TestRedactionDoesNotHoldBackLiveOutput(t *testing.T) {
+	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"listening on :8080\n"}, block: make(chan struct{})}
+	c := sandbox.NewClient(rt)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"KEY": strings.Repeat("k", 40)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan struct{})
+	w := writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), "listening") {
+			close(seen)
+		}
+		return len(p), nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"server"}, Stdout: w})
+		done <- err
+	}()
+	select {
+	case <-seen:
+	case <-time.After(10 * time.Second):
+		t.Error("output with no secret in it was held back while the command ran")
+	}
+	close(rt.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestSecretsRedactedFromErrors(t *testing.T) {
+	rt := &secretRuntime{Runtime: memory.New()}
+	c := sandbox.NewClient(rt)
+	ctx := context.Background()
+	createSecret := `Tr0ub"4dor\&3`
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"A": createSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdSecret := "cmd-secret-42"
+	rt.errMsg = fmt.Sprintf("unexpected output %q and %q", "TOKEN="+cmdSecret, createSecret)
+	_, err = sb.Exec(ctx, sandbox.Command{Args: []string{"x"}, SecretEnv: map[string]string{"TOKEN": cmdSecret}})
+	if err == nil || strings.Contains(err.Error(), cmdSecret) || strings.Contains(err.Error(), "4dor") {
+		t.Fatalf("secret in error: %v", err)
+	}
+}
+
+func TestOpenURLErrorsHideCredentials(t *testing.T) {
+	for _, u := range []string{"memory://user:TOPSECRET@host:badport", "memory://host/%zz?api_key=TOPSECRET"} {
+		_, err := sandbox.Open(context.Background(), u)
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument || strings.Contains(err.Error(), "TOPSECRET") {
+			t.Errorf("Open(%q): %v", u, err)
+		}
+	}
+}
+
+func TestSandboxCallsAfterCloseFail(t *testing.T) {
+	c, _ := memory.NewClient()
+	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("exec after Close: %v", err)
+	}
+}
+
+func TestConcurrentWait(t *testing.T) {
+	c, _ := memory.NewClient()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"S": "secret-value"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "echo out; echo secret-val"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan string, 4)
+	for range 4 {
+		go func() {
+			r, err := p.Wait(ctx)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			results <- string(r.Stdout)
+		}()
+	}
+	for range 4 {
+		if got := <-results; got != "out\nsecret-val\n" {
+			t.Errorf("Wait: %q", got)
+		}
+	}
+}
+
+func TestSetTimeoutAsksTheProvider(t *testing.T) {
+	c, rt := memory.NewClient()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another handle shortens the lease (as a resume elsewhere can).
+	if err := rt.SetTimeout(ctx, sb.ID(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetTimeout(ctx, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	in, err := sb.Refresh(ctx)
+	if err != nil || time.Until(in.LeaseEnd) < 25*time.Minute {
+		t.Fatalf("lease ends in %v after SetTimeout(30m) (%v)", time.Until(in.LeaseEnd), err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -369,13 +370,17 @@ func (r *Runtime) List(_ context.Context, req *sandbox.ListRequest) ([]sandbox.I
 		}
 		return all[i].ID < all[j].ID
 	})
+	// The token is a position (creation time and id of the last sandbox
+	// returned), so paging goes on when that sandbox is destroyed meanwhile.
 	start := 0
 	if req.PageToken != "" {
-		i := slices.IndexFunc(all, func(in sandbox.Info) bool { return in.ID == req.PageToken })
-		if i < 0 {
-			return nil, "", sandbox.Errorf(sandbox.InvalidArgument, "memory: unknown page token %q", req.PageToken)
+		t, id, ok := parseToken(req.PageToken)
+		if !ok {
+			return nil, "", sandbox.Errorf(sandbox.InvalidArgument, "memory: malformed page token %q", req.PageToken)
 		}
-		start = i + 1
+		start = sort.Search(len(all), func(i int) bool {
+			return all[i].CreatedAt.After(t) || (all[i].CreatedAt.Equal(t) && all[i].ID > id)
+		})
 	}
 	var page []sandbox.Info
 	next := ""
@@ -384,12 +389,25 @@ func (r *Runtime) List(_ context.Context, req *sandbox.ListRequest) ([]sandbox.I
 			continue
 		}
 		if len(page) == req.PageSize {
-			next = page[len(page)-1].ID
+			last := page[len(page)-1]
+			next = fmt.Sprintf("%d/%s", last.CreatedAt.UnixNano(), last.ID)
 			break
 		}
 		page = append(page, cloneInfo(in))
 	}
 	return page, next, nil
+}
+
+func parseToken(tok string) (time.Time, string, bool) {
+	ns, id, ok := strings.Cut(tok, "/")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return time.Unix(0, n), id, true
 }
 
 func labelsMatch(have, want map[string]string) bool {
@@ -521,6 +539,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 
 // run dispatches a whole command: a shell line or an argv.
 func (r *Runtime) run(ctx context.Context, c *Call) int {
+	if c.Shell == "" && len(c.Args) == 0 {
+		return 0 // sh -c ""
+	}
 	if c.Shell != "" {
 		r.mu.Lock()
 		shells := slices.Clone(r.shells)

@@ -278,6 +278,9 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
 		}
 		return c.Env[name]
 	}
+	if strings.TrimSpace(line) == "" {
+		return 0
+	}
 	segs, err := split(line)
 	if err == nil {
 		// Check the syntax of the whole line before running any of it.

@@ -90,3 +90,33 @@ func TestRelativePathsFollowDir(t *testing.T) {
 		t.Fatalf("redirect relative to Dir: %q %v", b, err)
 	}
 }
+
+func TestEmptyScriptAndListWhileDestroying(t *testing.T) {
+	ctx := context.Background()
+	c, rt := memory.NewClient()
+	var ids []string
+	for range 3 {
+		sb, err := c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"k": "v"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID())
+	}
+	sb, _ := c.Attach(ctx, ids[0])
+	for _, cmd := range []sandbox.Command{{Args: []string{"sh", "-c", ""}}, {Shell: "  "}} {
+		if r, err := sb.Exec(ctx, cmd); err != nil || r.ExitCode != 0 {
+			t.Errorf("empty script %+v: %v %v", cmd, r, err)
+		}
+	}
+	for in, err := range c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"k": "v"}, PageSize: 1}) {
+		if err != nil {
+			t.Fatalf("List while destroying: %v", err)
+		}
+		if err := rt.Destroy(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rt.Live() != 0 {
+		t.Fatalf("%d sandboxes left after destroying every listed one", rt.Live())
+	}
+}
