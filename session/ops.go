@@ -320,19 +320,22 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		cmd.Dir = s.workspace
 	}
 	var res *sandbox.Result
+	var execFailed bool
 	started := time.Now()
 	err := s.do(ctx, "exec", cmd.Timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
 		var err error
 		res, err = sb.Exec(ctx, cmd)
+		execFailed = err != nil
 		return err
 	})
-	return providerTimeout(ctx, res, err, cmd.Timeout, started)
+	return providerTimeout(ctx, res, err, execFailed, cmd.Timeout, started)
 }
 
-// providerTimeout turns a DeadlineExceeded error that did not come from ctx
-// into a Result timed out by the provider.
-func providerTimeout(ctx context.Context, res *sandbox.Result, err error, timeout time.Duration, started time.Time) (*sandbox.Result, error) {
-	if err == nil || ctx.Err() != nil || sandbox.CodeOf(err) != sandbox.DeadlineExceeded || errors.Is(err, ErrGone) {
+// providerTimeout turns a DeadlineExceeded error of the command itself
+// (execFailed: the last Exec returned it, not an upload or a resume before
+// it) that did not come from ctx into a Result timed out by the provider.
+func providerTimeout(ctx context.Context, res *sandbox.Result, err error, execFailed bool, timeout time.Duration, started time.Time) (*sandbox.Result, error) {
+	if err == nil || !execFailed || ctx.Err() != nil || sandbox.CodeOf(err) != sandbox.DeadlineExceeded || errors.Is(err, ErrGone) {
 		return res, err
 	}
 	if res == nil {
@@ -471,16 +474,19 @@ func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandb
 		Timeout: timeout, MaxOutput: opts.MaxOutput,
 	}
 	var res *sandbox.Result
+	var execFailed bool
 	started := time.Now()
 	err := s.do(ctx, op, timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		execFailed = false
 		if err := upload(ctx, sb, files); err != nil {
 			return err
 		}
 		var err error
 		res, err = sb.Exec(ctx, cmd)
+		execFailed = err != nil
 		return err
 	})
-	return providerTimeout(ctx, res, err, timeout, started)
+	return providerTimeout(ctx, res, err, execFailed, timeout, started)
 }
 
 // markerPath is where setup records the packages it installed, so a

@@ -148,6 +148,18 @@ func TestTimeoutsNameTheirLayer(t *testing.T) {
 	if _, ok := m.Lookup("k"); !ok {
 		t.Fatal("session forgotten after timeouts")
 	}
+
+	// A deadline on the upload before the program is not a timeout of the
+	// program: the error comes back, and nothing claims the program ran.
+	rt.FailNext(memory.OpUpload, 1, fmt.Errorf("upload: %w", context.DeadlineExceeded))
+	execs := len(rt.CallsOf(memory.OpExec))
+	res, err = s.Run(context.Background(), "print(1)", session.RunOptions{})
+	if err == nil || res != nil {
+		t.Fatalf("failed upload reported as %+v, %v", res, err)
+	}
+	if got := len(rt.CallsOf(memory.OpExec)); got != execs {
+		t.Fatalf("the program ran %d times after a failed upload", got-execs)
+	}
 }
 
 func TestSessionFilesRelativeToWorkspace(t *testing.T) {
