@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -290,12 +292,30 @@ var deniedSyscalls = []string{
 	"lookup_dcookie", "vhangup",
 }
 
-// applySeccomp installs the filter on the calling thread, which every
-// command descends from.
-func applySeccomp(cfg *agentConfig) error {
+// cloneNewFlags are the clone(2) flags that create namespaces. The
+// filter refuses clone with any of them, as it refuses unshare: a sandbox
+// gets no namespaces of its own beyond those the agent made. (CLONE_NEWTIME
+// shares its bit with the exit signal in clone's first argument, and
+// only unshare and clone3 accept it.)
+const cloneNewFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// seccompErrno is the filter's return value that fails a syscall with errno e.
+func seccompErrno(e unix.Errno) seccomp.Action {
+	return seccomp.Action(uint32(unix.SECCOMP_RET_ERRNO) | uint32(e))
+}
+
+// seccompProgram assembles the filter: every syscall of an architecture
+// other than the native one (say the i386 interface, int $0x80, of an
+// x86-64 process) and every x32 syscall fails with ENOSYS, whatever its
+// number; clone3 fails with ENOSYS too, so libc falls back to clone, whose
+// flags the filter can see; deniedSyscalls, clone with namespace flags
+// and (with netOff) sockets other than AF_UNIX fail with EPERM; the rest is
+// allowed.
+func seccompProgram(netOff bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo(runtime.GOARCH)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var names []string
 	for _, n := range deniedSyscalls {
@@ -303,17 +323,79 @@ func applySeccomp(cfg *agentConfig) error {
 			names = append(names, n)
 		}
 	}
-	group := seccomp.SyscallGroup{Action: seccomp.ActionErrno, Names: names}
-	if cfg.NoNetwork && !cfg.Namespaces {
-		// Without a network namespace of its own, the sandbox may not
-		// open IP sockets at all (with one, its loopback stays usable).
-		group.NamesWithCondtions = []seccomp.NameWithConditions{{
+	deny := seccomp.SyscallGroup{Action: seccompErrno(unix.EPERM), Names: names}
+	if _, ok := info.SyscallNames["clone"]; ok {
+		flagsArg := uint32(0) // clone's flags come first, but for s390x
+		if runtime.GOARCH == "s390x" {
+			flagsArg = 1
+		}
+		deny.NamesWithCondtions = append(deny.NamesWithCondtions, seccomp.NameWithConditions{
+			Name:       "clone",
+			Conditions: seccomp.ArgumentConditions{{Argument: flagsArg, Operation: seccomp.BitsSet, Value: cloneNewFlags}},
+		})
+	}
+	if netOff {
+		deny.NamesWithCondtions = append(deny.NamesWithCondtions, seccomp.NameWithConditions{
 			Name:       "socket",
 			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}},
-		}}
+		})
 	}
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Policy:     seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{group}},
-	})
+	groups := []seccomp.SyscallGroup{deny}
+	if _, ok := info.SyscallNames["clone3"]; ok {
+		groups = append(groups, seccomp.SyscallGroup{Action: seccompErrno(unix.ENOSYS), Names: []string{"clone3"}})
+	}
+	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
+	insts, err := policy.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	// The library's program lets a syscall of a foreign architecture
+	// through to its default action (allow), unfiltered: put a check that
+	// fails them in front, and one for x32 (which the library has too, but
+	// this filter does not rely on it).
+	prog := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: seccompDataArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: uint32(seccompErrno(unix.ENOSYS))},
+	}
+	if info.ID == arch.X86_64.ID {
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: seccompDataNr, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: x32SyscallBit, SkipFalse: 1},
+			bpf.RetConstant{Val: uint32(seccompErrno(unix.ENOSYS))},
+		)
+	}
+	prog = append(prog, insts...) // it loads what it needs itself
+	return bpf.Assemble(prog)
+}
+
+// Offsets in struct seccomp_data, and x86-64's __X32_SYSCALL_BIT.
+const (
+	seccompDataNr   = 0
+	seccompDataArch = 4
+	x32SyscallBit   = 0x40000000
+)
+
+// applySeccomp installs the filter on the calling thread only (no TSYNC:
+// the forker thread, which every command descends from), with
+// no_new_privs set.
+func applySeccomp(cfg *agentConfig) error {
+	raw, err := seccompProgram(cfg.NoNetwork && !cfg.Namespaces)
+	if err != nil {
+		return fmt.Errorf("assembling the filter: %w", err)
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, in := range raw {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(filter)
+	if errno != 0 {
+		return fmt.Errorf("loading the filter: %w", errno)
+	}
+	return nil
 }
