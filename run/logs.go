@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/sandboxkit/sandbox"
@@ -61,26 +62,26 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 		return Chunk{}, wrap(op, r.id, err)
 	}
 	head, data, _ := bytes.Cut(out, []byte("\n"))
-	var done bool
-	switch string(head) {
-	case "1":
-		done = true
-	case "0":
-	default:
+	var done, n, tail int64
+	if _, err := fmt.Sscanf(string(head), "%d %d %d", &done, &n, &tail); err != nil || done > 1 || n < 0 || tail < 0 || tail > n {
 		return Chunk{}, wrap(op, r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
 	}
 	// The exit record existed before the read, so when fewer than max
 	// bytes came back, they reach the end of the output for good.
-	eof := done && len(data) < max
-	if !eof {
+	eof := done == 1 && n < int64(max)
+	// Offsets count raw bytes (n and tail come from the sandbox), never
+	// len(data): data may be redacted, with other lengths.
+	next := offset + n
+	if !eof && tail > 0 && (tail < n || n < int64(max)) {
+		// Keep whole lines; a line longer than max goes out in pieces.
+		next -= tail
 		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 			data = data[:i+1]
-		} else if len(data) < max {
-			// A partial line: wait for the rest of it.
+		} else {
 			data = data[:0]
 		}
 	}
-	return Chunk{Data: data, Next: offset + int64(len(data)), EOF: eof}, nil
+	return Chunk{Data: data, Next: next, EOF: eof}, nil
 }
 
 func logMax(max int) int {
@@ -93,9 +94,11 @@ func logMax(max int) int {
 // read runs a read-only output script; it may run twice.
 func (r *Run) read(ctx context.Context, script string, max int, args ...string) ([]byte, error) {
 	args = append([]string{r.dir}, args...)
-	out, err := r.exec(ctx, script, controlTimeout, max+64, nil, args...)
+	// Room for redaction, which can make the output longer than the file.
+	limit := 2*max + 1024
+	out, err := r.exec(ctx, script, controlTimeout, limit, nil, args...)
 	if errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil {
-		out, err = r.exec(ctx, script, controlTimeout, max+64, nil, args...)
+		out, err = r.exec(ctx, script, controlTimeout, limit, nil, args...)
 	}
 	return out, err
 }

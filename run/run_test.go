@@ -867,3 +867,37 @@ func TestFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// Offsets count the file's bytes even when the sandbox's secrets make the
+// returned data longer or shorter: a poller sees every line once.
+func TestReadLogsWithRedaction(t *testing.T) {
+	c := sandbox.NewClient(newHostRuntime(t))
+	defer c.Close()
+	ctx := testCtx(t)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"S": "abc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	r := start(t, sb, Request{ID: "redacted", Command: []string{"sh", "-c", `printf 'key=abc\nline2\nline3\nabcabc\n'`}})
+	if _, err := r.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	var off int64
+	for range 100 {
+		ch, err := r.ReadLogs(ctx, off, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(ch.Data)
+		off = ch.Next
+		if ch.EOF {
+			break
+		}
+	}
+	want := "key=[REDACTED]\nline2\nline3\n[REDACTED][REDACTED]\n"
+	if got.String() != want {
+		t.Fatalf("polled %q, want %q", got.String(), want)
+	}
+}

@@ -292,17 +292,35 @@ for p in $(sk_pids "$runmark"); do kill -KILL "$p" 2>/dev/null; done
 sk_dump
 `
 
-// readScript prints "1" or "0" (whether the exit record existed before the
-// read, so the bytes that follow are final) and a newline, then up to MAX
-// bytes of output from byte OFFSET. Arguments: DIR OFFSET MAX.
+// readScript prints a header line "D N T" — D is 1 or 0 (whether the exit
+// record existed before the read, so the bytes that follow are final), N
+// the number of output bytes that follow, T how many of them come after
+// the last newline — then up to MAX bytes of output from byte OFFSET. The
+// counts are of the raw bytes: the output may reach the caller redacted,
+// with other lengths. The output file only grows, so each of the reads
+// below sees the same first N bytes. Arguments: DIR OFFSET MAX.
 const readScript = prelude + `d=$1 off=$2 max=$3
 if [ ! -e "$d/request" ]; then
 	echo missing
 	exit 0
 fi
-if [ -e "$d/exit" ]; then echo 1; else echo 0; fi
+if [ -e "$d/exit" ]; then done=1; else done=0; fi
+n=0 t=0
 if [ -e "$d/output" ]; then
-	tail -c "+$((off + 1))" "$d/output" | head -c "$max"
+	n=$(tail -c "+$((off + 1))" "$d/output" | head -c "$max" | wc -c)
+	n=$((n + 0))
+	if [ "$n" -gt 0 ]; then
+		# Every byte but newline becomes x, so the line tools see text.
+		last=$(tail -c "+$((off + 1))" "$d/output" | head -c "$n" | tr -c '\n' x | tail -c 1)
+		if [ -n "$last" ]; then
+			t=$(tail -c "+$((off + 1))" "$d/output" | head -c "$n" | tr -c '\n' x | tail -n 1 | wc -c)
+			t=$((t + 0))
+		fi
+	fi
+fi
+echo "$done $n $t"
+if [ "$n" -gt 0 ]; then
+	tail -c "+$((off + 1))" "$d/output" | head -c "$n"
 fi
 `
 
