@@ -34,10 +34,12 @@
 // 409 FailedPrecondition, 429 ResourceExhausted, 401/403 PermissionDenied.
 // The edge proxy's 502 for a sandbox it cannot reach is classified with one
 // control-plane lookup: a paused sandbox matches sandbox.ErrPaused, a gone
-// one NotFound. A request that failed on a connection that could not have
-// delivered it wraps sandbox.ErrStaleTransport; a command whose outcome is
-// unknown wraps sandbox.ErrOutcomeUnknown and is never re-sent. No error
-// carries the API key or an access token.
+// one NotFound. A request that failed before a single byte of it was
+// written (no connection, or a pooled connection already reset) wraps
+// sandbox.ErrStaleTransport; a mutating request that failed after it was
+// (even partly) written wraps sandbox.ErrOutcomeUnknown and is never
+// re-sent, since the server may have acted on it. No error carries the
+// API key or an access token.
 package e2b
 
 import (
@@ -210,6 +212,9 @@ func newRuntime(cfg config) (*Runtime, error) {
 	// Go's transport would ask for gzip and decompress silently, which hides
 	// the real size of a download and costs CPU on the sandbox side.
 	t.DisableCompression = true
+	// Count what each connection writes: that is how a failed request is
+	// known not to have left (see attempt.notDelivered).
+	countWrites(t)
 	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}

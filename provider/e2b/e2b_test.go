@@ -530,8 +530,8 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	if err != nil || string(res.Stdout) != "once\n" {
 		t.Fatalf("exec after a dead pooled connection: %v %+v", err, res)
 	}
-	if f.Hits() != 1 || e.fake.Count("POST /process.Process/Start") != 1 {
-		t.Fatalf("fault hits %d, starts %d; want 1 and 1", f.Hits(), e.fake.Count("POST /process.Process/Start"))
+	if f.Hits() < 1 || e.fake.Count("POST /process.Process/Start") != 1 {
+		t.Fatalf("connections reset %d, starts %d; want at least 1 and exactly 1", f.Hits(), e.fake.Count("POST /process.Process/Start"))
 	}
 	// The control plane too, including a create (nothing was created). The
 	// retry above reset the transport: make a pooled connection first.
@@ -539,11 +539,11 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f = injectReset(e, "GET /sandboxes/")
-	if _, err := sb.Refresh(ctx); err != nil || f.Hits() != 1 {
+	if _, err := sb.Refresh(ctx); err != nil || f.Hits() < 1 {
 		t.Fatalf("refresh: %v (fault hits %d)", err, f.Hits())
 	}
 	f = injectReset(e, "POST /sandboxes")
-	if _, err := e.client.Create(ctx, sandbox.CreateOptions{}); err != nil || f.Hits() != 1 {
+	if _, err := e.client.Create(ctx, sandbox.CreateOptions{}); err != nil || f.Hits() < 1 {
 		t.Fatalf("create: %v (fault hits %d)", err, f.Hits())
 	}
 	if n := len(e.fake.Sandboxes()); n != 2 {
@@ -553,8 +553,8 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	if err := sb.WriteFile(ctx, "f", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission, Path: "GET /files"})
-	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "x" {
+	f = e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission, Path: "GET /files"})
+	if b, err := sb.ReadFile(ctx, "f"); err != nil || string(b) != "x" || f.Hits() < 1 {
 		t.Fatalf("download: %q %v", b, err)
 	}
 }

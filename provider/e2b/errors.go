@@ -9,62 +9,43 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"strings"
-	"sync/atomic"
-	"syscall"
 
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/internal/stale"
 )
 
 // attempt records how far one HTTP request got, to tell a request that
 // cannot have been delivered from one whose outcome is unknown.
 type attempt struct {
-	gotConn   atomic.Bool
-	reused    atomic.Bool
-	firstByte atomic.Bool
+	wire
 }
 
 // trace returns ctx carrying a trace that fills a.
 func trace(ctx context.Context) (context.Context, *attempt) {
 	a := &attempt{}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(i httptrace.GotConnInfo) {
-			a.gotConn.Store(true)
-			a.reused.Store(i.Reused)
-		},
-		GotFirstResponseByte: func() { a.firstByte.Store(true) },
+		GotConn: func(i httptrace.GotConnInfo) { a.got(i.Conn) },
 	}), a
 }
 
 // notDelivered reports whether err means the request never reached a
-// server that could act on it: no connection was obtained, the transport
-// was closed, or a pooled keep-alive connection turned out to be dead
-// (closed or reset before a single response byte, the race Go's own
-// transport retries for idempotent requests).
+// server that could act on it. It is decided from facts about the wire,
+// never from the error's text: no connection was obtained (the dial or the
+// TLS handshake failed), or the connection the request was given wrote
+// not one byte of it (a pooled keep-alive connection the server had
+// already reset). A connection dropped after the request was (even
+// partly) written is not "not delivered": the server may have read it and
+// acted on it before the connection closed.
 func (a *attempt) notDelivered(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
-	}
-	if stale.Is(err) {
-		return true
 	}
 	var se *statusError
 	if errors.As(err, &se) {
 		return false
 	}
-	if !a.gotConn.Load() {
-		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-	}
-	return a.reused.Load() && !a.firstByte.Load() && connDropped(err)
-}
-
-func connDropped(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset")
+	return !a.mayHaveSent()
 }
 
 // staleErr marks err as a stale transport.
@@ -192,12 +173,6 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *attempt, err er
 		code, ok := connectCodes[ce.Code()]
 		if !ok {
 			code = sandbox.Internal
-		}
-		if ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeUnknown {
-			// Connect reports transport failures as unavailable/unknown.
-			if stale.Is(err) {
-				return staleErr(op, err)
-			}
 		}
 		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), ce.Message())
 	}

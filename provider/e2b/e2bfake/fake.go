@@ -96,9 +96,11 @@ type Server struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	mu      sync.Mutex
-	boxes   map[string]*box
-	faults  []*Fault
+	mu     sync.Mutex
+	boxes  map[string]*box
+	faults []*Fault
+	// conns follows both servers' connections for ResetBeforeAdmission.
+	conns   connTracker
 	counts  map[string]int
 	nextPID uint32
 	bg      sync.WaitGroup
@@ -157,8 +159,12 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 		o(s)
 	}
 	s.api = httptest.NewUnstartedServer(s.faulty(s.apiHandler()))
+	s.api.Config.ConnState = s.conns.hook(false)
+	s.api.Config.ConnContext = connContext
 	s.api.Start()
 	s.envd = httptest.NewUnstartedServer(s.faulty(s.envdHandler()))
+	s.envd.Config.ConnState = s.conns.hook(true)
+	s.envd.Config.ConnContext = connContext
 	s.envd.Start()
 	return s
 }

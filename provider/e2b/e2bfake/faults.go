@@ -1,10 +1,13 @@
 package e2bfake
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // FaultKind is a kind of injected failure.
@@ -12,8 +15,13 @@ type FaultKind int
 
 // The faults the fake can inject.
 const (
-	// ResetBeforeAdmission closes the connection before the request is
-	// handled: nothing runs.
+	// ResetBeforeAdmission resets (TCP RST), as soon as it is injected,
+	// every idle keep-alive connection of the server Path belongs to (the
+	// control plane or envd; both for ""), before any request on them is
+	// read, as a server or proxy that drops idle connections does. The
+	// client's next request there finds its pooled connection dead and
+	// nothing runs. Times is not used; Hits reports how many connections
+	// were reset.
 	ResetBeforeAdmission FaultKind = iota + 1
 	// ResetAfterAdmission lets the handler run and closes the connection
 	// after the first bytes of the response were sent (for Start, after
@@ -30,6 +38,10 @@ const (
 	// StallResponse runs the handler but holds back its response until the
 	// client gives up: the work starts, the client never hears of it.
 	StallResponse
+	// DropResponse lets the handler run to its end, discards its whole
+	// response and closes the connection: the work happened and not one
+	// byte of the answer reached the client.
+	DropResponse
 )
 
 // Fault is one injected failure. Path selects the requests it applies to:
@@ -56,6 +68,13 @@ func (f *Fault) Hits() int {
 func (s *Server) Inject(f *Fault) *Fault {
 	if f.Times <= 0 {
 		f.Times = 1
+	}
+	if f.Kind == ResetBeforeAdmission {
+		n := s.conns.resetIdle(servesPath(f.Path))
+		f.mu.Lock()
+		f.hits += n
+		f.mu.Unlock()
+		return f
 	}
 	s.mu.Lock()
 	s.faults = append(s.faults, f)
@@ -86,13 +105,15 @@ func (s *Server) take(r *http.Request) *Fault {
 
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer s.conns.handling(r)()
 		f := s.take(r)
 		if f == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		switch f.Kind {
-		case ResetBeforeAdmission:
+		case DropResponse:
+			next.ServeHTTP(&dropWriter{header: http.Header{}}, r)
 			hijackClose(w)
 		case ResetAfterAdmission:
 			next.ServeHTTP(&resetWriter{ResponseWriter: w}, r)
@@ -173,3 +194,128 @@ func (sw *stallWriter) WriteHeader(int) {}
 func (sw *stallWriter) Flush() {}
 
 func (sw *stallWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// envdPaths are the prefixes of envd's routes; every other path is the
+// control plane's.
+var envdPaths = []string{"/files", "/envs", "/health", "/init", "/process.", "/filesystem."}
+
+// servesPath reports which servers a fault Path ("METHOD /path" prefix)
+// can match.
+func servesPath(p string) (api, envd bool) {
+	if _, rest, ok := strings.Cut(p, " "); ok {
+		p = rest
+	} else if !strings.HasPrefix(p, "/") {
+		p = ""
+	}
+	if p == "" || p == "/" {
+		return true, true
+	}
+	for _, e := range envdPaths {
+		if strings.HasPrefix(p, e) || strings.HasPrefix(e, p) {
+			return false, true
+		}
+	}
+	return true, false
+}
+
+// connTracker follows the servers' connections, to reset the idle ones.
+type connTracker struct {
+	mu    sync.Mutex
+	conns map[net.Conn]*connInfo
+}
+
+type connInfo struct {
+	envd  bool // the connection is to envd (else the control plane)
+	state http.ConnState
+	busy  int // handlers running for it
+}
+
+type connKey struct{}
+
+// hook returns the ConnState hook of the control plane's (envd false) or
+// envd's server.
+func (c *connTracker) hook(envd bool) func(net.Conn, http.ConnState) {
+	return func(nc net.Conn, st http.ConnState) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.conns == nil {
+			c.conns = map[net.Conn]*connInfo{}
+		}
+		switch st {
+		case http.StateClosed, http.StateHijacked:
+			delete(c.conns, nc)
+		default:
+			ci := c.conns[nc]
+			if ci == nil {
+				ci = &connInfo{envd: envd}
+				c.conns[nc] = ci
+			}
+			ci.state = st
+		}
+	}
+}
+
+// connContext records the connection in its requests' contexts.
+func connContext(ctx context.Context, nc net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, nc)
+}
+
+// handling marks r's connection busy until the returned func is called.
+func (c *connTracker) handling(r *http.Request) func() {
+	nc, _ := r.Context().Value(connKey{}).(net.Conn)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ci := c.conns[nc]
+	if ci == nil {
+		return func() {}
+	}
+	ci.busy++
+	return func() {
+		c.mu.Lock()
+		ci.busy--
+		c.mu.Unlock()
+	}
+}
+
+// resetIdle closes every idle connection of the chosen servers with a TCP
+// reset (so the peer's next write on it fails at once instead of being
+// accepted by its kernel) and returns how many it closed. A connection
+// whose handler has returned but which the server has not yet marked idle
+// (its response is being finished) is waited for, at most a second.
+func (c *connTracker) resetIdle(api, envd bool) int {
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(2 * time.Millisecond) {
+		c.mu.Lock()
+		finishing := false
+		for _, ci := range c.conns {
+			if (ci.envd && envd || !ci.envd && api) && ci.state == http.StateActive && ci.busy == 0 {
+				finishing = true
+			}
+		}
+		if finishing && time.Now().Before(deadline) {
+			c.mu.Unlock()
+			continue
+		}
+		n := 0
+		for nc, ci := range c.conns {
+			if !(ci.envd && envd || !ci.envd && api) || ci.state != http.StateIdle {
+				continue
+			}
+			if tc, ok := nc.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = nc.Close()
+			delete(c.conns, nc)
+			n++
+		}
+		c.mu.Unlock()
+		return n
+	}
+}
+
+// dropWriter swallows a handler's whole response.
+type dropWriter struct{ header http.Header }
+
+func (d *dropWriter) Header() http.Header         { return d.header }
+func (d *dropWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *dropWriter) WriteHeader(int)             {}
+func (d *dropWriter) Flush()                      {}
