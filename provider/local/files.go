@@ -149,9 +149,9 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		}
 		r.chownPath(t, dir)
 	}
-	f, err := t.root.OpenFile(t.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openRegular(t, "upload", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fsErr("upload", p, err)
+		return err
 	}
 	if r.chownNeeded(t.m) {
 		_ = f.Chown(r.uid, r.gid)
@@ -211,20 +211,66 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 		return nil, err
 	}
 	defer t.root.Close()
-	f, err := t.root.Open(t.rel)
+	f, err := openRegular(t, "download", os.O_RDONLY, 0)
 	if err != nil {
-		return nil, fsErr("download", p, err)
+		return nil, err
+	}
+	return &download{ctx: ctx, f: f}, nil
+}
+
+// openRegular opens t's file for Upload or Download (op) and refuses
+// anything but a regular file, without blocking: code in the sandbox can
+// plant a FIFO or a device node, whose open or read would block the host
+// for as long as it likes, whatever the caller's ctx. A directory is
+// ErrIsDirectory, any other kind FailedPrecondition.
+func openRegular(t *fsTarget, op string, flag int, perm fs.FileMode) (*os.File, error) {
+	if fi, err := t.root.Stat(t.rel); err == nil && !fi.Mode().IsRegular() {
+		// Most cases end here, before any open (a device's open may act).
+		return nil, notRegular(op, t.path, fi.Mode())
+	}
+	// The file may be swapped after the check: open without blocking (a
+	// FIFO opens at once, or fails with ENXIO when written without a
+	// reader) and check what was opened.
+	f, err := t.root.OpenFile(t.rel, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			if fi, serr := t.root.Stat(t.rel); serr == nil && !fi.Mode().IsRegular() {
+				return nil, notRegular(op, t.path, fi.Mode())
+			}
+		}
+		return nil, fsErr(op, t.path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fsErr("download", p, err)
+		return nil, fsErr(op, t.path, err)
 	}
-	if fi.IsDir() {
+	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("local: download %s: %w", p, sandbox.ErrIsDirectory)
+		return nil, notRegular(op, t.path, fi.Mode())
 	}
-	return &download{ctx: ctx, f: f}, nil
+	// Regular files ignore O_NONBLOCK; clear it all the same.
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = syscall.SetNonblock(int(fd), false) })
+	}
+	return f, nil
+}
+
+// notRegular is the error for a file op refuses because of its type.
+func notRegular(op, p string, mode fs.FileMode) error {
+	if mode.IsDir() {
+		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+	}
+	kind := "special file"
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		kind = "named pipe (FIFO)"
+	case mode&fs.ModeSocket != 0:
+		kind = "socket"
+	case mode&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return sandbox.Errorf(sandbox.FailedPrecondition, "local: %s %s: it is a %s, not a regular file", op, p, kind)
 }
 
 func fileInfo(p string, fi fs.FileInfo) sandbox.FileInfo {

@@ -1,0 +1,76 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// TestSpecialFilesRefused: a FIFO made by code in the sandbox must not
+// block Download or Upload (the host would wait for a writer or reader
+// the sandbox never provides, whatever ctx says); both refuse it.
+func TestSpecialFilesRefused(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, WithIsolation(L1))
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+	if res := run(ctx, t, sb, "mkfifo fifo && mkdir dir && echo ok"); !strings.Contains(string(res.Stdout), "ok") {
+		t.Fatalf("mkfifo: %q %q", res.Stdout, res.Stderr)
+	}
+	home := sb.Home()
+	// bounded runs f with a guard, so that a regression fails rather
+	// than hangs the test binary.
+	bounded := func(name string, f func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s of a FIFO still blocked after 30s", name)
+			return nil
+		}
+	}
+	err := bounded("Download", func() error {
+		rc, err := rt.Download(ctx, sb.ID(), home+"/fifo")
+		if err == nil {
+			_, err = io.ReadAll(rc)
+			rc.Close()
+			return errors.New("download of a FIFO succeeded")
+		}
+		return err
+	})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Download(fifo) = %v (%v), want FailedPrecondition, not a regular file", err, sandbox.CodeOf(err))
+	}
+	err = bounded("Upload", func() error {
+		return rt.Upload(ctx, sb.ID(), home+"/fifo", strings.NewReader("x"))
+	})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("Upload(fifo) = %v (%v), want FailedPrecondition", err, sandbox.CodeOf(err))
+	}
+	if _, err := rt.Download(ctx, sb.ID(), home+"/dir"); !errors.Is(err, sandbox.ErrIsDirectory) {
+		t.Errorf("Download(dir) = %v, want ErrIsDirectory", err)
+	}
+	if err := rt.Upload(ctx, sb.ID(), home+"/dir", strings.NewReader("x")); !errors.Is(err, sandbox.ErrIsDirectory) {
+		t.Errorf("Upload(dir) = %v, want ErrIsDirectory", err)
+	}
+	// Through the portable layer too, and regular files still work.
+	if _, err := sb.ReadFile(ctx, "fifo"); sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("ReadFile(fifo) = %v", err)
+	}
+	if err := sb.WriteFile(ctx, "file", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sb.ReadFile(ctx, "file"); err != nil || string(b) != "data" {
+		t.Errorf("ReadFile(file) = %q, %v", b, err)
+	}
+	if res := run(ctx, t, sb, "test -p fifo && echo fifo"); !strings.Contains(string(res.Stdout), "fifo") {
+		t.Errorf("the FIFO was replaced: %q", res.Stdout)
+	}
+}
