@@ -9,19 +9,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/internal/stale"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
@@ -104,8 +100,11 @@ var scratchRE = regexp.MustCompile(`^(/|~/)[A-Za-z0-9._/-]*$`)
 func WithScratchDir(dir string) Option { return func(r *Runtime) { r.scratch = dir } }
 
 // WithTransport sets the http.RoundTripper under the Runtime's own
-// http.Client (default: a clone of http.DefaultTransport). The client
-// never has a global timeout: every deadline comes from the context.
+// http.Client (default: a clone of http.DefaultTransport). An
+// *http.Transport is cloned and its dialer wrapped to count the bytes each
+// connection writes, which is how a failed request is known not to have
+// been sent; with any other RoundTripper only a failed dial is. The
+// client never has a global timeout: every deadline comes from the context.
 func WithTransport(rt http.RoundTripper) Option { return func(r *Runtime) { r.transport = rt } }
 
 // WithoutAutoWake turns off waking a sandbox that was stopped behind the
@@ -122,6 +121,7 @@ type Runtime struct {
 	scratch                            string
 	legacy, noWake                     bool
 	transport                          http.RoundTripper
+	counting                           bool // transport is our clone, counting writes
 
 	hc  *http.Client
 	api *api.Client
@@ -175,7 +175,14 @@ func New(opts ...Option) (*Runtime, error) {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: API URL %q is not an http(s) URL", r.apiURL)
 	}
 	if r.transport == nil {
-		r.transport = http.DefaultTransport.(*http.Transport).Clone()
+		r.transport = http.DefaultTransport
+	}
+	if t, ok := r.transport.(*http.Transport); ok {
+		// Count what each connection writes: that is how a failed request
+		// is known not to have left (see attempt.notSent).
+		t = t.Clone()
+		countWrites(t)
+		r.transport, r.counting = t, true
 	}
 	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
 	// are bounded by their contexts only.
@@ -362,35 +369,6 @@ func (r *Runtime) clean(err error) error {
 	return err
 }
 
-// attempt records how far a request got, to tell a transport that was dead
-// before the request left (stale: safe to retry) from one that failed
-// after the provider may have acted on it (outcome unknown).
-type attempt struct {
-	wrote     atomic.Bool // the request's headers were written
-	idleReuse atomic.Bool // it went on a kept-alive connection that sat idle
-	answered  atomic.Bool // a response byte came back
-}
-
-// trace returns ctx instrumented to fill a.
-func trace(ctx context.Context) (context.Context, *attempt) {
-	a := &attempt{}
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:              func(i httptrace.GotConnInfo) { a.idleReuse.Store(i.Reused && i.WasIdle) },
-		WroteHeaders:         func() { a.wrote.Store(true) },
-		GotFirstResponseByte: func() { a.answered.Store(true) },
-	}), a
-}
-
-// droppedIdle reports the keep-alive race: a server that closes an idle
-// connection just as the client sends a request on it closes it without
-// reading the request, so the client sees EOF (or a reset) before any
-// response byte. net/http retries such requests itself when they are
-// replayable; for the others the request was not admitted either.
-func (a *attempt) droppedIdle(err error) bool {
-	return a.idleReuse.Load() && !a.answered.Load() &&
-		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
-}
-
 // transportError classifies a failed round trip. mutating says whether
 // the request may change something (then a request that left is an
 // outcome-unknown failure; otherwise it is Unavailable).
@@ -403,7 +381,7 @@ func (r *Runtime) transportError(ctx context.Context, op string, a *attempt, mut
 		err = ue.Err // the URL is not secret, but it is noise
 	}
 	switch {
-	case a == nil || !a.wrote.Load() || stale.Is(err) || a.droppedIdle(err):
+	case a.notSent(err):
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrStaleTransport, err)
 	case mutating:
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrOutcomeUnknown, err)
@@ -423,7 +401,7 @@ func readError(resp *http.Response) []byte {
 // call runs one main-API request through f and returns the response when
 // its status is in ok; any other status is an *HTTPError.
 func (r *Runtime) call(ctx context.Context, op string, mutating bool, f func(ctx context.Context) (*http.Response, error), ok ...int) (*http.Response, error) {
-	tctx, a := trace(ctx)
+	tctx, a := r.trace(ctx)
 	resp, err := f(tctx)
 	if err != nil {
 		return nil, r.transportError(ctx, op, a, mutating, err)

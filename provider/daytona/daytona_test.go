@@ -534,7 +534,9 @@ func TestResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	sb := e.create(t)
 	ctx := ctxT(t)
 	sh(t, sb, "true") // leaves a pooled connection
-	e.fake.FailNext("POST", "/process/execute", daytonafake.FaultResetBeforeAdmission)
+	if n := e.fake.ResetIdleConnections(); n < 1 {
+		t.Fatalf("%d pooled connections reset, want at least 1", n)
+	}
 	r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo x >> once; cat once"})
 	if err != nil || string(r.Stdout) != "x\n" {
 		t.Fatalf("exec after a dropped connection: %v %+v", err, r)

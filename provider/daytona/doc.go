@@ -55,10 +55,11 @@
 // PermissionDenied, toolbox 400 "Is the Sandbox started?" ErrPaused,
 // 502/503/504 Unavailable), from either error body shape (NestJS or gin)
 // or none. A read that meets a 502 while the sandbox says started is
-// tried once more after a short pause. A request the transport
-// failed before sending, or that went on an idle kept-alive connection the
-// server closed before answering a byte (the keep-alive race, which
-// net/http itself retries for replayable requests), is
-// sandbox.ErrStaleTransport; a mutating one that failed after it was sent
-// is sandbox.ErrOutcomeUnknown. No error carries the API key.
+// tried once more after a short pause. A request that failed before a
+// single byte of it was written (no connection could be made, or the
+// pooled connection it was given had already been reset) is
+// sandbox.ErrStaleTransport; a mutating one that failed after it was even
+// partly written is sandbox.ErrOutcomeUnknown, since the server may have
+// acted on it (a connection dropped before the answer proves nothing). No
+// error carries the API key.
 package daytona

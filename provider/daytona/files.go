@@ -37,7 +37,7 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		if err != nil {
 			return nil, err
 		}
-		tctx, a := trace(ctx)
+		tctx, a := r.trace(ctx)
 		resp, err := f(tctx, c)
 		if err != nil {
 			return nil, r.transportError(ctx, op, a, mutating, err)

@@ -26,9 +26,11 @@
 //   - label filters (JSON containment), state filters and cursor pages on
 //     GET /sandbox, or the older plain array (WithLegacyList).
 //
-// Faults are injected with FailNext (502, 429, a connection closed before
-// or in the middle of the response, a request that never answers, a sandbox deleted or stopped just before the request
-// is handled) and FailNextCreate; Stop, Archive, Delete and Advance change
+// Faults are injected with FailNext (502, 429, idle connections reset
+// before a request is read, a response cut in the middle or dropped whole
+// after the request was handled, a request that never answers, a sandbox
+// deleted or stopped just before the request is handled) and
+// FailNextCreate; Stop, Archive, Delete and Advance change
 // sandboxes behind a client's back.
 //
 // # Differences from the real service
@@ -114,11 +116,16 @@ const (
 	// FaultStop stops the sandbox named in the request's path (as auto-stop
 	// does), then handles the request.
 	FaultStop
-	// FaultResetBeforeAdmission closes the connection without handling the
-	// request, as a server that dropped an idle keep-alive connection
-	// does: nothing runs, and a client that reused the connection sees it
-	// closed before any response.
+	// FaultResetBeforeAdmission resets (TCP RST), as soon as FailNext is
+	// called, every idle keep-alive connection, before any request on them
+	// is read, as a server or proxy that drops idle connections does: the
+	// client's next request finds its pooled connection dead and nothing
+	// runs. method and suffix are not used (see ResetIdleConnections).
 	FaultResetBeforeAdmission
+	// FaultDropResponse handles the request to its end, then closes the
+	// connection without sending a byte of the answer, as a proxy that
+	// cuts a long request does: the work happened, the client cannot know.
+	FaultDropResponse
 )
 
 // Option configures a Server.
@@ -162,6 +169,7 @@ type Server struct {
 	sandboxes map[string]*sbx // by id
 	order     int64
 	faults    []fault
+	conns     connTracker // for FaultResetBeforeAdmission
 	counts    map[string]int
 	skew      time.Duration
 	nextFail  *createFailure
@@ -192,7 +200,10 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	mux.HandleFunc("/api/toolbox/{id}/toolbox/{rest...}", s.toolbox)
 	mux.HandleFunc("/toolbox/{id}/{rest...}", s.toolbox)
 	mux.HandleFunc("/api/", s.api)
-	s.ts = httptest.NewServer(s.faulty(mux))
+	s.ts = httptest.NewUnstartedServer(s.faulty(mux))
+	s.ts.Config.ConnState = s.conns.hook
+	s.ts.Config.ConnContext = connContext
+	s.ts.Start()
 	return s
 }
 
@@ -240,6 +251,10 @@ func (s *Server) Close() {
 // when empty) and whose path ends with suffix (any when empty), such as
 // ("POST", "/process/execute") or ("GET", "/files/download").
 func (s *Server) FailNext(method, suffix string, f Fault) {
+	if f == FaultResetBeforeAdmission {
+		s.ResetIdleConnections()
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, fault{method, suffix, f})
@@ -358,6 +373,7 @@ func (s *Server) now() time.Time { return time.Now().Add(s.skew) }
 // faulty counts requests and applies injected faults.
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer s.conns.handling(r)()
 		s.mu.Lock()
 		s.counts[r.Method+" "+r.URL.Path]++
 		var f Fault
@@ -380,7 +396,8 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			h.Set("X-RateLimit-Reset-authenticated", "1")
 			h.Set("Retry-After-authenticated", "1")
 			nestError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
-		case FaultResetBeforeAdmission:
+		case FaultDropResponse:
+			next.ServeHTTP(httptest.NewRecorder(), r)
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
 					_ = conn.Close()
