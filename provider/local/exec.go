@@ -82,16 +82,42 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 		if ctx.Err() != nil {
 			return sandbox.ExitStatus{}, ctx.Err()
 		}
-		return sandbox.ExitStatus{}, fmt.Errorf("local: sending the command: %w", err)
+		return sandbox.ExitStatus{}, errSend(err)
 	}
+	requestOnly := true
 	if stdin != nil && req.Op == "exec" {
 		go copyStdin(fw, stdin) // the agent queues it until the process runs
-		stdin = nil
+		stdin, requestOnly = nil, false
 	}
-	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0)
+	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0, requestOnly)
 }
 
-func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout bool) (sandbox.ExitStatus, error) {
+// errSend is the error of a request that could not be written whole: a
+// truncated frame is never acted on, so the transport was stale.
+func errSend(err error) error {
+	return fmt.Errorf("local: sending the command: %w: %w", err, sandbox.ErrStaleTransport)
+}
+
+// errGone is the error of a connection that failed after its request was
+// written and before any answer. The agent may have started the command
+// (it announces a foreground exec only through its output or exit), so
+// the outcome is unknown, with one exception: when the client wrote
+// nothing but the request (requestOnly) and the read fails with
+// ECONNRESET, the agent closed the connection with the request still
+// unread in its receive queue (Linux resets a unix stream socket whose
+// peer closes with unread data; had the agent read it, the read would end
+// with EOF), so it cannot have acted on it.
+func errGone(err error, requestOnly bool) error {
+	if requestOnly && errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("local: the sandbox agent closed the connection without reading the command: %w: %w", err, sandbox.ErrStaleTransport)
+	}
+	return fmt.Errorf("local: the sandbox agent went away after receiving the command, which may have run: %w: %w", err, sandbox.ErrOutcomeUnknown)
+}
+
+// readExit reads the frames of one command until its exit. requestOnly
+// says that the client has written nothing but the request on c (it then
+// writes stdin only after the start frame).
+func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout, requestOnly bool) (sandbox.ExitStatus, error) {
 	var buf []byte
 	gotStart := false
 	for {
@@ -106,7 +132,7 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 				return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 			}
 			if !gotStart {
-				return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away before starting the command: %w", err)
+				return sandbox.ExitStatus{}, errGone(err, requestOnly)
 			}
 			return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sandbox.ErrOutcomeUnknown)
 		}
@@ -393,13 +419,16 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 		stop()
 		cancel()
 		c.Close()
-		return nil, fmt.Errorf("local: sending the command: %w", err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errSend(err)
 	}
 	pidc := make(chan int, 1)
 	go func() {
 		defer close(h.done)
 		defer c.Close()
-		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) { pidc <- pid }, false)
+		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) { pidc <- pid }, false, true)
 		h.st, h.err = st, err
 	}()
 	select {
