@@ -306,10 +306,12 @@ func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
 			e.Message = strings.TrimSpace(string(body))
 		}
 	}
-	if len(e.Message) > 500 {
-		e.Message = e.Message[:500] + "…"
-	}
+	// Redact first: a key cut in two by the truncation would no longer be
+	// found, and its first half would stay in the message.
 	e.Message = r.redact(e.Message)
+	if len(e.Message) > 500 {
+		e.Message = strings.ToValidUTF8(e.Message[:500], "") + "…"
+	}
 	lower := strings.ToLower(e.Message)
 	switch {
 	case status == http.StatusBadRequest && strings.Contains(lower, "is the sandbox started"):

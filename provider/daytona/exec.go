@@ -303,7 +303,9 @@ if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o
 		if code == -1 && strings.Contains(out, "no such file or directory") {
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
 		}
-		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Internal, "daytona: exec: the toolbox ran the command wrapper with exit code %d and unexpected output %q", code, r.redact(snippet(out)))
+		// The output is the command's own (it may print secret env
+		// values): only its size goes into the error.
+		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Internal, "daytona: exec: the toolbox ran the command wrapper with exit code %d but its output (%d bytes, not shown) lacks the wrapper's trailer", code, len(out))
 	}
 	if tr.inline {
 		pl.write(tr.stdout, tr.stderr)
@@ -316,13 +318,6 @@ if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o
 		r.cleanup(id, d)
 	}
 	return sandbox.ExitStatus{ExitCode: tr.rc}, nil
-}
-
-func snippet(s string) string {
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // trailer is what the script printed after the command: a line
