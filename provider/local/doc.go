@@ -91,7 +91,7 @@
 // command's. Output streams back live, split and byte-exact. Shell lines
 // run with /bin/sh -c; a missing program exits 127. When the command's
 // timeout ends (or, for Exec, the caller's context), its process group and
-// every descendant are killed. At L0 and L1 the agent starts on first use;
+// every descendant are killed (but see Limits for detached daemons). At L0 and L1 the agent starts on first use;
 // at L2 and above with the sandbox. Agents outlive the Runtime (and the
 // program): a later process can attach to their background processes by
 // pid. If an agent is gone (after a reboot, for instance), the next command
@@ -127,7 +127,17 @@
 // # Limits
 //
 // At L1 and L2 a command can connect to the unix socket of another sandbox's
-// agent (at L3 and above they are out of reach). Port exposure and a
+// agent (at L3 and above they are out of reach).
+//
+// A command's timeout or cancellation kills its process group and the
+// processes that descend from it at that moment. A process that left both
+// before then, by starting a session of its own (setsid) from a child that
+// then exited (a double-forked daemon, as in "(setsid cmd &)"), has been
+// reparented to the agent and is no longer attributable to the command: it
+// keeps running until it exits, the sandbox's lease ends or the sandbox is
+// destroyed (which ends every process of the sandbox at every level). At
+// L4 it still counts against the sandbox's memory and pids limits; at L1
+// and L2 nothing bounds it but the sandbox's end. Port exposure and a
 // network allow-list are not implemented. Templates are not supported: the
 // sandbox runs the host's /usr and /etc.
 package local
