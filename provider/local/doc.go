@@ -108,7 +108,11 @@
 // The file methods serve the home and everything below it, through os.Root
 // on the host side, streamed (io.Copy keeps the kernel's copy fast paths).
 // A path outside the home is PermissionDenied; a symbolic link that leads
-// out of the home matches sandbox.ErrPathEscape, whatever the level.
+// out of the home matches sandbox.ErrPathEscape, whatever the level. An
+// absolute link is read in the sandbox's terms: one to the home or below
+// it (as Info.Home names it, say /home/user/b) is followed there. Upload
+// and Download refuse FIFOs, devices and sockets (FailedPrecondition)
+// rather than block on them.
 //
 // # Pause, lease, destroy
 //

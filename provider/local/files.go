@@ -30,6 +30,7 @@ import (
 type fsTarget struct {
 	m    *meta
 	root *os.Root
+	home string // the home in sandbox terms
 	rel  string // path relative to the home; "." for the home itself
 	path string // the path as the caller gave it (sandbox terms)
 }
@@ -57,7 +58,95 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 		}
 		return nil, sandbox.Errorf(sandbox.Internal, "local: open home: %w", err)
 	}
-	return &fsTarget{m: m, root: root, rel: rel, path: p}, nil
+	return &fsTarget{m: m, root: root, home: home, rel: rel, path: p}, nil
+}
+
+// isEscape reports whether os.Root refused err's path because of a
+// symbolic link: one leading out of the root, or any absolute one.
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// errLinkEscape is a symbolic link that leads out of the home.
+var errLinkEscape = fmt.Errorf("a symbolic link leads outside the home: %w", sandbox.ErrPathEscape)
+
+// maxLinks bounds the symbolic links resolveLinks follows, as the kernel does.
+const maxLinks = 40
+
+// resolveLinks returns rel with its symbolic links resolved within the
+// home (the last element's only with followLast). os.Root refuses every
+// absolute link, but code in the sandbox writes links in its own terms
+// (/home/user/a -> /home/user/b): an absolute target within the home is
+// taken relative to the home; any other, and a relative one climbing
+// above it, is errLinkEscape. Missing elements are kept as they are.
+// The result is a plain path for os.Root, which still checks every
+// element when it is used, should the sandbox change a link meanwhile.
+func resolveLinks(root *os.Root, home, rel string, followLast bool) (string, error) {
+	todo := strings.Split(rel, "/")
+	var done []string
+	links := 0
+	for len(todo) > 0 {
+		e := todo[0]
+		todo = todo[1:]
+		switch e {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", errLinkEscape
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(path.Join(done...), e)
+		if len(todo) == 0 && !followLast {
+			done = append(done, e)
+			break
+		}
+		fi, err := root.Lstat(cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, e)
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", syscall.ELOOP
+		}
+		target, err := root.Readlink(cur)
+		if err != nil {
+			return "", err
+		}
+		if path.IsAbs(target) {
+			target = path.Clean(target)
+			if !pathsafe.Within(home, target) {
+				return "", errLinkEscape
+			}
+			done, target = nil, strings.TrimPrefix(target, home)
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	if len(done) == 0 {
+		return ".", nil
+	}
+	return path.Join(done...), nil
+}
+
+// do runs op on t.rel and, should os.Root refuse a symbolic link on the
+// way, once more with t.rel's links resolved by resolveLinks (which then
+// replaces t.rel).
+func (t *fsTarget) do(followLast bool, op func(rel string) error) error {
+	err := op(t.rel)
+	if !isEscape(err) {
+		return err
+	}
+	rel, rerr := resolveLinks(t.root, t.home, t.rel, followLast)
+	if rerr != nil {
+		return rerr
+	}
+	if rel == t.rel {
+		return err
+	}
+	t.rel = rel
+	return op(rel)
 }
 
 // homeRel returns p, a clean absolute path within home, relative to home.
@@ -77,7 +166,7 @@ func fsErr(op, p string, err error) error {
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch {
-	case strings.Contains(err.Error(), "path escapes from parent"):
+	case isEscape(err), errors.Is(err, sandbox.ErrPathEscape):
 		return fmt.Errorf("local: %s %s: a symbolic link leads outside the home: %w", op, p, sandbox.ErrPathEscape)
 	case errors.Is(err, fs.ErrNotExist):
 		return sandbox.Errorf(sandbox.NotFound, "local: %s %s: no such file or directory: %w", op, p, sandbox.ErrNotFound)
@@ -144,10 +233,11 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		return fmt.Errorf("local: upload %s: %w", p, sandbox.ErrIsDirectory)
 	}
 	if dir := path.Dir(t.rel); dir != "." {
-		if err := t.root.MkdirAll(dir, 0o755); err != nil {
+		err := t.do(false, func(rel string) error { return t.root.MkdirAll(path.Dir(rel), 0o755) })
+		if err != nil {
 			return fsErr("upload", p, err)
 		}
-		r.chownPath(t, dir)
+		r.chownPath(t, path.Dir(t.rel))
 	}
 	f, err := openRegular(t, "upload", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -224,14 +314,19 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 // for as long as it likes, whatever the caller's ctx. A directory is
 // ErrIsDirectory, any other kind FailedPrecondition.
 func openRegular(t *fsTarget, op string, flag int, perm fs.FileMode) (*os.File, error) {
-	if fi, err := t.root.Stat(t.rel); err == nil && !fi.Mode().IsRegular() {
+	var fi fs.FileInfo
+	if err := t.do(true, func(rel string) (err error) { fi, err = t.root.Stat(rel); return err }); err == nil && !fi.Mode().IsRegular() {
 		// Most cases end here, before any open (a device's open may act).
 		return nil, notRegular(op, t.path, fi.Mode())
 	}
 	// The file may be swapped after the check: open without blocking (a
 	// FIFO opens at once, or fails with ENXIO when written without a
 	// reader) and check what was opened.
-	f, err := t.root.OpenFile(t.rel, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	var f *os.File
+	err := t.do(true, func(rel string) (err error) {
+		f, err = t.root.OpenFile(rel, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, syscall.ENXIO) {
 			if fi, serr := t.root.Stat(t.rel); serr == nil && !fi.Mode().IsRegular() {
@@ -240,7 +335,7 @@ func openRegular(t *fsTarget, op string, flag int, perm fs.FileMode) (*os.File, 
 		}
 		return nil, fsErr(op, t.path, err)
 	}
-	fi, err := f.Stat()
+	fi, err = f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, fsErr(op, t.path, err)
@@ -284,16 +379,15 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 		return sandbox.FileInfo{}, err
 	}
 	defer t.root.Close()
-	lfi, err := t.root.Lstat(t.rel)
-	if err != nil {
+	var lfi, fi fs.FileInfo
+	if err := t.do(false, func(rel string) (err error) { lfi, err = t.root.Lstat(rel); return err }); err != nil {
 		return sandbox.FileInfo{}, fsErr("stat", p, err)
 	}
 	var target string
 	if lfi.Mode()&fs.ModeSymlink != 0 {
 		target, _ = t.root.Readlink(t.rel)
 	}
-	fi, err := t.root.Stat(t.rel)
-	if err != nil {
+	if err := t.do(true, func(rel string) (err error) { fi, err = t.root.Stat(rel); return err }); err != nil {
 		return sandbox.FileInfo{}, fsErr("stat", p, err)
 	}
 	out := fileInfo(p, fi)
@@ -308,8 +402,8 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 		return nil, err
 	}
 	defer t.root.Close()
-	f, err := t.root.Open(t.rel)
-	if err != nil {
+	var f *os.File
+	if err := t.do(true, func(rel string) (err error) { f, err = t.root.Open(rel); return err }); err != nil {
 		return nil, fsErr("readdir", p, err)
 	}
 	defer f.Close()
@@ -354,7 +448,7 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	if t.rel == "." {
 		return nil
 	}
-	if err := t.root.MkdirAll(t.rel, 0o755); err != nil {
+	if err := t.do(true, func(rel string) error { return t.root.MkdirAll(rel, 0o755) }); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("local: mkdir %s: %w", p, sandbox.ErrNotDirectory)
 		}
@@ -375,7 +469,7 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	if t.rel == "." {
 		return sandbox.Errorf(sandbox.InvalidArgument, "local: refusing to remove the home %s", p)
 	}
-	if _, err := t.root.Lstat(t.rel); err != nil {
+	if err := t.do(false, func(rel string) error { _, err := t.root.Lstat(rel); return err }); err != nil {
 		return fsErr("remove", p, err)
 	}
 	return fsErr("remove", p, t.root.RemoveAll(t.rel))
@@ -396,8 +490,17 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 	if err != nil || newRel == "." || t.rel == "." {
 		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move the home", oldPath, newPath)
 	}
-	if _, err := t.root.Lstat(t.rel); err != nil {
+	if err := t.do(false, func(rel string) error { _, err := t.root.Lstat(rel); return err }); err != nil {
 		return fsErr("rename", oldPath, err)
 	}
-	return fsErr("rename", newPath, t.root.Rename(t.rel, newRel))
+	err = t.root.Rename(t.rel, newRel)
+	if isEscape(err) {
+		// A link among newPath's parents: resolve them as t.do would.
+		if rel, rerr := resolveLinks(t.root, home, newRel, false); rerr != nil {
+			err = rerr
+		} else if rel != newRel {
+			err = t.root.Rename(t.rel, rel)
+		}
+	}
+	return fsErr("rename", newPath, err)
 }

@@ -74,3 +74,60 @@ func TestSpecialFilesRefused(t *testing.T) {
 		t.Errorf("the FIFO was replaced: %q", res.Stdout)
 	}
 }
+
+// TestAbsoluteLinkInHome: code in the sandbox writes links in its own
+// terms ($HOME/a -> $HOME/b); the file methods follow those within the
+// home and still refuse any that leads out of it.
+func TestAbsoluteLinkInHome(t *testing.T) {
+	for _, l := range []Level{L1, L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt, err := New(WithRoot(t.TempDir()), WithIsolation(l))
+			var ie *IsolationError
+			if errors.As(err, &ie) {
+				t.Skipf("no %s on this host: %v", l, err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rt.Close() })
+			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+			res := run(ctx, t, sb, `echo hi > b && mkdir d && ln -s "$HOME/b" a && ln -s "$HOME/d" dl && ln -s "$HOME/dl/../b" up && ln -s /etc/passwd out && ln -s "$HOME/../.." root && echo ok`)
+			if !strings.Contains(string(res.Stdout), "ok") {
+				t.Fatalf("setup: %q %q", res.Stdout, res.Stderr)
+			}
+			if b, err := sb.ReadFile(ctx, "a"); err != nil || string(b) != "hi\n" {
+				t.Errorf("ReadFile(a) = %q, %v", b, err)
+			}
+			if b, err := sb.ReadFile(ctx, "up"); err != nil || string(b) != "hi\n" {
+				t.Errorf("ReadFile(up) = %q, %v", b, err)
+			}
+			if fi, err := sb.Stat(ctx, "a"); err != nil || fi.Size != 3 || fi.LinkTarget != sb.Home()+"/b" {
+				t.Errorf("Stat(a) = %+v, %v", fi, err)
+			}
+			if err := sb.WriteFile(ctx, "dl/new", []byte("x")); err != nil {
+				t.Errorf("WriteFile(dl/new): %v", err)
+			}
+			if err := sb.WriteFile(ctx, "a", []byte("bye")); err != nil {
+				t.Errorf("WriteFile(a): %v", err)
+			}
+			if res := run(ctx, t, sb, "cat b d/new; test -L a && echo link"); string(res.Stdout) != "byexlink\n" {
+				t.Errorf("after writes through links: %q", res.Stdout)
+			}
+			if ents, err := sb.ReadDir(ctx, "dl"); err != nil || len(ents) != 1 {
+				t.Errorf("ReadDir(dl) = %v, %v", ents, err)
+			}
+			if err := sb.Rename(ctx, "dl/new", "dl/renamed"); err != nil {
+				t.Errorf("Rename through a link: %v", err)
+			}
+			for _, p := range []string{"out", "root/etc/passwd"} {
+				if _, err := sb.ReadFile(ctx, p); !errors.Is(err, sandbox.ErrPathEscape) {
+					t.Errorf("ReadFile(%s) = %v, want ErrPathEscape", p, err)
+				}
+				if err := sb.WriteFile(ctx, p, []byte("x")); !errors.Is(err, sandbox.ErrPathEscape) {
+					t.Errorf("WriteFile(%s) = %v, want ErrPathEscape", p, err)
+				}
+			}
+		})
+	}
+}
