@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
@@ -179,9 +180,9 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	if t, ok := r.transport.(*http.Transport); ok {
 		// Count what each connection writes: that is how a failed request
-		// is known not to have left (see attempt.notSent).
+		// is known not to have left (see wire.Attempt.NotSent).
 		t = t.Clone()
-		countWrites(t)
+		wire.CountWrites(t)
 		r.transport, r.counting = t, true
 	}
 	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
@@ -374,7 +375,7 @@ func (r *Runtime) clean(err error) error {
 // transportError classifies a failed round trip. mutating says whether
 // the request may change something (then a request that left is an
 // outcome-unknown failure; otherwise it is Unavailable).
-func (r *Runtime) transportError(ctx context.Context, op string, a *attempt, mutating bool, err error) error {
+func (r *Runtime) transportError(ctx context.Context, op string, a *wire.Attempt, mutating bool, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("daytona: %s: %w", op, ctxErr)
 	}
@@ -383,7 +384,7 @@ func (r *Runtime) transportError(ctx context.Context, op string, a *attempt, mut
 		err = ue.Err // the URL is not secret, but it is noise
 	}
 	switch {
-	case a.notSent(err):
+	case a.NotSent(err, r.counting):
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrStaleTransport, err)
 	case mutating:
 		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrOutcomeUnknown, err)
@@ -403,7 +404,7 @@ func readError(resp *http.Response) []byte {
 // call runs one main-API request through f and returns the response when
 // its status is in ok; any other status is an *HTTPError.
 func (r *Runtime) call(ctx context.Context, op string, mutating bool, f func(ctx context.Context) (*http.Response, error), ok ...int) (*http.Response, error) {
-	tctx, a := r.trace(ctx)
+	tctx, a := wire.Trace(ctx)
 	resp, err := f(tctx)
 	if err != nil {
 		return nil, r.transportError(ctx, op, a, mutating, err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
 
@@ -37,7 +38,7 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		if err != nil {
 			return nil, err
 		}
-		tctx, a := r.trace(ctx)
+		tctx, a := wire.Trace(ctx)
 		resp, err := f(tctx, c)
 		if err != nil {
 			return nil, r.transportError(ctx, op, a, mutating, err)

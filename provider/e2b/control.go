@@ -26,7 +26,7 @@ func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return 0, nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
 		}
-		if a.notDelivered(err) {
+		if notDelivered(a, err) {
 			return 0, nil, nil, staleErr(op, err)
 		}
 		if idempotent {

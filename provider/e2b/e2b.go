@@ -60,6 +60,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
@@ -213,8 +214,8 @@ func newRuntime(cfg config) (*Runtime, error) {
 	// the real size of a download and costs CPU on the sandbox side.
 	t.DisableCompression = true
 	// Count what each connection writes: that is how a failed request is
-	// known not to have left (see attempt.notDelivered).
-	countWrites(t)
+	// known not to have left (see notDelivered).
+	wire.CountWrites(t)
 	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}

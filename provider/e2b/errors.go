@@ -8,26 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 )
 
-// attempt records how far one HTTP request got, to tell a request that
-// cannot have been delivered from one whose outcome is unknown.
-type attempt struct {
-	wire
-}
-
-// trace returns ctx carrying a trace that fills a.
-func trace(ctx context.Context) (context.Context, *attempt) {
-	a := &attempt{}
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(i httptrace.GotConnInfo) { a.got(i.Conn) },
-	}), a
-}
+// trace returns ctx carrying a trace that records where the request's
+// bytes went.
+func trace(ctx context.Context) (context.Context, *wire.Attempt) { return wire.Trace(ctx) }
 
 // notDelivered reports whether err means the request never reached a
 // server that could act on it. It is decided from facts about the wire,
@@ -37,7 +27,7 @@ func trace(ctx context.Context) (context.Context, *attempt) {
 // already reset). A connection dropped after the request was (even
 // partly) written is not "not delivered": the server may have read it and
 // acted on it before the connection closed.
-func (a *attempt) notDelivered(err error) bool {
+func notDelivered(a *wire.Attempt, err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
@@ -45,7 +35,7 @@ func (a *attempt) notDelivered(err error) bool {
 	if errors.As(err, &se) {
 		return false
 	}
-	return !a.mayHaveSent()
+	return a.NotSent(err, true)
 }
 
 // staleErr marks err as a stale transport.
@@ -151,7 +141,7 @@ var connectCodes = map[connect.Code]sandbox.Code{
 // envdErr classifies a failed envd call on sandbox id. ctx is the
 // caller's context; a reports whether the request can have been
 // delivered. A proxy 502 is resolved with one control-plane lookup.
-func (r *Runtime) envdErr(ctx context.Context, op, id string, a *attempt, err error) error {
+func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -165,7 +155,7 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *attempt, err er
 		}
 		return sandbox.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
 	}
-	if a != nil && a.notDelivered(err) {
+	if a != nil && notDelivered(a, err) {
 		return staleErr(op, err)
 	}
 	var ce *connect.Error

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
 )
 
@@ -31,7 +32,7 @@ func (r *Runtime) filesURL(id string, c *conn, p string) string {
 }
 
 // filesErr classifies a /files error response or transport failure.
-func (r *Runtime) filesErr(ctx context.Context, op, id, p string, a *attempt, err error) error {
+func (r *Runtime) filesErr(ctx context.Context, op, id, p string, a *wire.Attempt, err error) error {
 	var se *statusError
 	if errors.As(err, &se) && se.Status != http.StatusBadGateway {
 		return r.statusErr(op, p, se.Status, se.Message)

@@ -1,4 +1,9 @@
-package daytona
+// Package wire tells an HTTP request that never left this machine from one
+// that may have reached a server, from facts about the connection rather
+// than from error text. A request the server cannot have seen may be
+// retried safely (sandbox.ErrStaleTransport); one that may have been read
+// may have been acted on (sandbox.ErrOutcomeUnknown for a mutating call).
+package wire
 
 import (
 	"context"
@@ -11,11 +16,7 @@ import (
 	"sync/atomic"
 )
 
-// countingConn counts the bytes the operating system accepted for sending
-// on a connection. Comparing the count before and after a request is the
-// fact that tells a request that never left (nothing was written on its
-// connection: the provider cannot have seen it) from one that may have
-// reached the server.
+// countingConn counts the bytes the operating system accepted for sending.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
@@ -38,11 +39,11 @@ func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
 // NetConn returns the wrapped connection.
 func (c *countingConn) NetConn() net.Conn { return c.Conn }
 
-// countWrites makes every connection t dials a *countingConn. A transport
-// with its own DialTLSContext keeps it unchanged: its HTTPS connections
-// are then not counted and every failure on them after a connection was
-// obtained is treated as possibly delivered.
-func countWrites(t *http.Transport) {
+// CountWrites makes every connection t dials count the bytes written on
+// it, so an Attempt can tell whether its request left. A transport with its
+// own DialTLSContext keeps those connections uncounted: every failure on
+// them after a connection was obtained then counts as possibly sent.
+func CountWrites(t *http.Transport) {
 	dial := t.DialContext
 	if dial == nil && t.Dial != nil { //nolint:staticcheck // honour a caller's legacy Dial
 		legacy := t.Dial //nolint:staticcheck
@@ -75,27 +76,24 @@ func counted(c net.Conn) *countingConn {
 	return nil
 }
 
-// attempt records where one request's bytes went: whether it got a
+// Attempt records where one request's bytes went: whether it got a
 // connection, which one, and how many bytes that connection had written
-// at that moment. It tells a transport that was dead before the request
-// left (stale: safe to retry) from one that failed after the provider may
-// have acted on it (outcome unknown).
-type attempt struct {
-	counting bool // the Runtime's transport counts its connections' writes
-
+// at that moment.
+type Attempt struct {
 	mu      sync.Mutex
 	gotConn bool
 	conn    *countingConn
 	start   int64
 }
 
-// trace returns ctx instrumented to fill a new attempt.
-func (r *Runtime) trace(ctx context.Context) (context.Context, *attempt) {
-	a := &attempt{counting: r.counting}
+// Trace returns ctx instrumented to fill a new Attempt; send the request
+// with the returned context.
+func Trace(ctx context.Context) (context.Context, *Attempt) {
+	a := &Attempt{}
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: a.got}), a
 }
 
-func (a *attempt) got(i httptrace.GotConnInfo) {
+func (a *Attempt) got(i httptrace.GotConnInfo) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gotConn = true
@@ -105,14 +103,13 @@ func (a *attempt) got(i httptrace.GotConnInfo) {
 	}
 }
 
-// notSent reports, from facts about the wire and never from an error's
-// text, that not one byte of the request reached a server: no connection
-// was obtained (with a transport of the Runtime's own, which reports every
-// connection; with a caller's RoundTripper only a failed dial counts), or
-// the connection it was given wrote nothing since (a pooled keep-alive
-// connection the server had already reset). A request dropped after it
-// was even partly written may have been read and acted on.
-func (a *attempt) notSent(err error) bool {
+// NotSent reports that not one byte of the request can have reached a
+// server: the connection it was given wrote nothing since (a pooled
+// keep-alive connection the server had already closed), or no connection
+// was obtained. counting says the transport is one CountWrites was applied
+// to, which reports every connection it hands out; with any other
+// RoundTripper, no connection is known only when err is a failed dial.
+func (a *Attempt) NotSent(err error, counting bool) bool {
 	if a == nil {
 		return false
 	}
@@ -121,7 +118,7 @@ func (a *attempt) notSent(err error) bool {
 	if a.gotConn {
 		return a.conn != nil && a.conn.written.Load() == a.start
 	}
-	if a.counting {
+	if counting {
 		return true
 	}
 	var op *net.OpError
