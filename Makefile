@@ -18,3 +18,6 @@ FUZZTIME ?= 15s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzJail -fuzztime $(FUZZTIME) ./internal/pathsafe
 	$(GO) test -run '^$$' -fuzz FuzzOpenAndPaths -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz FuzzJail -fuzztime $(FUZZTIME) ./fsbackend
+	$(GO) test -run '^$$' -fuzz FuzzShellQuote -fuzztime $(FUZZTIME) ./provider/daytona
+	$(GO) test -run '^$$' -fuzz FuzzJoinPrelude -fuzztime $(FUZZTIME) ./session
