@@ -26,97 +26,67 @@ func (f *Files) abs(p string) (string, error) {
 	return pathsafe.Resolve(f.dir, p)
 }
 
-// ReadFile returns the content of a file.
-func (f *Files) ReadFile(p string) ([]byte, error) {
+// do resolves p and runs fn on the sandbox under the Runtime's lock.
+func (f *Files) do(p string, fn func(b *box, abs string) error) error {
 	abs, err := f.abs(p)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	f.rt.mu.Lock()
 	defer f.rt.mu.Unlock()
 	b, err := f.rt.get(f.id, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n, err := lookupFile(b, abs)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.Clone(n.data), nil
+	return fn(b, abs)
+}
+
+// ReadFile returns the content of a file.
+func (f *Files) ReadFile(p string) (data []byte, err error) {
+	err = f.do(p, func(b *box, abs string) error {
+		n, err := lookupFile(b, abs)
+		if err == nil {
+			data = bytes.Clone(n.data)
+		}
+		return err
+	})
+	return data, err
 }
 
 // WriteFile writes a file, creating its parents.
 func (f *Files) WriteFile(p string, data []byte) error {
-	abs, err := f.abs(p)
-	if err != nil {
-		return err
-	}
-	f.rt.mu.Lock()
-	defer f.rt.mu.Unlock()
-	b, err := f.rt.get(f.id, false)
-	if err != nil {
-		return err
-	}
-	return f.rt.putLocked(b, abs, bytes.Clone(data))
+	return f.do(p, func(b *box, abs string) error { return f.rt.putLocked(b, abs, bytes.Clone(data)) })
 }
 
 // ReadDir lists a directory.
-func (f *Files) ReadDir(p string) ([]sandbox.FileInfo, error) {
-	abs, err := f.abs(p)
-	if err != nil {
-		return nil, err
-	}
-	f.rt.mu.Lock()
-	defer f.rt.mu.Unlock()
-	b, err := f.rt.get(f.id, false)
-	if err != nil {
-		return nil, err
-	}
-	return readDirLocked(b, abs)
+func (f *Files) ReadDir(p string) (list []sandbox.FileInfo, err error) {
+	err = f.do(p, func(b *box, abs string) error {
+		list, err = readDirLocked(b, abs)
+		return err
+	})
+	return list, err
 }
 
 // MkdirAll creates a directory and its parents.
 func (f *Files) MkdirAll(p string) error {
-	abs, err := f.abs(p)
-	if err != nil {
-		return err
-	}
-	f.rt.mu.Lock()
-	defer f.rt.mu.Unlock()
-	b, err := f.rt.get(f.id, false)
-	if err != nil {
-		return err
-	}
-	return f.rt.mkdirAllLocked(b, abs)
+	return f.do(p, func(b *box, abs string) error { return f.rt.mkdirAllLocked(b, abs) })
 }
 
 // Remove removes a file or directory tree.
 func (f *Files) Remove(p string) error {
-	abs, err := f.abs(p)
-	if err != nil {
-		return err
-	}
-	f.rt.mu.Lock()
-	defer f.rt.mu.Unlock()
-	b, err := f.rt.get(f.id, false)
-	if err != nil {
-		return err
-	}
-	return removeLocked(b, abs)
+	return f.do(p, removeLocked)
 }
 
 // Stat describes a file or directory.
-func (f *Files) Stat(p string) (sandbox.FileInfo, error) {
-	abs, err := f.abs(p)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	f.rt.mu.Lock()
-	defer f.rt.mu.Unlock()
-	b, err := f.rt.get(f.id, false)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
+func (f *Files) Stat(p string) (fi sandbox.FileInfo, err error) {
+	err = f.do(p, func(b *box, abs string) error {
+		fi, err = statLocked(b, abs)
+		return err
+	})
+	return fi, err
+}
+
+func statLocked(b *box, abs string) (sandbox.FileInfo, error) {
 	n, ok := b.files[abs]
 	if !ok {
 		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sandbox.ErrNotFound}
@@ -222,95 +192,67 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	return r.putLocked(b, p, buf.Bytes())
 }
 
-// Download returns a reader over a copy of the file.
-func (r *Runtime) Download(_ context.Context, id, p string) (io.ReadCloser, error) {
-	if err := r.begin(OpDownload, id, p); err != nil {
-		return nil, err
+// fileOp records op, then runs fn on the running sandbox id under the
+// Runtime's lock.
+func (r *Runtime) fileOp(op, id, p string, fn func(b *box) error) error {
+	if err := r.begin(op, id, p); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, err := r.get(id, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	n, err := lookupFile(b, p)
-	if err != nil {
-		return nil, err
-	}
-	return io.NopCloser(bytes.NewReader(bytes.Clone(n.data))), nil
+	return fn(b)
+}
+
+// Download returns a reader over a copy of the file.
+func (r *Runtime) Download(_ context.Context, id, p string) (rc io.ReadCloser, err error) {
+	err = r.fileOp(OpDownload, id, p, func(b *box) error {
+		n, err := lookupFile(b, p)
+		if err == nil {
+			rc = io.NopCloser(bytes.NewReader(bytes.Clone(n.data)))
+		}
+		return err
+	})
+	return rc, err
 }
 
 // Stat describes a file or directory.
-func (r *Runtime) Stat(_ context.Context, id, p string) (sandbox.FileInfo, error) {
-	if err := r.begin(OpStat, id, p); err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, true)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	n, ok := b.files[p]
-	if !ok {
-		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: p, Err: sandbox.ErrNotFound}
-	}
-	return info(p, n), nil
+func (r *Runtime) Stat(_ context.Context, id, p string) (fi sandbox.FileInfo, err error) {
+	err = r.fileOp(OpStat, id, p, func(b *box) error {
+		fi, err = statLocked(b, p)
+		return err
+	})
+	return fi, err
 }
 
 // ReadDir lists a directory sorted by name.
-func (r *Runtime) ReadDir(_ context.Context, id, p string) ([]sandbox.FileInfo, error) {
-	if err := r.begin(OpReadDir, id, p); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, true)
-	if err != nil {
-		return nil, err
-	}
-	return readDirLocked(b, p)
+func (r *Runtime) ReadDir(_ context.Context, id, p string) (list []sandbox.FileInfo, err error) {
+	err = r.fileOp(OpReadDir, id, p, func(b *box) error {
+		list, err = readDirLocked(b, p)
+		return err
+	})
+	return list, err
 }
 
 // MkdirAll creates a directory and its parents.
 func (r *Runtime) MkdirAll(_ context.Context, id, p string) error {
-	if err := r.begin(OpMkdir, id, p); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, true)
-	if err != nil {
-		return err
-	}
-	return r.mkdirAllLocked(b, p)
+	return r.fileOp(OpMkdir, id, p, func(b *box) error { return r.mkdirAllLocked(b, p) })
 }
 
 // Remove deletes a file or a directory tree.
 func (r *Runtime) Remove(_ context.Context, id, p string) error {
-	if err := r.begin(OpRemove, id, p); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, true)
-	if err != nil {
-		return err
-	}
-	return removeLocked(b, p)
+	return r.fileOp(OpRemove, id, p, func(b *box) error { return removeLocked(b, p) })
 }
 
 // Rename moves a file or directory tree, replacing a file at the target.
 func (r *Runtime) Rename(_ context.Context, id, from, to string) error {
-	if err := r.begin(OpRename, id, from); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, true)
-	if err != nil {
-		return err
-	}
+	return r.fileOp(OpRename, id, from, func(b *box) error { return r.renameLocked(b, from, to) })
+}
+
+func (r *Runtime) renameLocked(b *box, from, to string) error {
 	src, ok := b.files[from]
 	if !ok {
 		return &fs.PathError{Op: "rename", Path: from, Err: sandbox.ErrNotFound}
