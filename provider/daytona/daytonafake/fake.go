@@ -88,6 +88,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/conntrack"
 )
 
 // Fault is a failure FailNext injects into one matching request.
@@ -169,7 +170,7 @@ type Server struct {
 	sandboxes map[string]*sbx // by id
 	order     int64
 	faults    []fault
-	conns     connTracker // for FaultResetBeforeAdmission
+	conns     conntrack.Tracker // for FaultResetBeforeAdmission
 	counts    map[string]int
 	skew      time.Duration
 	nextFail  *createFailure
@@ -201,8 +202,7 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	mux.HandleFunc("/toolbox/{id}/{rest...}", s.toolbox)
 	mux.HandleFunc("/api/", s.api)
 	s.ts = httptest.NewUnstartedServer(s.faulty(mux))
-	s.ts.Config.ConnState = s.conns.hook
-	s.ts.Config.ConnContext = connContext
+	s.conns.Serve(s.ts.Config, "toolbox")
 	s.ts.Start()
 	return s
 }
@@ -373,7 +373,7 @@ func (s *Server) now() time.Time { return time.Now().Add(s.skew) }
 // faulty counts requests and applies injected faults.
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer s.conns.handling(r)()
+		defer s.conns.Handling(r)()
 		s.mu.Lock()
 		s.counts[r.Method+" "+r.URL.Path]++
 		var f Fault

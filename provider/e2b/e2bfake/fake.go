@@ -65,6 +65,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/conntrack"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 )
 
@@ -100,7 +101,7 @@ type Server struct {
 	boxes  map[string]*box
 	faults []*Fault
 	// conns follows both servers' connections for ResetBeforeAdmission.
-	conns   connTracker
+	conns   conntrack.Tracker
 	counts  map[string]int
 	nextPID uint32
 	bg      sync.WaitGroup
@@ -159,12 +160,10 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 		o(s)
 	}
 	s.api = httptest.NewUnstartedServer(s.faulty(s.apiHandler()))
-	s.api.Config.ConnState = s.conns.hook(false)
-	s.api.Config.ConnContext = connContext
+	s.conns.Serve(s.api.Config, "api")
 	s.api.Start()
 	s.envd = httptest.NewUnstartedServer(s.faulty(s.envdHandler()))
-	s.envd.Config.ConnState = s.conns.hook(true)
-	s.envd.Config.ConnContext = connContext
+	s.conns.Serve(s.envd.Config, "envd")
 	s.envd.Start()
 	return s
 }

@@ -1,13 +1,10 @@
 package e2bfake
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 )
 
 // FaultKind is a kind of injected failure.
@@ -70,7 +67,8 @@ func (s *Server) Inject(f *Fault) *Fault {
 		f.Times = 1
 	}
 	if f.Kind == ResetBeforeAdmission {
-		n := s.conns.resetIdle(servesPath(f.Path))
+		api, envd := servesPath(f.Path)
+		n := s.conns.ResetIdle(func(tag string) bool { return tag == "envd" && envd || tag == "api" && api })
 		f.mu.Lock()
 		f.hits += n
 		f.mu.Unlock()
@@ -105,7 +103,7 @@ func (s *Server) take(r *http.Request) *Fault {
 
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer s.conns.handling(r)()
+		defer s.conns.Handling(r)()
 		f := s.take(r)
 		if f == nil {
 			next.ServeHTTP(w, r)
@@ -216,100 +214,6 @@ func servesPath(p string) (api, envd bool) {
 		}
 	}
 	return true, false
-}
-
-// connTracker follows the servers' connections, to reset the idle ones.
-type connTracker struct {
-	mu    sync.Mutex
-	conns map[net.Conn]*connInfo
-}
-
-type connInfo struct {
-	envd  bool // the connection is to envd (else the control plane)
-	state http.ConnState
-	busy  int // handlers running for it
-}
-
-type connKey struct{}
-
-// hook returns the ConnState hook of the control plane's (envd false) or
-// envd's server.
-func (c *connTracker) hook(envd bool) func(net.Conn, http.ConnState) {
-	return func(nc net.Conn, st http.ConnState) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.conns == nil {
-			c.conns = map[net.Conn]*connInfo{}
-		}
-		switch st {
-		case http.StateClosed, http.StateHijacked:
-			delete(c.conns, nc)
-		default:
-			ci := c.conns[nc]
-			if ci == nil {
-				ci = &connInfo{envd: envd}
-				c.conns[nc] = ci
-			}
-			ci.state = st
-		}
-	}
-}
-
-// connContext records the connection in its requests' contexts.
-func connContext(ctx context.Context, nc net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, nc)
-}
-
-// handling marks r's connection busy until the returned func is called.
-func (c *connTracker) handling(r *http.Request) func() {
-	nc, _ := r.Context().Value(connKey{}).(net.Conn)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ci := c.conns[nc]
-	if ci == nil {
-		return func() {}
-	}
-	ci.busy++
-	return func() {
-		c.mu.Lock()
-		ci.busy--
-		c.mu.Unlock()
-	}
-}
-
-// resetIdle closes every idle connection of the chosen servers with a TCP
-// reset (so the peer's next write on it fails at once instead of being
-// accepted by its kernel) and returns how many it closed. A connection
-// whose handler has returned but which the server has not yet marked idle
-// (its response is being finished) is waited for, at most a second.
-func (c *connTracker) resetIdle(api, envd bool) int {
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(2 * time.Millisecond) {
-		c.mu.Lock()
-		finishing := false
-		for _, ci := range c.conns {
-			if (ci.envd && envd || !ci.envd && api) && ci.state == http.StateActive && ci.busy == 0 {
-				finishing = true
-			}
-		}
-		if finishing && time.Now().Before(deadline) {
-			c.mu.Unlock()
-			continue
-		}
-		n := 0
-		for nc, ci := range c.conns {
-			if !(ci.envd && envd || !ci.envd && api) || ci.state != http.StateIdle {
-				continue
-			}
-			if tc, ok := nc.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0)
-			}
-			_ = nc.Close()
-			delete(c.conns, nc)
-			n++
-		}
-		c.mu.Unlock()
-		return n
-	}
 }
 
 // dropWriter swallows a handler's whole response.
