@@ -192,15 +192,15 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	return r.putLocked(b, p, buf.Bytes())
 }
 
-// fileOp records op, then runs fn on the running sandbox id under the
-// Runtime's lock.
-func (r *Runtime) fileOp(op, id, p string, fn func(b *box) error) error {
+// boxOp records op, then runs fn on sandbox id under the Runtime's lock;
+// live requires the sandbox to be running (not paused).
+func (r *Runtime) boxOp(op, id, p string, live bool, fn func(b *box) error) error {
 	if err := r.begin(op, id, p); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b, err := r.get(id, true)
+	b, err := r.get(id, live)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (r *Runtime) fileOp(op, id, p string, fn func(b *box) error) error {
 
 // Download returns a reader over a copy of the file.
 func (r *Runtime) Download(_ context.Context, id, p string) (rc io.ReadCloser, err error) {
-	err = r.fileOp(OpDownload, id, p, func(b *box) error {
+	err = r.boxOp(OpDownload, id, p, true, func(b *box) error {
 		n, err := lookupFile(b, p)
 		if err == nil {
 			rc = io.NopCloser(bytes.NewReader(bytes.Clone(n.data)))
@@ -221,7 +221,7 @@ func (r *Runtime) Download(_ context.Context, id, p string) (rc io.ReadCloser, e
 
 // Stat describes a file or directory.
 func (r *Runtime) Stat(_ context.Context, id, p string) (fi sandbox.FileInfo, err error) {
-	err = r.fileOp(OpStat, id, p, func(b *box) error {
+	err = r.boxOp(OpStat, id, p, true, func(b *box) error {
 		fi, err = statLocked(b, p)
 		return err
 	})
@@ -230,7 +230,7 @@ func (r *Runtime) Stat(_ context.Context, id, p string) (fi sandbox.FileInfo, er
 
 // ReadDir lists a directory sorted by name.
 func (r *Runtime) ReadDir(_ context.Context, id, p string) (list []sandbox.FileInfo, err error) {
-	err = r.fileOp(OpReadDir, id, p, func(b *box) error {
+	err = r.boxOp(OpReadDir, id, p, true, func(b *box) error {
 		list, err = readDirLocked(b, p)
 		return err
 	})
@@ -239,17 +239,17 @@ func (r *Runtime) ReadDir(_ context.Context, id, p string) (list []sandbox.FileI
 
 // MkdirAll creates a directory and its parents.
 func (r *Runtime) MkdirAll(_ context.Context, id, p string) error {
-	return r.fileOp(OpMkdir, id, p, func(b *box) error { return r.mkdirAllLocked(b, p) })
+	return r.boxOp(OpMkdir, id, p, true, func(b *box) error { return r.mkdirAllLocked(b, p) })
 }
 
 // Remove deletes a file or a directory tree.
 func (r *Runtime) Remove(_ context.Context, id, p string) error {
-	return r.fileOp(OpRemove, id, p, func(b *box) error { return removeLocked(b, p) })
+	return r.boxOp(OpRemove, id, p, true, func(b *box) error { return removeLocked(b, p) })
 }
 
 // Rename moves a file or directory tree, replacing a file at the target.
 func (r *Runtime) Rename(_ context.Context, id, from, to string) error {
-	return r.fileOp(OpRename, id, from, func(b *box) error { return r.renameLocked(b, from, to) })
+	return r.boxOp(OpRename, id, from, true, func(b *box) error { return r.renameLocked(b, from, to) })
 }
 
 func (r *Runtime) renameLocked(b *box, from, to string) error {

@@ -339,17 +339,12 @@ func cloneInfo(in sandbox.Info) sandbox.Info {
 }
 
 // Get returns a sandbox's Info.
-func (r *Runtime) Get(_ context.Context, id string) (sandbox.Info, error) {
-	if err := r.begin(OpGet, id, ""); err != nil {
-		return sandbox.Info{}, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, false)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	return cloneInfo(b.info), nil
+func (r *Runtime) Get(_ context.Context, id string) (in sandbox.Info, err error) {
+	err = r.boxOp(OpGet, id, "", false, func(b *box) error {
+		in = cloneInfo(b.info)
+		return nil
+	})
+	return in, err
 }
 
 // List pages through sandboxes sorted by creation, filtering by labels and
@@ -437,52 +432,33 @@ func (r *Runtime) Destroy(_ context.Context, id string) error {
 
 // SetTimeout sets the lease to end d from now.
 func (r *Runtime) SetTimeout(_ context.Context, id string, d time.Duration) error {
-	if err := r.begin(OpSetTimeout, id, d.String()); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, false)
-	if err != nil {
-		return err
-	}
-	b.info.LeaseEnd = r.now().Add(d)
-	return nil
+	return r.boxOp(OpSetTimeout, id, d.String(), false, func(b *box) error {
+		b.info.LeaseEnd = r.now().Add(d)
+		return nil
+	})
 }
 
 // Pause marks the sandbox paused: commands and file calls fail with
 // sandbox.ErrPaused until Resume. Background processes keep their state.
 func (r *Runtime) Pause(_ context.Context, id string) error {
-	if err := r.begin(OpPause, id, ""); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, false)
-	if err != nil {
-		return err
-	}
-	b.info.State = sandbox.StatePaused
-	return nil
+	return r.boxOp(OpPause, id, "", false, func(b *box) error {
+		b.info.State = sandbox.StatePaused
+		return nil
+	})
 }
 
 // Resume marks the sandbox running and gives it the default lease when its
 // lease had run out.
-func (r *Runtime) Resume(_ context.Context, id string) (sandbox.Info, error) {
-	if err := r.begin(OpResume, id, ""); err != nil {
-		return sandbox.Info{}, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, err := r.get(id, false)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
-	b.info.State = sandbox.StateRunning
-	if b.info.LeaseEnd.IsZero() || !r.now().Before(b.info.LeaseEnd) {
-		b.info.LeaseEnd = r.now().Add(r.Capabilities().DefaultLease)
-	}
-	return cloneInfo(b.info), nil
+func (r *Runtime) Resume(_ context.Context, id string) (in sandbox.Info, err error) {
+	err = r.boxOp(OpResume, id, "", false, func(b *box) error {
+		b.info.State = sandbox.StateRunning
+		if b.info.LeaseEnd.IsZero() || !r.now().Before(b.info.LeaseEnd) {
+			b.info.LeaseEnd = r.now().Add(r.Capabilities().DefaultLease)
+		}
+		in = cloneInfo(b.info)
+		return nil
+	})
+	return in, err
 }
 
 func cmdText(cmd *sandbox.Command) string {
