@@ -43,10 +43,12 @@
 package e2b
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -470,7 +472,26 @@ func (e *scrubbed) Unwrap() error { return e.err }
 // for redirects is pure overhead on every RPC.
 type roundTripper struct{ rt http.RoundTripper }
 
+// inMemoryBody is the largest request body Do hands to the transport as a
+// *bytes.Reader. Connect's unary request bodies are already in memory, but
+// behind a type net/http does not recognise, so it would flush the headers
+// in one write and the body in another: two syscalls, and a server that
+// wakes twice, on every exec. A body net/http knows to be in memory goes
+// out with its headers in a single write.
+const inMemoryBody = 64 << 10
+
 func (d roundTripper) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.ContentLength > 0 && req.ContentLength <= inMemoryBody {
+		b := make([]byte, req.ContentLength)
+		_, err := io.ReadFull(req.Body, b)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: err}
+		}
+		req = req.WithContext(req.Context()) // a shallow copy: the caller's request is left as it was
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
 	resp, err := d.rt.RoundTrip(req)
 	if err != nil {
 		return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: err}
