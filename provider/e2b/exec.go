@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +19,15 @@ import (
 )
 
 // keepaliveSeconds is the keepalive interval asked of envd on streams.
-const keepaliveSeconds = "50"
+var keepaliveSeconds = []string{"50"}
+
+// streamHeaders returns the headers of a process stream request.
+func (r *Runtime) streamHeaders(id string, c *conn) http.Header {
+	h := make(http.Header, 10)
+	r.setEnvdHeaders(h, id, c)
+	h["Keepalive-Ping-Interval"] = keepaliveSeconds
+	return h
+}
 
 // stdinChunk is the size of one stdin message.
 const stdinChunk = 32 << 10
@@ -57,28 +66,8 @@ type events struct {
 	end     *process.ProcessEvent_EndEvent
 }
 
-// eventSource abstracts the Start and Connect streams.
-type eventSource interface {
-	Receive() bool
-	event() *process.ProcessEvent
-	Err() error
-	Close() error
-}
-
-type startSource struct {
-	*connect.ServerStreamForClient[process.StartResponse]
-}
-
-func (s startSource) event() *process.ProcessEvent { return s.Msg().GetEvent() }
-
-type connectSource struct {
-	*connect.ServerStreamForClient[process.ConnectResponse]
-}
-
-func (s connectSource) event() *process.ProcessEvent { return s.Msg().GetEvent() }
-
 // readStart reads until the start event.
-func readStart(src eventSource, ev *events) bool {
+func readStart(src *eventStream, ev *events) bool {
 	for src.Receive() {
 		if st := src.event().GetStart(); st != nil {
 			ev.pid, ev.started = st.GetPid(), true
@@ -90,7 +79,7 @@ func readStart(src eventSource, ev *events) bool {
 
 // pump copies data events to stdout and stderr until the end event or
 // the end of the stream.
-func pump(src eventSource, ev *events, stdout, stderr io.Writer) {
+func pump(src *eventStream, ev *events, stdout, stderr io.Writer) {
 	for src.Receive() {
 		e := src.event()
 		switch {
@@ -115,26 +104,19 @@ func exitStatus(end *process.ProcessEvent_EndEvent) sandbox.ExitStatus {
 
 // openStart sends Start and waits for the start event. stream ctx is sctx;
 // the wait is bounded by ctx too.
-func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command) (eventSource, *events, error) {
+func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command) (*eventStream, *events, error) {
 	const op = "exec"
 	sr := startRequest(cmd)
-	req := connect.NewRequest(sr)
-	r.setEnvdHeaders(req.Header(), id, c)
-	req.Header().Set("Keepalive-Ping-Interval", keepaliveSeconds)
 	tctx, a := trace(sctx)
-	stream, err := r.clients(r.envdBase(id, c)).proc.Start(tctx, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			// The process may have started: end it by its tag.
-			r.killQuietly(id, c, byTag(sr.GetTag()))
-		}
-		return nil, nil, r.envdErr(ctx, op, id, a, err)
-	}
-	src := startSource{stream}
+	src, err := r.openEvents(tctx, r.envdBase(id, c), "/process.Process/Start", sr, r.streamHeaders(id, c))
 	ev := &events{}
-	if !readStart(src, ev) {
-		err := src.Err()
-		_ = src.Close()
+	if err != nil || !readStart(src, ev) {
+		// A failed request and a stream that broke before the start
+		// event are alike: the request may have reached envd.
+		if err == nil {
+			err = src.Err()
+			_ = src.Close()
+		}
 		if err == nil {
 			err = errors.New("stream ended before the start event")
 		}
@@ -330,18 +312,14 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	req := connect.NewRequest(&process.ConnectRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: uint32(pid)}}})
-	r.setEnvdHeaders(req.Header(), id, c)
-	req.Header().Set("Keepalive-Ping-Interval", keepaliveSeconds)
+	msg := &process.ConnectRequest{Process: byPID(uint32(pid))}
 	tctx, a := trace(sctx)
-	stream, err := r.clients(r.envdBase(id, c)).proc.Connect(tctx, req)
+	src, err := r.openEvents(tctx, r.envdBase(id, c), "/process.Process/Connect", msg, r.streamHeaders(id, c))
 	if err != nil {
 		stop()
 		cancel()
 		return nil, r.scrub(r.envdErr(ctx, op, id, a, err))
 	}
-	src := connectSource{stream}
 	ev := &events{}
 	ok := readStart(src, ev)
 	stop()
@@ -374,7 +352,7 @@ type handle struct {
 	mu       sync.Mutex
 }
 
-func (r *Runtime) newHandle(id string, c *conn, ev *events, src eventSource, sctx context.Context, cancel context.CancelFunc, stdout, stderr io.Writer, timeout bool) *handle {
+func (r *Runtime) newHandle(id string, c *conn, ev *events, src *eventStream, sctx context.Context, cancel context.CancelFunc, stdout, stderr io.Writer, timeout bool) *handle {
 	h := &handle{r: r, id: id, c: c, ev: ev, cancel: cancel, sctx: sctx, timeout: timeout, done: make(chan struct{})}
 	h.wg.Add(1)
 	go func() {
