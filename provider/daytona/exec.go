@@ -248,15 +248,21 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	mark := "SBKX" + randHex(6)
-	// As few processes as possible: stat and base64 only when there is
-	// output, and one removal every sweepEvery commands.
-	script := fmt.Sprintf(`{ [ -d %[1]s ] || mkdir -p %[1]s || exit 101
-echo "$$" >%[2]s.pid
-%[3]s <%[4]s >%[2]s.o 2>%[2]s.e
-rc=$?
-if [ -s %[2]s.o ] || [ -s %[2]s.e ]; then set -- $(stat -c %%s %[2]s.o %[2]s.e 2>/dev/null || { wc -c <%[2]s.o; wc -c <%[2]s.e; }) 0 0; else set -- 0 0; fi
-printf '\n%[5]s %%s - %%s %%s\n' "$rc" "$1" "$2"
-if [ "$1" -le %[6]d ] && [ "$2" -le %[6]d ]; then [ "$1" = 0 ] || base64 %[2]s.o; printf '\n%[5]s-E\n'; [ "$2" = 0 ] || base64 %[2]s.e; printf '\n%[5]s-Z\n'; fi
+	// As few processes, files and bytes as possible (the daemon's shell
+	// reads its script one byte at a time): the shell itself creates the
+	// two output files and holds them open on fds 8 and 9 (that is how
+	// killExec finds it: no pid file); stat and base64 run only when there
+	// is output; one printf reports an empty result; the files of finished
+	// commands go in one removal every sweepEvery commands.
+	script := fmt.Sprintf(`{ d=%[2]s; [ -d %[1]s ] || mkdir -p %[1]s || exit 101
+exec 8>$d.o 9>$d.e || exit 102
+%[3]s <%[4]s >&8 2>&9 8>&- 9>&-
+r=$?
+if [ -s $d.o ] || [ -s $d.e ]; then
+set -- $(stat -c %%s $d.o $d.e 2>/dev/null || { wc -c <$d.o; wc -c <$d.e; }) 0 0
+printf '\n%[5]s %%s - %%s %%s\n' $r $1 $2
+if [ $1 -le %[6]d ] && [ $2 -le %[6]d ]; then [ $1 = 0 ] || base64 $d.o; printf '\n%[5]s-E\n'; [ $2 = 0 ] || base64 $d.e; printf '\n%[5]s-Z\n'; fi
+else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 %[7]s} </dev/null
 `, root, d, run, stdin, mark, inlineMax, r.sweep(id))
 	// The daemon enforces the timeout (whole seconds, rounded up): it
@@ -373,12 +379,14 @@ func unb64(s string) ([]byte, error) {
 }
 
 // killExec ends the command of an abandoned Exec (its process group) and
-// removes its directory. It is bounded on its own, since the caller's
+// removes its files. The Exec's shell is the process holding d.o open on
+// fd 8 ([ -ef ] compares the link's target with the file, no process
+// started per candidate). It is bounded on its own, since the caller's
 // context is over.
 func (r *Runtime) killExec(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	script := fmt.Sprintf(`{ p=$(cat %[1]s.pid 2>/dev/null); if [ -n "$p" ]; then kill -9 -"$p" 2>/dev/null || { pkill -9 -P "$p"; kill -9 "$p"; } 2>/dev/null; fi; %[2]s; } </dev/null`, d, rmFiles(d))
+	script := fmt.Sprintf(`{ for f in /proc/[0-9]*/fd/8; do [ "$f" -ef %[1]s.o ] || continue; p=${f#/proc/}; p=${p%%%%/*}; kill -9 -"$p" 2>/dev/null || { pkill -9 -P "$p"; kill -9 "$p"; } 2>/dev/null; done; %[2]s; } </dev/null`, d, rmFiles(d))
 	_ = r.execute(ctx, id, script, "", nil, 10)
 }
 
@@ -404,7 +412,8 @@ func (r *Runtime) sweep(id string) string {
 	var b strings.Builder
 	b.WriteString("rm -f")
 	for _, d := range r.spent[id] {
-		b.WriteString(" " + d + ".*")
+		// Names, not d.* patterns: a pattern costs a directory scan.
+		b.WriteString(" " + d + ".o " + d + ".e " + d + ".in " + d + ".cmd")
 	}
 	delete(r.spent, id)
 	// In the foreground: a background rm may be killed with the command's
