@@ -103,7 +103,7 @@ type Runtime struct {
 	cfg       config
 	transport *http.Transport
 	hc        *http.Client
-	rpcDoer   connect.HTTPClient
+	rpcDoer   roundTripper
 	basicAuth string // "Basic …" selecting the user, or empty
 	api       *api.Client
 
@@ -492,6 +492,11 @@ func (d roundTripper) Do(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
+	return d.send(req)
+}
+
+// send sends req as it is (its body, if any, already in memory).
+func (d roundTripper) send(req *http.Request) (*http.Response, error) {
 	resp, err := d.rt.RoundTrip(req)
 	if err != nil {
 		return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: err}

@@ -23,7 +23,7 @@ var keepaliveSeconds = []string{"50"}
 
 // streamHeaders returns the headers of a process stream request.
 func (r *Runtime) streamHeaders(id string, c *conn) http.Header {
-	h := make(http.Header, 10)
+	h := make(http.Header, 8)
 	r.setEnvdHeaders(h, id, c)
 	h["Keepalive-Ping-Interval"] = keepaliveSeconds
 	return h

@@ -72,7 +72,7 @@ func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg pr
 		}
 		h["Connect-Timeout-Ms"] = []string{strconv.FormatInt(min(ms, 9_999_999_999), 10)}
 	}
-	resp, err := r.rpcDoer.Do(req)
+	resp, err := r.rpcDoer.send(req) // the body is a bytes.Reader: no copy needed
 	if err != nil {
 		return nil, streamErr(ctx, err)
 	}
