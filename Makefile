@@ -21,3 +21,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzJail -fuzztime $(FUZZTIME) ./fsbackend
 	$(GO) test -run '^$$' -fuzz FuzzShellQuote -fuzztime $(FUZZTIME) ./provider/daytona
 	$(GO) test -run '^$$' -fuzz FuzzJoinPrelude -fuzztime $(FUZZTIME) ./session
+	$(GO) test -run '^$$' -fuzz FuzzEventFastPath -fuzztime $(FUZZTIME) ./provider/e2b

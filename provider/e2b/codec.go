@@ -1,8 +1,11 @@
 package e2b
 
 import (
-	"encoding/json"
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"math"
+	"strconv"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -13,9 +16,12 @@ import (
 
 // jsonCodec is Connect's "json" codec, as the official SDKs use it. The
 // messages of every exec (the Start request and the process events) take
-// a fast path through encoding/json, which is several times cheaper than
-// protojson's reflection; anything the fast path does not recognise
-// exactly falls back to protojson, so the wire format is unchanged.
+// a hand-written fast path, several times cheaper than protojson's
+// reflection (and than encoding/json's); anything the fast path does not
+// recognise exactly (an escape in a string, a number in quotes, an
+// unknown field, null) falls back to protojson, so what is accepted and
+// what is sent are unchanged. FuzzEventFastPath holds the two to the same
+// answers.
 type jsonCodec struct{}
 
 func (jsonCodec) Name() string { return "json" }
@@ -53,104 +59,327 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, pm)
 }
 
-type startJSON struct {
-	Process struct {
-		Cmd  string            `json:"cmd"`
-		Args []string          `json:"args,omitempty"`
-		Envs map[string]string `json:"envs,omitempty"`
-		Cwd  *string           `json:"cwd,omitempty"`
-	} `json:"process"`
-	Tag   *string `json:"tag,omitempty"`
-	Stdin *bool   `json:"stdin,omitempty"`
-}
-
 // marshalStart encodes a StartRequest without a PTY whose strings are all
-// valid UTF-8 (protojson rejects invalid UTF-8; encoding/json would
-// silently replace it, so such requests take the slow path).
+// valid UTF-8 (protojson refuses invalid UTF-8, so such requests take the
+// slow path and fail there).
 func marshalStart(sr *process.StartRequest) ([]byte, bool) {
 	p := sr.GetProcess()
 	if sr.Pty != nil || p == nil {
 		return nil, false
 	}
-	valid := utf8.ValidString(p.GetCmd()) && utf8.ValidString(p.GetCwd()) && utf8.ValidString(sr.GetTag())
-	for _, a := range p.GetArgs() {
-		valid = valid && utf8.ValidString(a)
+	b := make([]byte, 0, 128)
+	b = append(b, `{"process":{"cmd":`...)
+	b, ok := appendString(b, p.GetCmd())
+	if args := p.GetArgs(); len(args) > 0 {
+		b = append(b, `,"args":[`...)
+		for i, a := range args {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, ok = appendStringOK(b, a, ok)
+		}
+		b = append(b, ']')
 	}
-	for k, v := range p.GetEnvs() {
-		valid = valid && utf8.ValidString(k) && utf8.ValidString(v)
+	if envs := p.GetEnvs(); len(envs) > 0 {
+		b = append(b, `,"envs":{`...)
+		first := true
+		for k, v := range envs {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b, ok = appendStringOK(b, k, ok)
+			b = append(b, ':')
+			b, ok = appendStringOK(b, v, ok)
+		}
+		b = append(b, '}')
 	}
-	if !valid {
-		return nil, false
+	if p.Cwd != nil {
+		b = append(b, `,"cwd":`...)
+		b, ok = appendStringOK(b, *p.Cwd, ok)
 	}
-	var j startJSON
-	j.Process.Cmd, j.Process.Args, j.Process.Envs, j.Process.Cwd = p.GetCmd(), p.GetArgs(), p.GetEnvs(), p.Cwd
-	j.Tag, j.Stdin = sr.Tag, sr.Stdin
-	b, err := json.Marshal(&j)
-	return b, err == nil
+	b = append(b, '}')
+	if sr.Tag != nil {
+		b = append(b, `,"tag":`...)
+		b, ok = appendStringOK(b, *sr.Tag, ok)
+	}
+	if sr.Stdin != nil {
+		b = append(b, `,"stdin":`...)
+		b = strconv.AppendBool(b, *sr.Stdin)
+	}
+	return append(b, '}'), ok
 }
 
-type eventJSON struct {
-	Event *struct {
-		Start *struct {
-			Pid uint32 `json:"pid"`
-		} `json:"start"`
-		Data *struct {
-			Stdout []byte `json:"stdout"`
-			Stderr []byte `json:"stderr"`
-			Pty    []byte `json:"pty"`
-		} `json:"data"`
-		End *struct {
-			ExitCode  int32   `json:"exitCode"`
-			ExitCode2 int32   `json:"exit_code"`
-			Exited    bool    `json:"exited"`
-			Status    string  `json:"status"`
-			Error     *string `json:"error"`
-		} `json:"end"`
-		Keepalive *struct{} `json:"keepalive"`
-	} `json:"event"`
+func appendStringOK(b []byte, s string, ok bool) ([]byte, bool) {
+	b, ok2 := appendString(b, s)
+	return b, ok && ok2
 }
 
-// unmarshalEvent decodes a process event holding exactly one member of
-// its oneof; anything else is left to protojson.
-func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
-	var j eventJSON
-	if json.Unmarshal(b, &j) != nil || j.Event == nil {
-		return nil, false
-	}
-	e := j.Event
-	set := 0
-	ev := &process.ProcessEvent{}
-	if e.Start != nil {
-		set++
-		ev.Event = &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: e.Start.Pid}}
-	}
-	if e.Data != nil {
-		set++
-		d := &process.ProcessEvent_DataEvent{}
-		switch {
-		case e.Data.Stdout != nil && e.Data.Stderr == nil && e.Data.Pty == nil:
-			d.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: e.Data.Stdout}
-		case e.Data.Stderr != nil && e.Data.Stdout == nil && e.Data.Pty == nil:
-			d.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: e.Data.Stderr}
-		case e.Data.Pty != nil && e.Data.Stdout == nil && e.Data.Stderr == nil:
-			d.Output = &process.ProcessEvent_DataEvent_Pty{Pty: e.Data.Pty}
+// appendString appends s as a JSON string; false when s is not valid
+// UTF-8.
+func appendString(b []byte, s string) ([]byte, bool) {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		default:
-			return nil, false
+			b = append(b, c)
 		}
-		ev.Event = &process.ProcessEvent_Data{Data: d}
 	}
-	if e.End != nil {
-		set++
-		code := e.End.ExitCode
-		if code == 0 {
-			code = e.End.ExitCode2
+	return append(b, '"'), utf8.ValidString(s)
+}
+
+// unmarshalEvent decodes {"event": {...}} holding exactly one member of
+// the event oneof, written plainly; anything else is left to protojson.
+func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
+	sc := scanner{b: b}
+	var ev *process.ProcessEvent
+	ok := sc.object(func(key string) bool {
+		if key != "event" || ev != nil {
+			return false
 		}
-		ev.Event = &process.ProcessEvent_End{End: &process.ProcessEvent_EndEvent{
-			ExitCode: code, Exited: e.End.Exited, Status: e.End.Status, Error: e.End.Error}}
+		ev = &process.ProcessEvent{}
+		return sc.object(func(key string) bool {
+			if ev.Event != nil {
+				return false // a second member of the oneof
+			}
+			switch key {
+			case "start":
+				st := &process.ProcessEvent_StartEvent{}
+				ev.Event = &process.ProcessEvent_Start{Start: st}
+				seen := false
+				return sc.object(func(key string) bool {
+					if key != "pid" || seen {
+						return false
+					}
+					seen = true
+					n, ok := sc.int(0, math.MaxUint32)
+					st.Pid = uint32(n)
+					return ok
+				})
+			case "data":
+				d := &process.ProcessEvent_DataEvent{}
+				ev.Event = &process.ProcessEvent_Data{Data: d}
+				return sc.object(func(key string) bool {
+					if d.Output != nil {
+						return false
+					}
+					out, ok := sc.bytes()
+					switch key {
+					case "stdout":
+						d.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: out}
+					case "stderr":
+						d.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: out}
+					case "pty":
+						d.Output = &process.ProcessEvent_DataEvent_Pty{Pty: out}
+					default:
+						return false
+					}
+					return ok
+				}) && d.Output != nil
+			case "end":
+				end := &process.ProcessEvent_EndEvent{}
+				ev.Event = &process.ProcessEvent_End{End: end}
+				var seen [4]bool
+				return sc.object(func(key string) bool {
+					f, known := endFields[key]
+					if !known || seen[f] {
+						return false
+					}
+					seen[f] = true
+					switch key {
+					case "exitCode", "exit_code":
+						n, ok := sc.int(math.MinInt32, math.MaxInt32)
+						end.ExitCode = int32(n)
+						return ok
+					case "exited":
+						v, ok := sc.bool()
+						end.Exited = v
+						return ok
+					case "status":
+						v, ok := sc.string()
+						end.Status = v
+						return ok
+					case "error":
+						v, ok := sc.string()
+						end.Error = &v
+						return ok
+					}
+					return false
+				})
+			case "keepalive":
+				ev.Event = &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}
+				return sc.object(func(string) bool { return false })
+			}
+			return false
+		}) && ev.Event != nil
+	})
+	if !ok || ev == nil || !sc.end() {
+		return nil, false
 	}
-	if e.Keepalive != nil {
-		set++
-		ev.Event = &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}
+	return ev, true
+}
+
+// endFields numbers the end event's fields, by JSON and proto name, so
+// that a field given twice (under either name) is refused as protojson
+// refuses it.
+var endFields = map[string]int{"exitCode": 0, "exit_code": 0, "exited": 1, "status": 2, "error": 3}
+
+// scanner reads the plain subset of JSON the fast path accepts: objects,
+// strings without escapes, integers without sign tricks or exponents,
+// booleans. Each method reports false on anything else.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
 	}
-	return ev, set == 1
+}
+
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) end() bool { return s.peek() == 0 && s.i == len(s.b) }
+
+// object reads {"key": value, ...}, calling member to read each value.
+func (s *scanner) object(member func(key string) bool) bool {
+	if s.peek() != '{' {
+		return false
+	}
+	s.i++
+	if s.peek() == '}' {
+		s.i++
+		return true
+	}
+	for {
+		key, ok := s.string()
+		if !ok || s.peek() != ':' {
+			return false
+		}
+		s.i++
+		if !member(key) {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// string reads a string without escapes, in valid UTF-8.
+func (s *scanner) string() (string, bool) {
+	if s.peek() != '"' {
+		return "", false
+	}
+	start := s.i + 1
+	for j := start; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			v := s.b[start:j]
+			s.i = j + 1
+			return string(v), utf8.Valid(v)
+		case c == '\\' || c < 0x20:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// bytes reads a base64 string (standard alphabet, padded).
+func (s *scanner) bytes() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
+	}
+	start := s.i + 1
+	j := bytesIndexQuote(s.b[start:])
+	if j < 0 {
+		return nil, false
+	}
+	enc := s.b[start : start+j]
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+	n, err := base64.StdEncoding.Strict().Decode(out, enc)
+	if err != nil {
+		return nil, false
+	}
+	s.i = start + j + 1
+	return out[:n], true
+}
+
+func bytesIndexQuote(b []byte) int {
+	for i, c := range b {
+		if c == '"' {
+			return i
+		}
+	}
+	return -1
+}
+
+// int reads an integer in [lo, hi]: an optional minus sign and digits,
+// without leading zeros.
+func (s *scanner) int(lo, hi int64) (int64, bool) {
+	s.ws()
+	j := s.i
+	neg := j < len(s.b) && s.b[j] == '-'
+	if neg {
+		j++
+	}
+	start := j
+	var n int64
+	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' && j-start < 11 {
+		n = n*10 + int64(s.b[j]-'0')
+		j++
+	}
+	if j == start || (s.b[start] == '0' && j-start > 1) || j-start > 10 {
+		return 0, false
+	}
+	if j < len(s.b) {
+		if c := s.b[j]; c == '.' || c == 'e' || c == 'E' || (c >= '0' && c <= '9') {
+			return 0, false
+		}
+	}
+	if neg {
+		n = -n
+	}
+	if n < lo || n > hi {
+		return 0, false
+	}
+	s.i = j
+	return n, true
+}
+
+// bool reads true or false.
+func (s *scanner) bool() (bool, bool) {
+	s.ws()
+	switch {
+	case bytes.HasPrefix(s.b[s.i:], []byte("true")):
+		s.i += 4
+		return true, true
+	case bytes.HasPrefix(s.b[s.i:], []byte("false")):
+		s.i += 5
+		return false, true
+	}
+	return false, false
 }

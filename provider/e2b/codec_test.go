@@ -64,3 +64,47 @@ func TestCodecMatchesProtoJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEventFastPath holds the hand-written fast paths to protojson: an
+// event the fast path accepts decodes as protojson decodes it, and a Start
+// request it encodes reads back, through protojson, as the same request.
+func FuzzEventFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"event":{"start":{"pid":412}}}`,
+		`{"event": {"data": {"stdout": "AAH/Cg=="}}}`,
+		`{"event":{"end":{"exitCode":-3, "exited":true, "status":"exit status 3", "error":"x"}}}`,
+		`{"event":{"end":{"exit_code":2}}}`,
+		`{"event":{"keepalive":{}}}`,
+		`{"event":{"start":{"pid":1,"pid":2}}}`,
+		`{"event":{"end":{"exitCode":1,"exit_code":2}}}`,
+		`{"event":{"start":{"pid":"7"}}}`,
+		`{"event":{"data":{"stderr":"aGk"}}}`,
+		`{"event":{"start":{"pid":4294967296}}}`,
+	} {
+		f.Add([]byte(s), "echo", "a b", "/w", true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, cmd, arg, cwd string, stdin bool) {
+		if ev, ok := unmarshalEvent(b); ok {
+			var want process.StartResponse
+			if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &want); err != nil {
+				t.Fatalf("fast path accepted %q, protojson refuses it: %v", b, err)
+			}
+			if !proto.Equal(ev, want.GetEvent()) {
+				t.Fatalf("%q: fast path %v, protojson %v", b, ev, want.GetEvent())
+			}
+		}
+		req := &process.StartRequest{Process: &process.ProcessConfig{Cmd: cmd, Args: []string{arg}, Envs: map[string]string{arg: cmd}, Cwd: &cwd}, Stdin: &stdin, Tag: &arg}
+		enc, ok := marshalStart(req)
+		_, perr := protojson.Marshal(req)
+		if ok != (perr == nil) {
+			t.Fatalf("fast path ok=%v, protojson error %v", ok, perr)
+		}
+		if !ok {
+			return
+		}
+		var back process.StartRequest
+		if err := protojson.Unmarshal(enc, &back); err != nil || !proto.Equal(&back, req) {
+			t.Fatalf("%s read back as %v (%v)", enc, &back, err)
+		}
+	})
+}
