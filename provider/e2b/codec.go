@@ -319,6 +319,12 @@ func (s *scanner) bytes() ([]byte, bool) {
 		return nil, false
 	}
 	enc := s.b[start : start+j]
+	for _, c := range enc {
+		// Go's decoder skips CR and LF, which protojson refuses.
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return nil, false
+		}
+	}
 	out := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
 	n, err := base64.StdEncoding.Strict().Decode(out, enc)
 	if err != nil {

@@ -80,6 +80,7 @@ func FuzzEventFastPath(f *testing.F) {
 		`{"event":{"start":{"pid":"7"}}}`,
 		`{"event":{"data":{"stderr":"aGk"}}}`,
 		`{"event":{"start":{"pid":4294967296}}}`,
+		"{\"event\":{\"data\":{\"stdout\":\"aG\nk=\"}}}",
 	} {
 		f.Add([]byte(s), "echo", "a b", "/w", true)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"syscall"
@@ -658,5 +659,35 @@ func listProcs(t *testing.T, e *env, sb *sandbox.Sandbox) int {
 			return n
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Execs one after another share one pooled connection: each process
+// stream is read to its end, so the connection goes back to the pool.
+func TestExecsReuseTheConnection(t *testing.T) {
+	e := newMemoryEnv(t)
+	sb, err := e.client.Create(ctxT(t), sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	var mu sync.Mutex
+	fresh := 0
+	ctx := httptrace.WithClientTrace(ctxT(t), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !i.Reused {
+			fresh++
+		}
+	}})
+	for range 20 {
+		if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fresh > 1 {
+		t.Errorf("20 execs dialled %d connections, want at most 1", fresh)
 	}
 }

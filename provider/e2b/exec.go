@@ -109,12 +109,18 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 	sr := startRequest(cmd)
 	tctx, a := trace(sctx)
 	src, err := r.openEvents(tctx, r.envdBase(id, c), "/process.Process/Start", sr, r.streamHeaders(id, c))
+	if errors.Is(err, errEncode) {
+		return nil, nil, err // nothing was sent
+	}
 	ev := &events{}
 	if err != nil || !readStart(src, ev) {
 		// A failed request and a stream that broke before the start
-		// event are alike: the request may have reached envd.
+		// event are alike: the request may have reached envd. Only an
+		// error envd itself answered (an HTTP status before the stream,
+		// or the stream's end-of-stream error) says that nothing ran.
+		answered := src == nil
 		if err == nil {
-			err = src.Err()
+			err, answered = src.Err(), src.Remote()
 			_ = src.Close()
 		}
 		if err == nil {
@@ -125,12 +131,12 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 			r.killQuietly(id, c, byTag(sr.GetTag()))
 			return nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
 		}
-		if errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		if dl, ok := sctx.Deadline(); ok && !time.Now().Before(dl) {
 			return nil, nil, context.DeadlineExceeded
 		}
 		cerr := r.envdErr(ctx, op, id, a, err)
 		var ce *connect.Error
-		if errors.As(err, &ce) && ce.Code() != connect.CodeUnknown && ce.Code() != connect.CodeUnavailable {
+		if answered && errors.As(err, &ce) && ce.Code() != connect.CodeUnknown && ce.Code() != connect.CodeUnavailable {
 			return nil, nil, cerr // envd refused the start (bad cwd, bad user): nothing ran
 		}
 		if errors.Is(cerr, sandbox.ErrStaleTransport) || errors.Is(cerr, sandbox.ErrNotFound) || errors.Is(cerr, sandbox.ErrPaused) ||

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 )
 
@@ -24,9 +25,14 @@ import (
 // the adapter and the portable layer together (about 20 us of a 150 us
 // exec on e2bfake). eventStream speaks the same protocol (Connect
 // server streaming with the JSON codec, no compression, as the official
-// SDKs do) and reports failures as *connect.Error values with the codes
-// connect-go would give, so callers classify them alike. Every other RPC
-// goes through the generated clients.
+// SDKs do) and reports failures as *connect.Error values, so callers
+// classify them with the same code paths as the generated clients'. The
+// codes follow connect-go, with one deliberate difference: a stream that
+// breaks after the response began (a reset, an end of body without the
+// end-of-stream message) is Unavailable, never Canceled or Internal, since
+// the request was read and may have been acted on. Err tells an error the
+// server sent (Remote) from one found while reading. Every other RPC goes
+// through the generated clients.
 
 // maxEnvelope bounds one stream message (envd sends output in chunks of
 // at most 32 KiB, about 44 KiB as base64 JSON).
@@ -34,14 +40,18 @@ const maxEnvelope = 16 << 20
 
 // eventStream is one open Connect server stream of process events.
 type eventStream struct {
-	ctx  context.Context
-	body io.ReadCloser
-	ev   *process.ProcessEvent
-	err  error
-	done bool
-	hdr  [5]byte
-	buf  []byte
+	ctx    context.Context
+	body   io.ReadCloser
+	ev     *process.ProcessEvent
+	err    error
+	remote bool // err came from the server's end-of-stream message
+	done   bool
+	hdr    [5]byte
+	buf    []byte
 }
+
+// errEncode marks a request that could not be encoded: nothing was sent.
+var errEncode = errors.New("the request cannot be encoded")
 
 // openEvents sends one server-streaming request (procedure is
 // "/process.Process/Start" or "/process.Process/Connect") carrying msg,
@@ -51,7 +61,7 @@ type eventStream struct {
 func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg proto.Message, h http.Header) (*eventStream, error) {
 	payload, err := jsonCodec{}.Marshal(msg)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %w: %v", errEncode, err)
 	}
 	body := make([]byte, 5+len(payload))
 	binary.BigEndian.PutUint32(body[1:5], uint32(len(payload)))
@@ -83,7 +93,7 @@ func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg pr
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != connectJSON[0] {
 		_ = resp.Body.Close()
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("invalid content-type %q; expecting %q", ct, connectJSON[0]))
+		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("invalid content-type %q; expecting %q", ct, connectJSON[0]))
 	}
 	if enc := resp.Header.Get("Connect-Content-Encoding"); enc != "" && enc != "identity" {
 		_ = resp.Body.Close()
@@ -125,8 +135,11 @@ func streamErr(ctx context.Context, err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
+	// The deadline is checked by the clock too: a stream reset at the
+	// deadline can be seen before ctx's timer has fired.
+	dl, hasDeadline := ctx.Deadline()
 	switch ctxErr := ctx.Err(); {
-	case errors.Is(ctxErr, context.DeadlineExceeded):
+	case errors.Is(ctxErr, context.DeadlineExceeded), ctxErr == nil && hasDeadline && !time.Now().Before(dl):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case ctxErr != nil:
 		return connect.NewError(connect.CodeCanceled, err)
@@ -145,12 +158,24 @@ func (s *eventStream) Receive() bool {
 		}
 		if flags&0x02 != 0 {
 			s.done = true
-			s.err = endStreamErr(msg)
+			s.err, s.remote = endStreamErr(msg)
+			if s.err == nil || s.remote {
+				// Read the body to its end, as connect-go does, so that
+				// the connection goes back to the pool.
+				if n, err := io.Copy(io.Discard, io.LimitReader(s.body, 1)); n > 0 {
+					s.err, s.remote = connect.NewError(connect.CodeInternal, errors.New("protocol error: data after the end of the stream")), false
+				} else if err != nil {
+					s.err, s.remote = streamErr(s.ctx, err), false
+				}
+			}
 			return false
 		}
 		if flags != 0 {
-			s.fail(connect.NewError(connect.CodeInternal, fmt.Errorf("unexpected envelope flags %#x (compression was not negotiated)", flags)))
+			s.fail(connect.NewError(connect.CodeInternal, fmt.Errorf("protocol error: envelope flags %#x (compression was not negotiated)", flags)))
 			return false
+		}
+		if len(msg) == 0 {
+			continue // an empty message: an event with nothing set
 		}
 		var m process.StartResponse
 		if err := (jsonCodec{}).Unmarshal(msg, &m); err != nil {
@@ -201,8 +226,9 @@ func (s *eventStream) fail(err error) {
 	s.err = streamErr(s.ctx, err)
 }
 
-// endStreamErr reads the end-of-stream message: {} or {"error": {...}}.
-func endStreamErr(msg []byte) error {
+// endStreamErr reads the end-of-stream message, {} or {"error": {...}};
+// remote reports an error the server sent.
+func endStreamErr(msg []byte) (err error, remote bool) {
 	var end struct {
 		Error *struct {
 			Code    string `json:"code"`
@@ -210,22 +236,25 @@ func endStreamErr(msg []byte) error {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(msg, &end); err != nil {
-		return connect.NewError(connect.CodeUnknown, fmt.Errorf("unmarshal end of stream: %w", err))
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("unmarshal end of stream: %w", err)), false
 	}
 	if end.Error == nil {
-		return nil
+		return nil, false
 	}
 	var code connect.Code
-	if err := code.UnmarshalText([]byte(end.Error.Code)); err != nil {
+	if err := code.UnmarshalText([]byte(end.Error.Code)); err != nil || code < connect.CodeCanceled || code > connect.CodeUnauthenticated {
 		code = connect.CodeUnknown
 	}
-	return connect.NewError(code, errors.New(end.Error.Message))
+	return connect.NewError(code, errors.New(end.Error.Message)), true
 }
 
 func (s *eventStream) event() *process.ProcessEvent { return s.ev }
 
 // Err is the stream's failure: nil after a clean end.
 func (s *eventStream) Err() error { return s.err }
+
+// Remote reports that Err is an error the server sent.
+func (s *eventStream) Remote() bool { return s.remote }
 
 // Close ends the stream.
 func (s *eventStream) Close() error { return s.body.Close() }

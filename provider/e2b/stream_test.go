@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,13 +36,16 @@ func TestEventStream(t *testing.T) {
 		code   connect.Code // 0: Err() is nil
 	}{
 		{"clean", 200, start + out + end + envelope(2, `{}`), 3, 0},
-		{"end with error", 200, start + envelope(2, `{"error":{"code":"deadline_exceeded","message":"too slow"}}`), 1, connect.CodeDeadlineExceeded},
+		{"end with error code", 200, start + envelope(2, `{"error":{"code":"deadline_exceeded","message":"too slow"}}`), 1, connect.CodeDeadlineExceeded},
 		{"unknown code", 200, start + envelope(2, `{"error":{"code":"weird","message":"x"}}`), 1, connect.CodeUnknown},
+		{"code out of range", 200, start + envelope(2, `{"error":{"code":"code_99","message":"x"}}`), 1, connect.CodeUnknown},
+		{"empty message", 200, start + envelope(0, "") + end + envelope(2, `{}`), 2, 0},
+		{"data after the end", 200, start + envelope(2, `{}`) + "x", 1, connect.CodeInternal},
 		{"truncated", 200, start + out[:7], 1, connect.CodeUnavailable},
 		{"no end of stream", 200, start + end, 2, connect.CodeUnavailable},
 		{"compressed", 200, start + envelope(1, "xx"), 1, connect.CodeInternal},
 		{"bad message", 200, envelope(0, `{"event":`), 0, connect.CodeInternal},
-		{"bad end", 200, envelope(2, `nope`), 0, connect.CodeUnknown},
+		{"bad end", 200, envelope(2, `nope`), 0, connect.CodeInternal},
 		{"huge", 200, "\x00\xff\xff\xff\xff", 0, connect.CodeUnavailable},
 	}
 	for _, tc := range cases {
@@ -78,6 +82,10 @@ func TestEventStream(t *testing.T) {
 			if got := connect.CodeOf(s.Err()); (tc.code == 0) != (s.Err() == nil) || (tc.code != 0 && got != tc.code) {
 				t.Errorf("Err() = %v (code %v), want code %v", s.Err(), got, tc.code)
 			}
+			// Only an error in the end-of-stream message is the server's.
+			if wantRemote := strings.Contains(tc.name, "code"); s.Remote() != wantRemote {
+				t.Errorf("Remote() = %v, want %v", s.Remote(), wantRemote)
+			}
 		})
 	}
 }
@@ -91,7 +99,7 @@ func TestEventStreamRefused(t *testing.T) {
 	}{
 		{404, "text/plain", connect.CodeUnimplemented},
 		{400, "text/plain", connect.CodeInternal},
-		{200, "application/json", connect.CodeInternal},
+		{200, "application/json", connect.CodeUnknown},
 	}
 	for _, tc := range cases {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
