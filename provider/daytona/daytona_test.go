@@ -626,3 +626,36 @@ func TestStartLongQuotedLine(t *testing.T) {
 		t.Errorf("background printf of %d quotes: %d bytes back, %v (stderr %.200q)", len(quotes), len(r.Stdout), err, r.Stderr)
 	}
 }
+
+// The wrapper's own shell variables never reach the command: a command
+// sees the environment it was given, whatever the names.
+func TestExecEnvNamesTheWrapperUses(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	env := map[string]string{"d": "dee", "r": "arr", "v": "vee", "p": "pee"}
+	r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: `printf '%s %s %s %s' "$d" "$r" "$v" "$p"`, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.Stdout); got != "dee arr vee pee" {
+		t.Errorf("the command saw %q, want %q", got, "dee arr vee pee")
+	}
+}
+
+// An unwritable scratch directory is reported as such, and the command
+// does not run.
+func TestExecUnwritableScratchDir(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	// A file where the scratch directory should be.
+	if err := sb.WriteFile(ctxT(t), ".sandboxkit", []byte("in the way")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "echo ran > flag"})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "could not be created") {
+		t.Fatalf("err %v, want FailedPrecondition naming the output files", err)
+	}
+	if _, err := sb.Stat(ctxT(t), "flag"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the command ran: %v", err)
+	}
+}

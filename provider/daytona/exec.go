@@ -248,23 +248,27 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	mark := "SBKX" + randHex(6)
+	// v names the shell variable holding the command's path prefix: random,
+	// so that it cannot replace an environment variable of the command (r,
+	// the exit code, is set only once the command has run).
+	v := "_S" + randHex(3)
 	// As few processes, files and bytes as possible (the daemon's shell
 	// reads its script one byte at a time): the shell itself creates the
 	// two output files and holds them open on fds 8 and 9 (that is how
 	// killExec finds it: no pid file); stat and base64 run only when there
 	// is output; one printf reports an empty result; the files of finished
 	// commands go in one removal every sweepEvery commands.
-	script := fmt.Sprintf(`{ d=%[2]s; [ -d %[1]s ] || mkdir -p %[1]s || exit 101
-exec 8>$d.o 9>$d.e || exit 102
+	script := fmt.Sprintf(`{ %[8]s=%[2]s; [ -d %[1]s ] || mkdir -p %[1]s || exit 101
+exec 8>$%[8]s.o 9>$%[8]s.e || exit 102
 %[3]s <%[4]s >&8 2>&9 8>&- 9>&-
 r=$?
-if [ -s $d.o ] || [ -s $d.e ]; then
-set -- $(stat -c %%s $d.o $d.e 2>/dev/null || { wc -c <$d.o; wc -c <$d.e; }) 0 0
+if [ -s $%[8]s.o ] || [ -s $%[8]s.e ]; then
+set -- $(stat -c %%s $%[8]s.o $%[8]s.e 2>/dev/null || { wc -c <$%[8]s.o; wc -c <$%[8]s.e; }) 0 0
 printf '\n%[5]s %%s - %%s %%s\n' $r $1 $2
-if [ $1 -le %[6]d ] && [ $2 -le %[6]d ]; then [ $1 = 0 ] || base64 $d.o; printf '\n%[5]s-E\n'; [ $2 = 0 ] || base64 $d.e; printf '\n%[5]s-Z\n'; fi
+if [ $1 -le %[6]d ] && [ $2 -le %[6]d ]; then [ $1 = 0 ] || base64 $%[8]s.o; printf '\n%[5]s-E\n'; [ $2 = 0 ] || base64 $%[8]s.e; printf '\n%[5]s-Z\n'; fi
 else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 %[7]s} </dev/null
-`, root, d, run, stdin, mark, inlineMax, r.sweep(id))
+`, root, d, run, stdin, mark, inlineMax, r.sweep(id), v)
 	// The daemon enforces the timeout (whole seconds, rounded up): it
 	// kills the shell's process group and answers 408; the output stays
 	// in the files.
@@ -308,6 +312,15 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 		r.cleanup(id, d)
 		if code == -1 && strings.Contains(out, "no such file or directory") {
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
+		}
+		if code == 101 || code == 102 || code == 2 && strings.Contains(out, d+".") {
+			// The wrapper stopped before the command: the output is the
+			// shell's own complaint about the scratch directory.
+			msg, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+			if len(msg) > 200 {
+				msg = msg[:200]
+			}
+			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: exec: the command did not run: its output files could not be created in %s (%s)", root, msg)
 		}
 		// The output is the command's own (it may print secret env
 		// values): only its size goes into the error.
@@ -381,12 +394,13 @@ func unb64(s string) ([]byte, error) {
 // killExec ends the command of an abandoned Exec (its process group) and
 // removes its files. The Exec's shell is the process holding d.o open on
 // fd 8 ([ -ef ] compares the link's target with the file, no process
-// started per candidate). It is bounded on its own, since the caller's
-// context is over.
+// started per candidate; the loop runs over /proc/[0-9]*, a pattern that
+// always matches, since zsh aborts on one that does not). It is bounded
+// on its own, since the caller's context is over.
 func (r *Runtime) killExec(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	script := fmt.Sprintf(`{ for f in /proc/[0-9]*/fd/8; do [ "$f" -ef %[1]s.o ] || continue; p=${f#/proc/}; p=${p%%%%/*}; kill -9 -"$p" 2>/dev/null || { pkill -9 -P "$p"; kill -9 "$p"; } 2>/dev/null; done; %[2]s; } </dev/null`, d, rmFiles(d))
+	script := fmt.Sprintf(`{ for p in /proc/[0-9]*; do [ $p/fd/8 -ef %[1]s.o ] || continue; p=${p#/proc/}; kill -9 -$p 2>/dev/null || { pkill -9 -P $p; kill -9 $p; } 2>/dev/null; done; %[2]s; } </dev/null`, d, rmFiles(d))
 	_ = r.execute(ctx, id, script, "", nil, 10)
 }
 
