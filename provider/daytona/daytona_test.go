@@ -659,3 +659,31 @@ func TestExecUnwritableScratchDir(t *testing.T) {
 		t.Errorf("the command ran: %v", err)
 	}
 }
+
+// homeRewriter answers the toolbox's home directory request with dir.
+type homeRewriter struct {
+	next http.RoundTripper
+	dir  string
+}
+
+func (h homeRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/user-home-dir") {
+		body := fmt.Sprintf(`{"dir":%q}`, h.dir)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+	}
+	return h.next.RoundTrip(r)
+}
+
+// A home directory the wrapper script could not use unquoted (as the
+// scratch directory's parent) is refused before any command runs.
+func TestScratchUnderAnOddHome(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	e := newEnv(t, nil, daytona.WithTransport(homeRewriter{next: tr, dir: "/home/a b;touch pwned"}))
+	sb := e.create(t)
+	_, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"true"}})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "WithScratchDir") {
+		t.Fatalf("err %v, want FailedPrecondition pointing at WithScratchDir", err)
+	}
+}

@@ -197,7 +197,13 @@ func (r *Runtime) scratchDir(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path.Join(home, r.scratch[2:]), nil
+	dir := path.Join(home, r.scratch[2:])
+	// The directory goes unquoted into the wrapper script: the home the
+	// sandbox reported must keep to the same characters.
+	if !scratchRE.MatchString(dir) {
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, "daytona: scratch directory %q (under the sandbox's home) has characters the exec wrapper cannot use unquoted; set WithScratchDir to an absolute path", dir)
+	}
+	return dir, nil
 }
 
 // execResult is the outcome of the execute request.
