@@ -116,6 +116,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		return sandbox.Info{}, err
 	}
 	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
+	r.setLease(sb.SandboxID, lease)
 	info := sandbox.Info{
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: maps.Clone(req.Labels),
 		State: sandbox.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
@@ -308,6 +309,7 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 	if status != http.StatusNoContent && status != http.StatusOK {
 		return r.scrub(apiErr(op, status, data))
 	}
+	r.setLease(id, d)
 	return nil
 }
 
@@ -335,11 +337,17 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 }
 
 // Resume connects to the sandbox, resuming it when paused (201) and
-// extending a running sandbox's lease to at least the default (200).
+// extending a running sandbox's lease (200). The lease sent is the last
+// one this Runtime asked for the sandbox (its CreateOptions.Timeout, or
+// the last SetTimeout), so a sandbox created for an hour comes back with
+// an hour, as on the local provider, not with the 5 minutes E2B's SDKs
+// send by default. A sandbox this Runtime has not created or extended
+// (one created by another process) gets those 5 minutes: call SetTimeout
+// after Resume to set its lease.
 func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 	const op = "resume"
 	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
-		return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(defaultLease)})
+		return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(r.leaseFor(id))})
 	})
 	if err != nil {
 		return sandbox.Info{}, r.scrub(err)

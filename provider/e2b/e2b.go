@@ -107,9 +107,10 @@ type Runtime struct {
 	basicAuth string // "Basic …" selecting the user, or empty
 	api       *api.Client
 
-	mu    sync.Mutex
-	conns map[string]*conn
-	rpc   map[string]*rpcClients
+	mu     sync.Mutex
+	conns  map[string]*conn
+	rpc    map[string]*rpcClients
+	leases map[string]time.Duration // the last lease asked for, per sandbox (see Resume)
 }
 
 // conn is what the adapter knows about reaching one sandbox's envd.
@@ -218,7 +219,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 	// Count what each connection writes: that is how a failed request is
 	// known not to have left (see notDelivered).
 	wire.CountWrites(t)
-	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}}
+	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}
 	if cfg.user != "" {
@@ -399,6 +400,24 @@ func (r *Runtime) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.conns, id)
+	delete(r.leases, id)
+}
+
+// setLease records the lease last asked for sandbox id.
+func (r *Runtime) setLease(id string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leases[id] = d
+}
+
+// leaseFor returns the lease last asked for sandbox id, or E2B's default.
+func (r *Runtime) leaseFor(id string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.leases[id]; ok {
+		return d
+	}
+	return defaultLease
 }
 
 // conn returns how to reach sandbox id, asking the control plane when

@@ -691,3 +691,49 @@ func TestExecsReuseTheConnection(t *testing.T) {
 		t.Errorf("20 execs dialled %d connections, want at most 1", fresh)
 	}
 }
+
+// A sandbox comes back from a pause with the lease it was given, not
+// with E2B's 5-minute default; one another Runtime created gets the
+// default.
+func TestResumeKeepsTheLease(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: 40 * time.Minute})
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(sb.Info().LeaseEnd); left < 35*time.Minute {
+		t.Errorf("lease after resume ends in %v, want about 40m", left)
+	}
+	if err := sb.SetTimeout(ctx, 50*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(sb.Info().LeaseEnd); left < 45*time.Minute {
+		t.Errorf("lease after SetTimeout and resume ends in %v, want about 50m", left)
+	}
+	// Another process: a fresh Runtime that has not seen the sandbox.
+	other, err := e2b.New(e2b.WithAPIKey(e.fake.APIKey()), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := other.Resume(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(in.LeaseEnd); left > 6*time.Minute || left < 4*time.Minute {
+		t.Errorf("lease after a resume by another Runtime ends in %v, want E2B's 5m", left)
+	}
+}
