@@ -336,21 +336,42 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	return r.scrub(apiErr(op, status, data))
 }
 
-// Resume connects to the sandbox, resuming it when paused (201) and
-// extending a running sandbox's lease (200). The lease sent is the last
-// one this Runtime asked for the sandbox (its CreateOptions.Timeout, or
-// the last SetTimeout), so a sandbox created for an hour comes back with
-// an hour, as on the local provider, not with the 5 minutes E2B's SDKs
-// send by default. A sandbox this Runtime has not created or extended
-// (one created by another process) gets those 5 minutes: call SetTimeout
-// after Resume to set its lease.
+// Resume resumes a paused sandbox with connect (201). A running sandbox
+// is left alone: connect would renew its lease, and Resume of a running
+// sandbox does nothing. The lease sent is the last one this Runtime asked
+// for the sandbox (its CreateOptions.Timeout, or the last SetTimeout), so
+// a sandbox created for an hour comes back with an hour, as on the local
+// provider, not with the 5 minutes E2B's SDKs send by default. A sandbox
+// this Runtime has not created or extended (one created by another
+// process) gets those 5 minutes: call SetTimeout after Resume to set its
+// lease. E2B refuses a lease above the plan's maximum here (SetTimeout
+// clamps it silently), so a refused lease is retried at the Hobby plan's
+// 1 h, then at 5 minutes.
 func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 	const op = "resume"
-	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
-		return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(r.leaseFor(id))})
-	})
-	if err != nil {
-		return sandbox.Info{}, r.scrub(err)
+	in, err := r.Get(ctx, id)
+	if err != nil || in.State != sandbox.StatePaused {
+		return in, err
+	}
+	leases := []time.Duration{r.leaseFor(id)}
+	if leases[0] > hobbyMaxLease {
+		leases = append(leases, hobbyMaxLease)
+	}
+	if leases[len(leases)-1] > defaultLease {
+		leases = append(leases, defaultLease)
+	}
+	var status int
+	var data []byte
+	for _, lease := range leases {
+		status, data, _, err = r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
+			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(lease)})
+		})
+		if err != nil {
+			return sandbox.Info{}, r.scrub(err)
+		}
+		if status != http.StatusBadRequest {
+			break
+		}
 	}
 	if status != http.StatusOK && status != http.StatusCreated {
 		return sandbox.Info{}, r.scrub(apiErr(op, status, data))

@@ -88,6 +88,9 @@ const defaultLease = 5 * time.Minute
 // the server refuses more).
 const maxLease = 24 * time.Hour
 
+// hobbyMaxLease is the longest lease on E2B's Hobby plan.
+const hobbyMaxLease = time.Hour
+
 var keyRE = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
 
 func init() {

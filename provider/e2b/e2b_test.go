@@ -248,8 +248,8 @@ func TestPauseResume(t *testing.T) {
 	if err := sb.Resume(ctx); err != nil {
 		t.Fatalf("resume of a running sandbox: %v", err)
 	}
-	if n := e.fake.Count("POST /sandboxes/{id}/connect"); n != 2 {
-		t.Fatalf("%d connect calls, want 2", n)
+	if n := e.fake.Count("POST /sandboxes/{id}/connect"); n != 1 {
+		t.Fatalf("%d connect calls, want 1 (a running sandbox is not resumed)", n)
 	}
 }
 
@@ -735,5 +735,41 @@ func TestResumeKeepsTheLease(t *testing.T) {
 	}
 	if left := time.Until(in.LeaseEnd); left > 6*time.Minute || left < 4*time.Minute {
 		t.Errorf("lease after a resume by another Runtime ends in %v, want E2B's 5m", left)
+	}
+}
+
+// Resume leaves a running sandbox's lease alone, and a lease above the
+// plan's maximum (which SetTimeout clamps silently) still resumes.
+func TestResumeRunningAndOverLongLease(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	e := newMemoryEnv(t, e2bfake.WithClock(clock))
+	ctx := ctxT(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: 50 * time.Minute})
+	mu.Lock()
+	now = now.Add(45 * time.Minute)
+	mu.Unlock()
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := sb.Info().LeaseEnd.Sub(clock()); left > 6*time.Minute {
+		t.Errorf("resume of a running sandbox renewed its lease: %v left, want about 5m", left)
+	}
+	if err := sb.SetTimeout(ctx, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatalf("resume after a lease above the plan's 1 h: %v", err)
+	}
+	if left := sb.Info().LeaseEnd.Sub(clock()); left < 55*time.Minute || left > 61*time.Minute {
+		t.Errorf("lease after resume: %v left, want the plan's 1 h", left)
 	}
 }

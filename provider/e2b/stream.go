@@ -27,12 +27,15 @@ import (
 // server streaming with the JSON codec, no compression, as the official
 // SDKs do) and reports failures as *connect.Error values, so callers
 // classify them with the same code paths as the generated clients'. The
-// codes follow connect-go, with one deliberate difference: a stream that
-// breaks after the response began (a reset, an end of body without the
-// end-of-stream message) is Unavailable, never Canceled or Internal, since
-// the request was read and may have been acted on. Err tells an error the
-// server sent (Remote) from one found while reading. Every other RPC goes
-// through the generated clients.
+// codes follow connect-go's where it matters to those callers, with these
+// differences: a stream that breaks after the response began (a reset, an
+// end of body without the end-of-stream message, an oversized message) is
+// Unavailable, since the request was read and may have been acted on; a
+// message that cannot be decoded is Internal; any answer that is not a
+// Connect JSON stream (another content type, compression) is Unknown. Err
+// tells an error the server sent in the end-of-stream message (Remote)
+// from one found while reading. Every other RPC goes through the
+// generated clients.
 
 // maxEnvelope bounds one stream message (envd sends output in chunks of
 // at most 32 KiB, about 44 KiB as base64 JSON).
@@ -97,7 +100,7 @@ func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg pr
 	}
 	if enc := resp.Header.Get("Connect-Content-Encoding"); enc != "" && enc != "identity" {
 		_ = resp.Body.Close()
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("unexpected message compression %q", enc))
+		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("unexpected message compression %q", enc))
 	}
 	return &eventStream{ctx: ctx, body: resp.Body}, nil
 }
@@ -159,15 +162,10 @@ func (s *eventStream) Receive() bool {
 		if flags&0x02 != 0 {
 			s.done = true
 			s.err, s.remote = endStreamErr(msg)
-			if s.err == nil || s.remote {
-				// Read the body to its end, as connect-go does, so that
-				// the connection goes back to the pool.
-				if n, err := io.Copy(io.Discard, io.LimitReader(s.body, 1)); n > 0 {
-					s.err, s.remote = connect.NewError(connect.CodeInternal, errors.New("protocol error: data after the end of the stream")), false
-				} else if err != nil {
-					s.err, s.remote = streamErr(s.ctx, err), false
-				}
-			}
+			// Read the body to its end, as connect-go does, so that the
+			// connection goes back to the pool. The result is complete:
+			// what follows (nothing, or a failure) does not change it.
+			_, _ = io.Copy(io.Discard, io.LimitReader(s.body, 512))
 			return false
 		}
 		if flags != 0 {
