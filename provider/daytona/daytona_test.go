@@ -687,3 +687,24 @@ func TestScratchUnderAnOddHome(t *testing.T) {
 		t.Fatalf("err %v, want FailedPrecondition pointing at WithScratchDir", err)
 	}
 }
+
+// A command's environment is the command's alone: a PATH without the
+// wrapper's tools, or shell options, do not change how the wrapper runs.
+func TestExecEnvDoesNotReachTheWrapper(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	r, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"/bin/sh", "-c", `printf '%s|' "$PATH"; echo out; echo err >&2`}, Env: map[string]string{"PATH": "/nowhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "/nowhere|out\n" || string(r.Stderr) != "err\n" {
+		t.Errorf("stdout %q stderr %q, want %q and %q", r.Stdout, r.Stderr, "/nowhere|out\n", "err\n")
+	}
+	r, err = sb.Exec(ctxT(t), sandbox.Command{Shell: "echo before; exit 101", Env: map[string]string{"SHELLOPTS": "errexit", "BASH_ENV": "/nowhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode != 101 || string(r.Stdout) != "before\n" {
+		t.Errorf("exit %d stdout %q, want 101 and %q", r.ExitCode, r.Stdout, "before\n")
+	}
+}

@@ -94,30 +94,19 @@ func argvText(cmd *sandbox.Command) string {
 	return b.String()
 }
 
-// exports returns export statements for the env values that are not
-// UTF-8: they cannot travel in the JSON envs field.
+// exports returns export statements for the command's environment. The
+// environment is set in the command's own shell rather than sent as the
+// daemon's envs: those would be the wrapper's too, and a PATH, SHELLOPTS
+// or BASH_ENV meant for the command would change how the wrapper runs
+// (a PATH without stat and base64 would lose the output silently). Values
+// that are not UTF-8, which the JSON envs could not carry, need no
+// special case.
 func exports(env map[string]string) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if v := env[k]; !utf8.ValidString(v) {
-			b.WriteString("export " + k + "=" + shellQuote(v) + "\n")
-		}
+		b.WriteString("export " + k + "=" + shellQuote(env[k]) + "\n")
 	}
 	return b.String()
-}
-
-// wireEnv returns the env values that can travel as JSON.
-func wireEnv(env map[string]string) *map[string]string {
-	out := map[string]string{}
-	for k, v := range env {
-		if utf8.ValidString(v) {
-			out[k] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return &out
 }
 
 func randHex(n int) string {
@@ -285,7 +274,7 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	pdone := make(chan struct{})
 	go pl.run(pctx, pdone)
 	// The request ends with ctx.
-	res := r.execute(ctx, id, script, cmd.Dir, wireEnv(cmd.Env), wire)
+	res := r.execute(ctx, id, script, cmd.Dir, nil, wire)
 	stopPoll()
 	<-pdone
 	if res.err != nil && ctx.Err() != nil {
@@ -319,9 +308,10 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 		if code == -1 && strings.Contains(out, "no such file or directory") {
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
 		}
-		if code == 101 || code == 102 || code == 2 && strings.Contains(out, d+".") {
-			// The wrapper stopped before the command: the output is the
-			// shell's own complaint about the scratch directory.
+		if (code == 101 || code == 102 || code == 1 || code == 2) && (strings.Contains(out, d+".") || strings.Contains(out, root)) {
+			// The wrapper stopped before the command: the output (the
+			// command's never reaches it) is the shell's own complaint
+			// about the scratch directory, which it names.
 			msg, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 			if len(msg) > 200 {
 				msg = msg[:200]

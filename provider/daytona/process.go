@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,14 +55,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 		"if [ \"$to\" = T ]; then : >" + d + ".timedout; fi\nexit \"$rc\"\n"
 	// sh -c keeps the exit inside a child: exit in the session's own shell
 	// would kill the session.
-	line := "sh -c " + shellQuote(script) + " </dev/null"
-	if env := wireEnv(cmd.Env); env != nil {
-		var sb strings.Builder
-		for _, k := range slices.Sorted(maps.Keys(*env)) {
-			sb.WriteString(k + "=" + shellQuote((*env)[k]) + " ")
-		}
-		line = sb.String() + line
-	}
+	line := "sh -c " + shellQuote(script) + " </dev/null" // the environment is set by commandTexts, for the command alone
 	resp, err := r.toolboxCall(ctx, id, "start session", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 		return c.CreateSession(ctx, toolbox.CreateSessionRequest{SessionId: sid})
 	}, http.StatusCreated, http.StatusOK)
