@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // Sandbox is a handle on one sandbox. It is safe for concurrent use. It
@@ -242,8 +243,16 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background b
 	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
 	p.secrets = secrets
 	p.out, p.err = &capBuffer{max: maxOut}, &capBuffer{max: maxOut}
-	stdout := sink(p.out, cmd.Stdout, secrets)
-	stderr := sink(p.err, cmd.Stderr, secrets)
+	outSecrets := secrets
+	if h := unredacted.From(ctx); h != nil && !background && cmd.Stdout == nil && cmd.Stderr == nil {
+		// One of this module's packages parses the captured output and
+		// redacts what it hands on (see internal/unredacted). Errors stay
+		// redacted, and live writers never get this.
+		h.Redact = func(b []byte) []byte { return redact(b, secrets) }
+		outSecrets = nil
+	}
+	stdout := sink(p.out, cmd.Stdout, outSecrets)
+	stderr := sink(p.err, cmd.Stderr, outSecrets)
 	p.flush = []io.Writer{stdout, stderr}
 	env := make(map[string]string, len(cmd.Env)+len(cmd.SecretEnv))
 	maps.Copy(env, cmd.Env)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/unredacted"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
@@ -462,5 +463,38 @@ func TestSetTimeoutAsksTheProvider(t *testing.T) {
 	in, err := sb.Refresh(ctx)
 	if err != nil || time.Until(in.LeaseEnd) < 25*time.Minute {
 		t.Fatalf("lease ends in %v after SetTimeout(30m) (%v)", time.Until(in.LeaseEnd), err)
+	}
+}
+
+// The module-internal unredacted capture hands back the raw output and
+// the redaction to apply; with a live writer it is refused, so nothing
+// unredacted ever reaches a caller's writer.
+func TestUnredactedCaptureForInternalParsers(t *testing.T) {
+	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"pid=4141 pw=hunter2\n"}}
+	c := sandbox.NewClient(rt)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"PW": "hunter2", "N": "41"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h unredacted.Hook
+	r, err := sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Stdout) != "pid=4141 pw=hunter2\n" || h.Redact == nil {
+		t.Fatalf("captured %q (redact set: %v), want the raw output", r.Stdout, h.Redact != nil)
+	}
+	if got := string(h.Redact(r.Stdout)); got != "pid=[REDACTED][REDACTED] pw=[REDACTED]\n" {
+		t.Fatalf("redacted %q", got)
+	}
+	var live bytes.Buffer
+	var h2 unredacted.Hook
+	r, err = sb.Exec(unredacted.With(ctx, &h2), sandbox.Command{Args: []string{"x"}, Stdout: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "pid=[REDACTED][REDACTED] pw=[REDACTED]\n"; string(r.Stdout) != want || live.String() != want || h2.Redact != nil {
+		t.Fatalf("with a live writer: captured %q live %q (redact set: %v), want both redacted", r.Stdout, live.String(), h2.Redact != nil)
 	}
 }

@@ -35,7 +35,7 @@ type Chunk struct {
 func (r *Run) Logs(ctx context.Context, max int) ([]byte, error) {
 	const op = "logs"
 	max = logMax(max)
-	out, err := r.read(ctx, tailScript, max, strconv.Itoa(max))
+	out, redact, err := r.read(ctx, tailScript, max, strconv.Itoa(max))
 	if err != nil {
 		return nil, wrap(op, r.id, err)
 	}
@@ -43,7 +43,7 @@ func (r *Run) Logs(ctx context.Context, max int) ([]byte, error) {
 	if string(head) != "ok" {
 		return nil, wrap(op, r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
 	}
-	return data, nil
+	return redact(data), nil
 }
 
 // ReadLogs returns up to max bytes (max <= 0 means DefaultLogBytes) of the
@@ -57,7 +57,7 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 		return Chunk{}, invalid(op, r.id, "invalid offset: %d is negative", offset)
 	}
 	max = logMax(max)
-	out, err := r.read(ctx, readScript, max, strconv.FormatInt(offset, 10), strconv.Itoa(max))
+	out, redact, err := r.read(ctx, readScript, max, strconv.FormatInt(offset, 10), strconv.Itoa(max))
 	if err != nil {
 		return Chunk{}, wrap(op, r.id, err)
 	}
@@ -69,8 +69,8 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 	// The exit record existed before the read, so when fewer than max
 	// bytes came back, they reach the end of the output for good.
 	eof := done == 1 && n < int64(max)
-	// Offsets count raw bytes (n and tail come from the sandbox), never
-	// len(data): data may be redacted, with other lengths.
+	// Offsets count raw bytes (n and tail come from the sandbox); data is
+	// redacted only once cut, so its length may differ.
 	next := offset + n
 	if !eof && tail > 0 && (tail < n || n < int64(max)) {
 		// Keep whole lines; a line longer than max goes out in pieces.
@@ -81,7 +81,7 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 			data = data[:0]
 		}
 	}
-	return Chunk{Data: data, Next: next, EOF: eof}, nil
+	return Chunk{Data: redact(data), Next: next, EOF: eof}, nil
 }
 
 func logMax(max int) int {
@@ -91,14 +91,14 @@ func logMax(max int) int {
 	return min(max, MaxLogBytes)
 }
 
-// read runs a read-only output script; it may run twice.
-func (r *Run) read(ctx context.Context, script string, max int, args ...string) ([]byte, error) {
+// read runs a read-only output script; it may run twice. The output comes
+// back unredacted: the caller redacts the data it returns.
+func (r *Run) read(ctx context.Context, script string, max int, args ...string) ([]byte, func([]byte) []byte, error) {
 	args = append([]string{r.dir}, args...)
-	// Room for redaction, which can make the output longer than the file.
-	limit := 2*max + 1024
-	out, err := r.exec(ctx, script, controlTimeout, limit, nil, args...)
+	limit := max + 1024 // the data and a header line
+	out, redact, err := r.exec(ctx, script, controlTimeout, limit, nil, args...)
 	if errors.Is(err, sandbox.ErrOutcomeUnknown) && ctx.Err() == nil {
-		out, err = r.exec(ctx, script, controlTimeout, limit, nil, args...)
+		out, redact, err = r.exec(ctx, script, controlTimeout, limit, nil, args...)
 	}
-	return out, err
+	return out, redact, err
 }

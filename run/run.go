@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // DefaultBudget is the lifetime of a run whose Request.Budget is zero.
@@ -415,7 +416,7 @@ func List(ctx context.Context, sb *sandbox.Sandbox) ([]string, error) {
 		return nil, fmt.Errorf("run: list: %w", sandbox.Errorf(sandbox.InvalidArgument, "nil sandbox"))
 	}
 	r := &Run{sb: sb}
-	out, err := r.exec(ctx, listScript, controlTimeout, 64<<20, nil, path.Join(home(sb), RecordsDir))
+	out, _, err := r.exec(ctx, listScript, controlTimeout, 64<<20, nil, path.Join(home(sb), RecordsDir))
 	if err != nil {
 		return nil, fmt.Errorf("run: list: %w", err)
 	}
@@ -447,7 +448,7 @@ func (r *Run) idempotent(ctx context.Context, script string, timeout time.Durati
 
 // control runs a control script and parses the state it prints.
 func (r *Run) control(ctx context.Context, script string, timeout time.Duration, env map[string]string, args ...string) (*state, error) {
-	out, err := r.exec(ctx, script, timeout, controlOutput, env, args...)
+	out, _, err := r.exec(ctx, script, timeout, controlOutput, env, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -455,22 +456,31 @@ func (r *Run) control(ctx context.Context, script string, timeout time.Duration,
 }
 
 // exec runs script with sh in the sandbox, passing args as its positional
-// parameters, and returns its stdout.
-func (r *Run) exec(ctx context.Context, script string, timeout time.Duration, maxOut int, env map[string]string, args ...string) ([]byte, error) {
+// parameters, and returns its stdout unredacted, with the function that
+// redacts the sandbox's secrets: the records the scripts print (digests,
+// pids, counts) must reach the parser intact, even when a secret value
+// happens to occur in them, while any of the run's output handed to a
+// caller must go through redact.
+func (r *Run) exec(ctx context.Context, script string, timeout time.Duration, maxOut int, env map[string]string, args ...string) (out []byte, redact func([]byte) []byte, err error) {
 	argv := append([]string{"sh", "-c", script, "sandboxkit-run"}, args...)
-	res, err := r.sb.Exec(ctx, sandbox.Command{Args: argv, Env: env, Timeout: timeout, MaxOutput: maxOut})
+	var h unredacted.Hook
+	res, err := r.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: argv, Env: env, Timeout: timeout, MaxOutput: maxOut})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	redact = h.Redact
+	if redact == nil {
+		return nil, nil, sandbox.Errorf(sandbox.Internal, "control command output came back redacted")
 	}
 	switch {
 	case res.TimedOut:
-		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "control command timed out after %v", res.Timeout)
+		return nil, nil, sandbox.Errorf(sandbox.DeadlineExceeded, "control command timed out after %v", res.Timeout)
 	case res.ExitCode != 0:
-		return nil, sandbox.Errorf(sandbox.Internal, "control command exited with code %d: %s", res.ExitCode, firstLine(res.Stderr))
+		return nil, nil, sandbox.Errorf(sandbox.Internal, "control command exited with code %d: %s", res.ExitCode, firstLine(redact(res.Stderr)))
 	case res.StdoutTruncated:
-		return nil, sandbox.Errorf(sandbox.Internal, "control command output exceeded %d bytes", maxOut)
+		return nil, nil, sandbox.Errorf(sandbox.Internal, "control command output exceeded %d bytes", maxOut)
 	}
-	return res.Stdout, nil
+	return res.Stdout, redact, nil
 }
 
 func firstLine(b []byte) string {

@@ -901,3 +901,46 @@ func TestReadLogsWithRedaction(t *testing.T) {
 		t.Fatalf("polled %q, want %q", got.String(), want)
 	}
 }
+
+// A secret that occurs in the run's own records (here "1", in pids,
+// digests and counts, and "0" in the exit code) leaves them intact: only
+// the output handed to the caller is redacted.
+func TestSecretsInRecordsDoNotCorruptThem(t *testing.T) {
+	c := sandbox.NewClient(newHostRuntime(t))
+	defer c.Close()
+	ctx := testCtx(t)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"ONE": "1", "ZERO": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	for i := range 5 {
+		id := fmt.Sprintf("run-%d-10", i)
+		r := start(t, sb, Request{ID: id, Command: []string{"sh", "-c", `printf 'a1b0c\n'; exit 10`}})
+		st, err := r.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ExitCode != 10 {
+			t.Fatalf("exit code %d, want 10", st.ExitCode)
+		}
+		ch, err := r.ReadLogs(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "a[REDACTED]b[REDACTED]c\n"; string(ch.Data) != want || !ch.EOF {
+			t.Fatalf("ReadLogs %q (EOF %v), want %q", ch.Data, ch.EOF, want)
+		}
+		logs, err := r.Logs(ctx, 0)
+		if err != nil || string(logs) != "a[REDACTED]b[REDACTED]c\n" {
+			t.Fatalf("Logs %q, %v", logs, err)
+		}
+		if _, err := Open(ctx, sb, id); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+	}
+	ids, err := List(ctx, sb)
+	if err != nil || len(ids) != 5 {
+		t.Fatalf("List %q, %v", ids, err)
+	}
+}
