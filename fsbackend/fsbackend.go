@@ -35,10 +35,9 @@
 // Write, WriteBytes, Ls, Glob and Grep take one round trip, Edit two
 // (read, then write), GetFiles three (archive, download, remove) however
 // many files the workspace holds. Batch operations take one round trip per
-// file. File content travels on the command's stdin and stdout; when a
-// read's output shows the sandbox's secret-value redaction, the backend
-// re-reads the resolved file with Sandbox.Download (one more round trip)
-// so that content stays byte-exact.
+// file. File content travels on the command's stdin and stdout, byte-exact:
+// the sandbox handle's secret-value redaction applies to Execute's output,
+// not to the file tools' (a file holding a secret reads back as written).
 //
 // # Binary files
 //
@@ -84,6 +83,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // MetadataDir is the name of the backend's hidden directory at the root of
@@ -291,9 +291,16 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	if maxOut <= 0 {
 		maxOut = b.opts.MaxReadBytes
 	}
-	res, err := b.sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
+	// The file tools' output (contents, names, sizes, the helper's
+	// records) must be byte-exact, so it is captured unredacted; only the
+	// helper's error text is redacted (see internal/unredacted).
+	var h unredacted.Hook
+	res, err := b.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"sh", "-c", opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: %s: %w", op, err)
+	}
+	if h.Redact == nil {
+		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the helper's output came back redacted", op)
 	}
 	if res.TimedOut {
 		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "fsbackend: %s: timed out after %v", op, res.Timeout)
@@ -305,7 +312,7 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 		}
 	}
 	if r.code != 0 && (r.code < exitNotFound || r.code > exitBinary) {
-		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the in-sandbox helper exited %d: %s", op, r.code, printable(r.get("error")))
+		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the in-sandbox helper exited %d: %s", op, r.code, printable(string(h.Redact([]byte(r.get("error"))))))
 	}
 	b.mu.Lock()
 	b.ready = true // the helper created the workspace
@@ -352,10 +359,7 @@ func (b *FilesystemBackend) prepare(ctx context.Context, p string) (base, rel st
 	return base, rel, perr, nil
 }
 
-// redactedMarker is what the portable layer puts in place of a secret value.
-var redactedMarker = []byte("[REDACTED]")
-
-// readFile reads a file: one round trip, two when the output was redacted.
+// readFile reads a file: one round trip.
 func (b *FilesystemBackend) readFile(ctx context.Context, base, rel string, text bool, verb string) (data []byte, binary bool, perr *backend.Error, err error) {
 	shown := shownPath(rel)
 	if rel == "." {
@@ -376,13 +380,6 @@ func (b *FilesystemBackend) readFile(ctx context.Context, base, rel string, text
 		return nil, false, backend.Errorf(backend.CodeTooLarge, shown, "'%s' is larger than %d bytes; read it in parts with a command", shown, b.opts.MaxReadBytes), nil
 	}
 	data = r.stdout
-	if bytes.Contains(data, redactedMarker) && r.get("path") != "" {
-		// The sandbox handle redacts its secret values from command output;
-		// re-read the resolved file through the file API, which does not.
-		if data, err = b.sb.ReadFile(ctx, r.get("path")); err != nil {
-			return nil, false, nil, fmt.Errorf("fsbackend: read %q: %w", shown, err)
-		}
-	}
 	binary = r.get("binary") == "1"
 	if text && !backend.IsText(data) {
 		return nil, binary, backend.Binary(shown, verb), nil
