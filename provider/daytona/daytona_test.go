@@ -708,3 +708,32 @@ func TestExecEnvDoesNotReachTheWrapper(t *testing.T) {
 		t.Errorf("exit %d stdout %q, want 101 and %q", r.ExitCode, r.Stdout, "before\n")
 	}
 }
+
+// A command too long to go inline is staged as a file, with its
+// environment: the file is gone once the command has started, so secret
+// values do not stay on the sandbox's disk.
+func TestStagedCommandLeavesNoSecretOnDisk(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	const secret = "s3cr3t-value-0451"
+	long := strings.Repeat("x", 40<<10)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: ": " + long + "; echo ok", SecretEnv: map[string]string{"TOKEN": secret}})
+	if err != nil || string(r.Stdout) != "ok\n" {
+		t.Fatalf("exec: %q %v", r.Stdout, err)
+	}
+	scratch := sb.Home() + "/.sandboxkit"
+	list, err := sb.ReadDir(ctx, scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range list {
+		b, err := sb.ReadFile(ctx, scratch+"/"+fi.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) || strings.HasSuffix(fi.Name(), ".cmd") {
+			t.Errorf("%s is left in the scratch directory, holding the command's environment", fi.Name())
+		}
+	}
+}

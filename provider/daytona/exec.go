@@ -145,14 +145,17 @@ const maxInlineText = 32 << 10
 // commandTexts returns the shell text that runs cmd after prefix, in two
 // forms: inline, to go inside the script (the Shell line through sh -c),
 // and file, to be run as "sh file" (the Shell line itself, so that no
-// argument carries it).
+// argument carries it). The file removes itself first: it holds the
+// command's environment, secret values included, which should not stay
+// on the sandbox's disk (sh keeps reading the open file).
 func commandTexts(cmd *sandbox.Command, prefix string) (inline, file string) {
 	head := prefix + exports(cmd.Env)
 	inline = head + "exec " + argvText(cmd)
+	const unlinkSelf = "rm -f -- \"$0\" 2>/dev/null\n"
 	if len(cmd.Args) > 0 {
-		return inline, inline
+		return inline, unlinkSelf + inline
 	}
-	return inline, head + cmd.Shell
+	return inline, unlinkSelf + head + cmd.Shell
 }
 
 // stage uploads what a command needs before it runs: its stdin (when
