@@ -205,8 +205,8 @@ type execResult struct {
 }
 
 // execute sends script through POST /process/execute.
-func (r *Runtime) execute(ctx context.Context, id, script, cwd string, env *map[string]string, wireTimeout int) execResult {
-	req := toolbox.ExecuteRequest{Command: script, Envs: env}
+func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeout int) execResult {
+	req := toolbox.ExecuteRequest{Command: script}
 	if cwd != "" {
 		req.Cwd = &cwd
 	}
@@ -277,7 +277,7 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	pdone := make(chan struct{})
 	go pl.run(pctx, pdone)
 	// The request ends with ctx.
-	res := r.execute(ctx, id, script, cmd.Dir, nil, wire)
+	res := r.execute(ctx, id, script, cmd.Dir, wire)
 	stopPoll()
 	<-pdone
 	if res.err != nil && ctx.Err() != nil {
@@ -400,7 +400,7 @@ func (r *Runtime) killExec(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	script := fmt.Sprintf(`{ for p in /proc/[0-9]*; do [ $p/fd/8 -ef %[1]s.o ] || continue; p=${p#/proc/}; kill -9 -$p 2>/dev/null || { pkill -9 -P $p; kill -9 $p; } 2>/dev/null; done; %[2]s; } </dev/null`, d, rmFiles(d))
-	_ = r.execute(ctx, id, script, "", nil, 10)
+	_ = r.execute(ctx, id, script, "", 10)
 }
 
 // sweepEvery is how many finished Execs leave their (small) files behind
@@ -444,7 +444,7 @@ func rmFiles(d string) string {
 func (r *Runtime) cleanup(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = r.execute(ctx, id, "{ "+rmFiles(d)+"; } </dev/null", "", nil, 10)
+	_ = r.execute(ctx, id, "{ "+rmFiles(d)+"; } </dev/null", "", 10)
 }
 
 // poller copies what the command appends to its output files to the

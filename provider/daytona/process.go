@@ -272,7 +272,7 @@ func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	p.mu.Unlock()
 	d := p.dir
 	script := fmt.Sprintf(`{ p=$(cat %s.pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
-	res := p.r.execute(ctx, p.id, script, "", nil, 30)
+	res := p.r.execute(ctx, p.id, script, "", 30)
 	if res.err != nil {
 		return p.r.clean(res.err)
 	}

@@ -314,7 +314,7 @@ func (s *scanner) bytes() ([]byte, bool) {
 		return nil, false
 	}
 	start := s.i + 1
-	j := bytesIndexQuote(s.b[start:])
+	j := bytes.IndexByte(s.b[start:], '"')
 	if j < 0 {
 		return nil, false
 	}
@@ -332,15 +332,6 @@ func (s *scanner) bytes() ([]byte, bool) {
 	}
 	s.i = start + j + 1
 	return out[:n], true
-}
-
-func bytesIndexQuote(b []byte) int {
-	for i, c := range b {
-		if c == '"' {
-			return i
-		}
-	}
-	return -1
 }
 
 // int reads an integer in [lo, hi]: an optional minus sign and digits,
