@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"Files", fileTests},
 		{"Pause", pauseTests},
 		{"Concurrency", concurrencyTests},
+		{"Stress", stressTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
