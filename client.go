@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -10,10 +12,12 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sandboxkit/sandbox/internal/stale"
+	"golang.org/x/sync/singleflight"
 )
 
 // Client is the portable handle on one provider. It is safe for concurrent
@@ -26,6 +30,9 @@ type Client struct {
 	cmdTimeout time.Duration
 	maxOutput  int
 	cleanup    time.Duration
+
+	flights singleflight.Group // GetOrCreate, by key
+	bg      sync.WaitGroup     // abandoned creates and their clean-up
 
 	mu        sync.Mutex
 	listeners map[int]func()
@@ -111,7 +118,9 @@ func (c *Client) OnTransportReset(f func()) (unregister func()) {
 }
 
 // Close releases the provider's resources. Sandboxes are not destroyed:
-// they live on until their lease ends. Calls made after Close, through the
+// they live on until their lease ends. Close first waits for the clean-up
+// of creates abandoned when their context ended (each bounded by
+// WithCleanupTimeout), so that no sandbox they made outlives it. Calls made after Close, through the
 // Client or its Sandbox handles, fail with ErrClosed (Process.Close and
 // Wait on an already finished Process excepted).
 func (c *Client) Close() error {
@@ -122,10 +131,30 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	c.waitBackground()
 	if cl, ok := c.rt.(Closer); ok {
 		return c.wrap("close", "", "", cl.Close())
 	}
 	return nil
+}
+
+// waitBackground waits for the Client's background work: abandoned
+// creates end when their provider call returns (prompt once its context
+// ended) and their clean-up is bounded by the cleanup timeout. The wait is
+// bounded too, in case a provider ignores its context.
+func (c *Client) waitBackground() {
+	done := make(chan struct{})
+	go func() {
+		c.bg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(2*c.cleanup + time.Minute)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Error("sandbox: Close gave up waiting for the clean-up of abandoned creates", "provider", c.rt.Name())
+	}
 }
 
 func (c *Client) checkOpen(op, id string) error {
@@ -287,10 +316,106 @@ func printable(s string) string {
 }
 
 // Create creates a sandbox and returns it ready to run commands. If ctx
-// ends while the provider is creating it, the sandbox is destroyed rather
-// than left running unseen.
+// ends while the provider is creating it, Create returns at once with
+// ctx's error and the sandbox is destroyed in the background (bounded by
+// WithCleanupTimeout; Close waits for it) rather than left running unseen.
 func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
 	const op = "create"
+	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+		info, err := c.rt.Create(ctx, req)
+		return info, true, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.handle(info, secrets), nil
+}
+
+// createFunc asks the provider for a sandbox; created is false when it
+// returned one that existed already.
+type createFunc func(ctx context.Context, req *CreateRequest) (info Info, created bool, err error)
+
+// create validates opts, turns them into a CreateRequest and runs mk on a
+// goroutine the Client tracks, so that the caller gets control back as
+// soon as ctx ends while an abandoned create finishes, and is cleaned up,
+// in the background. A sandbox mk created that the caller will not get is
+// destroyed: before create returns while ctx is live, in the background
+// otherwise.
+func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk createFunc) (Info, bool, [][]byte, error) {
+	name := c.rt.Name()
+	req, err := c.createRequest(op, opts)
+	if err != nil {
+		return Info{}, false, nil, err
+	}
+	secrets := secretValues(opts.SecretEnv)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return Info{}, false, nil, c.wrap(op, "", "", ErrClosed)
+	}
+	c.bg.Add(1)
+	c.mu.Unlock()
+
+	type result struct {
+		info    Info
+		created bool
+		err     error
+	}
+	var (
+		mu        sync.Mutex
+		res       result
+		have      bool
+		abandoned bool
+		done      = make(chan struct{})
+	)
+	go func() {
+		defer c.bg.Done()
+		defer close(done)
+		var r result
+		r.err = c.retry(ctx, op, false, nil, func() error {
+			var err error
+			r.info, r.created, err = mk(ctx, req)
+			return err
+		})
+		mu.Lock()
+		orphan := r.created && r.info.ID != "" && (r.err != nil || abandoned || ctx.Err() != nil)
+		if orphan && r.err == nil {
+			r.err = context.Cause(ctx)
+		}
+		res, have = r, true
+		mu.Unlock()
+		if orphan {
+			// The provider made a sandbox the caller will never see.
+			c.destroyOrphan(r.info.ID, r.err)
+		}
+	}()
+	var r result
+	select {
+	case <-done:
+		r = res
+	case <-ctx.Done():
+		mu.Lock()
+		if !have {
+			abandoned = true
+			mu.Unlock()
+			c.log.Info("sandbox: create abandoned as its context ended; any sandbox made is destroyed in the background", "provider", name)
+			return Info{}, false, nil, c.wrap(op, "", "", fmt.Errorf("sandbox: create: %w", context.Cause(ctx)))
+		}
+		r = res
+		mu.Unlock()
+	}
+	if r.err != nil {
+		id := r.info.ID
+		if !r.created {
+			id = ""
+		}
+		return Info{}, false, nil, c.wrap(op, id, "", redactErr(r.err, secrets))
+	}
+	return r.info, r.created, secrets, nil
+}
+
+// createRequest validates opts and applies the defaults.
+func (c *Client) createRequest(op string, opts CreateOptions) (*CreateRequest, error) {
 	name := c.rt.Name()
 	if err := c.checkOpen(op, ""); err != nil {
 		return nil, err
@@ -326,29 +451,11 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
 	maps.Copy(env, opts.Env)
 	maps.Copy(env, opts.SecretEnv)
-	req := &CreateRequest{
+	return &CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
 		AutoPause: opts.AutoPause, Resources: opts.Resources, NoNetwork: opts.NoNetwork,
 		Options: maps.Clone(opts.ProviderOptions),
-	}
-	secrets := secretValues(opts.SecretEnv)
-	var info Info
-	err := c.retry(ctx, op, false, nil, func() error {
-		var err error
-		info, err = c.rt.Create(ctx, req)
-		return err
-	})
-	if info.ID != "" && (err != nil || ctx.Err() != nil) {
-		// The provider made a sandbox the caller will never see: destroy it.
-		c.destroyOrphan(info.ID, err)
-		if err == nil {
-			err = ctx.Err()
-		}
-	}
-	if err != nil {
-		return nil, c.wrap(op, info.ID, "", redactErr(err, secrets))
-	}
-	return c.handle(info, secrets), nil
+	}, nil
 }
 
 func (c *Client) destroyOrphan(id string, cause error) {
@@ -481,31 +588,133 @@ func matches(in Info, opts ListOptions) bool {
 
 // GetOrCreate returns a live or paused sandbox carrying all of
 // opts.Labels (resuming it if paused), or creates one with opts. created
-// reports which. opts.Labels must not be empty. Two concurrent callers in
-// different processes may both create; within one process, use the
-// session layer for single-flight creation.
+// reports which: among concurrent callers, only the one whose call made
+// the sandbox sees true. opts.Labels must not be empty.
+//
+// Concurrent calls on one Client with the same key (opts.Template and
+// opts.Labels) share one look-up and at most one create: the first
+// caller's other options (Env, SecretEnv values, Timeout, Resources,
+// ProviderOptions...) apply to the sandbox every caller gets; each caller's
+// handle redacts its own opts.SecretEnv. A caller whose ctx ends stops
+// waiting at once; when the caller doing the work gives up, the others
+// try again.
+//
+// Across Clients and OS processes the guarantee is the provider's
+// ([KeyedCreator]); see each provider's documentation: local takes a lock
+// in its root directory, Daytona names the sandbox after the key, E2B
+// checks after creating and keeps the oldest. memory has no other
+// process. Without KeyedCreator, two processes may both create.
 func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	const op = "get-or-create"
+	name := c.rt.Name()
 	if len(opts.Labels) == 0 {
-		return nil, false, invalid(op, c.rt.Name(), "", "labels", "empty: GetOrCreate finds sandboxes by labels")
+		return nil, false, invalid(op, name, "", "labels", "empty: GetOrCreate finds sandboxes by labels")
 	}
+	if err := checkLabels(op, name, opts.Labels); err != nil {
+		return nil, false, err
+	}
+	if hasControl(opts.Template) {
+		return nil, false, invalid(op, name, "", "template", "%q holds control characters", printable(opts.Template))
+	}
+	fkey := flightKey(opts.Template, opts.Labels)
+	for {
+		ran := false
+		ch := c.flights.DoChan(fkey, func() (any, error) {
+			ran = true
+			return c.findOrCreate(ctx, opts, fkey)
+		})
+		var res singleflight.Result
+		select {
+		case <-ctx.Done():
+			return nil, false, c.wrap(op, "", "", fmt.Errorf("sandbox: get-or-create: %w", context.Cause(ctx)))
+		case res = <-ch:
+		}
+		if res.Err != nil {
+			if !ran && ctx.Err() == nil && (errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded)) {
+				continue // the caller doing the work gave up; this one has not
+			}
+			return nil, false, res.Err
+		}
+		f := res.Val.(flight)
+		return c.handle(f.info, secretValues(opts.SecretEnv)), f.created && ran, nil
+	}
+}
+
+// flight is what one GetOrCreate flight found or made.
+type flight struct {
+	info    Info
+	created bool
+}
+
+// flightKey is GetOrCreate's key: the template and the labels in a
+// canonical order. Labels hold no control characters, so NUL separates.
+func flightKey(template string, labels map[string]string) string {
+	var b strings.Builder
+	b.WriteString(template)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(labels[k])
+	}
+	return b.String()
+}
+
+// providerKey is the key a KeyedCreator gets: 32 hex digits of the
+// SHA-256 of the flight key.
+func providerKey(fkey string) string {
+	sum := sha256.Sum256([]byte(fkey))
+	return hex.EncodeToString(sum[:16])
+}
+
+// findOrCreate is one GetOrCreate flight.
+func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey string) (flight, error) {
+	const op = "get-or-create"
 	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting}}) {
 		if err != nil {
-			return nil, false, err
+			return flight{}, err
 		}
-		sb := c.handle(info, secretValues(opts.SecretEnv))
-		if info.State == StatePaused {
-			if err := sb.Resume(ctx); err != nil {
-				if CodeOf(err) == NotFound {
-					continue // deleted between list and use
-				}
-				return nil, false, err
+		info, err := c.wake(ctx, info)
+		if err != nil {
+			if CodeOf(err) == NotFound {
+				continue // deleted between list and use
 			}
+			return flight{}, err
 		}
-		return sb, false, nil
+		return flight{info: info}, nil
 	}
-	sb, err = c.Create(ctx, opts)
-	return sb, err == nil, err
+	mk := func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+		info, err := c.rt.Create(ctx, req)
+		return info, true, err
+	}
+	if kc, ok := c.rt.(KeyedCreator); ok {
+		key := providerKey(fkey)
+		mk = func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+			return kc.CreateKeyed(ctx, key, req)
+		}
+	}
+	info, created, _, err := c.create(ctx, op, opts, mk)
+	if err != nil {
+		return flight{}, err
+	}
+	if !created {
+		if info, err = c.wake(ctx, info); err != nil {
+			return flight{}, err
+		}
+	}
+	return flight{info: info, created: created}, nil
+}
+
+// wake resumes a paused sandbox found by GetOrCreate.
+func (c *Client) wake(ctx context.Context, info Info) (Info, error) {
+	if info.State != StatePaused {
+		return info, nil
+	}
+	sb := c.handle(info, nil)
+	if err := sb.Resume(ctx); err != nil {
+		return info, err
+	}
+	return sb.Info(), nil
 }
 
 func secretValues(env map[string]string) [][]byte {

@@ -27,8 +27,8 @@ import (
 //   - errors never contain API keys, access tokens or signed URLs.
 //
 // Optional features are separate interfaces discovered by type assertion
-// ([Pauser], [ProcessRuntime], [TransportResetter], [Closer]) and also
-// declared in Capabilities.
+// ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
+// [KeyedCreator]) and, where it matters, declared in Capabilities.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
 	Name() string
@@ -147,6 +147,23 @@ type ProcessHandle interface {
 // ResetTransport before its single retry after ErrStaleTransport.
 type TransportResetter interface {
 	ResetTransport() error
+}
+
+// KeyedCreator is implemented by providers that can make Client.GetOrCreate
+// create at most one sandbox per key across OS processes (and across
+// Clients of one process), where a single Client's single-flight cannot
+// reach.
+type KeyedCreator interface {
+	// CreateKeyed returns the sandbox for key: one that already exists for
+	// it (created false; it may be starting or paused) or one it creates
+	// with req (created true). key is 32 lowercase hex digits derived from
+	// the template and labels; req.Labels carry the labels. Two calls with
+	// one key, in any processes, must not both end with created true and
+	// different sandboxes that both survive. Like Create, on an error after
+	// the provider made the sandbox it returns that sandbox's Info (with
+	// created true) so the caller can destroy it; a sandbox it did not
+	// create is never returned with an error.
+	CreateKeyed(ctx context.Context, key string, req *CreateRequest) (info Info, created bool, err error)
 }
 
 // Closer is implemented by providers that hold resources (a spawner process,

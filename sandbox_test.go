@@ -130,6 +130,10 @@ func TestCreateAfterContextEndDestroysOrphan(t *testing.T) {
 	if sb != nil || sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
 		t.Fatalf("Create = %v, %v; want nil and DeadlineExceeded", sb, err)
 	}
+	// The clean-up may run in the background; Close waits for it.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if rt.Live() != 0 {
 		t.Fatalf("%d sandbox orphaned", rt.Live())
 	}
