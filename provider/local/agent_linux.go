@@ -33,6 +33,14 @@ type agentConfig struct {
 	TmpMiB     int    `json:"tmp_mib"`
 	MaxFileMiB int    `json:"max_file_mib"`
 	LeaseGrace int64  `json:"lease_grace_ns"`
+	// Key authenticates every connection (see checkAuth). It reaches the
+	// agent only through the spawner's socket pair, never a file the
+	// sandbox can read.
+	Key []byte `json:"key"`
+	// UID and GID, when not 0, are the host user commands run as (at L1
+	// and L2 on a root host): the forker thread switches to them.
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
 }
 
 // setupReply is the agent's answer once it is ready to serve.
@@ -116,6 +124,9 @@ func (a *agent) leaseOver() bool {
 	return true
 }
 
+// authTimeout bounds how long a new connection may take to authenticate.
+const authTimeout = 10 * time.Second
+
 // waitDelay bounds how long output is still read after a command's main
 // process exited while a descendant keeps its stdout or stderr open.
 const waitDelay = 200 * time.Millisecond
@@ -135,7 +146,11 @@ func agentMain() {
 		var lsm features
 		a, lsm = newAgent(&cfg)
 		feat.Landlock, feat.LandlockV, feat.Seccomp = lsm.Landlock, lsm.LandlockV, lsm.Seccomp
-		feat.Missing = lsm.Missing
+		feat.Missing, feat.UID = lsm.Missing, lsm.UID
+		if cfg.UID != 0 && lsm.UID != cfg.UID {
+			// Never run commands as root when another user was asked for.
+			err = fmt.Errorf("switching commands to uid %d: %s", cfg.UID, lsm.Missing)
+		}
 	}
 	reply := setupReply{Features: feat}
 	if err != nil {
@@ -191,9 +206,13 @@ func newAgent(cfg *agentConfig) (*agent, features) {
 // this thread too.
 func (a *agent) forker(ready chan<- features) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the agent
-	dropThreadCaps()
 	var f features
 	var missing []string
+	if err := dropThreadCaps(a.cfg.UID, a.cfg.GID); err != nil {
+		missing = append(missing, "user: "+err.Error())
+	} else if a.cfg.UID != 0 {
+		f.UID = a.cfg.UID
+	}
 	// No command may gain privileges through execve.
 	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	if a.cfg.Landlock {
@@ -225,15 +244,28 @@ func (a *agent) onForker(f func()) {
 }
 
 // dropThreadCaps empties the calling thread's bounding, ambient,
-// inheritable, permitted and effective capability sets.
-func dropThreadCaps() {
+// inheritable, permitted and effective capability sets and, when uid is
+// not 0, makes the thread that user (and gid its only group). The raw
+// system calls act on this thread alone, as the capability calls do.
+func dropThreadCaps(uid, gid int) error {
 	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		_ = unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
 	}
+	var err error
+	if uid != 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+			err = fmt.Errorf("setgroups: %w", e)
+		} else if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
+			err = fmt.Errorf("setresgid %d: %w", gid, e)
+		} else if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+			err = fmt.Errorf("setresuid %d: %w", uid, e)
+		}
+	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	_ = unix.Capset(&hdr, &data[0])
+	return err
 }
 
 // reaper collects every child that exits, including orphans reparented to
@@ -352,9 +384,16 @@ func readConn(c net.Conn, quit <-chan struct{}) <-chan frameMsg {
 // requests, one after the other (clients keep idle connections for
 // reuse); every other request ends it.
 func (a *agent) handle(c net.Conn) {
+	defer c.Close()
+	// Nothing but the sandbox's key is read from a client before it is
+	// checked: an unauthenticated peer gets the connection closed.
+	_ = c.SetReadDeadline(time.Now().Add(authTimeout))
+	if !checkAuth(c, a.cfg.Key) {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
 	quit := make(chan struct{})
 	defer close(quit)
-	defer c.Close()
 	in := readConn(c, quit)
 	fw := &frameWriter{w: c}
 	var next *frameMsg

@@ -13,8 +13,9 @@
 //
 // URL query parameters: isolation=l0…l4 (WithIsolation), min_isolation=l0…l4
 // (WithMinIsolation), lease=5m (WithDefaultLease), warm_pool=N
-// (WithWarmPool). The URL path is the root directory (WithRoot); the
-// default root is <user cache dir>/sandboxkit/local.
+// (WithWarmPool), commands_as_root=true (WithCommandsAsRoot). The URL path
+// is the root directory (WithRoot); the default root is
+// <user cache dir>/sandboxkit/local.
 //
 // # Re-execution
 //
@@ -33,22 +34,31 @@
 // what it achieved in Info.Isolation ("L4 full", "L3 namespaces", ...) and
 // Info.Detail: "level", "isolation_missing" (why not more), "landlock"
 // ("ABI 7"), "seccomp", "cgroup_limits", "nested_userns", "network" ("on"
-// or "off"), "host_home", "root" and, when paused, "paused_by". A level is
-// never reported higher than what was set up.
+// or "off"), "host_home", "root", "user" (at L1 and L2 on a root host: the
+// uid commands run as, or why root) and, when paused, "paused_by". A level
+// is never reported higher than what was set up.
 //
 //   - L0 none: plain host processes with the home as working directory.
 //     Only when asked for (WithIsolation(L0)).
 //   - L1 process: L0 plus a subreaper agent that ends whole process trees,
 //     a new session per command, a scrubbed environment, no capabilities,
 //     rlimits (no core dumps) and the file API through os.Root. Commands can
-//     read and write whatever the host user can, and reach the network
-//     (CreateOptions.NoNetwork is refused with FailedPrecondition).
+//     read and write whatever their user can, and reach the network
+//     (CreateOptions.NoNetwork is refused with FailedPrecondition). On a
+//     root host they run as the unprivileged uid 65534 (unless
+//     WithCommandsAsRoot), which needs every directory above the root to be
+//     searchable by it (Detail "user" says when it is not); otherwise they
+//     run as the host user. Sandboxes at L0 and L1 are not isolated from
+//     each other: a command can read and write other sandboxes' homes and,
+//     run as the host user, reach their agents.
 //   - L2 Landlock+seccomp: L1 plus a Landlock allow-list (read-only /usr,
 //     /etc, /bin, /lib*, /opt, /proc, /dev; read-write home and a private
-//     temporary directory, $TMPDIR) with signals and abstract sockets scoped
-//     to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
+//     temporary directory, $TMPDIR, in which files may be renamed and
+//     linked across directories but never out) with signals and abstract
+//     sockets scoped to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
 //     kernel keyrings, namespaces...; with the network off, no sockets but
-//     unix ones). Host processes stay visible in /proc.
+//     unix ones). Host processes stay visible in /proc. On a root host
+//     commands run as uid 65534, as at L1.
 //   - L3 namespaces: user, mount, pid, uts, ipc (and, with the network off,
 //     net) namespaces; a tmpfs root holding read-only binds of /usr, /etc and
 //     /opt, the merged-/usr symlinks, a private /tmp, /proc and a minimal
@@ -82,6 +92,18 @@
 // a sandbox whose metadata is corrupt is skipped by List (and logged) while
 // Get reports it. The env file may hold secret values: every file is 0600
 // under a 0700 directory.
+//
+// # Agents
+//
+// Every connection to an agent opens with the sandbox's key (32 random
+// bytes, compared in constant time) before the agent reads anything else;
+// a client without it gets the connection closed. The key is kept in the
+// sandbox's directory (file "key", 0600), which no sandbox can read: L3
+// and L4 do not see the host's file system, Landlock keeps L2 out of it,
+// and on a root host L1 and L2 commands run as another user. The agent
+// gets it through the spawner's socket pair, never through a file or its
+// environment, and is not dumpable. The socket itself is 0600 in a
+// directory only the host user may list.
 //
 // # Commands
 //
@@ -118,9 +140,17 @@
 //
 // Pause freezes every process of the sandbox with cgroup v2 cgroup.freeze,
 // else the v1 freezer, else SIGSTOP through the agent; Exec and writes then
-// fail with sandbox.ErrPaused. Destroy kills through cgroup.kill (or the
-// death of the sandbox's PID 1, or the agent) and removes the directory and
-// cgroups. A sandbox whose lease ends is destroyed (paused with AutoPause)
+// fail with sandbox.ErrPaused. Destroy ends every process of the sandbox,
+// at every level, before it removes the directory and cgroups: at L3 and
+// L4 through the death of the sandbox's PID 1 (and cgroup.kill); below,
+// where there is no pid namespace, by killing until none is left the
+// agent's descendants (the agent is a subreaper, so a daemon that called
+// setsid and double-forked is still one), the processes of the sandbox's
+// cgroups and those whose environment carries the sandbox's marker
+// (SANDBOXKIT_ID=<id>, set for every command below L3), then the agent,
+// then the same once more. At L0, and at L1 when commands run as the host
+// user, a command can move itself out of the sandbox's cgroup (Detail
+// "cgroup_escape" says so); at L1 as uid 65534 and at L2 it cannot. A sandbox whose lease ends is destroyed (paused with AutoPause)
 // by the reaper of any open Runtime, and by the next Get or List of any
 // process. Without either, the agent itself ends the sandbox's processes
 // 30 seconds after the lease (unless the sandbox pauses at its lease end),
@@ -130,8 +160,9 @@
 //
 // # Limits
 //
-// At L1 and L2 a command can connect to the unix socket of another sandbox's
-// agent (at L3 and above they are out of reach).
+// At L0, and at L1 when commands run as the host user, a command can read
+// another sandbox's agent key and so reach its agent: sandboxes there are
+// not isolated from each other.
 //
 // A command's timeout or cancellation kills its process group and the
 // processes that descend from it at that moment. A process that left both
@@ -141,7 +172,10 @@
 // keeps running until it exits, the sandbox's lease ends or the sandbox is
 // destroyed (which ends every process of the sandbox at every level). At
 // L4 it still counts against the sandbox's memory and pids limits; at L1
-// and L2 nothing bounds it but the sandbox's end. Port exposure and a
+// and L2 nothing bounds it but the sandbox's end. A process that both left
+// the cgroup and dropped the marker from its environment (exec env -i),
+// at L0 or L1 as the host user, is missed by Destroy if the agent died
+// before it. Port exposure and a
 // network allow-list are not implemented. Templates are not supported: the
 // sandbox runs the host's /usr and /etc.
 package local

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -19,10 +20,23 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// dial connects to the agent listening on sock.
+// dial connects to the agent listening on sock and authenticates with the
+// key stored next to the socket (in the sandbox's directory).
 func dial(ctx context.Context, sock string) (net.Conn, error) {
+	key, err := os.ReadFile(filepath.Join(filepath.Dir(sock), keyFile))
+	if err != nil {
+		return nil, fmt.Errorf("local: agent key: %w", err)
+	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", sock)
+	c, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(authFrame(key)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // agentCall sends a control request and waits for its OK.
@@ -212,6 +226,9 @@ func (r *Runtime) commandRequest(m *meta, cmd *sandbox.Command, op string) (*req
 	}
 	maps.Copy(env, m.Env)
 	maps.Copy(env, cmd.Env)
+	if m.Achieved < L3 {
+		env[markerEnv] = m.ID // what Destroy looks for (see killAll)
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		req.Env = append(req.Env, k+"="+env[k])
 	}

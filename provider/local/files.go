@@ -194,8 +194,11 @@ func errnoOr(errno syscall.Errno, err error) error {
 }
 
 // chownNeeded reports whether files the host creates in the home must be
-// handed to the sandbox user (a root host with namespaces).
-func (r *Runtime) chownNeeded(m *meta) bool { return m.Achieved >= L3 && os.Getuid() == 0 }
+// handed to the sandbox user (a root host with namespaces, or whose L1
+// and L2 commands run as the unprivileged user).
+func (r *Runtime) chownNeeded(m *meta) bool {
+	return (m.Achieved >= L3 || m.RunAs != 0) && os.Getuid() == 0
+}
 
 // chownPath hands rel and its parents below the home to the sandbox user.
 func (r *Runtime) chownPath(t *fsTarget, rel string) {

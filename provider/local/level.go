@@ -95,6 +95,7 @@ type features struct {
 	Cgroup     bool   `json:"cgroup,omitempty"` // memory and pids limits applied
 	NoUserNS   bool   `json:"no_userns,omitempty"`
 	LandlockV  int    `json:"landlock_abi,omitempty"`
+	UID        int    `json:"uid,omitempty"`     // host uid commands run as, when switched (L1, L2)
 	Missing    string `json:"missing,omitempty"` // "; "-joined reasons
 }
 

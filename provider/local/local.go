@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +55,10 @@ type Runtime struct {
 	cg      cgroupParents
 	uid     int // host uid and gid of the sandbox user with namespaces
 	gid     int
+	// runAs is the host uid (and gid) commands run as at L1 and L2 on a
+	// root host, 0 for root itself; runAsWhy says why root, if so.
+	runAs    int
+	runAsWhy string
 
 	spMu sync.Mutex
 	sp   *spawner
@@ -138,6 +144,7 @@ func New(opts ...Option) (*Runtime, error) {
 	if r.level < L3 && r.force == nil {
 		r.log.Warn("sandbox/local: degraded isolation", "level", r.level.Describe(), "missing", strings.Join(r.missing, "; "))
 	}
+	r.setRunAs()
 	r.sweep()
 	go r.reaper()
 	if r.warm > 0 && r.level >= L2 {
@@ -145,6 +152,53 @@ func New(opts ...Option) (*Runtime, error) {
 		go r.poolLoop()
 	}
 	return r, nil
+}
+
+// setRunAs decides which host user runs commands at L1 and L2: on a root
+// host, the unprivileged r.uid, provided it can reach the sandboxes'
+// homes (every directory above the root must be searchable by it).
+func (r *Runtime) setRunAs() {
+	if os.Getuid() != 0 || r.level < L1 || r.level > L2 {
+		return
+	}
+	if r.asRoot {
+		r.runAsWhy = "root without capabilities (WithCommandsAsRoot)"
+		return
+	}
+	if dir, ok := searchable(filepath.Dir(r.root), r.uid, r.gid); !ok {
+		r.runAsWhy = fmt.Sprintf("root without capabilities: uid %d cannot search %s, above the root directory; choose a root below searchable directories", r.uid, dir)
+		r.log.Warn("sandbox/local: commands run as root", "why", r.runAsWhy)
+		return
+	}
+	if err := os.Chmod(r.root, 0o711); err != nil {
+		r.runAsWhy = fmt.Sprintf("root without capabilities: %v", err)
+		return
+	}
+	r.runAs = r.uid
+}
+
+// searchable reports whether uid (with the single group gid) may search
+// dir and every directory above it, or names the first it may not.
+func searchable(dir string, uid, gid int) (string, bool) {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(d, &st); err != nil {
+			return d, false
+		}
+		bit := uint32(0o001)
+		switch {
+		case int(st.Uid) == uid:
+			bit = 0o100
+		case int(st.Gid) == gid:
+			bit = 0o010
+		}
+		if st.Mode&bit == 0 {
+			return d, false
+		}
+		if d == "/" || d == "." {
+			return "", true
+		}
+	}
 }
 
 func (r *Runtime) checkRoot() error {
@@ -264,12 +318,16 @@ func (r *Runtime) probeUncached(want Level) probeResult {
 		}
 		_ = os.MkdirAll(filepath.Join(dir, "tmp"), 0o700)
 		_ = os.Chown(home, r.uid, r.gid)
+		key, err := agentKey(dir)
+		if err != nil {
+			return features{}, err
+		}
 		sp, err := r.spawner()
 		if err != nil {
 			return features{}, err
 		}
 		cfg := r.agentConfigFor(id, l, false)
-		cfg.HostHome, cfg.HostTmp = home, filepath.Join(dir, "tmp")
+		cfg.HostHome, cfg.HostTmp, cfg.Key = home, filepath.Join(dir, "tmp"), key
 		if !cfg.Namespaces {
 			cfg.Home = home
 		}
@@ -415,12 +473,35 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 	if r.level >= L3 && os.Getuid() == 0 {
 		_ = os.Chown(r.home(id), r.uid, r.gid)
 	}
+	runAs := 0
+	if r.level >= L1 && r.level <= L2 {
+		runAs = r.runAs
+	}
+	if runAs != 0 {
+		// The commands' user may pass through the directory (not list it)
+		// to its home and temporary directory; the key, the socket and the
+		// metadata stay the host user's alone (0600).
+		err := os.Chmod(dir, 0o711)
+		for _, d := range []string{r.home(id), filepath.Join(dir, "tmp")} {
+			if err == nil {
+				err = os.Chown(d, runAs, r.gid)
+			}
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+		}
+	}
+	if _, err := agentKey(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: agent key: %w", dir, err)
+	}
 	now := time.Now().UTC()
 	m := &meta{
 		metaStatic: metaStatic{
 			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
-			Resources: req.Resources, Level: r.level,
+			Resources: req.Resources, Level: r.level, RunAs: runAs,
 		},
 		metaState: metaState{
 			State: sandbox.StateStarting, LeaseEnd: now.Add(req.Timeout),
@@ -465,6 +546,14 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	cfg := r.agentConfigFor(m.ID, m.Level, m.NoNetwork)
 	if m.Level == L0 {
 		cfg.HostTmp = os.TempDir()
+	}
+	key, err := agentKey(r.dir(m.ID))
+	if err != nil {
+		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: agent key: %w", m.ID, err)
+	}
+	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, 0
+	if m.RunAs != 0 {
+		cfg.GID = r.gid
 	}
 	resp, err := sp.spawn(ctx, &spawnReq{
 		Sock: r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
@@ -640,24 +729,91 @@ func (r *Runtime) destroyDir(ctx context.Context, m *meta) {
 	_ = r.removeTree(ctx, m, r.dir(m.ID))
 }
 
-// killAll ends every process of the sandbox: the cgroup first, then the
-// agent (whose death ends a pid namespace), then what the agent tracked.
+// killAll ends every process of the sandbox. With a pid namespace (L3,
+// L4) the agent's death ends them all. Below, the agent is a subreaper,
+// so every process a command left behind (after setsid, or a double
+// fork) is still its descendant: they are killed from here, with the
+// processes of the sandbox's cgroups and those carrying its marker
+// (SANDBOXKIT_ID in their environment), until none is left; the agent
+// goes last, and a final sweep catches what was reparented as it died.
 func (r *Runtime) killAll(ctx context.Context, m *meta, sock string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	alive := procAlive(m.AgentPID, m.AgentAt)
-	if alive && m.Achieved < L3 && (m.Cgroups.V2 == "" && len(m.Cgroups.V1) == 0) {
-		// No pid namespace and no cgroup: the agent kills its tree.
-		if m.State == sandbox.StatePaused {
-			_ = agentCall(kctx, sock, &request{Op: "cont"})
-		}
-		_ = agentCall(kctx, sock, &request{Op: "shutdown"})
+	flat := m.Achieved < L3
+	if flat {
+		killSandboxProcs(kctx, m, alive)
 	}
 	m.Cgroups.kill(kctx)
 	if alive {
 		_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
 		waitGone(kctx, m.AgentPID, m.AgentAt)
 	}
+	if flat {
+		killSandboxProcs(kctx, m, false)
+	}
+}
+
+// killSandboxProcs SIGKILLs, until none is left alive (or ctx ends), the
+// agent's descendants (when withAgent), the processes of the sandbox's
+// cgroups but the agent, and the processes marked with its id.
+func killSandboxProcs(ctx context.Context, m *meta, withAgent bool) {
+	for {
+		var pids []int
+		if withAgent && procAlive(m.AgentPID, m.AgentAt) {
+			pids = descendants(m.AgentPID)
+		}
+		pids = append(pids, m.Cgroups.procs()...)
+		pids = append(pids, markedProcs(m.ID)...)
+		n := 0
+		for _, pid := range pids {
+			if pid != m.AgentPID && pid != os.Getpid() && procAlive(pid, 0) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				n++
+			}
+		}
+		if m.Paused != "" {
+			// Frozen processes die once thawed; stopped ones die at once.
+			_, _ = m.Cgroups.freeze(ctx, false)
+		}
+		if n == 0 || sleepCtx(ctx, time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+// markerEnv names the environment variable that marks every command of a
+// sandbox below L3 with the sandbox's id, so that Destroy finds processes
+// that left both the agent's tree and the sandbox's cgroup.
+const markerEnv = "SANDBOXKIT_ID"
+
+// markedProcs lists the processes whose initial environment carries the
+// marker of sandbox id (those this process may read: its own user's, or
+// every one as root).
+func markedProcs(id string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(markerEnv + "=" + id)
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for kv := range bytes.SplitSeq(b, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {

@@ -42,6 +42,9 @@ type metaStatic struct {
 	NoNetwork bool              `json:"no_network,omitempty"`
 	Resources sandbox.Resources `json:"resources"`
 	Level     Level             `json:"level"` // level asked for
+	// RunAs is the host uid (and gid) commands run as at L1 and L2 on a
+	// root host; 0 means the host user's own.
+	RunAs int `json:"run_as,omitempty"`
 }
 
 type metaState struct {
@@ -67,10 +70,36 @@ func newID() string {
 }
 
 const (
+	keyFile   = "key" // the agent's key (keySize random bytes), 0600
 	metaFile  = "meta.json"
 	stateFile = "state"
 	stateSize = 4096 // the state record is padded to this size
 )
+
+// agentKey returns the key of the sandbox directory dir, creating it
+// when missing (a directory made before keys existed).
+func agentKey(dir string) ([]byte, error) {
+	p := filepath.Join(dir, keyFile)
+	key, err := os.ReadFile(p)
+	if err == nil && len(key) == keySize {
+		return key, nil
+	}
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	key = make([]byte, keySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(dir, ".key")
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
 
 func (r *Runtime) dir(id string) string  { return filepath.Join(r.root, id) }
 func (r *Runtime) home(id string) string { return filepath.Join(r.root, id, "home") }
@@ -305,6 +334,19 @@ func (r *Runtime) info(m *meta) sandbox.Info {
 	}
 	if m.Cgroups.Limits {
 		detail["cgroup_limits"] = "memory,pids"
+	}
+	if m.Achieved <= L1 && m.RunAs == 0 {
+		detail["cgroup_escape"] = "possible: commands run as the owner of the sandbox's cgroup and can move out of it; " +
+			"Destroy still ends them through the agent's process tree and the " + markerEnv + " marker"
+	}
+	switch {
+	case m.RunAs != 0:
+		detail["user"] = fmt.Sprintf("uid %d", m.RunAs)
+	case m.Achieved <= L2 && os.Getuid() == 0:
+		detail["user"] = "root without capabilities"
+		if r.runAsWhy != "" {
+			detail["user"] = r.runAsWhy
+		}
 	}
 	return sandbox.Info{
 		ID: m.ID, Provider: "local", Template: m.Template, Labels: maps.Clone(m.Labels),

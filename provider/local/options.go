@@ -21,6 +21,7 @@ type config struct {
 	lease    time.Duration
 	reapEach time.Duration
 	warm     int
+	asRoot   bool // WithCommandsAsRoot
 }
 
 func defaultConfig() config {
@@ -117,6 +118,19 @@ func WithWarmPool(n int) Option {
 	}
 }
 
+// WithCommandsAsRoot keeps commands at L1 and L2 running as root when the
+// program runs as root. By default a root host runs them as the
+// unprivileged uid 65534 instead (root without capabilities still owns
+// every root-owned file: the other sandboxes' agents, the root directory,
+// the cgroups). Levels L3 and L4 always map the sandbox user to uid 65534
+// on a root host, whatever this option says.
+func WithCommandsAsRoot() Option {
+	return func(r *config) error {
+		r.asRoot = true
+		return nil
+	}
+}
+
 // optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
 func optionsFromURL(u *url.URL) ([]Option, error) {
 	var opts []Option
@@ -148,6 +162,14 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: warm_pool %q: not a number", v)
 			}
 			opts = append(opts, WithWarmPool(n))
+		case "commands_as_root":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: commands_as_root %q: want true or false", v)
+			}
+			if b {
+				opts = append(opts, WithCommandsAsRoot())
+			}
 		case "lease":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -155,7 +177,7 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 			}
 			opts = append(opts, WithDefaultLease(d))
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool)", k)
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool, commands_as_root)", k)
 		}
 	}
 	return opts, nil

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,10 +11,11 @@ import (
 	"sync"
 )
 
-// The agent protocol. One connection per request, over the sandbox's unix
-// socket. Every message is a frame: one type byte, a 4-byte big-endian
-// payload length, then the payload. The client sends a request frame first;
-// the agent answers with frames until it closes the connection.
+// The agent protocol, over the sandbox's unix socket. Every message is a
+// frame: one type byte, a 4-byte big-endian payload length, then the
+// payload. The client sends an auth frame first (the sandbox's key), then
+// a request frame; the agent answers with frames until it closes the
+// connection.
 const (
 	frameRequest = 'R' // client→agent: JSON request
 	frameStdin   = 'I' // client→agent: stdin bytes
@@ -24,7 +26,13 @@ const (
 	frameExit    = 'W' // agent→client: JSON exit status; last frame
 	frameFail    = 'F' // agent→client: JSON failure; last frame
 	frameOK      = 'K' // agent→client: JSON reply to a control request
+	frameAuth    = 'A' // client→agent: the sandbox's key; first frame of every connection
 )
+
+// keySize is the length of a sandbox's agent key. Every connection to an
+// agent opens with an auth frame carrying it (exactly keySize bytes); the
+// agent reads nothing else before it has compared the key.
+const keySize = 32
 
 // maxFrame bounds a frame's payload; output and stdin are sent in chunks
 // far below it.
@@ -110,6 +118,26 @@ func (fw *frameWriter) writeJSON(typ byte, v any) error {
 		return err
 	}
 	return fw.write(typ, b)
+}
+
+// authFrame returns the auth frame for key.
+func authFrame(key []byte) []byte {
+	b := make([]byte, 5, 5+len(key))
+	b[0] = frameAuth
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(key)))
+	return append(b, key...)
+}
+
+// checkAuth reads exactly one auth frame from r and reports whether it
+// carries key, compared in constant time. It never reads past that frame,
+// so nothing a client sends before authenticating is parsed.
+func checkAuth(r io.Reader, key []byte) bool {
+	var b [5 + keySize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return false
+	}
+	ok := b[0] == frameAuth && binary.BigEndian.Uint32(b[1:5]) == keySize && len(key) == keySize
+	return subtle.ConstantTimeCompare(b[5:], key) == 1 && ok
 }
 
 // readFrame reads one frame into buf (grown as needed) and returns its

@@ -241,18 +241,26 @@ func applyLandlock(cfg *agentConfig) (int, error) {
 		return 0, errors.New("not enabled")
 	}
 	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing()
+	writable := landlock.RWDirs(cfg.HostHome, cfg.HostTmp)
+	if cfg.Namespaces {
+		writable = landlock.RWDirs(cfg.Home, "/tmp", "/dev/shm")
+	}
+	if abi >= 2 {
+		// Rename and link across directories of the writable trees (and
+		// between them, on one file system): without the refer right
+		// Landlock fails them with EXDEV. Moving a file out of these trees
+		// stays impossible, since the destination needs the right too.
+		// (Below ABI 2 asking for it would disable Landlock altogether.)
+		writable = writable.WithRefer()
+	}
 	var rules []landlock.Rule
 	if cfg.Namespaces {
 		// The root is already only what the sandbox may see.
-		rules = []landlock.Rule{
-			landlock.RODirs("/"),
-			landlock.RWDirs(cfg.Home, "/tmp", "/dev/shm"),
-			devFiles,
-		}
+		rules = []landlock.Rule{landlock.RODirs("/"), writable, devFiles}
 	} else {
 		rules = []landlock.Rule{
 			landlock.RODirs("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/dev").IgnoreIfMissing(),
-			landlock.RWDirs(cfg.HostHome, cfg.HostTmp),
+			writable,
 			devFiles,
 		}
 	}

@@ -1,0 +1,320 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// searchableRoot returns a fresh root directory whose parents the
+// unprivileged sandbox user may search (t.TempDir's parent is 0700), so
+// that a root host runs L1 and L2 commands as that user.
+func searchableRoot(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := searchable(filepath.Dir(dir), 65534, 65534); !ok && os.Getuid() == 0 {
+		t.Skipf("uid 65534 cannot search the directories above %s", dir)
+	}
+	return dir
+}
+
+// levelRuntime returns a Runtime forced to level l, or skips the test when
+// the host cannot give it.
+func levelRuntime(t *testing.T, l Level, opts ...Option) *Runtime {
+	t.Helper()
+	rt, err := New(append([]Option{WithRoot(searchableRoot(t)), WithIsolation(l)}, opts...)...)
+	var ie *IsolationError
+	if errors.As(err, &ie) {
+		t.Skipf("no %s on this host: %v", l, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// attackScript, run by python3 in one sandbox, reads the other sandbox's
+// agent key if it can, connects to that agent's socket and asks it to run
+// a command that writes into the other sandbox's home.
+const attackScript = `
+import json, os, socket, struct, sys
+sock, target = sys.argv[1], sys.argv[2]
+key = b""
+try:
+    key = open(os.path.join(os.path.dirname(sock), "key"), "rb").read()
+    print("KEY-READ")
+except Exception as e:
+    print("no key:", e)
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sock)
+    if key:
+        s.sendall(b"A" + struct.pack(">I", len(key)) + key)
+    req = json.dumps({"op": "exec", "args": ["/bin/sh", "-c", "echo PWNED; touch " + target], "env": ["PATH=/usr/bin:/bin"]}).encode()
+    s.sendall(b"R" + struct.pack(">I", len(req)) + req)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    print("GOT", got)
+except Exception as e:
+    print("refused:", e)
+`
+
+// TestAgentsUnreachableFromOtherSandboxes runs, in one sandbox, code that
+// tries to make another sandbox's agent run a command, at every level from
+// L1 up that the host gives.
+func TestAgentsUnreachableFromOtherSandboxes(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3 (Debian package python3-minimal) for the attacking client")
+	}
+	if rp, err := filepath.EvalSymlinks(py); err == nil {
+		py = rp
+	}
+	if !strings.HasPrefix(py, "/usr/") {
+		py = "/usr/bin/python3"
+		if _, err := os.Stat(py); err != nil {
+			t.Skip("needs python3 in /usr/bin (Debian package python3-minimal)")
+		}
+	}
+	cases := []struct {
+		name   string
+		l      Level
+		asRoot bool // the key, not the uid, must stop it (as on a non-root host)
+	}{{"L1", L1, false}, {"L2", L2, false}, {"L2-as-root", L2, true}, {"L4", L4, false}}
+	for _, tc := range cases {
+		l := tc.l
+		t.Run(tc.name, func(t *testing.T) {
+			if l == L1 && os.Getuid() != 0 {
+				t.Skip("at L1 commands run as the host user, who can read every sandbox's key: sandboxes are not isolated from each other (documented)")
+			}
+			ctx := context.Background()
+			var opts []Option
+			if tc.asRoot {
+				opts = append(opts, WithCommandsAsRoot())
+			}
+			rt := levelRuntime(t, l, opts...)
+			c := sandbox.NewClient(rt)
+			victim := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+			attacker := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+			if l == L1 {
+				run(ctx, t, victim, "true") // L1 starts its agent on first use
+			}
+			if got := attacker.Info().Detail["user"]; l <= L2 && !tc.asRoot && os.Getuid() == 0 && got != "uid 65534" {
+				t.Errorf("Detail[user] = %q, want uid 65534 on a root host", got)
+			}
+			marker := filepath.Join(rt.home(victim.ID()), "pwned")
+			if err := attacker.WriteFile(ctx, "attack.py", []byte(attackScript)); err != nil {
+				t.Fatal(err)
+			}
+			res := run(ctx, t, attacker, fmt.Sprintf("%s attack.py %q %q", py, rt.sock(victim.ID()), marker))
+			t.Logf("attacker: %s %s", res.Stdout, res.Stderr)
+			if bytes.Contains(res.Stdout, []byte("PWNED")) {
+				t.Errorf("the attacking sandbox ran a command through another sandbox's agent: %s", res.Stdout)
+			}
+			if bytes.Contains(res.Stdout, []byte("KEY-READ")) {
+				t.Errorf("the attacking sandbox read another sandbox's agent key")
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("%s was created through the other sandbox's agent", marker)
+			}
+			// The victim's own Runtime still reaches its agent.
+			if res := run(ctx, t, victim, "echo ok"); string(res.Stdout) != "ok\n" {
+				t.Errorf("victim exec: %q", res.Stdout)
+			}
+		})
+	}
+}
+
+// TestAgentRefusesWithoutKey connects to an agent from the host with no
+// key and with a wrong one: the agent closes the connection without
+// answering or running anything.
+func TestAgentRefusesWithoutKey(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	if l, _ := rt.Level(); l < L2 {
+		t.Skip("the agent starts on first use below L2")
+	}
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+	marker := filepath.Join(rt.home(sb.ID()), "ran")
+	home := sb.Home()
+	wrong := bytes.Repeat([]byte{'x'}, keySize)
+	for name, prefix := range map[string][]byte{"none": nil, "wrong": authFrame(wrong), "short": authFrame([]byte("k"))} {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("unix", rt.sock(sb.ID()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fw := &frameWriter{w: c}
+			if prefix != nil {
+				if _, err := c.Write(prefix); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = fw.writeJSON(frameRequest, &request{Op: "exec", Args: []string{"/bin/sh", "-c", "touch " + home + "/ran"}, Env: agentEnv})
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			b, err := io.ReadAll(c)
+			if len(b) > 0 {
+				t.Errorf("agent answered an unauthenticated client: %q", b)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("agent kept an unauthenticated connection open")
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the command of an unauthenticated client ran")
+			}
+		})
+	}
+}
+
+// escapeScript starts processes that try to outlive their sandbox: a
+// double-forked daemon in its own session, one that also moves itself to
+// the root of every cgroup hierarchy it can write, and one with an empty
+// environment. Each runs "sleep <marker>.<n>" so that the host can find it.
+const escapeScript = `
+(setsid sleep %[1]s1 &)
+(setsid sh -c 'for f in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do echo $$ > "$f"; done 2>/dev/null; exec sleep %[1]s2' &)
+(env -i setsid sleep %[1]s3 &)
+sleep %[1]s4 &
+echo started
+`
+
+// hostProcsWith lists the host processes (not zombies) whose command line
+// contains marker.
+func hostProcsWith(marker string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(marker)) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && (st[i+2] == 'Z' || st[i+2] == 'X') {
+				continue
+			}
+		}
+		out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return out
+}
+
+// TestDestroyLeavesNoProcess starts processes that leave their command's
+// session, process tree and (where they can) cgroup, and checks that none
+// survives Destroy, at every level; below L3 also after the agent died
+// first, when only the cgroup and the marker still find them.
+func TestDestroyLeavesNoProcess(t *testing.T) {
+	for _, l := range []Level{L0, L1, L2, L3, L4} {
+		for _, agentDies := range []bool{false, true} {
+			if agentDies && l >= L3 {
+				continue // the agent is the pid namespace's init: its death ends them all
+			}
+			name := l.String()
+			if agentDies {
+				name += "-agent-killed"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				rt := levelRuntime(t, l)
+				sb, err := sandbox.NewClient(rt).Create(ctx, sandbox.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := Level(sb.Info().Detail["level"][1] - '0'); got != l {
+					_ = sb.Destroy(ctx)
+					t.Skipf("got %s, not %s: %s", got, l, sb.Info().Detail["isolation_missing"])
+				}
+				marker := fmt.Sprintf("30%d.%d", time.Now().UnixNano()%1000, os.Getpid())
+				res := run(ctx, t, sb, fmt.Sprintf(escapeScript, marker))
+				if !bytes.Contains(res.Stdout, []byte("started")) {
+					t.Fatalf("script: %q %q", res.Stdout, res.Stderr)
+				}
+				deadline := time.Now().Add(25 * time.Second)
+				for len(hostProcsWith(marker)) < 4 && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if got := hostProcsWith(marker); len(got) < 4 {
+					t.Fatalf("want 4 processes running, got %q", got)
+				}
+				if agentDies {
+					m, err := rt.readMeta(sb.ID())
+					if err != nil {
+						t.Fatal(err)
+					}
+					_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
+					waitGone(ctx, m.AgentPID, m.AgentAt)
+				}
+				if err := sb.Destroy(ctx); err != nil {
+					t.Fatalf("Destroy: %v", err)
+				}
+				if got := hostProcsWith(marker); len(got) > 0 {
+					t.Errorf("alive after Destroy: %q", got)
+					for _, p := range got {
+						if pid, err := strconv.Atoi(strings.SplitN(p, ":", 2)[0]); err == nil {
+							_ = syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRenameAcrossDirectories moves and links files between directories
+// of the home and its temporary directory (Landlock's refer right), and
+// checks that nothing moves out of them.
+func TestRenameAcrossDirectories(t *testing.T) {
+	for _, l := range []Level{L2, L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			rt := levelRuntime(t, l)
+			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+			if sb.Info().Detail["landlock"] == "" {
+				t.Skip("no Landlock in this sandbox")
+			}
+			res := run(ctx, t, sb, `set -e
+mkdir -p a b "$TMPDIR/t"
+echo x > a/x
+mv a/x b/x
+ln b/x a/y
+mkdir a/d && mv a/d b/d
+echo z > "$TMPDIR/t/z" && mv "$TMPDIR/t/z" "$TMPDIR/z"
+cat b/x a/y && ls b/d >/dev/null && echo ok`)
+			if string(res.Stdout) != "x\nx\nok\n" || res.ExitCode != 0 {
+				t.Errorf("rename and link inside the home: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			out := fmt.Sprintf("/etc/sbx-refer-%d", time.Now().UnixNano())
+			res = run(ctx, t, sb, fmt.Sprintf(`mv b/x %[1]q 2>/dev/null && echo MOVED; ln a/y %[1]q 2>/dev/null && echo LINKED; true`, out))
+			if len(res.Stdout) > 0 {
+				t.Errorf("moved out of the home: %q", res.Stdout)
+			}
+			if _, err := os.Lstat(out); err == nil {
+				os.Remove(out)
+				t.Errorf("%s exists on the host", out)
+			}
+		})
+	}
+}
