@@ -29,6 +29,7 @@ type Client struct {
 
 	cmdTimeout time.Duration
 	maxOutput  int
+	maxRead    int64
 	cleanup    time.Duration
 
 	flights singleflight.Group // GetOrCreate, by key
@@ -55,6 +56,11 @@ func WithCommandTimeout(d time.Duration) Option { return func(c *Client) { c.cmd
 // otherwise). It must be positive.
 func WithMaxOutput(n int) Option { return func(c *Client) { c.maxOutput = n } }
 
+// WithMaxReadFile sets the largest file Sandbox.ReadFile reads
+// (DefaultMaxReadFile otherwise); zero or less reads files of any size.
+// Download is never capped.
+func WithMaxReadFile(n int64) Option { return func(c *Client) { c.maxRead = n } }
+
 // WithCleanupTimeout bounds the Destroy the library issues on its own for
 // a sandbox that would otherwise be orphaned (default 30s).
 func WithCleanupTimeout(d time.Duration) Option { return func(c *Client) { c.cleanup = d } }
@@ -65,7 +71,7 @@ func NewClient(rt Runtime, opts ...Option) *Client {
 	c := &Client{
 		rt: rt, caps: rt.Capabilities(),
 		log:        slog.New(slog.DiscardHandler),
-		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, cleanup: 30 * time.Second,
+		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, maxRead: DefaultMaxReadFile, cleanup: 30 * time.Second,
 		listeners: map[int]func(){},
 	}
 	for _, o := range opts {
@@ -96,6 +102,10 @@ func (c *Client) Provider() string { return c.rt.Name() }
 // CommandTimeout returns the timeout a Command without one gets (before
 // the ctx deadline bounds it).
 func (c *Client) CommandTimeout() time.Duration { return c.cmdTimeout }
+
+// MaxReadFile returns the largest file Sandbox.ReadFile reads; zero means
+// no cap (see WithMaxReadFile).
+func (c *Client) MaxReadFile() int64 { return max(c.maxRead, 0) }
 
 // Capabilities returns the provider's declared capabilities.
 func (c *Client) Capabilities() Capabilities { return c.caps }

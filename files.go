@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync"
 )
@@ -74,18 +75,65 @@ func (w *wrappedReader) WriteTo(dst io.Writer) (int64, error) {
 	return n, err
 }
 
-// ReadFile returns the whole content of the file at path.
+// DefaultMaxReadFile is the largest file Sandbox.ReadFile reads unless
+// the Client was opened WithMaxReadFile.
+const DefaultMaxReadFile = 10 << 20
+
+// ReadFile returns the whole content of the file at path. A file larger
+// than the Client's read cap (DefaultMaxReadFile unless WithMaxReadFile
+// says otherwise) is refused with an error matching ErrLimit
+// (ResourceExhausted) that names its size: the size is checked with Stat
+// before the transfer and again while reading, so a file that grows in
+// between is cut off at the cap rather than read whole. Use Download to
+// stream a file of any size.
 func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	rc, err := s.Download(ctx, path)
+	return s.ReadFileLimit(ctx, path, s.c.maxRead)
+}
+
+// ReadFileLimit is ReadFile with its own cap of limit bytes; a limit of
+// zero or less reads the whole file, however large.
+func (s *Sandbox) ReadFileLimit(ctx context.Context, path string, limit int64) ([]byte, error) {
+	const op = "download"
+	abs, err := s.path(op, "path", path)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 {
+		fi, err := s.stat(ctx, op, abs)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() && fi.Size > limit {
+			return nil, s.wrap(op, abs, tooLarge(fi.Size, limit, false))
+		}
+	}
+	rc, err := s.Download(ctx, abs)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
 	var b bytes.Buffer
-	if _, err := b.ReadFrom(rc); err != nil {
+	var r io.Reader = rc
+	if limit > 0 {
+		r = io.LimitReader(rc, limit+1)
+	}
+	if _, err := b.ReadFrom(r); err != nil {
 		return nil, err
 	}
+	if limit > 0 && int64(b.Len()) > limit {
+		return nil, s.wrap(op, abs, tooLarge(int64(b.Len()), limit, true))
+	}
 	return b.Bytes(), nil
+}
+
+// tooLarge reports a file over a read cap; atLeast says the size is a
+// lower bound (the file grew past the cap while it was read).
+func tooLarge(size, limit int64, atLeast bool) error {
+	more := ""
+	if atLeast {
+		more = "at least "
+	}
+	return fmt.Errorf("file is %s%d bytes, over the read cap of %d bytes; stream it with Download: %w", more, size, limit, ErrLimit)
 }
 
 // WriteFile writes data to the file at path, creating parents.
@@ -135,8 +183,13 @@ func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, err
 	}
+	return s.stat(ctx, op, abs)
+}
+
+// stat is Stat of a resolved path, reporting failures as op.
+func (s *Sandbox) stat(ctx context.Context, op, abs string) (FileInfo, error) {
 	var fi FileInfo
-	err = s.c.retry(ctx, op, true, nil, func() error {
+	err := s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		fi, err = s.c.rt.Stat(ctx, s.id, abs)
 		return err

@@ -90,11 +90,27 @@ func (s *Session) Packages() []string {
 	return slices.Clone(s.packages)
 }
 
-// Path resolves p against the workspace (absolute paths are kept).
+// Path maps p into the workspace with the rules of the fsbackend jail (see
+// "Paths" in the package documentation): relative paths start at the
+// workspace, an absolute path is re-rooted under it, a backslash reads as a
+// slash, and a path that climbs above the workspace, holds a control
+// character or names fsbackend's metadata directory is refused with an
+// InvalidArgument error wrapping a *backend.Error of Code
+// backend.CodeInvalidPath (an escape also matches sandbox.ErrPathEscape).
+// With Options.UnconfinedPaths, p is resolved against the workspace and
+// absolute paths are kept.
 func (s *Session) Path(p string) (string, error) {
-	abs, err := pathsafe.Resolve(s.workspace, p)
+	if s.m.opts.UnconfinedPaths {
+		abs, err := pathsafe.Resolve(s.workspace, p)
+		if err != nil {
+			return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path %q: %v", p, err))
+		}
+		return abs, nil
+	}
+	abs, err := confine(s.workspace, p)
 	if err != nil {
-		return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path %q: %v", p, err))
+		return "", &sandbox.Error{Op: "path", Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: s.key,
+			Code: sandbox.InvalidArgument, Err: err}
 	}
 	return abs, nil
 }
@@ -358,7 +374,9 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte) error {
 	})
 }
 
-// ReadFile returns the content of path (relative to the workspace).
+// ReadFile returns the content of path (relative to the workspace, see
+// "Paths" in the package documentation). A file larger than
+// Options.MaxReadFile is refused with an error matching sandbox.ErrLimit.
 func (s *Session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	abs, err := s.Path(p)
 	if err != nil {
@@ -367,10 +385,18 @@ func (s *Session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	var data []byte
 	err = s.do(ctx, "read", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
 		var err error
-		data, err = sb.ReadFile(ctx, abs)
+		data, err = sb.ReadFileLimit(ctx, abs, s.m.maxRead())
 		return err
 	})
 	return data, err
+}
+
+// maxRead is the cap ReadFile applies (zero or less: none).
+func (m *Manager) maxRead() int64 {
+	if m.opts.MaxReadFile == 0 {
+		return m.c.MaxReadFile()
+	}
+	return m.opts.MaxReadFile
 }
 
 // upload writes files (absolute paths) a few at a time, then checks that

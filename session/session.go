@@ -19,6 +19,21 @@
 // fresh one; a sandbox that still exists is "degraded" and kept, and the
 // error is returned as is.
 //
+// # Paths
+//
+// WriteFile, ReadFile and Path confine their path to the workspace with the
+// rules fsbackend's file tools use, so that a model-chosen path reaches no
+// further through a Session than through the file tools: a relative path
+// starts at the workspace; an absolute path is re-rooted under it (the
+// workspace's own absolute prefix is accepted as such); a backslash reads
+// as a slash; a path that climbs above the workspace with "..", is empty,
+// holds a control character or is not UTF-8, or names fsbackend's metadata
+// directory is refused before any call to the provider, with an
+// InvalidArgument *sandbox.Error that wraps a *backend.Error of Code
+// backend.CodeInvalidPath (an escape also matches sandbox.ErrPathEscape).
+// Symbolic links are not resolved: the jail is lexical, like Run's.
+// Trusted callers opt out with Options.UnconfinedPaths.
+//
 // Setup follows one policy for every provider: a missing template either
 // falls back to a configured template or fails fast; packages are validated
 // against injection and installed after create with an argv (never a shell
@@ -129,6 +144,18 @@ type Options struct {
 	// Workspace is the working directory of commands and the root of Run's
 	// files; relative to the sandbox's home (DefaultWorkspace when empty).
 	Workspace string
+	// MaxReadFile caps the size of a file ReadFile returns: zero means the
+	// client's cap (sandbox.DefaultMaxReadFile, 10 MiB, unless the client
+	// was opened with sandbox.WithMaxReadFile), negative means no cap. A
+	// larger file is refused with an error matching sandbox.ErrLimit
+	// (ResourceExhausted) that names its size.
+	MaxReadFile int64
+	// UnconfinedPaths lets WriteFile, ReadFile and Path reach any path in
+	// the sandbox: relative paths still start at the workspace, absolute
+	// ones are kept and ".." may climb out of it. Set it only when the
+	// paths come from trusted code, never from a model (see "Paths" in the
+	// package documentation). Run's files stay confined either way.
+	UnconfinedPaths bool
 	// PrimeTimeout bounds each attempt to create the workspace
 	// (DefaultPrimeTimeout when zero). A failed attempt is retried once
 	// after refreshing (and if needed waking) the sandbox.
