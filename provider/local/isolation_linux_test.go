@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,9 +203,17 @@ sleep %[1]s4 &
 echo started
 `
 
-// hostProcsWith lists the host processes (not zombies) whose command line
-// contains marker.
+// hostProcsWith lists the command lines of the host processes (not
+// zombies) whose command line contains marker.
 func hostProcsWith(marker string) []string {
+	_, out := hostPidsWith(marker)
+	return out
+}
+
+// hostPidsWith lists the pids and command lines of the host processes (not
+// zombies) whose command line contains marker.
+func hostPidsWith(marker string) ([]int, []string) {
+	var pids []int
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -217,9 +226,12 @@ func hostProcsWith(marker string) []string {
 				continue
 			}
 		}
-		out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
-	return out
+	return pids, out
 }
 
 // TestDestroyLeavesNoProcess starts processes that leave their command's
@@ -252,12 +264,22 @@ func TestDestroyLeavesNoProcess(t *testing.T) {
 				if !bytes.Contains(res.Stdout, []byte("started")) {
 					t.Fatalf("script: %q %q", res.Stdout, res.Stderr)
 				}
+				// Wait until each of the four runs sleep itself (setsid may
+				// still be about to exec it).
+				sleeping := func() bool {
+					for k := 1; k <= 4; k++ {
+						if !slices.Contains(hostProcsWith(marker), fmt.Sprintf("sleep %s%d ", marker, k)) {
+							return false
+						}
+					}
+					return true
+				}
 				deadline := time.Now().Add(25 * time.Second)
-				for len(hostProcsWith(marker)) < 4 && time.Now().Before(deadline) {
+				for !sleeping() && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}
-				if got := hostProcsWith(marker); len(got) < 4 {
-					t.Fatalf("want 4 processes running, got %q", got)
+				if !sleeping() {
+					t.Fatalf("want the 4 sleeps running, got %q", hostProcsWith(marker))
 				}
 				if agentDies {
 					m, err := rt.readMeta(sb.ID())
@@ -272,10 +294,9 @@ func TestDestroyLeavesNoProcess(t *testing.T) {
 				}
 				if got := hostProcsWith(marker); len(got) > 0 {
 					t.Errorf("alive after Destroy: %q", got)
-					for _, p := range got {
-						if pid, err := strconv.Atoi(strings.SplitN(p, ":", 2)[0]); err == nil {
-							_ = syscall.Kill(pid, syscall.SIGKILL)
-						}
+					pids, _ := hostPidsWith(marker)
+					for _, pid := range pids {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
 					}
 				}
 			})
