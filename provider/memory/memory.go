@@ -1,10 +1,58 @@
 // Package memory is an in-memory sandbox provider for unit tests, like
-// gocloud's memblob or testing/fstest.MapFS. Files live in maps, commands
-// are answered by Handlers you register (a small built-in shell covers
-// echo, cat, printf, pwd, printenv, sleep, ls, wc -c, true, false and
-// exit), every call is recorded for assertions, faults can be injected,
-// and Live counts the sandboxes nothing has destroyed yet. It isolates
-// nothing and runs nothing: do not use it in production.
+// gocloud's memblob or testing/fstest.MapFS. Files live in maps, shell
+// lines run in a real POSIX shell interpreter over those files, commands
+// can be answered by Handlers you register, every call is recorded for
+// assertions, faults can be injected, and Live counts the sandboxes nothing
+// has destroyed yet. It isolates nothing and starts no process: do not use
+// it in production.
+//
+// # Commands
+//
+// A shell line (Command.Shell, or an argv "sh -c line [name args...]" or
+// "bash -c ...") runs in mvdan.cc/sh/v3's interpreter: pipes,
+// redirections, $(…), functions, control flow, globbing and the shell's
+// builtins (echo, printf, test/[, cd, pwd, read, set, exit, ...) all work,
+// and every file it opens, stats or lists is the sandbox's. Each simple
+// command that is not a builtin goes, in order, to the Handler registered
+// for its name (or base name), to a script file in the sandbox when the
+// name holds a slash (no "#!" line, or one naming sh or bash), or to one of
+// the utilities below; any other name exits 127 with "name: command not
+// found" on stderr, as shells do. An argv without a shell goes through the
+// same steps. HandleShell handlers see whole lines first.
+//
+// The utilities work on the sandbox's files and take the options listed
+// (GNU spellings; an option not listed is refused or ignored):
+//
+//	cat [-] FILE...            head/tail [-n N|-N|-c N] [FILE]
+//	ls [-1aAld] [PATH...]      wc [-clw] [FILE...]
+//	mkdir [-p] [-m MODE] DIR   sort [-nru] [FILE...]
+//	rm [-rRfd] PATH...         tee [-a] FILE...
+//	rmdir DIR...               sleep N[smh]...
+//	mv [-fT] SRC... DST        printenv [NAME...]
+//	cp [-rRa] SRC... DST       env [-i] [K=V...] [CMD ARGS...]
+//	ln -s [-fn] TARGET NAME    basename, dirname, true, false, yes
+//	readlink [-f|-e|-m] [-n]   realpath [-e|-m] PATH...
+//	chmod MODE|u+x,... PATH    touch FILE...
+//	mktemp [-d] [-p DIR] [TEMPLATE]
+//	stat [-L] [-c FORMAT] PATH (%n %s %i %h %d %a %A %F %Y %u %U ...)
+//	find ROOT... [-mindepth N] [-maxdepth N] [-name|-iname|-path PAT]
+//	     [-type f|d|l] [-print|-print0|-printf FORMAT]
+//	grep [-rRnIFEivclqhHsZwx] [--null] [-m N] [-e PAT]... [PAT] [PATH...]
+//	tar -c|-x|-t [-f FILE] [-C DIR] [--exclude=PAT] [PATH...]
+//	sh, bash, dash [-eux] (-c LINE [NAME ARGS...] | FILE [ARGS...])
+//	echo, printf, pwd, test, [ (the shell's builtins, also as an argv)
+//
+// These are what the module's own programs use: fsbackend's helper
+// (mkdir, cat, readlink -f, rm, find -printf, grep, tar, mktemp, cd -P,
+// pwd -P) and the conformance suite (echo, cat, printenv, pwd, sleep, sh).
+// The file system has symbolic links; hard links are refused (ln without
+// -s fails), so every file has a link count of 1. Each file has a stable
+// inode number (kept across writes and renames) and the sandbox one device
+// number, as stat -c '%d %i %h', find -printf '%D %i %n' and test X -ef Y
+// see them. Permission bits are honoured for the
+// sandbox's user, who owns every file (chmod 000 makes a file unreadable).
+// Processes, signals and /proc do not exist; the run package, which needs
+// real processes, does not work over memory.
 //
 // # URLs
 //
@@ -84,6 +132,8 @@ type Call struct {
 	Stderr     io.Writer
 	// Files reads and writes the sandbox's files.
 	Files *Files
+
+	bash bool // Shell is bash syntax
 }
 
 // Record is one recorded call to the Runtime.
@@ -97,9 +147,10 @@ type Record struct {
 }
 
 type node struct {
-	data  []byte
+	data  []byte // a symbolic link's target for a link
 	mode  fs.FileMode
 	mtime time.Time
+	ino   uint64 // set on first use: see inode
 }
 
 type box struct {
@@ -489,9 +540,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	r.mu.Lock()
 	b, err := r.get(id, true)
 	if err == nil {
-		if fi, ok := b.files[cmd.Dir]; !ok || !fi.mode.IsDir() {
-			err = sandbox.Errorf(sandbox.InvalidArgument, "memory: working directory %q does not exist", cmd.Dir)
-		}
+		err = checkDir(b, cmd.Dir)
 	}
 	var c *Call
 	if err == nil {
@@ -513,7 +562,23 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	return sandbox.ExitStatus{ExitCode: code}, nil
 }
 
-// run dispatches a whole command: a shell line or an argv.
+// checkDir checks a command's working directory: missing is NotFound, a
+// file is ErrNotDirectory, as on every provider.
+func checkDir(b *box, dir string) error {
+	_, n, err := walkLocked(b, dir, true)
+	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotDirectory}
+	case err != nil || n == nil:
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotFound}
+	case !n.mode.IsDir():
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotDirectory}
+	}
+	return nil
+}
+
+// run dispatches a whole command: a shell line (through the shell
+// handlers, then the interpreter) or an argv.
 func (r *Runtime) run(ctx context.Context, c *Call) int {
 	if c.Shell == "" && len(c.Args) == 0 {
 		return 0 // sh -c ""
@@ -527,18 +592,14 @@ func (r *Runtime) run(ctx context.Context, c *Call) int {
 				return s.h(ctx, c)
 			}
 		}
-		return r.runShell(ctx, c, c.Shell)
-	}
-	if n := path.Base(c.Args[0]); (n == "sh" || n == "bash") && len(c.Args) >= 3 && (c.Args[1] == "-c" || c.Args[1] == "-lc") {
-		sc := *c
-		sc.Shell, sc.Args, sc.Positional = c.Args[2], nil, slices.Clone(c.Args[3:])
-		return r.run(ctx, &sc)
+		return r.runShell(ctx, c, c.Shell, c.bash)
 	}
 	return r.dispatch(ctx, c)
 }
 
-// dispatch runs one argv through a handler or built-in; unknown programs
-// exit 127 like a shell's "not found".
+// dispatch runs one argv: a registered Handler (by name or base name), a
+// script file in the sandbox for a name holding a slash, then a utility.
+// Anything else exits 127 with "name: command not found", as shells do.
 func (r *Runtime) dispatch(ctx context.Context, c *Call) int {
 	name := c.Args[0]
 	r.mu.Lock()
@@ -547,14 +608,19 @@ func (r *Runtime) dispatch(ctx context.Context, c *Call) int {
 		h, ok = r.handlers[path.Base(name)]
 	}
 	r.mu.Unlock()
-	if !ok {
-		h, ok = builtins[path.Base(name)]
+	if ok {
+		return h(ctx, c)
 	}
-	if !ok {
-		fmt.Fprintf(c.Stderr, "sh: 1: %s: not found\n", name)
-		return 127
+	if strings.Contains(name, "/") {
+		if code, ran := r.runScriptFile(ctx, c); ran {
+			return code
+		}
 	}
-	return h(ctx, c)
+	if h, ok := utilities[path.Base(name)]; ok {
+		return h(ctx, c)
+	}
+	fmt.Fprintf(c.Stderr, "%s: command not found\n", name)
+	return 127
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
@@ -606,6 +672,9 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (san
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, err := r.get(id, true)
+	if err == nil {
+		err = checkDir(b, cmd.Dir)
+	}
 	if err != nil {
 		return nil, err
 	}

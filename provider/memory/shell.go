@@ -1,537 +1,429 @@
 package memory
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
 	"strings"
-	"time"
-	"unicode"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
 )
 
-// The memory provider answers shell lines with a deliberately small shell:
-// simple commands joined by ";", "&&" and "||", words quoted with '…' or
-// "…" (with \ escapes in double quotes and bare words), $NAME and ${NAME}
-// expansion, and the redirections >&2, 1>&2, 2>&1, >file, >>file and
-// <file. Pipes, subshells, globbing and control flow are not supported and
-// exit 2 with a message on stderr: register a Handler for the whole line
-// (HandleShell) when a test needs more.
+// Shell lines run in mvdan.cc/sh/v3's POSIX shell interpreter (bash syntax
+// for "bash -c"), whose file, directory, stat and access calls go to the
+// sandbox's in-memory files and whose external commands are the registered
+// Handlers, then the utilities of utils.go, then "name: command not found"
+// with exit status 127.
 
-type redirect struct {
-	fd     int    // 0, 1 or 2
-	toFD   int    // >=0: duplicate onto this fd
-	file   string // else this file
-	append bool
-}
+// pwdPhysical is the internal command "pwd -P" is rewritten to, since the
+// interpreter's own pwd -P resolves links on the host's file system.
+const pwdPhysical = "\x00pwd -P"
 
-type simpleCmd struct {
-	words  []string
-	redirs []redirect
-}
-
-type token struct {
-	text   string
-	op     bool // a redirection operator
-	quoted bool
-}
-
-func lex(line string, env func(string) string) ([]token, error) {
-	var toks []token
-	var cur strings.Builder
-	inWord, quoted := false, false
-	flush := func() {
-		if inWord {
-			toks = append(toks, token{text: cur.String(), quoted: quoted})
-			cur.Reset()
-			inWord, quoted = false, false
-		}
+// runShell interprets script for call c and returns its exit status.
+// bash selects bash syntax; name is $0.
+func (rt *Runtime) runShell(ctx context.Context, c *Call, script string, bash bool) int {
+	name := "sh"
+	if bash {
+		name = "bash"
 	}
-	expand := func(i int) (int, error) {
-		// line[i] == '$'
-		j := i + 1
-		if j < len(line) && line[j] == '{' {
-			k := strings.IndexByte(line[j:], '}')
-			if k < 0 {
-				return 0, fmt.Errorf("unterminated ${")
-			}
-			cur.WriteString(env(line[j+1 : j+k]))
-			return j + k + 1, nil
-		}
-		k := j
-		for k < len(line) && (line[k] == '_' || unicode.IsLetter(rune(line[k])) || (k > j && unicode.IsDigit(rune(line[k])))) {
-			k++
-		}
-		if k == j {
-			if j < len(line) && line[j] >= '0' && line[j] <= '9' {
-				cur.WriteString(env(line[j : j+1]))
-				return j + 1, nil
-			}
-			if j < len(line) && line[j] == '?' {
-				cur.WriteString(env("?"))
-				return j + 1, nil
-			}
-			cur.WriteByte('$')
-			return j, nil
-		}
-		cur.WriteString(env(line[j:k]))
-		return k, nil
+	if len(c.Positional) > 0 {
+		name = c.Positional[0]
 	}
-	for i := 0; i < len(line); {
-		c := line[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n':
-			flush()
-			i++
-		case c == '\'':
-			k := strings.IndexByte(line[i+1:], '\'')
-			if k < 0 {
-				return nil, fmt.Errorf("unterminated single quote")
-			}
-			cur.WriteString(line[i+1 : i+1+k])
-			inWord, quoted = true, true
-			i += k + 2
-		case c == '"':
-			inWord, quoted = true, true
-			i++
-			for {
-				if i >= len(line) {
-					return nil, fmt.Errorf("unterminated double quote")
-				}
-				if line[i] == '"' {
-					i++
-					break
-				}
-				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
-					cur.WriteByte(line[i+1])
-					i += 2
-					continue
-				}
-				if line[i] == '$' {
-					var err error
-					if i, err = expand(i); err != nil {
-						return nil, err
-					}
-					continue
-				}
-				cur.WriteByte(line[i])
-				i++
-			}
-		case c == '\\' && i+1 < len(line):
-			cur.WriteByte(line[i+1])
-			inWord = true
-			i += 2
-		case c == '$':
-			inWord = true
-			var err error
-			if i, err = expand(i); err != nil {
-				return nil, err
-			}
-		case c == '|' || c == '&' || c == '(' || c == ')' || c == '`' || c == '*' || c == '?':
-			return nil, fmt.Errorf("unsupported shell syntax %q", string(c))
-		case c == '>' || c == '<' || ((c == '1' || c == '2') && !inWord && i+1 < len(line) && line[i+1] == '>'):
-			flush()
-			j := i
-			if c == '1' || c == '2' {
-				j++
-			}
-			op := line[i : j+1]
-			if strings.HasPrefix(line[j:], ">>") {
-				op = line[i : j+2]
-			} else if strings.HasPrefix(line[j:], ">&") {
-				op = line[i : j+2]
-			}
-			toks = append(toks, token{text: op, op: true})
-			i += len(op)
-		default:
-			cur.WriteByte(c)
-			inWord = true
-			i++
-		}
+	lang := syntax.LangPOSIX
+	if bash {
+		lang = syntax.LangBash
 	}
-	flush()
-	return toks, nil
-}
-
-func parse(toks []token) ([]simpleCmd, error) {
-	var cmds []simpleCmd
-	var cur simpleCmd
-	for i := 0; i < len(toks); i++ {
-		t := toks[i]
-		if !t.op {
-			cur.words = append(cur.words, t.text)
-			continue
-		}
-		// a redirection
-		r := redirect{fd: 1, toFD: -1}
-		text := t.text
-		if text[0] == '1' || text[0] == '2' {
-			r.fd = int(text[0] - '0')
-			text = text[1:]
-		}
-		switch text {
-		case "<":
-			r.fd = 0
-		case ">>":
-			r.append = true
-		case ">&":
-			if i+1 >= len(toks) || toks[i+1].op {
-				return nil, fmt.Errorf("syntax error: %s needs a descriptor", t.text)
-			}
-			n, err := strconv.Atoi(toks[i+1].text)
-			if err != nil || (n != 1 && n != 2) {
-				return nil, fmt.Errorf("unsupported redirection %s%s", t.text, toks[i+1].text)
-			}
-			r.toFD = n
-			i++
-			cur.redirs = append(cur.redirs, r)
-			continue
-		}
-		if i+1 >= len(toks) || toks[i+1].op {
-			return nil, fmt.Errorf("syntax error: %s needs a file", t.text)
-		}
-		r.file = toks[i+1].text
-		i++
-		cur.redirs = append(cur.redirs, r)
-	}
-	if len(cur.words) > 0 {
-		cmds = append(cmds, cur)
-	} else if len(cur.redirs) > 0 {
-		return nil, fmt.Errorf("syntax error: redirection without a command")
-	}
-	return cmds, nil
-}
-
-// exitError ends a shell line with the given code (the exit builtin).
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
-
-// segment is one simple command's text and the operator after it.
-type segment struct {
-	text string
-	op   string
-}
-
-// split cuts line at the top-level ";", "&&" and "||" (outside quotes),
-// without expanding anything: expansion happens when each command runs, so
-// "$?" sees the previous command's status.
-func split(line string) ([]segment, error) {
-	var segs []segment
-	start := 0
-	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == '\\':
-			i++
-		case c == '\'':
-			k := strings.IndexByte(line[i+1:], '\'')
-			if k < 0 {
-				return nil, fmt.Errorf("unterminated single quote")
-			}
-			i += k + 1
-		case c == '"':
-			j := i + 1
-			for ; j < len(line) && line[j] != '"'; j++ {
-				if line[j] == '\\' {
-					j++
-				}
-			}
-			if j >= len(line) {
-				return nil, fmt.Errorf("unterminated double quote")
-			}
-			i = j
-		case c == ';', strings.HasPrefix(line[i:], "&&"), strings.HasPrefix(line[i:], "||"):
-			op := line[i : i+1]
-			if c != ';' {
-				op = line[i : i+2]
-			}
-			segs = append(segs, segment{text: line[start:i], op: op})
-			i += len(op) - 1
-			start = i + 1
-		}
-	}
-	segs = append(segs, segment{text: line[start:]})
-	for i, sg := range segs {
-		if strings.TrimSpace(sg.text) == "" {
-			if i == len(segs)-1 && i > 0 && segs[i-1].op == ";" {
-				segs = segs[:i]
-				break
-			}
-			return nil, fmt.Errorf("syntax error near %q", sg.op)
-		}
-	}
-	return segs, nil
-}
-
-// runShell interprets line for call c and returns the exit code.
-func (rt *Runtime) runShell(ctx context.Context, c *Call, line string) int {
-	last := 0
-	env := func(name string) string {
-		if name == "?" {
-			return strconv.Itoa(last)
-		}
-		if len(name) == 1 && name[0] >= '0' && name[0] <= '9' {
-			if i := int(name[0] - '0'); i < len(c.Positional) {
-				return c.Positional[i]
-			}
-			return ""
-		}
-		return c.Env[name]
-	}
-	if strings.TrimSpace(line) == "" {
-		return 0
-	}
-	segs, err := split(line)
-	if err == nil {
-		// Check the syntax of the whole line before running any of it.
-		for _, sg := range segs {
-			if _, err = parseOne(sg.text, func(string) string { return "" }); err != nil {
-				break
-			}
-		}
-	}
+	file, err := syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(script), name)
 	if err != nil {
-		fmt.Fprintf(c.Stderr, "sh: %v\n", err)
+		fmt.Fprintf(c.Stderr, "%v\n", err) // "name:line:col: message"
 		return 2
 	}
-	skip := false
-	for _, sg := range segs {
-		if !skip {
-			sc, err := parseOne(sg.text, env)
+	stdin, stop := shellStdin(ctx, c.Stdin)
+	defer stop()
+	v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
+	pairs := make([]string, 0, len(c.Env))
+	for _, k := range sortedKeys(c.Env) {
+		pairs = append(pairs, k+"="+c.Env[k])
+	}
+	var params []string
+	if len(c.Positional) > 1 {
+		params = append([]string{"--"}, c.Positional[1:]...)
+	}
+	opts := []interp.RunnerOption{
+		interp.Env(expand.ListEnviron(pairs...)),
+		func(r *interp.Runner) error { r.Dir = c.Dir; return nil },
+		interp.StdIO(stdin, c.Stdout, c.Stderr),
+		interp.OpenHandler(v.openHandler(c)),
+		interp.StatHandler(v.statHandler),
+		interp.ReadDirHandler2(v.readDirHandler),
+		interp.AccessHandler(v.accessHandler),
+		interp.CallHandler(v.callHandler),
+		interp.ExecHandler(func(ctx context.Context, args []string) error {
+			return rt.execHandler(ctx, c, args)
+		}),
+	}
+	if params != nil {
+		opts = append(opts, interp.Params(params...))
+	}
+	runner, err := interp.New(opts...)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	err = runner.Run(ctx, file)
+	if !runner.Exited() {
+		// Background jobs ("cmd &") end before the command does, so no
+		// goroutine outlives it; the command's context bounds the wait.
+		_ = runner.Run(ctx, waitStmt)
+	}
+	return exitCode(ctx, c, name, err)
+}
+
+var waitStmt = func() *syntax.File {
+	f, err := syntax.NewParser().Parse(strings.NewReader("wait"), "")
+	if err != nil {
+		panic(err)
+	}
+	return f
+}()
+
+func exitCode(ctx context.Context, c *Call, name string, err error) int {
+	if err == nil {
+		return 0
+	}
+	if st, ok := interp.IsExitStatus(err); ok {
+		return int(st)
+	}
+	if ctx.Err() != nil {
+		return -1
+	}
+	fmt.Fprintf(c.Stderr, "%s: %v\n", name, err)
+	return 2
+}
+
+// shellStdin turns the command's stdin into the *os.File the interpreter
+// needs. It owns the copy: stop closes both ends and no new Read of r
+// starts after it returns (a Read already blocked is abandoned, its data
+// discarded). A nil or empty stdin is no file at all (closed input).
+func shellStdin(ctx context.Context, r io.Reader) (*os.File, func()) {
+	if r == nil {
+		return nil, func() {}
+	}
+	if br, ok := r.(*bytes.Reader); ok && br.Len() == 0 {
+		return nil, func() {}
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, func() {}
+	}
+	var stopped atomic.Bool
+	var closeW sync.Once
+	closePW := func() { closeW.Do(func() { _ = pw.Close() }) }
+	go func() {
+		defer closePW()
+		buf := make([]byte, 32<<10)
+		for !stopped.Load() && ctx.Err() == nil {
+			n, err := r.Read(buf)
+			if n > 0 && !stopped.Load() {
+				if _, werr := pw.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
 			if err != nil {
-				fmt.Fprintf(c.Stderr, "sh: %v\n", err)
-				return 2
+				return
 			}
-			code, err := rt.runSimple(ctx, c, sc)
-			var ex exitError
-			if asExit(err, &ex) {
-				return ex.code
-			}
-			last = code
-			if ctx.Err() != nil {
-				return last
-			}
-		}
-		switch sg.op {
-		case "&&":
-			skip = last != 0
-		case "||":
-			skip = last == 0
-		default:
-			skip = false
-		}
-	}
-	return last
-}
-
-// parseOne lexes and parses the text of one simple command.
-func parseOne(text string, env func(string) string) (simpleCmd, error) {
-	toks, err := lex(text, env)
-	if err != nil {
-		return simpleCmd{}, err
-	}
-	cmds, err := parse(toks)
-	if err != nil {
-		return simpleCmd{}, err
-	}
-	if len(cmds) != 1 {
-		return simpleCmd{}, fmt.Errorf("syntax error in %q", strings.TrimSpace(text))
-	}
-	return cmds[0], nil
-}
-
-func asExit(err error, target *exitError) bool {
-	e, ok := err.(exitError)
-	if ok {
-		*target = e
-	}
-	return ok
-}
-
-func (rt *Runtime) runSimple(ctx context.Context, parent *Call, sc simpleCmd) (int, error) {
-	c := *parent
-	c.Args, c.Shell = sc.words, ""
-	var opened []*fileSink
-	defer func() {
-		for _, f := range opened {
-			f.commit()
 		}
 	}()
-	for _, r := range sc.redirs {
-		switch {
-		case r.toFD == 1 && r.fd == 2:
-			c.Stderr = c.Stdout
-		case r.toFD == 2 && r.fd == 1:
-			c.Stdout = c.Stderr
-		case r.fd == 0:
-			data, err := c.Files.ReadFile(r.file)
-			if err != nil {
-				fmt.Fprintf(parent.Stderr, "sh: %s: %v\n", r.file, err)
-				return 1, nil
+	// The command's end (its context) closes the write end so a reader
+	// blocked on stdin sees end of file.
+	unwatch := context.AfterFunc(ctx, closePW)
+	return pr, func() {
+		unwatch()
+		stopped.Store(true)
+		closePW()
+		_ = pr.Close()
+	}
+}
+
+// env returns the exported variables of a handler's context.
+func handlerEnv(hc interp.HandlerContext) map[string]string {
+	env := map[string]string{}
+	hc.Env.Each(func(name string, vr expand.Variable) bool {
+		if vr.Exported && vr.Kind == expand.String {
+			env[name] = vr.Str
+		}
+		return true
+	})
+	return env
+}
+
+// handlerStdin is a handler's stdin, never a nil *os.File.
+func handlerStdin(hc interp.HandlerContext) io.Reader {
+	if f, ok := hc.Stdin.(*os.File); ok && f != nil {
+		return f
+	}
+	if hc.Stdin != nil {
+		if _, ok := hc.Stdin.(*os.File); !ok {
+			return hc.Stdin
+		}
+	}
+	return bytes.NewReader(nil)
+}
+
+// execHandler runs one simple command of a shell line.
+func (rt *Runtime) execHandler(ctx context.Context, parent *Call, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	c := &Call{SandboxID: parent.SandboxID, Args: args, Dir: hc.Dir, Env: handlerEnv(hc),
+		Stdin: handlerStdin(hc), Stdout: hc.Stdout, Stderr: hc.Stderr,
+		Files: &Files{rt: rt, id: parent.SandboxID, dir: hc.Dir}}
+	if args[0] == pwdPhysical {
+		v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
+		p, err := v.resolve(c.Dir, true, true)
+		if err != nil {
+			fmt.Fprintf(c.Stderr, "pwd: %v\n", errText(err))
+			return interp.NewExitStatus(1)
+		}
+		fmt.Fprintln(c.Stdout, p)
+		return nil
+	}
+	code := rt.dispatch(ctx, c)
+	if err := ctx.Err(); err != nil {
+		return err // ends the interpreter: the command is over
+	}
+	if code == 0 {
+		return nil
+	}
+	return interp.NewExitStatus(uint8(code))
+}
+
+// callHandler rewrites the builtins whose options the interpreter lacks
+// or that would look at the host: "cd -P/-L [--] dir" (a physical cd
+// resolves links in the sandbox), "pwd -P" and "test X -ef Y".
+func (v *vfs) callHandler(ctx context.Context, args []string) ([]string, error) {
+	switch args[0] {
+	case "cd":
+		physical := false
+		rest := args[1:]
+	opts:
+		for len(rest) > 0 {
+			switch rest[0] {
+			case "-P":
+				physical = true
+			case "-L":
+				physical = false
+			case "--":
+				rest = rest[1:]
+				break opts
+			default:
+				break opts
 			}
-			c.Stdin = strings.NewReader(string(data))
+			rest = rest[1:]
+		}
+		if physical && len(rest) == 1 && rest[0] != "-" {
+			hc := interp.HandlerCtx(ctx)
+			w := &vfs{rt: v.rt, id: v.id, dir: hc.Dir}
+			if p, err := w.resolve(rest[0], true, true); err == nil {
+				return []string{"cd", p}, nil
+			}
+		}
+		return append([]string{"cd"}, rest...), nil
+	case "pwd":
+		if slices.Contains(args[1:], "-P") {
+			return []string{pwdPhysical}, nil
+		}
+	case "test", "[":
+		// "X -ef Y": the interpreter compares host file identities, so
+		// the sandbox's are compared here (device and inode).
+		ops := args[1:]
+		if args[0] == "[" && len(ops) > 0 && ops[len(ops)-1] == "]" {
+			ops = ops[:len(ops)-1]
+		}
+		if len(ops) == 3 && ops[1] == "-ef" {
+			w := v.at(ctx)
+			a, errA := w.stat(ops[0], true)
+			b, errB := w.stat(ops[2], true)
+			if errA == nil && errB == nil && a.ino == b.ino {
+				return []string{"true"}, nil
+			}
+			return []string{"false"}, nil
+		}
+	}
+	return args, nil
+}
+
+func (v *vfs) at(ctx context.Context) *vfs {
+	return &vfs{rt: v.rt, id: v.id, dir: interp.HandlerCtx(ctx).Dir}
+}
+
+// openHandler opens redirection targets in the sandbox.
+func (v *vfs) openHandler(c *Call) interp.OpenHandlerFunc {
+	return func(ctx context.Context, p string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+		hc := interp.HandlerCtx(ctx)
+		switch p {
+		case "/dev/null":
+			return devNull{}, nil
+		case "/dev/stdout":
+			return writeOnly{hc.Stdout}, nil
+		case "/dev/stderr":
+			return writeOnly{hc.Stderr}, nil
+		case "/dev/stdin":
+			return readOnly{handlerStdin(hc)}, nil
+		}
+		w := v.at(ctx)
+		if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+			data, err := w.readFile(p)
+			if err != nil {
+				return nil, err
+			}
+			return hostCopy(data)
+		}
+		n, err := w.openWrite(p, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		return &memWriter{v: w, n: n}, nil
+	}
+}
+
+// hostCopy returns an unlinked host temporary file holding data: an input
+// redirection needs an *os.File, or the interpreter feeds it through a
+// pipe from a goroutine that a command that stops reading would strand.
+func hostCopy(data []byte) (*os.File, error) {
+	f, err := os.CreateTemp("", "sandboxkit-memory-*")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+type memWriter struct {
+	v *vfs
+	n *node
+}
+
+func (w *memWriter) Read([]byte) (int, error) { return 0, syscall.EBADF }
+func (w *memWriter) Write(p []byte) (int, error) {
+	w.v.appendTo(w.n, p)
+	return len(p), nil
+}
+func (w *memWriter) Close() error { return nil }
+
+type devNull struct{}
+
+func (devNull) Read([]byte) (int, error)    { return 0, io.EOF }
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+func (devNull) Close() error                { return nil }
+
+type writeOnly struct{ w io.Writer }
+
+func (w writeOnly) Read([]byte) (int, error)    { return 0, syscall.EBADF }
+func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
+func (w writeOnly) Close() error                { return nil }
+
+type readOnly struct{ r io.Reader }
+
+func (r readOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
+func (r readOnly) Write([]byte) (int, error)  { return 0, syscall.EBADF }
+func (r readOnly) Close() error               { return nil }
+
+func (v *vfs) statHandler(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
+	fi, err := v.at(ctx).stat(name, follow)
+	if err != nil {
+		return nil, err
+	}
+	return fi, nil
+}
+
+func (v *vfs) readDirHandler(ctx context.Context, p string) ([]fs.DirEntry, error) {
+	list, err := v.at(ctx).readDir(p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fs.DirEntry, len(list))
+	for i, e := range list {
+		out[i] = fs.FileInfoToDirEntry(e.info)
+	}
+	return out, nil
+}
+
+func (v *vfs) accessHandler(ctx context.Context, p string, mode interp.AccessMode) error {
+	return v.at(ctx).access(p, mode&interp.AccessRead != 0, mode&interp.AccessWrite != 0, mode&interp.AccessExec != 0)
+}
+
+// errText is an error as coreutils print it: "No such file or directory".
+func errText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		s := errno.Error()
+		return strings.ToUpper(s[:1]) + s[1:]
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return errText(pe.Err)
+	}
+	return err.Error()
+}
+
+// runScriptFile runs a sandbox file as a shell script (no "#!" line, or
+// one naming sh or bash), for a command given by path.
+func (rt *Runtime) runScriptFile(ctx context.Context, c *Call) (int, bool) {
+	v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
+	fi, err := v.stat(c.Args[0], true)
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "%s: %s\n", c.Args[0], errText(err))
+		return 127, true
+	}
+	if fi.IsDir() || fi.mode.Perm()&0o100 == 0 {
+		fmt.Fprintf(c.Stderr, "%s: Permission denied\n", c.Args[0])
+		return 126, true
+	}
+	data, err := v.readFile(c.Args[0])
+	if err != nil {
+		fmt.Fprintf(c.Stderr, "%s: %s\n", c.Args[0], errText(err))
+		return 126, true
+	}
+	bash := false
+	if line, ok := bytes.CutPrefix(data, []byte("#!")); ok {
+		first, _, _ := bytes.Cut(line, []byte("\n"))
+		words := strings.Fields(string(first))
+		interp := ""
+		if len(words) > 0 {
+			interp = path.Base(words[0])
+		}
+		if interp == "env" && len(words) > 1 {
+			interp = words[1]
+		}
+		switch interp {
+		case "sh", "dash":
+		case "bash":
+			bash = true
 		default:
-			fsink := &fileSink{files: c.Files, path: r.file, append: r.append}
-			opened = append(opened, fsink)
-			if r.fd == 1 {
-				c.Stdout = fsink
-			} else {
-				c.Stderr = fsink
-			}
+			return 0, false
 		}
 	}
-	if sc.words[0] == "exit" {
-		code := 0
-		if len(sc.words) > 1 {
-			n, err := strconv.Atoi(sc.words[1])
-			if err != nil {
-				fmt.Fprintf(c.Stderr, "sh: exit: illegal number: %s\n", sc.words[1])
-				return 2, nil
-			}
-			code = n & 0xff
-		}
-		return 0, exitError{code}
-	}
-	return rt.dispatch(ctx, &c), nil
-}
-
-// fileSink collects a redirection's output and writes the file when the
-// command ends.
-type fileSink struct {
-	files  *Files
-	path   string
-	append bool
-	buf    strings.Builder
-}
-
-func (f *fileSink) Write(p []byte) (int, error) { return f.buf.Write(p) }
-
-func (f *fileSink) commit() {
-	data := []byte(f.buf.String())
-	if f.append {
-		if old, err := f.files.ReadFile(f.path); err == nil {
-			data = append(old, data...)
-		}
-	}
-	_ = f.files.WriteFile(f.path, data)
-}
-
-// builtins are the commands the memory provider answers without a Handler.
-var builtins = map[string]Handler{
-	"true":  func(context.Context, *Call) int { return 0 },
-	"false": func(context.Context, *Call) int { return 1 },
-	"echo": func(_ context.Context, c *Call) int {
-		args, nl := c.Args[1:], true
-		if len(args) > 0 && args[0] == "-n" {
-			args, nl = args[1:], false
-		}
-		io.WriteString(c.Stdout, strings.Join(args, " "))
-		if nl {
-			io.WriteString(c.Stdout, "\n")
-		}
-		return 0
-	},
-	"printf": func(_ context.Context, c *Call) int {
-		if len(c.Args) < 2 {
-			fmt.Fprintln(c.Stderr, "printf: usage: printf format [arguments]")
-			return 2
-		}
-		f := strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\\`, `\`).Replace(c.Args[1])
-		args := make([]any, 0, len(c.Args)-2)
-		for _, a := range c.Args[2:] {
-			args = append(args, a)
-		}
-		io.WriteString(c.Stdout, fmt.Sprintf(f, args...))
-		return 0
-	},
-	"pwd": func(_ context.Context, c *Call) int {
-		fmt.Fprintln(c.Stdout, c.Dir)
-		return 0
-	},
-	"printenv": func(_ context.Context, c *Call) int {
-		if len(c.Args) == 1 {
-			for _, k := range sortedKeys(c.Env) {
-				fmt.Fprintf(c.Stdout, "%s=%s\n", k, c.Env[k])
-			}
-			return 0
-		}
-		code := 0
-		for _, k := range c.Args[1:] {
-			v, ok := c.Env[k]
-			if !ok {
-				code = 1
-				continue
-			}
-			fmt.Fprintln(c.Stdout, v)
-		}
-		return code
-	},
-	"cat": func(ctx context.Context, c *Call) int {
-		if len(c.Args) == 1 {
-			if _, err := io.Copy(c.Stdout, readerCtx(ctx, c.Stdin)); err != nil {
-				return 1
-			}
-			return 0
-		}
-		code := 0
-		for _, p := range c.Args[1:] {
-			data, err := c.Files.ReadFile(p)
-			if err != nil {
-				fmt.Fprintf(c.Stderr, "cat: %s: %v\n", p, err)
-				code = 1
-				continue
-			}
-			c.Stdout.Write(data)
-		}
-		return code
-	},
-	"sleep": func(ctx context.Context, c *Call) int {
-		if len(c.Args) != 2 {
-			fmt.Fprintln(c.Stderr, "sleep: missing operand")
-			return 1
-		}
-		sec, err := strconv.ParseFloat(c.Args[1], 64)
-		if err != nil || sec < 0 {
-			fmt.Fprintf(c.Stderr, "sleep: invalid time interval '%s'\n", c.Args[1])
-			return 1
-		}
-		t := time.NewTimer(time.Duration(sec * float64(time.Second)))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return 0
-		case <-ctx.Done():
-			return -1
-		}
-	},
-	"ls": func(_ context.Context, c *Call) int {
-		dir := c.Dir
-		if len(c.Args) > 1 {
-			dir = c.Args[1]
-		}
-		list, err := c.Files.ReadDir(dir)
-		if err != nil {
-			fmt.Fprintf(c.Stderr, "ls: cannot access '%s': %v\n", dir, err)
-			return 2
-		}
-		for _, fi := range list {
-			fmt.Fprintln(c.Stdout, fi.Name())
-		}
-		return 0
-	},
-	"wc": func(_ context.Context, c *Call) int {
-		if len(c.Args) != 3 || c.Args[1] != "-c" {
-			fmt.Fprintln(c.Stderr, "wc: only 'wc -c FILE' is supported by the memory provider")
-			return 2
-		}
-		data, err := c.Files.ReadFile(c.Args[2])
-		if err != nil {
-			fmt.Fprintf(c.Stderr, "wc: %s: %v\n", c.Args[2], err)
-			return 1
-		}
-		fmt.Fprintf(c.Stdout, "%d %s\n", len(data), c.Args[2])
-		return 0
-	},
+	sc := *c
+	sc.Positional = slices.Clone(c.Args)
+	return rt.runShell(ctx, &sc, string(data), bash), true
 }
 
 // readerCtx makes reads from r give up when ctx ends, so a cat on an open

@@ -2,7 +2,12 @@ package memory_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/memory"
@@ -25,9 +30,9 @@ func TestBuiltinShell(t *testing.T) {
 		{sandbox.Command{Shell: "false && echo skipped; echo $?"}, "1\n", "", 0},
 		{sandbox.Command{Shell: "echo to-err 1>&2; echo x > f.txt; cat < f.txt; echo y >> f.txt; cat f.txt"}, "x\nx\ny\n", "to-err\n", 0},
 		{sandbox.Command{Args: []string{"sh", "-c", `echo "$0:$1:$2"`, "prog", "a b", "c"}}, "prog:a b:c\n", "", 0},
-		{sandbox.Command{Shell: "echo a | cat"}, "", "sh: unsupported shell syntax \"|\"\n", 2},
-		{sandbox.Command{Shell: "nosuch arg"}, "", "sh: 1: nosuch: not found\n", 127},
-		{sandbox.Command{Shell: `echo "unterminated`}, "", "sh: unterminated double quote\n", 2},
+		{sandbox.Command{Shell: "echo a b | wc -w; x=$(printf '%s' in); echo \"[$x]\""}, "2\n[in]\n", "", 0},
+		{sandbox.Command{Shell: "nosuch arg"}, "", "nosuch: command not found\n", 127},
+		{sandbox.Command{Args: []string{"nosuch"}}, "", "nosuch: command not found\n", 127},
 		{sandbox.Command{Shell: "exit 300"}, "", "", 44},
 	}
 	for _, tc := range cases {
@@ -118,5 +123,170 @@ func TestEmptyScriptAndListWhileDestroying(t *testing.T) {
 	}
 	if rt.Live() != 0 {
 		t.Fatalf("%d sandboxes left after destroying every listed one", rt.Live())
+	}
+}
+
+func newSandbox(t *testing.T) (*sandbox.Sandbox, *memory.Runtime) {
+	t.Helper()
+	c, rt := memory.NewClient()
+	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, rt
+}
+
+// run runs a shell line and returns stdout, stderr and the exit code.
+func run(t *testing.T, sb *sandbox.Sandbox, line string) (string, string, int) {
+	t.Helper()
+	r, err := sb.Exec(context.Background(), sandbox.Command{Shell: line})
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	return string(r.Stdout), string(r.Stderr), r.ExitCode
+}
+
+func TestShellSyntaxOverMemoryFiles(t *testing.T) {
+	sb, _ := newSandbox(t)
+	cases := []struct{ line, out string }{
+		{`printf 'b\na\nb\n' > l.txt; sort -u < l.txt | head -n 1`, "a\n"},
+		{`f() { echo "in f: $1"; }; f arg`, "in f: arg\n"},
+		{`for i in 1 2 3; do printf '%s' "$i" >> n.txt; done; cat n.txt`, "123"},
+		{`mkdir -p g/sub && touch g/a.go g/b.go g/sub/c.go && echo g/*.go`, "g/a.go g/b.go\n"},
+		{`x=$(cd g && pwd); echo "${x#/home/}"`, "user/g\n"},
+		{`if [ -d g ] && [ ! -e nope ]; then echo yes; fi`, "yes\n"},
+		{`cat <<EOF
+here $((1 + 2))
+EOF`, "here 3\n"},
+		{`echo "$(echo out; echo err >&2)" 2>/dev/null`, "out\n"},
+		{`printf 'x\nneedle 1\n' > g/sub/c.go; grep -rn --null -F needle . | tr '\0' :`, "./g/sub/c.go:2:needle 1\n"},
+		{`find g -mindepth 1 -printf '%y %P\n'`, "f a.go\nf b.go\nd sub\nf sub/c.go\n"},
+		{`(cd g; tar -cf ../g.tar .) && mkdir x && tar -xf g.tar -C x && cat x/sub/c.go && ls x`, "x\nneedle 1\na.go\nb.go\nsub\n"},
+	}
+	for _, tc := range cases {
+		out, errOut, code := run(t, sb, tc.line)
+		if out != tc.out || code != 0 {
+			t.Errorf("%q: out %q err %q exit %d; want %q", tc.line, out, errOut, code, tc.out)
+		}
+	}
+	// A syntax error is the shell's exit 2, with the parser's message.
+	if _, errOut, code := run(t, sb, `echo "unterminated`); code != 2 || !strings.Contains(errOut, "without closing quote") {
+		t.Errorf("syntax error: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestSymlinksAndIdentity(t *testing.T) {
+	sb, _ := newSandbox(t)
+	ctx := context.Background()
+	steps := []struct{ line, out string }{
+		{`mkdir -p real/d && printf hi > real/d/f && ln -s real/d link && cat link/f`, "hi"},
+		{`readlink link; readlink -f link/f; readlink -f link/missing`, "real/d\n/home/user/real/d/f\n/home/user/real/d/missing\n"},
+		{`cd -P link && pwd && pwd -P`, "/home/user/real/d\n/home/user/real/d\n"},
+		{`cd link && pwd && pwd -P`, "/home/user/link\n/home/user/real/d\n"},
+		{`[ -L link ] && [ -d link ] && [ ! -L real ] && echo ok`, "ok\n"},
+		{`ln -s /nowhere dangling; [ -e dangling ] || [ -L dangling ] && echo dangling`, "dangling\n"},
+		{`find . -maxdepth 1 -name 'd*' -printf '%y%Y %p\n'`, "lN ./dangling\n"},
+		{`[ real/d/f -ef link/f ] && echo same; [ real/d/f -ef dangling ] || echo different`, "same\ndifferent\n"},
+	}
+	for _, s := range steps {
+		if out, errOut, code := run(t, sb, s.line); out != s.out || code != 0 {
+			t.Errorf("%q: out %q err %q exit %d; want %q", s.line, out, errOut, code, s.out)
+		}
+	}
+	// Inodes are stable across writes and renames, distinct between files,
+	// and every file has one link.
+	id := func(p string) string {
+		out, errOut, code := run(t, sb, "stat -c '%d:%i %h' "+p)
+		if code != 0 {
+			t.Fatalf("stat %s: %s", p, errOut)
+		}
+		return out
+	}
+	before := id("real/d/f")
+	if !strings.HasSuffix(before, " 1\n") {
+		t.Errorf("link count: %q", before)
+	}
+	run(t, sb, "echo more >> real/d/f; echo new > real/d/f; mv real/d/f real/g")
+	if after := id("real/g"); after != before {
+		t.Errorf("inode changed across writes and a rename: %q then %q", before, after)
+	}
+	if other := id("link"); other == before {
+		t.Errorf("two files share %q", other)
+	}
+	if _, errOut, code := run(t, sb, "ln real/g hard"); code == 0 || !strings.Contains(errOut, "hard links") {
+		t.Errorf("hard link: exit %d, stderr %q", code, errOut)
+	}
+	// What the shell wrote, the file API reads.
+	if b, err := sb.ReadFile(ctx, "real/g"); err != nil || string(b) != "new\n" {
+		t.Errorf("ReadFile after shell writes: %q %v", b, err)
+	}
+}
+
+func TestPermissionsHonoured(t *testing.T) {
+	sb, _ := newSandbox(t)
+	out, errOut, code := run(t, sb, `printf s > f && chmod 000 f; cat f; echo "$?"; [ -r f ] || echo unreadable; echo x > f; chmod u+rw f; cat f`)
+	if out != "1\nunreadable\ns" || code != 0 || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("out %q err %q exit %d", out, errOut, code)
+	}
+}
+
+func TestHandlersInsideShellLines(t *testing.T) {
+	sb, rt := newSandbox(t)
+	rt.Handle("python3", func(_ context.Context, c *memory.Call) int {
+		fmt.Fprintf(c.Stdout, "ran %s in %s with X=%s\n", strings.Join(c.Args[1:], " "), c.Dir, c.Env["X"])
+		return 3
+	})
+	out, _, code := run(t, sb, `mkdir -p w && cd w && X=1 python3 x.py | tr a A; echo "${PIPESTATUS:-}$?"`)
+	if out != "rAn x.py in /home/user/w with X=1\n0\n" || code != 0 {
+		t.Errorf("handler in a pipe: %q exit %d", out, code)
+	}
+	if out, _, code := run(t, sb, "python3 x.py"); code != 3 || !strings.HasPrefix(out, "ran x.py") {
+		t.Errorf("handler exit status: %q %d", out, code)
+	}
+	// A script file in the sandbox runs through the same shell.
+	run(t, sb, `printf 'echo "script $1"; exit 4\n' > s.sh && chmod +x s.sh`)
+	if out, _, code := run(t, sb, "./s.sh arg"); out != "script arg\n" || code != 4 {
+		t.Errorf("script file: %q %d", out, code)
+	}
+}
+
+func TestShellHonoursTimeoutAndStdin(t *testing.T) {
+	sb, _ := newSandbox(t)
+	ctx := context.Background()
+	for _, line := range []string{"while :; do :; done", "sleep 60 | cat", "cat"} {
+		pr, pw := io.Pipe() // a stdin that never ends
+		start := time.Now()
+		r, err := sb.Exec(ctx, sandbox.Command{Shell: line, Stdin: pr, Timeout: time.Second})
+		took := time.Since(start)
+		pw.Close()
+		if err != nil || !r.TimedOut {
+			t.Errorf("%q: %+v %v", line, r, err)
+		}
+		if took > 10*time.Second {
+			t.Errorf("%q: returned after %v with a 1s timeout", line, took)
+		}
+	}
+	// Stdin streams through pipes and builtins alike.
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "read first; echo \"<$first>\"; cat | wc -l", Stdin: strings.NewReader("one\ntwo\nthree\n")})
+	if err != nil || string(r.Stdout) != "<one>\n2\n" {
+		t.Errorf("stdin: %q %q %v", r.Stdout, r.Stderr, err)
+	}
+}
+
+func TestExecDirErrors(t *testing.T) {
+	sb, _ := newSandbox(t)
+	ctx := context.Background()
+	run(t, sb, "touch file; mkdir -p real; ln -s real link")
+	if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Dir: "missing"}); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("missing Dir: %v", err)
+	}
+	if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Dir: "file"}); !errors.Is(err, sandbox.ErrNotDirectory) {
+		t.Errorf("Dir that is a file: %v", err)
+	}
+	if _, err := sb.Start(ctx, sandbox.Command{Args: []string{"true"}, Dir: "missing"}); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("Start in a missing Dir: %v", err)
+	}
+	if r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"pwd"}, Dir: "link"}); err != nil || string(r.Stdout) != "/home/user/link\n" {
+		t.Errorf("Dir through a link: %q %v", r.Stdout, err)
 	}
 }
