@@ -94,9 +94,10 @@ func newLocal(t *testing.T, opts Options) *env {
 }
 
 // envs returns the real-shell environments the behavioural tests run on:
-// the host runtime (host tools, host paths) and provider/local.
+// the host runtime (host tools, host paths), provider/local, and
+// provider/memory (its interpreted shell and utilities over in-memory files).
 func envs(t *testing.T, opts Options) map[string]*env {
-	return map[string]*env{"host": newHost(t, opts), "local": newLocal(t, opts)}
+	return map[string]*env{"host": newHost(t, opts), "local": newLocal(t, opts), "memory": newMemoryEnv(t, opts)}
 }
 
 var ctx = context.Background()

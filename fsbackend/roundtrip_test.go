@@ -122,7 +122,6 @@ func TestBaseDirProbe(t *testing.T) {
 
 	// A failed probe falls back.
 	client, rt3 := memory.NewClient()
-	emulate(rt3)
 	rt3.HandleShell(func(line string) bool { return line == `printf '%s' "$HOME"` }, func(_ context.Context, c *memory.Call) int { return 1 })
 	sb, err := client.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
@@ -243,11 +242,17 @@ func TestCloseUnregistersResetListener(t *testing.T) {
 	require.Equal(t, 1, n, "a closed backend keeps its caches: no new probe")
 }
 
-func TestBackendWithoutHandlersSurfacesHelperFailure(t *testing.T) {
-	client, _ := memory.NewClient()
+func TestBrokenShellSurfacesHelperFailure(t *testing.T) {
+	client, rt := memory.NewClient()
+	// A sandbox whose sh cannot run the helper (as a shell without
+	// functions or $(…) would fail it).
+	rt.Handle("sh", func(_ context.Context, c *memory.Call) int {
+		fmt.Fprintln(c.Stderr, "sh: 1: Syntax error: \"(\" unexpected")
+		return 2
+	})
 	sb, err := client.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
-	b, err := New(sb, Options{})
+	b, err := New(sb, Options{BaseDir: memory.Home + "/ws"})
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = b.Read(ctx, &backend.ReadRequest{Path: "a"})
