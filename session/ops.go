@@ -240,10 +240,15 @@ func (s *Session) prepare(ctx context.Context, need time.Duration) error {
 			err = s.sb.SetTimeout(ctx, lease)
 		}
 		if err != nil {
-			if ctx.Err() != nil || sandbox.CodeOf(err) == sandbox.NotFound {
+			if ctx.Err() != nil {
 				return err
 			}
-			s.m.log.Warn("session: lease refresh failed; continuing", "key", s.key, "id", s.sb.ID(), "err", err)
+			// A NotFound here may come from a route the server lacks or a
+			// proxy: the sandbox is gone only when Get says so.
+			if sandbox.CodeOf(err) == sandbox.NotFound && s.isGone(ctx) {
+				return err
+			}
+			s.m.log.Warn("session: lease refresh failed on a live sandbox (degraded); continuing", "key", s.key, "id", s.sb.ID(), "err", err)
 		} else {
 			s.mu.Lock()
 			s.lastRefresh = now
