@@ -2,7 +2,10 @@ package e2b
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -93,10 +96,15 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	if req.Resources != (sandbox.Resources{}) {
 		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
 	}
-	if len(req.Labels) > 0 {
-		m := api.SandboxMetadata(maps.Clone(req.Labels))
-		body.Metadata = &m
+	// A token in the metadata finds the sandbox again if the answer is
+	// lost; Info.Labels never show it.
+	token := randHex(12)
+	meta := api.SandboxMetadata(maps.Clone(req.Labels))
+	if meta == nil {
+		meta = api.SandboxMetadata{}
 	}
+	meta[createTokenLabel] = token
+	body.Metadata = &meta
 	if len(req.Env) > 0 {
 		e := api.EnvVars(maps.Clone(req.Env))
 		body.EnvVars = &e
@@ -106,14 +114,17 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		return r.api.PostSandboxes(ctx, body)
 	})
 	if err != nil {
-		return sandbox.Info{}, r.scrub(err)
+		if errors.Is(err, sandbox.ErrStaleTransport) {
+			return sandbox.Info{}, r.scrub(err) // the server cannot have acted
+		}
+		return r.lostCreate(ctx, token, r.scrub(err))
 	}
 	if status != http.StatusCreated {
 		return sandbox.Info{}, r.scrub(apiErr(op, status, data))
 	}
 	var sb api.Sandbox
 	if err := decode(op, data, &sb); err != nil {
-		return sandbox.Info{}, err
+		return r.lostCreate(ctx, token, err)
 	}
 	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
 	r.setLease(sb.SandboxID, lease)
@@ -128,6 +139,48 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	info.Home = home
 	return info, nil
+}
+
+// createTokenLabel is the metadata key Create puts on every sandbox, with
+// a random value, to find a sandbox whose create answer was lost. It is
+// left out of Info.Labels.
+const createTokenLabel = "sandboxkit.create-token"
+
+// lostCreate handles a create whose answer never came (cut, dropped, or
+// the caller's ctx ended while the server acted): it looks the sandbox up
+// by its token. While ctx lives, a sandbox found is adopted (its Info
+// returned, nil error); otherwise its id comes back with err, so the
+// portable layer destroys it.
+func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (sandbox.Info, error) {
+	id := r.findByToken(token)
+	if id == "" {
+		return sandbox.Info{}, err
+	}
+	if ctx.Err() == nil {
+		if in, gerr := r.Get(ctx, id); gerr == nil && in.State == sandbox.StateRunning {
+			return in, nil
+		}
+	}
+	return sandbox.Info{ID: id}, err
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// findByToken looks for the sandbox carrying a create token, bounded on
+// its own since the caller's context may be over. It returns "" when
+// there is none (or the lookup failed).
+func (r *Runtime) findByToken(token string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	page, _, err := r.List(ctx, &sandbox.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
+	if err != nil || len(page) == 0 {
+		return ""
+	}
+	return page[0].ID
 }
 
 // home asks envd where "~" is for the configured user.
@@ -182,6 +235,7 @@ func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, st
 	}
 	if meta != nil {
 		in.Labels = maps.Clone(map[string]string(*meta))
+		delete(in.Labels, createTokenLabel)
 	}
 	if state == "paused" {
 		in.State = sandbox.StatePaused
