@@ -243,6 +243,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b.stored == stateDestroyed {
+		// Deleted while it was being created: the delete wins, and the
+		// backend sandbox made meanwhile is freed.
+		if err == nil {
+			s.async(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = s.backend.Destroy(ctx, info.ID)
+			})
+		}
+		writeJSON(w, 200, s.dto(b, stateDestroyed))
+		return
+	}
 	switch {
 	case err != nil:
 		b.stored, b.errorReason = stateError, "failed to create the container: "+err.Error()
@@ -379,17 +392,15 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 			if b.polls > 0 {
 				b.polls--
 			}
-			if b.polls == 0 {
+			// Still creating until the POST made the backend sandbox.
+			if b.polls == 0 && b.backendID != "" {
 				if b.failState != "" {
 					b.stored = b.failState
 				} else {
 					b.stored = stateStarted
 				}
 			}
-			st := stateCreating
-			if b.polls == 0 {
-				st = b.stored
-			}
+			st := b.stored
 			out := s.dto(b, st)
 			s.mu.Unlock()
 			writeJSON(w, 200, out)
@@ -400,6 +411,8 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		writeJSON(w, 200, out)
 	case "DELETE ":
 		if b.stored == stateCreating && b.polls > 0 {
+			// Time passes with each request: the create moves on.
+			b.polls--
 			s.mu.Unlock()
 			nestError(w, r, 409, "Sandbox state change in progress")
 			return

@@ -83,6 +83,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,10 @@ const (
 	// connection without sending a byte of the answer, as a proxy that
 	// cuts a long request does: the work happened, the client cannot know.
 	FaultDropResponse
+	// FaultStallResponse handles the request to its end but holds back
+	// the whole answer until the client gives up (or the server closes):
+	// the work happened, the client never hears of it.
+	FaultStallResponse
 )
 
 // Option configures a Server.
@@ -161,10 +166,11 @@ type Server struct {
 	legacyList  bool
 	noProxyURL  bool
 
-	baseCtx context.Context
-	stop    context.CancelFunc
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	baseCtx   context.Context
+	stop      context.CancelFunc
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 
 	mu        sync.Mutex
 	sandboxes map[string]*sbx // by id
@@ -222,8 +228,12 @@ func (s *Server) APIKey() string { return s.key }
 func (s *Server) Client() *http.Client { return s.ts.Client() }
 
 // Close stops the server, ends every running command and destroys the
-// backend sandboxes.
+// backend sandboxes. Calling it again does nothing.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
 	close(s.quit)
 	s.stop()
 	s.ts.CloseClientConnections()
@@ -337,6 +347,26 @@ func (s *Server) Delete(id string) bool {
 	return ok
 }
 
+// Sandboxes returns the ids of the sandboxes that are not destroyed, in
+// creation order.
+func (s *Server) Sandboxes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var live []*sbx
+	for _, b := range s.sandboxes {
+		s.tickLocked(b)
+		if b.stored != stateDestroyed {
+			live = append(live, b)
+		}
+	}
+	slices.SortFunc(live, func(a, b *sbx) int { return int(a.seq - b.seq) })
+	ids := make([]string, len(live))
+	for i, b := range live {
+		ids[i] = b.id
+	}
+	return ids
+}
+
 // State returns the stored state of a sandbox ("" when unknown).
 func (s *Server) State(id string) string {
 	s.mu.Lock()
@@ -407,6 +437,17 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			select {
 			case <-r.Context().Done():
 			case <-s.quit:
+			}
+		case FaultStallResponse:
+			next.ServeHTTP(httptest.NewRecorder(), r)
+			select {
+			case <-r.Context().Done():
+			case <-s.quit:
+			}
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+				}
 			}
 		case FaultResetMidBody:
 			rec := httptest.NewRecorder()
