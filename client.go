@@ -31,6 +31,7 @@ type Client struct {
 	maxOutput  int
 	maxRead    int64
 	cleanup    time.Duration
+	calls      CallTimeouts
 
 	flights singleflight.Group // GetOrCreate, by key
 	bg      sync.WaitGroup     // abandoned creates and their clean-up
@@ -86,6 +87,7 @@ func NewClient(rt Runtime, opts ...Option) *Client {
 	if c.cleanup <= 0 {
 		c.cleanup = 30 * time.Second
 	}
+	c.calls = c.calls.withDefaults()
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -331,10 +333,12 @@ func printable(s string) string {
 // WithCleanupTimeout; Close waits for it) rather than left running unseen.
 func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
 	const op = "create"
+	ctx, end := bound(ctx, op, c.calls.Create)
 	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
 		return info, true, err
 	})
+	err = end(err)
 	if err != nil {
 		return nil, err
 	}
@@ -510,11 +514,12 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 		return nil, err
 	}
 	var info Info
-	err := c.retry(ctx, op, true, nil, func() error {
+	ctx, end := bound(ctx, op, c.calls.Lookup)
+	err := end(c.retry(ctx, op, true, nil, func() error {
 		var err error
 		info, err = c.rt.Get(ctx, id)
 		return err
-	})
+	}))
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
@@ -554,11 +559,12 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 		for {
 			var page []Info
 			var next string
-			err := c.retry(ctx, op, true, nil, func() error {
+			ctx, end := bound(ctx, op, c.calls.Lookup)
+			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
 				page, next, err = c.rt.List(ctx, req)
 				return err
-			})
+			}))
 			if err != nil {
 				yield(Info{}, c.wrap(op, "", "", err))
 				return
@@ -703,7 +709,9 @@ func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey stri
 			return kc.CreateKeyed(ctx, key, req)
 		}
 	}
-	info, created, _, err := c.create(ctx, op, opts, mk)
+	cctx, end := bound(ctx, op, c.calls.Create)
+	info, created, _, err := c.create(cctx, op, opts, mk)
+	err = end(err)
 	if err != nil {
 		return flight{}, err
 	}

@@ -43,6 +43,27 @@
 // command whose request may have reached the provider is never re-sent: it
 // fails with ErrOutcomeUnknown.
 //
+// # Defaults
+//
+// Every default bound of the portable layer, in one place (each can be
+// changed on the Client):
+//
+//   - Command timeout: DefaultCommandTimeout (10 min) when neither the
+//     Command nor WithCommandTimeout sets one; ctx's deadline bounds it too.
+//   - Captured output: DefaultMaxOutput (10 MiB) per stream (WithMaxOutput).
+//   - ReadFile: files over DefaultMaxReadFile (10 MiB) are refused with
+//     ErrLimit, checked by Stat before the transfer and while reading
+//     (WithMaxReadFile; 0 = no cap). Download is never capped.
+//   - Provider calls made with a ctx that has no deadline (see
+//     CallTimeouts, WithCallTimeouts): Create 2 min; Get and each List
+//     page 10 s; Destroy, SetTimeout and Pause 1 min; Resume 2 min; Exec
+//     the command's timeout plus 30 s; Upload and Download end only when
+//     no bytes move for 2 min, never for their total time. A ctx with a
+//     deadline is used as is. A call ended by one of these bounds fails
+//     with DeadlineExceeded and says which bound ended it.
+//   - Clean-up of a sandbox orphaned by a failed create: 30 s
+//     (WithCleanupTimeout).
+//
 // # URLs
 //
 // Open picks a provider by URL scheme; providers register their scheme when

@@ -22,11 +22,40 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	cr := &countingReader{r: r}
-	err = s.c.retry(ctx, op, true, func() bool { return cr.n == 0 }, func() error {
-		return s.c.rt.Upload(ctx, s.id, abs, cr)
+	// Without a ctx deadline the transfer is bounded by its progress: it
+	// ends when the provider takes no bytes for CallTimeouts.Idle.
+	bctx, touch, stop := idleBound(ctx, op, s.c.calls.Idle)
+	cr := &countingReader{r: touchReader{r, touch}}
+	err = s.c.retry(bctx, op, true, func() bool { return cr.n == 0 }, func() error {
+		return s.c.rt.Upload(bctx, s.id, abs, cr)
 	})
+	err = explain(ctx, bctx, err)
+	stop()
 	return s.wrap(op, abs, err)
+}
+
+// touchReader calls touch after each Read: progress for an idle bound.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.touch()
+	return n, err
+}
+
+// touchWriter calls touch after each Write.
+type touchWriter struct {
+	w     io.Writer
+	touch func()
+}
+
+func (t touchWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	t.touch()
+	return n, err
 }
 
 // Download opens the file at path for streaming. Close the reader.
@@ -36,41 +65,60 @@ func (s *Sandbox) Download(ctx context.Context, path string) (io.ReadCloser, err
 	if err != nil {
 		return nil, err
 	}
+	// Without a ctx deadline the stream is bounded by its progress: it
+	// ends when no bytes arrive for CallTimeouts.Idle, however long the
+	// whole transfer takes.
+	bctx, touch, stop := idleBound(ctx, op, s.c.calls.Idle)
 	var rc io.ReadCloser
-	err = s.c.retry(ctx, op, true, nil, func() error {
+	err = s.c.retry(bctx, op, true, nil, func() error {
 		var err error
-		rc, err = s.c.rt.Download(ctx, s.id, abs)
+		rc, err = s.c.rt.Download(bctx, s.id, abs)
 		return err
 	})
 	if err != nil {
+		err = explain(ctx, bctx, err)
+		stop()
 		return nil, s.wrap(op, abs, err)
 	}
-	return &wrappedReader{rc: rc, s: s, path: abs}, nil
+	touch()
+	return &wrappedReader{rc: rc, s: s, path: abs, ctx: ctx, bctx: bctx, touch: touch, stop: stop}, nil
 }
 
-// wrappedReader wraps read errors (other than io.EOF) into *Error.
+// wrappedReader wraps read errors (other than io.EOF) into *Error and
+// keeps the stream's idle bound alive while bytes arrive.
 type wrappedReader struct {
-	rc   io.ReadCloser
-	s    *Sandbox
-	path string
+	rc        io.ReadCloser
+	s         *Sandbox
+	path      string
+	ctx, bctx context.Context
+	touch     func()
+	stop      func()
 }
 
 func (w *wrappedReader) Read(p []byte) (int, error) {
 	n, err := w.rc.Read(p)
+	if n > 0 {
+		w.touch()
+	}
 	if err != nil && err != io.EOF {
-		err = w.s.wrap("download", w.path, err)
+		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
 	}
 	return n, err
 }
 
-func (w *wrappedReader) Close() error { return w.rc.Close() }
+// Close closes the stream and releases its idle bound.
+func (w *wrappedReader) Close() error {
+	err := w.rc.Close()
+	w.stop()
+	return err
+}
 
 // WriteTo streams the file to dst, letting io.Copy use the driver's fast
 // path when it has one.
 func (w *wrappedReader) WriteTo(dst io.Writer) (int64, error) {
-	n, err := io.Copy(dst, w.rc)
+	n, err := io.Copy(touchWriter{dst, w.touch}, w.rc)
 	if err != nil {
-		err = w.s.wrap("download", w.path, err)
+		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
 	}
 	return n, err
 }

@@ -79,11 +79,12 @@ func (s *Sandbox) path(op, name, p string) (string, error) {
 func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 	const op = "get"
 	var in Info
-	err := s.c.retry(ctx, op, true, nil, func() error {
+	ctx, end := bound(ctx, op, s.c.calls.Lookup)
+	err := end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		in, err = s.c.rt.Get(ctx, s.id)
 		return err
-	})
+	}))
 	if err != nil {
 		return Info{}, s.wrap(op, "", err)
 	}
@@ -95,7 +96,8 @@ func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 // not an error.
 func (s *Sandbox) Destroy(ctx context.Context) error {
 	const op = "destroy"
-	err := s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) })
+	ctx, end := bound(ctx, op, s.c.calls.Destroy)
+	err := end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) }))
 	if CodeOf(err) == NotFound {
 		err = nil
 	}
@@ -123,7 +125,8 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 	if !in.LeaseEnd.IsZero() && !in.LeaseEnd.Before(want) {
 		return nil
 	}
-	err = s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.SetTimeout(ctx, s.id, time.Until(want)) })
+	ctx, end := bound(ctx, op, s.c.calls.Lease)
+	err = end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.SetTimeout(ctx, s.id, time.Until(want)) }))
 	if err != nil {
 		return s.wrap(op, "", err)
 	}
@@ -143,7 +146,8 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
 	}
-	err := s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) })
+	ctx, end := bound(ctx, op, s.c.calls.Pause)
+	err := end(s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) }))
 	if err != nil {
 		return s.wrap(op, "", err)
 	}
@@ -161,11 +165,12 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 		return s.wrap(op, "", ErrUnimplemented)
 	}
 	var in Info
-	err := s.c.retry(ctx, op, true, nil, func() error {
+	ctx, end := bound(ctx, op, s.c.calls.Resume)
+	err := end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		in, err = p.Resume(ctx, s.id)
 		return err
-	})
+	}))
 	if err != nil {
 		return s.wrap(op, "", err)
 	}
@@ -340,15 +345,27 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 	}
 	started := time.Now()
 	var st ExitStatus
-	err = s.c.retry(ctx, op, false, func() bool {
+	// Without a ctx deadline the provider gets the command's timeout plus
+	// a grace to answer; one that never does cannot hang the caller.
+	grace := s.c.calls.ExecGrace
+	ectx, end := bound(ctx, op, max(grace, 0)+p.timeout)
+	if grace < 0 {
+		ectx, end = ctx, func(err error) error { return err }
+	}
+	err = end(s.c.retry(ectx, op, false, func() bool {
 		return (p.stdin == nil || p.stdin.n == 0) && p.out.empty() && p.err.empty()
 	}, func() error {
 		var err error
-		st, err = s.c.rt.Exec(ctx, s.id, p.cmd)
+		st, err = s.c.rt.Exec(ectx, s.id, p.cmd)
 		return err
-	})
+	}))
 	res := p.result(st, started)
 	if err != nil {
+		if be := (*boundError)(nil); ctx.Err() == nil && errors.As(err, &be) {
+			// The provider did not end the command at its timeout.
+			res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutProvider, p.timeout, -1
+			return res, s.wrapPlan(op, p, err)
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if errors.Is(ctxErr, context.DeadlineExceeded) {
 				res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutContext, p.timeout, -1

@@ -1,0 +1,52 @@
+package daytona_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
+)
+
+// A caller without a ctx deadline is not hung by a Daytona API that never
+// answers: the Client's default bound ends the call (issue 22 item 6).
+func TestDefaultDeadlineEndsHungRequest(t *testing.T) {
+	e := newEnv(t, nil)
+	c := sandbox.NewClient(e.rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{Lookup: time.Second, Destroy: time.Second}))
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	for _, tc := range []struct {
+		what string
+		call func() error
+	}{
+		{"Attach", func() error { _, err := c.Attach(ctx, sb.ID()); return err }},
+		{"Refresh", func() error { _, err := sb.Refresh(ctx); return err }},
+	} {
+		e.fake.FailNext("GET", "/sandbox/"+sb.ID(), daytonafake.FaultHang)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- tc.call() }()
+		select {
+		case err := <-done:
+			if sandbox.CodeOf(err) != sandbox.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "WithCallTimeouts") {
+				t.Fatalf("%s on a hung API: %v", tc.what, err)
+			}
+			t.Logf("%s on a hung API returned after %v (bound 1s)", tc.what, time.Since(start))
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s on a hung API did not return in 30s", tc.what)
+		}
+	}
+	e.fake.FailNext("GET", "/sandbox", daytonafake.FaultHang)
+	for _, err := range c.List(ctx, sandbox.ListOptions{}) {
+		if sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+			t.Fatalf("List on a hung API: %v", err)
+		}
+	}
+}
