@@ -69,6 +69,21 @@ type codeError struct {
 
 func (e *codeError) Error() string { return e.msg }
 
+// Is lets a driver's error that wraps a sentinel match the io/fs sentinel
+// of its Code too, as an *Error does: ErrNotFound matches fs.ErrNotExist,
+// ErrAlreadyExists fs.ErrExist, ErrPermission fs.ErrPermission.
+func (e *codeError) Is(target error) bool {
+	switch target {
+	case fs.ErrNotExist:
+		return e.code == NotFound
+	case fs.ErrExist:
+		return e.code == AlreadyExists
+	case fs.ErrPermission:
+		return e.code == PermissionDenied
+	}
+	return false
+}
+
 // Sentinel errors for errors.Is. Every *Error matches the sentinel of its
 // Code (an *Error with Code NotFound matches ErrNotFound), and drivers wrap
 // the specific ones (ErrPaused, ErrStaleTransport, ...) into their errors with %w.

@@ -48,6 +48,12 @@ type Harness struct {
 	Skip map[string]string
 	// Timeout bounds each subtest (default 2 minutes).
 	Timeout time.Duration
+	// ReadOnlyDir is a directory of every sandbox that its commands cannot
+	// write, for the PermissionDenied row of Files/ErrorTable (default
+	// /usr). The row skips itself where the sandbox's commands can write
+	// it; a provider without read-only places skips it through Skip
+	// ("Files/ErrorTable/ReadOnly"), saying why.
+	ReadOnlyDir string
 }
 
 type suite struct {

@@ -311,6 +311,9 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 		if code == -1 && strings.Contains(out, "no such file or directory") {
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
 		}
+		if code == -1 && strings.Contains(out, "not a directory") {
+			return sandbox.ExitStatus{}, fmt.Errorf("daytona: exec: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+		}
 		if (code == 101 || code == 102 || code == 1 || code == 2) && (strings.Contains(out, d+".") || strings.Contains(out, root)) {
 			// The wrapper stopped before the command: the output (the
 			// command's never reaches it) is the shell's own complaint

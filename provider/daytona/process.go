@@ -44,6 +44,13 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	if err != nil {
 		return nil, r.clean(err)
 	}
+	// The session's "cd" would fail after Start returned: check the
+	// working directory first, so a bad one is an error of Start as of Exec.
+	if fi, err := r.Stat(ctx, id, cmd.Dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("daytona: start: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+	}
 	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
 	inline, file := commandTexts(cmd, "exec 2>&3 3>&-\n")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -164,7 +165,19 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		if !ok {
 			code = sandbox.Internal
 		}
-		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), ce.Message())
+		msg := ce.Message()
+		switch {
+		case strings.HasPrefix(msg, "cwd '") && strings.HasSuffix(msg, "' does not exist"):
+			// Process.Start on a missing working directory: envd says
+			// invalid_argument, the contract NotFound.
+			return sandbox.Errorf(sandbox.NotFound, "e2b: %s: %s: %s", op, ce.Code(), msg)
+		case strings.Contains(msg, "not a directory"):
+			// ENOTDIR in envd's words, whatever the code it chose: MakeDir
+			// through a file answers internal "error getting file info:
+			// stat …: not a directory", a start in a file spawn-fails.
+			return fmt.Errorf("e2b: %s: %s: %s: %w", op, ce.Code(), msg, sandbox.ErrNotDirectory)
+		}
+		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
 	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -487,10 +488,17 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		dir = a.cfg.Home
 	}
 	if fi, err := os.Stat(dir); err != nil {
-		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("working directory %q: %v", dir, errors.Unwrap(err))})
+		code := "NotFound"
+		switch {
+		case errors.Is(err, syscall.ENOTDIR):
+			code = "NotDirectory"
+		case errors.Is(err, fs.ErrPermission):
+			code = "PermissionDenied"
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", dir, errors.Unwrap(err))})
 		return false, nil
 	} else if !fi.IsDir() {
-		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", fmt.Sprintf("working directory %q is not a directory", dir)})
+		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", dir)})
 		return false, nil
 	}
 	path, err := lookPath(req.Args[0], req.Env)

@@ -4,6 +4,8 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -225,7 +227,12 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// Upload streams r into path, creating parents and truncating.
+// Upload streams r into path, creating parents, and replaces the file
+// atomically: the bytes go to a temporary file in the target's directory,
+// renamed over the target after the last byte. On any failure the
+// temporary file is removed and the target is left as it was. A symbolic
+// link at path is written through (its target is replaced), as a plain
+// open would.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
 	t, err := r.target(id, p, true)
 	if err != nil {
@@ -238,13 +245,32 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if dir := path.Dir(t.rel); dir != "." {
 		err := t.do(false, func(rel string) error { return t.root.MkdirAll(path.Dir(rel), 0o755) })
 		if err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				// os.Root.MkdirAll met a file where a parent should be.
+				return fmt.Errorf("local: upload %s: a parent is a file: %w", p, sandbox.ErrNotDirectory)
+			}
 			return fsErr("upload", p, err)
 		}
 		r.chownPath(t, path.Dir(t.rel))
 	}
-	f, err := openRegular(t, "upload", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Write through a link at the last element: the file it names is the
+	// one replaced.
+	final, err := resolveLinks(t.root, t.home, t.rel, true)
 	if err != nil {
-		return err
+		return fsErr("upload", p, err)
+	}
+	perm := fs.FileMode(0o644)
+	if fi, err := t.root.Lstat(final); err == nil {
+		if !fi.Mode().IsRegular() {
+			return notRegular("upload", p, fi.Mode())
+		}
+		perm = fi.Mode().Perm()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fsErr("upload", p, err)
+	}
+	tmp, f, err := createTemp(t.root, final, perm)
+	if err != nil {
+		return fsErr("upload", p, err)
 	}
 	if r.chownNeeded(t.m) {
 		_ = f.Chown(r.uid, r.gid)
@@ -259,17 +285,47 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = t.root.Rename(tmp, final)
+	}
 	if err != nil {
+		_ = t.root.Remove(tmp)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
+		var le *os.LinkError
+		if errors.As(err, &pe) || errors.As(err, &le) {
 			return fsErr("upload", p, err)
 		}
 		return fmt.Errorf("local: upload %s: %w", p, err)
 	}
 	return nil
+}
+
+// createTemp creates a new, empty temporary file next to rel (in the same
+// directory, so a rename replaces rel atomically) with mode perm.
+func createTemp(root *os.Root, rel string, perm fs.FileMode) (string, *os.File, error) {
+	dir, base := path.Split(rel)
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	for range 100 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		tmp := path.Join(dir, "."+base+".sbx-"+hex.EncodeToString(b[:])+".tmp")
+		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		// The umask may have narrowed perm.
+		_ = f.Chmod(perm)
+		return tmp, f, nil
+	}
+	return "", nil, fmt.Errorf("local: no free temporary name next to %s", rel)
 }
 
 // download is the reader Download returns: reads fail once ctx ends, and

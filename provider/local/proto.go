@@ -80,6 +80,8 @@ func (f failMsg) err() error {
 		code = sandbox.PermissionDenied
 	case "FailedPrecondition":
 		code = sandbox.FailedPrecondition
+	case "NotDirectory":
+		return fmt.Errorf("local agent: %s: %w", f.Msg, sandbox.ErrNotDirectory)
 	}
 	return sandbox.Errorf(code, "local agent: %s", f.Msg)
 }

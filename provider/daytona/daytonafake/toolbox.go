@@ -372,7 +372,13 @@ func (t *tb) execute() {
 	if req.Cwd != nil && *req.Cwd != "" {
 		dir = t.abs(*req.Cwd)
 		if !t.isDir(dir) {
-			writeJSON(t.w, 200, toolbox.ExecuteResponse{ExitCode: ptr(-1), Result: ptr("fork/exec /usr/bin/bash: no such file or directory")})
+			// The daemon's exec.Cmd fails to start: a missing directory
+			// and a file (ENOTDIR in the child's chdir) read differently.
+			msg := "fork/exec /usr/bin/bash: no such file or directory"
+			if _, err := t.s.backend.Stat(t.ctx(), t.b.backendID, dir); err == nil {
+				msg = "fork/exec /usr/bin/bash: not a directory"
+			}
+			writeJSON(t.w, 200, toolbox.ExecuteResponse{ExitCode: ptr(-1), Result: ptr(msg)})
 			return
 		}
 	}

@@ -61,8 +61,16 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	dir := b.home
 	if cfg.Cwd != nil {
 		dir = resolve(b.home, cfg.GetCwd())
-		if fi, err := s.backend.Stat(ctx, b.backendID, dir); err != nil || !fi.IsDir() {
+		// envd stats the cwd and refuses only a missing one; a file gets as
+		// far as the spawn, whose chdir fails with ENOTDIR.
+		fi, err := s.backend.Stat(ctx, b.backendID, dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
+		case err == nil && !fi.IsDir():
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: fork/exec /bin/bash: not a directory"))
+		case err != nil:
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: chdir %s: %v", dir, err))
 		}
 	}
 	timeout := s.defaultCmd

@@ -1,0 +1,334 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// The error table: the same bad input gets the same Code and sentinel on
+// every provider. Each row runs twice: through the portable Sandbox, and
+// straight on the provider's Runtime (with the absolute, clean paths the
+// portable layer would pass), so a driver that answers with the wrong code
+// fails by itself rather than being papered over by the portable layer.
+
+func init() {
+	fileTests = append(fileTests, test{name: "ErrorTable", fn: fileErrorTable})
+	execTests = append(execTests, test{name: "ErrorTable", fn: execErrorTable})
+	lifecycleTests = append(lifecycleTests, test{name: "DriverList", fn: driverList})
+}
+
+// readOnlyDir is the directory the read-only row writes into unless the
+// harness names another (Harness.ReadOnlyDir).
+const readOnlyDir = "/usr"
+
+// fileOp is one file operation, done through the portable Sandbox or
+// straight on the Runtime.
+type fileOp string
+
+const (
+	opReadFile fileOp = "ReadFile"
+	opDownload fileOp = "Download"
+	opStat     fileOp = "Stat"
+	opReadDir  fileOp = "ReadDir"
+	opMkdirAll fileOp = "MkdirAll"
+	opRemove   fileOp = "Remove"
+	opUpload   fileOp = "Upload"
+)
+
+// errRow is one row of the table: op on path (relative to the home unless
+// absolute) must fail with code and match every sentinel.
+type errRow struct {
+	op        fileOp
+	path      string
+	code      sandbox.Code
+	sentinels []error
+}
+
+var (
+	notFound    = []error{sandbox.ErrNotFound, fs.ErrNotExist}
+	isDirectory = []error{sandbox.ErrIsDirectory}
+	notDir      = []error{sandbox.ErrNotDirectory}
+	denied      = []error{sandbox.ErrPermission, fs.ErrPermission}
+)
+
+// portableOp runs op on p through sb.
+func portableOp(ctx context.Context, sb *sandbox.Sandbox, op fileOp, p string) error {
+	switch op {
+	case opReadFile:
+		_, err := sb.ReadFile(ctx, p)
+		return err
+	case opDownload:
+		rc, err := sb.Download(ctx, p)
+		if err == nil {
+			_, err = io.Copy(io.Discard, rc)
+			rc.Close()
+		}
+		return err
+	case opStat:
+		_, err := sb.Stat(ctx, p)
+		return err
+	case opReadDir:
+		_, err := sb.ReadDir(ctx, p)
+		return err
+	case opMkdirAll:
+		return sb.MkdirAll(ctx, p)
+	case opRemove:
+		return sb.Remove(ctx, p)
+	case opUpload:
+		return sb.Upload(ctx, p, strings.NewReader("error table"))
+	}
+	panic("unknown op " + op)
+}
+
+// driverOp runs op on the absolute path p straight on the Runtime.
+func driverOp(ctx context.Context, rt sandbox.Runtime, id string, op fileOp, p string) error {
+	switch op {
+	case opReadFile, opDownload:
+		rc, err := rt.Download(ctx, id, p)
+		if err == nil {
+			_, err = io.Copy(io.Discard, rc)
+			rc.Close()
+		}
+		return err
+	case opStat:
+		_, err := rt.Stat(ctx, id, p)
+		return err
+	case opReadDir:
+		_, err := rt.ReadDir(ctx, id, p)
+		return err
+	case opMkdirAll:
+		return rt.MkdirAll(ctx, id, p)
+	case opRemove:
+		return rt.Remove(ctx, id, p)
+	case opUpload:
+		return rt.Upload(ctx, id, p, strings.NewReader("error table"))
+	}
+	panic("unknown op " + op)
+}
+
+// checkRow reports whether err has the row's code and sentinels; portable
+// errors must also be a *sandbox.Error.
+func checkRow(err error, code sandbox.Code, sentinels []error, portable bool) string {
+	if err == nil {
+		return fmt.Sprintf("succeeded, want %v", code)
+	}
+	if got := sandbox.CodeOf(err); got != code {
+		return fmt.Sprintf("code %v, want %v (error: %v)", got, code, err)
+	}
+	var se *sandbox.Error
+	if portable && !errors.As(err, &se) {
+		return fmt.Sprintf("error %v (%T) is not a *sandbox.Error", err, err)
+	}
+	for _, s := range sentinels {
+		if !errors.Is(err, s) {
+			return fmt.Sprintf("error %v does not match %v", err, s)
+		}
+	}
+	return ""
+}
+
+func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	rt := s.c.Runtime()
+	check(t, sb.MkdirAll(ctx, "et/dir/sub"))
+	check(t, sb.WriteFile(ctx, "et/file", []byte("keep me")))
+	rows := []errRow{
+		// A missing file.
+		{opReadFile, "et/missing", sandbox.NotFound, notFound},
+		{opDownload, "et/missing", sandbox.NotFound, notFound},
+		{opStat, "et/missing", sandbox.NotFound, notFound},
+		{opRemove, "et/missing", sandbox.NotFound, notFound},
+		{opReadDir, "et/missing", sandbox.NotFound, notFound},
+		{opReadFile, "et/nodir/missing", sandbox.NotFound, notFound},
+		// A directory where a file is expected.
+		{opReadFile, "et/dir", sandbox.FailedPrecondition, isDirectory},
+		{opDownload, "et/dir", sandbox.FailedPrecondition, isDirectory},
+		{opUpload, "et/dir", sandbox.FailedPrecondition, isDirectory},
+		// A file where a directory is expected, also as a parent.
+		{opReadDir, "et/file", sandbox.FailedPrecondition, notDir},
+		{opMkdirAll, "et/file", sandbox.FailedPrecondition, notDir},
+		{opMkdirAll, "et/file/sub", sandbox.FailedPrecondition, notDir},
+		{opUpload, "et/file/x", sandbox.FailedPrecondition, notDir},
+	}
+	for _, row := range rows {
+		name := fmt.Sprintf("%s(%s)", row.op, row.path)
+		t.Run(name, func(t *testing.T) {
+			if msg := checkRow(portableOp(ctx, sb, row.op, row.path), row.code, row.sentinels, true); msg != "" {
+				t.Errorf("Sandbox.%s(%q): %s", row.op, row.path, msg)
+			}
+			abs := path.Join(sb.Home(), row.path)
+			if msg := checkRow(driverOp(ctx, rt, sb.ID(), row.op, abs), row.code, row.sentinels, false); msg != "" {
+				t.Errorf("Runtime.%s(%q): %s", row.op, abs, msg)
+			}
+		})
+	}
+	// The failed calls changed nothing.
+	if got, err := sb.ReadFile(ctx, "et/file"); err != nil || string(got) != "keep me" {
+		t.Errorf("et/file after the failed calls: %q, %v", got, err)
+	}
+	if fi, err := sb.Stat(ctx, "et/dir/sub"); err != nil || !fi.IsDir() {
+		t.Errorf("et/dir/sub after the failed calls: %+v, %v", fi, err)
+	}
+
+	t.Run("ControlCharacters", func(t *testing.T) {
+		for _, p := range []string{"et/a\x00b", "et/a\x01b", "et/a\nb", "et/a\rb", "et/\x1b[2J", "et/a\x7fb"} {
+			for _, op := range []fileOp{opReadFile, opDownload, opStat, opReadDir, opMkdirAll, opRemove, opUpload} {
+				err := portableOp(ctx, sb, op, p)
+				if msg := checkRow(err, sandbox.InvalidArgument, []error{sandbox.ErrInvalidArgument}, true); msg != "" {
+					t.Errorf("Sandbox.%s(%q): %s", op, p, msg)
+				}
+			}
+		}
+		err := sb.Rename(ctx, "et/file", "et/a\x00b")
+		if msg := checkRow(err, sandbox.InvalidArgument, []error{sandbox.ErrInvalidArgument}, true); msg != "" {
+			t.Errorf("Sandbox.Rename to a NUL path: %s", msg)
+		}
+	})
+
+	t.Run("ReadOnly", func(t *testing.T) {
+		if reason, ok := s.h.Skip["Files/ErrorTable/ReadOnly"]; ok {
+			t.Skip(reason)
+		}
+		dir := s.h.ReadOnlyDir
+		if dir == "" {
+			dir = readOnlyDir
+		}
+		name := "sandboxtest-ro-" + randHex(4)
+		// The place must be read-only for the sandbox's own commands too:
+		// where they can write it (root at L1, say) there is nothing to test.
+		r := must[*sandbox.Result](t, "Exec test -w")(sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `test -d "$1" && ! test -w "$1"`, "sh", dir}}))
+		if r.ExitCode != 0 {
+			t.Skipf("%s is not a read-only directory for the sandbox's commands here (test -d && ! test -w exited %d)", dir, r.ExitCode)
+		}
+		for _, op := range []fileOp{opUpload, opMkdirAll} {
+			p := path.Join(dir, name)
+			if msg := checkRow(portableOp(ctx, sb, op, p), sandbox.PermissionDenied, denied, true); msg != "" {
+				t.Errorf("Sandbox.%s(%q): %s", op, p, msg)
+			}
+			if msg := checkRow(driverOp(ctx, rt, sb.ID(), op, p), sandbox.PermissionDenied, denied, false); msg != "" {
+				t.Errorf("Runtime.%s(%q): %s", op, p, msg)
+			}
+		}
+		if _, err := sb.Stat(ctx, path.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Stat after the refused writes: %v, want NotFound", err)
+		}
+	})
+}
+
+func execErrorTable(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	rt := s.c.Runtime()
+	check(t, sb.WriteFile(ctx, "et/file", []byte("x")))
+	rows := []struct {
+		dir       string
+		code      sandbox.Code
+		sentinels []error
+	}{
+		{"et/missing", sandbox.NotFound, notFound},
+		{"et/file", sandbox.FailedPrecondition, notDir},
+	}
+	for _, row := range rows {
+		t.Run("Dir("+row.dir+")", func(t *testing.T) {
+			for _, shell := range []bool{false, true} {
+				cmd := sandbox.Command{Args: []string{"pwd"}, Dir: row.dir}
+				if shell {
+					cmd = sandbox.Command{Shell: "pwd", Dir: row.dir}
+				}
+				_, err := sb.Exec(ctx, cmd)
+				if msg := checkRow(err, row.code, row.sentinels, true); msg != "" {
+					t.Errorf("Sandbox.Exec(%+v): %s", cmd, msg)
+				}
+				if s.caps.Processes {
+					p, err := sb.Start(ctx, cmd)
+					if err == nil {
+						_, _ = p.Wait(ctx)
+						p.Close()
+					}
+					if msg := checkRow(err, row.code, row.sentinels, true); msg != "" {
+						t.Errorf("Sandbox.Start(%+v): %s", cmd, msg)
+					}
+				}
+				dcmd := &sandbox.Command{Args: cmd.Args, Shell: cmd.Shell, Dir: path.Join(sb.Home(), row.dir),
+					Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute, MaxOutput: 1 << 20}
+				_, err = rt.Exec(ctx, sb.ID(), dcmd)
+				if msg := checkRow(err, row.code, row.sentinels, false); msg != "" {
+					t.Errorf("Runtime.Exec(dir %q, shell %v): %s", dcmd.Dir, shell, msg)
+				}
+			}
+		})
+	}
+	t.Run("ControlCharacters", func(t *testing.T) {
+		for _, d := range []string{"et/a\x00b", "et/a\nb", "et/\x1b[2J"} {
+			_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"pwd"}, Dir: d})
+			if msg := checkRow(err, sandbox.InvalidArgument, []error{sandbox.ErrInvalidArgument}, true); msg != "" {
+				t.Errorf("Sandbox.Exec(Dir %q): %s", d, msg)
+			}
+		}
+	})
+}
+
+// driverList checks List on the Runtime itself: a page never holds more
+// than the page size asked for, the pages together hold every match once,
+// and a provider that declares server-side labels returns only matches.
+func driverList(ctx context.Context, t *testing.T, s *suite) {
+	rt := s.c.Runtime()
+	group := randHex(4)
+	want := map[string]bool{}
+	for range 3 {
+		want[s.create(ctx, t, map[string]string{"group": group}).ID()] = true
+	}
+	other := s.create(ctx, t, map[string]string{"group": group + "-other"})
+	req := &sandbox.ListRequest{Labels: map[string]string{"group": group}, PageSize: 1}
+	got := map[string]bool{}
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("Runtime.List: more than 1000 pages of size 1")
+		}
+		page, next, err := rt.List(ctx, req)
+		if err != nil {
+			t.Fatalf("Runtime.List(%+v): %v", req, err)
+		}
+		if len(page) > req.PageSize {
+			t.Errorf("Runtime.List returned %d sandboxes for page size %d", len(page), req.PageSize)
+		}
+		for _, in := range page {
+			if in.Labels["group"] != group {
+				if s.caps.ServerSideLabels {
+					t.Errorf("Runtime.List with labels %v returned %s labelled %v (the provider declares server-side labels)", req.Labels, in.ID, in.Labels)
+				}
+				continue
+			}
+			if got[in.ID] {
+				t.Errorf("Runtime.List returned %s twice", in.ID)
+			}
+			got[in.ID] = true
+		}
+		if next == "" {
+			break
+		}
+		if next == req.PageToken {
+			t.Fatalf("Runtime.List returned the same page token %q twice", next)
+		}
+		req.PageToken = next
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("Runtime.List missed %s (got %v)", id, got)
+		}
+	}
+	if got[other.ID()] {
+		t.Errorf("Runtime.List returned %s, which does not match the labels", other.ID())
+	}
+	if len(got) != len(want) {
+		t.Errorf("Runtime.List returned %d matches, want %d", len(got), len(want))
+	}
+}
