@@ -218,8 +218,10 @@ func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 				t.Errorf("Runtime.%s(%q): %s", op, p, msg)
 			}
 		}
-		if _, err := sb.Stat(ctx, path.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("Stat after the refused writes: %v, want NotFound", err)
+		// Nothing was created, as the sandbox's commands see it.
+		r = must[*sandbox.Result](t, "Exec test -e")(sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `test -e "$1"`, "sh", path.Join(dir, name)}}))
+		if r.ExitCode == 0 {
+			t.Errorf("%s exists after the refused writes", path.Join(dir, name))
 		}
 	})
 }

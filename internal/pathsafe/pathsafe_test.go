@@ -92,3 +92,22 @@ func FuzzJail(f *testing.F) {
 		}
 	})
 }
+
+func TestTempSibling(t *testing.T) {
+	a, b := TempSibling("/home/user/d/report.md"), TempSibling("/home/user/d/report.md")
+	if a == b {
+		t.Errorf("two temporary names are equal: %q", a)
+	}
+	for _, p := range []string{a, b} {
+		if path.Dir(p) != "/home/user/d" || !strings.HasPrefix(path.Base(p), ".report.md.") || !strings.HasSuffix(p, TempSuffix) {
+			t.Errorf("TempSibling = %q, want a hidden name next to the target", p)
+		}
+		if err := Check(p); err != nil {
+			t.Errorf("TempSibling = %q: %v", p, err)
+		}
+	}
+	long := "/d/" + strings.Repeat("é", 200)
+	if p := TempSibling(long); len(path.Base(p)) > 150 || Check(p) != nil {
+		t.Errorf("TempSibling of a long name = %q", p)
+	}
+}

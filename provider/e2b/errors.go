@@ -176,6 +176,8 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 			// through a file answers internal "error getting file info:
 			// stat …: not a directory", a start in a file spawn-fails.
 			return fmt.Errorf("e2b: %s: %s: %s: %w", op, ce.Code(), msg, sandbox.ErrNotDirectory)
+		case code == sandbox.Internal && deniedMsg(msg):
+			return sandbox.Errorf(sandbox.PermissionDenied, "e2b: %s: %s: %s", op, ce.Code(), msg)
 		}
 		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
@@ -196,4 +198,11 @@ func (r *Runtime) gone(ctx context.Context, op, id string, se *statusError) erro
 		return fmt.Errorf("e2b: %s: %w", op, pausedErr(id))
 	}
 	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, se)
+}
+
+// deniedMsg reports whether an envd error message carries EACCES, EPERM or
+// EROFS in Go's words: envd answers them as internal errors.
+func deniedMsg(msg string) bool {
+	return strings.Contains(msg, "permission denied") || strings.Contains(msg, "operation not permitted") ||
+		strings.Contains(msg, "read-only file system")
 }

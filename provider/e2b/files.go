@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
 )
@@ -46,6 +48,9 @@ func (r *Runtime) statusErr(op, p string, status int, msg string) error {
 		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrIsDirectory)
 	case strings.Contains(msg, "path is a file") || strings.Contains(msg, "not a directory"):
 		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrNotDirectory)
+	case status == http.StatusInternalServerError && deniedMsg(msg):
+		// envd's open or mkdir failed with EACCES, EPERM or EROFS.
+		return sandbox.Errorf(sandbox.PermissionDenied, "e2b: %s %s: %s", op, p, msg)
 	}
 	return sandbox.Errorf(codeForStatus(status), "e2b: %s %s: HTTP %d: %s", op, p, status, msg)
 }
@@ -61,15 +66,70 @@ func readErrBody(resp *http.Response) string {
 	return strings.TrimSpace(string(b))
 }
 
-// Upload streams src to p without holding it in memory: as a raw
-// application/octet-stream body where envd supports it (0.5.7 and later),
-// else as one multipart part produced through a pipe while it is sent.
+// Upload streams src to p and replaces p atomically: envd writes a file
+// in place, so the bytes go to a temporary name next to p (see
+// pathsafe.TempSibling) and the filesystem Move RPC, a rename(2) that
+// replaces an existing file, puts them at p after the last byte. On any
+// failure the temporary file is removed (best effort, bounded) and p is
+// left as it was.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
-	const op = "upload"
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return err
 	}
+	tmp := pathsafe.TempSibling(p)
+	err = r.put(ctx, id, c, p, tmp, src)
+	if err == nil {
+		err = r.replace(ctx, id, c, tmp, p)
+	}
+	if err != nil && mayHaveWritten(err) {
+		r.removeTemp(ctx, id, c, tmp)
+	}
+	return err
+}
+
+// mayHaveWritten reports whether an upload that failed with err may have
+// left its temporary file behind: not when the request never reached envd
+// or envd refused it before opening the file.
+func mayHaveWritten(err error) bool {
+	return !errors.Is(err, sandbox.ErrStaleTransport) && !errors.Is(err, sandbox.ErrNotDirectory) &&
+		!errors.Is(err, sandbox.ErrPaused) && sandbox.CodeOf(err) != sandbox.NotFound &&
+		sandbox.CodeOf(err) != sandbox.PermissionDenied
+}
+
+// replace renames the uploaded temporary file tmp over p with envd's Move,
+// which replaces a file (os.Rename) but not a directory: Go's os.Rename
+// answers EEXIST ("file exists") when p is one.
+func (r *Runtime) replace(ctx context.Context, id string, c *conn, tmp, p string) error {
+	const op = "upload"
+	req := connect.NewRequest(&filesystem.MoveRequest{Source: tmp, Destination: p})
+	r.setEnvdHeaders(req.Header(), id, c)
+	tctx, a := trace(ctx)
+	_, err := r.clients(r.envdBase(id, c)).fs.Move(tctx, req)
+	var ce *connect.Error
+	if errors.As(err, &ce) && ctx.Err() == nil && strings.Contains(ce.Message(), "file exists") {
+		return fmt.Errorf("e2b: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+	}
+	return r.scrub(r.envdErr(ctx, op, id, a, err))
+}
+
+// removeTemp removes an abandoned temporary file, even when ctx has ended,
+// within a bounded time; errors are ignored (envd's Remove of a missing
+// path succeeds).
+func (r *Runtime) removeTemp(ctx context.Context, id string, c *conn, tmp string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	req := connect.NewRequest(&filesystem.RemoveRequest{Path: tmp})
+	r.setEnvdHeaders(req.Header(), id, c)
+	_, _ = r.clients(r.envdBase(id, c)).fs.Remove(rctx, req)
+}
+
+// put streams src to the file at (p is the path the caller named, for
+// errors) without holding it in memory: as a raw application/octet-stream
+// body where envd supports it (0.5.7 and later), else as one multipart
+// part produced through a pipe while it is sent.
+func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src io.Reader) error {
+	const op = "upload"
 	in := &guardedReader{r: src}
 	defer in.Close()
 	var body io.Reader = in
@@ -84,7 +144,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		ctype = mw.FormDataContentType()
 		go func() {
 			defer close(done)
-			part, err := mw.CreateFormFile("file", p)
+			part, err := mw.CreateFormFile("file", at)
 			if err == nil {
 				_, err = io.Copy(part, in)
 			}
@@ -97,7 +157,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		defer pr.CloseWithError(errUploadDone)
 		body = pr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, p), body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, at), body)
 	if err != nil {
 		in.Close()
 		if pr, ok := body.(*io.PipeReader); ok {

@@ -297,8 +297,12 @@ func (s *Server) put(ctx context.Context, b *box, p string, r io.Reader) (int, s
 		}
 	}
 	if err := s.backend.Upload(ctx, b.backendID, p, r); err != nil {
-		if errors.Is(err, sandbox.ErrIsDirectory) {
+		switch {
+		case errors.Is(err, sandbox.ErrIsDirectory):
 			return http.StatusBadRequest, "path is a directory: " + p
+		case sandbox.CodeOf(err) == sandbox.PermissionDenied:
+			// envd's os.OpenFile failing: it answers 500 in Go's words.
+			return http.StatusInternalServerError, "error opening file: open " + p + ": permission denied"
 		}
 		return http.StatusInternalServerError, "error writing file: " + err.Error()
 	}

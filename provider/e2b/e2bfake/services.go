@@ -384,20 +384,37 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	}
 	b := boxOf(ctx)
 	p := resolve(b.home, req.Msg.GetPath())
-	if fi, err := f.s.backend.Stat(ctx, b.backendID, p); err == nil {
-		if fi.IsDir() {
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", p))
-		}
+	// envd stats the path first: a stat error other than "does not exist"
+	// (a parent that is a file: ENOTDIR) is internal.
+	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", p))
+	case err == nil:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", p))
+	case errors.Is(err, sandbox.ErrNotDirectory):
+		return nil, notDirStat(p)
 	}
 	if err := f.s.backend.MkdirAll(ctx, b.backendID, p); err != nil {
+		if errors.Is(err, sandbox.ErrNotDirectory) {
+			// A backend whose Stat says NotFound below a file.
+			return nil, notDirStat(p)
+		}
+		if sandbox.CodeOf(err) == sandbox.PermissionDenied {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error creating directory: mkdir %s: permission denied", p))
+		}
 		return nil, fsErr(err, p)
 	}
-	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	fi, err = f.s.backend.Stat(ctx, b.backendID, p)
 	if err != nil {
 		return nil, fsErr(err, p)
 	}
 	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: entry(fi)}), nil
+}
+
+// notDirStat is envd's answer to a stat through a regular file.
+func notDirStat(p string) error {
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("error getting file info: stat %s: not a directory", p))
 }
 
 func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
@@ -411,6 +428,12 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	}
 	if err := f.s.backend.MkdirAll(ctx, b.backendID, path.Dir(dst)); err != nil {
 		return nil, fsErr(err, dst)
+	}
+	if sfi, err := f.s.backend.Stat(ctx, b.backendID, src); err == nil && !sfi.IsDir() {
+		if dfi, err := f.s.backend.Stat(ctx, b.backendID, dst); err == nil && dfi.IsDir() {
+			// Go's os.Rename refuses a directory target itself, with EEXIST.
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error renaming: rename %s %s: file exists", src, dst))
+		}
 	}
 	if err := f.s.backend.Rename(ctx, b.backendID, src, dst); err != nil {
 		return nil, fsErr(err, src)
