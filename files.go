@@ -9,7 +9,13 @@ import (
 )
 
 // Upload streams r into the file at path (relative paths start at the
-// home), creating parent directories and replacing an existing file. r is
+// home), creating parent directories and replacing an existing file
+// atomically: the bytes go to a temporary file next to it (a hidden name
+// ending in ".sbx.tmp") that replaces it after the last byte. When the
+// upload fails (r fails, ctx ends, the transport breaks) the file at path
+// is left as it was and the temporary file is removed. When r's Read
+// fails, the error wraps r's error (errors.Is matches it) and has its Code
+// ([CodeOf]; Unknown for an error of your own), on every provider. r is
 // read once; Upload is retried after a stale transport only if nothing had
 // been read from r yet. Upload waits for a Read in progress, so r's reads
 // must end when ctx does.
@@ -26,11 +32,17 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
 	// ends when the provider takes no bytes for CallTimeouts.Idle.
 	bctx, touch, stop := idleBound(ctx, op, s.c.calls.Idle)
 	cr := &countingReader{r: touchReader{r, touch}}
-	err = s.c.retry(bctx, op, true, func() bool { return cr.n == 0 }, func() error {
+	err = s.c.retry(bctx, op, true, func() bool { return cr.n == 0 && cr.err == nil }, func() error {
 		return s.c.rt.Upload(bctx, s.id, abs, cr)
 	})
 	err = explain(ctx, bctx, err)
 	stop()
+	if err != nil && cr.err != nil {
+		// The caller's reader failed: whatever the driver made of it, the
+		// cause is the reader's error.
+		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Path: abs, Code: CodeOf(cr.err),
+			Err: fmt.Errorf("reading the source: %w", redactErr(cr.err, s.secrets))}
+	}
 	return s.wrap(op, abs, err)
 }
 

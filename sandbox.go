@@ -316,15 +316,20 @@ func (p *execPlan) result(st ExitStatus, started time.Time) *Result {
 }
 
 // countingReader records whether any byte was consumed, which decides
-// whether a command may be retried.
+// whether a command may be retried, and the caller's reader's first error
+// other than io.EOF.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
@@ -121,21 +122,25 @@ var errUploadDone = errors.New("daytona: upload request ended")
 
 // Upload streams src to path as the multipart field "file" of
 // POST /files/upload: the body is produced through an io.Pipe while it is
-// sent, so no copy of the content is held. The toolbox creates missing
-// parent directories and truncates an existing file.
+// sent, so no copy of the content is held. The daemon writes in place, so
+// the bytes go to a temporary name next to path (pathsafe.TempSibling),
+// which `mv -f`, run as the sandbox's user, puts over path after the last
+// byte: the daemon's own move answers 409 when the destination exists.
+// On any failure the temporary file is removed and path is left as it was.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
 	cr := &countingReader{r: src}
-	err := r.upload(ctx, id, p, cr, func() bool { return cr.n == 0 })
+	tmp := pathsafe.TempSibling(p)
+	err := r.upload(ctx, id, tmp, cr, func() bool { return cr.n == 0 })
 	if err == nil {
-		return nil
+		if err = r.replace(ctx, id, tmp, p); err != nil {
+			r.removeTemp(ctx, id, tmp)
+		}
+		return err
 	}
 	var he *HTTPError
 	if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
-		// The daemon answers 400 with an empty body for a directory at
-		// path, a file where a parent should be, and other failures.
-		if fi, serr := r.Stat(ctx, id, p); serr == nil && fi.IsDir() {
-			return fmt.Errorf("daytona: upload %q: %w", p, sandbox.ErrIsDirectory)
-		}
+		// The daemon answers 400 with an empty body for a file where a
+		// parent should be, a place it may not write, and other failures.
 		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
 			if fi, serr := r.Stat(ctx, id, dir); serr == nil {
 				if !fi.IsDir() {
@@ -144,8 +149,83 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 				break
 			}
 		}
+		if r.notWritable(ctx, id, path.Dir(p)) {
+			return sandbox.Errorf(sandbox.PermissionDenied, "daytona: upload %q: the sandbox's user may not create it", p)
+		}
+		return r.clean(err)
+	}
+	if !errors.Is(err, sandbox.ErrStaleTransport) && sandbox.CodeOf(err) != sandbox.NotFound && !errors.Is(err, sandbox.ErrPaused) {
+		r.removeTemp(ctx, id, tmp)
 	}
 	return r.clean(err)
+}
+
+// replaceScript renames $1 over $2 unless $2 is a directory (mv would move
+// the file into it): exit 21 then, the file removed.
+const replaceScript = `if [ -d "$2" ]; then rm -f -- "$1"; exit 21; fi; exec mv -f -- "$1" "$2"`
+
+// replace puts the uploaded temporary file tmp at p with `mv -f` run by the
+// daemon as the sandbox's user, so p is replaced atomically and with that
+// user's permissions.
+func (r *Runtime) replace(ctx context.Context, id, tmp, p string) error {
+	script := "{ sh -c " + shellQuote(replaceScript) + " sh " + shellQuote(tmp) + " " + shellQuote(p) + "; } </dev/null 2>&1"
+	res := r.execute(ctx, id, script, "", 60)
+	if res.err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("daytona: upload: %w", ctx.Err())
+		}
+		return r.clean(res.err)
+	}
+	code := -1
+	if res.resp.ExitCode != nil {
+		code = *res.resp.ExitCode
+	} else if res.resp.Code != nil {
+		code = *res.resp.Code
+	}
+	out := strings.TrimSpace(str(res.resp.Result))
+	if len(out) > 300 {
+		out = out[:300]
+	}
+	out = r.redact(out)
+	switch {
+	case code == 0:
+		return nil
+	case code == 21:
+		return fmt.Errorf("daytona: upload %q: %w", p, sandbox.ErrIsDirectory)
+	case strings.Contains(out, "Permission denied") || strings.Contains(out, "Read-only file system") || strings.Contains(out, "Operation not permitted"):
+		return sandbox.Errorf(sandbox.PermissionDenied, "daytona: upload %q: %s", p, out)
+	case strings.Contains(out, "Not a directory"):
+		return fmt.Errorf("daytona: upload %q: %s: %w", p, out, sandbox.ErrNotDirectory)
+	}
+	return sandbox.Errorf(sandbox.Internal, "daytona: upload %q: mv exited %d: %s", p, code, out)
+}
+
+// notWritableScript exits 0 when the nearest existing directory at or
+// above $1 is one the user running it cannot write.
+const notWritableScript = `d=$1; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; [ -d "$d" ] && [ ! -w "$d" ]`
+
+// notWritable reports whether the sandbox's user cannot create entries in
+// dir or, where dir is missing, in its nearest existing parent (run by the
+// daemon as that user); false when that is unknown.
+func (r *Runtime) notWritable(ctx context.Context, id, dir string) bool {
+	res := r.execute(ctx, id, "sh -c "+shellQuote(notWritableScript)+" sh "+shellQuote(dir)+" </dev/null", "", 30)
+	if res.err != nil {
+		return false
+	}
+	return res.resp.ExitCode != nil && *res.resp.ExitCode == 0
+}
+
+// removeTemp removes an abandoned temporary file, even when ctx has ended,
+// within a bounded time; errors are ignored.
+func (r *Runtime) removeTemp(ctx context.Context, id, tmp string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	resp, err := r.toolboxCall(rctx, id, "remove", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.DeleteFile(ctx, &toolbox.DeleteFileParams{Path: tmp})
+	}, http.StatusNoContent, http.StatusOK)
+	if err == nil {
+		resp.Body.Close()
+	}
 }
 
 func (r *Runtime) upload(ctx context.Context, id, p string, src io.Reader, again func() bool) error {

@@ -90,6 +90,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
+	"github.com/sandboxkit/sandbox/internal/inflight"
 )
 
 // Fault is a failure FailNext injects into one matching request.
@@ -159,6 +160,7 @@ func WithoutToolboxProxyURL() Option { return func(s *Server) { s.noProxyURL = t
 // Server is a running fake. Close it when done.
 type Server struct {
 	backend sandbox.Runtime
+	writes  inflight.Writes // uploads in progress, by backend id and path
 	key     string
 	ts      *httptest.Server
 

@@ -102,6 +102,10 @@ type tb struct {
 
 func (t *tb) ctx() context.Context { return t.r.Context() }
 
+// writeKey names the absolute path p of the request's sandbox for
+// Server.writes.
+func (t *tb) writeKey(p string) string { return t.b.backendID + "\x00" + p }
+
 // abs resolves p against the daemon's working directory (the home).
 func (t *tb) abs(p string) string {
 	if p == "" {
@@ -235,7 +239,17 @@ func (t *tb) upload() {
 			_, _ = io.Copy(io.Discard, part)
 			continue
 		}
+		// Wait for an abandoned upload of the path to stop, and record
+		// this one, so that a delete or move of it waits in turn: once
+		// the client's clean-up is answered, nothing writes for it.
+		key := t.writeKey(t.abs(p))
+		if err := t.s.writes.Wait(t.ctx(), key); err != nil {
+			emptyError(t.w, 400)
+			return
+		}
+		end := t.s.writes.Begin(key)
 		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), part)
+		end()
 		if err != nil {
 			emptyError(t.w, 400)
 			return
@@ -271,6 +285,10 @@ func (t *tb) delete() {
 		return
 	}
 	abs := t.abs(q.Get("path"))
+	if err := t.s.writes.Wait(t.ctx(), t.writeKey(abs)); err != nil {
+		emptyError(t.w, 400)
+		return
+	}
 	fi, err := t.s.backend.Stat(t.ctx(), t.b.backendID, abs)
 	if err != nil {
 		emptyError(t.w, fileStatus(err))
@@ -297,6 +315,12 @@ func (t *tb) move() {
 		return
 	}
 	src, dst = t.abs(src), t.abs(dst)
+	for _, p := range []string{src, dst} {
+		if err := t.s.writes.Wait(t.ctx(), t.writeKey(p)); err != nil {
+			emptyError(t.w, 400)
+			return
+		}
+	}
 	if _, err := t.s.backend.Stat(t.ctx(), t.b.backendID, src); err != nil {
 		emptyError(t.w, fileStatus(err))
 		return

@@ -282,8 +282,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	writeJSONRaw(w, out)
 }
 
-// put writes one uploaded file, returning an HTTP status and message on failure.
+// writeKey names path p of box b for Server.writes.
+func writeKey(b *box, p string) string { return b.backendID + "\x00" + p }
+
+// put writes one uploaded file, returning an HTTP status and message on
+// failure. It waits for an abandoned upload of p to stop first, and
+// records its own so that a Remove or Move of p waits for it: an upload
+// whose client went away has stopped writing once the client's clean-up
+// is answered.
 func (s *Server) put(ctx context.Context, b *box, p string, r io.Reader) (int, string) {
+	if err := s.writes.Wait(ctx, writeKey(b, p)); err != nil {
+		return http.StatusInternalServerError, "error writing file: " + err.Error()
+	}
+	defer s.writes.Begin(writeKey(b, p))()
 	if fi, err := s.backend.Stat(ctx, b.backendID, p); err == nil && fi.IsDir() {
 		return http.StatusBadRequest, "path is a directory: " + p
 	}

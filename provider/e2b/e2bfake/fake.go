@@ -66,6 +66,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
+	"github.com/sandboxkit/sandbox/internal/inflight"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 )
 
@@ -80,6 +81,7 @@ const clientID = "6532622b"
 // Server is a running fake. Close it when done.
 type Server struct {
 	backend     sandbox.Runtime
+	writes      inflight.Writes // uploads in progress, by backend id and path
 	apiKey      string
 	envdVersion string
 

@@ -423,6 +423,11 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	}
 	b := boxOf(ctx)
 	src, dst := resolve(b.home, req.Msg.GetSource()), resolve(b.home, req.Msg.GetDestination())
+	for _, p := range []string{src, dst} {
+		if err := f.s.writes.Wait(ctx, writeKey(b, p)); err != nil {
+			return nil, connect.NewError(connect.CodeCanceled, err)
+		}
+	}
 	if _, err := f.s.backend.Stat(ctx, b.backendID, src); err != nil {
 		return nil, fsErr(err, src)
 	}
@@ -489,6 +494,9 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	}
 	b := boxOf(ctx)
 	p := resolve(b.home, req.Msg.GetPath())
+	if err := f.s.writes.Wait(ctx, writeKey(b, p)); err != nil {
+		return nil, connect.NewError(connect.CodeCanceled, err)
+	}
 	if err := f.s.backend.Remove(ctx, b.backendID, p); err != nil && sandbox.CodeOf(err) != sandbox.NotFound {
 		return nil, fsErr(err, p)
 	}
