@@ -58,7 +58,7 @@ func interruptedUpload(ctx context.Context, t *testing.T, s *suite) {
 		return strings.Join(names, ",")
 	}
 	for _, tc := range []struct {
-		name, path string
+		name, path  string
 		readerFails bool
 	}{
 		{"NewFileReaderFails", "iu/new.bin", true},
