@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/stale"
 	"golang.org/x/sync/singleflight"
 )
@@ -423,7 +424,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 		if !r.created {
 			id = ""
 		}
-		return Info{}, false, nil, c.wrap(op, id, "", redactErr(r.err, secrets))
+		return Info{}, false, nil, redactErr(c.wrap(op, id, "", r.err), secrets)
 	}
 	return r.info, r.created, secrets, nil
 }
@@ -747,17 +748,14 @@ func secretValues(env map[string]string) [][]byte {
 	return out
 }
 
-// redactErr hides secret values in err's text while keeping its chain.
+// redactErr hides secret values in the text of every error of err's tree
+// (see internal/errscrub), keeping what errors.Is and CodeOf match.
 func redactErr(err error, secrets [][]byte) error {
 	if err == nil || len(secrets) == 0 {
 		return err
 	}
-	msg := err.Error()
-	red := string(redact([]byte(msg), withQuoted(secrets)))
-	if red == msg {
-		return err
-	}
-	return &redactedError{msg: red, err: err}
+	all := withQuoted(secrets)
+	return errscrub.Chain(err, func(s string) string { return string(redact([]byte(s), all)) })
 }
 
 // withQuoted adds the form each secret takes inside a Go-quoted string
@@ -772,11 +770,3 @@ func withQuoted(secrets [][]byte) [][]byte {
 	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
 	return out
 }
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }

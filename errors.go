@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/stale"
 )
 
@@ -260,4 +261,28 @@ func (e *codedError) Unwrap() []error {
 func invalid(op, provider, id, name, format string, args ...any) error {
 	return &Error{Op: op, Provider: provider, SandboxID: id, Code: InvalidArgument,
 		Err: fmt.Errorf("invalid %s: %s: %w", name, fmt.Sprintf(format, args...), ErrInvalidArgument)}
+}
+
+// The portable layer's error types, rebuilt with redacted text by
+// internal/errscrub: the chain a caller walks keeps the types and codes
+// CodeOf and errors.As look for. Sentinels are fixed phrases, never user
+// data, so they are kept as they are.
+func init() {
+	errscrub.Register(func(err error, kids []error, redact func(string) string) (error, bool) {
+		switch e := err.(type) {
+		case *Error:
+			c := *e
+			c.SandboxID, c.Path = redact(e.SandboxID), redact(e.Path)
+			c.Err = nil
+			if len(kids) > 0 {
+				c.Err = kids[0]
+			}
+			return &c, true
+		case *codedError:
+			return &codedError{code: e.code, sentinel: e.sentinel, err: kids[0]}, true
+		case *codeError:
+			return e, true
+		}
+		return nil, false
+	})
 }

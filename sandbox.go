@@ -63,7 +63,7 @@ func (s *Sandbox) setInfo(in Info) {
 }
 
 func (s *Sandbox) wrap(op, path string, err error) error {
-	return s.c.wrap(op, s.id, path, redactErr(err, s.secrets))
+	return redactErr(s.c.wrap(op, s.id, path, err), s.secrets)
 }
 
 // path validates p and resolves it against the home directory.
@@ -386,7 +386,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 
 // wrapPlan is wrap with the command's secrets redacted as well.
 func (s *Sandbox) wrapPlan(op string, p *execPlan, err error) error {
-	return s.c.wrap(op, s.id, "", redactErr(err, p.secrets))
+	return redactErr(s.c.wrap(op, s.id, "", err), p.secrets)
 }
 
 // Start starts cmd in the background and returns at once. The process

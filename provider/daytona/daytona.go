@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
@@ -352,24 +353,29 @@ func (r *Runtime) redact(s string) string {
 	return s
 }
 
-// redactedError hides the key in an error's text, keeping its chain.
-type redactedError struct {
-	msg string
-	err error
+// clean makes sure no error in err's tree holds the key in its text (see
+// internal/errscrub): the chain a caller walks is redacted too.
+func (r *Runtime) clean(err error) error {
+	if err == nil || r.key == "" {
+		return err
+	}
+	return errscrub.Chain(err, r.redact)
 }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// clean makes sure err's text holds no key.
-func (r *Runtime) clean(err error) error {
-	if err == nil {
-		return nil
-	}
-	if msg := err.Error(); r.key != "" && strings.Contains(msg, r.key) {
-		return &redactedError{msg: r.redact(msg), err: err}
-	}
-	return err
+// *HTTPError is rebuilt by errscrub with its message redacted.
+func init() {
+	errscrub.Register(func(err error, kids []error, redact func(string) string) (error, bool) {
+		e, ok := err.(*HTTPError)
+		if !ok {
+			return nil, false
+		}
+		c := *e
+		c.Op, c.Message = redact(e.Op), redact(e.Message)
+		if len(kids) > 0 {
+			c.kind = kids[0]
+		}
+		return &c, true
+	})
 }
 
 // transportError classifies a failed round trip. mutating says whether

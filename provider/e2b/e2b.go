@@ -62,6 +62,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
@@ -455,12 +456,12 @@ func seconds(d time.Duration) int32 {
 	return int32(s)
 }
 
-// scrub hides the API key and access tokens should a server echo one.
+// scrub hides the API key and access tokens should a server echo one, in
+// every error of err's tree (see internal/errscrub).
 func (r *Runtime) scrub(err error) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
 	secrets := []string{r.cfg.apiKey}
 	r.mu.Lock()
 	for _, c := range r.conns {
@@ -469,25 +470,34 @@ func (r *Runtime) scrub(err error) error {
 		}
 	}
 	r.mu.Unlock()
-	red := msg
-	for _, s := range secrets {
-		if s != "" {
-			red = strings.ReplaceAll(red, s, "[REDACTED]")
+	return errscrub.Chain(err, func(msg string) string {
+		for _, s := range secrets {
+			if s != "" {
+				msg = strings.ReplaceAll(msg, s, "[REDACTED]")
+			}
 		}
-	}
-	if red == msg {
-		return err
-	}
-	return &scrubbed{msg: red, err: err}
+		return msg
+	})
 }
 
-type scrubbed struct {
-	msg string
-	err error
+// The adapter's error types, rebuilt by errscrub with redacted text.
+func init() {
+	errscrub.Register(func(err error, kids []error, redact func(string) string) (error, bool) {
+		switch e := err.(type) {
+		case *statusError:
+			c := *e
+			c.Message = redact(e.Message)
+			return &c, true
+		case *connect.Error:
+			cause := errors.New(redact(e.Message()))
+			if len(kids) > 0 && kids[0] != nil {
+				cause = kids[0]
+			}
+			return connect.NewError(e.Code(), cause), true
+		}
+		return nil, false
+	})
 }
-
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
 
 // roundTripper sends Connect calls straight to the transport: envd never
 // redirects or sets cookies, so http.Client's per-request header copying
