@@ -87,7 +87,7 @@ func (f *Files) Stat(p string) (fi sandbox.FileInfo, err error) {
 }
 
 func statLocked(b *box, abs string) (sandbox.FileInfo, error) {
-	n, ok := b.files[abs]
+	n, ok := b.files[physLocked(b, abs, true)]
 	if !ok {
 		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sandbox.ErrNotFound}
 	}
@@ -95,11 +95,12 @@ func statLocked(b *box, abs string) (sandbox.FileInfo, error) {
 }
 
 func removeLocked(b *box, abs string) error {
-	if _, ok := b.files[abs]; !ok {
+	key := physLocked(b, abs, false)
+	if _, ok := b.files[key]; !ok {
 		return &fs.PathError{Op: "remove", Path: abs, Err: sandbox.ErrNotFound}
 	}
 	for q := range b.files {
-		if q == abs || strings.HasPrefix(q, abs+"/") {
+		if q == key || strings.HasPrefix(q, key+"/") {
 			delete(b.files, q)
 		}
 	}
@@ -107,7 +108,7 @@ func removeLocked(b *box, abs string) error {
 }
 
 func lookupFile(b *box, abs string) (*node, error) {
-	n, ok := b.files[abs]
+	n, ok := b.files[physLocked(b, abs, true)]
 	if !ok {
 		return nil, &fs.PathError{Op: "open", Path: abs, Err: sandbox.ErrNotFound}
 	}
@@ -119,7 +120,8 @@ func lookupFile(b *box, abs string) (*node, error) {
 
 // mkdirAllLocked creates abs and its parents.
 func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
-	if n, ok := b.files[abs]; ok {
+	key := physLocked(b, abs, true)
+	if n, ok := b.files[key]; ok {
 		if !n.mode.IsDir() {
 			return &fs.PathError{Op: "mkdir", Path: abs, Err: sandbox.ErrNotDirectory}
 		}
@@ -130,18 +132,18 @@ func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
 			return err
 		}
 	}
-	b.files[abs] = dirNode(r.now())
+	b.files[physLocked(b, abs, true)] = dirNode(r.now())
 	return nil
 }
 
 func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
-	if n, ok := b.files[abs]; ok && n.mode.IsDir() {
+	if n, ok := b.files[physLocked(b, abs, true)]; ok && n.mode.IsDir() {
 		return &fs.PathError{Op: "write", Path: abs, Err: sandbox.ErrIsDirectory}
 	}
 	if err := r.mkdirAllLocked(b, path.Dir(abs)); err != nil {
 		return err
 	}
-	b.files[abs] = &node{data: data, mode: 0o644, mtime: r.now()}
+	b.files[physLocked(b, abs, true)] = &node{data: data, mode: 0o644, mtime: r.now()}
 	return nil
 }
 
@@ -150,18 +152,19 @@ func info(abs string, n *node) sandbox.FileInfo {
 }
 
 func readDirLocked(b *box, abs string) ([]sandbox.FileInfo, error) {
-	n, ok := b.files[abs]
+	key := physLocked(b, abs, true)
+	n, ok := b.files[key]
 	if !ok {
 		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotFound}
 	}
 	if !n.mode.IsDir() {
 		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotDirectory}
 	}
-	prefix := strings.TrimSuffix(abs, "/") + "/"
+	prefix := strings.TrimSuffix(key, "/") + "/"
 	var out []sandbox.FileInfo
 	for p, c := range b.files {
 		if p != "/" && strings.HasPrefix(p, prefix) && !strings.Contains(p[len(prefix):], "/") {
-			out = append(out, info(p, c))
+			out = append(out, info(path.Join(abs, p[len(prefix):]), c))
 		}
 	}
 	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
@@ -253,6 +256,7 @@ func (r *Runtime) Rename(_ context.Context, id, from, to string) error {
 }
 
 func (r *Runtime) renameLocked(b *box, from, to string) error {
+	from, to = physLocked(b, from, false), physLocked(b, to, false)
 	src, ok := b.files[from]
 	if !ok {
 		return &fs.PathError{Op: "rename", Path: from, Err: sandbox.ErrNotFound}

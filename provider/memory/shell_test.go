@@ -290,3 +290,32 @@ func TestExecDirErrors(t *testing.T) {
 		t.Errorf("Dir through a link: %q %v", r.Stdout, err)
 	}
 }
+
+// The file API sees the links the shell makes, as a real provider's does.
+func TestFileAPIFollowsLinks(t *testing.T) {
+	sb, _ := newSandbox(t)
+	ctx := context.Background()
+	run(t, sb, "mkdir -p real/d && printf data > real/d/f && ln -s real/d dl && ln -s real/d/f fl")
+	if b, err := sb.ReadFile(ctx, "fl"); err != nil || string(b) != "data" {
+		t.Errorf("ReadFile through a file link: %q %v", b, err)
+	}
+	if b, err := sb.ReadFile(ctx, "dl/f"); err != nil || string(b) != "data" {
+		t.Errorf("ReadFile through a directory link: %q %v", b, err)
+	}
+	if err := sb.WriteFile(ctx, "dl/new", []byte("n")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, sb, "cat real/d/new"); out != "n" {
+		t.Errorf("WriteFile through a link landed elsewhere: %q", out)
+	}
+	list, err := sb.ReadDir(ctx, "dl")
+	if err != nil || len(list) != 2 || list[0].Path != "/home/user/dl/f" {
+		t.Errorf("ReadDir through a link: %+v %v", list, err)
+	}
+	if err := sb.Remove(ctx, "dl"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := run(t, sb, "ls real/d"); code != 0 || out != "f\nnew\n" {
+		t.Errorf("Remove of a link removed its target's files: %q", out)
+	}
+}

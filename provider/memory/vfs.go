@@ -88,6 +88,17 @@ func walkLocked(b *box, p string, follow bool) (string, *node, error) {
 	return cur, b.files[cur], nil
 }
 
+// physLocked returns where p resolves physically (following a final
+// symbolic link when follow is set), or p itself when it does not resolve,
+// so that the file API reports errors on the path it was given.
+func physLocked(b *box, p string, follow bool) string {
+	phys, _, err := walkLocked(b, p, follow)
+	if err != nil || phys == "" {
+		return p
+	}
+	return phys
+}
+
 func splitPath(p string) []string {
 	var out []string
 	for _, c := range strings.Split(p, "/") {
