@@ -604,7 +604,8 @@ func matches(in Info, opts ListOptions) bool {
 }
 
 // GetOrCreate returns a live or paused sandbox carrying all of
-// opts.Labels (resuming it if paused), or creates one with opts. created
+// opts.Labels (resuming it if paused; the oldest when several do), or
+// creates one with opts. created
 // reports which: among concurrent callers, only the one whose call made
 // the sandbox sees true. opts.Labels must not be empty.
 //
@@ -687,10 +688,21 @@ func providerKey(fkey string) string {
 // findOrCreate is one GetOrCreate flight.
 func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey string) (flight, error) {
 	const op = "get-or-create"
+	var found []Info
 	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting}}) {
 		if err != nil {
 			return flight{}, err
 		}
+		found = append(found, info)
+	}
+	// The oldest (ties by id), the rule every process applies alike.
+	slices.SortFunc(found, func(a, b Info) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, info := range found {
 		info, err := c.wake(ctx, info)
 		if err != nil {
 			if CodeOf(err) == NotFound {

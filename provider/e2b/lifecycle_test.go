@@ -2,10 +2,12 @@ package e2b_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 )
 
@@ -51,5 +53,83 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 				t.Fatalf("%d sandboxes on the server once Close returned, %d held by the caller: %d orphaned", got, held, got-held)
 			}
 		})
+	}
+}
+
+// getOrCreateMany runs n concurrent GetOrCreate calls with opts on c and
+// returns the ids they got and how many were told they created.
+func getOrCreateMany(ctx context.Context, t testing.TB, c *sandbox.Client, opts sandbox.CreateOptions, n int) (ids map[string]int, created int) {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		start = make(chan struct{})
+	)
+	ids = map[string]int{}
+	for range n {
+		wg.Go(func() {
+			<-start
+			sb, made, err := c.GetOrCreate(ctx, opts)
+			if err != nil {
+				t.Errorf("GetOrCreate: %v", err)
+				return
+			}
+			mu.Lock()
+			ids[sb.ID()]++
+			if made {
+				created++
+			}
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ids, created
+}
+
+// TestGetOrCreateOnce: 200 goroutines on one Client send one create; 4
+// Clients (each its own Runtime, as 4 processes would be) × 50 goroutines
+// leave one sandbox after the post-create check, and every caller gets it.
+func TestGetOrCreateOnce(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := ctxT(t)
+	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
+	ids, created := getOrCreateMany(ctx, t, e.client, opts, 200)
+	if n := e.fake.Count("POST /sandboxes"); n != 1 || len(ids) != 1 || created != 1 {
+		t.Fatalf("200 callers on one Client: %d creates sent, %d sandboxes returned, %d told created; want 1, 1, 1", n, len(ids), created)
+	}
+
+	opts.Labels = map[string]string{"user": "grace"}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	all := map[string]int{}
+	made := 0
+	for range 4 {
+		rt, err := e2b.New(e2b.WithAPIKey(e.fake.APIKey()), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.NewClient(rt)
+		defer c.Close()
+		wg.Go(func() {
+			ids, created := getOrCreateMany(ctx, t, c, opts, 50)
+			mu.Lock()
+			defer mu.Unlock()
+			for id, n := range ids {
+				all[id] += n
+			}
+			made += created
+		})
+	}
+	wg.Wait()
+	var left []string
+	for info, err := range e.client.List(ctx, sandbox.ListOptions{Labels: opts.Labels}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, info.ID)
+	}
+	t.Logf("4 Clients: %d creates reached the server", e.fake.Count("POST /sandboxes")-1)
+	if len(all) != 1 || made != 1 || len(left) != 1 {
+		t.Fatalf("4 Clients × 50: sandboxes returned %v, %d told created, %v left; want 1, 1, 1", all, made, left)
 	}
 }
