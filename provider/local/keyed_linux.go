@@ -1,0 +1,82 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// keysDir holds one lock file per GetOrCreate key under the root. The
+// files stay (they are empty): removing one while another process waits
+// on it would split the lock.
+const keysDir = ".keys"
+
+// CreateKeyed implements sandbox.KeyedCreator, so that Client.GetOrCreate
+// makes at most one sandbox per key across every process sharing the
+// root: it takes an exclusive lock on a file named after the key in the
+// root's .keys directory, and under it returns the oldest sandbox carrying
+// req.Labels or creates one. The lock is released when CreateKeyed
+// returns; waiting for it is bounded by ctx.
+func (r *Runtime) CreateKeyed(ctx context.Context, key string, req *sandbox.CreateRequest) (sandbox.Info, bool, error) {
+	if len(key) != 32 || strings.Trim(key, "0123456789abcdef") != "" {
+		return sandbox.Info{}, false, sandbox.Errorf(sandbox.InvalidArgument, "local: key %q is not 32 lowercase hex digits", key)
+	}
+	dir := filepath.Join(r.root, keysDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Info{}, false, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, key+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return sandbox.Info{}, false, sandbox.Errorf(sandbox.Internal, "local: key lock: %w", err)
+	}
+	defer f.Close() // releases the lock
+	if err := lockCtx(ctx, f); err != nil {
+		return sandbox.Info{}, false, err
+	}
+	page, _, err := r.List(ctx, &sandbox.ListRequest{Labels: req.Labels,
+		States: []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting}})
+	if err != nil {
+		return sandbox.Info{}, false, err
+	}
+	if len(page) > 0 {
+		return slices.MinFunc(page, func(a, b sandbox.Info) int {
+			if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		}), false, nil
+	}
+	in, err := r.Create(ctx, req)
+	return in, true, err
+}
+
+// lockCtx takes f's exclusive flock, polling so that ctx bounds the wait.
+func lockCtx(ctx context.Context, f *os.File) error {
+	delay := 2 * time.Millisecond
+	for {
+		err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			return sandbox.Errorf(sandbox.Internal, "local: key lock: %w", err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("local: waiting for the key lock: %w", ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
