@@ -634,6 +634,13 @@ func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandb
 	if hasControl(opts.Template) {
 		return nil, false, invalid(op, name, "", "template", "%q holds control characters", printable(opts.Template))
 	}
+	ctx, end := bound(ctx, op, c.calls.Create)
+	sb, created, err = c.getOrCreate(ctx, opts)
+	return sb, created, end(err)
+}
+
+func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox, bool, error) {
+	const op = "get-or-create"
 	fkey := flightKey(opts.Template, opts.Labels)
 	for {
 		ran := false
