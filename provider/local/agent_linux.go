@@ -25,11 +25,12 @@ type agentConfig struct {
 	Namespaces bool   `json:"namespaces"`
 	Landlock   bool   `json:"landlock"`
 	Seccomp    bool   `json:"seccomp"`
-	NoNetwork  bool   `json:"no_network"`
-	HostHome   string `json:"host_home"` // host path of the home
-	HomeTree   bool   `json:"home_tree"` // fd 5 is a detached mount of the home
-	HostTmp    string `json:"host_tmp"`  // private temporary directory (L1/L2)
-	Home       string `json:"home"`      // home as commands see it
+	NoNetwork  bool   `json:"no_network"` // no sockets but unix ones (L2)
+	NewNet     bool   `json:"new_net"`    // own network namespace (L3, L4)
+	HostHome   string `json:"host_home"`  // host path of the home
+	HomeTree   bool   `json:"home_tree"`  // fd 5 is a detached mount of the home
+	HostTmp    string `json:"host_tmp"`   // private temporary directory (L1/L2)
+	Home       string `json:"home"`       // home as commands see it
 	Hostname   string `json:"hostname"`
 	TmpMiB     int    `json:"tmp_mib"`
 	MaxFileMiB int    `json:"max_file_mib"`

@@ -13,7 +13,8 @@
 //
 // URL query parameters: isolation=l0…l4 (WithIsolation), min_isolation=l0…l4
 // (WithMinIsolation), lease=5m (WithDefaultLease), warm_pool=N
-// (WithWarmPool), commands_as_root=true (WithCommandsAsRoot). The URL path
+// (WithWarmPool), commands_as_root=true (WithCommandsAsRoot),
+// network=isolated|host (WithNetwork). The URL path
 // is the root directory (WithRoot); the default root is
 // <user cache dir>/sandboxkit/local.
 //
@@ -33,10 +34,11 @@
 // real set-up (sysctls and AppArmor states lie), and every sandbox reports
 // what it achieved in Info.Isolation ("L4 full", "L3 namespaces", ...) and
 // Info.Detail: "level", "isolation_missing" (why not more), "landlock"
-// ("ABI 7"), "seccomp", "cgroup_limits", "nested_userns", "network" ("on"
-// or "off"), "host_home", "root", "user" (at L1 and L2 on a root host: the
-// uid commands run as, or why root) and, when paused, "paused_by". A level
-// is never reported higher than what was set up.
+// ("ABI 7"), "seccomp", "cgroup_limits", "nested_userns", "network"
+// ("isolated ...", "host" or "off", with "network_note" saying why),
+// "host_home", "root", "user" (at L1 and L2 on a root host: the uid
+// commands run as, or why root), "cgroup_escape" and, when paused,
+// "paused_by". A level is never reported higher than what was set up.
 //
 //   - L0 none: plain host processes with the home as working directory.
 //     Only when asked for (WithIsolation(L0)).
@@ -56,11 +58,11 @@
 //     temporary directory, $TMPDIR, in which files may be renamed and
 //     linked across directories but never out) with signals and abstract
 //     sockets scoped to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
-//     kernel keyrings, namespaces...; with the network off, no sockets but
-//     unix ones). Host processes stay visible in /proc. On a root host
+//     kernel keyrings, namespaces...; with the network off, the default
+//     at L2, no sockets but unix ones). Host processes stay visible in /proc. On a root host
 //     commands run as uid 65534, as at L1.
-//   - L3 namespaces: user, mount, pid, uts, ipc (and, with the network off,
-//     net) namespaces; a tmpfs root holding read-only binds of /usr, /etc and
+//   - L3 namespaces: user, mount, pid, uts, ipc and (unless the network is
+//     the host's) net namespaces; a tmpfs root holding read-only binds of /usr, /etc and
 //     /opt, the merged-/usr symlinks, a private /tmp, /proc and a minimal
 //     /dev; the home bound read-write at /home/user; pivot_root; commands run
 //     as uid 1000 with no capabilities and cannot create user namespaces.
@@ -92,6 +94,36 @@
 // a sandbox whose metadata is corrupt is skipped by List (and logged) while
 // Get reports it. The env file may hold secret values: every file is 0600
 // under a 0700 directory.
+//
+// # Network
+//
+// A sandbox created with the network on (CreateOptions.NoNetwork unset)
+// gets, by default, an isolated network: at L3 and L4 its own network
+// namespace, connected to the outside by pasta (Debian package passt), a
+// user-space network stack running outside the sandbox. Outbound TCP, UDP
+// and ICMP work; no port is forwarded in either direction and the gateway
+// is not mapped to the host, so nothing listening on the host's loopback
+// (databases, admin ports, metadata proxies) nor the host's abstract unix
+// sockets can be reached. pasta joins the sandbox's cgroup and, where the
+// host allows (root), its pid namespace, so that it ends with the sandbox
+// however that ends; elsewhere Destroy ends it. Private ranges of the host's own network are not filtered.
+//
+// Where that cannot be had, the sandbox gets no network (only its own
+// loopback at L3 and L4; no sockets but unix ones at L2), and
+// Detail["network_note"] says why: pasta is not installed, or the level
+// has no namespaces (L2). The host's network is given only when asked for,
+// with WithNetwork(NetworkHost), the URL parameter network=host or the
+// provider option "network": "host" of one sandbox; asking for
+// "isolated" where it cannot be had is FailedPrecondition naming what is
+// missing. At L0 and L1 commands always use the host's network.
+//
+// On a root host pasta keeps uid 0 (--runas 0): it must join a user
+// namespace that root created. It drops its capabilities and confines
+// itself (own mount namespace, seccomp) once set up; sandboxed code sees
+// it in its process list but, another user, cannot signal or trace it.
+// On a host without root, if an agent ends its sandbox on its own (lease
+// or directory gone) with no Runtime around, its pasta runs on until a
+// Runtime destroys the sandbox.
 //
 // # Agents
 //

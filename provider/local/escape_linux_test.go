@@ -163,8 +163,12 @@ func TestEscapeNoNetwork(t *testing.T) {
 		t.Skip("needs bash for /dev/tcp")
 	}
 	on := mustCreate(ctx, t, c, sandbox.CreateOptions{})
-	if res := run(ctx, t, on, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
-		t.Fatalf("with the network on, the sandbox could not reach the host's loopback: %q %q", res.Stdout, res.Stderr)
+	if res := run(ctx, t, on, probe); bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Errorf("with the network on by default, the sandbox reached the host's loopback: %q", res.Stdout)
+	}
+	host := mustCreate(ctx, t, c, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "host"}})
+	if res := run(ctx, t, host, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Fatalf("with network=host, the sandbox could not reach the host's loopback: %q %q", res.Stdout, res.Stderr)
 	}
 	off := mustCreate(ctx, t, c, sandbox.CreateOptions{NoNetwork: true})
 	res := run(ctx, t, off, probe)

@@ -45,6 +45,9 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 	if write && m.State == sandbox.StatePaused {
 		return nil, errPaused(id)
 	}
+	if err := r.ensureDisk(m); err != nil {
+		return nil, sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", id, err)
+	}
 	home := r.info(m).Home
 	if !pathsafe.Within(home, p) {
 		return nil, sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", p, home)

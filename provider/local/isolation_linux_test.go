@@ -339,3 +339,186 @@ cat b/x a/y && ls b/d >/dev/null && echo ok`)
 		})
 	}
 }
+
+// loopbackListener serves on the host's 127.0.0.1 until the test ends.
+func loopbackListener(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("host-loopback\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestIsolatedNetwork checks that a sandbox with the network on (the
+// default) at L3/L4 has its own network with a user-space stack, through
+// which the host's loopback cannot be reached, neither at 127.0.0.1 nor
+// through the gateway.
+func TestIsolatedNetwork(t *testing.T) {
+	if lookPasta() == "" {
+		t.Skip("needs pasta (Debian package passt) for an isolated network")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash for /dev/tcp")
+	}
+	ctx := context.Background()
+	c := nsClient(t)
+	port := loopbackListener(t)
+	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	if got := sb.Info().Detail["network"]; !strings.HasPrefix(got, "isolated") {
+		t.Fatalf("Detail[network] = %q, want isolated", got)
+	}
+	probe := fmt.Sprintf(`gw=$(awk '$2=="00000000"{print $3}' /proc/net/route | head -1)
+echo ifaces $(grep -c : /proc/net/dev) gw=$gw
+for h in 127.0.0.1 $(printf '%%d.%%d.%%d.%%d' 0x${gw:6:2} 0x${gw:4:2} 0x${gw:2:2} 0x${gw:0:2} 2>/dev/null); do
+  timeout 10 bash -c "exec 3<>/dev/tcp/$h/%d && head -1 <&3" 2>/dev/null && echo "REACHED $h"
+done; true`, port)
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "bash -c " + shellQuote(probe), Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s%s", res.Stdout, res.Stderr)
+	if bytes.Contains(res.Stdout, []byte("REACHED")) {
+		t.Errorf("an isolated sandbox reached the host's loopback listener: %s", res.Stdout)
+	}
+	if bytes.Contains(res.Stdout, []byte("ifaces 1 ")) || !bytes.Contains(res.Stdout, []byte("gw=")) || bytes.Contains(res.Stdout, []byte("gw=\n")) {
+		t.Errorf("no interface with a default route besides lo: %s", res.Stdout)
+	}
+	// Destroy ends the network stack too.
+	rt := c.Runtime().(*Runtime)
+	pids, err := rt.HostPIDs(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := rt.readMeta(sb.ID()); m != nil && m.NetPID > 0 {
+		pids = append(pids, m.NetPID)
+	}
+	var running []int
+	for _, pid := range pids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && (strings.HasPrefix(string(b), "pasta") || strings.HasPrefix(string(b), "passt")) {
+			running = append(running, pid)
+		}
+	}
+	if len(running) == 0 {
+		t.Fatalf("no pasta among the sandbox's processes %v", pids)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range running {
+		if procAlive(pid, 0) {
+			t.Errorf("pasta (pid %d) outlived Destroy", pid)
+		}
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestNetworkWithoutStack checks what a host without pasta gives: no
+// network by default (said in Detail), FailedPrecondition naming passt
+// when an isolated network is asked for, the host's when asked for.
+func TestNetworkWithoutStack(t *testing.T) {
+	saved := lookPasta
+	lookPasta = func() string { return "" }
+	t.Cleanup(func() { lookPasta = saved })
+	ctx := context.Background()
+	c := nsClient(t)
+	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	if d := sb.Info().Detail; d["network"] != "off" || !strings.Contains(d["network_note"], "passt") {
+		t.Errorf("Detail network = %q, note %q; want off, naming passt", d["network"], d["network_note"])
+	}
+	res := run(ctx, t, sb, "grep -c : /proc/net/dev")
+	if strings.TrimSpace(string(res.Stdout)) != "1" {
+		t.Errorf("interfaces: %q, want only lo", res.Stdout)
+	}
+	_, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "isolated"}})
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "passt") {
+		t.Errorf("network=isolated without pasta: %v, want FailedPrecondition naming passt", err)
+	}
+	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "bogus"}}); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		t.Errorf("network=bogus: %v, want InvalidArgument", err)
+	}
+	host := mustCreate(ctx, t, c, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "host"}})
+	if got := host.Info().Detail["network"]; got != "host" {
+		t.Errorf("Detail[network] = %q, want host", got)
+	}
+}
+
+// TestDiskQuota writes past Resources.DiskGiB at L3/L4 from inside (ENOSPC)
+// and through the file API (ResourceExhausted), and checks that the home's
+// image is mounted again after it was unmounted (as after a reboot), that
+// the file API and the sandbox then see the same files, and that Destroy
+// leaves no mount.
+func TestDiskQuota(t *testing.T) {
+	ctx := context.Background()
+	c := nsClient(t)
+	rt := c.Runtime().(*Runtime)
+	if why := rt.diskUnsupported(L4); why != "" {
+		t.Skip(why)
+	}
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := rt.dir(sb.ID())
+	defer func() { _ = sb.Destroy(ctx) }()
+	if got := sb.Info().Detail["disk"]; !strings.HasPrefix(got, "1 GiB") {
+		t.Errorf("Detail[disk] = %q, want 1 GiB", got)
+	}
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "fallocate -l 900M fill && dd if=/dev/zero of=big bs=1M count=200 2>&1; echo exit=$?; df -k . | tail -1", Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(res.Stdout, []byte("No space left on device")) || bytes.Contains(res.Stdout, []byte("exit=0")) {
+		t.Errorf("writing 1100 MiB into a 1 GiB home: %s %s", res.Stdout, res.Stderr)
+	}
+	err = sb.WriteFile(ctx, "more", bytes.Repeat([]byte("x"), 4<<20))
+	if sandbox.CodeOf(err) != sandbox.ResourceExhausted {
+		t.Errorf("WriteFile on a full disk: %v, want ResourceExhausted", err)
+	}
+	run(ctx, t, sb, "rm -f fill big more")
+	// As after a reboot: the host's mount is gone; the file API mounts the
+	// image again and writes where the sandbox reads.
+	home := rt.home(sb.ID())
+	if err := syscall.Unmount(home, syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.WriteFile(ctx, "after", []byte("same disk")); err != nil {
+		t.Fatal(err)
+	}
+	if !mounted(dir, home) {
+		t.Errorf("the home's image is not mounted again")
+	}
+	if res := run(ctx, t, sb, "cat after"); string(res.Stdout) != "same disk" {
+		t.Errorf("sandbox reads %q, want what the file API wrote", res.Stdout)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if bytes.Contains(mounts, []byte(sb.ID())) {
+		t.Errorf("a mount of the sandbox is left on the host")
+	}
+}
+
+// TestDiskQuotaReported checks that a level that cannot enforce DiskGiB
+// says so in Info.Detail.
+func TestDiskQuotaReported(t *testing.T) {
+	ctx := context.Background()
+	rt := levelRuntime(t, L2)
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
+	if got := sb.Info().Detail["disk"]; !strings.Contains(got, "not enforced") {
+		t.Errorf("Detail[disk] = %q, want a note that it is not enforced", got)
+	}
+}

@@ -27,8 +27,8 @@ const (
 	// seccomp (no ptrace, mount, bpf, io_uring, namespaces...; no IP sockets
 	// when the network is off). No namespaces are needed.
 	L2
-	// L3 runs the sandbox in its own user, mount, pid, uts, ipc (and, with
-	// the network off, net) namespaces: a tmpfs root with read-only binds
+	// L3 runs the sandbox in its own user, mount, pid, uts, ipc and
+	// (unless the network is the host's) net namespaces: a tmpfs root with read-only binds
 	// of /usr and /etc, the home bound read-write at /home/user, pivot_root,
 	// uid 1000 without capabilities.
 	L3

@@ -59,8 +59,19 @@ func TestL2LandlockSeccomp(t *testing.T) {
 		}
 	}()
 	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null && echo CONNECTED", ln.Addr().(*net.TCPAddr).Port)
-	if res := run(ctx, t, on, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
-		t.Errorf("network on: could not connect: %q", res.Stderr)
+	// L2 cannot isolate a network: by default a sandbox gets none.
+	if res := run(ctx, t, on, probe); bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Errorf("network by default at L2: reached the host's loopback")
+	}
+	if got := on.Info().Detail["network"]; got != "off" {
+		t.Errorf("Detail[network] = %q, want off", got)
+	}
+	host := mustCreate(ctx, t, c, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "host"}})
+	if res := run(ctx, t, host, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
+		t.Errorf("network=host: could not connect: %q", res.Stderr)
+	}
+	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "isolated"}}); sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("network=isolated at L2: err = %v, want FailedPrecondition", err)
 	}
 	off := mustCreate(ctx, t, c, sandbox.CreateOptions{NoNetwork: true})
 	if res := run(ctx, t, off, probe); bytes.Contains(res.Stdout, []byte("CONNECTED")) {

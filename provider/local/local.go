@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,6 +60,8 @@ type Runtime struct {
 	// root host, 0 for root itself; runAsWhy says why root, if so.
 	runAs    int
 	runAsWhy string
+	pasta    string // path of the user-space network stack, "" when not installed
+	mkfs     string // path of mkfs.ext4, for disk quotas
 
 	spMu sync.Mutex
 	sp   *spawner
@@ -145,6 +148,7 @@ func New(opts ...Option) (*Runtime, error) {
 		r.log.Warn("sandbox/local: degraded isolation", "level", r.level.Describe(), "missing", strings.Join(r.missing, "; "))
 	}
 	r.setRunAs()
+	r.pasta, r.mkfs = lookPasta(), lookMkfs()
 	r.sweep()
 	go r.reaper()
 	if r.warm > 0 && r.level >= L2 {
@@ -278,12 +282,62 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// agentConfig returns the agent configuration for a sandbox at level l.
-func (r *Runtime) agentConfigFor(id string, l Level, noNet bool) agentConfig {
+// lookPasta finds pasta (Debian package passt); a variable for tests.
+var lookPasta = func() string {
+	p, err := exec.LookPath("pasta")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// networkFor decides the network of a new sandbox: "off", "host" or
+// "isolated", with a note saying why when it is not what was asked.
+func (r *Runtime) networkFor(req *sandbox.CreateRequest) (mode, note string, err error) {
+	want := r.network
+	for k, v := range req.Options {
+		if k != "network" {
+			return "", "", sandbox.Errorf(sandbox.InvalidArgument, "local: unknown provider option %q (known: network)", k)
+		}
+		if v != NetworkIsolated && v != NetworkHost {
+			return "", "", sandbox.Errorf(sandbox.InvalidArgument, "local: provider option network=%q: want %q or %q", v, NetworkIsolated, NetworkHost)
+		}
+		want = v
+	}
+	if req.NoNetwork {
+		return "off", "", nil
+	}
+	switch want {
+	case NetworkHost:
+		return NetworkHost, "the host's network, as asked: the host's loopback services are reachable", nil
+	case NetworkIsolated:
+		if r.level < L3 {
+			return "", "", sandbox.Errorf(sandbox.FailedPrecondition, "local: an isolated network needs namespaces (isolation L3 or higher); this Runtime gives %s", r.level.Describe())
+		}
+		if r.pasta == "" {
+			return "", "", sandbox.Errorf(sandbox.FailedPrecondition, "local: an isolated network needs pasta, which is not installed (Debian package passt: apt-get install passt)")
+		}
+		return NetworkIsolated, "", nil
+	}
+	switch {
+	case r.level <= L1:
+		return NetworkHost, "L0 and L1 do not isolate the network: the host's loopback services are reachable", nil
+	case r.level == L2:
+		return "off", "an isolated network needs namespaces (isolation L3 or higher); ask for network=host to share the host's", nil
+	case r.pasta == "":
+		return "off", "no user-space network stack: install the Debian package passt for an isolated network, or ask for network=host", nil
+	}
+	return NetworkIsolated, "", nil
+}
+
+// agentConfig returns the agent configuration for a sandbox at level l
+// with network mode netMode.
+func (r *Runtime) agentConfigFor(id string, l Level, netMode string) agentConfig {
 	c := agentConfig{Home: r.home(id), HostHome: r.home(id), HostTmp: filepath.Join(r.dir(id), "tmp"), Hostname: "sandbox",
-		NoNetwork: noNet, LeaseGrace: int64(leaseGrace)}
+		NoNetwork: netMode == "off", LeaseGrace: int64(leaseGrace)}
 	if l >= L3 {
 		c.Namespaces, c.Home = true, sandboxHome
+		c.NewNet = netMode != NetworkHost
 	}
 	if l == L2 || l == L4 {
 		c.Landlock, c.Seccomp = true, true
@@ -326,7 +380,7 @@ func (r *Runtime) probeUncached(want Level) probeResult {
 		if err != nil {
 			return features{}, err
 		}
-		cfg := r.agentConfigFor(id, l, false)
+		cfg := r.agentConfigFor(id, l, NetworkHost)
 		cfg.HostHome, cfg.HostTmp, cfg.Key = home, filepath.Join(dir, "tmp"), key
 		if !cfg.Namespaces {
 			cfg.Home = home
@@ -401,9 +455,9 @@ func waitGone(ctx context.Context, pid int, start uint64) {
 // Create makes the sandbox's directory and metadata and, at L2 and above,
 // starts its agent. Options are not supported: any key is InvalidArgument.
 func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
-	if len(req.Options) > 0 {
-		keys := slices.Sorted(maps.Keys(req.Options))
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown provider options %q (the local provider has none)", keys)
+	netMode, netNote, err := r.networkFor(req)
+	if err != nil {
+		return sandbox.Info{}, err
 	}
 	if req.Template != "" && req.Template != "default" {
 		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown template %q: the local provider runs the host's /usr and /etc (template \"\" or \"default\")", req.Template)
@@ -423,7 +477,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	id := newID()
 	info := sandbox.Info{ID: id, Provider: "local"}
-	m, l, err := r.createDirs(ctx, id, req, true)
+	m, l, err := r.createDirs(ctx, id, req, netMode, netNote, true)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
@@ -458,7 +512,7 @@ func (r *Runtime) preconnect(ctx context.Context, m *meta) {
 
 // createDirs makes the directories, cgroups (at L2 and above) and metadata
 // of a new sandbox, and returns it locked, in state starting.
-func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.CreateRequest, visible bool) (*meta, *locked, error) {
+func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.CreateRequest, netMode, netNote string, visible bool) (*meta, *locked, error) {
 	dir := r.dir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
@@ -496,12 +550,24 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 		os.RemoveAll(dir)
 		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: agent key: %w", dir, err)
 	}
+	disk, diskNote := "", ""
+	if req.Resources.DiskGiB > 0 {
+		if diskNote = r.diskUnsupported(r.level); diskNote == "" {
+			if err := r.makeDisk(ctx, dir, req.Resources.DiskGiB, r.uid, r.gid); err != nil {
+				unmountDisk(dir)
+				os.RemoveAll(dir)
+				return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: disk of %d GiB: %w", dir, req.Resources.DiskGiB, err)
+			}
+			disk = diskImage
+		}
+	}
 	now := time.Now().UTC()
 	m := &meta{
 		metaStatic: metaStatic{
 			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
-			Resources: req.Resources, Level: r.level, RunAs: runAs,
+			Resources: req.Resources, Level: r.level, RunAs: runAs, Network: netMode, NetNote: netNote,
+			Disk: disk, DiskNote: diskNote,
 		},
 		metaState: metaState{
 			State: sandbox.StateStarting, LeaseEnd: now.Add(req.Timeout),
@@ -543,13 +609,26 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if m.Cgroups.V2 == "" && len(m.Cgroups.V1) == 0 {
 		r.makeCgroups(m)
 	}
-	cfg := r.agentConfigFor(m.ID, m.Level, m.NoNetwork)
+	netMode := m.netMode()
+	cfg := r.agentConfigFor(m.ID, m.Level, netMode)
+	pasta := ""
+	if cfg.NewNet && netMode == NetworkIsolated {
+		if pasta = r.pasta; pasta == "" {
+			return sandbox.Errorf(sandbox.FailedPrecondition, "local: sandbox %s has an isolated network, which needs pasta: install the Debian package passt", m.ID)
+		}
+	}
+	if procAlive(m.NetPID, m.NetAt) {
+		_ = syscall.Kill(m.NetPID, syscall.SIGKILL) // the stack of a previous agent
+	}
 	if m.Level == L0 {
 		cfg.HostTmp = os.TempDir()
 	}
 	key, err := agentKey(r.dir(m.ID))
 	if err != nil {
 		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: agent key: %w", m.ID, err)
+	}
+	if err := r.ensureDisk(m); err != nil {
+		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
 	}
 	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, 0
 	if m.RunAs != 0 {
@@ -558,6 +637,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	resp, err := sp.spawn(ctx, &spawnReq{
 		Sock: r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
 		HostUID: r.uid, HostGID: r.gid, CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs(), Config: cfg,
+		Pasta: pasta,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -566,6 +646,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 		return sandbox.Errorf(sandbox.Internal, "local: starting the sandbox agent at %s: %v", m.Level, err)
 	}
 	m.AgentPID, m.AgentAt = resp.PID, resp.Start
+	m.NetPID, m.NetAt = resp.NetPID, resp.NetStart
 	f := resp.Features
 	f.Cgroup = m.Cgroups.Limits
 	got := f.level()
@@ -749,6 +830,10 @@ func (r *Runtime) killAll(ctx context.Context, m *meta, sock string) {
 		_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
 		waitGone(kctx, m.AgentPID, m.AgentAt)
 	}
+	if procAlive(m.NetPID, m.NetAt) {
+		_ = syscall.Kill(m.NetPID, syscall.SIGKILL)
+		waitGone(kctx, m.NetPID, m.NetAt)
+	}
 	if flat {
 		killSandboxProcs(kctx, m, false)
 	}
@@ -823,6 +908,7 @@ func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {
 	if err := m.Cgroups.remove(rctx); err != nil {
 		errs = append(errs, err)
 	}
+	unmountDisk(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		// Sandboxed code may have left directories without write permission.
 		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

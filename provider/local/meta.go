@@ -45,6 +45,14 @@ type metaStatic struct {
 	// RunAs is the host uid (and gid) commands run as at L1 and L2 on a
 	// root host; 0 means the host user's own.
 	RunAs int `json:"run_as,omitempty"`
+	// Network is what the sandbox's network is: "isolated", "host" or
+	// "off"; NetNote says why, when not what was asked.
+	Network string `json:"network,omitempty"`
+	NetNote string `json:"network_note,omitempty"`
+	// Disk is diskImage when the home is a loop-mounted image of
+	// Resources.DiskGiB; DiskNote says why not, when DiskGiB was asked.
+	Disk     string `json:"disk,omitempty"`
+	DiskNote string `json:"disk_note,omitempty"`
 }
 
 type metaState struct {
@@ -57,6 +65,8 @@ type metaState struct {
 	Paused   string         `json:"paused_by,omitempty"` // cgroup or signal
 	AgentPID int            `json:"agent_pid,omitempty"`
 	AgentAt  uint64         `json:"agent_start,omitempty"`
+	NetPID   int            `json:"net_pid,omitempty"` // the sandbox's pasta, outside it
+	NetAt    uint64         `json:"net_start,omitempty"`
 }
 
 // idRE matches the ids this provider makes: "sbx-", a hex timestamp in
@@ -319,9 +329,18 @@ func (r *Runtime) info(m *meta) sandbox.Info {
 	if m.Paused != "" {
 		detail["paused_by"] = m.Paused
 	}
-	detail["network"] = "on"
-	if m.NoNetwork {
-		detail["network"] = "off"
+	detail["network"] = m.netMode()
+	if m.Network == NetworkIsolated {
+		detail["network"] = "isolated (pasta: own network namespace, host loopback unreachable)"
+	}
+	if m.NetNote != "" {
+		detail["network_note"] = m.NetNote
+	}
+	switch {
+	case m.Disk != "":
+		detail["disk"] = fmt.Sprintf("%d GiB (ext4 image mounted on the home)", m.Resources.DiskGiB)
+	case m.DiskNote != "":
+		detail["disk"] = m.DiskNote
 	}
 	if f := m.Features; f.Landlock {
 		detail["landlock"] = fmt.Sprintf("ABI %d", f.LandlockV)
@@ -370,4 +389,17 @@ func why(achieved Level, f features, extra ...string) string {
 		parts = append(parts, "cgroup limits not applied")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// netMode returns the sandbox's network: "isolated", "host" or "off".
+// Sandboxes recorded before modes existed had the host's network unless
+// NoNetwork.
+func (m *meta) netMode() string {
+	switch {
+	case m.NoNetwork:
+		return "off"
+	case m.Network != "":
+		return m.Network
+	}
+	return NetworkHost
 }

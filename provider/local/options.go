@@ -21,7 +21,8 @@ type config struct {
 	lease    time.Duration
 	reapEach time.Duration
 	warm     int
-	asRoot   bool // WithCommandsAsRoot
+	asRoot   bool   // WithCommandsAsRoot
+	network  string // WithNetwork: "", "isolated" or "host"
 }
 
 func defaultConfig() config {
@@ -131,6 +132,36 @@ func WithCommandsAsRoot() Option {
 	}
 }
 
+// Network modes (WithNetwork, and the provider option "network" of one
+// sandbox).
+const (
+	// NetworkIsolated gives the sandbox its own network namespace with
+	// outbound access through the user-space network stack pasta (Debian
+	// package passt): the host's loopback and its other local addresses
+	// are out of reach. It needs namespaces (L3 or higher) and pasta;
+	// asking for it without them is FailedPrecondition.
+	NetworkIsolated = "isolated"
+	// NetworkHost shares the host's network: sandboxed code reaches every
+	// service of the host's loopback. Only when asked for.
+	NetworkHost = "host"
+)
+
+// WithNetwork sets the network of sandboxes created with the network on
+// (CreateOptions.NoNetwork unset) and no "network" provider option:
+// NetworkIsolated or NetworkHost. By default a sandbox gets an isolated
+// network where it can (L3 and L4 with pasta installed) and no network
+// elsewhere at L2 to L4; at L0 and L1 commands always use the host's
+// network. Info.Detail["network"] says what each sandbox got and why.
+func WithNetwork(mode string) Option {
+	return func(r *config) error {
+		if mode != NetworkIsolated && mode != NetworkHost {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
+		}
+		r.network = mode
+		return nil
+	}
+}
+
 // optionsFromURL maps local:///root?isolation=l3&min_isolation=l2 to options.
 func optionsFromURL(u *url.URL) ([]Option, error) {
 	var opts []Option
@@ -170,6 +201,8 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 			if b {
 				opts = append(opts, WithCommandsAsRoot())
 			}
+		case "network":
+			opts = append(opts, WithNetwork(v))
 		case "lease":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -177,7 +210,7 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 			}
 			opts = append(opts, WithDefaultLease(d))
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool, commands_as_root)", k)
+			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool, commands_as_root, network)", k)
 		}
 	}
 	return opts, nil

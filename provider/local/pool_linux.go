@@ -31,7 +31,7 @@ var poolRE = regexp.MustCompile(`^pool-[0-9a-f]{14}-[0-9a-f]{8}$`)
 const ownerFile = "owner"
 
 func poolFits(req *sandbox.CreateRequest) bool {
-	return !req.NoNetwork && req.Resources == (sandbox.Resources{}) && req.Template == ""
+	return !req.NoNetwork && req.Resources == (sandbox.Resources{}) && req.Template == "" && len(req.Options) == 0
 }
 
 // poolLoop keeps the pool full until the Runtime closes, then destroys
@@ -74,7 +74,12 @@ func (r *Runtime) poolLoop() {
 // createPooled starts one pooled sandbox.
 func (r *Runtime) createPooled(ctx context.Context) (*meta, error) {
 	id := "pool-" + strings.TrimPrefix(newID(), "sbx-")
-	m, l, err := r.createDirs(ctx, id, &sandbox.CreateRequest{Timeout: time.Hour}, false)
+	req := &sandbox.CreateRequest{Timeout: time.Hour}
+	netMode, netNote, err := r.networkFor(req)
+	if err != nil {
+		return nil, err
+	}
+	m, l, err := r.createDirs(ctx, id, req, netMode, netNote, false)
 	if err != nil {
 		return nil, err
 	}

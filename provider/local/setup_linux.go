@@ -142,7 +142,7 @@ func setupNamespaces(cfg *agentConfig, f *features) error {
 	if cfg.Hostname != "" {
 		_ = unix.Sethostname([]byte(cfg.Hostname))
 	}
-	if cfg.NoNetwork {
+	if cfg.NewNet {
 		if err := loopbackUp(); err != nil {
 			return step("bring lo up", err)
 		}

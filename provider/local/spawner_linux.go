@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type spawnReq struct {
 	HostGID  int         `json:"host_gid"`  // host gid of the sandbox user (namespaces)
 	CgroupV2 string      `json:"cgroup_v2"` // cgroup directory to start the agent in
 	CgroupV1 []string    `json:"cgroup_v1"` // v1 cgroup directories to move it to
+	Pasta    string      `json:"pasta"`     // path of pasta, to connect the agent's network namespace
 	Config   agentConfig `json:"config"`
 }
 
@@ -37,6 +39,8 @@ type spawnResp struct {
 	PID      int      `json:"pid"`
 	Start    uint64   `json:"start"` // start time in clock ticks, to recognise the pid later
 	Features features `json:"features"`
+	NetPID   int      `json:"net_pid,omitempty"` // pasta's pid and start time
+	NetStart uint64   `json:"net_start,omitempty"`
 	Err      string   `json:"err,omitempty"`
 }
 
@@ -115,7 +119,7 @@ func startAgent(req *spawnReq) spawnResp {
 			req.Config.HomeTree = true
 		}
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
-		if req.Config.NoNetwork {
+		if req.Config.NewNet {
 			attr.Cloneflags |= syscall.CLONE_NEWNET
 		}
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: req.HostUID, Size: 1}}
@@ -131,6 +135,10 @@ func startAgent(req *spawnReq) spawnResp {
 			defer d.Close()
 			attr.UseCgroupFD, attr.CgroupFD = true, int(d.Fd())
 		}
+	}
+	cgroupFD := -1
+	if attr.UseCgroupFD {
+		cgroupFD = attr.CgroupFD
 	}
 	var logf *os.File
 	if req.Log != "" {
@@ -152,21 +160,119 @@ func startAgent(req *spawnReq) spawnResp {
 		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
 	go func() { _ = cmd.Wait() }() // reap it whenever it ends
+	var netc chan netResult
+	if ns && req.Pasta != "" && req.Config.NewNet {
+		// Connect the network namespace while the agent sets up.
+		netc = make(chan netResult, 1)
+		go func() { netc <- startPasta(req, cmd.Process.Pid, cgroupFD, logf) }()
+	}
+	killAgent := func() {
+		_ = cmd.Process.Kill()
+		if netc != nil {
+			if n := <-netc; n.err == nil && n.pid > 0 {
+				_ = syscall.Kill(n.pid, syscall.SIGKILL)
+			}
+		}
+	}
 	_ = mine.SetDeadline(time.Now().Add(30 * time.Second))
 	if err := json.NewEncoder(mine).Encode(req.Config); err != nil {
-		_ = cmd.Process.Kill()
+		killAgent()
 		return fail(fmt.Errorf("configure agent: %w", err))
 	}
 	var rep setupReply
 	if err := json.NewDecoder(mine).Decode(&rep); err != nil {
-		_ = cmd.Process.Kill()
+		killAgent()
 		return fail(fmt.Errorf("agent set-up: %w (see %s)", err, req.Log))
 	}
 	if rep.Err != "" {
-		_ = cmd.Process.Kill()
+		killAgent()
 		return spawnResp{Features: rep.Features, Err: rep.Err}
 	}
-	return spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
+	resp := spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
+	if netc != nil {
+		n := <-netc
+		if n.err != nil {
+			_ = cmd.Process.Kill()
+			return fail(fmt.Errorf("isolated network: %w (see %s)", n.err, req.Log))
+		}
+		if n.pid > 0 {
+			resp.NetPID, resp.NetStart = n.pid, procStart(n.pid)
+		}
+	}
+	return resp
+}
+
+type netResult struct {
+	pid int
+	err error
+}
+
+// pastaTimeout bounds pasta's set-up.
+const pastaTimeout = 30 * time.Second
+
+// startPasta connects the network namespace of the agent pid to the
+// outside through pasta: outbound TCP, UDP and ICMP, no port forwarded in
+// either direction (-t, -u, -T, -U none: in particular nothing bound on
+// the host's loopback is mapped into the sandbox) and the gateway not
+// mapped to the host (--no-map-gw), so the host's own addresses stay out
+// of reach. pasta returns once the namespace is configured and goes on in
+// the background, in the sandbox's cgroup. Where the spawner may (root),
+// pasta is started in the sandbox's pid namespace, though in the host's
+// network namespace, so that it ends with the sandbox's PID 1 whoever
+// ends that (Destroy, or the agent itself at its lease end); elsewhere
+// its host pid is read from a pid file and returned, for Destroy to end
+// it. On a root host pasta must stay root to join a user namespace that
+// root created (--runas 0); it drops its capabilities and confines itself
+// (own mount namespace, seccomp) once set up, and sandboxed code, another
+// user, cannot signal or trace it.
+func startPasta(req *spawnReq, pid, cgroupFD int, logf *os.File) netResult {
+	// The thread may join the sandbox's pid namespace for its children
+	// and can never leave it: it is not unlocked, so it ends with this
+	// goroutine.
+	runtime.LockOSThread()
+	inPidNS := false
+	if fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		inPidNS = unix.Setns(fd, unix.CLONE_NEWPID) == nil
+		_ = unix.Close(fd)
+	}
+	pidFile := filepath.Join(filepath.Dir(req.Sock), "pasta.pid")
+	_ = os.Remove(pidFile)
+	args := []string{"-q", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw", "--config-net", "-P", pidFile}
+	if os.Getuid() == 0 {
+		args = append(args, "--runas", "0")
+	}
+	args = append(args, strconv.Itoa(pid))
+	ctx, cancel := context.WithTimeout(context.Background(), pastaTimeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, req.Pasta, args...)
+	c.Env = agentEnv
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cgroupFD >= 0 {
+		c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, cgroupFD
+	}
+	if logf != nil {
+		c.Stdout, c.Stderr = logf, logf
+	}
+	if err := c.Run(); err != nil {
+		return netResult{err: fmt.Errorf("pasta: %w", err)}
+	}
+	if inPidNS {
+		_ = os.Remove(pidFile) // a pid in the sandbox's namespace
+		return netResult{}
+	}
+	b, err := os.ReadFile(pidFile)
+	_ = os.Remove(pidFile)
+	if err != nil {
+		return netResult{err: fmt.Errorf("pasta: %w", err)}
+	}
+	npid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || npid <= 0 {
+		return netResult{err: fmt.Errorf("pasta: bad pid file %q", b)}
+	}
+	for _, dir := range req.CgroupV1 {
+		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(npid)), 0)
+	}
+	return netResult{pid: npid}
 }
 
 // procStart returns the start time of pid in clock ticks (field 22 of
