@@ -93,7 +93,21 @@
 // these files, so a new process sees the sandboxes an earlier one created;
 // a sandbox whose metadata is corrupt is skipped by List (and logged) while
 // Get reports it. The env file may hold secret values: every file is 0600
-// under a 0700 directory.
+// under a 0700 directory (0711 when L1 and L2 commands run as uid 65534,
+// which must pass through it to its home).
+//
+// # Disk
+//
+// Resources.DiskGiB is enforced at L3 and L4 on a root host with
+// mkfs.ext4 (Debian package e2fsprogs) and loop devices: the home is then
+// an ext4 file system in a sparse image of that size ("home.img" in the
+// sandbox's directory), loop-mounted on the home's host path, so the file
+// methods and the sandbox see the same files. Writing past it fails with
+// ENOSPC inside the sandbox and ResourceExhausted through the file
+// methods. The image outlives a reboot: the next agent start or file call
+// mounts it again; Destroy unmounts and removes it. Elsewhere (L0 to L2,
+// a host without root) the home is unbounded and Detail["disk"] says so;
+// /tmp at L3 and L4 is a tmpfs of 512 MiB in every case.
 //
 // # Network
 //

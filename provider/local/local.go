@@ -453,7 +453,8 @@ func waitGone(ctx context.Context, pid int, start uint64) {
 }
 
 // Create makes the sandbox's directory and metadata and, at L2 and above,
-// starts its agent. Options are not supported: any key is InvalidArgument.
+// starts its agent. The one provider option is "network" ("isolated" or
+// "host", see WithNetwork); any other key is InvalidArgument.
 func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
 	netMode, netNote, err := r.networkFor(req)
 	if err != nil {
