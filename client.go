@@ -343,7 +343,9 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	return c.handle(info, secrets), nil
+	sb := c.handle(info, secrets)
+	sb.owned = true
+	return sb, nil
 }
 
 // createFunc asks the provider for a sandbox; created is false when it
@@ -491,7 +493,9 @@ func (c *Client) handle(info Info, secrets [][]byte) *Sandbox {
 }
 
 // Attach returns a handle on an existing sandbox by id. It does not change
-// the sandbox's lease or state; a paused sandbox stays paused. A sandbox
+// the sandbox's lease or state; a paused sandbox stays paused. The handle
+// does not own the sandbox: its Destroy leaves the sandbox running (use
+// AttachOptions.Own or Client.Destroy to destroy it). A sandbox
 // that does not exist is NotFound.
 func (c *Client) Attach(ctx context.Context, id string) (*Sandbox, error) {
 	return c.AttachWith(ctx, id, AttachOptions{})
@@ -503,6 +507,10 @@ type AttachOptions struct {
 	// so that this handle redacts them from output and errors as the
 	// creating handle did.
 	SecretEnv map[string]string
+	// Own makes the handle the sandbox's owner, as if this process had
+	// created it: its Destroy destroys the sandbox. Without it, Destroy on
+	// the handle only forgets the sandbox (see Sandbox.Destroy).
+	Own bool
 }
 
 // AttachWith is Attach with options.
@@ -524,7 +532,9 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
-	return c.handle(info, secretValues(opts.SecretEnv)), nil
+	sb := c.handle(info, secretValues(opts.SecretEnv))
+	sb.owned = opts.Own
+	return sb, nil
 }
 
 // ListOptions filters List. The zero value lists every sandbox.
@@ -661,7 +671,9 @@ func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox,
 			return nil, false, res.Err
 		}
 		f := res.Val.(flight)
-		return c.handle(f.info, secretValues(opts.SecretEnv)), f.created && ran, nil
+		sb := c.handle(f.info, secretValues(opts.SecretEnv))
+		sb.owned = f.created && ran
+		return sb, sb.owned, nil
 	}
 }
 

@@ -21,6 +21,7 @@ type Sandbox struct {
 	c       *Client
 	id      string
 	secrets [][]byte
+	owned   bool // created through this handle's Client, or attached with Own
 
 	mu   sync.Mutex
 	info Info
@@ -92,9 +93,38 @@ func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 	return s.Info(), nil
 }
 
-// Destroy ends the sandbox. Destroying a sandbox that is already gone is
+// Owned reports whether the handle owns its sandbox: it was made by
+// Create (or by the GetOrCreate call that reported created), or attached
+// with AttachOptions.Own. Only an owner's Destroy destroys.
+func (s *Sandbox) Owned() bool { return s.owned }
+
+// Destroy ends the sandbox if the handle owns it (see Owned). On a handle
+// that only attached to a sandbox (Attach, or GetOrCreate finding an
+// existing one) it destroys nothing: the handle forgets the sandbox, which
+// lives on until its owner destroys it or its lease ends, so that code
+// that attached to look at a sandbox cannot end it for its owner by
+// mistake. To destroy a sandbox by id explicitly, as a CLI's "rm ID"
+// does, call Client.Destroy. Destroying a sandbox that is already gone is
 // not an error.
 func (s *Sandbox) Destroy(ctx context.Context) error {
+	if !s.owned {
+		s.c.log.Info("sandbox: Destroy on an attached handle forgets the sandbox without destroying it", "provider", s.c.rt.Name(), "id", s.id)
+		return nil
+	}
+	return s.destroy(ctx)
+}
+
+// Destroy destroys the sandbox id, whoever created it: the explicit form
+// for a sandbox this process does not own. A sandbox that is already gone
+// is not an error.
+func (c *Client) Destroy(ctx context.Context, id string) error {
+	if err := checkID("destroy", c.rt.Name(), id); err != nil {
+		return err
+	}
+	return c.handle(Info{ID: id}, nil).destroy(ctx)
+}
+
+func (s *Sandbox) destroy(ctx context.Context) error {
 	const op = "destroy"
 	ctx, end := bound(ctx, op, s.c.calls.Destroy)
 	err := end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) }))

@@ -80,7 +80,7 @@ func TestRunOutlivesClientProcess(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = sb.Destroy(ctx)
+		_ = c.Destroy(ctx, id) // sb only attached: Destroy on it would leave the sandbox
 	})
 	r, err := Open(ctx, sb, "outlive-process")
 	if err != nil {

@@ -79,9 +79,7 @@ func testGetOrCreateSingleFlight(ctx context.Context, t *testing.T, s *suite) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, id := range listed {
-			if sb, err := s.c.Attach(ctx, id); err == nil {
-				_ = sb.Destroy(ctx)
-			}
+			_ = s.c.Destroy(ctx, id)
 		}
 	})
 	if len(ids) != 1 || created != 1 || len(listed) != 1 {
