@@ -182,8 +182,8 @@ func TestReattachAfterRestart(t *testing.T) {
 	if s2.ID() != s1.ID() {
 		t.Fatalf("reattached to %s, want %s", s2.ID(), s1.ID())
 	}
-	if s2.Owned() {
-		t.Fatal("an attached sandbox reports Owned")
+	if !s2.Adopted() || !s2.Owned() {
+		t.Fatalf("reattached session: adopted %v, owned %v; want both (adoption makes it owned)", s2.Adopted(), s2.Owned())
 	}
 	if got := len(rt.CallsOf(memory.OpCreate)); got != 1 {
 		t.Fatalf("creates = %d, want 1", got)
@@ -191,12 +191,12 @@ func TestReattachAfterRestart(t *testing.T) {
 	if _, err := s2.Exec(context.Background(), sandbox.Command{Args: []string{"pwd"}}); err != nil {
 		t.Fatal(err)
 	}
-	// Close forgets attached sandboxes: a later process can reattach again.
+	// Close destroys an adopted sandbox like a created one: nothing leaks.
 	if err := m2.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if rt.Live() != 1 {
-		t.Fatalf("live = %d after Close, want 1 (attached sandboxes are not destroyed)", rt.Live())
+	if rt.Live() != 0 {
+		t.Fatalf("live = %d after Close, want 0 (adopted sandboxes are owned)", rt.Live())
 	}
 }
 
@@ -275,14 +275,15 @@ func TestGoneBetweenListAndUseCreatesFresh(t *testing.T) {
 }
 
 func TestReattachListFailureCreatesNothing(t *testing.T) {
-	m, rt := newManager(t, session.Options{})
-	rt.FailNext(memory.OpList, 1, sandbox.Errorf(sandbox.Unavailable, "memory: list down"))
+	m, rt := newManager(t, session.Options{ReattachTimeout: 500 * time.Millisecond})
+	rt.FailNext(memory.OpList, 1<<20, sandbox.Errorf(sandbox.Unavailable, "memory: list down"))
 	if _, err := m.Acquire(context.Background(), "k"); sandbox.CodeOf(err) != sandbox.Unavailable {
 		t.Fatalf("Acquire = %v, want Unavailable", err)
 	}
 	if len(rt.CallsOf(memory.OpCreate)) != 0 {
 		t.Fatal("created a sandbox without knowing whether one exists")
 	}
+	rt.FailNext(memory.OpList, 0, nil)
 	mustAcquire(t, m, "k") // the next attempt works
 }
 
@@ -564,14 +565,14 @@ func TestReapIdle(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
 	c, rt := memory.NewClient()
 	ctx := context.Background()
-	// An attached sandbox, left by an earlier process.
+	// An adopted sandbox, left by an earlier process.
 	mOld := session.NewManager(c, session.Options{ReapInterval: -1})
-	mustAcquire(t, mOld, "attached")
+	mustAcquire(t, mOld, "adopted")
 
 	m := session.NewManager(c, session.Options{IdleTimeout: time.Minute, ReapInterval: -1, Clock: clk.Now})
 	defer m.Close(ctx)
 	owned := mustAcquire(t, m, "owned")
-	mustAcquire(t, m, "attached")
+	mustAcquire(t, m, "adopted")
 	busy := mustAcquire(t, m, "busy")
 
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -598,8 +599,8 @@ func TestReapIdle(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if rt.Live() != 2 {
-		t.Fatalf("live = %d, want 2: the owned idle sandbox destroyed, the attached and busy ones kept", rt.Live())
+	if rt.Live() != 1 {
+		t.Fatalf("live = %d, want 1: the created and adopted idle sandboxes destroyed, the busy one kept", rt.Live())
 	}
 	if _, err := owned.Exec(ctx, sandbox.Command{Args: []string{"true"}}); !errors.Is(err, session.ErrEnded) {
 		t.Fatalf("Exec on a reaped session = %v, want ErrEnded", err)
@@ -622,7 +623,7 @@ func TestReaperGoroutineReapsAndStops(t *testing.T) {
 	// Close stops the reaper; goleak checks that it ended.
 }
 
-func TestCloseDestroysOwnedAndForgetsAttached(t *testing.T) {
+func TestCloseDestroysCreatedAndAdopted(t *testing.T) {
 	c, rt := memory.NewClient()
 	ctx := context.Background()
 	mOld := session.NewManager(c, session.Options{ReapInterval: -1})
@@ -634,11 +635,11 @@ func TestCloseDestroysOwnedAndForgetsAttached(t *testing.T) {
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rt.Live() != 1 {
-		t.Fatalf("live = %d, want 1", rt.Live())
+	if rt.Live() != 0 {
+		t.Fatalf("live = %d, want 0", rt.Live())
 	}
-	if _, err := rt.Get(ctx, left.ID()); err != nil {
-		t.Fatalf("attached sandbox destroyed by Close: %v", err)
+	if _, err := rt.Get(ctx, left.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("adopted sandbox survived Close: %v", err)
 	}
 	if _, err := rt.Get(ctx, owned.ID()); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("owned sandbox survived Close: %v", err)

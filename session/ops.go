@@ -26,7 +26,7 @@ type Session struct {
 	m             *Manager
 	key           string
 	sb            *sandbox.Sandbox
-	owned         bool
+	adopted       bool // reattached by label rather than created
 	template      string
 	usedRequested bool
 	workspace     string
@@ -42,13 +42,13 @@ type Session struct {
 	packages    []string
 }
 
-func (m *Manager) newSession(key string, sb *sandbox.Sandbox, owned bool) *Session {
+func (m *Manager) newSession(key string, sb *sandbox.Sandbox, created bool) *Session {
 	ws, err := pathsafe.Resolve(sb.Home(), m.opts.Workspace)
 	if err != nil { // validated by NewManager; keep the home as a last resort
 		ws = sb.Home()
 	}
-	s := &Session{m: m, key: key, sb: sb, owned: owned, workspace: ws}
-	if !owned {
+	s := &Session{m: m, key: key, sb: sb, adopted: !created, workspace: ws}
+	if s.adopted {
 		s.template = sb.Info().Template
 		req := m.opts.Create.Template
 		s.usedRequested = req == "" || s.template == req
@@ -66,9 +66,15 @@ func (s *Session) ID() string { return s.sb.ID() }
 // extend the lease or classify failures; prefer the Session's methods or Do.
 func (s *Session) Sandbox() *sandbox.Sandbox { return s.sb }
 
-// Owned reports whether the manager created the sandbox (true) or attached
-// to one it found by label (false). Close destroys only owned sandboxes.
-func (s *Session) Owned() bool { return s.owned }
+// Owned reports whether the manager owns the sandbox, so that Release,
+// reaping and Close destroy it: true for a sandbox it created and for one
+// it adopted after a restart (see Adopted), so that nothing leaks.
+func (s *Session) Owned() bool { return s.sb.Owned() }
+
+// Adopted reports whether the manager reattached to a sandbox it found by
+// the key's label (left by an earlier process) rather than creating it.
+// Adoption makes the manager the owner.
+func (s *Session) Adopted() bool { return s.adopted }
 
 // Template returns the template the sandbox was created from: the
 // requested one, or the fallback (see UsedRequestedTemplate). For an
@@ -146,7 +152,7 @@ func (s *Session) goneErr(op string, cause error) error {
 func (s *Session) lose(why string) {
 	s.m.forget(s)
 	s.m.log.Warn("session: sandbox gone; the next Acquire creates a fresh one", "key", s.key, "id", s.sb.ID(), "why", why)
-	if s.owned {
+	if s.Owned() {
 		_ = s.m.destroy(s, "gone: "+why)
 	}
 }

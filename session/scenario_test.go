@@ -38,9 +38,7 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 		c := newClient(t)
 		for in, err := range c.List(context.Background(), sandbox.ListOptions{Labels: labels}) {
 			if err == nil {
-				if sb, err := c.Attach(context.Background(), in.ID); err == nil {
-					_ = sb.Destroy(context.Background())
-				}
+				_ = c.Destroy(context.Background(), in.ID)
 			}
 		}
 	})
@@ -101,8 +99,8 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 	m2 := session.NewManager(c2, opts)
 	defer m2.Close(ctx)
 	s2 := mustAcquire(t, m2, "conv-1")
-	if s2.ID() != s1.ID() || s2.Owned() {
-		t.Fatalf("restart got %s (owned %v), want to reattach to %s", s2.ID(), s2.Owned(), s1.ID())
+	if s2.ID() != s1.ID() || !s2.Adopted() {
+		t.Fatalf("restart got %s (adopted %v), want to reattach to %s", s2.ID(), s2.Adopted(), s1.ID())
 	}
 	if b, err := s2.ReadFile(ctx, "notes/a.txt"); err != nil || string(b) != "persisted" {
 		t.Fatalf("reattached workspace: %q %v", b, err)
@@ -116,7 +114,7 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 		t.Fatalf("Exec on a destroyed sandbox = %v, want ErrGone", err)
 	}
 	s3 := mustAcquire(t, m2, "conv-1")
-	if s3.ID() == s2.ID() || !s3.Owned() {
+	if s3.ID() == s2.ID() || s3.Adopted() {
 		t.Fatal("no fresh sandbox after the old one was gone")
 	}
 

@@ -41,8 +41,33 @@
 //
 // Sessions idle for Options.IdleTimeout are reaped. Release ends one session
 // by the sandbox id it captured, so it never destroys a newer sandbox of the
-// same key. Close destroys the sandboxes the manager created and forgets the
-// ones it attached to (their leases end them, or a later process reattaches).
+// same key. Close destroys the sandboxes the manager owns: those it created
+// and those it adopted by reattaching after a restart, so nothing leaks.
+//
+// # Reattach
+//
+// A failed look-up is not a reason to create: a look-up, attach or wake
+// that fails for a transient reason (Unavailable, ResourceExhausted,
+// DeadlineExceeded, Internal) is retried with jittered backoff within the
+// ctx's deadline, or ReattachTimeout when it has none, and Acquire fails if
+// it never succeeds. A fresh sandbox is created only after a look-up that
+// succeeded found nothing usable. A candidate is skipped only when the
+// provider says it is gone or in the error state.
+//
+// # Defaults
+//
+// The defaults of a zero Options, in one place: label key
+// DefaultLabelKey; at most DefaultMaxLive (50) live sandboxes; sessions
+// reaped after DefaultIdleTimeout (15 min) idle; each workspace prime
+// attempt bounded by DefaultPrimeTimeout (30 s); package installs by
+// DefaultInstallTimeout (5 min); look-up retries on reattach by
+// DefaultReattachTimeout (1 min); each Destroy the manager issues on its
+// own by DefaultCleanupTimeout (30 s); commands by the client's command
+// timeout (sandbox.DefaultCommandTimeout, 10 min); ReadFile capped at the
+// client's read cap (sandbox.DefaultMaxReadFile, 10 MiB); paths confined
+// to the workspace DefaultWorkspace under the sandbox's home. The client's
+// default bounds of provider calls made with a ctx that has no deadline
+// (sandbox.CallTimeouts) apply to every call the manager makes.
 package session
 
 import (
@@ -51,6 +76,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sync"
@@ -64,13 +90,14 @@ import (
 
 // Defaults for the zero fields of Options.
 const (
-	DefaultLabelKey       = "sandboxkit.session"
-	DefaultMaxLive        = 50
-	DefaultIdleTimeout    = 15 * time.Minute
-	DefaultPrimeTimeout   = 30 * time.Second
-	DefaultInstallTimeout = 5 * time.Minute
-	DefaultCleanupTimeout = 30 * time.Second
-	DefaultWorkspace      = "workspace"
+	DefaultLabelKey        = "sandboxkit.session"
+	DefaultMaxLive         = 50
+	DefaultIdleTimeout     = 15 * time.Minute
+	DefaultPrimeTimeout    = 30 * time.Second
+	DefaultInstallTimeout  = 5 * time.Minute
+	DefaultCleanupTimeout  = 30 * time.Second
+	DefaultReattachTimeout = time.Minute
+	DefaultWorkspace       = "workspace"
 )
 
 // defaultInstallCommand is the argv prefix packages are installed with; the
@@ -179,6 +206,11 @@ type Options struct {
 	// CommandTimeout is the timeout of Exec and Run commands that set none
 	// (the client's CommandTimeout when zero).
 	CommandTimeout time.Duration
+	// ReattachTimeout bounds the retries of a failed look-up, attach or
+	// wake of a sandbox to reattach when Acquire's ctx has no deadline
+	// (DefaultReattachTimeout when zero). Acquire fails, rather than create
+	// a second sandbox for the key, when the look-up never succeeds.
+	ReattachTimeout time.Duration
 	// CleanupTimeout bounds each Destroy the manager issues on its own
 	// (DefaultCleanupTimeout when zero).
 	CleanupTimeout time.Duration
@@ -261,6 +293,9 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 	}
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if o.ReattachTimeout <= 0 {
+		o.ReattachTimeout = DefaultReattachTimeout
 	}
 	if o.Workspace == "" {
 		o.Workspace = DefaultWorkspace
@@ -478,17 +513,42 @@ func (m *Manager) labels(key string) map[string]string {
 // reattach looks for a live or paused sandbox labelled with key. It returns
 // (nil, nil) when there is none usable. A candidate that turns out to be
 // gone between the list and its use is skipped.
+//
+// A look-up, attach or wake that fails for a transient reason is retried
+// with backoff within ctx's deadline (ReattachTimeout when ctx has none):
+// a fresh sandbox is created only after a look-up that succeeded found
+// nothing usable, never on an unknown state, which could leave two
+// sandboxes for one key. A candidate that cannot be woken is skipped only
+// when the provider says it is gone or in the error state.
 func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
+	lctx := ctx // look-up, attach and wake, retried within this budget
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, m.opts.ReattachTimeout)
+		defer cancel()
+	}
 	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting}
 	var cands []sandbox.Info
-	for in, err := range m.c.List(ctx, sandbox.ListOptions{Labels: m.labels(key), States: states}) {
-		if err != nil {
-			return nil, fmt.Errorf("looking for a sandbox to reattach: %w", err)
+	err := m.retryTransient(lctx, "look-up", key, "", func() error {
+		cands = cands[:0]
+		for in, err := range m.c.List(lctx, sandbox.ListOptions{Labels: m.labels(key), States: states}) {
+			if err != nil {
+				return err
+			}
+			cands = append(cands, in)
 		}
-		cands = append(cands, in)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for a sandbox to reattach: %w", err)
 	}
 	for _, in := range cands {
-		sb, err := m.c.AttachWith(ctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv})
+		var sb *sandbox.Sandbox
+		err := m.retryTransient(lctx, "attach", key, in.ID, func() error {
+			var err error
+			sb, err = m.c.AttachWith(lctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv, Own: true})
+			return err
+		})
 		if sandbox.CodeOf(err) == sandbox.NotFound {
 			m.log.Info("session: labelled sandbox gone before reattach", "key", key, "id", in.ID)
 			continue
@@ -496,13 +556,19 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 		if err != nil {
 			return nil, err
 		}
+		if sb.Info().State == sandbox.StateError {
+			m.log.Info("session: labelled sandbox is in the error state; skipping it", "key", key, "id", in.ID)
+			continue
+		}
 		s := m.newSession(key, sb, false)
 		if st := sb.Info().State; st == sandbox.StatePaused {
-			if err := sb.Resume(ctx); err != nil {
-				if sandbox.CodeOf(err) == sandbox.NotFound {
+			err := m.retryTransient(lctx, "wake", key, in.ID, func() error { return sb.Resume(lctx) })
+			if err != nil {
+				if sandbox.CodeOf(err) == sandbox.NotFound || lctx.Err() == nil && s.check(lctx) == healthGone {
+					m.log.Info("session: labelled sandbox could not be woken and is gone or in error; skipping it", "key", key, "id", in.ID)
 					continue
 				}
-				return nil, err
+				return nil, fmt.Errorf("session: waking sandbox %s for key %q: %w", in.ID, key, err)
 			}
 		}
 		if gone, err := s.prime(ctx); err != nil {
@@ -524,6 +590,38 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 		return s, nil
 	}
 	return nil, nil
+}
+
+// retryTransient runs f until it succeeds, fails for a reason retrying
+// cannot fix, or ctx ends, with jittered exponential backoff between
+// attempts (100 ms doubling to 5 s).
+func (m *Manager) retryTransient(ctx context.Context, what, key, id string, f func() error) error {
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		m.log.Info("session: transient failure; retrying", "what", what, "key", key, "id", id, "attempt", attempt, "in", wait, "code", sandbox.CodeOf(err))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// transient reports whether err may go away if the call is repeated.
+func transient(err error) bool {
+	switch sandbox.CodeOf(err) {
+	case sandbox.Unavailable, sandbox.ResourceExhausted, sandbox.DeadlineExceeded, sandbox.Internal, sandbox.Unknown:
+		return true
+	}
+	return false
 }
 
 // reserve takes a slot under the cap for one create.
@@ -666,8 +764,8 @@ func (m *Manager) Release(ctx context.Context, s *Session) error {
 }
 
 // ReapIdle ends the sessions unused for IdleTimeout and not running an
-// operation, and returns how many it ended. Sandboxes the manager created
-// are destroyed; attached ones are forgotten (their leases end them).
+// operation, and returns how many it ended. Their sandboxes, created or
+// adopted, are destroyed (see Session.Owned).
 func (m *Manager) ReapIdle(ctx context.Context) int {
 	if m.opts.IdleTimeout <= 0 {
 		return 0
@@ -696,7 +794,7 @@ func (m *Manager) destroyAll(ctx context.Context, ss []*Session, why string) err
 		sem  = make(chan struct{}, 8)
 	)
 	for _, s := range ss {
-		if !s.owned {
+		if !s.Owned() {
 			m.log.Info("session: forgetting attached sandbox", "key", s.key, "id", s.sb.ID(), "why", why)
 			continue
 		}
@@ -738,8 +836,8 @@ func (m *Manager) reap() {
 
 // Close ends the manager: later Acquire calls fail with sandbox.ErrClosed,
 // in-flight creates are cancelled (and their sandboxes destroyed), the
-// reaper stops, the sandboxes the manager created are destroyed and the
-// ones it attached to are forgotten. ctx bounds the destroys. The client is
+// reaper stops, and the sandboxes the manager owns (created or adopted,
+// see Session.Owned) are destroyed. ctx bounds the destroys. The client is
 // not closed. Calling Close again does nothing.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()

@@ -66,7 +66,7 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 		return nil
 	}
 	marker := []byte(strings.Join(want, "\n") + "\n")
-	if !s.owned {
+	if s.adopted {
 		if got, err := s.sb.ReadFile(ctx, s.markerPath()); err == nil && bytes.Equal(got, marker) {
 			s.mu.Lock()
 			s.packages = want

@@ -217,8 +217,8 @@ func TestReattachFinishesInterruptedSetup(t *testing.T) {
 	opts := session.Options{Packages: []string{"numpy"}, ReapInterval: -1}
 	m1 := session.NewManager(c, opts)
 	s := mustAcquire(t, m1, "k")
-	if s.Owned() || len(calls()) != 1 {
-		t.Fatalf("owned=%v pip calls=%d: setup not finished on reattach", s.Owned(), len(calls()))
+	if !s.Adopted() || len(calls()) != 1 {
+		t.Fatalf("adopted=%v pip calls=%d: setup not finished on reattach", s.Adopted(), len(calls()))
 	}
 	m2 := session.NewManager(c, opts) // another restart: setup is recorded as done
 	mustAcquire(t, m2, "k")
