@@ -35,16 +35,23 @@
 //	chmod MODE|u+x,... PATH    touch FILE...
 //	mktemp [-d] [-p DIR] [TEMPLATE]
 //	stat [-L] [-c FORMAT] PATH (%n %s %i %h %d %a %A %F %Y %u %U ...)
-//	find ROOT... [-mindepth N] [-maxdepth N] [-name|-iname|-path PAT]
-//	     [-type f|d|l] [-print|-print0|-printf FORMAT]
-//	grep [-rRnIFEivclqhHsZwx] [--null] [-m N] [-e PAT]... [PAT] [PATH...]
-//	tar -c|-x|-t [-f FILE] [-C DIR] [--exclude=PAT] [PATH...]
+//	find ROOT... EXPR: ! ( ) -a -o, -name -iname -path -type f|d|l -inum
+//	     -links -size -empty -prune -mindepth -maxdepth -xdev, -print
+//	     -print0 -printf -fprint -fprint0 -fprintf -exec ... ; or {} +
+//	     (-printf: %p %P %f %h %s %y %Y %T@ %i %n %m %M %d %D %l %u %U)
+//	grep [-rRnIFEivclqhHsZwx] [--null] [-m N] [-D skip] [--label=NAME]
+//	     [--exclude-dir=PAT] [--include=PAT] [-e PAT]... [PAT] [PATH...]
+//	tar -c|-x|-t [-f FILE] [-C DIR] [--exclude=PAT] [-X FILE]
+//	     [--no-wildcards] [-T FILE [--null]] [PATH...]
 //	sh, bash, dash [-eux] (-c LINE [NAME ARGS...] | FILE [ARGS...])
 //	echo, printf, pwd, test, [ (the shell's builtins, also as an argv)
 //
 // These are what the module's own programs use: fsbackend's helper
-// (mkdir, cat, readlink -f, rm, find -printf, grep, tar, mktemp, cd -P,
-// pwd -P) and the conformance suite (echo, cat, printenv, pwd, sleep, sh).
+// (mkdir, cat, head -c, readlink, rm, chmod, find -printf, grep, tar,
+// mktemp, cd -P, pwd -P) and the conformance suite (echo, cat, printenv,
+// pwd, sleep, sh). The interpreter's gaps are filled for scripts: "exec
+// N<FILE", "exec N<>FILE", "exec N<&-", "<&N" and ">&N" for descriptors
+// above 2, set -C (noclobber), and a bare return keeping the last status.
 // The file system has symbolic links; hard links are refused (ln without
 // -s fails), so every file has a link count of 1. Each file has a stable
 // inode number (kept across writes and renames) and the sandbox one device

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,8 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, script string, bash bo
 		fmt.Fprintf(c.Stderr, "%v\n", err) // "name:line:col: message"
 		return 2
 	}
+	rewriteFDs(file)
+	state := &shellState{}
 	stdin, stop := shellStdin(ctx, c.Stdin)
 	defer stop()
 	v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
@@ -64,12 +67,24 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, script string, bash bo
 		interp.Env(expand.ListEnviron(pairs...)),
 		func(r *interp.Runner) error { r.Dir = c.Dir; return nil },
 		interp.StdIO(stdin, c.Stdout, c.Stderr),
-		interp.OpenHandler(v.openHandler(c)),
+		interp.OpenHandler(v.openHandler(state)),
 		interp.StatHandler(v.statHandler),
 		interp.ReadDirHandler2(v.readDirHandler),
 		interp.AccessHandler(v.accessHandler),
-		interp.CallHandler(v.callHandler),
+		interp.CallHandler(func(ctx context.Context, args []string) ([]string, error) {
+			if args[0] == "set" {
+				out, ok := state.setOptions(args)
+				if !ok {
+					return []string{":"}, nil
+				}
+				args = out
+			}
+			return v.callHandler(ctx, args)
+		}),
 		interp.ExecHandler(func(ctx context.Context, args []string) error {
+			if args[0] == fdCmd {
+				return state.fdExec(ctx, v.at(ctx), args[1:])
+			}
 			return rt.execHandler(ctx, c, args)
 		}),
 	}
@@ -209,7 +224,8 @@ func (rt *Runtime) execHandler(ctx context.Context, parent *Call, args []string)
 
 // callHandler rewrites the builtins whose options the interpreter lacks
 // or that would look at the host: "cd -P/-L [--] dir" (a physical cd
-// resolves links in the sandbox), "pwd -P" and "test X -ef Y".
+// resolves links in the sandbox), "pwd -P", "test X -ef Y", and a bare
+// "return", which must return the last command's status.
 func (v *vfs) callHandler(ctx context.Context, args []string) ([]string, error) {
 	switch args[0] {
 	case "cd":
@@ -242,6 +258,12 @@ func (v *vfs) callHandler(ctx context.Context, args []string) ([]string, error) 
 		if slices.Contains(args[1:], "-P") {
 			return []string{pwdPhysical}, nil
 		}
+	case "return":
+		// POSIX: a bare return returns the status of the last command;
+		// the interpreter returns 0.
+		if len(args) == 1 {
+			return []string{"return", strconv.Itoa(interp.HandlerCtx(ctx).LastExitStatus)}, nil
+		}
 	case "test", "[":
 		// "X -ef Y": the interpreter compares host file identities, so
 		// the sandbox's are compared here (device and inode).
@@ -267,20 +289,28 @@ func (v *vfs) at(ctx context.Context) *vfs {
 }
 
 // openHandler opens redirection targets in the sandbox.
-func (v *vfs) openHandler(c *Call) interp.OpenHandlerFunc {
+func (v *vfs) openHandler(state *shellState) interp.OpenHandlerFunc {
 	return func(ctx context.Context, p string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
 		hc := interp.HandlerCtx(ctx)
 		switch p {
 		case "/dev/null":
 			return devNull{}, nil
-		case "/dev/stdout":
+		case "/dev/stdout", "/dev/fd/1":
 			return writeOnly{hc.Stdout}, nil
-		case "/dev/stderr":
+		case "/dev/stderr", "/dev/fd/2":
 			return writeOnly{hc.Stderr}, nil
-		case "/dev/stdin":
+		case "/dev/stdin", "/dev/fd/0":
 			return readOnly{handlerStdin(hc)}, nil
 		}
 		w := v.at(ctx)
+		if rest, ok := strings.CutPrefix(p, "/dev/fd/"); ok {
+			if n, err := strconv.Atoi(rest); err == nil {
+				return state.openFD(w, n, flag&(os.O_WRONLY|os.O_RDWR) != 0)
+			}
+		}
+		if flag&os.O_TRUNC != 0 && state.clobberGuard() {
+			flag |= os.O_EXCL // set -C: ">" does not overwrite a file
+		}
 		if flag&(os.O_WRONLY|os.O_RDWR) == 0 {
 			data, err := w.readFile(p)
 			if err != nil {
@@ -316,13 +346,20 @@ func hostCopy(data []byte) (*os.File, error) {
 	return f, nil
 }
 
+// memWriter writes into a node: at the end, or at *off for a descriptor
+// with an offset.
 type memWriter struct {
-	v *vfs
-	n *node
+	v   *vfs
+	n   *node
+	off *int
 }
 
 func (w *memWriter) Read([]byte) (int, error) { return 0, syscall.EBADF }
 func (w *memWriter) Write(p []byte) (int, error) {
+	if w.off != nil {
+		w.v.writeAt(w.n, w.off, p)
+		return len(p), nil
+	}
 	w.v.appendTo(w.n, p)
 	return len(p), nil
 }

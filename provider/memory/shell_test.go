@@ -319,3 +319,22 @@ func TestFileAPIFollowsLinks(t *testing.T) {
 		t.Errorf("Remove of a link removed its target's files: %q", out)
 	}
 }
+
+// Descriptors above 2 and set -C, which the interpreter lacks, work as in
+// a POSIX shell for the forms scripts use.
+func TestDescriptorsAndNoclobber(t *testing.T) {
+	sb, _ := newSandbox(t)
+	steps := []struct{ line, out string }{
+		{`printf 'hello world' > f; exec 3< f; head -c 5 <&3; echo; exec 3<&-; cat <&3 2>/dev/null || echo closed`, "hello\nclosed\n"},
+		{`exec 4<> g; printf abc >&4; printf de >&4; cat g`, "abcde"},
+		{`printf 12345 > h; exec 4<> h; printf ab >&4; cat h`, "ab345"},
+		{`set -C; { : > f; } 2>/dev/null || echo refused; : > new; set +C; : > f && echo allowed; cat f`, "refused\nallowed\n"},
+		{`x=$(exec 3< missing 2>/dev/null || echo cannot); echo "$x"`, "cannot\n"},
+		{`f() { false || return; echo not reached; }; f; echo "$?"`, "1\n"},
+	}
+	for _, s := range steps {
+		if out, errOut, code := run(t, sb, s.line); out != s.out || code != 0 {
+			t.Errorf("%q: out %q err %q exit %d; want %q", s.line, out, errOut, code, s.out)
+		}
+	}
+}

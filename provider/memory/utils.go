@@ -653,148 +653,6 @@ func typeLetter(m fs.FileMode) byte {
 	return 'f'
 }
 
-// findPred is one test of find's expression (a conjunction).
-type findPred func(p, rel string, depth int, fi *statInfo) bool
-
-func uFind(ctx context.Context, c *Call) int {
-	args := c.Args[1:]
-	var roots []string
-	for len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-") && args[0] != "!" && args[0] != "(" {
-		roots = append(roots, args[0])
-		args = args[1:]
-	}
-	if len(roots) == 0 {
-		roots = []string{"."}
-	}
-	minDepth, maxDepth := 0, -1
-	var preds []findPred
-	var actions []func(p, rel string, depth int, fi *statInfo)
-	v := fsOf(c)
-	need := func(i int) (string, bool) {
-		if i+1 >= len(args) {
-			return "", false
-		}
-		return args[i+1], true
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch a {
-		case "-mindepth", "-maxdepth":
-			s, ok := need(i)
-			n, err := strconv.Atoi(s)
-			if !ok || err != nil || n < 0 {
-				return fail(c, 1, "invalid argument to %s", a)
-			}
-			if a == "-mindepth" {
-				minDepth = n
-			} else {
-				maxDepth = n
-			}
-			i++
-		case "-name", "-iname", "-path", "-wholename":
-			pat, ok := need(i)
-			if !ok {
-				return fail(c, 1, "missing argument to '%s'", a)
-			}
-			i++
-			fold := a == "-iname"
-			whole := a == "-path" || a == "-wholename"
-			preds = append(preds, func(p, _ string, _ int, _ *statInfo) bool {
-				s := path.Base(p)
-				if whole {
-					s = p
-				}
-				if fold {
-					s, pat = strings.ToLower(s), strings.ToLower(pat)
-				}
-				ok, _ := path.Match(pat, s)
-				return ok
-			})
-		case "-type":
-			t, ok := need(i)
-			if !ok || len(t) != 1 || strings.IndexByte("fdl", t[0]) < 0 {
-				return fail(c, 1, "unknown argument to -type: %s", t)
-			}
-			i++
-			preds = append(preds, func(_, _ string, _ int, fi *statInfo) bool { return typeLetter(fi.mode) == t[0] })
-		case "-print":
-			actions = append(actions, func(p, _ string, _ int, _ *statInfo) { fmt.Fprintln(c.Stdout, p) })
-		case "-print0":
-			actions = append(actions, func(p, _ string, _ int, _ *statInfo) { fmt.Fprint(c.Stdout, p+"\x00") })
-		case "-printf":
-			f, ok := need(i)
-			if !ok {
-				return fail(c, 1, "missing argument to '-printf'")
-			}
-			i++
-			actions = append(actions, func(p, rel string, depth int, fi *statInfo) {
-				io.WriteString(c.Stdout, findPrintf(v, f, p, rel, depth, fi))
-			})
-		default:
-			return fail(c, 1, "unknown predicate '%s' (the memory provider's find takes -mindepth, -maxdepth, -name, -iname, -path, -type, -print, -print0, -printf)", a)
-		}
-	}
-	if len(actions) == 0 {
-		actions = append(actions, func(p, _ string, _ int, _ *statInfo) { fmt.Fprintln(c.Stdout, p) })
-	}
-	code := 0
-	var walk func(p, rel string, depth int, fi *statInfo)
-	walk = func(p, rel string, depth int, fi *statInfo) {
-		if ctx.Err() != nil {
-			return
-		}
-		if depth >= minDepth {
-			ok := true
-			for _, pr := range preds {
-				if !pr(p, rel, depth, fi) {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				for _, act := range actions {
-					act(p, rel, depth, fi)
-				}
-			}
-		}
-		if !fi.IsDir() || (maxDepth >= 0 && depth >= maxDepth) {
-			return
-		}
-		list, err := v.readDir(p)
-		if err != nil {
-			code = fail(c, 1, "'%s': %s", p, errText(err))
-			return
-		}
-		for _, e := range list {
-			q := strings.TrimSuffix(p, "/") + "/" + e.name
-			r := e.name
-			if rel != "" {
-				r = rel + "/" + e.name
-			}
-			walk(q, r, depth+1, e.info)
-		}
-	}
-	for _, root := range roots {
-		fi, err := v.stat(root, false)
-		if err == nil && fi.mode&fs.ModeSymlink != 0 {
-			// A root that is a link is not followed (find -P), except
-			// to list a directory given with a trailing slash.
-			if strings.HasSuffix(root, "/") {
-				fi, err = v.stat(root, true)
-			}
-		}
-		if err != nil {
-			code = fail(c, 1, "'%s': %s", root, errText(err))
-			continue
-		}
-		walk(root, "", 0, fi)
-	}
-	if ctx.Err() != nil {
-		return -1
-	}
-	return code
-}
-
 // findPrintf expands a find -printf format for one file.
 func findPrintf(v *vfs, f, p, rel string, depth int, fi *statInfo) string {
 	var b strings.Builder
@@ -911,7 +769,7 @@ func breToERE(s string) string {
 }
 
 func uGrep(ctx context.Context, c *Call) int {
-	set, ops, err := flags(c.Args[1:], "emfABC")
+	set, ops, err := flags(c.Args[1:], "emfABCD")
 	if err != nil {
 		return fail(c, 2, "%v", err)
 	}
@@ -1083,6 +941,12 @@ func uGrep(ctx context.Context, c *Call) int {
 				return
 			}
 			for _, e := range list {
+				if e.info.IsDir() && matchAny(set["-exclude-dir"], e.name) {
+					continue
+				}
+				if !e.info.IsDir() && (matchAny(set["-exclude"], e.name) || len(set["-include"]) > 0 && !matchAny(set["-include"], e.name)) {
+					continue
+				}
 				walk(strings.TrimSuffix(p, "/")+"/"+e.name, false)
 			}
 			return
@@ -1100,7 +964,7 @@ func uGrep(ctx context.Context, c *Call) int {
 			if err != nil {
 				return 2
 			}
-			grepData("(standard input)", data)
+			grepData(cmpOr(last(set, "-label"), "(standard input)"), data)
 			continue
 		}
 		walk(p, true)
@@ -1122,7 +986,7 @@ func uTar(ctx context.Context, c *Call) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		args = append([]string{"-" + args[0]}, args[1:]...) // "tar cf x ."
 	}
-	set, ops, err := flags(args, "fC")
+	set, ops, err := flags(args, "fCXT")
 	if err != nil {
 		return fail(c, 2, "%v", err)
 	}
@@ -1144,9 +1008,42 @@ func uTar(ctx context.Context, c *Call) int {
 			return fail(c, 2, "Cowardly refusing to create an empty archive")
 		}
 		excludes := set["-exclude"]
+		for _, x := range set["X"] {
+			data, err := fsOf(c).readFile(x)
+			if err != nil {
+				return fail(c, 2, "%s: Cannot open: %s", x, errText(err))
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				if l != "" {
+					excludes = append(excludes, l)
+				}
+			}
+		}
+		literal := has(set, "-no-wildcards")
+		for _, t := range set["T"] {
+			data, err := fsOf(c).readFile(t)
+			if err != nil {
+				return fail(c, 2, "%s: Cannot open: %s", t, errText(err))
+			}
+			sep := "\n"
+			if has(set, "-null") {
+				sep = "\x00"
+			}
+			for _, l := range strings.Split(string(data), sep) {
+				if l != "" {
+					ops = append(ops, l)
+				}
+			}
+		}
 		excluded := func(name string) bool {
 			for _, pat := range excludes {
 				pat = strings.TrimSuffix(pat, "/")
+				if literal {
+					if name == pat {
+						return true
+					}
+					continue
+				}
 				if ok, _ := path.Match(pat, name); ok {
 					return true
 				}
@@ -1838,4 +1735,14 @@ func uTr(ctx context.Context, c *Call) int {
 			return 1
 		}
 	}
+}
+
+// matchAny reports whether name matches one of the glob patterns.
+func matchAny(pats []string, name string) bool {
+	for _, p := range pats {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -363,6 +363,57 @@ func (v *vfs) openWrite(p string, flag int, perm fs.FileMode) (n *node, err erro
 	return n, nil
 }
 
+// readFileNode returns the node of a readable regular file, for a
+// descriptor that reads it later.
+func (v *vfs) readFileNode(p string) (n *node, err error) {
+	err = v.with(func(b *box) error {
+		_, nn, err := walkLocked(b, v.abs(p), true)
+		switch {
+		case err != nil:
+			return err
+		case nn == nil:
+			return syscall.ENOENT
+		case nn.mode.IsDir():
+			return syscall.EISDIR
+		case !canRead(nn):
+			return syscall.EACCES
+		}
+		n = nn
+		return nil
+	})
+	if err != nil {
+		return nil, pe("open", p, err)
+	}
+	return n, nil
+}
+
+// size returns a node's size.
+func (v *vfs) size(n *node) int {
+	v.rt.mu.Lock()
+	defer v.rt.mu.Unlock()
+	return len(n.data)
+}
+
+// dataFrom returns a copy of a node's bytes from off.
+func (v *vfs) dataFrom(n *node, off int) []byte {
+	v.rt.mu.Lock()
+	defer v.rt.mu.Unlock()
+	return bytes.Clone(n.data[min(off, len(n.data)):])
+}
+
+// writeAt writes data into a node at *off (extending it) and advances *off.
+func (v *vfs) writeAt(n *node, off *int, data []byte) {
+	v.rt.mu.Lock()
+	defer v.rt.mu.Unlock()
+	end := *off + len(data)
+	if end > len(n.data) {
+		n.data = append(n.data, make([]byte, end-len(n.data))...)
+	}
+	copy(n.data[*off:], data)
+	*off = end
+	n.mtime = v.rt.now()
+}
+
 // appendTo appends data to a node opened by openWrite.
 func (v *vfs) appendTo(n *node, data []byte) {
 	v.rt.mu.Lock()
