@@ -338,3 +338,25 @@ func TestDescriptorsAndNoclobber(t *testing.T) {
 		}
 	}
 }
+
+// find's expression, grep's and tar's options as fsbackend's helper uses
+// them.
+func TestFindGrepTarOptions(t *testing.T) {
+	sb, _ := newSandbox(t)
+	run(t, sb, `mkdir -p w/.meta/tmp w/a && printf 'one\nneedle\n' > w/a/x.txt && printf 'needle too\n' > w/.meta/m && printf big > w/a/big.bin`)
+	steps := []struct{ line, out string }{
+		{`cd w && find . -path ./.meta -prune -o -type f \( -size +2c -a ! -name '*.bin' \) -printf '%P %n\n'`, "a/x.txt 1\n"},
+		{`cd w && find . -path ./.meta -prune -o -type f -fprintf ../list './%P\n' && cat ../list`, "./a/big.bin\n./a/x.txt\n"},
+		{`cd w && i=$(find a/x.txt -printf %i) && find . -inum "$i" -printf '%p\n'`, "./a/x.txt\n"},
+		{`cd w && find . -name '*.txt' -exec cat {} +`, "one\nneedle\n"},
+		{`cd w && grep -r -n --null --exclude-dir=.meta -e needle -- . | tr '\0' :`, "./a/x.txt:2:needle\n"},
+		{`grep -H -n -D skip --label=./x -F -e needle < w/a/x.txt`, "./x:2:needle\n"},
+		{`printf 'a\nb\na\n' | grep -c -x -F -e a`, "2\n"},
+		{`cd w && printf './a/big.bin\n' > ../ex && tar -cf ../t.tar --no-wildcards --exclude=./.meta -X ../ex . && tar -tf ../t.tar`, "./\n./a/\n./a/x.txt\n"},
+	}
+	for _, s := range steps {
+		if out, errOut, code := run(t, sb, s.line); out != s.out || code != 0 {
+			t.Errorf("%q: out %q err %q exit %d; want %q", s.line, out, errOut, code, s.out)
+		}
+	}
+}
