@@ -90,6 +90,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
+	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
 )
 
@@ -148,6 +149,10 @@ func WithAPIKey(key string) Option { return func(s *Server) { s.key = key } }
 // as the real server does after waiting for it.
 func WithCreatePolls(n int) Option { return func(s *Server) { s.createPolls = n } }
 
+// WithAddr makes the fake listen on addr (a loopback "host:port"); the
+// default picks a free port. Restart serves again on the same address.
+func WithAddr(addr string) Option { return func(s *Server) { s.addr = addr } }
+
 // WithLegacyList makes GET /sandbox answer a plain array of every match,
 // as servers before May 2026 did, instead of a cursor page.
 func WithLegacyList() Option { return func(s *Server) { s.legacyList = true } }
@@ -162,7 +167,8 @@ type Server struct {
 	backend sandbox.Runtime
 	writes  inflight.Writes // uploads in progress, by backend id and path
 	key     string
-	ts      *httptest.Server
+	ts      *fakeserve.Server
+	addr    string
 
 	createPolls int
 	legacyList  bool
@@ -209,9 +215,11 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	mux.HandleFunc("/api/toolbox/{id}/toolbox/{rest...}", s.toolbox)
 	mux.HandleFunc("/toolbox/{id}/{rest...}", s.toolbox)
 	mux.HandleFunc("/api/", s.api)
-	s.ts = httptest.NewUnstartedServer(s.faulty(mux))
-	s.conns.Serve(s.ts.Config, "toolbox")
-	s.ts.Start()
+	ts, err := fakeserve.Start(s.addr, s.faulty(mux), func(hs *http.Server) { s.conns.Serve(hs, "toolbox") })
+	if err != nil {
+		panic("daytonafake: " + err.Error())
+	}
+	s.ts = ts
 	return s
 }
 
@@ -229,6 +237,17 @@ func (s *Server) APIKey() string { return s.key }
 // Client returns an HTTP client for the fake's server.
 func (s *Server) Client() *http.Client { return s.ts.Client() }
 
+// Restart stops the server as a crash would and serves again on the same
+// address: idle keep-alive connections are reset (TCP RST, so a client's
+// next write on one fails and it can tell nothing was sent) and every
+// other connection is closed, so requests in flight get no answer. The
+// sandboxes, their backends and their commands survive, as they do when
+// Daytona's API restarts.
+func (s *Server) Restart() error {
+	s.ResetIdleConnections()
+	return s.ts.Restart()
+}
+
 // Close stops the server, ends every running command and destroys the
 // backend sandboxes. Calling it again does nothing.
 func (s *Server) Close() {
@@ -238,7 +257,6 @@ func (s *Server) Close() {
 func (s *Server) close() {
 	close(s.quit)
 	s.stop()
-	s.ts.CloseClientConnections()
 	s.ts.Close()
 	s.mu.Lock()
 	var all []*sbx

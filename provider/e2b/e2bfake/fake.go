@@ -55,7 +55,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -66,6 +65,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
+	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 )
@@ -93,8 +93,8 @@ type Server struct {
 	now            func() time.Time
 	exitedRetained time.Duration
 
-	api  *httptest.Server
-	envd *httptest.Server
+	api, envd         *fakeserve.Server
+	apiAddr, envdAddr string
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -146,6 +146,26 @@ func WithTemplates(names ...string) Option { return func(s *Server) { s.template
 // by default); clients use it to pick protocol features.
 func WithEnvdVersion(v string) Option { return func(s *Server) { s.envdVersion = v } }
 
+// WithAddrs makes the control plane listen on api and envd on envd
+// (loopback "host:port"; "" picks a free port, the default). Restart
+// serves again on the same addresses.
+func WithAddrs(api, envd string) Option {
+	return func(s *Server) { s.apiAddr, s.envdAddr = api, envd }
+}
+
+// Restart stops both servers as a crash would and serves again on the
+// same addresses: idle keep-alive connections are reset (TCP RST, so a
+// client's next write on one fails and it can tell nothing was sent) and
+// every other connection is closed, so requests in flight get no answer.
+// Sandboxes and their processes survive.
+func (s *Server) Restart() error {
+	s.conns.ResetIdle(func(string) bool { return true })
+	if err := s.api.Restart(); err != nil {
+		return err
+	}
+	return s.envd.Restart()
+}
+
 // WithClock sets the clock used for leases.
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
@@ -161,12 +181,14 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.api = httptest.NewUnstartedServer(s.faulty(s.apiHandler()))
-	s.conns.Serve(s.api.Config, "api")
-	s.api.Start()
-	s.envd = httptest.NewUnstartedServer(s.faulty(s.envdHandler()))
-	s.conns.Serve(s.envd.Config, "envd")
-	s.envd.Start()
+	var err error
+	if s.api, err = fakeserve.Start(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
+		panic("e2bfake: " + err.Error())
+	}
+	if s.envd, err = fakeserve.Start(s.envdAddr, s.faulty(s.envdHandler()), func(hs *http.Server) { s.conns.Serve(hs, "envd") }); err != nil {
+		s.api.Close()
+		panic("e2bfake: " + err.Error())
+	}
 	return s
 }
 
@@ -175,8 +197,6 @@ func New(backend sandbox.Runtime, opts ...Option) *Server {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		s.api.CloseClientConnections()
-		s.envd.CloseClientConnections()
 		s.api.Close()
 		s.envd.Close()
 		s.mu.Lock()
