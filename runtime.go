@@ -71,9 +71,15 @@ type Runtime interface {
 	Exec(ctx context.Context, id string, cmd *Command) (ExitStatus, error)
 
 	// Upload writes the bytes of r to path, creating missing parent
-	// directories and truncating an existing file. It streams: it must not
-	// hold the whole content in memory. path naming a directory yields an
-	// error matching ErrIsDirectory.
+	// directories and replacing an existing file atomically: the bytes go
+	// to a temporary name in path's directory, renamed over path after the
+	// last byte. On any failure (r fails, ctx ends, the transport breaks)
+	// path is left as it was, the temporary file is removed, and nothing is
+	// written on the call's behalf once it has returned. An error of r is
+	// returned wrapped. It streams: it must not hold the whole content in
+	// memory. path naming a directory yields an error matching
+	// ErrIsDirectory, a parent that is a file ErrNotDirectory, a place the
+	// sandbox's user may not write PermissionDenied.
 	Upload(ctx context.Context, id, path string, r io.Reader) error
 
 	// Download opens path for streaming. A missing file is NotFound, a

@@ -326,3 +326,47 @@ func TestProcessInputAndSignals(t *testing.T) {
 		t.Fatalf("signal to unknown pid: %v", err)
 	}
 }
+
+// TestFilesystemAnswersAsEnvd pins the answers of envd 0.6.13 observed in
+// research/daemons.md for paths that run through a regular file.
+func TestFilesystemAnswersAsEnvd(t *testing.T) {
+	f := start(t)
+	c := f.create(`{"templateID":"base"}`)
+	h := f.envdHeaders(c)
+	h["Content-Type"] = "application/octet-stream"
+	if st, _, b := f.do("POST", f.SandboxURL()+"/files?path=/home/user/f", h, []byte("x")); st != 200 {
+		t.Fatalf("upload: %d %s", st, b)
+	}
+	if st, _, b := f.do("POST", f.SandboxURL()+"/files?path=/home/user/d/x", h, []byte("x")); st != 200 {
+		t.Fatalf("upload: %d %s", st, b)
+	}
+	h["Content-Type"] = "application/json"
+	rpc := func(method, body string) (int, map[string]string) {
+		t.Helper()
+		st, _, b := f.do("POST", f.SandboxURL()+"/filesystem.Filesystem/"+method, h, []byte(body))
+		var out map[string]string
+		_ = json.Unmarshal(b, &out)
+		return st, out
+	}
+	// MakeDir under a file: envd's stat fails with ENOTDIR, answered internal.
+	st, out := rpc("MakeDir", `{"path":"/home/user/f/g"}`)
+	if st != 500 || out["code"] != "internal" || out["message"] != "error getting file info: stat /home/user/f/g: not a directory" {
+		t.Errorf("MakeDir under a file: %d %v", st, out)
+	}
+	st, out = rpc("MakeDir", `{"path":"/home/user/f"}`)
+	if st != 400 || out["code"] != "invalid_argument" || out["message"] != "path already exists but it is not a directory: /home/user/f" {
+		t.Errorf("MakeDir on a file: %d %v", st, out)
+	}
+	// Move of a file onto a directory: Go's os.Rename answers EEXIST.
+	st, out = rpc("Move", `{"source":"/home/user/f","destination":"/home/user/d"}`)
+	if st != 500 || out["code"] != "internal" || !strings.HasSuffix(out["message"], ": file exists") {
+		t.Errorf("Move onto a directory: %d %v", st, out)
+	}
+	// A file as cwd gets as far as the spawn, whose chdir fails.
+	h["Content-Type"] = "application/connect+json"
+	_, _, b := f.do("POST", f.SandboxURL()+"/process.Process/Start", h, envelope(`{"process":{"cmd":"true","cwd":"/home/user/f"}}`))
+	msgs, end := frames(t, b)
+	if len(msgs) != 0 || !strings.Contains(end, "invalid_argument") || !strings.Contains(end, "not a directory") {
+		t.Errorf("file as cwd: %q / %s", msgs, end)
+	}
+}
