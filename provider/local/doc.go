@@ -173,14 +173,24 @@
 //
 // # Files
 //
-// The file methods serve the home and everything below it, through os.Root
-// on the host side, streamed (io.Copy keeps the kernel's copy fast paths).
-// A path outside the home is PermissionDenied; a symbolic link that leads
-// out of the home matches sandbox.ErrPathEscape, whatever the level. An
-// absolute link is read in the sandbox's terms: one to the home or below
-// it (as Info.Home names it, say /home/user/b) is followed there. Upload
-// and Download refuse FIFOs, devices and sockets (FailedPrecondition)
-// rather than block on them.
+// The file methods serve the sandbox's file system as its commands see
+// it, with their permissions. At L3 and L4 that is the sandbox's own root
+// (its /tmp, the read-only /usr and /etc, the home), reached through the
+// agent's /proc/<pid>/root; on a root host they act with the file system
+// identity of the sandbox's user (setfsuid on a thread of their own), so a
+// read-only place is PermissionDenied and a file the user may not read
+// stays unread. /proc, /sys and /dev are not served (PermissionDenied).
+// At L0, L1 and L2, and at L3 and L4 while no agent runs (after a reboot),
+// they serve the home only: a path elsewhere is PermissionDenied. Every
+// request works through os.Root on the host side, streamed (io.Copy keeps
+// the kernel's copy fast paths), so neither ".." nor a symbolic link
+// planted in the sandbox reaches beyond what is served: an absolute link
+// is read in the sandbox's terms (one to the home, as Info.Home names it,
+// is followed there) and one leading out of what is served matches
+// sandbox.ErrPathEscape. Upload writes a temporary file next to the
+// target and renames it over the target after the last byte, so a failed
+// upload leaves the target as it was. Upload and Download refuse FIFOs,
+// devices and sockets (FailedPrecondition) rather than block on them.
 //
 // # Pause, lease, destroy
 //

@@ -215,18 +215,40 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 			if got, _ := os.ReadFile("/etc/hostname"); !bytes.Equal(got, hostname) {
 				t.Fatalf("/etc/hostname changed")
 			}
-			for _, p := range []string{"etc/passwd", "host", "up/passwd"} {
-				if b, err := sb.ReadFile(ctx, p); err == nil {
-					t.Errorf("Download(%s) read %d bytes outside the home", p, len(b))
-				} else if !errors.Is(err, sandbox.ErrPathEscape) {
-					t.Errorf("Download(%s) = %v, want ErrPathEscape", p, err)
+			if l < L3 {
+				// The home only is served at L1: the links lead out of it.
+				for _, p := range []string{"etc/passwd", "host", "up/passwd"} {
+					if b, err := sb.ReadFile(ctx, p); err == nil {
+						t.Errorf("Download(%s) read %d bytes outside the home", p, len(b))
+					} else if !errors.Is(err, sandbox.ErrPathEscape) {
+						t.Errorf("Download(%s) = %v, want ErrPathEscape", p, err)
+					}
+					if _, err := sb.Stat(ctx, p); err == nil {
+						t.Errorf("Stat(%s) followed the link out", p)
+					}
 				}
-				if _, err := sb.Stat(ctx, p); err == nil {
-					t.Errorf("Stat(%s) followed the link out", p)
+				if _, err := sb.ReadDir(ctx, "etc"); err == nil {
+					t.Errorf("ReadDir(etc) listed /etc")
 				}
 			}
-			if _, err := sb.ReadDir(ctx, "etc"); err == nil {
-				t.Errorf("ReadDir(etc) listed /etc")
+			// At L4 the links lead into the sandbox's own view, with its
+			// commands' permissions: what they can read, the file methods
+			// read; what they cannot, the file methods cannot.
+			for _, p := range []string{"etc/passwd", "up/passwd"} {
+				if l < L3 {
+					break
+				}
+				want := run(ctx, t, sb, "cat "+p).Stdout
+				if b, err := sb.ReadFile(ctx, p); err != nil || !bytes.Equal(b, want) {
+					t.Errorf("Download(%s) = %d bytes, %v; the sandbox's cat read %d", p, len(b), err, len(want))
+				}
+			}
+			if res := run(ctx, t, sb, "cat etc/shadow"); l >= L3 && res.ExitCode != 0 {
+				if b, err := sb.ReadFile(ctx, "etc/shadow"); err == nil {
+					t.Errorf("Download(etc/shadow) read %d bytes the sandbox's commands cannot", len(b))
+				} else if sandbox.CodeOf(err) != sandbox.PermissionDenied && sandbox.CodeOf(err) != sandbox.NotFound {
+					t.Errorf("Download(etc/shadow) = %v, want PermissionDenied", err)
+				}
 			}
 			if err := sb.Remove(ctx, "etc/hostname"); err == nil {
 				t.Errorf("Remove(etc/hostname) succeeded")
@@ -257,18 +279,71 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 	}
 }
 
-func TestFilesOutsideHome(t *testing.T) {
-	ctx := context.Background()
-	c := sandbox.NewClient(newRuntime(t))
-	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
-	for _, p := range []string{"/etc/passwd", "/tmp/x", "/"} {
-		_, err := sb.ReadFile(ctx, p)
-		if sandbox.CodeOf(err) != sandbox.PermissionDenied {
-			t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
+// TestFilesWholeView: the file methods serve the sandbox's file system as
+// its commands see it, with their permissions.
+func TestFilesWholeView(t *testing.T) {
+	t.Run("L1", func(t *testing.T) {
+		// At L1 the home only is served (on a root host the commands'
+		// reach would be the host's own /etc).
+		ctx := context.Background()
+		sb := mustCreate(ctx, t, sandbox.NewClient(newRuntime(t, WithIsolation(L1))), sandbox.CreateOptions{})
+		for _, p := range []string{"/etc/os-release", "/tmp/x"} {
+			if _, err := sb.ReadFile(ctx, p); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+				t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
+			}
 		}
-	}
-	if err := sb.WriteFile(ctx, "/etc/x", nil); sandbox.CodeOf(err) != sandbox.PermissionDenied {
-		t.Errorf("WriteFile(/etc/x) = %v, want PermissionDenied", err)
+		if err := sb.WriteFile(ctx, "/etc/sbx-view-x", nil); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+			t.Errorf("WriteFile(/etc/sbx-view-x) = %v, want PermissionDenied", err)
+		}
+	})
+	for _, l := range []Level{L4} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx := context.Background()
+			c := nsClient(t)
+			sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+			want := run(ctx, t, sb, "cat /etc/os-release").Stdout
+			if b, err := sb.ReadFile(ctx, "/etc/os-release"); err != nil || !bytes.Equal(b, want) {
+				t.Errorf("ReadFile(/etc/os-release) = %q, %v; the sandbox's cat read %q", b, err, want)
+			}
+			// A place the commands cannot write is PermissionDenied.
+			if res := run(ctx, t, sb, "touch /usr/sbx-view-x"); res.ExitCode != 0 {
+				if err := sb.WriteFile(ctx, "/usr/sbx-view-x", []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					t.Errorf("WriteFile(/usr/sbx-view-x) = %v, want PermissionDenied", err)
+				}
+			} else {
+				run(ctx, t, sb, "rm -f /usr/sbx-view-x")
+				t.Logf("the sandbox's commands can write /usr at %s here: no read-only place to check", l)
+			}
+			// A place they can is served both ways.
+			dir := strings.TrimSpace(string(run(ctx, t, sb, `d=$(mktemp -d) && echo "$d"`).Stdout))
+			check := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			check(sb.WriteFile(ctx, dir+"/from-api", []byte("api")))
+			if got := run(ctx, t, sb, "cat "+dir+"/from-api; echo cmd > "+dir+"/from-cmd").Stdout; string(got) != "api" {
+				t.Errorf("the command read %q from a file the API wrote in %s", got, dir)
+			}
+			if b, err := sb.ReadFile(ctx, dir+"/from-cmd"); err != nil || string(b) != "cmd\n" {
+				t.Errorf("ReadFile of a file a command wrote in %s: %q, %v", dir, b, err)
+			}
+			// The owner is the commands' user, so they may change it.
+			if res := run(ctx, t, sb, "echo more >> "+dir+"/from-api"); res.ExitCode != 0 {
+				t.Errorf("a command cannot append to a file the API wrote: %s", res.Stderr)
+			}
+			check(sb.Remove(ctx, dir))
+			// Kernel interfaces are not files.
+			for _, p := range []string{"/proc/self/status", "/sys/kernel/hostname", "/dev/null"} {
+				if _, err := sb.ReadFile(ctx, p); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
+				}
+			}
+			if _, err := sb.ReadFile(ctx, "/"); !errors.Is(err, sandbox.ErrIsDirectory) {
+				t.Errorf("ReadFile(/) = %v, want ErrIsDirectory", err)
+			}
+		})
 	}
 }
 

@@ -21,20 +21,15 @@ import (
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
-// The file methods serve the sandbox's home (Info.Home and everything
-// below it) and nothing else: they work on the host side of the home
-// through os.Root, so neither ".." nor a symbolic link planted by code in
-// the sandbox reaches outside it. Paths elsewhere (/tmp, /etc...) are
-// PermissionDenied; a link leading out of the home matches
-// sandbox.ErrPathEscape.
-
-// fsTarget is a resolved file request.
+// fsTarget is a resolved file request (see view_linux.go for what is
+// served).
 type fsTarget struct {
-	m    *meta
-	root *os.Root
-	home string // the home in sandbox terms
-	rel  string // path relative to the home; "." for the home itself
-	path string // the path as the caller gave it (sandbox terms)
+	m     *meta
+	root  *os.Root
+	home  string // the sandbox path root stands for: "/" or the home
+	rel   string // path relative to root; "." for the root itself
+	path  string // the path as the caller gave it (sandbox terms)
+	creds *creds // the identity the request acts with; nil: the process's
 }
 
 func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
@@ -48,22 +43,11 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 	if err := r.ensureDisk(m); err != nil {
 		return nil, sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", id, err)
 	}
-	home := r.info(m).Home
-	if !pathsafe.Within(home, p) {
-		return nil, sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", p, home)
-	}
-	rel, err := homeRel(home, p)
+	root, top, rel, err := r.openView(m, p)
 	if err != nil {
-		return nil, fmt.Errorf("local: %s: %w: %w", p, err, sandbox.ErrPathEscape)
+		return nil, err
 	}
-	root, err := os.OpenRoot(r.home(id))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s is gone: %w", id, sandbox.ErrNotFound)
-		}
-		return nil, sandbox.Errorf(sandbox.Internal, "local: open home: %w", err)
-	}
-	return &fsTarget{m: m, root: root, home: home, rel: rel, path: p}, nil
+	return &fsTarget{m: m, root: root, home: top, rel: rel, path: p, creds: r.fileCreds(m)}, nil
 }
 
 // isEscape reports whether os.Root refused err's path because of a
@@ -97,6 +81,9 @@ func resolveLinks(root *os.Root, home, rel string, followLast bool) (string, err
 		case "", ".":
 			continue
 		case "..":
+			if len(done) == 0 && home == "/" {
+				continue // ".." at the root is the root, as the kernel has it
+			}
 			if len(done) == 0 {
 				return "", errLinkEscape
 			}
@@ -183,7 +170,7 @@ func fsErr(op, p string, err error) error {
 		return sandbox.Errorf(sandbox.InvalidArgument, "local: %s %s: too many levels of symbolic links", op, p)
 	case errors.Is(err, fs.ErrExist), errno == syscall.ENOTEMPTY:
 		return sandbox.Errorf(sandbox.AlreadyExists, "local: %s %s: %v", op, p, errnoOr(errno, err))
-	case errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrPermission), errno == syscall.EROFS:
 		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s %s: permission denied", op, p)
 	case errno == syscall.ENOSPC, errno == syscall.EDQUOT, errno == syscall.EFBIG:
 		return sandbox.Errorf(sandbox.ResourceExhausted, "local: %s %s: %v", op, p, errno)
@@ -207,7 +194,8 @@ func (r *Runtime) chownNeeded(m *meta) bool {
 
 // chownPath hands rel and its parents below the home to the sandbox user.
 func (r *Runtime) chownPath(t *fsTarget, rel string) {
-	if !r.chownNeeded(t.m) {
+	if t.creds != nil || !r.chownNeeded(t.m) {
+		// Files made with the sandbox user's identity are its already.
 		return
 	}
 	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
@@ -242,6 +230,10 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		return err
 	}
 	defer t.root.Close()
+	return as(t.creds, func() error { return r.uploadIn(ctx, t, id, p, src) })
+}
+
+func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src io.Reader) error {
 	if t.rel == "." {
 		return fmt.Errorf("local: upload %s: %w", p, sandbox.ErrIsDirectory)
 	}
@@ -275,7 +267,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if err != nil {
 		return fsErr("upload", p, err)
 	}
-	if r.chownNeeded(t.m) {
+	if t.creds == nil && r.chownNeeded(t.m) {
 		_ = f.Chown(r.uid, r.gid)
 	}
 	if ctx.Done() == nil {
@@ -363,6 +355,12 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 		return nil, err
 	}
 	defer t.root.Close()
+	var out io.ReadCloser
+	err = as(t.creds, func() (err error) { out, err = r.downloadIn(ctx, t, id, p); return err })
+	return out, err
+}
+
+func (r *Runtime) downloadIn(ctx context.Context, t *fsTarget, id, p string) (io.ReadCloser, error) {
 	f, err := openRegular(t, "download", os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -441,6 +439,12 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 		return sandbox.FileInfo{}, err
 	}
 	defer t.root.Close()
+	var out sandbox.FileInfo
+	err = as(t.creds, func() (err error) { out, err = r.statIn(ctx, t, id, p); return err })
+	return out, err
+}
+
+func (r *Runtime) statIn(ctx context.Context, t *fsTarget, id, p string) (sandbox.FileInfo, error) {
 	var lfi, fi fs.FileInfo
 	if err := t.do(false, func(rel string) (err error) { lfi, err = t.root.Lstat(rel); return err }); err != nil {
 		return sandbox.FileInfo{}, fsErr("stat", p, err)
@@ -464,6 +468,12 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 		return nil, err
 	}
 	defer t.root.Close()
+	var out []sandbox.FileInfo
+	err = as(t.creds, func() (err error) { out, err = r.readDirIn(ctx, t, id, p); return err })
+	return out, err
+}
+
+func (r *Runtime) readDirIn(ctx context.Context, t *fsTarget, id, p string) ([]sandbox.FileInfo, error) {
 	var f *os.File
 	if err := t.do(true, func(rel string) (err error) { f, err = t.root.Open(rel); return err }); err != nil {
 		return nil, fsErr("readdir", p, err)
@@ -507,6 +517,10 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 		return err
 	}
 	defer t.root.Close()
+	return as(t.creds, func() error { return r.mkdirAllIn(ctx, t, id, p) })
+}
+
+func (r *Runtime) mkdirAllIn(ctx context.Context, t *fsTarget, id, p string) error {
 	if t.rel == "." {
 		return nil
 	}
@@ -528,6 +542,10 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 		return err
 	}
 	defer t.root.Close()
+	return as(t.creds, func() error { return r.removeIn(ctx, t, id, p) })
+}
+
+func (r *Runtime) removeIn(ctx context.Context, t *fsTarget, id, p string) error {
 	if t.rel == "." {
 		return sandbox.Errorf(sandbox.InvalidArgument, "local: refusing to remove the home %s", p)
 	}
@@ -544,13 +562,24 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 		return err
 	}
 	defer t.root.Close()
-	home := r.info(t.m).Home
+	return as(t.creds, func() error { return r.renameIn(ctx, t, id, oldPath, newPath) })
+}
+
+func (r *Runtime) renameIn(ctx context.Context, t *fsTarget, id, oldPath, newPath string) error {
+	home := t.home
 	if !pathsafe.Within(home, newPath) {
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only", newPath, home)
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: at %s the local provider serves files under the home only", newPath, home, t.m.Achieved)
+	}
+	if home == "/" {
+		for _, k := range kernelDirs {
+			if pathsafe.Within(k, newPath) {
+				return sandbox.Errorf(sandbox.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", newPath, k)
+			}
+		}
 	}
 	newRel, err := homeRel(home, newPath)
 	if err != nil || newRel == "." || t.rel == "." {
-		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move the home", oldPath, newPath)
+		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move %s", oldPath, newPath, home)
 	}
 	if err := t.do(false, func(rel string) error { _, err := t.root.Lstat(rel); return err }); err != nil {
 		return fsErr("rename", oldPath, err)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -119,6 +120,20 @@ func TestAbsoluteLinkInHome(t *testing.T) {
 			}
 			if err := sb.Rename(ctx, "dl/new", "dl/renamed"); err != nil {
 				t.Errorf("Rename through a link: %v", err)
+			}
+			if lv := sb.Info().Detail["level"]; strings.HasPrefix(lv, "L3") || strings.HasPrefix(lv, "L4") {
+				// The sandbox's root is served: the links lead into it,
+				// with its commands' permissions.
+				for _, p := range []string{"out", "root/etc/passwd"} {
+					want := run(ctx, t, sb, "cat "+p).Stdout
+					if b, err := sb.ReadFile(ctx, p); err != nil || !bytes.Equal(b, want) {
+						t.Errorf("ReadFile(%s) = %d bytes, %v; the sandbox's cat read %d", p, len(b), err, len(want))
+					}
+					if err := sb.WriteFile(ctx, p, []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+						t.Errorf("WriteFile(%s) = %v, want PermissionDenied", p, err)
+					}
+				}
+				return
 			}
 			for _, p := range []string{"out", "root/etc/passwd"} {
 				if _, err := sb.ReadFile(ctx, p); !errors.Is(err, sandbox.ErrPathEscape) {

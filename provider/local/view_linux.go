@@ -1,0 +1,153 @@
+//go:build linux
+
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
+)
+
+// The file methods serve the sandbox's file system as its commands see it,
+// with their permissions:
+//
+//   - L3 and L4: the sandbox's own root (its /usr, /etc, /tmp, home...),
+//     reached through the agent's /proc/<pid>/root, which the sandbox's
+//     mount namespace resolves. While no agent runs (after a reboot, say)
+//     only the home exists, and only it is served.
+//   - L0, L1 and L2: the home only; a path elsewhere is PermissionDenied,
+//     although commands reach more (at L0 and L1 whatever the host user
+//     can, which on a root host is the host's /etc: the file methods do
+//     not hand that out).
+//
+// Every request works through os.Root on the view's top directory, so
+// neither ".." nor a symbolic link planted by code in the sandbox reaches
+// outside it (an absolute link is read in the sandbox's terms, from its
+// root). Where the host process is root and the sandbox's commands are
+// not, the methods act with the file system identity of the sandbox's user
+// (setfsuid on a thread of their own), so the kernel grants them what it
+// grants the commands: a read-only place is PermissionDenied, and a file
+// the user may not read stays unread. /proc, /sys and /dev are kernel
+// interfaces, not files: they are not served (PermissionDenied).
+
+// view returns the sandbox path the file methods' root stands for and the
+// host directory to open as that root.
+func (r *Runtime) view(m *meta) (top, dir string) {
+	switch {
+	case m.Achieved >= L3 && procAlive(m.AgentPID, m.AgentAt):
+		return "/", "/proc/" + strconv.Itoa(m.AgentPID) + "/root"
+	}
+	return r.info(m).Home, r.home(m.ID)
+}
+
+// kernelDirs are the sandbox paths of kernel interfaces, never served.
+var kernelDirs = []string{"/proc", "/sys", "/dev"}
+
+// openView opens the view of sandbox m that serves p and returns it with
+// its top and p relative to it.
+func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, err error) {
+	top, dir := r.view(m)
+	if top == "/" {
+		for _, k := range kernelDirs {
+			if pathsafe.Within(k, p) {
+				return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", p, k)
+			}
+		}
+	}
+	if !pathsafe.Within(top, p) {
+		return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: at %s the local provider serves files under the home only", p, top, m.Achieved)
+	}
+	rel, err = homeRel(top, p)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("local: %s: %w: %w", p, err, sandbox.ErrPathEscape)
+	}
+	root, err = os.OpenRoot(dir)
+	if err == nil && top == "/" && m.Achieved >= L3 && !procAlive(m.AgentPID, m.AgentAt) {
+		// The agent ended while its root was opened: the pid may name
+		// another process now.
+		root.Close()
+		err = fmt.Errorf("the sandbox's agent %d ended: %w", m.AgentPID, fs.ErrNotExist)
+	}
+	if err != nil {
+		if top == "/" && m.Achieved >= L3 {
+			// No agent to reach the sandbox's root through (or no right
+			// to): serve the home, as when none runs.
+			m2 := *m
+			m2.AgentPID = 0
+			return r.openView(&m2, p)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", "", sandbox.Errorf(sandbox.NotFound, "local: sandbox %s is gone: %w", m.ID, sandbox.ErrNotFound)
+		}
+		return nil, "", "", sandbox.Errorf(sandbox.Internal, "local: open the file system of sandbox %s: %w", m.ID, err)
+	}
+	return root, top, rel, nil
+}
+
+// creds is a file system identity: the host uid and gid the kernel checks
+// file accesses against.
+type creds struct{ uid, gid int }
+
+// fileCreds returns the identity the file methods take for sandbox m: its
+// commands' user where the host process is root and they are not; nil to
+// keep the process's own.
+func (r *Runtime) fileCreds(m *meta) *creds {
+	if os.Getuid() != 0 {
+		return nil
+	}
+	switch {
+	case m.Achieved >= L3:
+		return &creds{r.uid, r.gid}
+	case m.RunAs != 0:
+		return &creds{m.RunAs, r.gid}
+	}
+	return nil
+}
+
+// as runs fn with the file system identity c (nil: the process's own), on
+// a thread of its own that no other goroutine ever uses: the thread is
+// locked and never unlocked, so it ends with fn's goroutine. It waits for
+// fn.
+func as(c *creds, fn func() error) error {
+	if c == nil {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		if err := setThreadCreds(c); err != nil {
+			done <- sandbox.Errorf(sandbox.Internal, "local: take the sandbox user's identity: %v", err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
+}
+
+// setThreadCreds gives the calling thread (only: raw system calls, not
+// the runtime's all-threads versions) no supplementary groups and the file
+// system uid and gid of c. Changing the fsuid from 0 drops the
+// capabilities that bypass file permissions from the thread.
+func setThreadCreds(c *creds) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		return fmt.Errorf("setgroups: %w", e)
+	}
+	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(c.gid), 0, 0)
+	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(c.uid), 0, 0)
+	// Each call returns the previous value; an invalid id (-1) changes
+	// nothing, so this reads the current ones back.
+	gid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+	uid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	if int(uid) != c.uid || int(gid) != c.gid {
+		return fmt.Errorf("setfsuid/setfsgid: the thread has %d/%d, want %d/%d", uid, gid, c.uid, c.gid)
+	}
+	return nil
+}
