@@ -218,7 +218,9 @@
 //
 // At L0, and at L1 when commands run as the host user, a command can read
 // another sandbox's agent key and so reach its agent: sandboxes there are
-// not isolated from each other.
+// not isolated from each other. At L1 as uid 65534 they still share that
+// user: one sandbox's commands can read and write another's home and
+// signal its commands.
 //
 // A command's timeout or cancellation kills its process group and the
 // processes that descend from it at that moment. A process that left both
@@ -231,7 +233,11 @@
 // and L2 nothing bounds it but the sandbox's end. A process that both left
 // the cgroup and dropped the marker from its environment (exec env -i),
 // at L0 or L1 as the host user, is missed by Destroy if the agent died
-// before it. Port exposure and a
-// network allow-list are not implemented. Templates are not supported: the
-// sandbox runs the host's /usr and /etc.
+// before it.
+//
+// With network=host a sandbox reaches every service of the host's
+// loopback and, at L3, the host's abstract unix sockets; an isolated
+// network does not filter the private ranges of the host's own network.
+// Port exposure and a network allow-list are not implemented. Templates
+// are not supported: the sandbox runs the host's /usr and /etc.
 package local
