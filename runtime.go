@@ -25,6 +25,16 @@ import (
 //   - ErrStaleTransport may be returned only when the provider cannot have
 //     acted on the request (see its doc); ErrOutcomeUnknown when it may have.
 //   - errors never contain API keys, access tokens or signed URLs.
+//   - file paths name the sandbox's file system as its commands see it,
+//     with their permissions: a place the sandbox's user may not write is
+//     PermissionDenied, for the file methods as for a command. A provider
+//     that serves less (see its doc) answers PermissionDenied elsewhere.
+//   - the same bad input gets the same Code and sentinel on every
+//     provider (sandboxtest's Files/ErrorTable and Exec/ErrorTable): a
+//     missing path is NotFound (matching fs.ErrNotExist), a directory where
+//     a file is expected ErrIsDirectory, a file where a directory is
+//     expected (also as a parent, or as Command.Dir) ErrNotDirectory, a
+//     missing Command.Dir NotFound.
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],

@@ -40,6 +40,19 @@
 // (even partly) written wraps sandbox.ErrOutcomeUnknown and is never
 // re-sent, since the server may have acted on it. No error carries the
 // API key or an access token.
+//
+// # Files
+//
+// Upload is atomic: envd writes a file in place, so the bytes go to a
+// hidden temporary name next to the target (".<name>.<random>.sbx.tmp")
+// and envd's Move, a rename(2), replaces the target after the last byte.
+// On failure the temporary file is removed; should envd open it after that
+// removal (a request abandoned before envd read its headers), a hidden
+// temporary file can stay behind, never the target. envd acts as root on
+// files: unlike a command run as the sandbox's user, its uploads and
+// MakeDir can write places that user cannot (a known difference from the
+// contract's "same permissions"; the error table's read-only row holds for
+// E2B only where envd itself is refused).
 package e2b
 
 import (
