@@ -102,11 +102,26 @@ func TestCancelKillsRemoteCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	time.AfterFunc(500*time.Millisecond, cancel)
-	_, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 2; echo survived > flag"})
+	_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo $$ > pid; sleep 2; echo survived > flag"})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	// Wait (bounded) for the command's shell to be gone, rather than for
+	// a guessed time: once it is, it can no longer write the flag.
+	wctx := ctxT(t)
+	begin := time.Now()
+	for {
+		r := sh(t, sb, "kill -0 $(cat pid) 2>/dev/null && echo alive || echo gone")
+		if string(r.Stdout) == "gone\n" {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatal("the command's shell is still running")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Logf("the command's shell was gone %v after Exec returned", time.Since(begin))
 	if _, err := sb.Stat(ctxT(t), "flag"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("the command outlived its context: %v", err)
 	}

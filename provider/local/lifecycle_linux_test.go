@@ -399,16 +399,23 @@ func TestLease(t *testing.T) {
 func TestLeaseEnforcedLazily(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	a, err := New(WithRoot(root), WithIsolation(L1), WithReapInterval(time.Hour))
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	a, err := New(WithRoot(root), WithIsolation(L1), WithReapInterval(time.Hour), WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := a.Create(ctx, &sandbox.CreateRequest{Timeout: 100 * time.Millisecond})
+	in, err := a.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
-	b, err := New(WithRoot(root), WithIsolation(L1), WithReapInterval(time.Hour))
+	b, err := New(WithRoot(root), WithIsolation(L1), WithReapInterval(time.Hour), WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +423,9 @@ func TestLeaseEnforcedLazily(t *testing.T) {
 	if _, err := b.Get(ctx, in.ID); err != nil {
 		t.Fatalf("before the lease ends, another Runtime sees the sandbox: %v", err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	mu.Lock()
+	now = now.Add(time.Minute + time.Second)
+	mu.Unlock()
 	if _, err := b.Get(ctx, in.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Get after the lease: %v, want ErrNotFound", err)
 	}

@@ -562,7 +562,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 			disk = diskImage
 		}
 	}
-	now := time.Now().UTC()
+	now := r.now().UTC()
 	m := &meta{
 		metaStatic: metaStatic{
 			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
@@ -726,7 +726,7 @@ func labelsMatch(have, want map[string]string) bool {
 // enforceLease destroys (or, with AutoPause, pauses) a sandbox whose lease
 // ended. A destroyed sandbox yields NotFound.
 func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
-	if time.Now().Before(m.LeaseEnd) || (m.AutoPause && m.State == sandbox.StatePaused) {
+	if r.now().Before(m.LeaseEnd) || (m.AutoPause && m.State == sandbox.StatePaused) {
 		return m, nil
 	}
 	if m.AutoPause {
@@ -931,7 +931,7 @@ func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {
 // SetTimeout makes the lease end d from now.
 func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
 	return r.update(id, func(m *meta) error {
-		m.LeaseEnd = time.Now().UTC().Add(d)
+		m.LeaseEnd = r.now().UTC().Add(d)
 		return nil
 	})
 }
@@ -1002,7 +1002,7 @@ func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 			}
 		}
 		m.State, m.Paused = sandbox.StateRunning, ""
-		if now := time.Now().UTC(); !m.LeaseEnd.After(now) {
+		if now := r.now().UTC(); !m.LeaseEnd.After(now) {
 			lease := m.Lease
 			if lease <= 0 {
 				lease = r.lease

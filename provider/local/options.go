@@ -23,14 +23,29 @@ type config struct {
 	warm     int
 	asRoot   bool   // WithCommandsAsRoot
 	network  string // WithNetwork: "", "isolated" or "host"
+	now      func() time.Time
 }
 
 func defaultConfig() config {
-	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second}
+	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second, now: time.Now}
 }
 
 // Option configures New.
 type Option func(*config) error
+
+// WithClock sets the clock leases are set and checked by (time.Now by
+// default), so tests can end a lease without waiting. It does not reach
+// the agent's lease backstop at L2 and above, which runs on the real
+// clock (and acts only past the lease's grace).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return sandbox.Errorf(sandbox.InvalidArgument, "local: WithClock: nil clock")
+		}
+		c.now = now
+		return nil
+	}
+}
 
 // WithRoot sets the directory that holds the sandboxes (default
 // <user cache dir>/sandboxkit/local). It is created if missing.

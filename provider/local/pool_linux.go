@@ -137,7 +137,7 @@ func (r *Runtime) adopt(pm *meta, req *sandbox.CreateRequest) *meta {
 		return nil
 	}
 	_ = os.Remove(filepath.Join(r.dir(id), ownerFile))
-	now := time.Now().UTC()
+	now := r.now().UTC()
 	m := &meta{metaStatic: pm.metaStatic, metaState: pm.metaState}
 	m.ID, m.Labels, m.Env = id, maps.Clone(req.Labels), maps.Clone(req.Env)
 	m.CreatedAt, m.Lease, m.AutoPause = now, req.Timeout, req.AutoPause
