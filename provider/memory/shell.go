@@ -183,17 +183,18 @@ func handlerEnv(hc interp.HandlerContext) map[string]string {
 	return env
 }
 
-// handlerStdin is a handler's stdin, never a nil *os.File.
+// handlerStdin is a handler's stdin; a closed one (a nil *os.File) reads
+// as empty.
 func handlerStdin(hc interp.HandlerContext) io.Reader {
-	if f, ok := hc.Stdin.(*os.File); ok && f != nil {
-		return f
-	}
-	if hc.Stdin != nil {
-		if _, ok := hc.Stdin.(*os.File); !ok {
-			return hc.Stdin
+	switch f := hc.Stdin.(type) {
+	case nil:
+		return bytes.NewReader(nil)
+	case *os.File:
+		if f == nil {
+			return bytes.NewReader(nil)
 		}
 	}
-	return bytes.NewReader(nil)
+	return hc.Stdin
 }
 
 // execHandler runs one simple command of a shell line.
@@ -443,14 +444,14 @@ func (rt *Runtime) runScriptFile(ctx context.Context, c *Call) (int, bool) {
 	if line, ok := bytes.CutPrefix(data, []byte("#!")); ok {
 		first, _, _ := bytes.Cut(line, []byte("\n"))
 		words := strings.Fields(string(first))
-		interp := ""
+		prog := ""
 		if len(words) > 0 {
-			interp = path.Base(words[0])
+			prog = path.Base(words[0])
 		}
-		if interp == "env" && len(words) > 1 {
-			interp = words[1]
+		if prog == "env" && len(words) > 1 {
+			prog = words[1]
 		}
-		switch interp {
+		switch prog {
 		case "sh", "dash":
 		case "bash":
 			bash = true

@@ -224,8 +224,8 @@ func TestSymlinksAndIdentity(t *testing.T) {
 
 func TestPermissionsHonoured(t *testing.T) {
 	sb, _ := newSandbox(t)
-	out, errOut, code := run(t, sb, `printf s > f && chmod 000 f; cat f; echo "$?"; [ -r f ] || echo unreadable; echo x > f; chmod u+rw f; cat f`)
-	if out != "1\nunreadable\ns" || code != 0 || !strings.Contains(errOut, "Permission denied") {
+	out, errOut, code := run(t, sb, `printf s > f && chmod 000 f; cat f; echo "$?"; [ -r f ] || echo unreadable; echo x > f; chmod -w f; [ -w f ] || echo readonly; chmod u+rw f; cat f`)
+	if out != "1\nunreadable\nreadonly\ns" || code != 0 || !strings.Contains(errOut, "Permission denied") {
 		t.Errorf("out %q err %q exit %d", out, errOut, code)
 	}
 }

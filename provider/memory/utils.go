@@ -605,9 +605,18 @@ func uRealpath(_ context.Context, c *Call) int {
 }
 
 func uChmod(_ context.Context, c *Call) int {
-	set, ops, err := flags(c.Args[1:], "")
-	_ = set
-	if err != nil || len(ops) < 2 {
+	// Options are -R, -f, -v and --; "-w" and friends are modes.
+	var ops []string
+	for i, a := range c.Args[1:] {
+		if a == "--" {
+			ops = append(ops, c.Args[i+2:]...)
+			break
+		}
+		if a != "-R" && a != "-f" && a != "-v" {
+			ops = append(ops, a)
+		}
+	}
+	if len(ops) < 2 {
 		return fail(c, 1, "missing operand")
 	}
 	v := fsOf(c)
@@ -1219,9 +1228,7 @@ func uMktemp(_ context.Context, c *Call) int {
 		if has(set, "d", "-directory") {
 			err = v.mkdir(p, 0o700)
 		} else {
-			var n *node
-			n, err = v.openWrite(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			_ = n
+			_, err = v.openWrite(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		}
 		if errors.Is(err, syscall.EEXIST) {
 			continue
