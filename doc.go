@@ -35,7 +35,10 @@
 // sentinels (ErrNotFound, ErrPaused, ErrLimit, ErrStaleTransport, ...); a
 // missing file also matches fs.ErrNotExist. Bad input is InvalidArgument
 // and the message names the input. Error text never holds API keys,
-// access tokens, signed URLs or the values of SecretEnv.
+// access tokens, signed URLs or the values of SecretEnv: not the
+// outermost text, and not that of any error a caller or a logger reaches
+// with errors.Unwrap (each link of the chain is a redacted copy that
+// errors.Is, errors.As for *Error and CodeOf still match).
 //
 // Like database/sql with driver.ErrBadConn, a call that failed because the
 // transport was dead before the request was sent is retried exactly once
