@@ -158,6 +158,10 @@ func (t *tb) info() {
 		return
 	}
 	fi, err := t.s.backend.Stat(t.ctx(), t.b.backendID, t.abs(p))
+	if refused(err) {
+		t.infoInside(t.abs(p))
+		return
+	}
 	if err != nil {
 		emptyError(t.w, fileStatus(err))
 		return
@@ -175,6 +179,10 @@ func (t *tb) download() {
 	}
 	abs := t.abs(p)
 	fi, err := t.s.backend.Stat(t.ctx(), t.b.backendID, abs)
+	if refused(err) {
+		t.downloadInside(abs)
+		return
+	}
 	if err != nil {
 		emptyError(t.w, fileStatus(err))
 		return
@@ -248,7 +256,13 @@ func (t *tb) upload() {
 			return
 		}
 		end := t.s.writes.Begin(key)
-		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), part)
+		cr := &countReader{r: part}
+		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), cr)
+		if refused(err) && cr.n == 0 {
+			t.uploadInside(t.abs(p), part)
+			end()
+			return
+		}
 		end()
 		if err != nil {
 			emptyError(t.w, 400)
