@@ -134,6 +134,15 @@ const (
 	// the whole answer until the client gives up (or the server closes):
 	// the work happened, the client never hears of it.
 	FaultStallResponse
+	// FaultStall handles the request, sends the status line, the headers
+	// and half of the body, then stops moving bytes without closing the
+	// connection, until the client gives up or the server is closed, as a
+	// proxy whose upstream froze does: the work happened, the answer
+	// never completes.
+	FaultStall
+	// FaultNotFound answers 404 with an empty body, as the daemon's file
+	// handlers do for a missing file. The request is not handled.
+	FaultNotFound
 )
 
 // Option configures a Server.
@@ -193,6 +202,7 @@ type Server struct {
 type fault struct {
 	method, suffix string
 	f              Fault
+	every          *bool // FailEvery: not consumed while *every
 }
 
 type createFailure struct{ state, reason string }
@@ -287,7 +297,7 @@ func (s *Server) FailNext(method, suffix string, f Fault) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, fault{method, suffix, f})
+	s.faults = append(s.faults, fault{method: method, suffix: suffix, f: f})
 }
 
 // FailNextCreate makes the next created sandbox end in state (error or
@@ -430,7 +440,9 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 		for i, ft := range s.faults {
 			if (ft.method == "" || ft.method == r.Method) && strings.HasSuffix(r.URL.Path, ft.suffix) {
 				f = ft.f
-				s.faults = append(s.faults[:i], s.faults[i+1:]...)
+				if ft.every == nil {
+					s.faults = append(s.faults[:i], s.faults[i+1:]...)
+				}
 				break
 			}
 		}
@@ -473,6 +485,10 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			rec := httptest.NewRecorder()
 			next.ServeHTTP(rec, r)
 			resetMidBody(w, rec)
+		case FaultStall:
+			s.stall(w, r, next)
+		case FaultNotFound:
+			emptyError(w, http.StatusNotFound)
 		case FaultDelete, FaultStop:
 			if id := sandboxInPath(r.URL.Path); id != "" {
 				if f == FaultDelete {

@@ -39,6 +39,13 @@ const (
 	// response and closes the connection: the work happened and not one
 	// byte of the answer reached the client.
 	DropResponse
+	// StallStream lets the response begin (status, headers and what the
+	// handler wrote up to its first flush: for Start, the start event), then
+	// stops moving bytes without closing the connection: the handler runs
+	// to its end (the process runs, envd's end event or deadline_exceeded
+	// is written) but nothing more reaches the client, and the connection
+	// stays open until the client gives up or the server closes.
+	StallStream
 )
 
 // Fault is one injected failure. Path selects the requests it applies to:
@@ -125,6 +132,12 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			}
 		case StallResponse:
 			next.ServeHTTP(&stallWriter{ResponseWriter: w, done: r.Context().Done(), closing: s.closing}, r)
+		case StallStream:
+			next.ServeHTTP(&freezeWriter{ResponseWriter: w}, r)
+			select { // the response never ends
+			case <-r.Context().Done():
+			case <-s.closing:
+			}
 		case TooManyRequests:
 			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
 		default:
@@ -223,3 +236,36 @@ func (d *dropWriter) Header() http.Header         { return d.header }
 func (d *dropWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *dropWriter) WriteHeader(int)             {}
 func (d *dropWriter) Flush()                      {}
+
+// freezeWriter passes the handler's writes through up to its first
+// flush (connect flushes after each message: for Start, that is the start
+// event) and flushes them; later writes and flushes are swallowed.
+type freezeWriter struct {
+	http.ResponseWriter
+	frozen bool
+}
+
+func (fw *freezeWriter) Write(p []byte) (int, error) {
+	if fw.frozen {
+		return len(p), nil
+	}
+	return fw.ResponseWriter.Write(p)
+}
+
+func (fw *freezeWriter) WriteHeader(code int) {
+	if !fw.frozen {
+		fw.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (fw *freezeWriter) Flush() {
+	if fw.frozen {
+		return
+	}
+	if f, ok := fw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	fw.frozen = true
+}
+
+func (fw *freezeWriter) Unwrap() http.ResponseWriter { return fw.ResponseWriter }
