@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
 
@@ -165,7 +166,13 @@ func commandTexts(cmd *sandbox.Command, prefix string) (inline, file string) {
 func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command, inline, file string, wrap func(string) string) (stdin, run string, err error) {
 	stdin = "/dev/null"
 	if cmd.Stdin != nil {
-		cr := &countingReader{r: cmd.Stdin}
+		// The whole stdin is uploaded before the command runs. A Read of
+		// the caller's reader that blocks is abandoned when ctx ends, so
+		// that the upload (and Exec) can return.
+		in := newStdinReader(cmd.Stdin)
+		stopIn := context.AfterFunc(ctx, in.stop)
+		defer func() { stopIn(); in.stop() }()
+		cr := &countingReader{r: in}
 		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.n == 0 }); err != nil {
 			return "", "", err
 		}
@@ -230,19 +237,57 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeo
 	return execResult{resp: &out}
 }
 
+// ExecGrace is how long Exec may run past Command.Timeout whatever the
+// connection does. The daemon ends a command at its timeout (rounded up to
+// a whole second) and answers; when that answer has not come ExecGrace/2
+// after the timeout, the connection is taken as stalled: Exec ends the
+// command with a second request, bounded by what is left of the grace,
+// and returns an error matching sandbox.ErrOutcomeUnknown. Downloading the
+// rest of a large output after the command ended, and removing the
+// command's files, happen within the same bound. When ctx ends first, the
+// kill of the abandoned command takes at most ExecGrace/2 more.
+const ExecGrace = 10 * time.Second
+
 // Exec runs cmd to completion (see the comment at the top of exec.go for
-// how stdout and stderr stay split and byte-exact).
+// how stdout and stderr stay split and byte-exact). Every byte the command
+// wrote reaches cmd.Stdout and cmd.Stderr, or Exec returns an error: a
+// failure to download the output, a size that does not match what the
+// wrapper reported, or a missing trailer is an error matching
+// sandbox.ErrOutcomeUnknown when the command may have run, and another
+// code when it did not start. Exec returns at most ExecGrace after
+// cmd.Timeout elapses (when set), and at most ExecGrace/2 after ctx ends.
+// The caller's Stdin is read to its end before the command starts; a Read
+// still blocked when the bound runs out is abandoned (its data discarded).
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
-	root, err := r.scratchDir(ctx, id)
+	start := time.Now()
+	// hctx is the hard bound of the whole call; ectx that of the execute
+	// request, whose answer should come at the command's timeout.
+	hctx, ectx := ctx, ctx
+	if cmd.Timeout > 0 {
+		var c1, c2 context.CancelFunc
+		hctx, c1 = context.WithDeadline(ctx, start.Add(cmd.Timeout+ExecGrace))
+		defer c1()
+		ectx, c2 = context.WithDeadline(hctx, start.Add(cmd.Timeout+ExecGrace/2))
+		defer c2()
+	}
+	// stalled reports that the bound ran out while the caller still waits.
+	stalled := func(c context.Context) bool { return ctx.Err() == nil && c.Err() != nil }
+	root, err := r.scratchDir(hctx, id)
 	if err != nil {
+		if stalled(hctx) {
+			return sandbox.ExitStatus{}, r.noAnswer(cmd, false, err)
+		}
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	d := root + "/x" + randHex(8) // the command's files are d.o, d.e, ...
 	inline, file := commandTexts(cmd, "")
 	// A subshell that execs runs the program itself, never a builtin of
 	// the daemon's shell, at the cost of the fork any command takes.
-	stdin, run, err := r.stage(ctx, id, d, cmd, inline, file, func(t string) string { return "(" + t + ")" })
+	stdin, run, err := r.stage(hctx, id, d, cmd, inline, file, func(t string) string { return "(" + t + ")" })
 	if err != nil {
+		if stalled(hctx) {
+			return sandbox.ExitStatus{}, r.noAnswer(cmd, false, err)
+		}
 		return sandbox.ExitStatus{}, r.clean(err)
 	}
 	mark := "SBKX" + randHex(6)
@@ -273,27 +318,40 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	wire := int(math.Ceil(cmd.Timeout.Seconds()))
 
 	pl := &poller{r: r, id: id, d: d, stdout: cmd.Stdout, stderr: cmd.Stderr}
-	pctx, stopPoll := context.WithCancel(ctx)
+	pctx, stopPoll := context.WithCancel(hctx)
 	pdone := make(chan struct{})
 	go pl.run(pctx, pdone)
-	// The request ends with ctx.
-	res := r.execute(ctx, id, script, cmd.Dir, wire)
+	// The request ends with ctx, or when the daemon's answer is overdue.
+	res := r.execute(ectx, id, script, cmd.Dir, wire)
 	stopPoll()
 	<-pdone
 	if res.err != nil && ctx.Err() != nil {
-		r.killExec(id, d) // the daemon does not end a command whose client left
+		// The daemon does not end a command whose client left: end it,
+		// within the grace.
+		kill := time.Now().Add(ExecGrace / 2)
+		if cmd.Timeout > 0 {
+			kill = earliest(kill, start.Add(cmd.Timeout+ExecGrace))
+		}
+		kctx, cancel := context.WithDeadline(context.Background(), kill)
+		r.killExec(kctx, id, d)
+		cancel()
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
+	}
+	if res.err != nil && stalled(ectx) {
+		// No answer by the command's timeout: the connection stalled.
+		r.killExec(hctx, id, d)
+		return sandbox.ExitStatus{}, r.noAnswer(cmd, true, res.err)
 	}
 	if res.err != nil {
 		var he *HTTPError
 		if asHTTP(res.err, &he) && he.Status == http.StatusRequestTimeout {
 			// The daemon's timeout fired: its response lost the output,
 			// the files kept it.
-			if err := pl.rest(ctx); err != nil {
-				r.cleanup(id, d)
-				return sandbox.ExitStatus{}, r.clean(err)
+			if err := pl.rest(hctx); err != nil {
+				r.cleanupCtx(hctx, id, d)
+				return sandbox.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command timed out but its output was lost: %w: %v", sandbox.ErrOutcomeUnknown, err))
 			}
-			r.cleanup(id, d)
+			r.cleanupCtx(hctx, id, d)
 			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 		}
 		return sandbox.ExitStatus{}, r.clean(res.err)
@@ -307,7 +365,7 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	out := str(res.resp.Result)
 	tr, ok := parseTrailer(out, mark)
 	if !ok {
-		r.cleanup(id, d)
+		r.cleanupCtx(hctx, id, d)
 		if code == -1 && strings.Contains(out, "no such file or directory") {
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
 		}
@@ -325,20 +383,44 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: exec: the command did not run: its output files could not be created in %s (%s)", root, msg)
 		}
 		// The output is the command's own (it may print secret env
-		// values): only its size goes into the error.
-		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Internal, "daytona: exec: the toolbox ran the command wrapper with exit code %d but its output (%d bytes, not shown) lacks the wrapper's trailer", code, len(out))
+		// values): only its size goes into the error. The command may
+		// have run.
+		return sandbox.ExitStatus{}, fmt.Errorf("daytona: exec: the toolbox ran the command wrapper with exit code %d but its output (%d bytes, not shown) lacks the wrapper's trailer: %w", code, len(out), sandbox.ErrOutcomeUnknown)
 	}
 	if tr.inline {
 		pl.write(tr.stdout, tr.stderr)
 		r.spend(id, d)
-	} else {
-		if err := pl.rest(ctx); err != nil {
-			r.cleanup(id, d)
-			return sandbox.ExitStatus{}, r.clean(err)
-		}
-		r.cleanup(id, d)
+		return sandbox.ExitStatus{ExitCode: tr.rc}, nil
+	}
+	err = pl.rest(hctx)
+	if err == nil && (pl.offO < tr.sizeO || pl.offE < tr.sizeE) {
+		err = fmt.Errorf("downloaded %d of %d bytes of stdout and %d of %d of stderr", pl.offO, tr.sizeO, pl.offE, tr.sizeE)
+	}
+	r.cleanupCtx(hctx, id, d)
+	if err != nil {
+		return sandbox.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command ran (exit code %d) but its output was lost: %w: %v", tr.rc, sandbox.ErrOutcomeUnknown, err))
 	}
 	return sandbox.ExitStatus{ExitCode: tr.rc}, nil
+}
+
+// noAnswer is the error of an Exec whose bound (cmd.Timeout plus
+// ExecGrace) ran out before the toolbox answered. mayHaveRun says whether
+// the command may have started (ErrOutcomeUnknown) or surely did not
+// (ErrUnavailable).
+func (r *Runtime) noAnswer(cmd *sandbox.Command, mayHaveRun bool, cause error) error {
+	kind, what := sandbox.ErrUnavailable, "the command did not start"
+	if mayHaveRun {
+		kind, what = sandbox.ErrOutcomeUnknown, "the command may have run"
+	}
+	return r.clean(fmt.Errorf("daytona: exec: no answer from the toolbox within the command's timeout (%v) and its grace (%s; last error: %v): %w",
+		cmd.Timeout, what, cause, kind))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // trailer is what the script printed after the command: a line
@@ -347,6 +429,7 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 // line.
 type trailer struct {
 	rc             int
+	sizeO, sizeE   int64 // the sizes the wrapper reported
 	inline         bool
 	stdout, stderr []byte
 }
@@ -369,6 +452,12 @@ func parseTrailer(out, mark string) (trailer, bool) {
 		return tr, false
 	}
 	tr.rc = rc
+	if tr.sizeO, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return tr, false
+	}
+	if tr.sizeE, err = strconv.ParseInt(f[3], 10, 64); err != nil {
+		return tr, false
+	}
 	o, afterO, okE := strings.Cut(rest, "\n"+mark+"-E\n")
 	e, _, okZ := strings.Cut(afterO, "\n"+mark+"-Z")
 	if !okE || !okZ {
@@ -397,11 +486,9 @@ func unb64(s string) ([]byte, error) {
 // removes its files. The Exec's shell is the process holding d.o open on
 // fd 8 ([ -ef ] compares the link's target with the file, no process
 // started per candidate; the loop runs over /proc/[0-9]*, a pattern that
-// always matches, since zsh aborts on one that does not). It is bounded
-// on its own, since the caller's context is over.
-func (r *Runtime) killExec(id, d string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// always matches, since zsh aborts on one that does not). ctx bounds it:
+// the caller's own context is usually over.
+func (r *Runtime) killExec(ctx context.Context, id, d string) {
 	script := fmt.Sprintf(`{ for p in /proc/[0-9]*; do [ $p/fd/8 -ef %[1]s.o ] || continue; p=${p#/proc/}; kill -9 -$p 2>/dev/null || { pkill -9 -P $p; kill -9 $p; } 2>/dev/null; done; %[2]s; } </dev/null`, d, rmFiles(d))
 	_ = r.execute(ctx, id, script, "", 10)
 }
@@ -447,7 +534,17 @@ func rmFiles(d string) string {
 func (r *Runtime) cleanup(id, d string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = r.execute(ctx, id, "{ "+rmFiles(d)+"; } </dev/null", "", 10)
+	r.cleanupCtx(ctx, id, d)
+}
+
+// cleanupCtx removes a command's files within ctx (and at most 10 s).
+// When that fails, the files are left to a later sweep.
+func (r *Runtime) cleanupCtx(ctx context.Context, id, d string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if res := r.execute(ctx, id, "{ "+rmFiles(d)+"; } </dev/null", "", 10); res.err != nil {
+		r.spend(id, d)
+	}
 }
 
 // poller copies what the command appends to its output files to the
@@ -457,6 +554,7 @@ type poller struct {
 	id, d          string
 	stdout, stderr io.Writer
 	offO, offE     int64
+	seenO, seenE   bool // the file was found at least once
 }
 
 func (p *poller) run(ctx context.Context, done chan<- struct{}) {
@@ -470,42 +568,74 @@ func (p *poller) run(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		_ = p.fetch(ctx, "o", &p.offO, p.stdout)
-		_ = p.fetch(ctx, "e", &p.offE, p.stderr)
+		// A failed poll loses nothing (the next one, or the final
+		// download, resumes at the same offset); one the toolbox refuses
+		// for good ends the polling.
+		for _, err := range []error{
+			p.fetch(ctx, "o", &p.offO, &p.seenO, p.stdout, false),
+			p.fetch(ctx, "e", &p.offE, &p.seenE, p.stderr, false),
+		} {
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			var he *HTTPError
+			if asHTTP(err, &he) && he.Status >= 400 && he.Status < 500 && he.Status != http.StatusTooManyRequests && he.Status != http.StatusRequestTimeout {
+				return
+			}
+		}
 		delay = min(delay*3/2, time.Second)
 	}
 }
 
-// fetch copies the bytes of file name from *off on to w.
-func (p *poller) fetch(ctx context.Context, name string, off *int64, w io.Writer) error {
+// fetch copies the bytes of file name from *off on to w. A 404 means "no
+// output yet" only while the command runs and before the file was first
+// seen (the wrapper creates it first thing); once final (the command has
+// ended), and after the file was seen, it is an error like any other
+// failure. 416 (nothing past *off) is no new bytes.
+func (p *poller) fetch(ctx context.Context, name string, off *int64, seen *bool, w io.Writer, final bool) error {
 	c, err := p.r.toolboxClient(ctx, p.id)
 	if err != nil {
 		return err
 	}
 	from := *off
-	resp, err := c.DownloadFile(ctx, &toolbox.DownloadFileParams{Path: p.d + "." + name}, func(ctx context.Context, req *http.Request) error {
+	tctx, a := wire.Trace(ctx)
+	resp, err := c.DownloadFile(tctx, &toolbox.DownloadFileParams{Path: p.d + "." + name}, func(ctx context.Context, req *http.Request) error {
 		if from > 0 {
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return p.r.transportError(ctx, "exec output", a, false, err)
 	}
-	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
 		if _, err := io.CopyN(io.Discard, resp.Body, from); err != nil {
-			return err
+			resp.Body.Close()
+			return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sandbox.ErrUnavailable, err)
 		}
-	default:
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	case http.StatusRequestedRangeNotSatisfiable:
+		readError(resp)
+		*seen = true
 		return nil
+	case http.StatusNotFound:
+		if !final && !*seen {
+			readError(resp)
+			return nil
+		}
+		fallthrough
+	default:
+		return p.r.responseError("exec output "+p.d+"."+name, resp)
 	}
+	defer resp.Body.Close()
+	*seen = true
 	n, err := io.Copy(w, resp.Body)
 	*off += n
-	return err
+	if err != nil {
+		return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sandbox.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // write delivers the parts of the inline output the poller has not.
@@ -520,13 +650,14 @@ func (p *poller) write(stdout, stderr []byte) {
 	}
 }
 
-// rest streams the remainders of both files.
+// rest streams the remainders of both files, now that the command has
+// ended: every failure is an error.
 func (p *poller) rest(ctx context.Context) error {
-	if err := p.fetch(ctx, "o", &p.offO, p.stdout); err != nil {
-		return fmt.Errorf("daytona: exec: downloading stdout: %w", err)
+	if err := p.fetch(ctx, "o", &p.offO, &p.seenO, p.stdout, true); err != nil {
+		return fmt.Errorf("downloading stdout: %w", err)
 	}
-	if err := p.fetch(ctx, "e", &p.offE, p.stderr); err != nil {
-		return fmt.Errorf("daytona: exec: downloading stderr: %w", err)
+	if err := p.fetch(ctx, "e", &p.offE, &p.seenE, p.stderr, true); err != nil {
+		return fmt.Errorf("downloading stderr: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,228 @@
+package daytona_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
+)
+
+// bigOutput is more than the wrapper returns inline (1 MiB): its output
+// is downloaded from the files.
+const bigOutput = 3 << 20
+
+// newLocalDefaultEnv is a Runtime with the default scratch directory
+// (/tmp/.sandboxkit, as on the real service) over a fake over
+// provider/local, whose file API serves only the home and whose /tmp is
+// private to the sandbox: the fake reaches such paths from inside the
+// sandbox, as the real daemon does.
+func newLocalDefaultEnv(t *testing.T) *env {
+	return newEnvOn(t, backend(t), nil)
+}
+
+// The default scratch directory over provider/local: large output, live
+// streaming and the partial output of a timed-out command all arrive.
+func TestExecDefaultScratchOverLocal(t *testing.T) {
+	e := newLocalDefaultEnv(t)
+	sb := e.create(t)
+	var live bytes.Buffer
+	r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "head -c 3145728 /dev/zero; echo err >&2", Stdout: &live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Stdout) != bigOutput || live.Len() != bigOutput || string(r.Stderr) != "err\n" || r.ExitCode != 0 {
+		t.Errorf("stdout %d bytes, live %d, stderr %q, exit %d; want %d, %d, \"err\\n\", 0", len(r.Stdout), live.Len(), r.Stderr, r.ExitCode, bigOutput, bigOutput)
+	}
+
+	// Live output arrives while the command runs, and survives its timeout.
+	const timeout = 6 * time.Second
+	w := &firstWrite{start: time.Now()}
+	r, err = sb.Exec(ctxT(t), sandbox.Command{Shell: "echo first; sleep 30", Timeout: timeout, Stdout: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || string(r.Stdout) != "first\n" {
+		t.Errorf("timeout: TimedOut=%v stdout %q, want true and \"first\\n\"", r.TimedOut, r.Stdout)
+	}
+	if at := w.at(); at <= 0 || at >= timeout {
+		t.Errorf("the live output arrived %v after the start, want before the command's timeout (%v)", at, timeout)
+	}
+
+	// Stdin is staged under /tmp too.
+	r, err = sb.Exec(ctxT(t), sandbox.Command{Args: []string{"cat"}, Stdin: strings.NewReader("in put")})
+	if err != nil || string(r.Stdout) != "in put" {
+		t.Errorf("stdin: %q, %v", r.Stdout, err)
+	}
+}
+
+// firstWrite records when its first write came.
+type firstWrite struct {
+	mu    sync.Mutex
+	start time.Time
+	first time.Duration
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first == 0 {
+		w.first = time.Since(w.start)
+	}
+	return len(p), nil
+}
+
+func (w *firstWrite) at() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
+}
+
+// A failure to download the output of a command that ran is an error
+// saying the outcome is unknown, never a short result with a nil error.
+func TestExecLostOutputIsAnError(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		fault daytonafake.Fault
+	}{{"502", daytonafake.Fault502}, {"404", daytonafake.FaultNotFound}} {
+		t.Run(f.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			sb := e.create(t)
+			stop := e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", f.fault)
+			defer stop()
+			var live bytes.Buffer
+			r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "head -c 3145728 /dev/zero", Stdout: &live})
+			if err == nil {
+				t.Fatalf("exec returned %d bytes, exit %d and no error; want an error", len(r.Stdout), r.ExitCode)
+			}
+			if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+				t.Errorf("err %v, want ErrOutcomeUnknown", err)
+			}
+			// The partial output of a timed-out command is lost too.
+			_, err = sb.Exec(ctxT(t), sandbox.Command{Shell: "echo partial; sleep 30", Timeout: 2 * time.Second})
+			if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+				t.Errorf("timed out, output lost: %v, want ErrOutcomeUnknown", err)
+			}
+			stop()
+			// Small outputs travel inline: a poll that fails loses nothing.
+			stop = e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", f.fault)
+			r, err = sb.Exec(ctxT(t), sandbox.Command{Shell: "echo a; sleep 1; echo b"})
+			if err != nil || string(r.Stdout) != "a\nb\n" {
+				t.Errorf("inline output with failing polls: %q, %v", r.Stdout, err)
+			}
+		})
+	}
+}
+
+// A stalled connection (the answer stops moving, the connection stays
+// open) ends Exec within Command.Timeout plus ExecGrace, with an error.
+func TestExecStallIsBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	const timeout = 3 * time.Second
+	bound := timeout + daytona.ExecGrace
+	check := func(what string, run func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
+		defer cancel()
+		start := time.Now()
+		err := run(ctx)
+		took := time.Since(start)
+		t.Logf("%s: returned after %v (bound %v): %v", what, took.Round(time.Millisecond), bound, err)
+		if err == nil {
+			t.Errorf("%s: nil error", what)
+		} else if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+			t.Errorf("%s: %v, want ErrOutcomeUnknown", what, err)
+		}
+		if took > bound+5*time.Second {
+			t.Errorf("%s: took %v, want at most %v (+5 s of scheduling slack)", what, took, bound)
+		}
+	}
+	// The execute answer stalls after the command ran.
+	check("stalled execute", func(ctx context.Context) error {
+		e.fake.FailNext("POST", "/toolbox/"+sb.ID()+"/process/execute", daytonafake.FaultStall)
+		_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
+		return err
+	})
+	// Every download stalls: the output of a large result cannot come.
+	check("stalled download", func(ctx context.Context) error {
+		stop := e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", daytonafake.FaultStall)
+		defer stop()
+		_, err := sb.Exec(ctx, sandbox.Command{Shell: "head -c 3145728 /dev/zero", Timeout: timeout})
+		return err
+	})
+	// Every execute hangs, the kill's too: the context ends the command
+	// and the kill is bounded within the grace.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stop := e.fake.FailEvery("POST", "/toolbox/"+sb.ID()+"/process/execute", daytonafake.FaultHang)
+	start := time.Now()
+	_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: time.Minute})
+	took := time.Since(start)
+	stop()
+	t.Logf("hung execute and kill, %v context: returned after %v: %v", timeout, took.Round(time.Millisecond), err)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hung execute: %v, want DeadlineExceeded", err)
+	}
+	if took > bound+5*time.Second {
+		t.Errorf("hung execute: took %v, want at most %v", took, bound)
+	}
+}
+
+// blockingReader blocks every Read until released, and counts the Reads
+// begun.
+type blockingReader struct {
+	mu      sync.Mutex
+	reads   int
+	release chan struct{}
+}
+
+func (b *blockingReader) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.reads++
+	b.mu.Unlock()
+	<-b.release
+	return 0, io.EOF
+}
+
+func (b *blockingReader) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reads
+}
+
+// A Stdin that never ends cannot be staged: Exec still returns within the
+// bound, and never reads the caller's reader after it returned.
+func TestExecStdinNotReadAfterReturn(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	in := &blockingReader{release: make(chan struct{})}
+	defer close(in.release)
+	const timeout = 2 * time.Second
+	start := time.Now()
+	_, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"cat"}, Stdin: in, Timeout: timeout})
+	took := time.Since(start)
+	t.Logf("never-ending stdin: returned after %v: %v", took.Round(time.Millisecond), err)
+	if err == nil {
+		t.Error("nil error")
+	}
+	if took > timeout+daytona.ExecGrace+5*time.Second {
+		t.Errorf("took %v, want at most %v", took, timeout+daytona.ExecGrace)
+	}
+	n := in.count()
+	select {
+	case in.release <- struct{}{}: // the abandoned Read returns
+	case <-time.After(time.Second):
+	}
+	time.Sleep(200 * time.Millisecond)
+	if m := in.count(); m != n {
+		t.Errorf("%d Reads of Stdin began after Exec returned", m-n)
+	}
+}
