@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -102,13 +103,27 @@ func exitStatus(end *process.ProcessEvent_EndEvent) sandbox.ExitStatus {
 	return sandbox.ExitStatus{ExitCode: int(end.GetExitCode())}
 }
 
-// openStart sends Start and waits for the start event. stream ctx is sctx;
-// the wait is bounded by ctx too.
-func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command) (*eventStream, *events, error) {
+// errEnvdTimedOut reports a stream that envd ended with deadline_exceeded:
+// the process reached its lifetime (Connect-Timeout-Ms) and envd killed it.
+var errEnvdTimedOut = errors.New("e2b: envd ended the process at its timeout")
+
+// openStart sends Start and waits for the start event. The stream's ctx is
+// sctx; the wait is bounded by ctx too. life, when not zero, is the
+// process's end of life sent to envd (Connect-Timeout-Ms); otherwise that
+// is sctx's deadline.
+func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command, life time.Time) (*eventStream, *events, error) {
 	const op = "exec"
 	sr := startRequest(cmd)
+	h := r.streamHeaders(id, c)
+	if !life.IsZero() {
+		ms := time.Until(life).Milliseconds()
+		if ms <= 0 {
+			return nil, nil, errEnvdTimedOut // nothing was sent
+		}
+		h["Connect-Timeout-Ms"] = []string{strconv.FormatInt(min(ms, 9_999_999_999), 10)}
+	}
 	tctx, a := trace(sctx)
-	src, err := r.openEvents(tctx, r.envdBase(id, c), "/process.Process/Start", sr, r.streamHeaders(id, c))
+	src, err := r.openEvents(tctx, r.envdBase(id, c), "/process.Process/Start", sr, h)
 	if errors.Is(err, errEncode) {
 		return nil, nil, err // nothing was sent
 	}
@@ -131,8 +146,14 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 			r.killQuietly(id, c, byTag(sr.GetTag()))
 			return nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
 		}
-		if dl, ok := sctx.Deadline(); ok && !time.Now().Before(dl) {
-			return nil, nil, context.DeadlineExceeded
+		if src != nil && src.Remote() && connect.CodeOf(err) == connect.CodeDeadlineExceeded {
+			return nil, nil, errEnvdTimedOut // envd's own word, before the start event
+		}
+		if sctx.Err() != nil {
+			// Our bound ran out with no word from envd: the connection
+			// stalled. The process may have started; its lifetime has
+			// passed, so envd has ended it.
+			return nil, nil, r.scrub(fmt.Errorf("e2b: %s: no start event from envd within the process's lifetime and grace (the connection stalled: %v): %w", op, err, sandbox.ErrOutcomeUnknown))
 		}
 		cerr := r.envdErr(ctx, op, id, a, err)
 		var ce *connect.Error
@@ -148,9 +169,22 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 	return src, ev, nil
 }
 
+// ExecGrace is how long Exec may run past Command.Timeout whatever the
+// connection does. envd kills the process when its lifetime (sent as
+// Connect-Timeout-Ms) elapses and ends the stream with deadline_exceeded;
+// the stream itself is given ExecGrace more. A stream that has brought
+// neither the end event nor envd's deadline_exceeded by then stalled:
+// Exec returns an error matching sandbox.ErrOutcomeUnknown, never
+// TimedOut.
+const ExecGrace = 10 * time.Second
+
 // Exec runs cmd and waits for it. The command's lifetime, cmd.Timeout, is
-// sent as Connect-Timeout-Ms (envd kills the process when it elapses and
-// ends the stream without an end event): that is reported as TimedOut.
+// sent as Connect-Timeout-Ms: envd kills the process when it elapses and
+// ends the stream with deadline_exceeded and no end event, which is
+// reported as TimedOut. Exec returns at most ExecGrace after cmd.Timeout;
+// a stream that stalls or breaks is an error, not a timeout. The caller's
+// Stdin is no longer read once Exec returns (a Read in progress is
+// abandoned, its data discarded).
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
 	const op = "exec"
 	c, err := r.conn(ctx, id)
@@ -162,7 +196,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		timeout = sandbox.DefaultCommandTimeout
 	}
 	cmdDeadline := time.Now().Add(timeout)
-	rctx, cancel := context.WithDeadline(ctx, cmdDeadline)
+	rctx, cancel := context.WithDeadline(ctx, cmdDeadline.Add(ExecGrace))
 	defer cancel()
 	// timedOut reports the command's timeout, unless the caller's deadline
 	// was the binding one (envd may report it a moment before ctx ends).
@@ -173,25 +207,30 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		}
 		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	}
-	src, ev, err := r.openStart(ctx, rctx, id, c, cmd)
+	src, ev, err := r.openStart(ctx, rctx, id, c, cmd, cmdDeadline)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if errors.Is(err, errEnvdTimedOut) && ctx.Err() == nil {
 			return timedOut()
 		}
 		return sandbox.ExitStatus{}, r.scrub(err)
 	}
 	defer src.Close()
 	var wg sync.WaitGroup
+	var in *stdinReader
 	if cmd.Stdin != nil {
+		in = newStdinReader(cmd.Stdin)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.feed(rctx, id, c, ev.pid, cmd.Stdin)
+			r.feed(rctx, id, c, ev.pid, in)
 		}()
 	}
 	pump(src, ev, cmd.Stdout, cmd.Stderr)
 	serr := src.Err()
 	cancel()
+	if in != nil {
+		in.stop() // no Read of cmd.Stdin starts from now on
+	}
 	wg.Wait()
 	switch {
 	case ev.end != nil:
@@ -199,8 +238,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	case ctx.Err() != nil:
 		r.killQuietly(id, c, byPID(ev.pid))
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
-	case errors.Is(rctx.Err(), context.DeadlineExceeded) || connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
+	case src.Remote() && connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
+		// envd's own word: the process reached its lifetime.
 		return timedOut()
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		// Neither the end nor envd's deadline_exceeded came within the
+		// grace: the stream stalled. envd ends the process at its
+		// lifetime, which has passed.
+		return sandbox.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within the command's timeout (%v) plus %v: the stream stalled: %w", op, ev.pid, timeout, ExecGrace, sandbox.ErrOutcomeUnknown))
 	case serr == nil:
 		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sandbox.ErrOutcomeUnknown)
 	}
@@ -283,7 +328,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), life)
 	stop := context.AfterFunc(ctx, cancel)
-	src, ev, err := r.openStart(ctx, sctx, id, c, cmd)
+	src, ev, err := r.openStart(ctx, sctx, id, c, cmd, time.Time{})
 	if !stop() && err == nil {
 		// ctx ended just as the process started: nobody will hold it.
 		_ = src.Close()
@@ -297,10 +342,14 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	}
 	h := r.newHandle(id, c, ev, src, sctx, cancel, cmd.Stdout, cmd.Stderr, cmd.Timeout > 0)
 	if cmd.Stdin != nil {
+		// Close ends sctx: the feed then stops reading cmd.Stdin, even
+		// in the middle of a Read that blocks.
+		in := newStdinReader(cmd.Stdin)
+		context.AfterFunc(sctx, in.stop)
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			r.feed(sctx, id, c, ev.pid, cmd.Stdin)
+			r.feed(sctx, id, c, ev.pid, in)
 		}()
 	}
 	return h, nil

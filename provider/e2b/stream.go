@@ -60,7 +60,8 @@ var errEncode = errors.New("the request cannot be encoded")
 // "/process.Process/Start" or "/process.Process/Connect") carrying msg,
 // with the headers in h, and returns the stream once the response headers
 // have arrived. ctx bounds the whole stream; its deadline is sent as
-// Connect-Timeout-Ms, which is how envd learns a command's timeout.
+// Connect-Timeout-Ms, which is how envd learns a command's timeout, unless
+// h already holds that header.
 func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg proto.Message, h http.Header) (*eventStream, error) {
 	payload, err := jsonCodec{}.Marshal(msg)
 	if err != nil {
@@ -78,7 +79,7 @@ func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg pr
 	h["Connect-Protocol-Version"] = connectVersion
 	h["Accept-Encoding"] = identity
 	h["User-Agent"] = userAgent
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && h["Connect-Timeout-Ms"] == nil {
 		ms := time.Until(dl).Milliseconds()
 		if ms <= 0 {
 			return nil, connect.NewError(connect.CodeDeadlineExceeded, context.DeadlineExceeded)
