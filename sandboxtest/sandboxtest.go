@@ -54,6 +54,10 @@ type Harness struct {
 	// it; a provider without read-only places skips it through Skip
 	// ("Files/ErrorTable/ReadOnly"), saying why.
 	ReadOnlyDir string
+	// Fault hooks, for providers tested against a fake that can inject
+	// faults; the subtests that need one skip when it is nil (see
+	// faults.go).
+	Faults FaultHooks
 }
 
 type suite struct {

@@ -1,24 +1,57 @@
 package daytona_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // TestConformance runs the whole suite against daytona over daytonafake
 // over provider/local.
 func TestConformance(t *testing.T) {
-	sandboxtest.Run(t, sandboxtest.Harness{
-		NewClient: func(t *testing.T) *sandbox.Client { return newEnv(t, nil).c },
-	})
+	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newEnv(t, nil) }))
 }
 
 // TestConformanceDefaultScratch runs it again over the host test runtime,
 // with the scratch directory the real service gets (/tmp/.sandboxkit).
 func TestConformanceDefaultScratch(t *testing.T) {
-	sandboxtest.Run(t, sandboxtest.Harness{
-		NewClient: func(t *testing.T) *sandbox.Client { return newHostEnv(t, nil).c },
-	})
+	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newHostEnv(t, nil) }))
+}
+
+// harness is the suite's harness over the envs newEnv makes, with the
+// fake's faults behind the fault hooks.
+func harness(newEnv func(t *testing.T) *env) sandboxtest.Harness {
+	var mu sync.Mutex
+	fakes := map[*sandbox.Client]*daytonafake.Server{}
+	fakeOf := func(t *testing.T, c *sandbox.Client) *daytonafake.Server {
+		mu.Lock()
+		defer mu.Unlock()
+		f := fakes[c]
+		if f == nil {
+			t.Fatal("fault hook: not a Client of this harness")
+		}
+		return f
+	}
+	return sandboxtest.Harness{
+		NewClient: func(t *testing.T) *sandbox.Client {
+			e := newEnv(t)
+			mu.Lock()
+			fakes[e.c] = e.fake
+			mu.Unlock()
+			return e.c
+		},
+		Faults: sandboxtest.FaultHooks{
+			Stall: func(t *testing.T, c *sandbox.Client) {
+				fakeOf(t, c).FailNext("POST", "/process/execute", daytonafake.FaultStall)
+			},
+			FailOutputFetch: func(t *testing.T, c *sandbox.Client) {
+				t.Cleanup(fakeOf(t, c).FailEvery("GET", "/files/download", daytonafake.Fault502))
+			},
+			Grace: daytona.ExecGrace,
+		},
+	}
 }

@@ -1,31 +1,54 @@
 package e2b_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // TestConformance runs the portable suite against e2b over e2bfake over
 // provider/local, so commands and files are real.
 func TestConformance(t *testing.T) {
-	sandboxtest.Run(t, sandboxtest.Harness{
-		NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newEnv(t).rt)
-		},
-		Timeout: time.Minute,
-	})
+	sandboxtest.Run(t, harness(newEnv))
 }
 
 // TestConformanceMemory runs the suite over provider/memory too: fast, and
 // independent of the host's isolation features.
 func TestConformanceMemory(t *testing.T) {
-	sandboxtest.Run(t, sandboxtest.Harness{
+	sandboxtest.Run(t, harness(func(t *testing.T, _ ...e2bfake.Option) *env { return newMemoryEnv(t) }))
+}
+
+// harness is the suite's harness over the envs newEnv makes, with the
+// fake's faults behind the fault hooks.
+func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest.Harness {
+	var mu sync.Mutex
+	fakes := map[*sandbox.Client]*e2bfake.Server{}
+	return sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newMemoryEnv(t).rt)
+			e := newEnv(t)
+			c := sandbox.NewClient(e.rt)
+			mu.Lock()
+			fakes[c] = e.fake
+			mu.Unlock()
+			return c
 		},
 		Timeout: time.Minute,
-	})
+		Faults: sandboxtest.FaultHooks{
+			Stall: func(t *testing.T, c *sandbox.Client) {
+				mu.Lock()
+				f := fakes[c]
+				mu.Unlock()
+				if f == nil {
+					t.Fatal("fault hook: not a Client of this harness")
+				}
+				f.Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
+			},
+			Grace: e2b.ExecGrace,
+		},
+	}
 }
