@@ -244,8 +244,9 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeo
 // command with a second request, bounded by what is left of the grace,
 // and returns an error matching sandbox.ErrOutcomeUnknown. Downloading the
 // rest of a large output after the command ended, and removing the
-// command's files, happen within the same bound. When ctx ends first, the
-// kill of the abandoned command takes at most ExecGrace/2 more.
+// command's files, happen within the same bound. When ctx ends first,
+// fetching what the poller has not yet fetched and killing the abandoned
+// command take at most ExecGrace/2 more.
 const ExecGrace = 10 * time.Second
 
 // Exec runs cmd to completion (see the comment at the top of exec.go for
@@ -333,6 +334,11 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 			kill = earliest(kill, start.Add(cmd.Timeout+ExecGrace))
 		}
 		kctx, cancel := context.WithDeadline(context.Background(), kill)
+		// First what the poller has not fetched yet, so that the partial
+		// output is as complete as it can be (best effort, briefly).
+		fctx, fcancel := context.WithTimeout(kctx, ExecGrace/4)
+		_ = pl.rest(fctx)
+		fcancel()
 		r.killExec(kctx, id, d)
 		cancel()
 		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
