@@ -365,6 +365,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 		return Info{}, false, nil, err
 	}
 	secrets := secretValues(opts.SecretEnv)
+	mk = c.retryingCreate(ctx, mk)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -22,6 +22,14 @@ type CallTimeouts struct {
 	// Create bounds Create and the create of GetOrCreate (default 2m: the
 	// seeds allow 60-120 s for a cold start).
 	Create time.Duration
+	// CreateRetry bounds how long Create (and GetOrCreate) keeps retrying
+	// a create the provider refused for a transient reason (429, 503, no
+	// capacity), with jittered exponential backoff from 1 s to 30 s that
+	// honours a Retry-After; ctx's deadline bounds it too (default 2m;
+	// negative: no retries). A missing template, bad credentials or
+	// invalid input are never retried. Unlike the other fields it applies
+	// whether or not ctx has a deadline.
+	CreateRetry time.Duration
 	// Lookup bounds Get (Attach, Refresh) and each page of List
 	// (default 10s).
 	Lookup time.Duration
@@ -45,7 +53,7 @@ type CallTimeouts struct {
 // WithCallTimeouts changes them.
 func DefaultCallTimeouts() CallTimeouts {
 	return CallTimeouts{
-		Create: 2 * time.Minute, Lookup: 10 * time.Second, Destroy: time.Minute, Lease: time.Minute,
+		Create: 2 * time.Minute, CreateRetry: 2 * time.Minute, Lookup: 10 * time.Second, Destroy: time.Minute, Lease: time.Minute,
 		Pause: time.Minute, Resume: 2 * time.Minute, ExecGrace: 30 * time.Second, Idle: 2 * time.Minute,
 	}
 }
@@ -62,7 +70,7 @@ func (c *Client) CallTimeouts() CallTimeouts { return c.calls }
 func (t CallTimeouts) withDefaults() CallTimeouts {
 	d := DefaultCallTimeouts()
 	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Create, &d.Create}, {&t.Lookup, &d.Lookup}, {&t.Destroy, &d.Destroy}, {&t.Lease, &d.Lease},
+		{&t.Create, &d.Create}, {&t.CreateRetry, &d.CreateRetry}, {&t.Lookup, &d.Lookup}, {&t.Destroy, &d.Destroy}, {&t.Lease, &d.Lease},
 		{&t.Pause, &d.Pause}, {&t.Resume, &d.Resume}, {&t.ExecGrace, &d.ExecGrace}, {&t.Idle, &d.Idle},
 	} {
 		if *f.v == 0 {

@@ -64,6 +64,13 @@
 //     no bytes move for 2 min, never for their total time. A ctx with a
 //     deadline is used as is. A call ended by one of these bounds fails
 //     with DeadlineExceeded and says which bound ended it.
+//   - Create retries a provider's transient refusal (429, 503, no
+//     capacity: ResourceExhausted or Unavailable) with jittered
+//     exponential backoff from 1 s to 30 s, waiting at least the
+//     provider's Retry-After (RetryDelayer), for up to 2 min and within
+//     ctx's deadline (CallTimeouts.CreateRetry). A missing template, bad
+//     credentials, invalid input or an outcome-unknown create are never
+//     retried.
 //   - Clean-up of a sandbox orphaned by a failed create: 30 s
 //     (WithCleanupTimeout).
 //

@@ -263,6 +263,10 @@ func (e *HTTPError) Error() string {
 // Unwrap returns the sentinel the error is classified as.
 func (e *HTTPError) Unwrap() error { return e.kind }
 
+// RetryDelay returns RetryAfter, so that the portable layer waits as long
+// as the service asked before retrying a create (sandbox.RetryDelayer).
+func (e *HTTPError) RetryDelay() time.Duration { return e.RetryAfter }
+
 // errorBody is the union of the main API's (NestJS) and the toolbox's
 // (gin) error bodies.
 type errorBody struct {

@@ -328,7 +328,8 @@ func TestFaults(t *testing.T) {
 	ctx := ctxT(t)
 
 	e.fake.FailNext("", "/sandbox", daytonafake.Fault429)
-	_, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	noRetry := sandbox.NewClient(e.rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{CreateRetry: -1}))
+	_, err := noRetry.Create(ctx, sandbox.CreateOptions{})
 	var he *daytona.HTTPError
 	if !errors.Is(err, sandbox.ErrLimit) || sandbox.CodeOf(err) != sandbox.ResourceExhausted || !errors.As(err, &he) || he.RetryAfter != time.Second {
 		t.Errorf("429: %v (%+v)", err, he)

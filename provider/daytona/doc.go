@@ -51,7 +51,8 @@
 //
 // HTTP failures are *HTTPError values, classified onto the sandbox
 // sentinels (404 NotFound, 409 AlreadyExists or FailedPrecondition, 429
-// and quota messages ResourceExhausted, with HTTPError.RetryAfter, 401/403
+// and quota messages ResourceExhausted, with HTTPError.RetryAfter, which
+// the portable layer's create retry honours (sandbox.RetryDelayer), 401/403
 // PermissionDenied, toolbox 400 "Is the Sandbox started?" ErrPaused,
 // 502/503/504 Unavailable), from either error body shape (NestJS or gin)
 // or none. A read that meets a 502 while the sandbox says started is

@@ -50,3 +50,27 @@ func TestDefaultDeadlineEndsHungRequest(t *testing.T) {
 		}
 	}
 }
+
+// A create refused with 429 is retried after the Retry-After the throttler
+// sent (issue 22 item 3).
+func TestCreateRetries429HonouringRetryAfter(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.fake.FailNext("POST", "/api/sandbox", daytonafake.Fault429)
+	e.fake.FailNext("POST", "/api/sandbox", daytonafake.Fault429)
+	start := time.Now()
+	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Create after two 429s: %v", err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	if n := e.fake.Count("POST", "/api/sandbox"); n != 3 {
+		t.Fatalf("%d create requests, want 3", n)
+	}
+	// Each 429 asked for 1 s: the retries waited at least that.
+	if took < 2*time.Second {
+		t.Fatalf("Create retried after %v, sooner than the two 1s Retry-After", took)
+	}
+	t.Logf("two 429s with Retry-After 1s: Create took %v", took)
+}

@@ -512,7 +512,10 @@ func TestRateLimit(t *testing.T) {
 	e := newEnv(t, e2bfake.WithMaxSandboxes(1))
 	ctx := ctxT(t)
 	mustCreate(t, e.client, sandbox.CreateOptions{})
-	_, err := e.client.Create(ctx, sandbox.CreateOptions{})
+	// The adapter itself does not retry; the portable layer's create
+	// retry (tested in the root package) is turned off here.
+	noRetry := sandbox.NewClient(e.client.Runtime(), sandbox.WithCallTimeouts(sandbox.CallTimeouts{CreateRetry: -1}))
+	_, err := noRetry.Create(ctx, sandbox.CreateOptions{})
 	wantCode(t, err, sandbox.ResourceExhausted)
 	if n := e.fake.Count("POST /sandboxes"); n != 2 {
 		t.Fatalf("%d create requests, want 2 (no retries)", n)
