@@ -95,4 +95,13 @@
 // gives and its lease limits. Calls a provider cannot serve fail with
 // ErrUnimplemented. Package sandboxtest is the conformance suite every
 // provider passes.
+//
+// Client.GetOrCreate creates at most one sandbox per key (template and
+// labels) among concurrent callers on one Client. Across Clients and OS
+// processes it is the provider's guarantee ([KeyedCreator]): local takes a
+// lock file per key in its root; Daytona names the sandbox after the key
+// and attaches on the 409 for a taken name; E2B, which has no unique
+// names, checks after creating and keeps the oldest sandbox with the
+// labels (a loser destroys its own), which an eventually consistent list
+// can defeat; memory lives in one process.
 package sandbox

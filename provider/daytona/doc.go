@@ -46,6 +46,11 @@
 //     logs and is not binary-safe.
 //   - Rename onto an existing file removes the file first (the toolbox
 //     refuses existing destinations): it is not atomic.
+//   - Every create carries a hidden label with a random token, so a
+//     sandbox whose create answer was lost is found and destroyed.
+//   - GetOrCreate names the sandbox "sbx-" and 32 hex digits of its key
+//     (or the "name" option): Daytona keeps names unique, so across
+//     processes one create wins and the others attach to it (CreateKeyed).
 //
 // # Errors
 //

@@ -28,6 +28,18 @@
 // CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
 // paused sandbox resumes it) and "secure" ("false": no envd access token).
 //
+// # Lost creates and GetOrCreate
+//
+// Every create carries a hidden metadata token ("sandboxkit.create-token",
+// left out of Info.Labels). When the answer is lost (the connection cut
+// after the server acted, or the caller's context ended first), the
+// sandbox is found by its token: adopted while the caller still waits,
+// destroyed otherwise. E2B has no unique names, so GetOrCreate across
+// processes checks after creating: the oldest sandbox carrying the key's
+// labels wins (ties by id) and a loser destroys its own and returns the
+// winner (CreateKeyed). A list that does not yet show a sandbox just
+// created can leave two until a lease ends.
+//
 // # Errors
 //
 // Control-plane and envd failures map onto sandbox Codes: 404 NotFound,

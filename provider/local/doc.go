@@ -96,6 +96,10 @@
 // under a 0700 directory (0711 when L1 and L2 commands run as uid 65534,
 // which must pass through it to its home).
 //
+// GetOrCreate is single-flight across every process sharing the root: a
+// lock file per key in <root>/.keys (left in place, empty) serialises the
+// look-up and the create (CreateKeyed).
+//
 // # Disk
 //
 // Resources.DiskGiB is enforced at L3 and L4 on a root host with
