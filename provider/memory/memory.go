@@ -559,7 +559,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmd.Timeout)
 	defer cancel()
-	code := r.run(cctx, c)
+	code := r.runTop(cctx, c)
 	if ctx.Err() != nil {
 		return sandbox.ExitStatus{ExitCode: -1}, ctx.Err()
 	}
@@ -582,6 +582,20 @@ func checkDir(b *box, dir string) error {
 		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotDirectory}
 	}
 	return nil
+}
+
+// runTop runs a command of Exec or Start. Its stdin goes through a pipe
+// that the command's end closes, so a program reading a stdin that never
+// ends (cat) returns when the command times out or is cancelled, and no
+// Read of the caller's reader starts after that.
+func (r *Runtime) runTop(ctx context.Context, c *Call) int {
+	if in, stop := shellStdin(ctx, c.Stdin, false); in != nil {
+		defer stop()
+		cc := *c
+		cc.Stdin = in
+		c = &cc
+	}
+	return r.run(ctx, c)
 }
 
 // run dispatches a whole command: a shell line (through the shell
@@ -701,7 +715,7 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (san
 	go func() {
 		defer close(p.done)
 		defer cancel()
-		code := r.run(pctx, c)
+		code := r.runTop(pctx, c)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {

@@ -52,7 +52,7 @@ func (rt *Runtime) runShell(ctx context.Context, c *Call, script string, bash bo
 	}
 	rewriteFDs(file)
 	state := &shellState{}
-	stdin, stop := shellStdin(ctx, c.Stdin)
+	stdin, stop := shellStdin(ctx, c.Stdin, true)
 	defer stop()
 	v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
 	pairs := make([]string, 0, len(c.Env))
@@ -131,12 +131,18 @@ func exitCode(ctx context.Context, c *Call, name string, err error) int {
 // needs. It owns the copy: stop closes both ends and no new Read of r
 // starts after it returns (a Read already blocked is abandoned, its data
 // discarded). A nil or empty stdin is no file at all (closed input).
-func shellStdin(ctx context.Context, r io.Reader) (*os.File, func()) {
+//
+// inner is set for a script run inside a command, whose *os.File stdin is
+// already such a pipe.
+func shellStdin(ctx context.Context, r io.Reader, inner bool) (*os.File, func()) {
 	if r == nil {
 		return nil, func() {}
 	}
 	if br, ok := r.(*bytes.Reader); ok && br.Len() == 0 {
 		return nil, func() {}
+	}
+	if f, ok := r.(*os.File); ok && inner {
+		return f, func() {} // runTop's pipe, which it closes
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

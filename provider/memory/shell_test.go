@@ -253,10 +253,12 @@ func TestHandlersInsideShellLines(t *testing.T) {
 func TestShellHonoursTimeoutAndStdin(t *testing.T) {
 	sb, _ := newSandbox(t)
 	ctx := context.Background()
-	for _, line := range []string{"while :; do :; done", "sleep 60 | cat", "cat"} {
+	for _, cmd := range []sandbox.Command{{Shell: "while :; do :; done"}, {Shell: "sleep 60 | cat"}, {Shell: "cat"}, {Args: []string{"cat"}}, {Args: []string{"head", "-c", "1"}}} {
 		pr, pw := io.Pipe() // a stdin that never ends
 		start := time.Now()
-		r, err := sb.Exec(ctx, sandbox.Command{Shell: line, Stdin: pr, Timeout: time.Second})
+		cmd.Stdin, cmd.Timeout = pr, time.Second
+		line := cmd.Shell + strings.Join(cmd.Args, " ")
+		r, err := sb.Exec(ctx, cmd)
 		took := time.Since(start)
 		pw.Close()
 		if err != nil || !r.TimedOut {
