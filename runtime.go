@@ -149,7 +149,8 @@ type ProcessHandle interface {
 	// PID identifies the process within its sandbox.
 	PID() int
 	// Wait blocks until the process exits (or ctx ends) and returns its
-	// status; all output has been written when it returns.
+	// status; all output has been written when it returns. It must be safe
+	// to call from several goroutines at once, each bounded by its own ctx.
 	Wait(ctx context.Context) (ExitStatus, error)
 	// Signal sends sig to the process (and its process group, where the
 	// provider has them).

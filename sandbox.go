@@ -482,7 +482,6 @@ type Process struct {
 	plan    *execPlan
 	started time.Time
 
-	waitMu sync.Mutex // one Wait at a time computes the result
 	mu     sync.Mutex
 	result *Result
 	closed bool
@@ -494,11 +493,10 @@ func (p *Process) PID() int { return p.h.PID() }
 
 // Wait waits for the process to exit and returns its Result with the output
 // captured since Start (or since the attach). It may be called more than
-// once. If ctx ends first, Wait returns ctx's error and the process runs on.
+// once, and from several goroutines at once: each Wait returns when its own
+// ctx ends, with ctx's error, and the process runs on.
 func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	const op = "wait"
-	p.waitMu.Lock()
-	defer p.waitMu.Unlock()
 	p.mu.Lock()
 	if p.result != nil {
 		r := p.result
@@ -510,9 +508,11 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, p.sb.wrapPlan(op, p.plan, err)
 	}
-	r := p.plan.result(st, p.started)
 	p.mu.Lock()
-	p.result = r
+	if p.result == nil { // the first Wait to see the exit builds the Result
+		p.result = p.plan.result(st, p.started)
+	}
+	r := p.result
 	p.mu.Unlock()
 	_ = p.Close()
 	return r, nil

@@ -58,6 +58,10 @@ type Harness struct {
 	// faults; the subtests that need one skip when it is nil (see
 	// faults.go).
 	Faults FaultHooks
+	// StressExecs and StressSandboxes size Stress/ConcurrentExecExact:
+	// that many concurrent execs over that many sandboxes (defaults 200
+	// and 10). The environment variable named by StressEnv overrides both.
+	StressExecs, StressSandboxes int
 }
 
 type suite struct {

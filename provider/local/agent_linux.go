@@ -129,9 +129,53 @@ func (a *agent) leaseOver() bool {
 // authTimeout bounds how long a new connection may take to authenticate.
 const authTimeout = 10 * time.Second
 
-// waitDelay bounds how long output is still read after a command's main
-// process exited while a descendant keeps its stdout or stderr open.
+// waitDelay is how long, after a command's main process exited, the agent
+// waits for EOF on its stdout and stderr before it assumes that a
+// descendant keeps them open. Even then it stops reading only once
+// everything written to the pipes before that moment has been read (see
+// outPipe.settled), so the grace never cuts off output already written,
+// however slowly the agent is scheduled.
 const waitDelay = 200 * time.Millisecond
+
+// pumpBuf is the size of each read from a command's stdout or stderr.
+const pumpBuf = 32 << 10
+
+// outPipe is the read end of a command's stdout or stderr with the count
+// of bytes its pump has read.
+type outPipe struct {
+	f    *os.File
+	read atomic.Int64
+}
+
+// mark is a point to read up to: the bytes read so far and the bytes
+// waiting in the pipe at that moment.
+type mark struct{ read, queued int64 }
+
+// queued returns the bytes waiting in the pipe (TIOCINQ, alias FIONREAD), or 0 once it is
+// closed.
+func (o *outPipe) queued() int64 {
+	rc, err := o.f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil || ierr != nil {
+		return 0
+	}
+	return int64(n)
+}
+
+func (o *outPipe) mark() mark { return mark{read: o.read.Load(), queued: o.queued()} }
+
+// settled reports whether every byte that was in the pipe at m has been
+// taken by a read: the pipe was empty since, or the pump has read m.queued
+// bytes plus one read's worth (a read under way at m may have taken bytes
+// that m.queued no longer counted) since. Bytes a read took are never
+// lost: closing the pipe interrupts only a read still waiting for data.
+func (o *outPipe) settled(m mark) bool {
+	return o.queued() == 0 || o.read.Load()-m.read >= m.queued+pumpBuf
+}
 
 // agentMain is the body of the per-sandbox agent. It never returns.
 func agentMain() {
@@ -559,10 +603,11 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		// Exec needs no pid: its client takes any frame as the start.
 		_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
 	}
+	out, errp := &outPipe{f: outR}, &outPipe{f: errR}
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go p.pump(outR, frameStdout, &pumps)
-	go p.pump(errR, frameStderr, &pumps)
+	go p.pump(out, frameStdout, &pumps)
+	go p.pump(errp, frameStderr, &pumps)
 	var timer *time.Timer
 	if req.Timeout > 0 {
 		timer = time.AfterFunc(time.Duration(req.Timeout), func() {
@@ -575,7 +620,7 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 			a.killTree(p.pid)
 		})
 	}
-	go a.finish(p, timer, &pumps, outR, errR)
+	go a.finish(p, timer, &pumps, out, errp)
 	done, next := a.stream(in, p, fw)
 	return done && p.fg && !req.Stdin, next
 }
@@ -588,12 +633,13 @@ func (a *agent) failExec(fw *frameWriter, code int, msg string) {
 	_ = fw.writeJSON(frameExit, exitMsg{Code: code})
 }
 
-func (p *proc) pump(r *os.File, typ byte, wg *sync.WaitGroup) {
+func (p *proc) pump(o *outPipe, typ byte, wg *sync.WaitGroup) {
 	defer wg.Done()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, pumpBuf)
 	for {
-		n, err := r.Read(buf)
+		n, err := o.f.Read(buf)
 		if n > 0 {
+			o.read.Add(int64(n))
 			p.broadcast(typ, buf[:n])
 		}
 		if err != nil {
@@ -604,7 +650,7 @@ func (p *proc) pump(r *os.File, typ byte, wg *sync.WaitGroup) {
 
 // finish waits for the process to be reaped and its output drained, then
 // publishes the exit status.
-func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, outR, errR *os.File) {
+func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, out, errp *outPipe) {
 	<-p.reaped
 	ws := <-p.status
 	if timer != nil {
@@ -612,14 +658,9 @@ func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, outR, 
 	}
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(waitDelay):
-		// A descendant holds the pipes open: stop reading them.
-		closeAll(outR, errR)
-		<-drained
-	}
-	closeAll(outR, errR)
+	settle(drained, out, errp)
+	closeAll(out.f, errp.f)
+	<-drained
 	ex := exitMsg{Code: ws.ExitStatus()}
 	if ws.Signaled() {
 		ex.Code = -1
@@ -648,6 +689,41 @@ func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, outR, 
 		}
 	}
 	a.procMu.Unlock()
+}
+
+// settle returns once both pipes reached EOF (drained is closed), or,
+// waitDelay after the command exited, once everything written to them
+// before then has been read: what remains open belongs to a descendant,
+// and the caller stops reading there. Everything the command itself wrote
+// was in the pipes when it exited, so it is always read in full.
+func settle(drained <-chan struct{}, pipes ...*outPipe) {
+	grace := time.NewTimer(waitDelay)
+	defer grace.Stop()
+	select {
+	case <-drained:
+		return
+	case <-grace.C:
+	}
+	marks := make([]mark, len(pipes))
+	for i, o := range pipes {
+		marks[i] = o.mark()
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done := true
+		for i, o := range pipes {
+			done = done && o.settled(marks[i])
+		}
+		if done {
+			return
+		}
+		select {
+		case <-drained:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // stream feeds the client's frames (stdin) to the process until it is

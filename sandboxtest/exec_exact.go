@@ -1,0 +1,384 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// These subtests check the output rule of issue 12: a Result holds every
+// byte the command wrote, in order, or the call returns an error; a
+// Result is never short with a nil error.
+
+func init() {
+	stressTests = append(stressTests, test{name: "ConcurrentExecExact", fn: testConcurrentExecExact})
+	execTests = append(execTests,
+		test{name: "OutputAfterFastExit", fn: testOutputAfterFastExit},
+		test{name: "StdinNotReadAfterReturn", fn: testStdinNotReadAfterReturn},
+	)
+	processTests = append(processTests, test{name: "ConcurrentWaitHonoursCtx", needs: needsProcesses, fn: testConcurrentWait})
+}
+
+// StressEnv names the environment variable that overrides the size of
+// Stress/ConcurrentExecExact as "EXECSxSANDBOXES", for example
+// SANDBOXTEST_STRESS=1000x50 (the measurement of issue 12). It also lifts
+// the subtest's time bound to 30 minutes.
+const StressEnv = "SANDBOXTEST_STRESS"
+
+// stressSize returns the number of execs and of sandboxes, and whether
+// the environment set them.
+func (s *suite) stressSize(t *testing.T) (execs, boxes int, fromEnv bool) {
+	execs, boxes = s.h.StressExecs, s.h.StressSandboxes
+	if execs <= 0 {
+		execs = 200
+	}
+	if boxes <= 0 {
+		boxes = 10
+	}
+	if v := os.Getenv(StressEnv); v != "" {
+		e, b, ok := strings.Cut(v, "x")
+		ne, err1 := strconv.Atoi(e)
+		nb, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || ne <= 0 || nb <= 0 {
+			t.Fatalf("%s=%q: want EXECSxSANDBOXES, e.g. 1000x50", StressEnv, v)
+		}
+		return ne, nb, true
+	}
+	return execs, boxes, false
+}
+
+// exactSizes are the output sizes of the exactness tests: around the
+// usual pipe and frame sizes, up to 1 MiB.
+var exactSizes = []int{1, 10, 100, 1000, 4096, 65535, 65537, 200_000, 1 << 20}
+
+// exactContent returns size bytes of every value, fixed per size.
+func exactContent(size int) []byte {
+	r := rand.New(rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16)}))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// exactFile is where the content of size lives in a sandbox.
+func exactFile(size int) string { return fmt.Sprintf("sbx-exact/s%d", size) }
+
+// uploadExact uploads the content of every size in sizes.
+func uploadExact(ctx context.Context, sb *sandbox.Sandbox, sizes []int) error {
+	for _, n := range sizes {
+		if err := sb.WriteFile(ctx, exactFile(n), exactContent(n)); err != nil {
+			return fmt.Errorf("upload %s: %w", exactFile(n), err)
+		}
+	}
+	return nil
+}
+
+// diffOutput describes how got differs from want, or returns "".
+func diffOutput(got, want []byte) string {
+	if bytes.Equal(got, want) {
+		return ""
+	}
+	if len(got) == 0 {
+		return fmt.Sprintf("empty, want %d bytes", len(want))
+	}
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	return fmt.Sprintf("%d bytes, want %d; first difference at byte %d", len(got), len(want), i)
+}
+
+// tokenLine is a shell line that writes a unique token, the content of
+// outSize, a closing token to stdout, and the same with errSize to stderr.
+// It returns the line and the expected stdout and stderr.
+func tokenLine(tag string, outSize, errSize int) (string, []byte, []byte) {
+	line := fmt.Sprintf("printf O%[1]s:; cat %[2]s; printf :O%[1]s; printf E%[1]s: >&2; cat %[3]s >&2; printf :E%[1]s >&2",
+		tag, exactFile(outSize), exactFile(errSize))
+	out := append(append([]byte("O"+tag+":"), exactContent(outSize)...), ":O"+tag...)
+	errb := append(append([]byte("E"+tag+":"), exactContent(errSize)...), ":E"+tag...)
+	return line, out, errb
+}
+
+func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
+	execs, boxes, fromEnv := s.stressSize(t)
+	if fromEnv {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Minute)
+		defer cancel()
+	}
+	boxes = min(boxes, execs)
+	sbs := make([]*sandbox.Sandbox, boxes)
+	var wg sync.WaitGroup
+	var setupErr atomic.Pointer[error]
+	for i := range sbs {
+		wg.Go(func() {
+			opts := s.h.Create
+			opts.Labels = map[string]string{"sandboxtest": s.runID}
+			for k, v := range s.h.Create.Labels {
+				opts.Labels[k] = v
+			}
+			sb, err := s.c.Create(ctx, opts)
+			if err == nil {
+				sbs[i] = sb
+				err = uploadExact(ctx, sb, exactSizes)
+			}
+			if err != nil {
+				setupErr.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, sb := range sbs {
+			if sb != nil {
+				wg.Go(func() {
+					if err := sb.Destroy(cctx); err != nil {
+						t.Errorf("cleanup Destroy(%s): %v", sb.ID(), err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+	})
+	if p := setupErr.Load(); p != nil {
+		t.Fatalf("setting up %d sandboxes: %v", boxes, *p)
+	}
+
+	var errs, wrong, empty atomic.Int64
+	var mu sync.Mutex
+	var details []string
+	note := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(details) < 10 {
+			details = append(details, fmt.Sprintf(format, args...))
+		}
+	}
+	start := time.Now()
+	for i := range execs {
+		wg.Go(func() {
+			outSize := exactSizes[i%len(exactSizes)]
+			errSize := exactSizes[(i/len(exactSizes)+i)%len(exactSizes)]
+			tag := fmt.Sprintf("%d-%s", i, s.runID)
+			line, wantOut, wantErr := tokenLine(tag, outSize, errSize)
+			sb := sbs[i%boxes]
+			r, err := sb.Exec(ctx, sandbox.Command{Shell: line})
+			if err != nil {
+				errs.Add(1)
+				note("exec %d (sandbox %s): error %v", i, sb.ID(), err)
+				return
+			}
+			dOut, dErr := diffOutput(r.Stdout, wantOut), diffOutput(r.Stderr, wantErr)
+			if dOut != "" || dErr != "" || r.ExitCode != 0 || r.TimedOut || r.StdoutTruncated || r.StderrTruncated {
+				wrong.Add(1)
+				if len(r.Stdout) == 0 || len(r.Stderr) == 0 {
+					empty.Add(1)
+				}
+				note("exec %d (sandbox %s, %d/%d bytes): exit %d timedOut=%v truncated=%v/%v; stdout %s; stderr %s",
+					i, sb.ID(), outSize, errSize, r.ExitCode, r.TimedOut, r.StdoutTruncated, r.StderrTruncated, or(dOut, "exact"), or(dErr, "exact"))
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	t.Logf("%d concurrent execs over %d sandboxes in %v: %d wrong (%d with an empty stream), %d errors",
+		execs, boxes, took.Round(time.Millisecond), wrong.Load(), empty.Load(), errs.Load())
+	if wrong.Load() > 0 || errs.Load() > 0 {
+		t.Errorf("%d of %d execs returned wrong output (%d with an empty stream) and %d an error; first ones:\n%s",
+			wrong.Load(), execs, empty.Load(), errs.Load(), strings.Join(details, "\n"))
+	}
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+// starve keeps 2×GOMAXPROCS goroutines busy until the returned function
+// is called, so that the host's CPUs are contended as on a loaded machine.
+func starve() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			x := uint64(1)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for range 1 << 16 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	const size = 1 << 20
+	check(t, uploadExact(ctx, sb, []int{size, 1}))
+	stop := starve()
+	defer stop()
+	// Several at once, so the readers of one command compete with the
+	// others and with the busy goroutines when it exits.
+	const rounds, parallel = 3, 16
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for j := range parallel {
+			wg.Go(func() {
+				tag := fmt.Sprintf("%d-%d", round, j)
+				outSize, errSize := size, 1
+				if j%2 == 1 {
+					outSize, errSize = 1, size
+				}
+				line, wantOut, wantErr := tokenLine(tag, outSize, errSize)
+				r, err := sb.Exec(ctx, sandbox.Command{Shell: line})
+				if err != nil {
+					t.Errorf("exec %s: %v", tag, err)
+					return
+				}
+				if d := diffOutput(r.Stdout, wantOut); d != "" {
+					t.Errorf("exec %s: stdout %s (exit %d)", tag, d, r.ExitCode)
+				}
+				if d := diffOutput(r.Stderr, wantErr); d != "" {
+					t.Errorf("exec %s: stderr %s (exit %d)", tag, d, r.ExitCode)
+				}
+				if r.ExitCode != 0 || r.TimedOut {
+					t.Errorf("exec %s: exit %d timedOut=%v", tag, r.ExitCode, r.TimedOut)
+				}
+			})
+		}
+		wg.Wait()
+		// One argv command too: 1 MiB, then exit, no shell in between.
+		r := must[*sandbox.Result](t, "Exec cat")(sb.Exec(ctx, sandbox.Command{Args: []string{"cat", exactFile(size)}}))
+		if d := diffOutput(r.Stdout, exactContent(size)); d != "" || r.ExitCode != 0 {
+			t.Errorf("cat %s: stdout %s, exit %d", exactFile(size), or(d, "exact"), r.ExitCode)
+		}
+	}
+}
+
+// heldReader is a Stdin whose Reads block until the test feeds them; it
+// counts the Reads that started.
+type heldReader struct {
+	reads atomic.Int64
+	feed  chan []byte
+}
+
+func (r *heldReader) Read(p []byte) (int, error) {
+	r.reads.Add(1)
+	b, ok := <-r.feed
+	if !ok {
+		return 0, io.EOF
+	}
+	return copy(p, b), nil
+}
+
+func testStdinNotReadAfterReturn(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	in := &heldReader{feed: make(chan []byte)}
+	defer close(in.feed) // releases a Read the call abandoned
+	// The command ends without reading its stdin, whose next Read blocks
+	// until fed: Exec must return anyway, abandoning that Read.
+	type res struct {
+		r   *sandbox.Result
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Stdin: in})
+		done <- res{r, err}
+	}()
+	var got res
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Exec of a command that exited is still waiting for a Read of its Stdin after 1 minute")
+	}
+	if got.err != nil || got.r.ExitCode != 0 {
+		t.Fatalf("Exec true: %+v, %v", got.r, got.err)
+	}
+	atReturn := in.reads.Load()
+	// Feed a Read left blocked (if any), then give a copy that was not
+	// ended the chance to start another one.
+	select {
+	case in.feed <- []byte("after return\n"):
+	case <-time.After(2 * time.Second):
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && in.reads.Load() == atReturn {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := in.reads.Load(); n != atReturn {
+		t.Errorf("Stdin was read %d more time(s) after Exec returned (%d before)", n-atReturn, atReturn)
+	}
+	// The sandbox still works: the abandoned copy did not break it.
+	if r := sh(ctx, t, sb, "echo still"); string(r.Stdout) != "still\n" {
+		t.Errorf("exec after the abandoned stdin: %q", r.Stdout)
+	}
+}
+
+func testConcurrentWait(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo up; sleep 60"}))
+	defer p.Close()
+	first := make(chan error, 1)
+	go func() {
+		_, err := p.Wait(ctx)
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the first Wait begin (not needed for the assertion)
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := p.Wait(wctx)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second Wait with a 200ms ctx while another Wait runs: %v, want context.DeadlineExceeded", err)
+	}
+	// Goal 200ms; bounded at 25× that for a loaded machine.
+	if took > 5*time.Second {
+		t.Errorf("second Wait returned %v after its ctx ended (ctx 200ms)", took)
+	}
+	t.Logf("second Wait returned after %v (ctx 200ms)", took.Round(time.Millisecond))
+	select {
+	case err := <-first:
+		t.Fatalf("first Wait returned before the process ended: %v", err)
+	default:
+	}
+	check(t, p.Kill(ctx))
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Errorf("first Wait after Kill: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("first Wait did not return within 1 minute of Kill")
+	}
+	r := must[*sandbox.Result](t, "Wait after exit")(p.Wait(ctx))
+	if !strings.Contains(string(r.Stdout), "up") {
+		t.Errorf("Result after concurrent Waits lacks the output: %q", r.Stdout)
+	}
+}
