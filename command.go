@@ -27,10 +27,14 @@ type Command struct {
 	SecretEnv map[string]string
 	// Stdin, when non-nil, is the command's standard input; the command
 	// sees EOF when Stdin returns io.EOF. When nil, the command's stdin is
-	// closed: a program that reads it sees EOF at once. Like os/exec, a call
-	// waits for a Read in progress, so Stdin's reads must end when ctx does.
-	// To feed a background process interactively, pass the reader of an
-	// io.Pipe and write to (and finally close) its writer.
+	// closed: a program that reads it sees EOF at once. Stdin is read only
+	// while the call runs (Exec; for Start, until the Process is closed,
+	// which Wait does): like os/exec with a WaitDelay, no new Read of Stdin
+	// starts after the call returned, and the call does not wait for a Read
+	// in progress, which cannot be interrupted: it is abandoned and whatever
+	// it returns is discarded. To feed a background process interactively,
+	// pass the reader of an io.Pipe and write to (and finally close) its
+	// writer.
 	Stdin io.Reader
 	// Stdout and Stderr, when non-nil, receive output while the command runs
 	// (after redaction, before capping). Captured output is in Result as well.
@@ -72,7 +76,11 @@ const (
 	TimeoutProvider TimeoutLayer = "provider"
 )
 
-// Result is the outcome of a command that ran.
+// Result is the outcome of a command that ran. A Result returned with a nil
+// error holds every byte the command wrote to each stream, in order, up to
+// MaxOutput (the Truncated flags say when more was dropped): a provider that
+// cannot deliver all of it returns an error, never a short Result. ExitCode
+// 0 means the provider saw the command exit with status 0.
 type Result struct {
 	// ExitCode is the exit code; -1 when a signal or timeout ended it.
 	ExitCode int

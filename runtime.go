@@ -78,6 +78,22 @@ type Runtime interface {
 	// ended and Exec returns ExitStatus{TimedOut: true} with a nil error.
 	// A non-zero exit is an ExitStatus, not an error; a missing program is
 	// exit code 127.
+	//
+	// The output rule: when Exec returns a nil error, every byte the command
+	// wrote to stdout and stderr has been written to cmd.Stdout and
+	// cmd.Stderr, in order per stream, and the ExitStatus is the one the
+	// provider observed. A provider that lost output, could not fetch it, or
+	// did not see the exit (a stalled or broken connection) returns an error
+	// (ErrOutcomeUnknown or Unavailable, say), never a short output with a
+	// nil error; TimedOut with a nil error only when cmd.Timeout ended the
+	// command. Output a descendant writes after the command exited, while
+	// it keeps the streams open, may be cut off after a grace the provider
+	// documents, but never output written before the exit. Once Exec
+	// returned, every Read of cmd.Stdin fails (the portable layer closes
+	// it, abandoning a Read in progress): a goroutine copying it ends then.
+	// cmd.Stdin is also an io.Closer that does the same at once: a driver
+	// that joins its stdin copy before returning closes it first, once the
+	// command ended, since a Read of the caller's reader may never return.
 	Exec(ctx context.Context, id string, cmd *Command) (ExitStatus, error)
 
 	// Upload writes the bytes of r to path, creating missing parent

@@ -216,7 +216,7 @@ type execPlan struct {
 	timeout  time.Duration
 	out, err *capBuffer
 	flush    []io.Writer
-	stdin    *countingReader
+	stdin    *stdinGate // nil without Stdin; closed when the call returns
 }
 
 func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background bool) (*execPlan, error) {
@@ -297,7 +297,7 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background b
 		Stdout: stdout, Stderr: stderr, Timeout: p.timeout, MaxOutput: maxOut,
 	}
 	if cmd.Stdin != nil {
-		p.stdin = &countingReader{r: cmd.Stdin}
+		p.stdin = newStdinGate(cmd.Stdin)
 		p.cmd.Stdin = p.stdin
 	}
 	return p, nil
@@ -388,12 +388,13 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 		ectx, end = ctx, func(err error) error { return err }
 	}
 	err = end(s.c.retry(ectx, op, false, func() bool {
-		return (p.stdin == nil || p.stdin.n == 0) && p.out.empty() && p.err.empty()
+		return p.stdin.consumed() == 0 && p.out.empty() && p.err.empty()
 	}, func() error {
 		var err error
 		st, err = s.c.rt.Exec(ectx, s.id, p.cmd)
 		return err
 	}))
+	p.stdin.close() // no Read of cmd.Stdin starts from now on
 	res := p.result(st, started)
 	if err != nil {
 		if be := (*boundError)(nil); ctx.Err() == nil && errors.As(err, &be) {
@@ -436,12 +437,13 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 		return nil, err
 	}
 	var h ProcessHandle
-	err = s.c.retry(ctx, op, false, func() bool { return p.stdin == nil || p.stdin.n == 0 }, func() error {
+	err = s.c.retry(ctx, op, false, func() bool { return p.stdin.consumed() == 0 }, func() error {
 		var err error
 		h, err = pr.Start(ctx, s.id, p.cmd)
 		return err
 	})
 	if err != nil {
+		p.stdin.close()
 		return nil, s.wrapPlan(op, p, err)
 	}
 	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
@@ -538,6 +540,7 @@ func (p *Process) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	err := p.h.Close()
+	p.plan.stdin.close() // the handle is released: so is cmd.Stdin
 	for _, w := range p.plan.flush {
 		flushWriter(w) // release output held back for redaction
 	}

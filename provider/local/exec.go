@@ -100,7 +100,21 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 	}
 	requestOnly := true
 	if stdin != nil && req.Op == "exec" {
-		go copyStdin(fw, stdin) // the agent queues it until the process runs
+		copied, in := make(chan struct{}), stdin
+		go func() {
+			defer close(copied)
+			copyStdin(fw, in) // the agent queues it until the process runs
+		}()
+		if sc, ok := in.(io.Closer); ok {
+			// Join the copy before returning: closing the portable layer's
+			// stdin abandons a Read of the caller's reader that may never
+			// end (sandbox.Runtime.Exec), and closing c ends a write.
+			defer func() {
+				_ = sc.Close()
+				_ = c.SetWriteDeadline(time.Unix(1, 0))
+				<-copied
+			}()
+		}
 		stdin, requestOnly = nil, false
 	}
 	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0, requestOnly)
