@@ -34,8 +34,8 @@ func init() {
 
 // StressEnv names the environment variable that overrides the size of
 // Stress/ConcurrentExecExact as "EXECSxSANDBOXES", for example
-// SANDBOXTEST_STRESS=1000x50 (the measurement of issue 12). It also lifts
-// the subtest's time bound to 30 minutes.
+// SANDBOXTEST_STRESS=1000x50 (the measurement of issue 12). The subtest
+// may take 10 minutes whatever Harness.Timeout says, 30 with the variable.
 const StressEnv = "SANDBOXTEST_STRESS"
 
 // stressSize returns the number of execs and of sandboxes, and whether
@@ -113,13 +113,23 @@ func tokenLine(tag string, outSize, errSize int) (string, []byte, []byte) {
 	return line, out, errb
 }
 
+// atLeast returns ctx bounded by d instead of the Harness's Timeout when
+// that is shorter: for the subtests that load the host on purpose.
+func atLeast(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) >= d {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
 func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
 	execs, boxes, fromEnv := s.stressSize(t)
+	budget := 10 * time.Minute
 	if fromEnv {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Minute)
-		defer cancel()
+		budget = 30 * time.Minute
 	}
+	ctx, cancel := atLeast(ctx, budget)
+	defer cancel()
 	boxes = min(boxes, execs)
 	sbs := make([]*sandbox.Sandbox, boxes)
 	var wg sync.WaitGroup
@@ -237,6 +247,8 @@ func starve() (stop func()) {
 }
 
 func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
+	ctx, cancel := atLeast(ctx, 10*time.Minute)
+	defer cancel()
 	sb := s.create(ctx, t, nil)
 	const size = 1 << 20
 	check(t, uploadExact(ctx, sb, []int{size, 1}))

@@ -169,6 +169,12 @@
 // pid. If an agent is gone (after a reboot, for instance), the next command
 // starts a new one.
 //
+// Exec's output is complete: everything the command wrote before it exited
+// is delivered, however loaded the host. A descendant that keeps stdout or
+// stderr open after the command exited (a daemon started without
+// redirecting them) has 200 ms to close them; then the agent reads what
+// was written up to that moment and stops reading.
+//
 // A cold create at L3 or L4 costs one start of the program's binary plus
 // the set-up (about 2× an os/exec of the binary). WithWarmPool keeps
 // sandboxes started ahead, so that a Create with default settings only
