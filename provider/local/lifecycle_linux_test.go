@@ -362,23 +362,30 @@ func TestLease(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(50*time.Millisecond))
 	c := sandbox.NewClient(rt)
-	short, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 300 * time.Millisecond})
+	// Leases long enough for a loaded machine to create the sandboxes and
+	// start an agent, then cut short through the Runtime (the portable
+	// layer only extends).
+	short, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := short.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	extended := mustCreate(ctx, t, c, sandbox.CreateOptions{Timeout: 300 * time.Millisecond})
+	extended := mustCreate(ctx, t, c, sandbox.CreateOptions{Timeout: time.Minute})
 	if err := extended.SetTimeout(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	auto := mustCreate(ctx, t, c, sandbox.CreateOptions{Timeout: 300 * time.Millisecond, AutoPause: true})
+	auto := mustCreate(ctx, t, c, sandbox.CreateOptions{Timeout: time.Hour, AutoPause: true})
+	for _, id := range []string{short.ID(), auto.ID()} {
+		if err := rt.SetTimeout(ctx, id, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m, _ := rt.readMeta(short.ID())
 	waitFor(t, func() bool { _, err := os.Stat(rt.dir(short.ID())); return os.IsNotExist(err) })
-	if procAlive(m.AgentPID, m.AgentAt) {
-		t.Errorf("the agent of the expired sandbox still runs")
-	}
+	// The agent was killed; it may take a moment to be gone from /proc.
+	waitFor(t, func() bool { return !procAlive(m.AgentPID, m.AgentAt) })
 	if _, err := short.Refresh(ctx); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Errorf("expired sandbox: %v, want NotFound", err)
 	}
@@ -389,7 +396,7 @@ func TestLease(t *testing.T) {
 	if in := auto.Info(); in.State != sandbox.StateRunning || !in.LeaseEnd.After(time.Now()) {
 		t.Errorf("resumed auto-paused sandbox: %+v", in)
 	}
-	if in, err := extended.Refresh(ctx); err != nil || in.State != sandbox.StateRunning {
+	if in, err := extended.Refresh(ctx); err != nil || in.State != sandbox.StateRunning || time.Until(in.LeaseEnd) < 30*time.Minute {
 		t.Errorf("extended sandbox: %+v %v", in, err)
 	}
 }

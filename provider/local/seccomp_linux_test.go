@@ -45,12 +45,21 @@ static long reap(long r) {
 
 struct cargs { unsigned long long flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls; };
 
-int main(void) {
+int main(int argc, char **argv) {
+	/* "i386": only check that the kernel offers the i386 interface at all
+	   (without it, int $0x80 raises SIGSEGV); "noi386": skip it. */
+	int i386 = !(argc > 1 && strcmp(argv[1], "noi386") == 0);
+	if (argc > 1 && strcmp(argv[1], "i386") == 0) {
+		printf("getpid32=%ld\n", int80(20, 0, 0, 0));
+		return 0;
+	}
 	/* i386: socket(AF_INET, SOCK_STREAM, 0) = 359, unshare(CLONE_NEWUSER) = 310, getpid = 20, mount = 21 */
-	printf("socket32=%ld\n", int80(359, 2, 1, 0));
-	printf("unshare32=%ld\n", int80(310, 0x10000000, 0, 0));
-	printf("getpid32=%ld\n", int80(20, 0, 0, 0));
-	printf("mount32=%ld\n", int80(21, (long)"none", (long)"/tmp", (long)"tmpfs"));
+	if (i386) {
+		printf("socket32=%ld\n", int80(359, 2, 1, 0));
+		printf("unshare32=%ld\n", int80(310, 0x10000000, 0, 0));
+		printf("getpid32=%ld\n", int80(20, 0, 0, 0));
+		printf("mount32=%ld\n", int80(21, (long)"none", (long)"/tmp", (long)"tmpfs"));
+	}
 	/* x32: getpid */
 	printf("getpidx32=%ld\n", native(syscall(0x40000000 | SYS_getpid)));
 	printf("clonens=%ld\n", reap(native(syscall(SYS_clone, 0x10000000L | SIGCHLD, 0L, 0L, 0L, 0L))));
@@ -86,6 +95,14 @@ func TestSeccompForeignABIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Some kernels lack the i386 interface (no IA32 emulation, or
+	// ia32_emulation=0): int $0x80 then kills the process even outside a
+	// sandbox, and there is no i386 filter path to check.
+	i386, arg := true, "all"
+	if out, err := exec.Command(bin, "i386").CombinedOutput(); err != nil {
+		t.Logf("this host lacks the i386 syscall interface (int $0x80: %v %q): its checks are skipped", err, out)
+		i386, arg = false, "noi386"
+	}
 	for _, tc := range []struct {
 		level Level
 		opts  sandbox.CreateOptions
@@ -109,7 +126,7 @@ func TestSeccompForeignABIs(t *testing.T) {
 			if err := sb.WriteFile(ctx, "probe", probe); err != nil {
 				t.Fatal(err)
 			}
-			res, err := sb.Exec(ctx, sandbox.Command{Shell: "chmod +x probe && ./probe", Timeout: 30 * time.Second})
+			res, err := sb.Exec(ctx, sandbox.Command{Shell: "chmod +x probe && ./probe " + arg, Timeout: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,6 +146,11 @@ func TestSeccompForeignABIs(t *testing.T) {
 				"getpidx32": enosys,
 				"clonens":   eperm, "clone3": enosys,
 				"fork": "1", // a plain clone still works
+			}
+			if !i386 {
+				for _, k := range []string{"socket32", "unshare32", "getpid32", "mount32"} {
+					delete(want, k)
+				}
 			}
 			for k, w := range want {
 				if got[k] != w {
