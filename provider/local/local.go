@@ -262,6 +262,17 @@ func (r *Runtime) spawner() (*spawner, error) {
 	return sp, nil
 }
 
+// dropSpawner forgets sp, which died, so that the next spawner call starts
+// a new one.
+func (r *Runtime) dropSpawner(sp *spawner) {
+	r.spMu.Lock()
+	defer r.spMu.Unlock()
+	if r.sp == sp {
+		_ = sp.close()
+		r.sp = nil
+	}
+}
+
 // Close stops the lease reaper and the spawner. Sandboxes and their agents
 // live on until destroyed or their lease ends.
 func (r *Runtime) Close() error {
@@ -635,11 +646,21 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if m.RunAs != 0 {
 		cfg.GID = r.gid
 	}
-	resp, err := sp.spawn(ctx, &spawnReq{
+	req := &spawnReq{
 		Sock: r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
 		HostUID: r.uid, HostGID: r.gid, CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs(), Config: cfg,
 		Pasta: pasta,
-	})
+	}
+	resp, err := sp.spawn(ctx, req)
+	if errors.Is(err, errSpawnerGone) && ctx.Err() == nil {
+		// The spawner died (killed, or crashed): start another and try
+		// once more. An agent the dead one may have started listens on a
+		// socket path the new one replaces, and ends with the sandbox.
+		r.dropSpawner(sp)
+		if sp, err = r.spawner(); err == nil {
+			resp, err = sp.spawn(ctx, req)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

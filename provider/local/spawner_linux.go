@@ -315,6 +315,10 @@ func procAlive(pid int, start uint64) bool {
 	return start == 0 || procStart(pid) == start
 }
 
+// errSpawnerGone says that the spawner process died (killed, or crashed)
+// before it answered: the request may be sent again to a new one.
+var errSpawnerGone = errors.New("local: spawner exited")
+
 // spawner is the runtime's handle on its spawner process.
 type spawner struct {
 	cmd  *exec.Cmd
@@ -359,7 +363,7 @@ func (s *spawner) read() {
 		var resp spawnResp
 		if err := dec.Decode(&resp); err != nil {
 			s.mu.Lock()
-			s.err = errors.New("local: spawner exited")
+			s.err = errSpawnerGone
 			for _, ch := range s.pending {
 				close(ch)
 			}
@@ -396,12 +400,12 @@ func (s *spawner) spawn(ctx context.Context, req *spawnReq) (spawnResp, error) {
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return spawnResp{}, fmt.Errorf("local: spawner: %w", err)
+		return spawnResp{}, fmt.Errorf("%w: %w", errSpawnerGone, err)
 	}
 	select {
 	case resp, ok := <-ch:
 		if !ok {
-			return spawnResp{}, errors.New("local: spawner exited")
+			return spawnResp{}, errSpawnerGone
 		}
 		if resp.Err != "" {
 			return resp, errors.New(resp.Err)

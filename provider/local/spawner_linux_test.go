@@ -1,0 +1,63 @@
+package local
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// TestSpawnerReplaced kills the spawner and checks that the Runtime starts
+// another at once: 20 concurrent sandboxes, created (L2 and above start
+// their agent then) and used (L1 starts it on first use), all work.
+func TestSpawnerReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"best", nil},
+		{"L1", []Option{WithIsolation(L1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rt := newRuntime(t, tc.opts...)
+			c := sandbox.NewClient(rt)
+			sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+				t.Fatal(err)
+			}
+			rt.spMu.Lock()
+			sp := rt.sp
+			rt.spMu.Unlock()
+			if sp == nil {
+				t.Fatal("no spawner after a sandbox's agent started")
+			}
+			if err := sp.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			const n = 20
+			var ok atomic.Int64
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					sb, err := c.Create(ctx, sandbox.CreateOptions{})
+					if err != nil {
+						t.Errorf("Create %d after the spawner died: %v", i, err)
+						return
+					}
+					defer func() { _ = sb.Destroy(context.Background()) }()
+					r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo ok"})
+					if err != nil || string(r.Stdout) != "ok\n" {
+						t.Errorf("Exec %d after the spawner died: %v %+v", i, err, r)
+						return
+					}
+					ok.Add(1)
+				})
+			}
+			wg.Wait()
+			t.Logf("%d/%d sandboxes created and used after the spawner was killed", ok.Load(), n)
+		})
+	}
+}
