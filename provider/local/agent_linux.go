@@ -35,6 +35,7 @@ type agentConfig struct {
 	TmpMiB     int    `json:"tmp_mib"`
 	MaxFileMiB int    `json:"max_file_mib"`
 	LeaseGrace int64  `json:"lease_grace_ns"`
+	AutoPause  bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
 	// Key authenticates every connection (see checkAuth). It reaches the
 	// agent only through the spawner's socket pair, never a file the
 	// sandbox can read.
@@ -57,6 +58,7 @@ const (
 	agentListenFD = 4 // the sandbox's listening socket
 	agentDirFD    = 5 // the sandbox's directory on the host, watched
 	agentHomeFD   = 6 // a detached mount of the home (namespaced agents)
+	agentStateFD  = 7 // the sandbox's state record, read-only (see leaseOver)
 )
 
 // closeOnExec marks every descriptor from 3 up close-on-exec, so nothing
@@ -94,36 +96,48 @@ func (a *agent) watchDir() {
 	}
 }
 
-// leaseOver reads the sandbox's metadata through the directory descriptor
-// (which works from inside the sandbox's mount namespace too).
+// leaseOver reads the sandbox's state record (rewritten in place) through
+// the read-only descriptor the spawner opened for the agent: the agent may
+// run as a user that cannot open the file (uid 65534 on a root host, with
+// the record root's and 0600). Commands never get the descriptor (every
+// one from 3 up is close-on-exec) nor reach it through /proc (the agent is
+// not dumpable). Without it, the record is opened through the directory
+// descriptor. Whether the lease end pauses is read from meta.json where
+// the agent can, else taken from its configuration.
 func (a *agent) leaseOver() bool {
-	read := func(name string, size int) []byte {
-		fd, err := unix.Openat(agentDirFD, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil
-		}
-		defer unix.Close(fd)
-		b := make([]byte, size)
+	autoPause := a.cfg.AutoPause
+	if fd, err := unix.Openat(agentDirFD, metaFile, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		b := make([]byte, 1<<20)
 		n, _ := unix.Read(fd, b)
-		return b[:max(n, 0)]
+		unix.Close(fd)
+		var static struct {
+			AutoPause bool `json:"auto_pause"`
+		}
+		if json.Unmarshal(b[:max(n, 0)], &static) == nil {
+			autoPause = static.AutoPause
+		}
+	}
+	if autoPause {
+		return false
+	}
+	b := make([]byte, stateSize)
+	n, err := unix.Pread(agentStateFD, b, 0)
+	if err != nil {
+		fd, err := unix.Openat(agentDirFD, stateFile, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		n, _ = unix.Pread(fd, b, 0)
+		unix.Close(fd)
 	}
 	var state struct {
 		State    string    `json:"state"`
 		LeaseEnd time.Time `json:"lease_end"`
 	}
-	if json.Unmarshal(trimState(read(stateFile, stateSize)), &state) != nil || state.LeaseEnd.IsZero() {
+	if json.Unmarshal(trimState(b[:max(n, 0)]), &state) != nil || state.LeaseEnd.IsZero() {
 		return false
 	}
-	if state.State == "paused" || time.Since(state.LeaseEnd) < time.Duration(a.cfg.LeaseGrace) {
-		return false
-	}
-	var static struct {
-		AutoPause bool `json:"auto_pause"`
-	}
-	if json.Unmarshal(read(metaFile, 1<<20), &static) != nil || static.AutoPause {
-		return false
-	}
-	return true
+	return state.State != "paused" && time.Since(state.LeaseEnd) >= time.Duration(a.cfg.LeaseGrace)
 }
 
 // authTimeout bounds how long a new connection may take to authenticate.

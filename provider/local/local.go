@@ -646,8 +646,13 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if m.RunAs != 0 {
 		cfg.GID = r.gid
 	}
+	// For an agent that cannot read meta.json (a root host's uid 65534).
+	// A pooled sandbox's AutoPause is known only once adopted: such an
+	// agent leaves its lease to the Runtimes.
+	cfg.AutoPause = m.AutoPause || strings.HasPrefix(m.ID, "pool-")
 	req := &spawnReq{
-		Sock: r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
+		State: filepath.Join(r.dir(m.ID), stateFile),
+		Sock:  r.sock(m.ID), Home: r.home(m.ID), Log: filepath.Join(r.dir(m.ID), "agent.log"),
 		HostUID: r.uid, HostGID: r.gid, CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs(), Config: cfg,
 		Pasta: pasta,
 	}

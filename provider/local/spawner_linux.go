@@ -30,6 +30,7 @@ type spawnReq struct {
 	CgroupV2 string      `json:"cgroup_v2"` // cgroup directory to start the agent in
 	CgroupV1 []string    `json:"cgroup_v1"` // v1 cgroup directories to move it to
 	Pasta    string      `json:"pasta"`     // path of pasta, to connect the agent's network namespace
+	State    string      `json:"state"`     // the sandbox's state record, handed to the agent read-only
 	Config   agentConfig `json:"config"`
 }
 
@@ -104,7 +105,13 @@ func startAgent(req *spawnReq) spawnResp {
 		return fail(err)
 	}
 	defer dir.Close()
-	extra := []*os.File{theirs, lf, dir}
+	// Descriptors 3 to 7 (agentCtlFD to agentStateFD); a nil one is closed.
+	var tree, state *os.File
+	if req.State != "" {
+		if state, err = os.Open(req.State); err == nil {
+			defer state.Close()
+		}
+	}
 	attr := &syscall.SysProcAttr{Setsid: true}
 	ns := req.Config.Namespaces
 	if ns {
@@ -113,9 +120,8 @@ func startAgent(req *spawnReq) spawnResp {
 		// path to the home (a root host). Without the privilege for it, the
 		// agent bind-mounts the home by path.
 		if fd, err := unix.OpenTree(unix.AT_FDCWD, req.Home, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
-			tree := os.NewFile(uintptr(fd), "home-tree")
+			tree = os.NewFile(uintptr(fd), "home-tree")
 			defer tree.Close()
-			extra = append(extra, tree)
 			req.Config.HomeTree = true
 		}
 		attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC
@@ -147,6 +153,7 @@ func startAgent(req *spawnReq) spawnResp {
 			defer logf.Close()
 		}
 	}
+	extra := []*os.File{theirs, lf, dir, tree, state}
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
 	if logf != nil {
 		cmd.Stderr = logf
