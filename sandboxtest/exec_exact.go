@@ -256,7 +256,7 @@ func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
 	defer stop()
 	// Several at once, so the readers of one command compete with the
 	// others and with the busy goroutines when it exits.
-	const rounds, parallel = 3, 16
+	const rounds, parallel = 2, 16
 	for round := range rounds {
 		var wg sync.WaitGroup
 		for j := range parallel {
