@@ -51,7 +51,9 @@
 // mktemp, cd -P, pwd -P) and the conformance suite (echo, cat, printenv,
 // pwd, sleep, sh). The interpreter's gaps are filled for scripts: "exec
 // N<FILE", "exec N<>FILE", "exec N<&-", "<&N" and ">&N" for descriptors
-// above 2, set -C (noclobber), and a bare return keeping the last status.
+// above 2, set -C (noclobber), and a bare return keeping the last status;
+// "command -v" and "type" answer from the builtins, Handlers and utilities
+// (a utility or Handler shows as /usr/bin/NAME), never the host's PATH.
 // The file system has symbolic links; hard links are refused (ln without
 // -s fails), so every file has a link count of 1. Each file has a stable
 // inode number (kept across writes and renames) and the sandbox one device

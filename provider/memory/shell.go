@@ -31,6 +31,11 @@ import (
 // interpreter's own pwd -P resolves links on the host's file system.
 const pwdPhysical = "\x00pwd -P"
 
+// lookupCmd is the internal command "command -v" and "type" are rewritten
+// to: they answer from the shell's builtins, the registered
+// Handlers and the utilities, never the host's PATH.
+const lookupCmd = "\x00command -v"
+
 // runShell interprets script for call c and returns its exit status.
 // bash selects bash syntax; name is $0.
 func (rt *Runtime) runShell(ctx context.Context, c *Call, script string, bash bool) int {
@@ -209,6 +214,38 @@ func (rt *Runtime) execHandler(ctx context.Context, parent *Call, args []string)
 	c := &Call{SandboxID: parent.SandboxID, Args: args, Dir: hc.Dir, Env: handlerEnv(hc),
 		Stdin: handlerStdin(hc), Stdout: hc.Stdout, Stderr: hc.Stderr,
 		Files: &Files{rt: rt, id: parent.SandboxID, dir: hc.Dir}}
+	if args[0] == lookupCmd {
+		code := 0
+		for _, name := range args[2:] {
+			switch {
+			case interp.IsBuiltin(name):
+				if args[1] == "type" {
+					fmt.Fprintf(c.Stdout, "%s is a shell builtin\n", name)
+				} else {
+					fmt.Fprintln(c.Stdout, name)
+				}
+			case rt.hasCommand(name):
+				p := name
+				if !strings.Contains(name, "/") {
+					p = "/usr/bin/" + name
+				}
+				if args[1] == "type" {
+					fmt.Fprintf(c.Stdout, "%s is %s\n", name, p)
+				} else {
+					fmt.Fprintln(c.Stdout, p)
+				}
+			default:
+				if args[1] == "type" {
+					fmt.Fprintf(c.Stderr, "type: %s: not found\n", name)
+				}
+				code = 1
+			}
+		}
+		if code != 0 {
+			return interp.NewExitStatus(uint8(code))
+		}
+		return nil
+	}
 	if args[0] == pwdPhysical {
 		v := &vfs{rt: rt, id: c.SandboxID, dir: c.Dir}
 		p, err := v.resolve(c.Dir, true, true)
@@ -264,6 +301,15 @@ func (v *vfs) callHandler(ctx context.Context, args []string) ([]string, error) 
 	case "pwd":
 		if slices.Contains(args[1:], "-P") {
 			return []string{pwdPhysical}, nil
+		}
+	case "command", "type":
+		// "command -v NAME" and "type NAME" would search the host's PATH.
+		if args[0] == "type" || (len(args) > 2 && args[1] == "-v") {
+			names := args[1:]
+			if args[0] == "command" {
+				names = args[2:]
+			}
+			return append([]string{lookupCmd, args[0]}, names...), nil
 		}
 	case "return":
 		// POSIX: a bare return returns the status of the last command;
@@ -486,4 +532,19 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// hasCommand reports whether name runs: a Handler or a utility.
+func (rt *Runtime) hasCommand(name string) bool {
+	rt.mu.Lock()
+	_, ok := rt.handlers[name]
+	if !ok {
+		_, ok = rt.handlers[path.Base(name)]
+	}
+	rt.mu.Unlock()
+	if ok {
+		return true
+	}
+	_, ok = utilities[path.Base(name)]
+	return ok
 }

@@ -240,6 +240,10 @@ func TestHandlersInsideShellLines(t *testing.T) {
 	if out != "rAn x.py in /home/user/w with X=1\n0\n" || code != 0 {
 		t.Errorf("handler in a pipe: %q exit %d", out, code)
 	}
+	if out, _, code := run(t, sb, "command -v python3 cat cd; command -v nosuch || echo missing; type echo"); code != 0 ||
+		out != "/usr/bin/python3\n/usr/bin/cat\ncd\nmissing\necho is a shell builtin\n" {
+		t.Errorf("command -v: %q %d", out, code)
+	}
 	if out, _, code := run(t, sb, "python3 x.py"); code != 3 || !strings.HasPrefix(out, "ran x.py") {
 		t.Errorf("handler exit status: %q %d", out, code)
 	}
