@@ -157,7 +157,11 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 			}
 			var ne net.Error
 			if hasTimeout && errors.As(err, &ne) && ne.Timeout() {
-				return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+				// The agent enforces the timeout and reports it; one that
+				// did not answer 10 s after it is stuck, and what the
+				// command did is unknown (issue 12: never a TimedOut
+				// result the agent did not report).
+				return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.DeadlineExceeded, "local: the sandbox agent did not report the command's end 10s after its timeout: %w", sandbox.ErrOutcomeUnknown)
 			}
 			if !gotStart {
 				return sandbox.ExitStatus{}, errGone(err, requestOnly)

@@ -2,9 +2,12 @@ package local
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -59,5 +62,34 @@ func TestSpawnerReplaced(t *testing.T) {
 			wg.Wait()
 			t.Logf("%d/%d sandboxes created and used after the spawner was killed", ok.Load(), n)
 		})
+	}
+}
+
+// TestStuckAgentIsAnError: when the agent does not report a command's end
+// (stopped here), Exec returns an error saying the outcome is unknown,
+// not a timeout the agent never reported.
+func TestStuckAgentIsAnError(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, WithIsolation(L1))
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+	if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.readMeta(sb.ID())
+	if err != nil || m.AgentPID == 0 {
+		t.Fatalf("no agent: %+v %v", m, err)
+	}
+	if err := syscall.Kill(m.AgentPID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(m.AgentPID, syscall.SIGCONT)
+	start := time.Now()
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 30", Timeout: time.Second})
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Fatalf("Exec with a stopped agent: %+v, %v; want an error matching ErrOutcomeUnknown", r, err)
+	}
+	// Goal: the 1 s timeout plus the 10 s the client waits for the agent.
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("Exec returned after %v", took)
 	}
 }
