@@ -27,6 +27,14 @@
 //     Commands running inside do not count as activity, but the polling of
 //     a running Exec or of a followed background process does, so auto-stop
 //     does not cut them.
+//   - Auto-delete is off by default: a stopped sandbox keeps its files
+//     (and its storage bill) until it is destroyed or archived. Setting
+//     the provider option OptAutoDelete ("autoDeleteInterval", minutes) to
+//     SeedAutoDeleteMinutes (60, the value the seeds use) deletes a
+//     sandbox that has stayed stopped that long, so a leaked sandbox stops
+//     costing storage. It is not the default because Pause here is a stop:
+//     a paused sandbox would be deleted behind its owner's back once the
+//     interval passed. "0" deletes as soon as the sandbox stops.
 //   - Pause is stop and Resume is start: processes end, files stay
 //     (Capabilities.PauseKeepsMemory is false). A toolbox call on a sandbox
 //     paused through this Runtime fails with sandbox.ErrPaused; one on a

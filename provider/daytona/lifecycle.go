@@ -39,6 +39,11 @@ const (
 	OptAutoDelete = "autoDeleteInterval"
 )
 
+// SeedAutoDeleteMinutes is the auto-delete interval (OptAutoDelete) the
+// project's seeds use: a sandbox stopped for an hour is deleted. It is not
+// applied by default; see "Auto-delete" in the package documentation.
+const SeedAutoDeleteMinutes = 60
+
 // createTokenLabel is the label Create puts on every sandbox, with a
 // random value, to find a sandbox whose create response was lost. It is
 // left out of Info.Labels.

@@ -3,11 +3,13 @@ package daytona_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
 
@@ -73,4 +75,35 @@ func TestCreateRetries429HonouringRetryAfter(t *testing.T) {
 		t.Fatalf("Create retried after %v, sooner than the two 1s Retry-After", took)
 	}
 	t.Logf("two 429s with Retry-After 1s: Create took %v", took)
+}
+
+// Auto-delete is off by default (a paused sandbox is a stopped one and
+// must not vanish), and OptAutoDelete at the seeds' value deletes a
+// sandbox stopped for an hour (issue 22 item 7).
+func TestAutoDeleteOffByDefaultAndOptIn(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	plain, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Destroy(context.Background()) })
+	opted, err := e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{
+		daytona.OptAutoDelete: strconv.Itoa(daytona.SeedAutoDeleteMinutes)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = opted.Destroy(context.Background()) })
+	for _, sb := range []*sandbox.Sandbox{plain, opted} {
+		if err := sb.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.fake.Advance(time.Duration(daytona.SeedAutoDeleteMinutes+1) * time.Minute)
+	if in, err := plain.Refresh(ctx); err != nil || in.State != sandbox.StatePaused {
+		t.Fatalf("default sandbox after an hour paused: %+v %v, want still paused", in.State, err)
+	}
+	if _, err := opted.Refresh(ctx); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("sandbox with auto-delete %d after an hour stopped: %v, want deleted", daytona.SeedAutoDeleteMinutes, err)
+	}
 }
