@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"sync"
@@ -234,6 +235,63 @@ func (s *Sandbox) WriteFiles(ctx context.Context, files []File) []FileResult {
 	}
 	wg.Wait()
 	return res
+}
+
+// VerifyOptions configures WriteFilesVerified.
+type VerifyOptions struct {
+	// SHA256 also reads each file back and compares its SHA-256 with the
+	// data written (one download per file), not only its size.
+	SHA256 bool
+}
+
+// WriteFilesVerified writes a batch of files like WriteFiles, then checks
+// that each one the sandbox accepted is there as written: a regular file
+// of the written size (and, with opts.SHA256, the same SHA-256). A file
+// that does not match gets an Internal error naming what the sandbox has
+// and what was written. Results are in input order.
+func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) []FileResult {
+	res := s.WriteFiles(ctx, files)
+	for i, f := range files {
+		if res[i].Err != nil {
+			continue
+		}
+		res[i].Err = s.verify(ctx, f, opts)
+	}
+	return res
+}
+
+// verify checks one written file against its data.
+func (s *Sandbox) verify(ctx context.Context, f File, opts VerifyOptions) error {
+	const op = "verify"
+	abs, err := s.path(op, "path", f.Path)
+	if err != nil {
+		return err
+	}
+	fi, err := s.stat(ctx, op, abs)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Size != int64(len(f.Data)) {
+		return s.wrap(op, abs, Errorf(Internal, "sandbox: write not verified: the sandbox has %d bytes (directory: %t), %d were written",
+			fi.Size, fi.IsDir(), len(f.Data)))
+	}
+	if !opts.SHA256 {
+		return nil
+	}
+	rc, err := s.Download(ctx, abs)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return err
+	}
+	want := sha256.Sum256(f.Data)
+	if got := h.Sum(nil); !bytes.Equal(got, want[:]) {
+		return s.wrap(op, abs, Errorf(Internal, "sandbox: write not verified: SHA-256 %x in the sandbox, %x written", got, want))
+	}
+	return nil
 }
 
 // Stat describes the file at path.

@@ -10,9 +10,12 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// Subtests for behaviours the project's seeds had (issue 22): read caps.
+// Subtests for behaviours the project's seeds had (issue 22): read caps,
+// verified batch writes.
 func init() {
-	fileTests = append(fileTests, test{name: "ReadFileCap", fn: testReadFileCap})
+	fileTests = append(fileTests,
+		test{name: "ReadFileCap", fn: testReadFileCap},
+		test{name: "WriteFilesVerified", fn: testWriteFilesVerified})
 }
 
 // testReadFileCap checks that a read cap refuses a larger file with
@@ -45,5 +48,28 @@ func testReadFileCap(ctx context.Context, t *testing.T, s *suite) {
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(rc); err != nil || !bytes.Equal(b.Bytes(), data) {
 		t.Fatalf("Download: %d bytes, %v", b.Len(), err)
+	}
+}
+
+// testWriteFilesVerified checks that a batch written as asked passes the
+// size and SHA-256 checks, and that a failed write is reported, not
+// verified.
+func testWriteFilesVerified(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	check(t, sb.MkdirAll(ctx, "v/dir"))
+	files := []sandbox.File{
+		{Path: "v/a.bin", Data: bytes.Repeat([]byte{0, 1, 2, 255}, 1000)},
+		{Path: "v/sub/b.txt", Data: []byte("bravo\n")},
+		{Path: "v/empty", Data: nil},
+		{Path: "v/dir", Data: []byte("onto a directory")},
+	}
+	res := sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{SHA256: true})
+	for i, r := range res[:3] {
+		if r.Err != nil || r.Path != files[i].Path {
+			t.Fatalf("%s: %v", files[i].Path, r.Err)
+		}
+	}
+	if res[3].Err == nil {
+		t.Fatal("a write onto a directory was reported verified")
 	}
 }

@@ -414,25 +414,12 @@ func (m *Manager) maxRead() int64 {
 // each one has the expected size in the sandbox.
 func upload(ctx context.Context, sb *sandbox.Sandbox, files []sandbox.File) error {
 	var errs []error
-	for _, r := range sb.WriteFiles(ctx, files) {
+	for _, r := range sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{}) {
 		if r.Err != nil {
 			errs = append(errs, r.Err)
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	for _, f := range files {
-		fi, err := sb.Stat(ctx, f.Path)
-		if err != nil {
-			return fmt.Errorf("session: verifying upload of %q: %w", f.Path, err)
-		}
-		if fi.IsDir() || fi.Size != int64(len(f.Data)) {
-			return sandbox.Errorf(sandbox.Internal, "session: upload of %q not verified: the sandbox has %d bytes (dir=%t), want %d",
-				f.Path, fi.Size, fi.IsDir(), len(f.Data))
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // RunOptions configures Session.Run. The zero value runs main.py with
