@@ -326,9 +326,13 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	if life <= 0 {
 		life = maxLease
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), life)
+	// envd ends the process at end; the stream gets ExecGrace more, so
+	// that envd's deadline_exceeded (a timeout) is told from a stream
+	// that stalled (an error).
+	end := time.Now().Add(life)
+	sctx, cancel := context.WithDeadline(context.Background(), end.Add(ExecGrace))
 	stop := context.AfterFunc(ctx, cancel)
-	src, ev, err := r.openStart(ctx, sctx, id, c, cmd, time.Time{})
+	src, ev, err := r.openStart(ctx, sctx, id, c, cmd, end)
 	if !stop() && err == nil {
 		// ctx ended just as the process started: nobody will hold it.
 		_ = src.Close()
@@ -402,6 +406,7 @@ type handle struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	err      error
+	remote   bool // err is envd's end-of-stream error
 	closed   sync.Once
 	isClosed bool
 	mu       sync.Mutex
@@ -414,7 +419,7 @@ func (r *Runtime) newHandle(id string, c *conn, ev *events, src *eventStream, sc
 		defer h.wg.Done()
 		defer close(h.done)
 		pump(src, ev, stdout, stderr)
-		h.err = src.Err()
+		h.err, h.remote = src.Err(), src.Remote()
 		_ = src.Close()
 	}()
 	return h
@@ -439,8 +444,11 @@ func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		return exitStatus(h.ev.end), nil
 	case closed:
 		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, sandbox.ErrClosed)
-	case h.timeout && (errors.Is(h.sctx.Err(), context.DeadlineExceeded) || connect.CodeOf(h.err) == connect.CodeDeadlineExceeded):
+	case h.timeout && h.remote && connect.CodeOf(h.err) == connect.CodeDeadlineExceeded:
+		// envd's own word: the process reached its lifetime.
 		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+	case errors.Is(h.sctx.Err(), context.DeadlineExceeded):
+		return sandbox.ExitStatus{}, h.r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within its lifetime plus %v: the stream stalled: %w", op, h.ev.pid, ExecGrace, sandbox.ErrOutcomeUnknown))
 	case h.err == nil:
 		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, errNoResult)
 	}

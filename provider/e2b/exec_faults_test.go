@@ -103,3 +103,43 @@ func TestExecStdinNotReadAfterReturn(t *testing.T) {
 		t.Errorf("%d Reads of Stdin began after Exec returned", m-n)
 	}
 }
+
+// The same holds for a background process: its Wait tells envd's timeout
+// from a stream that stalled.
+func TestProcessStallIsAnError(t *testing.T) {
+	e := newEnv(t)
+	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	const timeout = 3 * time.Second
+	bound := timeout + e2b.ExecGrace
+	ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
+	defer cancel()
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
+	start := time.Now()
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	res, err := p.Wait(ctx)
+	took := time.Since(start)
+	t.Logf("stalled background stream: Wait returned after %v (bound %v): %v", took.Round(time.Millisecond), bound, err)
+	if err == nil {
+		t.Fatalf("stalled background stream: result %+v and a nil error", res)
+	}
+	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		t.Errorf("stalled background stream: %v, want ErrOutcomeUnknown", err)
+	}
+	if took > bound+5*time.Second {
+		t.Errorf("took %v, want at most %v", took, bound)
+	}
+	// envd's own timeout is still a timeout.
+	p2, err := sb.Start(ctx, sandbox.Command{Shell: "sleep 30", Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	res, err = p2.Wait(ctx)
+	if err != nil || !res.TimedOut {
+		t.Errorf("background timeout: %+v, %v; want TimedOut", res, err)
+	}
+}
