@@ -52,6 +52,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 			if got := len(e.fake.Sandboxes()); got != held {
 				t.Fatalf("%d sandboxes on the server once Close returned, %d held by the caller: %d orphaned", got, held, got-held)
 			}
+			e.fake.Close() // and again at cleanup: Close is idempotent
 		})
 	}
 }
