@@ -192,8 +192,20 @@ func (c *Client) resetTransport(op string, cause error) {
 	fs := slices.Collect(maps.Values(c.listeners))
 	c.mu.Unlock()
 	for _, f := range fs {
-		f()
+		c.runListener(f)
 	}
+}
+
+// runListener runs one transport-reset listener; a panic in it is logged
+// and recovered, so a faulty listener cannot kill the caller's call (or
+// keep the other listeners from running).
+func (c *Client) runListener(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("sandbox: a transport-reset listener panicked; recovered", "provider", c.rt.Name(), "panic", fmt.Sprint(r))
+		}
+	}()
+	f()
 }
 
 // retry runs f, and once more after a transport reset when f failed

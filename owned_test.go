@@ -90,3 +90,25 @@ func TestOwnedVsAttachedE2BFake(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	checkOwnership(t, c)
 }
+
+// A panicking transport-reset listener is recovered: the retry still
+// happens, the other listeners still run, and the caller's call succeeds.
+func TestPanickingResetListenerRecovered(t *testing.T) {
+	c, rt := memory.NewClient()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	defer c.OnTransportReset(func() { panic("listener bug") })()
+	defer c.OnTransportReset(func() { ran++ })()
+	rt.FailNext(memory.OpExec, 1, sandbox.ErrStaleTransport)
+	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", "ok"}})
+	if err != nil || string(res.Stdout) != "ok\n" {
+		t.Fatalf("Exec after a stale transport with a panicking listener: %v %v", res, err)
+	}
+	if ran != 1 {
+		t.Fatalf("the other listener ran %d times, want 1", ran)
+	}
+}

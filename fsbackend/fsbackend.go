@@ -58,6 +58,20 @@
 // drops its cached workspace resolution. A second stale failure is returned
 // as the Go error (it matches sandbox.ErrStaleTransport), never swallowed.
 //
+// # Defaults
+//
+// In one place: the workspace is $HOME/workspace (FallbackBaseDir when
+// $HOME is unusable), probed once with a command bounded by ProbeTimeout
+// (10 s); a single read returns at most DefaultMaxReadBytes (32 MiB) and
+// larger files get CodeTooLarge; Execute is disabled unless
+// Options.AllowExecute, and then bounded by DefaultExecuteTimeout (2 min)
+// with DefaultMaxExecuteOutput (256 KiB) of output. The execute default is
+// 2 min rather than the 30 s of the seed backend because the commands an
+// agent runs here include package installs and test suites, which often
+// take more than 30 s; a caller that wants the seed's bound sets
+// Options.ExecuteTimeout. The Client's default bounds of provider calls
+// (sandbox.CallTimeouts) and its read cap apply to every call underneath.
+//
 // # Requirements
 //
 // The sandbox image needs a POSIX sh, readlink -f, GNU find (-printf),
@@ -99,6 +113,10 @@ const (
 	DefaultMaxReadBytes     = 32 << 20
 	DefaultMaxExecuteOutput = 256 << 10
 	DefaultExecuteTimeout   = 2 * time.Minute
+	// ProbeTimeout bounds the one-time $HOME probe, whatever ctx allows:
+	// it is a one-line command, and a sandbox that cannot answer it in
+	// 10 s should fail the call, not hold it for the ctx's whole budget.
+	ProbeTimeout = 10 * time.Second
 	// MaxLineChars is the longest line text Grep returns; longer lines are
 	// cut and end with "...".
 	MaxLineChars = 1000
@@ -208,7 +226,9 @@ func (b *FilesystemBackend) BaseDir(ctx context.Context) (string, error) {
 	if base != "" {
 		return base, nil
 	}
-	res, err := b.sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `printf '%s' "$HOME"`}, MaxOutput: 4096})
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	res, err := b.sb.Exec(pctx, sandbox.Command{Args: []string{"sh", "-c", `printf '%s' "$HOME"`}, MaxOutput: 4096})
 	if err != nil {
 		return "", fmt.Errorf("fsbackend: probe $HOME: %w", err)
 	}
