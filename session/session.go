@@ -39,6 +39,18 @@
 // against injection and installed after create with an argv (never a shell
 // line) under a timeout, skipped when the template already ships them.
 //
+// Templates are not built on demand. Seed 001 builds a code-interpreter
+// template on E2B when the requested one is missing; here a missing
+// template falls back or fails fast, as above, and the image is the
+// caller's to prepare: with E2B's template build (e2b template build, from
+// a Dockerfile) ahead of time, or on Daytona with the provider option
+// "image" (daytona.OptImage), which creates the sandbox from a container
+// image directly. Building in the middle of an Acquire would hold the
+// caller for minutes under an API this library does not yet speak.
+//
+// Session.Diagnostics describes the sandbox behind a session's results
+// (id, provider, template, fallback used, adopted, lease).
+//
 // Sessions idle for Options.IdleTimeout are reaped. Release ends one session
 // by the sandbox id it captured, so it never destroys a newer sandbox of the
 // same key. Close destroys the sandboxes the manager owns: those it created
