@@ -102,11 +102,14 @@ import (
 
 // Defaults for the zero fields of Options.
 const (
-	DefaultLabelKey        = "sandboxkit.session"
-	DefaultMaxLive         = 50
-	DefaultIdleTimeout     = 15 * time.Minute
-	DefaultPrimeTimeout    = 30 * time.Second
-	DefaultInstallTimeout  = 5 * time.Minute
+	DefaultLabelKey       = "sandboxkit.session"
+	DefaultMaxLive        = 50
+	DefaultIdleTimeout    = 15 * time.Minute
+	DefaultPrimeTimeout   = 30 * time.Second
+	DefaultInstallTimeout = 5 * time.Minute
+	// NoTimeoutBound is the timeout an install with a negative
+	// InstallTimeout gets when its ctx has no deadline.
+	NoTimeoutBound         = 24 * time.Hour
 	DefaultCleanupTimeout  = 30 * time.Second
 	DefaultReattachTimeout = time.Minute
 	DefaultWorkspace       = "workspace"
@@ -177,7 +180,9 @@ type Options struct {
 	// shell.
 	InstallCommand []string
 	// InstallTimeout bounds the install command (DefaultInstallTimeout
-	// when zero).
+	// when zero). Negative means no timeout of its own: the install is
+	// bounded only by ctx's deadline, or by NoTimeoutBound when ctx has
+	// none (a command always carries a timeout on the wire).
 	InstallTimeout time.Duration
 
 	// Workspace is the working directory of commands and the root of Run's
@@ -294,7 +299,7 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 	if o.PrimeTimeout <= 0 {
 		o.PrimeTimeout = DefaultPrimeTimeout
 	}
-	if o.InstallTimeout <= 0 {
+	if o.InstallTimeout == 0 {
 		o.InstallTimeout = DefaultInstallTimeout
 	}
 	if len(o.InstallCommand) == 0 {

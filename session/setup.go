@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -74,11 +75,42 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 			return nil
 		}
 	}
-	if err := s.sb.SetTimeout(ctx, max(m.lease, m.opts.InstallTimeout+leaseSlack)); err != nil && ctx.Err() == nil {
+	if err := m.install(ctx, s, want); err != nil {
+		return err
+	}
+	if err := s.sb.WriteFile(ctx, s.markerPath(), marker); err != nil {
+		m.log.Warn("session: could not write the setup marker", "key", s.key, "id", s.sb.ID(), "err", err)
+	}
+	s.mu.Lock()
+	s.packages = want
+	s.mu.Unlock()
+	return nil
+}
+
+// installTimeout is the install command's timeout (see InstallTimeout).
+func (m *Manager) installTimeout(ctx context.Context) time.Duration {
+	if t := m.opts.InstallTimeout; t > 0 {
+		return t
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return NoTimeoutBound
+}
+
+// install runs the install command for pkgs (validated) in s's sandbox,
+// after extending the lease to outlive it.
+func (m *Manager) install(ctx context.Context, s *Session, want []string) error {
+	timeout := m.installTimeout(ctx)
+	lease := max(m.lease, timeout+leaseSlack)
+	if ml := m.c.Capabilities().MaxLease; ml > 0 {
+		lease = min(lease, ml)
+	}
+	if err := s.sb.SetTimeout(ctx, lease); err != nil && ctx.Err() == nil {
 		m.log.Warn("session: lease extension before install failed", "key", s.key, "id", s.sb.ID(), "err", err)
 	}
 	argv := append(slices.Clone(m.opts.InstallCommand), want...)
-	res, err := s.sb.Exec(ctx, sandbox.Command{Args: argv, Timeout: m.opts.InstallTimeout})
+	res, err := s.sb.Exec(ctx, sandbox.Command{Args: argv, Timeout: timeout})
 	switch {
 	case err != nil:
 		return fmt.Errorf("session: installing packages %q: %w", want, err)
@@ -89,13 +121,45 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 		return sandbox.Errorf(sandbox.Internal, "session: installing packages %q failed with exit code %d: %s",
 			want, res.ExitCode, tail(res.Stderr, 2048))
 	}
-	if err := s.sb.WriteFile(ctx, s.markerPath(), marker); err != nil {
-		m.log.Warn("session: could not write the setup marker", "key", s.key, "id", s.sb.ID(), "err", err)
+	m.log.Info("session: installed packages", "key", s.key, "id", s.sb.ID(), "packages", want)
+	return nil
+}
+
+// InstallPackages installs pkgs in the session's sandbox now, with the
+// setup's policy (names validated against injection, Options.InstallCommand
+// as an argv, Options.InstallTimeout), for a sandbox already acquired, for
+// example a shared one that needs more packages than the setup gave it.
+// Packages already installed by the setup or an earlier call are skipped.
+// Like every Session operation it extends the lease first and tells a gone
+// sandbox from a degraded one.
+func (s *Session) InstallPackages(ctx context.Context, pkgs ...string) error {
+	if err := ValidatePackages(pkgs); err != nil {
+		return s.m.wrap("install", s.key, s.sb.ID(), err)
 	}
 	s.mu.Lock()
-	s.packages = want
+	var want []string
+	for _, p := range pkgs {
+		if !slices.Contains(s.packages, p) && !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
 	s.mu.Unlock()
-	m.log.Info("session: installed packages", "key", s.key, "id", s.sb.ID(), "packages", want)
+	if len(want) == 0 {
+		return nil
+	}
+	err := s.do(ctx, "install", 0, func(ctx context.Context, _ *sandbox.Sandbox) error {
+		return s.m.install(ctx, s, want)
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, p := range want {
+		if !slices.Contains(s.packages, p) {
+			s.packages = append(s.packages, p)
+		}
+	}
+	s.mu.Unlock()
 	return nil
 }
 
