@@ -173,12 +173,12 @@ func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
 
 	var errs, wrong, empty atomic.Int64
 	var mu sync.Mutex
-	var details []string
-	note := func(format string, args ...any) {
+	var wrongs, failures []string // wrong outputs are listed first
+	note := func(list *[]string, format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
-		if len(details) < 10 {
-			details = append(details, fmt.Sprintf(format, args...))
+		if len(*list) < 10 {
+			*list = append(*list, fmt.Sprintf(format, args...))
 		}
 	}
 	start := time.Now()
@@ -192,7 +192,7 @@ func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
 			r, err := sb.Exec(ctx, sandbox.Command{Shell: line})
 			if err != nil {
 				errs.Add(1)
-				note("exec %d (sandbox %s): error %v", i, sb.ID(), err)
+				note(&failures, "exec %d (sandbox %s): error %v", i, sb.ID(), err)
 				return
 			}
 			dOut, dErr := diffOutput(r.Stdout, wantOut), diffOutput(r.Stderr, wantErr)
@@ -201,7 +201,7 @@ func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
 				if len(r.Stdout) == 0 || len(r.Stderr) == 0 {
 					empty.Add(1)
 				}
-				note("exec %d (sandbox %s, %d/%d bytes): exit %d timedOut=%v truncated=%v/%v; stdout %s; stderr %s",
+				note(&wrongs, "exec %d (sandbox %s, %d/%d bytes): exit %d timedOut=%v truncated=%v/%v; stdout %s; stderr %s",
 					i, sb.ID(), outSize, errSize, r.ExitCode, r.TimedOut, r.StdoutTruncated, r.StderrTruncated, or(dOut, "exact"), or(dErr, "exact"))
 			}
 		})
@@ -212,7 +212,7 @@ func testConcurrentExecExact(ctx context.Context, t *testing.T, s *suite) {
 		execs, boxes, took.Round(time.Millisecond), wrong.Load(), empty.Load(), errs.Load())
 	if wrong.Load() > 0 || errs.Load() > 0 {
 		t.Errorf("%d of %d execs returned wrong output (%d with an empty stream) and %d an error; first ones:\n%s",
-			wrong.Load(), execs, empty.Load(), errs.Load(), strings.Join(details, "\n"))
+			wrong.Load(), execs, empty.Load(), errs.Load(), strings.Join(append(wrongs, failures...), "\n"))
 	}
 }
 
