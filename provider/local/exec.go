@@ -449,7 +449,19 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 	h := &handle{r: r, id: id, c: c, done: make(chan struct{}), closed: make(chan struct{})}
 	fw := &frameWriter{w: c}
 	startCtx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(startCtx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	// ctx bounds only the start. The reader clears the deadline ctx may
+	// have set as soon as it reads the start, before reading on: a ctx
+	// that ends just then must not break the following of a process that
+	// runs (its Wait would fail, its output would be lost).
+	var startMu sync.Mutex
+	isStarted := false
+	stop := context.AfterFunc(startCtx, func() {
+		startMu.Lock()
+		defer startMu.Unlock()
+		if !isStarted {
+			_ = c.SetDeadline(time.Unix(1, 0))
+		}
+	})
 	if err := fw.writeJSON(frameRequest, req); err != nil {
 		stop()
 		cancel()
@@ -463,14 +475,19 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 	go func() {
 		defer close(h.done)
 		defer c.Close()
-		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) { pidc <- pid }, false, true)
+		st, err := readExit(context.Background(), c, fw, stdin, stdout, stderr, func(pid int) {
+			startMu.Lock()
+			isStarted = true
+			_ = c.SetDeadline(time.Time{})
+			startMu.Unlock()
+			pidc <- pid
+		}, false, true)
 		h.st, h.err = st, err
 	}()
 	select {
 	case pid := <-pidc:
 		stop()
 		cancel()
-		_ = c.SetDeadline(time.Time{})
 		h.pid = pid
 		return h, nil
 	case <-h.done:
