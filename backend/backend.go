@@ -46,7 +46,8 @@
 //     directory, sorted by path; nothing found is "No files found".
 //   - Grep: one match per line, "path:line:text"; nothing found is
 //     "No matches found"; a result cut at MaxCount ends with the line
-//     "[results truncated at N matches]".
+//     "[results truncated at N matches]"; files passed over (GrepResult.Skipped)
+//     add a last line "[not searched (too large, or a hard link): a, b]".
 //   - Write: "Wrote N bytes to path"; Edit: "Replaced N occurrence(s) in path".
 //   - Execute: the combined output, then "[Command exited with code N]" on
 //     a line of its own when N is not 0, "[Command timed out]" when it

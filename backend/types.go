@@ -251,7 +251,10 @@ type GrepResult struct {
 	Matches []GrepMatch
 	// Truncated reports that more matches existed than were returned.
 	Truncated bool
-	Error     *Error
+	// Skipped lists the files that were not searched, sorted: files larger
+	// than the backend reads, and hard links to files with other names.
+	Skipped []string
+	Error   *Error
 }
 
 // Text renders the matches for the model.
@@ -259,10 +262,10 @@ func (r *GrepResult) Text() string {
 	if r.Error != nil {
 		return r.Error.Text()
 	}
-	if len(r.Matches) == 0 {
-		return "No matches found"
-	}
 	var b strings.Builder
+	if len(r.Matches) == 0 {
+		b.WriteString("No matches found")
+	}
 	for i, m := range r.Matches {
 		if i > 0 {
 			b.WriteByte('\n')
@@ -271,6 +274,14 @@ func (r *GrepResult) Text() string {
 	}
 	if r.Truncated {
 		fmt.Fprintf(&b, "\n[results truncated at %d matches]", len(r.Matches))
+	}
+	if n := len(r.Skipped); n > 0 {
+		shown := r.Skipped[:min(n, 10)]
+		more := ""
+		if n > len(shown) {
+			more = fmt.Sprintf(" and %d more", n-len(shown))
+		}
+		fmt.Fprintf(&b, "\n[not searched (too large, or a hard link): %s%s]", strings.Join(shown, ", "), more)
 	}
 	return b.String()
 }

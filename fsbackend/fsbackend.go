@@ -82,10 +82,9 @@ package fsbackend
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"path"
 	"slices"
@@ -145,8 +144,12 @@ type Options struct {
 	MaxExecuteOutput int
 	// MaxReadBytes caps the size of a file read in one call and of Grep's
 	// raw output (DefaultMaxReadBytes when 0); larger files get
-	// backend.CodeTooLarge.
+	// backend.CodeTooLarge, and Grep and GetFiles pass over them (Grep
+	// lists them in GrepResult.Skipped).
 	MaxReadBytes int
+	// Logger receives warnings about a damaged binary index or a workspace
+	// pin that could not be persisted. Nil discards them.
+	Logger *slog.Logger
 }
 
 // FilesystemBackend implements backend.Backend over a sandbox. It is safe
@@ -160,7 +163,8 @@ type FilesystemBackend struct {
 	mu      sync.Mutex // guards base and ready
 	base    string     // the workspace; "" until probed
 	ready   bool       // the workspace is known to exist
-	pbase   string     // where the workspace resolved to physically; "" until seen
+	pin     string     // the workspace's device and inode; "" until seen
+	pinBase string     // the workspace pin belongs to
 }
 
 var _ backend.Backend = (*FilesystemBackend)(nil)
@@ -187,6 +191,9 @@ func New(sb *sandbox.Sandbox, opts Options) (*FilesystemBackend, error) {
 	if opts.ExecuteTimeout <= 0 {
 		opts.ExecuteTimeout = DefaultExecuteTimeout
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	b := &FilesystemBackend{sb: sb, opts: opts, base: opts.BaseDir}
 	b.unregister = sb.Client().OnTransportReset(b.dropCaches)
 	return b, nil
@@ -201,13 +208,13 @@ func (b *FilesystemBackend) Close() error {
 
 // dropCaches forgets what the backend learned over the old transport: a
 // probed workspace is probed again and the workspace's existence is
-// checked again.
+// checked again. The pin stays: it is about the sandbox, not the
+// transport, and it is kept only for the workspace it was taken of.
 func (b *FilesystemBackend) dropCaches() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.base = b.opts.BaseDir
 	b.ready = false
-	b.pbase = ""
 }
 
 // BaseDir returns the workspace directory, probing $HOME if needed.
@@ -263,6 +270,14 @@ func jail(base, p string) (string, *backend.Error) {
 	if err != nil {
 		return "", backend.InvalidPath(shown, "it climbs above the workspace root")
 	}
+	if len(rel) > maxPathBytes {
+		return "", backend.InvalidPath(printable(shown), fmt.Sprintf("it is longer than %d bytes", maxPathBytes))
+	}
+	for e := range strings.SplitSeq(rel, "/") {
+		if len(e) > maxNameBytes {
+			return "", backend.InvalidPath(printable(shown), fmt.Sprintf("the name %q is longer than %d bytes", printable(e), maxNameBytes))
+		}
+	}
 	if rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") {
 		return "", backend.InvalidPath(shown, "the name is reserved for the backend's metadata")
 	}
@@ -278,10 +293,82 @@ func printable(s string) string {
 	return q[1 : len(q)-1]
 }
 
-// markName is the file name of rel's binary mark.
-func markName(rel string) string {
-	sum := sha256.Sum256([]byte(rel))
-	return hex.EncodeToString(sum[:])
+// Limits of Linux file systems: a longer name or path would fail in the
+// sandbox with ENAMETOOLONG.
+const (
+	maxNameBytes = 255
+	maxPathBytes = 4000
+)
+
+// pinFile is where the workspace's pin is kept: next to the workspace,
+// outside it ("" for the root, which has no outside).
+func pinFile(base string) string {
+	if base == "/" {
+		return ""
+	}
+	return path.Join(path.Dir(base), "."+path.Base(base)+".fsbackend-pin")
+}
+
+// validKey reports whether s has the form of a file identity in the
+// binary index, "<device>-<inode>-<size>-<mtime>".
+func validKey(s string) bool {
+	f := strings.Split(s, "-")
+	if len(f) != 4 || len(s) > 80 {
+		return false
+	}
+	for i, x := range f {
+		if i == 3 {
+			x = strings.Replace(x, ".", "", 1)
+		}
+		if x == "" || strings.Trim(x, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// indexCap is the most of the binary index the helper reads; see marks().
+const indexCap = 1 << 20
+
+// marks returns the keys of the binary index the helper reported. Keys that
+// are not well formed are ignored with a warning: a damaged or hostile
+// index means "unknown", decided by content.
+func (b *FilesystemBackend) marks(r *opResult) map[string]bool {
+	set := map[string]bool{}
+	raw := r.get("marks")
+	if raw == "" {
+		return set
+	}
+	lines := strings.Split(raw, "\n")
+	if len(raw) >= indexCap {
+		lines = lines[:len(lines)-1] // the last may be cut
+		b.opts.Logger.Warn("fsbackend: the binary index is larger than the backend reads; marks past the limit are ignored", "limit", indexCap)
+	}
+	bad := 0
+	for _, k := range lines {
+		if validKey(k) {
+			set[k] = true
+		} else {
+			bad++
+		}
+	}
+	if bad > 0 {
+		b.opts.Logger.Warn("fsbackend: ignored malformed records in the binary index", "count", bad)
+	}
+	return set
+}
+
+// identities returns the f=<key>/<path> records of a run: path (relative
+// to the searched directory, without "./") to key.
+func identities(r *opResult) map[string]string {
+	ids := map[string]string{}
+	for _, v := range r.kv["f"] {
+		k, p, ok := strings.Cut(v, "/")
+		if ok && validKey(k) {
+			ids[strings.TrimPrefix(p, "./")] = k
+		}
+	}
+	return ids
 }
 
 // opResult is what one run of opScript produced.
@@ -290,6 +377,8 @@ type opResult struct {
 	stdout    []byte
 	truncated bool
 	kv        map[string][]string
+	errText   string // the error record, redacted and made printable
+	base      string // the workspace the run was for
 }
 
 func (r *opResult) get(key string) string {
@@ -301,11 +390,12 @@ func (r *opResult) get(key string) string {
 
 // run runs opScript for op in the workspace base: one round trip.
 func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[string]string, stdin io.Reader, maxOut int) (*opResult, error) {
-	e := map[string]string{"SBX_OP": op, "SBX_BASE": base, "SBX_META": MetadataDir, "LC_ALL": "C"}
+	e := map[string]string{"SBX_OP": op, "SBX_BASE": base, "SBX_META": MetadataDir, "LC_ALL": "C",
+		"SBX_LIMIT": strconv.Itoa(b.opts.MaxReadBytes), "SBX_PINFILE": pinFile(base)}
 	maps.Copy(e, env)
 	b.mu.Lock()
-	if b.pbase != "" && b.base == base {
-		e["SBX_PBASE"] = b.pbase
+	if b.pin != "" && b.pinBase == base {
+		e["SBX_PIN"] = b.pin
 	}
 	b.mu.Unlock()
 	if maxOut <= 0 {
@@ -325,27 +415,34 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	if res.TimedOut {
 		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "fsbackend: %s: timed out after %v", op, res.Timeout)
 	}
-	r := &opResult{code: res.ExitCode, stdout: res.Stdout, truncated: res.StdoutTruncated, kv: map[string][]string{}}
-	for line := range strings.SplitSeq(string(res.Stderr), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && k != "" && !strings.ContainsAny(k, " :") {
+	r := &opResult{code: res.ExitCode, stdout: res.Stdout, truncated: res.StdoutTruncated, kv: map[string][]string{}, base: base}
+	for rec := range strings.SplitSeq(string(res.Stderr), "\x00") {
+		if k, v, ok := strings.Cut(rec, "="); ok && k != "" && strings.Trim(k, "abcdefghijklmnopqrstuvwxyz") == "" {
 			r.kv[k] = append(r.kv[k], v)
 		}
 	}
-	if r.code != 0 && (r.code < exitNotFound || r.code > exitBinary) {
-		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the in-sandbox helper exited %d: %s", op, r.code, printable(string(h.Redact([]byte(r.get("error"))))))
+	r.errText = printable(string(h.Redact([]byte(r.get("error")))))
+	for _, w := range r.kv["warning"] {
+		b.opts.Logger.Warn("fsbackend: "+printable(w), "op", op)
+	}
+	if r.code == exitReplaced {
+		return r, nil
+	}
+	if r.code != 0 && (r.code < exitNotFound || r.code > exitWrite) {
+		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the in-sandbox helper exited %d: %s", op, r.code, r.errText)
 	}
 	b.mu.Lock()
 	b.ready = true // the helper created the workspace
-	if pb := r.get("pbase"); b.pbase == "" && b.base == base && strings.HasPrefix(pb, "/") {
-		b.pbase = pb
+	if pin := r.get("pin"); b.base == base && pin != "" && strings.Trim(pin, "0123456789-") == "" {
+		b.pin, b.pinBase = pin, base
 	}
 	b.mu.Unlock()
 	return r, nil
 }
 
 // pathError turns an agent-actionable exit code into a result error.
-func pathError(code int, shown, verb string) *backend.Error {
-	switch code {
+func pathError(r *opResult, shown, verb string, limit int) *backend.Error {
+	switch r.code {
 	case exitNotFound:
 		return backend.NotFound(shown)
 	case exitIsDir:
@@ -353,11 +450,24 @@ func pathError(code int, shown, verb string) *backend.Error {
 	case exitNotDir:
 		return backend.NotDirectory(shown)
 	case exitEscape:
+		if r.get("error") == "changed while it was being opened" {
+			return backend.InvalidPath(shown, "it changed while it was being opened (a directory or file was swapped); try again")
+		}
 		return backend.InvalidPath(shown, "it leads outside the workspace (through a symbolic link) or into the backend's metadata")
 	case exitDenied:
 		return backend.PermissionDenied(shown)
 	case exitBinary:
 		return backend.Binary(shown, verb)
+	case exitReplaced:
+		return backend.Errorf(backend.CodeInvalidPath, shown, "the workspace directory %s was replaced or removed since the backend first used it (%s); the file tools stay off until it is restored", printable(path.Clean("/"+r.base)), r.errText)
+	case exitNotRegular:
+		return backend.InvalidPath(shown, "it is not a regular file (a named pipe, socket or device); the file tools handle regular files and directories only")
+	case exitHardLink:
+		return backend.InvalidPath(shown, "it is a hard link to a file that has other names, which may lie outside the workspace; copy it with a command instead")
+	case exitTooLarge:
+		return backend.Errorf(backend.CodeTooLarge, shown, "'%s' is larger than %d bytes; read it in parts with a command", shown, limit)
+	case exitWrite:
+		return backend.Errorf(backend.CodePermissionDenied, shown, "cannot write '%s': %s", shown, r.errText)
 	}
 	return nil
 }
@@ -385,19 +495,20 @@ func (b *FilesystemBackend) readFile(ctx context.Context, base, rel string, text
 	if rel == "." {
 		return nil, false, backend.IsDirectory(shown), nil
 	}
-	env := map[string]string{"SBX_PATH": rel, "SBX_MARK": markName(rel)}
+	env := map[string]string{"SBX_PATH": rel}
 	if text {
 		env["SBX_TEXT"] = "1"
 	}
-	r, err := b.run(ctx, base, "read", env, nil, b.opts.MaxReadBytes)
+	r, err := b.run(ctx, base, "read", env, nil, b.opts.MaxReadBytes+1)
 	if err != nil {
 		return nil, false, nil, err
 	}
 	if r.code != 0 {
-		return nil, false, pathError(r.code, shown, verb), nil
+		return nil, false, pathError(r, shown, verb, b.opts.MaxReadBytes), nil
 	}
-	if r.truncated {
-		return nil, false, backend.Errorf(backend.CodeTooLarge, shown, "'%s' is larger than %d bytes; read it in parts with a command", shown, b.opts.MaxReadBytes), nil
+	if r.truncated || len(r.stdout) > b.opts.MaxReadBytes {
+		r.code = exitTooLarge
+		return nil, false, pathError(r, shown, verb, b.opts.MaxReadBytes), nil
 	}
 	data = r.stdout
 	binary = r.get("binary") == "1"
@@ -413,7 +524,7 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 	if rel == "." {
 		return &backend.WriteResult{Path: shown, Error: backend.IsDirectory(shown)}, nil
 	}
-	env := map[string]string{"SBX_PATH": rel, "SBX_MARK": markName(rel)}
+	env := map[string]string{"SBX_PATH": rel}
 	if binary {
 		env["SBX_BINARY"] = "1"
 	}
@@ -422,7 +533,7 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 		return nil, err
 	}
 	if r.code != 0 {
-		return &backend.WriteResult{Path: shown, Error: pathError(r.code, shown, "written")}, nil
+		return &backend.WriteResult{Path: shown, Error: pathError(r, shown, "written", b.opts.MaxReadBytes)}, nil
 	}
 	return &backend.WriteResult{Path: shown, Bytes: int64(len(data))}, nil
 }
@@ -589,7 +700,7 @@ func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (*ba
 		return nil, err
 	}
 	if r.code != 0 {
-		return &backend.LsResult{Error: pathError(r.code, shownPath(rel), "listed")}, nil
+		return &backend.LsResult{Error: pathError(r, shownPath(rel), "listed", b.opts.MaxReadBytes)}, nil
 	}
 	files := []backend.FileInfo{}
 	for _, e := range parseEntries(r.stdout) {
@@ -625,7 +736,7 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		return nil, err
 	}
 	if r.code != 0 {
-		return &backend.GlobResult{Error: pathError(r.code, shownPath(rel), "searched")}, nil
+		return &backend.GlobResult{Error: pathError(r, shownPath(rel), "searched", b.opts.MaxReadBytes)}, nil
 	}
 	if r.truncated {
 		return nil, sandbox.Errorf(sandbox.ResourceExhausted, "fsbackend: glob: the listing of %q exceeds %d bytes", shownPath(rel), b.opts.MaxReadBytes)
@@ -680,14 +791,39 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		return nil, err
 	}
 	if r.code != 0 {
-		return &backend.GrepResult{Error: pathError(r.code, shownPath(rel), "searched")}, nil
-	}
-	marks := map[string]bool{}
-	for _, m := range r.kv["mark"] {
-		marks[m] = true
+		return &backend.GrepResult{Error: pathError(r, shownPath(rel), "searched", b.opts.MaxReadBytes)}, nil
 	}
 	isFile := r.get("kind") == "file"
+	// toRoot maps a name the helper printed (relative to the searched
+	// directory) to the workspace path and the path relative to the
+	// searched directory.
+	toRoot := func(name string) (relToDir, p string) {
+		if isFile {
+			return path.Base(rel), rel
+		}
+		relToDir = strings.TrimPrefix(name, "./")
+		return relToDir, joinRel(rel, relToDir)
+	}
+	marks := b.marks(r)
+	var ids map[string]string
+	if len(marks) > 0 {
+		ids = identities(r)
+	}
+	fileKey := ""
+	if fs := r.kv["f"]; isFile && len(fs) == 1 {
+		fileKey, _, _ = strings.Cut(fs[0], "/")
+	}
 	res := &backend.GrepResult{Matches: []backend.GrepMatch{}, Truncated: r.truncated}
+	for _, v := range r.kv["skip"] {
+		f := strings.SplitN(v, " ", 3)
+		if len(f) == 3 {
+			relToDir, p := toRoot(f[2])
+			if !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
+				res.Skipped = append(res.Skipped, p)
+			}
+		}
+	}
+	slices.Sort(res.Skipped)
 	out := r.stdout
 	for len(out) > 0 {
 		i := bytes.IndexByte(out, 0)
@@ -707,12 +843,12 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		if !ok || err != nil {
 			continue
 		}
-		relToDir, p := path.Base(rel), rel
-		if !isFile {
-			relToDir = strings.TrimPrefix(name, "./")
-			p = joinRel(rel, relToDir)
+		relToDir, p := toRoot(name)
+		key := ids[strings.TrimPrefix(name, "./")]
+		if isFile {
+			key = fileKey
 		}
-		if isMeta(p) || marks[p] || !backend.IsText(text) {
+		if isMeta(p) || marks[key] || !backend.IsText(text) {
 			continue
 		}
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
@@ -761,12 +897,15 @@ func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteReq
 	ready := b.ready
 	b.mu.Unlock()
 	if !ready {
-		if err := b.sb.MkdirAll(ctx, base); err != nil {
+		// First contact: create and pin the workspace before the command
+		// can rearrange it.
+		r, err := b.run(ctx, base, "pin", map[string]string{"SBX_PATH": "."}, nil, 4096)
+		if err != nil {
 			return nil, fmt.Errorf("fsbackend: execute: create the workspace: %w", err)
 		}
-		b.mu.Lock()
-		b.ready = true
-		b.mu.Unlock()
+		if r.code != 0 {
+			return &backend.ExecuteResult{Error: pathError(r, "", "", b.opts.MaxReadBytes)}, nil
+		}
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {

@@ -26,9 +26,15 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 	if err != nil {
 		return nil, err
 	}
-	r, err := b.run(ctx, base, "tar", map[string]string{"SBX_PATH": "."}, nil, 4096)
+	r, err := b.run(ctx, base, "tar", map[string]string{"SBX_PATH": "."}, nil, 0)
 	if err != nil {
 		return nil, err
+	}
+	if r.code == exitReplaced {
+		return nil, pathError(r, "/", "", b.opts.MaxReadBytes)
+	}
+	if n := len(r.kv["skip"]); n > 0 {
+		b.opts.Logger.Warn("fsbackend: get files passed over files larger than the read limit or with several hard links", "count", n)
 	}
 	archive, err := archivePath(r)
 	if err != nil {
@@ -45,12 +51,15 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 		return nil, fmt.Errorf("fsbackend: get files: %w", err)
 	}
 	defer rc.Close()
-	files, marks, err := readArchive(rc)
+	files, err := readArchive(rc)
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: get files: %w", err)
 	}
-	for i := range files {
-		files[i].Binary = marks[files[i].Path]
+	if marks := b.marks(r); len(marks) > 0 {
+		ids := identities(r)
+		for i := range files {
+			files[i].Binary = marks[ids[files[i].Path]]
+		}
 	}
 	slices.SortFunc(files, func(a, b backend.File) int { return strings.Compare(a.Path, b.Path) })
 	return &backend.GetFilesResult{Files: files}, nil
@@ -74,39 +83,30 @@ func archivePath(r *opResult) (string, error) {
 	return archive, nil
 }
 
-// readArchive reads the workspace archive: regular files outside the
-// metadata directory become Files; binary marks become the set of marked
-// paths.
-func readArchive(r io.Reader) ([]backend.File, map[string]bool, error) {
+// readArchive reads the workspace archive: its regular files outside the
+// metadata directory become Files.
+func readArchive(r io.Reader) ([]backend.File, error) {
 	files := []backend.File{}
-	marks := map[string]bool{}
-	markDir := MetadataDir + "/binary/"
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return files, marks, nil
+			return files, nil
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
 		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
-		if name == "" {
+		if name == "" || isMeta(name) {
 			continue
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		switch {
-		case strings.HasPrefix(name, markDir):
-			marks[string(data)] = true
-		case isMeta(name):
-		default:
-			files = append(files, backend.File{Path: name, Data: data})
-		}
+		files = append(files, backend.File{Path: name, Data: data})
 	}
 }

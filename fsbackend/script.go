@@ -3,141 +3,277 @@ package fsbackend
 // opScript is the one shell program the backend runs for file operations.
 // It is a constant: every input (the workspace, the path, the pattern)
 // arrives in an SBX_* environment variable and is only ever expanded inside
-// double quotes, so no user text becomes shell syntax. Each run resolves
-// the workspace and the target physically (cd -P, pwd -P, readlink -f)
-// and refuses a target that leads outside the workspace before touching
-// it, so the jail check and the operation share one round trip.
+// double quotes, so no user text becomes shell syntax.
 //
-// Inputs: SBX_OP (read, write, ls, walk, grep, tar); SBX_BASE, the
-// workspace (absolute); SBX_PBASE, where the workspace resolved to before,
-// if known (a workspace that now resolves elsewhere, for example because it
-// was replaced by a symbolic link, is refused); SBX_META, the metadata
+// # Resolution
+//
+// The program changes into the workspace (cd -P) and checks the directory
+// it landed in against the pin (device and inode, from find -printf %D-%i)
+// before anything else: a workspace replaced since the backend first saw
+// it, by a symbolic link or another directory, is refused (exit 106). The
+// pin is SBX_PIN when the backend knows it, else the content of SBX_PINFILE,
+// a file next to the workspace (outside it, where no file tool reaches and a
+// swap of the workspace does not move it), which the first run writes.
+//
+// The target is then reached one element at a time with cd -P relative to
+// the current directory, never through a path string resolved again later:
+// after each step the shell's physical working directory ($PWD after cd -P,
+// the kernel's getcwd) must lie in the workspace and outside its metadata,
+// so a directory swapped for a symbolic link between two tool calls, or
+// during one, leads nowhere. A final element that is a symbolic link is
+// resolved the same way (readlink, then cd -P into its directory), at most
+// 40 times. Only the last element is then opened by name, relative to that
+// directory: for a read, the open file's identity is checked after the open
+// (/proc/self/fd/3 must name the same path, and the file must be regular,
+// have one link and fit the cap) before any byte is sent; a write has no
+// such check after the fact, which is the shell path's residual race (see
+// the package documentation).
+//
+// # Inputs
+//
+// SBX_OP (pin, read, write, ls, walk, grep, tar); SBX_BASE, the workspace
+// (absolute); SBX_PIN and SBX_PINFILE, above; SBX_META, the metadata
 // directory's name; SBX_PATH, the target relative to the workspace ("." for
-// the root), already checked element-wise; SBX_MARK, the file name of the
-// target's binary mark; SBX_TEXT=1, refuse a marked file; SBX_BINARY=1,
-// set the mark on write (otherwise a write clears it); SBX_PATTERN and
-// SBX_MAX for grep.
+// the root), already checked element-wise; SBX_LIMIT, the largest file read,
+// searched or archived, in bytes; SBX_TEXT=1, refuse a file marked binary;
+// SBX_BINARY=1, mark the written file binary (otherwise a write clears its
+// mark); SBX_PATTERN and SBX_MAX for grep.
 //
-// Outputs: the operation's data on stdout; "key=value" lines on stderr
-// (pbase= the resolved workspace, path= the resolved target, binary=1 for
-// a marked file, kind=file|dir for grep, mark=<path> for each marked file,
-// tar=<file> for the archive, error=<text>); and an exit code: 0 for
-// success, one of the exit* constants below for a failure the agent can
-// act on, anything else for an unexpected failure.
+// # Outputs
+//
+// The operation's data on stdout; records "key=value" on stderr, each ended
+// by a NUL byte, so that no name or text can forge another record: pin= and
+// pbase= (the workspace's identity and physical path), binary=1 for a marked
+// file, kind=file|dir for grep, marks= (the binary index, newline-separated
+// keys), f=<key>/<path> (a searched or archived file's identity),
+// skip=<links> <size> <path> (a file grep or tar passed over), tar=<file>,
+// warning=<text>, error=<text>. The exit code is 0 for success, one of the
+// exit* constants below for a failure the agent can act on, anything else
+// for an unexpected failure.
+//
+// # The binary index
+//
+// A file written as bytes is marked by an empty file in $SBX_META/binary
+// named after its identity, "<device>-<inode>-<size>-<mtime>": the mark
+// follows the file through renames and every alias (symbolic or hard link),
+// and lapses when the file changes outside the backend or the inode is
+// reused, after which the content decides. Only names made of digits, '-'
+// and '.' are read, never contents, and at most 1 MiB of them.
 //
 // The archive of the tar operation is written under the metadata
 // directory, inside the workspace, because providers may serve files only
 // under the sandbox's home; the caller removes it.
 //
-// Requirements on the sandbox image: a POSIX sh, cat, mkdir, rm, readlink
-// -f, GNU find (-printf), grep (-r -I -F --null), tar and mktemp: Debian,
-// Ubuntu and the E2B and Daytona default images have them.
+// # Requirements
+//
+// A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, GNU find
+// (-printf with %D %i %n %T@ %l, -fprint0, -exec {} +), grep (-F -I -D
+// skip --null, -c -x) and GNU tar (--null -T): Debian, Ubuntu and the E2B
+// and Daytona default images have them.
 const opScript = `set -u
-die() { printf 'error=%s\n' "$2" >&2; exit "$1"; }
-mkdir -p -- "$SBX_BASE" 2>/dev/null
-pbase=$(cd -P -- "$SBX_BASE" 2>/dev/null && pwd -P) || die 70 "workspace directory is unusable"
-if [ -n "${SBX_PBASE:-}" ] && [ "$pbase" != "$SBX_PBASE" ]; then die 103 "the workspace now resolves elsewhere"; fi
-printf 'pbase=%s\n' "$pbase" >&2
-if [ "$pbase" = / ]; then pre=/; else pre=$pbase/; fi
-meta=$pre$SBX_META
-inside() { [ "$pbase" = / ] && return 0; case $1 in "$pbase"|"$pbase"/*) return 0;; esac; return 1; }
+rec() { printf '%s=%s\0' "$1" "$2" >&2; }
+die() { rec error "$2"; exit "$1"; }
+lim=${SBX_LIMIT:-33554432}
+if ! cd -P -- "$SBX_BASE" 2>/dev/null; then
+  if [ -n "${SBX_PIN:-}" ] || { [ -n "${SBX_PINFILE:-}" ] && { [ -e "$SBX_PINFILE" ] || [ -L "$SBX_PINFILE" ]; }; }; then
+    die 106 "the workspace directory is gone"
+  fi
+  mkdir -p -- "$SBX_BASE" 2>/dev/null
+  cd -P -- "$SBX_BASE" 2>/dev/null || die 70 "workspace directory is unusable"
+fi
+pbase=$PWD
+id=$(find . -maxdepth 0 -printf '%D-%i' 2>/dev/null)
+case $id in ''|*[!0-9-]*) die 70 "cannot identify the workspace directory";; esac
+pin=${SBX_PIN:-}
+if [ -z "$pin" ] && [ -n "${SBX_PINFILE:-}" ]; then
+  if [ -L "$SBX_PINFILE" ] || { [ -e "$SBX_PINFILE" ] && [ ! -f "$SBX_PINFILE" ]; }; then
+    die 106 "the workspace pin is not a regular file"
+  elif [ -f "$SBX_PINFILE" ]; then
+    IFS= read -r pin < "$SBX_PINFILE" 2>/dev/null || :
+    case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
+  else
+    pin=$id
+    { printf '%s\n' "$id" > "$SBX_PINFILE"; } 2>/dev/null || rec warning "cannot persist the workspace pin"
+  fi
+fi
+[ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
+rec pin "$id"
+rec pbase "$pbase"
+if [ "$pbase" = / ]; then meta=/$SBX_META; else meta=$pbase/$SBX_META; fi
+beneath() { [ "$pbase" = / ] && return 0; case $1 in "$pbase"|"$pbase"/*) return 0;; esac; return 1; }
 inmeta() { case $1 in "$meta"|"$meta"/*) return 0;; esac; return 1; }
-canon() {
-  if [ -d "$1" ]; then (cd -P -- "$1" 2>/dev/null && pwd -P); return; fi
-  if [ -L "$1" ]; then readlink -f -- "$1"; return; fi
-  cd_d=${1%/*}; [ -n "$cd_d" ] || cd_d=/
-  cd_d=$(cd -P -- "$cd_d" 2>/dev/null && pwd -P) || return 1
-  if [ "$cd_d" = / ]; then printf '/%s\n' "${1##*/}"; else printf '%s/%s\n' "$cd_d" "${1##*/}"; fi
+here() { beneath "$PWD" || return 103; inmeta "$PWD" && return 103; return 0; }
+create=
+step() {
+  if [ -d "$1" ]; then cd -P -- "$1" 2>/dev/null || return 104
+  elif [ -L "$1" ]; then if [ -n "$create" ]; then return 103; fi; return 100
+  elif [ -e "$1" ]; then return 102
+  elif [ -n "$create" ]; then { mkdir -- "$1" && cd -P -- "$1"; } 2>/dev/null || return 104
+  else return 100; fi
+  here
 }
-metaok() { [ -d "$meta/binary" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ]; }
-marked() { [ -n "${SBX_MARK:-}" ] && metaok && [ -e "$meta/binary/$SBX_MARK" ]; }
-if [ "$SBX_PATH" = . ]; then t=$pbase; else t=$pre$SBX_PATH; fi
-existing() {
-  [ -e "$t" ] || die 100 "not found"
-  r=$(canon "$t") || die 100 "not found"
-  inside "$r" || die 103 "leads outside the workspace"
-  inmeta "$r" && die 103 "names the backend's metadata"
+resolve() {
+  case $SBX_PATH in
+  .) name=.; return 0 ;;
+  */*) rest=${SBX_PATH%/*}; name=${SBX_PATH##*/} ;;
+  *) rest=; name=$SBX_PATH ;;
+  esac
+  while [ -n "$rest" ]; do
+    c=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    step "$c" || return
+  done
+  hops=0
+  while [ "$name" != . ] && [ -L "$name" ]; do
+    hops=$((hops + 1)); [ "$hops" -le 40 ] || return 103
+    l=$(readlink -- "$name" 2>/dev/null) || return 100
+    [ -n "$l" ] || return 100
+    while :; do case $l in //*) l=${l#/} ;; ?*/) l=${l%/} ;; *) break ;; esac; done
+    case $l in
+    /) ld=/; name=. ;;
+    */*) ld=${l%/*}; [ -n "$ld" ] || ld=/; name=${l##*/} ;;
+    *) ld=.; name=$l ;;
+    esac
+    case $name in .|..) ld=$ld/$name; name=. ;; esac
+    cd -P -- "$ld" 2>/dev/null || { [ -n "$create" ] && return 103; return 100; }
+    here || return
+  done
+  if [ "$PWD" = "$pbase" ] && [ "$name" = "$SBX_META" ]; then return 103; fi
   return 0
 }
-case $SBX_OP in
-read)
-  existing
-  [ -d "$r" ] && die 101 "is a directory"
-  if marked; then
-    [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
-    printf 'binary=1\n' >&2
-  fi
-  [ -r "$r" ] || die 104 "permission denied"
-  printf 'path=%s\n' "$r" >&2
-  exec cat -- "$r" ;;
-write)
-  a=$t; rest=
-  while [ ! -e "$a" ] && [ ! -L "$a" ]; do
-    rest=${a##*/}${rest:+/$rest}; a=${a%/*}; [ -n "$a" ] || a=/
+intodir() {
+  [ "$name" = . ] && return 0
+  [ -d "$name" ] || { [ -e "$name" ] && return 102; return 100; }
+  cd -P -- "$name" 2>/dev/null || return 104
+  name=.
+  here
+}
+prove() {
+  pd=${1%%-*}; pi=${1#*-}; pi=${pi%%-*}
+  pn=$(cd -P -- "$pbase" && find . -xdev -path "./$SBX_META" -prune -o -inum "$pi" -printf '%D\n' 2>/dev/null | grep -c -x -F -e "$pd")
+  [ "$pn" = "$2" ]
+}
+index() {
+  for x in "$meta" "$meta/$1"; do
+    if [ -L "$x" ] || { [ -e "$x" ] && [ ! -d "$x" ]; }; then rm -f -- "$x" 2>/dev/null; fi
+    [ -d "$x" ] || mkdir -- "$x" 2>/dev/null
+    { [ -w "$x" ] && [ -x "$x" ]; } || chmod u+rwx -- "$x" 2>/dev/null
   done
-  if [ -z "$rest" ]; then
-    [ -e "$t" ] || die 103 "is a symbolic link to a missing target"
-    r=$(canon "$t") || die 100 "not found"
-    inside "$r" || die 103 "leads outside the workspace"
-    [ -d "$r" ] && die 101 "is a directory"
-    [ -w "$r" ] || die 104 "permission denied"
-  else
-    [ -e "$a" ] || die 103 "is below a symbolic link to a missing target"
-    ra=$(canon "$a") || die 100 "not found"
-    inside "$ra" || die 103 "leads outside the workspace"
-    [ -d "$ra" ] || die 102 "a parent is not a directory"
-    if [ "$ra" = / ]; then r=/$rest; else r=$ra/$rest; fi
-    mkdir -p -- "${r%/*}" 2>/dev/null || die 104 "cannot create the parent directory"
-    [ -w "${r%/*}" ] || die 104 "permission denied"
+  [ -d "$meta/$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/$1" ]
+}
+marks() {
+  mk=
+  if [ -d "$meta/binary" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ]; then
+    mk=$(find "$meta/binary" -mindepth 1 -maxdepth 1 -type f ! -name '*[!0-9.-]*' -printf '%f\n' 2>/dev/null | head -c 1048576)
   fi
-  inmeta "$r" && die 103 "names the backend's metadata"
-  cat > "$r" || die 72 "write failed"
-  if [ -n "${SBX_MARK:-}" ]; then
-    if [ "${SBX_BINARY:-}" = 1 ]; then
-      for d in "$meta" "$meta/binary"; do
-        if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; fi
-      done
-      mkdir -p -- "$meta/binary" && rm -f -- "$meta/binary/$SBX_MARK" &&
-        printf '%s' "$SBX_PATH" > "$meta/binary/$SBX_MARK" || die 71 "cannot record the binary mark"
-    elif metaok; then
-      rm -f -- "$meta/binary/$SBX_MARK"
+  [ -z "$mk" ] || rec marks "$mk"
+}
+marked() { [ -n "$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ] && [ -f "$meta/binary/$1" ]; }
+set -f
+case $SBX_OP in
+pin)
+  exit 0 ;;
+read)
+  resolve || die "$?" "cannot be reached"
+  [ "$name" = . ] && die 101 "is a directory"
+  [ -e "$name" ] || die 100 "not found"
+  [ -d "$name" ] && die 101 "is a directory"
+  [ -f "$name" ] || die 107 "not a regular file"
+  [ -r "$name" ] || die 104 "permission denied"
+  exec 3< "./$name" || die 104 "cannot open"
+  if [ -d /proc/self/fd ]; then
+    st=$(find /proc/self/fd/3 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %l//' 2>/dev/null)
+    fp=${st%%//*}; fp=${fp#* * * * }; st=${st#*//}
+    if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
+    [ "$fp" = "$want" ] || die 103 "changed while it was being opened"
+  else
+    st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s //' 2>/dev/null)
+  fi
+  set -- $st
+  [ "${1:-}" = f ] || die 103 "changed while it was being opened"
+  [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
+  [ "$4" -gt "$lim" ] && die 109 "too large"
+  if marked "$3"; then
+    [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
+    rec binary 1
+  fi
+  exec head -c "$((lim + 1))" <&3 ;;
+write)
+  create=1
+  resolve || die "$?" "cannot be reached"
+  [ "$name" = . ] && die 101 "is a directory"
+  old=
+  if [ -e "$name" ] || [ -L "$name" ]; then
+    [ -d "$name" ] && die 101 "is a directory"
+    [ -f "$name" ] || die 107 "not a regular file"
+    [ -w "$name" ] || die 104 "permission denied"
+    set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
+    [ "${1:-}" = f ] || die 103 "changed while it was being opened"
+    [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
+    old=$3
+  fi
+  msg=$(cat 2>&1 > "./$name") || die 110 "$msg"
+  if [ "${SBX_BINARY:-}" = 1 ]; then
+    set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
+    if [ "${1:-}" = f ] && index binary; then
+      k=$meta/binary/$3
+      if [ -e "$k" ] && [ ! -f "$k" ]; then rm -rf -- "$k" 2>/dev/null; fi
+      { : > "$k"; } 2>/dev/null || rec warning "cannot record the binary mark"
+    else
+      rec warning "cannot record the binary mark"
     fi
   fi
+  if [ -n "$old" ] && marked "$old"; then rm -f -- "$meta/binary/$old" 2>/dev/null; fi
   exit 0 ;;
 ls|walk)
-  existing
-  [ -d "$r" ] || die 102 "not a directory"
-  { [ -r "$r" ] && [ -x "$r" ]; } || die 104 "permission denied"
-  if [ "$SBX_OP" = ls ]; then depth=1; else depth=1000000; fi
-  find "$r" -mindepth 1 -maxdepth "$depth" -printf '%y%Y %s %T@ %P\0' 2>/dev/null
+  resolve || die "$?" "cannot be reached"
+  intodir || die "$?" "not a directory"
+  { [ -r . ] && [ -x . ]; } || die 104 "permission denied"
+  if [ "$SBX_OP" = ls ]; then set -- -maxdepth 1; else set --; fi
+  if [ "$PWD" = "$pbase" ]; then
+    find . -mindepth 1 "$@" -path "./$SBX_META" -prune -o -printf '%y%Y %s %T@ %P\0' 2>/dev/null
+  else
+    find . -mindepth 1 "$@" -printf '%y%Y %s %T@ %P\0' 2>/dev/null
+  fi
   exit 0 ;;
 grep)
-  existing
-  if metaok; then
-    for f in "$meta"/binary/*; do
-      [ -f "$f" ] && [ ! -L "$f" ] && { printf 'mark='; cat -- "$f"; printf '\n'; }
-    done >&2
+  resolve || die "$?" "cannot be reached"
+  if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
+    rec kind file
+    [ -f "$name" ] || die 107 "not a regular file"
+    marks
+    set -- $(find "./$name" -maxdepth 0 -printf '%n %s %D-%i-%s-%T@' 2>/dev/null)
+    [ "$#" -eq 3 ] || die 100 "not found"
+    if [ "$1" -gt 1 ] || [ "$2" -gt "$lim" ]; then rec skip "$1 $2 $name"; exit 0; fi
+    [ -z "$mk" ] || rec f "$3/$name"
+    grep -D skip -H -n -I -F --null ${SBX_MAX:+-m "$SBX_MAX"} -e "$SBX_PATTERN" -- "./$name" 2>/dev/null
+    [ $? -le 1 ] || die 73 "grep failed"
+    exit 0
   fi
-  set -- -n -I -F --null
-  [ "${SBX_MAX:-0}" -gt 0 ] && set -- "$@" -m "$SBX_MAX"
-  if [ -d "$r" ]; then
-    printf 'kind=dir\n' >&2
-    cd -- "$r" || die 104 "permission denied"
-    grep -r "$@" -e "$SBX_PATTERN" -- . 2>/dev/null
+  intodir || die "$?" "not found"
+  rec kind dir
+  marks
+  g="-D skip -H -n -I -F --null"
+  if [ "$PWD" = "$pbase" ]; then set -- . -path "./$SBX_META" -prune -o; else set -- .; fi
+  if [ -n "$mk" ]; then
+    find "$@" -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -printf 'f=%D-%i-%s-%T@/%P\0' >&2 2>/dev/null
   else
-    printf 'kind=file\n' >&2
-    grep -H "$@" -e "$SBX_PATTERN" -- "$r" 2>/dev/null
+    find "$@" -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' >&2 2>/dev/null
   fi
-  [ $? -le 2 ] || die 73 "grep failed"
+  find "$@" -type f -links 1 -size -"$((lim + 1))"c -exec grep $g ${SBX_MAX:+-m "$SBX_MAX"} -e "$SBX_PATTERN" -- {} + 2>/dev/null
   exit 0 ;;
 tar)
-  for d in "$meta" "$meta/tmp"; do
-    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d"; fi
-  done
-  mkdir -p -- "$meta/tmp" && f=$(mktemp "$meta/tmp/snapshot.XXXXXX") || die 74 "cannot create the archive file"
-  (cd -- "$pbase" && tar -cf "$f" --exclude="./$SBX_META/tmp" .) 2>/dev/null
+  index tmp || die 74 "cannot create the archive directory"
+  f=$(mktemp "$meta/tmp/snapshot.XXXXXX" 2>/dev/null) || die 74 "cannot create the archive file"
+  l=$(mktemp "$meta/tmp/list.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
+  marks
+  set -- . -path "./$SBX_META" -prune -o -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -fprint0 "$l"
+  if [ -n "$mk" ]; then set -- "$@" -printf 'f=%D-%i-%s-%T@/%P\0'; fi
+  find "$@" >&2 2>/dev/null
+  tar -cf "$f" --no-recursion --null -T "$l" 2>/dev/null
+  rm -f -- "$l"
   [ -s "$f" ] || { rm -f -- "$f"; die 74 "tar failed"; }
-  printf 'tar=%s\n' "$f" >&2
+  rec tar "$f"
   exit 0 ;;
 *)
   die 64 "unknown operation" ;;
@@ -146,10 +282,15 @@ esac
 
 // Exit codes of opScript.
 const (
-	exitNotFound = 100
-	exitIsDir    = 101
-	exitNotDir   = 102
-	exitEscape   = 103
-	exitDenied   = 104
-	exitBinary   = 105
+	exitNotFound   = 100
+	exitIsDir      = 101
+	exitNotDir     = 102
+	exitEscape     = 103
+	exitDenied     = 104
+	exitBinary     = 105
+	exitReplaced   = 106
+	exitNotRegular = 107
+	exitHardLink   = 108
+	exitTooLarge   = 109
+	exitWrite      = 110
 )
