@@ -22,8 +22,11 @@ const (
 	// CodeIsDirectory: a file operation named a directory.
 	CodeIsDirectory Code = "is_directory"
 	// CodeInvalidPath: the path is malformed (empty element after cleaning,
-	// control characters), climbs above the workspace root, leads outside
-	// it through a symbolic link, or names the backend's private metadata.
+	// control characters, a name too long), climbs above the workspace
+	// root, leads outside it through a symbolic link, names the backend's
+	// private metadata, or names what the file tools do not handle: a hard
+	// link to a file with other names, a named pipe, socket or device, or
+	// a workspace replaced since the backend pinned it.
 	CodeInvalidPath Code = "invalid_path"
 
 	// CodeNotDirectory: Ls named a file, or a parent of a written path is

@@ -14,18 +14,62 @@
 // Every path is mapped into the workspace element by element
 // (internal/pathsafe): "report..final.md" and "[...slug]" are ordinary
 // names, an absolute path is re-rooted under the workspace, and a ".."
-// that would climb above it is refused with backend.CodeInvalidPath.
-// Symbolic links are resolved inside the sandbox, in the same command that
-// performs the operation: a link inside the workspace that leads outside
-// cannot be read, written, listed or searched through (CodeInvalidPath).
-// A backslash is read as a slash ("dir\file.txt" is "dir/file.txt"), as
-// models trained on Windows paths write them.
+// that would climb above it is refused with backend.CodeInvalidPath, as is
+// a name longer than 255 bytes. A backslash is read as a slash
+// ("dir\file.txt" is "dir/file.txt"), as models trained on Windows paths
+// write them.
+//
+// The jail is meant to hold against an agent that uses Execute (or any
+// other process in the sandbox) to rearrange the workspace under the file
+// tools, not only against odd path strings:
+//
+//   - The workspace is pinned by device and inode at first contact: the
+//     first file tool call, or the first Execute, which pins before the
+//     command runs. The pin is kept by the backend and persisted in a file
+//     next to the workspace (".<name>.fsbackend-pin" in its parent), outside
+//     it, where no file tool reaches and a swap of the workspace does not
+//     move it; a new backend instance over the same sandbox reads it. A
+//     workspace later replaced (by a symbolic link, another directory, or
+//     removed) is refused by every tool with CodeInvalidPath until it is
+//     restored. A pin file the sandbox cannot write (a workspace whose
+//     parent is read-only, or "/") protects only the instance that took it.
+//   - The target is reached one element at a time from the pinned
+//     directory (cd -P relative to it), and after each step the directory
+//     reached must lie in the workspace and outside its metadata; symbolic
+//     links are followed only while they stay inside (CodeInvalidPath
+//     otherwise). A directory swapped for a link to the outside, before a
+//     call or during it, leads nowhere. Listing and searching use find and
+//     grep -r, which walk directories through file descriptors without
+//     following links.
+//   - A regular file with more than one hard link is refused by read,
+//     write, edit and download unless every link is inside the workspace
+//     (outside its metadata); grep and get-all pass over it (grep says so
+//     in GrepResult.Skipped).
+//   - Named pipes, sockets and devices are refused before they are opened
+//     (a read never blocks on a FIFO); a file larger than
+//     Options.MaxReadBytes is refused by read from its size, without being
+//     read, and grep and get-all pass over it.
+//   - A read opens the file and then checks, before sending a byte, that
+//     the open file is the regular file named, with one link (the kernel's
+//     path of the open file, /proc/self/fd, must be the name reached); a
+//     mismatch is refused ("changed while it was being opened").
+//
+// What the shell path does not close: the last element of a write is
+// opened by name after it was checked, so a process that swaps that one
+// file for a symbolic link (or a hard link) in the microseconds between the
+// check and the open can redirect one write; grep and get-all likewise
+// check a file's link count and size a moment before reading it. Closing
+// these needs openat2(RESOLVE_BENEATH) or os.Root inside the sandbox (a
+// small static helper program, issue 15's item 1), which this package does
+// not ship yet: every sandbox takes the shell path. The adversarial tests
+// (adversarial_test.go) measure the directory-swap race at 0 escapes in
+// 200 calls per verb.
 //
 // The jail protects the workspace from the file tools; it is not process
-// isolation: a command run by Execute can reach whatever the sandbox can,
-// and a command running at the same time as a file tool could swap a
-// directory for a link between the check and the operation, which run in
-// the same command a few instructions apart.
+// isolation: a command run by Execute can reach whatever the sandbox can.
+// Nor can it stop a process with the sandbox user's rights from editing or
+// removing the pin file; a removed pin is taken again at the next first
+// contact.
 //
 // # Round trips
 //
@@ -42,14 +86,21 @@
 // # Binary files
 //
 // WriteBytes (and UploadFiles and SetFiles for items marked Binary or
-// holding non-text data) records a binary mark for the path in a hidden
-// metadata directory, MetadataDir, under the workspace. The marks are
-// files, so they persist in the sandbox, are seen by every backend
-// instance over it, and two backends never lose each other's updates.
-// Read, ReadChars and Edit refuse a marked file, and any file whose content
-// is not text, with backend.CodeBinaryFile; a text Write clears the mark.
-// Ls, Glob, Grep and GetFiles never show the metadata directory, and no
-// operation accepts a path inside it.
+// holding non-text data) records a binary mark in a hidden index,
+// MetadataDir/binary under the workspace. A mark is keyed by the file's
+// identity (device, inode, size and modification time), not by its path:
+// every alias (a symbolic link, a hard link, a path through a linked
+// directory) sees it, it follows a rename, and it lapses when the file is
+// changed by something else than the backend or its inode is reused, after
+// which the content decides (a copy made by a command is judged by its
+// content). The marks persist in the sandbox and are seen by every backend
+// instance over it. Read, ReadChars and Edit refuse a marked file, and any
+// file whose content is not text, with backend.CodeBinaryFile; a text Write
+// clears the mark. No tool reaches the metadata directory through any
+// alias. The index is read by file names only, at most 1 MiB of them: a
+// malformed or hostile entry is ignored with a warning on Options.Logger,
+// and an index the agent broke (a file or a mode-000 directory in its
+// place) is repaired by the next binary write, never an error.
 //
 // # Stale transports
 //
@@ -74,9 +125,11 @@
 //
 // # Requirements
 //
-// The sandbox image needs a POSIX sh, readlink -f, GNU find (-printf),
-// grep, tar and mktemp, as Debian-based images (E2B's and Daytona's
-// defaults among them) provide.
+// The sandbox image needs a POSIX sh, cat, head -c, mkdir, mktemp, readlink,
+// rm, GNU find (-printf %D %i %n %l), GNU grep (-r, --exclude-dir, --label,
+// -D skip) and GNU tar (--anchored --no-wildcards -X), as Debian-based
+// images (E2B's and Daytona's defaults among them) provide, and /proc for
+// the check of an opened file (without /proc reads skip it).
 package fsbackend
 
 import (
@@ -354,6 +407,19 @@ func (b *FilesystemBackend) marks(r *opResult) map[string]bool {
 	}
 	if bad > 0 {
 		b.opts.Logger.Warn("fsbackend: ignored malformed records in the binary index", "count", bad)
+	}
+	return set
+}
+
+// skipSet returns the paths of the skip=<links> <size> <path> records of a
+// run (relative to the searched directory, without "./"): files a search
+// or an archive must pass over.
+func skipSet(r *opResult) map[string]bool {
+	set := map[string]bool{}
+	for _, v := range r.kv["skip"] {
+		if f := strings.SplitN(v, " ", 3); len(f) == 3 {
+			set[strings.TrimPrefix(f[2], "./")] = true
+		}
 	}
 	return set
 }
@@ -814,13 +880,11 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		fileKey, _, _ = strings.Cut(fs[0], "/")
 	}
 	res := &backend.GrepResult{Matches: []backend.GrepMatch{}, Truncated: r.truncated}
-	for _, v := range r.kv["skip"] {
-		f := strings.SplitN(v, " ", 3)
-		if len(f) == 3 {
-			relToDir, p := toRoot(f[2])
-			if !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
-				res.Skipped = append(res.Skipped, p)
-			}
+	skipped := skipSet(r)
+	for name := range skipped {
+		relToDir, p := toRoot(name)
+		if !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
+			res.Skipped = append(res.Skipped, p)
 		}
 	}
 	slices.Sort(res.Skipped)
@@ -848,7 +912,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		if isFile {
 			key = fileKey
 		}
-		if isMeta(p) || marks[key] || !backend.IsText(text) {
+		if isMeta(p) || marks[key] || skipped[strings.TrimPrefix(name, "./")] || !backend.IsText(text) {
 			continue
 		}
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {

@@ -55,6 +55,8 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: get files: %w", err)
 	}
+	skipped := skipSet(r)
+	files = slices.DeleteFunc(files, func(f backend.File) bool { return skipped[f.Path] })
 	if marks := b.marks(r); len(marks) > 0 {
 		ids := identities(r)
 		for i := range files {

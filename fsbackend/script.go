@@ -168,6 +168,27 @@ marks() {
   fi
   [ -z "$mk" ] || rec marks "$mk"
 }
+regular() {
+  [ "$name" = . ] && return 101
+  [ -e "$name" ] || return 100
+  [ -d "$name" ] && return 101
+  [ -f "$name" ] || return 107
+  return 0
+}
+openv() {
+  exec 3< "./$name" || return 104
+  if [ -d /proc/self/fd ]; then
+    st=$(find /proc/self/fd/3 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %l//' 2>/dev/null)
+    fp=${st%%//*}; fp=${fp#* * * * }; st=${st#*//}
+    if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
+    [ "$fp" = "$want" ] || return 103
+  else
+    st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s //' 2>/dev/null)
+  fi
+  set -- $st
+  [ "${1:-}" = f ] || return 103
+  links=$2 key=$3 size=$4
+}
 marked() { [ -n "$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ] && [ -f "$meta/binary/$1" ]; }
 set -f
 case $SBX_OP in
@@ -175,25 +196,12 @@ pin)
   exit 0 ;;
 read)
   resolve || die "$?" "cannot be reached"
-  [ "$name" = . ] && die 101 "is a directory"
-  [ -e "$name" ] || die 100 "not found"
-  [ -d "$name" ] && die 101 "is a directory"
-  [ -f "$name" ] || die 107 "not a regular file"
+  regular || die "$?" "not a regular file"
   [ -r "$name" ] || die 104 "permission denied"
-  exec 3< "./$name" || die 104 "cannot open"
-  if [ -d /proc/self/fd ]; then
-    st=$(find /proc/self/fd/3 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %l//' 2>/dev/null)
-    fp=${st%%//*}; fp=${fp#* * * * }; st=${st#*//}
-    if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
-    [ "$fp" = "$want" ] || die 103 "changed while it was being opened"
-  else
-    st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s //' 2>/dev/null)
-  fi
-  set -- $st
-  [ "${1:-}" = f ] || die 103 "changed while it was being opened"
-  [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
-  [ "$4" -gt "$lim" ] && die 109 "too large"
-  if marked "$3"; then
+  openv || die "$?" "changed while it was being opened"
+  [ "$links" -gt 1 ] && ! prove "$key" "$links" && die 108 "has other hard links"
+  [ "$size" -gt "$lim" ] && die 109 "too large"
+  if marked "$key"; then
     [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
     rec binary 1
   fi
@@ -204,8 +212,7 @@ write)
   [ "$name" = . ] && die 101 "is a directory"
   old=
   if [ -e "$name" ] || [ -L "$name" ]; then
-    [ -d "$name" ] && die 101 "is a directory"
-    [ -f "$name" ] || die 107 "not a regular file"
+    regular || die "$?" "not a regular file"
     [ -w "$name" ] || die 104 "permission denied"
     set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
     [ "${1:-}" = f ] || die 103 "changed while it was being opened"
@@ -238,39 +245,41 @@ ls|walk)
   exit 0 ;;
 grep)
   resolve || die "$?" "cannot be reached"
+  set -- -D skip -H -n -I -F --null
+  [ "${SBX_MAX:-0}" -gt 0 ] && set -- "$@" -m "$SBX_MAX"
   if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
     rec kind file
-    [ -f "$name" ] || die 107 "not a regular file"
+    regular || die "$?" "not a regular file"
     marks
-    set -- $(find "./$name" -maxdepth 0 -printf '%n %s %D-%i-%s-%T@' 2>/dev/null)
-    [ "$#" -eq 3 ] || die 100 "not found"
-    if [ "$1" -gt 1 ] || [ "$2" -gt "$lim" ]; then rec skip "$1 $2 $name"; exit 0; fi
-    [ -z "$mk" ] || rec f "$3/$name"
-    grep -D skip -H -n -I -F --null ${SBX_MAX:+-m "$SBX_MAX"} -e "$SBX_PATTERN" -- "./$name" 2>/dev/null
-    [ $? -le 1 ] || die 73 "grep failed"
+    openv || die "$?" "changed while it was being opened"
+    if [ "$links" -gt 1 ] || [ "$size" -gt "$lim" ]; then rec skip "$links $size $name"; exit 0; fi
+    [ -z "$mk" ] || rec f "$key/$name"
+    grep "$@" --label="./$name" -e "$SBX_PATTERN" <&3 2>/dev/null
+    [ $? -le 2 ] || die 73 "grep failed"
     exit 0
   fi
   intodir || die "$?" "not found"
   rec kind dir
   marks
-  g="-D skip -H -n -I -F --null"
-  if [ "$PWD" = "$pbase" ]; then set -- . -path "./$SBX_META" -prune -o; else set -- .; fi
+  if [ "$PWD" = "$pbase" ]; then set -- "$@" --exclude-dir="$SBX_META"; fi
+  if [ "$PWD" = "$pbase" ]; then w="-path ./$SBX_META -prune -o"; else w=; fi
   if [ -n "$mk" ]; then
-    find "$@" -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -printf 'f=%D-%i-%s-%T@/%P\0' >&2 2>/dev/null
+    find . $w -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -printf 'f=%D-%i-%s-%T@/%P\0' >&2 2>/dev/null
   else
-    find "$@" -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' >&2 2>/dev/null
+    find . $w -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' >&2 2>/dev/null
   fi
-  find "$@" -type f -links 1 -size -"$((lim + 1))"c -exec grep $g ${SBX_MAX:+-m "$SBX_MAX"} -e "$SBX_PATTERN" -- {} + 2>/dev/null
+  grep -r "$@" -e "$SBX_PATTERN" -- . 2>/dev/null
+  [ $? -le 2 ] || die 73 "grep failed"
   exit 0 ;;
 tar)
   index tmp || die 74 "cannot create the archive directory"
   f=$(mktemp "$meta/tmp/snapshot.XXXXXX" 2>/dev/null) || die 74 "cannot create the archive file"
-  l=$(mktemp "$meta/tmp/list.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
+  l=$(mktemp "$meta/tmp/skip.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
   marks
-  set -- . -path "./$SBX_META" -prune -o -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -fprint0 "$l"
-  if [ -n "$mk" ]; then set -- "$@" -printf 'f=%D-%i-%s-%T@/%P\0'; fi
+  set -- . -path "./$SBX_META" -prune -o -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -fprintf "$l" './%P\n'
+  if [ -n "$mk" ]; then set -- "$@" -o -type f -printf 'f=%D-%i-%s-%T@/%P\0'; fi
   find "$@" >&2 2>/dev/null
-  tar -cf "$f" --no-recursion --null -T "$l" 2>/dev/null
+  tar -cf "$f" --anchored --no-wildcards --exclude="./$SBX_META" -X "$l" . 2>/dev/null
   rm -f -- "$l"
   [ -s "$f" ] || { rm -f -- "$f"; die 74 "tar failed"; }
   rec tar "$f"

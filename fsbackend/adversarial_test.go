@@ -1,0 +1,444 @@
+package fsbackend
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/local"
+)
+
+// The adversarial tests play an agent that uses commands (execute) to
+// rearrange the workspace under the file tools: swapping the workspace or a
+// directory for a symbolic link, hard-linking outside files in, racing the
+// tools, attacking the binary index, and planting FIFOs and huge sparse
+// files. They run over provider/local at its best level (L4 where the host
+// allows it), at L1 (where hard links across directories are allowed, as on
+// images without Landlock), and over E2B's adapter talking to e2bfake.
+
+// advEnv builds one environment; name says which.
+type advEnv struct {
+	name string
+	make func(t *testing.T, opts Options) *env
+}
+
+func advEnvs() []advEnv {
+	return []advEnv{
+		{"local", func(t *testing.T, opts Options) *env { return newLocalAt(t, opts) }},
+		{"local-L1", func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, local.WithIsolation(local.L1)) }},
+		{"e2b", newE2B},
+	}
+}
+
+// forEach runs f over every adversarial environment.
+func forEach(t *testing.T, opts Options, f func(t *testing.T, e *env)) {
+	for _, a := range advEnvs() {
+		t.Run(a.name, func(t *testing.T) {
+			e := a.make(t, opts)
+			t.Logf("isolation: %s", e.sb.Info().Isolation)
+			f(t, e)
+		})
+	}
+}
+
+// newLocalAt is newLocal with provider options.
+func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
+	t.Helper()
+	rt, err := local.New(append([]local.Option{local.WithRoot(t.TempDir())}, lopts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	return newOver(t, rt, opts)
+}
+
+// newE2B returns a backend over E2B's adapter talking to e2bfake, which runs
+// commands for real through provider/local.
+func newE2B(t *testing.T, opts Options) *env {
+	t.Helper()
+	loc, err := local.New(local.WithRoot(t.TempDir()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = loc.Close() })
+	fake := e2bfake.New(loc)
+	t.Cleanup(fake.Close)
+	rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
+	require.NoError(t, err)
+	return newOver(t, rt, opts)
+}
+
+func newOver(t *testing.T, rt sandbox.Runtime, opts Options) *env {
+	t.Helper()
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	sb, err := c.Create(context.Background(), sandbox.CreateOptions{Timeout: 30 * time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	e := &env{sb: sb, opts: opts}
+	home := strings.TrimSpace(e.sh(t, `printf '%s' "$HOME"`))
+	if e.opts.BaseDir == "" {
+		e.opts.BaseDir = home + "/workspace"
+	}
+	e.base, e.out = e.opts.BaseDir, home+"/outside"
+	e.sh(t, "mkdir -p "+e.out+" && printf SECRET > "+e.out+"/secret.txt")
+	e.b, err = New(sb, e.opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { e.b.Close() })
+	return e
+}
+
+// try runs a setup command and reports whether it succeeded.
+func (e *env) try(line string) bool {
+	res, err := e.sb.Exec(context.Background(), sandbox.Command{Shell: line})
+	return err == nil && res.ExitCode == 0
+}
+
+// refusedAll checks that every file tool refuses p (or finds nothing) and
+// that nothing outside was read or changed.
+func refusedAll(t *testing.T, e *env, b *FilesystemBackend, p string) {
+	t.Helper()
+	r := readText(t, b, p)
+	require.True(t, r.Error != nil, "read %s: %q", p, r.Content)
+	rb, err := b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: p})
+	require.NoError(t, err)
+	require.True(t, rb.Error != nil, "read bytes %s: %q", p, rb.Data)
+	ed, err := b.Edit(ctx, &backend.EditRequest{Path: p, OldString: "SECRET", NewString: "PWNED"})
+	require.NoError(t, err)
+	require.True(t, ed.Error != nil, "edit %s", p)
+	w, err := b.Write(ctx, &backend.WriteRequest{Path: p, Content: "PWNED"})
+	require.NoError(t, err)
+	require.True(t, w.Error != nil, "write %s", p)
+	wb, err := b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: p, Data: []byte{0, 'P'}})
+	require.NoError(t, err)
+	require.True(t, wb.Error != nil, "write bytes %s", p)
+	gr, err := b.Grep(ctx, &backend.GrepRequest{Pattern: "SECRET"})
+	if err == nil && gr.Error == nil {
+		require.Empty(t, gr.Matches, "grep found the outside file's content")
+	}
+	all, err := b.GetFiles(ctx, &backend.GetFilesRequest{})
+	if err == nil {
+		for _, f := range all.Files {
+			require.NotContains(t, string(f.Data), "SECRET", f.Path)
+		}
+	}
+	require.Equal(t, "SECRET", e.sh(t, "cat "+e.out+"/secret.txt"), "the outside file is unchanged")
+}
+
+func TestAdversarialWorkspaceSwap(t *testing.T) {
+	forEach(t, Options{AllowExecute: true}, func(t *testing.T, e *env) {
+		// Before the first file tool call: execute's first contact pins the
+		// workspace before the command can replace it.
+		x, err := e.b.Execute(ctx, &backend.ExecuteRequest{Command: "cd .. && mv workspace ws_old && ln -s / workspace"})
+		require.NoError(t, err)
+		require.Equal(t, 0, x.ExitCode, x.Output)
+		for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+			r := readText(t, b, "/etc/passwd")
+			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error), "read through a workspace swapped for / : %q", r.Content)
+			require.Contains(t, r.Text(), "replaced")
+			w, err := b.Write(ctx, &backend.WriteRequest{Path: "tmp/x", Content: "x"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error))
+			require.True(t, !e.try("test -e /tmp/x"), "a write landed in /tmp")
+			ls, err := b.Ls(ctx, &backend.LsRequest{Path: "/"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeInvalidPath, codeOf(ls.Error), "ls of a swapped workspace: %s", ls.Text())
+			gr, err := b.Grep(ctx, &backend.GrepRequest{Pattern: "root:", Path: "etc"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeInvalidPath, codeOf(gr.Error))
+		}
+
+		// After first use: the swap is refused by this instance and by a
+		// new one (the pin is persisted outside the workspace).
+		parent := path.Dir(e.base)
+		e.sh(t, "cd "+parent+" && rm workspace && mv ws_old workspace")
+		write(t, e.b, "a.txt", "inside")
+		e.sh(t, "cd "+parent+" && mv workspace ws_real && ln -s "+e.out+" workspace")
+		for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+			refusedAll(t, e, b, "secret.txt")
+		}
+		// A fresh directory in its place is a replacement too.
+		e.sh(t, "cd "+parent+" && rm workspace && mkdir workspace && printf SECRET > workspace/s.txt")
+		for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+			require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, b, "s.txt").Error))
+		}
+		// Restored, the workspace works again.
+		e.sh(t, "cd "+parent+" && rm -r workspace && mv ws_real workspace")
+		require.Equal(t, "     1\tinside", readText(t, e.b, "a.txt").Content)
+		require.Equal(t, "     1\tinside", readText(t, e.reopen(t), "a.txt").Content)
+	})
+}
+
+func TestAdversarialHardLinks(t *testing.T) {
+	forEach(t, Options{}, func(t *testing.T, e *env) {
+		write(t, e.b, "a.txt", "inside")
+		if !e.try("ln " + e.out + "/secret.txt " + e.base + "/hl.txt") {
+			t.Logf("%s refuses hard links across directories; nothing to defend", e.sb.Info().Isolation)
+		} else {
+			refusedAll(t, e, e.b, "hl.txt")
+			r := readText(t, e.b, "hl.txt")
+			require.Contains(t, r.Text(), "hard link")
+			gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "SECRET"})
+			require.NoError(t, err)
+			require.Equal(t, []string{"hl.txt"}, gr.Skipped, "grep says what it passed over")
+			dl, err := e.b.DownloadFiles(ctx, &backend.DownloadFilesRequest{Paths: []string{"hl.txt"}})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodeInvalidPath, codeOf(dl.Results[0].Error))
+		}
+		// Every name inside the workspace: allowed.
+		e.sh(t, "ln "+e.base+"/a.txt "+e.base+"/b.txt")
+		require.Equal(t, "     1\tinside", readText(t, e.b, "b.txt").Content)
+		write(t, e.b, "b.txt", "both")
+		require.Equal(t, "     1\tboth", readText(t, e.b, "a.txt").Content)
+	})
+}
+
+// TestAdversarialSwapRace swaps a directory for a symbolic link to the
+// outside in a tight loop inside the sandbox while the tools run, and counts
+// the calls that reached the outside.
+func TestAdversarialSwapRace(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	forEach(t, Options{}, func(t *testing.T, e *env) {
+		write(t, e.b, "d/file.txt", "inside\n")
+		e.sh(t, "mkdir -p "+e.out+"/d && printf 'SECRET\\n' > "+e.out+"/d/file.txt && : > "+e.out+"/d/only-outside.txt")
+		stop := e.base + "/../race.stop"
+		p, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 20 * time.Minute, Shell: `while [ ! -e ` + stop + ` ]; do
+  mv d d.real && ln -s ` + e.out + `/d d; rm -f d; mv d.real d
+done`})
+		require.NoError(t, err)
+		defer func() {
+			e.sh(t, "touch "+stop)
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, _ = p.Wait(wctx)
+			_ = p.Close()
+		}()
+		escapes := map[string]int{}
+		refused := map[string]int{}
+		count := func(verb string, escaped bool, perr *backend.Error) {
+			if escaped {
+				escapes[verb]++
+			}
+			if perr != nil {
+				refused[verb]++
+			}
+		}
+		for range n {
+			r := readText(t, e.b, "d/file.txt")
+			count("read", strings.Contains(r.Content, "SECRET"), r.Error)
+		}
+		for i := range n {
+			name := fmt.Sprintf("d/new%d.txt", i)
+			w, err := e.b.Write(ctx, &backend.WriteRequest{Path: name, Content: "x"})
+			require.NoError(t, err)
+			count("write", false, w.Error)
+		}
+		for range n {
+			g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "SECRET"})
+			require.NoError(t, err)
+			count("grep", len(g.Matches) > 0, g.Error)
+		}
+		for range n {
+			l, err := e.b.Ls(ctx, &backend.LsRequest{Path: "d"})
+			require.NoError(t, err)
+			count("ls", strings.Contains(l.Text(), "only-outside"), l.Error)
+		}
+		for range n {
+			ed, err := e.b.Edit(ctx, &backend.EditRequest{Path: "d/file.txt", OldString: "SECRET", NewString: "PWNED"})
+			require.NoError(t, err)
+			count("edit", false, ed.Error)
+		}
+		for range n / 4 {
+			all, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+			require.NoError(t, err)
+			leaked := false
+			for _, f := range all.Files {
+				leaked = leaked || strings.Contains(string(f.Data), "SECRET") || strings.Contains(f.Path, "only-outside")
+			}
+			count("get-all", leaked, nil)
+		}
+		// Writes and edits that landed outside.
+		escapes["write"] = strings.Count(e.sh(t, "ls "+e.out+"/d"), "new")
+		if e.sh(t, "cat "+e.out+"/d/file.txt") != "SECRET\n" {
+			escapes["edit"]++
+		}
+		t.Logf("%d calls per verb (get-all %d); refused (the race seen): %v; escapes: %v", n, n/4, refused, escapes)
+		for verb, k := range escapes {
+			require.Equal(t, 0, k, "%s escaped %d times", verb, k)
+		}
+	})
+}
+
+func TestAdversarialProvenance(t *testing.T) {
+	forEach(t, Options{}, func(t *testing.T, e *env) {
+		w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img/logo.png", Data: []byte("PNGish")})
+		require.NoError(t, err)
+		require.Nil(t, w.Error)
+		e.sh(t, "cd "+e.base+" && ln -s img/logo.png sym.png && ln -s img imgs")
+		aliases := []string{"img/logo.png", "sym.png", "imgs/logo.png", "/img/../imgs/logo.png"}
+		if e.try("cd " + e.base + " && ln img/logo.png hard.png") {
+			aliases = append(aliases, "hard.png")
+		} else {
+			t.Logf("%s refuses hard links across directories", e.sb.Info().Isolation)
+		}
+		for _, p := range aliases {
+			require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, p).Error), "alias %s reads as text", p)
+			rb, err := e.b.ReadBytes(ctx, &backend.ReadBytesRequest{Path: p})
+			require.NoError(t, err)
+			require.True(t, rb.Binary && string(rb.Data) == "PNGish", "alias %s", p)
+			gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "PNG", Path: p})
+			require.NoError(t, err)
+			require.Empty(t, gr.Matches, "grep of alias %s", p)
+		}
+		gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "PNG"})
+		require.NoError(t, err)
+		require.Empty(t, gr.Matches)
+		// The mark follows a rename; a copy is judged by its content.
+		e.sh(t, "cd "+e.base+" && rm -f sym.png hard.png imgs && mv img/logo.png img/moved.png && cp img/moved.png copy.png")
+		require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "img/moved.png").Error))
+		require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.reopen(t), "img/moved.png").Error))
+		require.Equal(t, "     1\tPNGish", readText(t, e.b, "copy.png").Content)
+		all, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+		require.NoError(t, err)
+		require.Equal(t, []backend.File{{Path: "copy.png", Data: []byte("PNGish")}, {Path: "img/moved.png", Data: []byte("PNGish"), Binary: true}}, all.Files)
+		// A text write clears the mark; a file changed by a command is
+		// judged by its content.
+		write(t, e.b, "img/moved.png", "text now")
+		require.Equal(t, "     1\ttext now", readText(t, e.b, "img/moved.png").Content)
+		_, err = e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "b.bin", Data: []byte("abc")})
+		require.NoError(t, err)
+		e.sh(t, "printf 'def' >> "+e.base+"/b.bin")
+		require.Equal(t, "     1\tabcdef", readText(t, e.b, "b.bin").Content)
+	})
+}
+
+func TestAdversarialIndex(t *testing.T) {
+	forEach(t, Options{}, func(t *testing.T, e *env) {
+		_, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "logo.png", Data: []byte("PNGish")})
+		require.NoError(t, err)
+		write(t, e.b, "notes.txt", "kind=file\nneedle\n")
+		e.sh(t, "cd "+e.base+" && ln -s . root && ln -s "+e.base+" abs && mkdir sub && ln -s .. sub/up")
+		// Unreachable through every alias.
+		for _, alias := range []string{"root", "abs", "sub/up", "root/sub/up"} {
+			for _, p := range []string{alias + "/" + MetadataDir, alias + "/" + MetadataDir + "/binary"} {
+				require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, p).Error), p)
+				ls, err := e.b.Ls(ctx, &backend.LsRequest{Path: p})
+				require.NoError(t, err)
+				require.Equal(t, backend.CodeInvalidPath, codeOf(ls.Error), "ls %s", p)
+				w, err := e.b.Write(ctx, &backend.WriteRequest{Path: p + "/x", Content: "x"})
+				require.NoError(t, err)
+				require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error), "write %s", p)
+			}
+			gl, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: "**", Path: alias})
+			require.NoError(t, err)
+			require.NotContains(t, gl.Text(), MetadataDir, "glob through %s", alias)
+			ls, err := e.b.Ls(ctx, &backend.LsRequest{Path: alias})
+			require.NoError(t, err)
+			require.NotContains(t, ls.Text(), MetadataDir, "ls through %s", alias)
+			gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "-", Path: alias})
+			require.NoError(t, err)
+			require.NotContains(t, gr.Text(), MetadataDir, "grep through %s", alias)
+		}
+		want := "notes.txt:2:needle"
+		grep := func() string {
+			gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "needle", Path: "notes.txt"})
+			require.NoError(t, err)
+			return gr.Text()
+		}
+		require.Equal(t, want, grep())
+		// Hostile records: text meant to forge output, names that are not
+		// identities, a directory and a 40 MiB file in the index.
+		meta := e.base + "/" + MetadataDir + "/binary"
+		e.sh(t, "printf 'x\\000kind=file\\000marks=1-1-1-1\\nkind=file' > '"+meta+"/1-2-3-4' && : > '"+meta+"/x\nkind=file' && mkdir '"+meta+"/5-6-7-8' && head -c 41943040 /dev/zero > "+meta+"/big")
+		require.Equal(t, want, grep(), "a hostile index changes no other result")
+		gr, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "needle"})
+		require.NoError(t, err)
+		require.Equal(t, want, gr.Text())
+		require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "logo.png").Error), "the genuine mark still counts")
+		// A hard link to a mark is refused.
+		if e.try("ln " + meta + "/1-2-3-4 " + e.base + "/mark-link") {
+			require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, "mark-link").Error))
+		}
+		// An index the agent broke is repaired by the next binary write,
+		// never an error: a file where the directory was, then mode 000.
+		e.sh(t, "cd "+e.base+" && rm -rf "+MetadataDir+" && printf junk > "+MetadataDir)
+		w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "a.bin", Data: []byte("AAA")})
+		require.NoError(t, err)
+		require.Nil(t, w.Error)
+		require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "a.bin").Error))
+		e.sh(t, "chmod 000 "+e.base+"/"+MetadataDir+"/binary "+e.base+"/"+MetadataDir)
+		w, err = e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "c.bin", Data: []byte("CCC")})
+		require.NoError(t, err)
+		require.Nil(t, w.Error)
+		require.Equal(t, backend.CodeBinaryFile, codeOf(readText(t, e.b, "c.bin").Error))
+		all, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
+		require.NoError(t, err)
+		for _, f := range all.Files {
+			require.True(t, !isMeta(f.Path), f.Path)
+		}
+	})
+}
+
+func TestAdversarialBoundedWork(t *testing.T) {
+	forEach(t, Options{AllowExecute: true}, func(t *testing.T, e *env) {
+		write(t, e.b, "ok.txt", "needle\n")
+		e.sh(t, "cd "+e.base+" && mkfifo pipe && dd if=/dev/null of=big.bin bs=1 seek=21474836480 2>/dev/null")
+		// A FIFO is refused before it is opened: no call blocks.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		r, err := e.b.Read(cctx, &backend.ReadRequest{Path: "pipe"})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
+		require.Contains(t, r.Text(), "not a regular file")
+		w, err := e.b.Write(cctx, &backend.WriteRequest{Path: "pipe", Content: "x"})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error))
+		gr, err := e.b.Grep(cctx, &backend.GrepRequest{Pattern: "needle"})
+		require.NoError(t, err)
+		require.Equal(t, "ok.txt:1:needle\n[not searched (too large, or a hard link): big.bin]", gr.Text())
+		gr, err = e.b.Grep(cctx, &backend.GrepRequest{Pattern: "needle", Path: "pipe"})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(gr.Error))
+		// A 20 GiB sparse file answers "too large" without being read.
+		start := time.Now()
+		rb, err := e.b.ReadBytes(cctx, &backend.ReadBytesRequest{Path: "big.bin"})
+		took := time.Since(start)
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeTooLarge, codeOf(rb.Error))
+		t.Logf("read of a 20 GiB sparse file answered in %v", took)
+		require.True(t, took < 5*time.Second, "read of a 20 GiB sparse file took %v (goal under 1 s)", took)
+		all, err := e.b.GetFiles(cctx, &backend.GetFilesRequest{})
+		require.NoError(t, err)
+		require.Equal(t, []backend.File{{Path: "ok.txt", Data: []byte("needle\n")}}, all.Files)
+		// Names the file system cannot hold are results, not Go errors.
+		long := strings.Repeat("n", 256)
+		w, err = e.b.Write(cctx, &backend.WriteRequest{Path: long, Content: "x"})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error))
+		w, err = e.b.WriteBytes(cctx, &backend.WriteBytesRequest{Path: "d/" + long + "/x", Data: []byte{0}})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error))
+		up, err := e.b.UploadFiles(cctx, &backend.UploadFilesRequest{Files: []backend.File{{Path: long, Data: []byte("x")}}})
+		require.NoError(t, err)
+		require.Equal(t, backend.CodeInvalidPath, codeOf(up.Results[0].Error))
+		write(t, e.b, strings.Repeat("n", 255), "fits")
+		// A read-only directory, a full disk and the like: a typed result
+		// carrying the system's words.
+		x, err := e.b.Execute(cctx, &backend.ExecuteRequest{Command: "mkdir ro && touch ro/f && chmod 444 ro/f"})
+		require.NoError(t, err)
+		require.Equal(t, 0, x.ExitCode, x.Output)
+		if e.try("test -w " + e.base + "/ro/f") {
+			t.Logf("running as root: permission checks do not apply")
+		} else {
+			w, err = e.b.Write(cctx, &backend.WriteRequest{Path: "ro/f", Content: "x"})
+			require.NoError(t, err)
+			require.Equal(t, backend.CodePermissionDenied, codeOf(w.Error))
+		}
+	})
+}
