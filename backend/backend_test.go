@@ -135,6 +135,7 @@ func TestResultText(t *testing.T) {
 		{(&LsResult{}).Text(), "No files found"},
 		{(&GrepResult{Matches: []GrepMatch{{"a.txt", 3, "x"}}, Truncated: true}).Text(), "a.txt:3:x\n[results truncated at 1 matches]"},
 		{(&GrepResult{}).Text(), "No matches found"},
+		{(&GrepResult{Skipped: []string{"big.bin", "hl.txt"}}).Text(), "No matches found\n[not searched (too large, or a hard link): big.bin, hl.txt]"},
 		{(&ExecuteResult{Output: "out", ExitCode: 2}).Text(), "out\n[Command exited with code 2]"},
 		{(&ExecuteResult{Output: "", TimedOut: true, ExitCode: -1, Truncated: true}).Text(), "[Command timed out]\n[Output truncated]"},
 		{(&WriteResult{Path: "a", Bytes: 3}).Text(), "Wrote 3 bytes to a"},

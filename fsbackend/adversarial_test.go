@@ -268,6 +268,31 @@ done`})
 		if e.sh(t, "cat "+e.out+"/d/file.txt") != "SECRET\n" {
 			escapes["edit"]++
 		}
+
+		// The last element itself swapped for a link to an outside file.
+		write(t, e.b, "f.txt", "inside\n")
+		fstop := e.base + "/../race.fstop"
+		fp, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 20 * time.Minute, Shell: `while [ ! -e ` + fstop + ` ]; do
+  mv f.txt f.real && ln -s ` + e.out + `/secret.txt f.txt; rm -f f.txt; mv f.real f.txt
+done`})
+		require.NoError(t, err)
+		for range n {
+			r := readText(t, e.b, "f.txt")
+			count("read file", strings.Contains(r.Content, "SECRET"), r.Error)
+		}
+		for range n {
+			w, err := e.b.Write(ctx, &backend.WriteRequest{Path: "f.txt", Content: "PWNED"})
+			require.NoError(t, err)
+			count("write file", false, w.Error)
+		}
+		e.sh(t, "touch "+fstop)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, _ = fp.Wait(wctx)
+		cancel()
+		_ = fp.Close()
+		if e.sh(t, "cat "+e.out+"/secret.txt") != "SECRET" {
+			escapes["write file"]++
+		}
 		t.Logf("%d calls per verb (get-all %d); refused (the race seen): %v; escapes: %v", n, n/4, refused, escapes)
 		for verb, k := range escapes {
 			require.Equal(t, 0, k, "%s escaped %d times", verb, k)

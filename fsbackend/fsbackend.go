@@ -805,7 +805,8 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		return &backend.GlobResult{Error: pathError(r, shownPath(rel), "searched", b.opts.MaxReadBytes)}, nil
 	}
 	if r.truncated {
-		return nil, sandbox.Errorf(sandbox.ResourceExhausted, "fsbackend: glob: the listing of %q exceeds %d bytes", shownPath(rel), b.opts.MaxReadBytes)
+		shown := shownPath(rel)
+		return &backend.GlobResult{Error: backend.Errorf(backend.CodeTooLarge, shown, "the listing of '%s' exceeds %d bytes; glob a smaller directory", shown, b.opts.MaxReadBytes)}, nil
 	}
 	files := []backend.FileInfo{}
 	for _, e := range parseEntries(r.stdout) {

@@ -10,7 +10,9 @@ package fsbackend
 // The program changes into the workspace (cd -P) and checks the directory
 // it landed in against the pin (device and inode, from find -printf %D-%i)
 // before anything else: a workspace replaced since the backend first saw
-// it, by a symbolic link or another directory, is refused (exit 106). The
+// it, by a symbolic link or another directory, is refused (exit 106). (A
+// read, which changes nothing, checks the pin in the one find that also
+// checks the opened file, before a byte is sent, to save a process.) The
 // pin is SBX_PIN when the backend knows it, else the content of SBX_PINFILE,
 // a file next to the workspace (outside it, where no file tool reaches and a
 // swap of the workspace does not move it), which the first run writes.
@@ -25,9 +27,11 @@ package fsbackend
 // 40 times. Only the last element is then opened by name, relative to that
 // directory: for a read, the open file's identity is checked after the open
 // (/proc/self/fd/3 must name the same path, and the file must be regular,
-// have one link and fit the cap) before any byte is sent; a write has no
-// such check after the fact, which is the shell path's residual race (see
-// the package documentation).
+// have one link and fit the cap) before any byte is sent. A write creates a
+// new file exclusively (set -C), opens the file read-write without
+// truncating it, makes the same check, and only then truncates it (through
+// /proc/self/fd/4, the open file itself) and writes. Without /proc these
+// checks after the open are skipped (see the package documentation).
 //
 // # Inputs
 //
@@ -82,23 +86,30 @@ if ! cd -P -- "$SBX_BASE" 2>/dev/null; then
   cd -P -- "$SBX_BASE" 2>/dev/null || die 70 "workspace directory is unusable"
 fi
 pbase=$PWD
-id=$(find . -maxdepth 0 -printf '%D-%i' 2>/dev/null)
-case $id in ''|*[!0-9-]*) die 70 "cannot identify the workspace directory";; esac
-pin=${SBX_PIN:-}
-if [ -z "$pin" ] && [ -n "${SBX_PINFILE:-}" ]; then
-  if [ -L "$SBX_PINFILE" ] || { [ -e "$SBX_PINFILE" ] && [ ! -f "$SBX_PINFILE" ]; }; then
-    die 106 "the workspace pin is not a regular file"
-  elif [ -f "$SBX_PINFILE" ]; then
-    IFS= read -r pin < "$SBX_PINFILE" 2>/dev/null || :
-    case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
-  else
-    pin=$id
-    { printf '%s\n' "$id" > "$SBX_PINFILE"; } 2>/dev/null || rec warning "cannot persist the workspace pin"
+late=
+if [ -n "${SBX_PIN:-}" ] && [ "$SBX_OP" = read ]; then
+  # A read checks the pin in the same find that checks the opened file.
+  late=1
+  rec pbase "$pbase"
+else
+  id=$(find . -maxdepth 0 -printf '%D-%i' 2>/dev/null)
+  case $id in ''|*[!0-9-]*) die 70 "cannot identify the workspace directory";; esac
+  pin=${SBX_PIN:-}
+  if [ -z "$pin" ] && [ -n "${SBX_PINFILE:-}" ]; then
+    if [ -L "$SBX_PINFILE" ] || { [ -e "$SBX_PINFILE" ] && [ ! -f "$SBX_PINFILE" ]; }; then
+      die 106 "the workspace pin is not a regular file"
+    elif [ -f "$SBX_PINFILE" ]; then
+      IFS= read -r pin < "$SBX_PINFILE" 2>/dev/null || :
+      case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
+    else
+      pin=$id
+      { printf '%s\n' "$id" > "$SBX_PINFILE"; } 2>/dev/null || rec warning "cannot persist the workspace pin"
+    fi
   fi
+  [ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
+  rec pin "$id"
+  rec pbase "$pbase"
 fi
-[ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
-rec pin "$id"
-rec pbase "$pbase"
 if [ "$pbase" = / ]; then meta=/$SBX_META; else meta=$pbase/$SBX_META; fi
 beneath() { [ "$pbase" = / ] && return 0; case $1 in "$pbase"|"$pbase"/*) return 0;; esac; return 1; }
 inmeta() { case $1 in "$meta"|"$meta"/*) return 0;; esac; return 1; }
@@ -177,13 +188,18 @@ regular() {
 }
 openv() {
   exec 3< "./$name" || return 104
+  if [ -n "$late" ]; then set -- "$pbase"; else set --; fi
+  if [ -d /proc/self/fd ]; then set -- "$@" /proc/self/fd/3; fi
+  st=$(find "$@" "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %D-%i %l//' 2>/dev/null)
+  if [ -n "$late" ]; then
+    fp=${st%%//*}; st=${st#*//}
+    set -- $fp
+    [ "${5:-}" = "$SBX_PIN" ] || die 106 "the workspace directory was replaced"
+  fi
   if [ -d /proc/self/fd ]; then
-    st=$(find /proc/self/fd/3 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %l//' 2>/dev/null)
-    fp=${st%%//*}; fp=${fp#* * * * }; st=${st#*//}
+    fp=${st%%//*}; fp=${fp#* * * * * }; st=${st#*//}
     if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
     [ "$fp" = "$want" ] || return 103
-  else
-    st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s //' 2>/dev/null)
   fi
   set -- $st
   [ "${1:-}" = f ] || return 103
@@ -210,16 +226,33 @@ write)
   create=1
   resolve || die "$?" "cannot be reached"
   [ "$name" = . ] && die 101 "is a directory"
-  old=
   if [ -e "$name" ] || [ -L "$name" ]; then
     regular || die "$?" "not a regular file"
     [ -w "$name" ] || die 104 "permission denied"
-    set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
-    [ "${1:-}" = f ] || die 103 "changed while it was being opened"
-    [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
-    old=$3
+  else
+    # A new file is created exclusively (O_EXCL follows no link).
+    set -C
+    { : > "./$name"; } 2>/dev/null || die 103 "changed while it was being opened"
+    set +C
   fi
-  msg=$(cat 2>&1 > "./$name") || die 110 "$msg"
+  # Opened without truncation, then checked like a read's file before a
+  # byte changes.
+  exec 4<> "./$name" 2>/dev/null || die 104 "cannot open"
+  if [ -d /proc/self/fd ]; then
+    st=$(find /proc/self/fd/4 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %l//' 2>/dev/null)
+    fp=${st%%//*}; fp=${fp#* * * }; st=${st#*//}
+    if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
+    [ "$fp" = "$want" ] || die 103 "changed while it was being opened"
+    trunc=/proc/self/fd/4
+  else
+    st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ //' 2>/dev/null)
+    trunc=./$name
+  fi
+  set -- $st
+  [ "${1:-}" = f ] || die 103 "changed while it was being opened"
+  [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
+  old=$3
+  msg=$( { : > "$trunc" && cat >&4; } 2>&1) || die 110 "$msg"
   if [ "${SBX_BINARY:-}" = 1 ]; then
     set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
     if [ "${1:-}" = f ] && index binary; then
@@ -230,7 +263,7 @@ write)
       rec warning "cannot record the binary mark"
     fi
   fi
-  if [ -n "$old" ] && marked "$old"; then rm -f -- "$meta/binary/$old" 2>/dev/null; fi
+  if marked "$old"; then rm -f -- "$meta/binary/$old" 2>/dev/null; fi
   exit 0 ;;
 ls|walk)
   resolve || die "$?" "cannot be reached"
