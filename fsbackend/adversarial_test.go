@@ -350,6 +350,10 @@ func TestAdversarialIndex(t *testing.T) {
 		write(t, e.b, "notes.txt", "kind=file\nneedle\n")
 		e.sh(t, "cd "+e.base+" && ln -s . root && ln -s "+e.base+" abs && mkdir sub && ln -s .. sub/up")
 		// Unreachable through every alias.
+		ls, err := e.b.Ls(ctx, &backend.LsRequest{Path: "abs"})
+		require.NoError(t, err)
+		require.Nil(t, ls.Error, "a link to the workspace by its absolute path stays inside")
+		require.Contains(t, ls.Text(), "abs/notes.txt")
 		for _, alias := range []string{"root", "abs", "sub/up", "root/sub/up"} {
 			for _, p := range []string{alias + "/" + MetadataDir, alias + "/" + MetadataDir + "/binary"} {
 				require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, p).Error), p)

@@ -137,6 +137,12 @@ resolve() {
   hops=0
   while [ "$name" != . ] && [ -L "$name" ]; do
     hops=$((hops + 1)); [ "$hops" -le 40 ] || return 103
+    if [ -d "$name" ]; then
+      cd -P -- "$name" 2>/dev/null || return 104
+      name=.
+      here || return
+      break
+    fi
     l=$(readlink -- "$name" 2>/dev/null) || return 100
     [ -n "$l" ] || return 100
     while :; do case $l in //*) l=${l#/} ;; ?*/) l=${l%/} ;; *) break ;; esac; done
