@@ -208,8 +208,11 @@ func TestAdversarialSwapRace(t *testing.T) {
 		write(t, e.b, "d/file.txt", "inside\n")
 		e.sh(t, "mkdir -p "+e.out+"/d && printf 'SECRET\\n' > "+e.out+"/d/file.txt && : > "+e.out+"/d/only-outside.txt")
 		stop := e.base + "/../race.stop"
-		p, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 20 * time.Minute, Shell: `while [ ! -e ` + stop + ` ]; do
-  mv d d.real && ln -s ` + e.out + `/d d; rm -f d; mv d.real d
+		// The racer holds each state a moment (half the time the link is
+		// in place), and ends by itself after a bounded number of swaps.
+		p, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: `i=0
+while [ ! -e ` + stop + ` ] && [ $i -lt 50000 ]; do
+  mv d d.real && ln -s ` + e.out + `/d d; sleep 0.003; rm -f d; mv d.real d; sleep 0.003; i=$((i+1))
 done`})
 		require.NoError(t, err)
 		defer func() {
@@ -272,8 +275,9 @@ done`})
 		// The last element itself swapped for a link to an outside file.
 		write(t, e.b, "f.txt", "inside\n")
 		fstop := e.base + "/../race.fstop"
-		fp, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 20 * time.Minute, Shell: `while [ ! -e ` + fstop + ` ]; do
-  mv f.txt f.real && ln -s ` + e.out + `/secret.txt f.txt; rm -f f.txt; mv f.real f.txt
+		fp, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: `i=0
+while [ ! -e ` + fstop + ` ] && [ $i -lt 50000 ]; do
+  mv f.txt f.real && ln -s ` + e.out + `/secret.txt f.txt; sleep 0.003; rm -f f.txt; mv f.real f.txt; sleep 0.003; i=$((i+1))
 done`})
 		require.NoError(t, err)
 		for range n {
