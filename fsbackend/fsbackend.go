@@ -383,22 +383,22 @@ func validKey(s string) bool {
 // indexCap is the most of the binary index the helper reads; see marks().
 const indexCap = 1 << 20
 
-// marks returns the keys of the binary index the helper reported. Keys that
-// are not well formed are ignored with a warning: a damaged or hostile
-// index means "unknown", decided by content.
+// marks returns the keys of the binary index the helper reported, one
+// mark= record per entry. Entries that are not well formed are ignored with
+// a warning: a damaged or hostile index means "unknown", decided by content.
 func (b *FilesystemBackend) marks(r *opResult) map[string]bool {
 	set := map[string]bool{}
-	raw := r.get("marks")
-	if raw == "" {
-		return set
+	recs := r.kv["mark"]
+	total := 0
+	for _, k := range recs {
+		total += len("mark=") + len(k) + 1
 	}
-	lines := strings.Split(raw, "\n")
-	if len(raw) >= indexCap {
-		lines = lines[:len(lines)-1] // the last may be cut
+	if total >= indexCap && len(recs) > 0 {
+		recs = recs[:len(recs)-1] // the last may be cut
 		b.opts.Logger.Warn("fsbackend: the binary index is larger than the backend reads; marks past the limit are ignored", "limit", indexCap)
 	}
 	bad := 0
-	for _, k := range lines {
+	for _, k := range recs {
 		if validKey(k) {
 			set[k] = true
 		} else {
@@ -406,35 +406,40 @@ func (b *FilesystemBackend) marks(r *opResult) map[string]bool {
 		}
 	}
 	if bad > 0 {
-		b.opts.Logger.Warn("fsbackend: ignored malformed records in the binary index", "count", bad)
+		b.opts.Logger.Warn("fsbackend: ignored malformed entries in the binary index", "count", bad)
 	}
 	return set
 }
 
-// skipSet returns the paths of the skip=<links> <size> <path> records of a
-// run (relative to the searched directory, without "./"): files a search
-// or an archive must pass over.
-func skipSet(r *opResult) map[string]bool {
-	set := map[string]bool{}
-	for _, v := range r.kv["skip"] {
-		if f := strings.SplitN(v, " ", 3); len(f) == 3 {
-			set[strings.TrimPrefix(f[2], "./")] = true
-		}
-	}
-	return set
+// files parses the f=<links> <size> <key> <path> records of a run: the
+// regular files a search or an archive covers, with their identity.
+// Paths are relative to the searched directory, without "./".
+type fileRec struct {
+	links, size int64
+	key         string
 }
 
-// identities returns the f=<key>/<path> records of a run: path (relative
-// to the searched directory, without "./") to key.
-func identities(r *opResult) map[string]string {
-	ids := map[string]string{}
+func files(r *opResult) map[string]fileRec {
+	recs := map[string]fileRec{}
 	for _, v := range r.kv["f"] {
-		k, p, ok := strings.Cut(v, "/")
-		if ok && validKey(k) {
-			ids[strings.TrimPrefix(p, "./")] = k
+		f := strings.SplitN(v, " ", 4)
+		if len(f) != 4 {
+			continue
 		}
+		links, err1 := strconv.ParseInt(f[0], 10, 64)
+		size, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		recs[strings.TrimPrefix(f[3], "./")] = fileRec{links: links, size: size, key: f[2]}
 	}
-	return ids
+	return recs
+}
+
+// skipped reports whether a search or an archive passes over the file:
+// it has other hard links, or it is larger than the backend reads.
+func (b *FilesystemBackend) skipped(f fileRec) bool {
+	return f.links > 1 || f.size > int64(b.opts.MaxReadBytes)
 }
 
 // opResult is what one run of opScript produced.
@@ -723,7 +728,7 @@ type entry struct {
 	mtime time.Time
 }
 
-// parseEntries parses "%y%Y %s %T@ %P\0" records.
+// parseEntries parses "%y%Y %s %T@ %p\0" records (paths "./name").
 func parseEntries(out []byte) []entry {
 	var list []entry
 	for rec := range bytes.SplitSeq(out, []byte{0}) {
@@ -731,7 +736,7 @@ func parseEntries(out []byte) []entry {
 		if len(f) != 4 || len(f[0]) != 2 || f[3] == "" {
 			continue
 		}
-		e := entry{rel: f[3], isDir: f[0][1] == 'd'}
+		e := entry{rel: strings.TrimPrefix(f[3], "./"), isDir: f[0][1] == 'd'}
 		if !e.isDir {
 			e.size, _ = strconv.ParseInt(f[1], 10, 64)
 		}
@@ -872,19 +877,17 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		return relToDir, joinRel(rel, relToDir)
 	}
 	marks := b.marks(r)
-	var ids map[string]string
-	if len(marks) > 0 {
-		ids = identities(r)
-	}
-	fileKey := ""
-	if fs := r.kv["f"]; isFile && len(fs) == 1 {
-		fileKey, _, _ = strings.Cut(fs[0], "/")
+	recs := files(r)
+	var fileRec fileRec
+	for _, f := range recs {
+		if isFile {
+			fileRec = f
+		}
 	}
 	res := &backend.GrepResult{Matches: []backend.GrepMatch{}, Truncated: r.truncated}
-	skipped := skipSet(r)
-	for name := range skipped {
+	for name, f := range recs {
 		relToDir, p := toRoot(name)
-		if !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
+		if b.skipped(f) && !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
 			res.Skipped = append(res.Skipped, p)
 		}
 	}
@@ -909,11 +912,11 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 			continue
 		}
 		relToDir, p := toRoot(name)
-		key := ids[strings.TrimPrefix(name, "./")]
+		f, known := recs[strings.TrimPrefix(name, "./")]
 		if isFile {
-			key = fileKey
+			f, known = fileRec, true
 		}
-		if isMeta(p) || marks[key] || skipped[strings.TrimPrefix(name, "./")] || !backend.IsText(text) {
+		if isMeta(p) || !known || marks[f.key] || b.skipped(f) || !backend.IsText(text) {
 			continue
 		}
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {

@@ -33,9 +33,6 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 	if r.code == exitReplaced {
 		return nil, pathError(r, "/", "", b.opts.MaxReadBytes)
 	}
-	if n := len(r.kv["skip"]); n > 0 {
-		b.opts.Logger.Warn("fsbackend: get files passed over files larger than the read limit or with several hard links", "count", n)
-	}
 	archive, err := archivePath(r)
 	if err != nil {
 		return nil, err
@@ -51,20 +48,24 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 		return nil, fmt.Errorf("fsbackend: get files: %w", err)
 	}
 	defer rc.Close()
-	files, err := readArchive(rc)
+	list, err := readArchive(rc)
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: get files: %w", err)
 	}
-	skipped := skipSet(r)
-	files = slices.DeleteFunc(files, func(f backend.File) bool { return skipped[f.Path] })
-	if marks := b.marks(r); len(marks) > 0 {
-		ids := identities(r)
-		for i := range files {
-			files[i].Binary = marks[ids[files[i].Path]]
-		}
+	recs, marks := files(r), b.marks(r)
+	n := len(list)
+	list = slices.DeleteFunc(list, func(f backend.File) bool {
+		rec, ok := recs[f.Path]
+		return !ok || b.skipped(rec)
+	})
+	if n > len(list) {
+		b.opts.Logger.Warn("fsbackend: get files passed over files larger than the read limit, with several hard links, or changed while being archived", "count", n-len(list))
 	}
-	slices.SortFunc(files, func(a, b backend.File) int { return strings.Compare(a.Path, b.Path) })
-	return &backend.GetFilesResult{Files: files}, nil
+	for i := range list {
+		list[i].Binary = marks[recs[list[i].Path].key]
+	}
+	slices.SortFunc(list, func(a, b backend.File) int { return strings.Compare(a.Path, b.Path) })
+	return &backend.GetFilesResult{Files: list}, nil
 }
 
 // archivePath returns the archive the helper reported, after checking that

@@ -48,10 +48,10 @@ package fsbackend
 // The operation's data on stdout; records "key=value" on stderr, each ended
 // by a NUL byte, so that no name or text can forge another record: pin= and
 // pbase= (the workspace's identity and physical path), binary=1 for a marked
-// file, kind=file|dir for grep, marks= (the binary index, newline-separated
-// keys), f=<key>/<path> (a searched or archived file's identity),
-// skip=<links> <size> <path> (a file grep or tar passed over), tar=<file>,
-// warning=<text>, error=<text>. The exit code is 0 for success, one of the
+// file, kind=file|dir for grep, mark=<key> (one per entry of the binary
+// index), f=<links> <size> <key> <path> (a regular file grep or tar covers;
+// the backend passes over those with several links or above SBX_LIMIT),
+// tar=<file>, warning=<text>, error=<text>. The exit code is 0 for success, one of the
 // exit* constants below for a failure the agent can act on, anything else
 // for an unexpected failure.
 //
@@ -132,7 +132,7 @@ resolve() {
   while [ -n "$rest" ]; do
     c=${rest%%/*}
     case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
-    step "$c" || return
+    step "$c" || return "$?"
   done
   hops=0
   while [ "$name" != . ] && [ -L "$name" ]; do
@@ -140,7 +140,7 @@ resolve() {
     if [ -d "$name" ]; then
       cd -P -- "$name" 2>/dev/null || return 104
       name=.
-      here || return
+      here || return "$?"
       break
     fi
     l=$(readlink -- "$name" 2>/dev/null) || return 100
@@ -153,7 +153,7 @@ resolve() {
     esac
     case $name in .|..) ld=$ld/$name; name=. ;; esac
     cd -P -- "$ld" 2>/dev/null || { [ -n "$create" ] && return 103; return 100; }
-    here || return
+    here || return "$?"
   done
   if [ "$PWD" = "$pbase" ] && [ "$name" = "$SBX_META" ]; then return 103; fi
   return 0
@@ -165,9 +165,25 @@ intodir() {
   name=.
   here
 }
+ran=
+ontops() {
+  om=$1 oc=$2; shift 2; on=$#
+  set +f
+  for x in * .[!.]* ..?*; do
+    { [ -e "$x" ] || [ -L "$x" ]; } || continue
+    [ "$PWD" = "$pbase" ] && [ "$x" = "$SBX_META" ] && continue
+    set -- "$@" "./$x"
+  done
+  set -f
+  [ "$#" -gt "$on" ] || return 0
+  ran=1
+  if [ "$om" = pre ]; then
+    while [ "$on" -gt 0 ]; do set -- "$@" "$1"; shift; on=$((on - 1)); done
+  fi
+  "$oc" "$@"
+}
 prove() {
-  pd=${1%%-*}; pi=${1#*-}; pi=${pi%%-*}
-  pn=$(cd -P -- "$pbase" && find . -xdev -path "./$SBX_META" -prune -o -inum "$pi" -printf '%D\n' 2>/dev/null | grep -c -x -F -e "$pd")
+  pn=$(cd -P -- "$pbase" && ontops pre find -type f -links +1 -printf '%D-%i\n' 2>/dev/null | grep -c -x -F -e "${1%-*-*}")
   [ "$pn" = "$2" ]
 }
 index() {
@@ -179,11 +195,9 @@ index() {
   [ -d "$meta/$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/$1" ]
 }
 marks() {
-  mk=
   if [ -d "$meta/binary" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ]; then
-    mk=$(find "$meta/binary" -mindepth 1 -maxdepth 1 -type f ! -name '*[!0-9.-]*' -printf '%f\n' 2>/dev/null | head -c 1048576)
+    find "$meta/binary" -mindepth 1 -maxdepth 1 -type f -printf 'mark=%f\0' 2>/dev/null | head -c 1048576 >&2
   fi
-  [ -z "$mk" ] || rec marks "$mk"
 }
 regular() {
   [ "$name" = . ] && return 101
@@ -193,16 +207,18 @@ regular() {
   return 0
 }
 openv() {
-  exec 3< "./$name" || return 104
   if [ -n "$late" ]; then set -- "$pbase"; else set --; fi
-  if [ -d /proc/self/fd ]; then set -- "$@" /proc/self/fd/3; fi
+  if [ -n "$proc" ]; then
+    exec 3< "./$name" || return 104
+    set -- "$@" /proc/self/fd/3
+  fi
   st=$(find "$@" "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %D-%i %l//' 2>/dev/null)
   if [ -n "$late" ]; then
     fp=${st%%//*}; st=${st#*//}
     set -- $fp
     [ "${5:-}" = "$SBX_PIN" ] || die 106 "the workspace directory was replaced"
   fi
-  if [ -d /proc/self/fd ]; then
+  if [ -n "$proc" ]; then
     fp=${st%%//*}; fp=${fp#* * * * * }; st=${st#*//}
     if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
     [ "$fp" = "$want" ] || return 103
@@ -212,6 +228,8 @@ openv() {
   links=$2 key=$3 size=$4
 }
 marked() { [ -n "$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ] && [ -f "$meta/binary/$1" ]; }
+proc=
+[ -d /proc/self/fd ] && proc=1
 set -f
 case $SBX_OP in
 pin)
@@ -227,7 +245,8 @@ read)
     [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
     rec binary 1
   fi
-  exec head -c "$((lim + 1))" <&3 ;;
+  if [ -n "$proc" ]; then exec head -c "$((lim + 1))" <&3; fi
+  exec head -c "$((lim + 1))" -- "./$name" ;;
 write)
   create=1
   resolve || die "$?" "cannot be reached"
@@ -235,30 +254,35 @@ write)
   if [ -e "$name" ] || [ -L "$name" ]; then
     regular || die "$?" "not a regular file"
     [ -w "$name" ] || die 104 "permission denied"
-  else
+  elif [ -n "$proc" ]; then
     # A new file is created exclusively (O_EXCL follows no link).
     set -C
     { : > "./$name"; } 2>/dev/null || die 103 "changed while it was being opened"
     set +C
   fi
-  # Opened without truncation, then checked like a read's file before a
-  # byte changes.
-  exec 4<> "./$name" 2>/dev/null || die 104 "cannot open"
-  if [ -d /proc/self/fd ]; then
+  if [ -n "$proc" ]; then
+    # Opened without truncation, then checked like a read's file before
+    # a byte changes; truncated and written through the open file.
+    exec 4<> "./$name" 2>/dev/null || die 104 "cannot open"
     st=$(find /proc/self/fd/4 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %l//' 2>/dev/null)
     fp=${st%%//*}; fp=${fp#* * * }; st=${st#*//}
     if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
     [ "$fp" = "$want" ] || die 103 "changed while it was being opened"
-    trunc=/proc/self/fd/4
   else
     st=$(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ //' 2>/dev/null)
-    trunc=./$name
   fi
+  old=
   set -- $st
-  [ "${1:-}" = f ] || die 103 "changed while it was being opened"
-  [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
-  old=$3
-  msg=$( { : > "$trunc" && cat >&4; } 2>&1) || die 110 "$msg"
+  if [ "$#" -gt 0 ]; then
+    [ "$1" = f ] || die 103 "changed while it was being opened"
+    [ "$2" -gt 1 ] && ! prove "$3" "$2" && die 108 "has other hard links"
+    old=$3
+  fi
+  if [ -n "$proc" ]; then
+    msg=$( { : > /proc/self/fd/4 && cat >&4; } 2>&1) || die 110 "$msg"
+  else
+    cat > "./$name" 2>/dev/null || die 110 "the write failed"
+  fi
   if [ "${SBX_BINARY:-}" = 1 ]; then
     set -- $(find "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@' 2>/dev/null)
     if [ "${1:-}" = f ] && index binary; then
@@ -275,39 +299,37 @@ ls|walk)
   resolve || die "$?" "cannot be reached"
   intodir || die "$?" "not a directory"
   { [ -r . ] && [ -x . ]; } || die 104 "permission denied"
-  if [ "$SBX_OP" = ls ]; then set -- -maxdepth 1; else set --; fi
-  if [ "$PWD" = "$pbase" ]; then
-    find . -mindepth 1 "$@" -path "./$SBX_META" -prune -o -printf '%y%Y %s %T@ %P\0' 2>/dev/null
+  if [ "$SBX_OP" = ls ]; then
+    ontops pre find -maxdepth 0 -printf '%y%Y %s %T@ %p\0' 2>/dev/null
   else
-    find . -mindepth 1 "$@" -printf '%y%Y %s %T@ %P\0' 2>/dev/null
+    ontops pre find -printf '%y%Y %s %T@ %p\0' 2>/dev/null
   fi
   exit 0 ;;
 grep)
   resolve || die "$?" "cannot be reached"
-  set -- -D skip -H -n -I -F --null
+  set -- -H -n -I -F --null --devices=skip
   [ "${SBX_MAX:-0}" -gt 0 ] && set -- "$@" -m "$SBX_MAX"
   if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
     rec kind file
     regular || die "$?" "not a regular file"
     marks
+    g=$*
     openv || die "$?" "changed while it was being opened"
-    if [ "$links" -gt 1 ] || [ "$size" -gt "$lim" ]; then rec skip "$links $size $name"; exit 0; fi
-    [ -z "$mk" ] || rec f "$key/$name"
-    grep "$@" --label="./$name" -e "$SBX_PATTERN" <&3 2>/dev/null
+    rec f "$links $size $key ./$name"
+    if [ "$links" -gt 1 ] || [ "$size" -gt "$lim" ]; then exit 0; fi
+    if [ -n "$proc" ]; then
+      grep $g -e "$SBX_PATTERN" <&3 2>/dev/null
+    else
+      grep $g -e "$SBX_PATTERN" -- "./$name" 2>/dev/null
+    fi
     [ $? -le 2 ] || die 73 "grep failed"
     exit 0
   fi
   intodir || die "$?" "not found"
   rec kind dir
   marks
-  if [ "$PWD" = "$pbase" ]; then set -- "$@" --exclude-dir="$SBX_META"; fi
-  if [ "$PWD" = "$pbase" ]; then w="-path ./$SBX_META -prune -o"; else w=; fi
-  if [ -n "$mk" ]; then
-    find . $w -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -o -type f -printf 'f=%D-%i-%s-%T@/%P\0' >&2 2>/dev/null
-  else
-    find . $w -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' >&2 2>/dev/null
-  fi
-  grep -r "$@" -e "$SBX_PATTERN" -- . 2>/dev/null
+  ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  ontops post grep -r "$@" -e "$SBX_PATTERN" -- 2>/dev/null
   [ $? -le 2 ] || die 73 "grep failed"
   exit 0 ;;
 tar)
@@ -315,12 +337,13 @@ tar)
   f=$(mktemp "$meta/tmp/snapshot.XXXXXX" 2>/dev/null) || die 74 "cannot create the archive file"
   l=$(mktemp "$meta/tmp/skip.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
   marks
-  set -- . -path "./$SBX_META" -prune -o -type f \( -links +1 -o -size +"$lim"c \) -printf 'skip=%n %s %P\0' -fprintf "$l" './%P\n'
-  if [ -n "$mk" ]; then set -- "$@" -o -type f -printf 'f=%D-%i-%s-%T@/%P\0'; fi
-  find "$@" >&2 2>/dev/null
-  tar -cf "$f" --anchored --no-wildcards --exclude="./$SBX_META" -X "$l" . 2>/dev/null
+  ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  ontops pre find -type f -size +"$lim"c -printf '%p\n' > "$l" 2>/dev/null
+  ontops post tar -cf "$f" --anchored --no-wildcards --exclude-from="$l" -- 2>/dev/null
+  c=$?
   rm -f -- "$l"
-  [ -s "$f" ] || { rm -f -- "$f"; die 74 "tar failed"; }
+  # Exit 1 and 2 also report files that changed or vanished meanwhile.
+  if [ -n "$ran" ] && { [ "$c" -gt 2 ] || [ ! -s "$f" ]; }; then rm -f -- "$f"; die 74 "tar failed"; fi
   rec tar "$f"
   exit 0 ;;
 *)
