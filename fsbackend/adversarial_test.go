@@ -477,3 +477,22 @@ func TestAdversarialBoundedWork(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentWritesShareNewDirectories: batch writes run a few at a
+// time, and several may create the same new parent directory at once;
+// none may fail for it.
+func TestConcurrentWritesShareNewDirectories(t *testing.T) {
+	for name, e := range envs(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			files := make([]backend.File, 12)
+			for i := range files {
+				files[i] = backend.File{Path: fmt.Sprintf("new/deep/dir/f%d.txt", i), Data: []byte("x")}
+			}
+			up, err := e.b.UploadFiles(ctx, &backend.UploadFilesRequest{Files: files})
+			require.NoError(t, err)
+			for _, r := range up.Results {
+				require.Nil(t, r.Error, r.Path)
+			}
+		})
+	}
+}

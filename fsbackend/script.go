@@ -61,8 +61,9 @@ package fsbackend
 // named after its identity, "<device>-<inode>-<size>-<mtime>": the mark
 // follows the file through renames and every alias (symbolic or hard link),
 // and lapses when the file changes outside the backend or the inode is
-// reused, after which the content decides. Only names made of digits, '-'
-// and '.' are read, never contents, and at most 1 MiB of them.
+// reused, after which the content decides. Only the entries' names are
+// read, never their contents; the backend uses at most 1 MiB of them and
+// ignores names that are not identities.
 //
 // The archive of the tar operation is written under the metadata
 // directory, inside the workspace, because providers may serve files only
@@ -116,10 +117,14 @@ inmeta() { case $1 in "$meta"|"$meta"/*) return 0;; esac; return 1; }
 here() { beneath "$PWD" || return 103; inmeta "$PWD" && return 103; return 0; }
 create=
 step() {
+  if [ ! -e "$1" ] && [ ! -L "$1" ]; then
+    [ -n "$create" ] || return 100
+    # Another writer may create it meanwhile: its mkdir failing is fine.
+    mkdir -- "$1" 2>/dev/null
+  fi
   if [ -d "$1" ]; then cd -P -- "$1" 2>/dev/null || return 104
   elif [ -L "$1" ]; then if [ -n "$create" ]; then return 103; fi; return 100
   elif [ -e "$1" ]; then return 102
-  elif [ -n "$create" ]; then { mkdir -- "$1" && cd -P -- "$1"; } 2>/dev/null || return 104
   else return 100; fi
   here
 }
@@ -196,7 +201,7 @@ index() {
 }
 marks() {
   if [ -d "$meta/binary" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ]; then
-    find "$meta/binary" -mindepth 1 -maxdepth 1 -type f -printf 'mark=%f\0' 2>/dev/null | head -c 1048576 >&2
+    find "$meta/binary" -mindepth 1 -maxdepth 1 -type f -printf 'mark=%f\0' >&2 2>/dev/null
   fi
 }
 regular() {
@@ -327,8 +332,8 @@ grep)
   fi
   intodir || die "$?" "not found"
   rec kind dir
-  marks
   ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  marks
   ontops post grep -r "$@" -e "$SBX_PATTERN" -- 2>/dev/null
   [ $? -le 2 ] || die 73 "grep failed"
   exit 0 ;;
@@ -336,8 +341,8 @@ tar)
   index tmp || die 74 "cannot create the archive directory"
   f=$(mktemp "$meta/tmp/snapshot.XXXXXX" 2>/dev/null) || die 74 "cannot create the archive file"
   l=$(mktemp "$meta/tmp/skip.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
-  marks
   ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  marks
   ontops pre find -type f -size +"$lim"c -printf '%p\n' > "$l" 2>/dev/null
   ontops post tar -cf "$f" --anchored --no-wildcards --exclude-from="$l" -- 2>/dev/null
   c=$?
