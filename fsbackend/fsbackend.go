@@ -125,11 +125,13 @@
 //
 // # Requirements
 //
-// The sandbox image needs a POSIX sh, cat, head -c, mkdir, mktemp, readlink,
-// rm, GNU find (-printf %D %i %n %l), GNU grep (-r, --exclude-dir, --label,
-// -D skip) and GNU tar (--anchored --no-wildcards -X), as Debian-based
+// The sandbox image needs a POSIX sh, cat, head -c, mkdir, mktemp,
+// readlink, rm, chmod, GNU find (-printf %D %i %n %l %p, -fprintf), GNU
+// grep (-r, --devices=skip) and GNU tar (--exclude-from), as Debian-based
 // images (E2B's and Daytona's defaults among them) provide, and /proc for
-// the check of an opened file (without /proc reads skip it).
+// the checks of an opened file (without /proc, as on the memory provider,
+// reads and writes go by name after the checks, and the last element's
+// race is open).
 package fsbackend
 
 import (

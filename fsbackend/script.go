@@ -71,10 +71,12 @@ package fsbackend
 //
 // # Requirements
 //
-// A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, GNU find
-// (-printf with %D %i %n %T@ %l, -fprint0, -exec {} +), grep (-F -I -D
-// skip --null, -c -x) and GNU tar (--null -T): Debian, Ubuntu and the E2B
-// and Daytona default images have them.
+// A POSIX sh, cat, head -c, mkdir, mktemp, readlink, rm, chmod, GNU find
+// (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size), GNU grep (-r
+// -F -I -H -n --null --devices=skip, -c -x) and GNU tar (--anchored
+// --no-wildcards --exclude-from): Debian, Ubuntu and the E2B and Daytona
+// default images have them, as does the memory provider's shell. /proc
+// (for the checks through /proc/self/fd) where the kernel has it.
 const opScript = `set -u
 rec() { printf '%s=%s\0' "$1" "$2" >&2; }
 die() { rec error "$2"; exit "$1"; }
@@ -341,9 +343,8 @@ tar)
   index tmp || die 74 "cannot create the archive directory"
   f=$(mktemp "$meta/tmp/snapshot.XXXXXX" 2>/dev/null) || die 74 "cannot create the archive file"
   l=$(mktemp "$meta/tmp/skip.XXXXXX" 2>/dev/null) || { rm -f -- "$f"; die 74 "cannot create the list file"; }
-  ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' -size +"$lim"c -fprintf "$l" '%p\n' >&2 2>/dev/null
   marks
-  ontops pre find -type f -size +"$lim"c -printf '%p\n' > "$l" 2>/dev/null
   ontops post tar -cf "$f" --anchored --no-wildcards --exclude-from="$l" -- 2>/dev/null
   c=$?
   rm -f -- "$l"
