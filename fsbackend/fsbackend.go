@@ -52,18 +52,24 @@
 //   - A read opens the file and then checks, before sending a byte, that
 //     the open file is the regular file named, with one link (the kernel's
 //     path of the open file, /proc/self/fd, must be the name reached); a
-//     mismatch is refused ("changed while it was being opened").
+//     mismatch is refused ("changed while it was being opened"). A write
+//     creates a new file exclusively (O_EXCL follows no link), opens the
+//     file without truncating it, makes the same check, and only then
+//     truncates and writes it through the open descriptor.
 //
-// What the shell path does not close: the last element of a write is
-// opened by name after it was checked, so a process that swaps that one
-// file for a symbolic link (or a hard link) in the microseconds between the
-// check and the open can redirect one write; grep and get-all likewise
-// check a file's link count and size a moment before reading it. Closing
-// these needs openat2(RESOLVE_BENEATH) or os.Root inside the sandbox (a
-// small static helper program, issue 15's item 1), which this package does
-// not ship yet: every sandbox takes the shell path. The adversarial tests
-// (adversarial_test.go) measure the directory-swap race at 0 escapes in
-// 200 calls per verb.
+// Every sandbox takes this shell path: the static helper using
+// openat2(RESOLVE_BENEATH) or os.Root that issue 15 proposes (item 1) is
+// not built yet. What the shell path leaves open: without /proc (the
+// memory provider) the checks after the open are skipped, so a swap of the
+// last element between the check and the open can redirect one read or
+// write; grep and get-all check a file's link count and size a moment
+// before grep or tar reads it, so a file swapped for a hard link to an
+// outside file in that moment is read; and a process that renames the
+// pinned workspace away and a sensitive directory it can rename into its
+// place, then back, within one call, is not detected. The adversarial
+// tests (adversarial_test.go) swap a directory, or the file itself, for a
+// link in a loop while the tools run (200 calls per verb that reads or
+// writes content) and require 0 escapes.
 //
 // The jail protects the workspace from the file tools; it is not process
 // isolation: a command run by Execute can reach whatever the sandbox can.
