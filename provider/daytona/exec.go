@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
@@ -169,9 +170,9 @@ func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command,
 		// The whole stdin is uploaded before the command runs. A Read of
 		// the caller's reader that blocks is abandoned when ctx ends, so
 		// that the upload (and Exec) can return.
-		in := newStdinReader(cmd.Stdin)
-		stopIn := context.AfterFunc(ctx, in.stop)
-		defer func() { stopIn(); in.stop() }()
+		in := stdinread.New(cmd.Stdin)
+		stopIn := context.AfterFunc(ctx, in.Stop)
+		defer func() { stopIn(); in.Stop() }()
 		cr := &countingReader{r: in}
 		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.n == 0 }); err != nil {
 			return "", "", err

@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 )
 
@@ -216,9 +217,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	}
 	defer src.Close()
 	var wg sync.WaitGroup
-	var in *stdinReader
+	var in *stdinread.Reader
 	if cmd.Stdin != nil {
-		in = newStdinReader(cmd.Stdin)
+		in = stdinread.New(cmd.Stdin)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -229,7 +230,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	serr := src.Err()
 	cancel()
 	if in != nil {
-		in.stop() // no Read of cmd.Stdin starts from now on
+		in.Stop() // no Read of cmd.Stdin starts from now on
 	}
 	wg.Wait()
 	switch {
@@ -348,8 +349,8 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	if cmd.Stdin != nil {
 		// Close ends sctx: the feed then stops reading cmd.Stdin, even
 		// in the middle of a Read that blocks.
-		in := newStdinReader(cmd.Stdin)
-		context.AfterFunc(sctx, in.stop)
+		in := stdinread.New(cmd.Stdin)
+		context.AfterFunc(sctx, in.Stop)
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()

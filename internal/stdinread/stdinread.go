@@ -1,4 +1,7 @@
-package e2b
+// Package stdinread hands a caller's Command.Stdin to a cloud adapter's
+// feeder so that the feeder can stop reading it at once when the command
+// ends, even while a Read of the caller's reader blocks.
+package stdinread
 
 import (
 	"errors"
@@ -6,16 +9,16 @@ import (
 	"sync"
 )
 
-// errStdinStopped ends the reads of a stopped stdinReader.
-var errStdinStopped = errors.New("e2b: the command has ended: its stdin is no longer read")
+// ErrStopped ends the reads of a stopped Reader.
+var ErrStopped = errors.New("the command has ended: its stdin is no longer read")
 
-// stdinReader hands the caller's Command.Stdin to a command. The caller's
+// Reader hands the caller's Command.Stdin to a command. The caller's
 // reader is read in a goroutine of its own, one Read at a time and only
 // when asked, so that the end of the command need not wait for a Read
-// that blocks: once stop is called no new Read of the caller's reader
+// that blocks: once Stop is called no new Read of the caller's reader
 // starts, and a Read in progress is abandoned (its goroutine ends when it
 // returns; its data is discarded), as os/exec does after WaitDelay.
-type stdinReader struct {
+type Reader struct {
 	src  io.Reader
 	want chan int       // a Read of up to n bytes is asked for
 	got  chan stdinRead // its result (buffered: the reader never blocks on it)
@@ -31,12 +34,13 @@ type stdinRead struct {
 	err error
 }
 
-func newStdinReader(src io.Reader) *stdinReader {
-	return &stdinReader{src: src, want: make(chan int), got: make(chan stdinRead, 1), done: make(chan struct{})}
+// New returns a Reader of src; nothing is read before the first Read.
+func New(src io.Reader) *Reader {
+	return &Reader{src: src, want: make(chan int), got: make(chan stdinRead, 1), done: make(chan struct{})}
 }
 
-// loop reads src on demand until stop or the end of src.
-func (s *stdinReader) loop() {
+// loop reads src on demand until Stop or the end of src.
+func (s *Reader) loop() {
 	var buf []byte
 	for {
 		var n int
@@ -64,14 +68,14 @@ func (s *stdinReader) loop() {
 
 // Read reads from the caller's reader, or fails once stopped. It is not
 // safe for concurrent use (one feeder calls it).
-func (s *stdinReader) Read(p []byte) (int, error) {
+func (s *Reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		return 0, errStdinStopped
+		return 0, ErrStopped
 	}
 	if !s.started {
 		s.started = true
@@ -81,7 +85,7 @@ func (s *stdinReader) Read(p []byte) (int, error) {
 	select {
 	case s.want <- len(p):
 	case <-s.done:
-		return 0, errStdinStopped
+		return 0, ErrStopped
 	}
 	select {
 	case c := <-s.got:
@@ -89,13 +93,13 @@ func (s *stdinReader) Read(p []byte) (int, error) {
 		// before the next want.
 		return copy(p, c.b), c.err
 	case <-s.done:
-		return 0, errStdinStopped
+		return 0, ErrStopped
 	}
 }
 
-// stop ends the reading: no Read of the caller's reader starts after it
+// Stop ends the reading: no Read of the caller's reader starts after it
 // returns.
-func (s *stdinReader) stop() {
+func (s *Reader) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.stopped {
