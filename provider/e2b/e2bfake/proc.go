@@ -29,6 +29,10 @@ type proc struct {
 	subs     map[*sub]struct{}
 	end      *process.ProcessEvent_EndEvent
 	timedOut bool
+	// failed is set when the backend could not run or wait for the
+	// process: no exit status exists, so streams end with an error and no
+	// end event, as when envd itself fails, never with a made-up exit code.
+	failed   error
 	exitedAt time.Time
 	killed   bool
 	expired  bool // the fake ended the process at its timeout
@@ -49,7 +53,7 @@ func (p *proc) subscribe() *sub {
 	s := &sub{ch: make(chan *process.ProcessEvent, 64), gone: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.end != nil || p.timedOut {
+	if p.end != nil || p.timedOut || p.failed != nil {
 		close(s.ch)
 		return s
 	}
@@ -107,8 +111,7 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 	p.mu.Lock()
 	switch {
 	case err != nil:
-		msg := err.Error()
-		p.end = &process.ProcessEvent_EndEvent{ExitCode: -1, Status: "error: " + msg, Error: &msg}
+		p.failed = err
 	case st.TimedOut || p.expired:
 		p.timedOut = true
 	case p.killed || st.ExitCode < 0:

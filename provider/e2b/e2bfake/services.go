@@ -116,10 +116,13 @@ func (ps *processService) pump(ctx context.Context, keepalive string, p *proc, s
 		case ev, ok := <-sb.ch:
 			if !ok {
 				p.mu.Lock()
-				timedOut := p.timedOut
+				timedOut, failed := p.timedOut, p.failed
 				p.mu.Unlock()
 				if timedOut {
 					return connect.NewError(connect.CodeDeadlineExceeded, context.DeadlineExceeded)
+				}
+				if failed != nil {
+					return connect.NewError(connect.CodeInternal, fmt.Errorf("process failed: %w", failed))
 				}
 				return nil
 			}
