@@ -159,10 +159,23 @@ cat >"$1" 2>/dev/null || exit 5
 
 // uploadInside writes src to abs from inside the sandbox, as upload does.
 func (t *tb) uploadInside(abs string, src io.Reader) {
+	// The backend may abandon a Read of its Stdin that is still running
+	// when Exec returns; src (a multipart part) must not be read then while
+	// the handler closes it, so it is fed through a pipe whose copier ends
+	// before this returns.
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, err := io.Copy(pw, src)
+		pw.CloseWithError(err)
+	}()
 	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &sandbox.Command{
 		Args: []string{"sh", "-c", uploadScript, "sh", abs}, Dir: t.b.home,
-		Stdin: src, Stdout: io.Discard, Stderr: io.Discard, Timeout: insideTimeout,
+		Stdin: pr, Stdout: io.Discard, Stderr: io.Discard, Timeout: insideTimeout,
 	})
+	_ = pr.Close()
+	<-copied
 	if err != nil || st.ExitCode != 0 {
 		emptyError(t.w, http.StatusBadRequest)
 		return
