@@ -83,6 +83,17 @@ func rewriteFDs(file *syntax.File) {
 		}
 		call, ok := st.Cmd.(*syntax.CallExpr)
 		if !ok || len(call.Args) != 1 || call.Args[0].Lit() != "exec" {
+			// A command's own "N>&-" or "N<&-" closes a descriptor above 2
+			// for that command only; commands here inherit no descriptor
+			// above 2, so there is nothing to close.
+			kept := st.Redirs[:0]
+			for _, rd := range st.Redirs {
+				if _, ok := highFD(rd); ok && (rd.Op == syntax.DplIn || rd.Op == syntax.DplOut) && rd.Word != nil && rd.Word.Lit() == "-" {
+					continue
+				}
+				kept = append(kept, rd)
+			}
+			st.Redirs = kept
 			return true
 		}
 		var keep []*syntax.Redirect

@@ -31,6 +31,7 @@
 //	mv [-fT] SRC... DST        printenv [NAME...]
 //	cp [-rRa] SRC... DST       env [-i] [K=V...] [CMD ARGS...]
 //	ln -s [-fn] TARGET NAME    basename, dirname, true, false, yes
+//	base64 [-d] [-w N] [FILE]
 //	readlink [-f|-e|-m] [-n]   realpath [-e|-m] PATH...
 //	chmod MODE|u+x,... PATH    touch FILE...
 //	mktemp [-d] [-p DIR] [TEMPLATE]
@@ -49,9 +50,11 @@
 // These are what the module's own programs use: fsbackend's helper
 // (mkdir, cat, head -c, readlink, rm, chmod, find -printf, grep, tar,
 // mktemp, cd -P, pwd -P) and the conformance suite (echo, cat, printenv,
-// pwd, sleep, sh). The interpreter's gaps are filled for scripts: "exec
-// N<FILE", "exec N<>FILE", "exec N<&-", "<&N" and ">&N" for descriptors
-// above 2, set -C (noclobber), and a bare return keeping the last status;
+// pwd, sleep, sh), and the Daytona adapter's exec wrapper (exec N>FILE,
+// stat -c %s, base64) so its fake runs over this provider. The interpreter's
+// gaps are filled for scripts: "exec N<FILE", "exec N>FILE", "exec N<>FILE",
+// "exec N<&-", "<&N" and ">&N" for descriptors above 2, a command's own
+// "N>&-" (nothing to close: commands inherit no descriptor above 2), set -C (noclobber), and a bare return keeping the last status;
 // "command -v" and "type" answer from the builtins, Handlers and utilities
 // (a utility or Handler shows as /usr/bin/NAME), never the host's PATH.
 // The file system has symbolic links; hard links are refused (ln without

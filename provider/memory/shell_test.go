@@ -162,6 +162,10 @@ EOF`, "here 3\n"},
 		{`printf 'x\nneedle 1\n' > g/sub/c.go; grep -rn --null -F needle . | tr '\0' :`, "./g/sub/c.go:2:needle 1\n"},
 		{`find g -mindepth 1 -printf '%y %P\n'`, "f a.go\nf b.go\nd sub\nf sub/c.go\n"},
 		{`(cd g; tar -cf ../g.tar .) && mkdir x && tar -xf g.tar -C x && cat x/sub/c.go && ls x`, "x\nneedle 1\na.go\nb.go\nsub\n"},
+		// What the Daytona adapter's exec wrapper runs: output files held on
+		// descriptors 8 and 9, closed for the command itself, then base64.
+		{`exec 8>o.txt 9>e.txt; { echo out; echo err >&2; } >&8 2>&9 8>&- 9>&-; cat o.txt e.txt; base64 o.txt`, "out\nerr\nb3V0Cg==\n"},
+		{`printf '%080d' 0 | base64 | wc -l; printf 'hi' | base64 -w 0; echo aGkK | base64 -d`, "2\naGk=\nhi\n"},
 	}
 	for _, tc := range cases {
 		out, errOut, code := run(t, sb, tc.line)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ func init() {
 		"find": uFind, "grep": uGrep, "tar": uTar, "mktemp": uMktemp, "head": uHead, "tail": uTail,
 		"wc": uWc, "sleep": uSleep, "printenv": uPrintenv, "env": uEnv, "basename": uBasename,
 		"dirname": uDirname, "stat": uStat, "tee": uTee, "sort": uSort, "yes": uYes, "tr": uTr,
+		"base64": uBase64,
 	}
 }
 
@@ -1424,6 +1426,57 @@ func uWc(ctx context.Context, c *Call) int {
 		show(tl, tw, tb, "total")
 	}
 	return code
+}
+
+// uBase64 is GNU base64: encode (lines of -w N columns, 76 by default, 0 for
+// one line) or decode with -d, of one FILE or stdin.
+func uBase64(ctx context.Context, c *Call) int {
+	set, ops, err := flags(c.Args[1:], "w")
+	if err != nil {
+		return fail(c, 1, "%v", err)
+	}
+	if len(ops) > 1 {
+		return fail(c, 1, "extra operand '%s'", ops[1])
+	}
+	wrap := 76
+	if w, ok := set["w"]; ok {
+		if wrap, err = strconv.Atoi(w[len(w)-1]); err != nil || wrap < 0 {
+			return fail(c, 1, "invalid wrap size: '%s'", w[len(w)-1])
+		}
+	}
+	decode := has(set, "d") || has(set, "-decode")
+	code := 0
+	rc := inputs(ctx, c, ops, func(_ string, data []byte) {
+		if decode {
+			clean := bytes.Map(func(r rune) rune {
+				if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
+					return -1
+				}
+				return r
+			}, data)
+			out, err := base64.StdEncoding.DecodeString(string(clean))
+			c.Stdout.Write(out)
+			if err != nil {
+				code = fail(c, 1, "invalid input")
+			}
+			return
+		}
+		enc := base64.StdEncoding.EncodeToString(data)
+		if wrap == 0 {
+			if enc != "" {
+				fmt.Fprintln(c.Stdout, enc)
+			}
+			return
+		}
+		for len(enc) > wrap {
+			fmt.Fprintln(c.Stdout, enc[:wrap])
+			enc = enc[wrap:]
+		}
+		if enc != "" {
+			fmt.Fprintln(c.Stdout, enc)
+		}
+	})
+	return max(code, rc)
 }
 
 func uSleep(ctx context.Context, c *Call) int {
