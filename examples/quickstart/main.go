@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -75,8 +76,13 @@ func run(url string) error {
 		if err := sb.Pause(ctx); err != nil {
 			return err
 		}
+		// A paused sandbox runs nothing: show the failure and its code.
 		_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}})
-		fmt.Printf("paused; exec now fails as expected: %v\n", err != nil)
+		if err == nil {
+			return fmt.Errorf("exec of true in a paused sandbox succeeded; want an error")
+		}
+		fmt.Printf("paused; exec of \"true\" fails as expected: code %s, errors.Is(err, sandbox.ErrPaused) = %v\n  %v\n",
+			sandbox.CodeOf(err), errors.Is(err, sandbox.ErrPaused), err)
 		if err := sb.Resume(ctx); err != nil {
 			return err
 		}
