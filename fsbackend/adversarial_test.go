@@ -13,6 +13,8 @@ import (
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The adversarial tests play an agent that uses commands (execute) to

@@ -18,6 +18,8 @@ import (
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"github.com/sandboxkit/sandbox/provider/local"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

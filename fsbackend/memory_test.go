@@ -6,6 +6,8 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/memory"
+
+	"github.com/stretchr/testify/require"
 )
 
 // newMemory returns a backend over a fresh memory sandbox, whose shell and

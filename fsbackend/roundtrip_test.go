@@ -9,6 +9,8 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/provider/memory"
+
+	"github.com/stretchr/testify/require"
 )
 
 // calls counts the provider calls f makes.
