@@ -276,7 +276,7 @@ func (a *agent) forker(ready chan<- features) {
 	// No command may gain privileges through execve.
 	_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	if a.cfg.Landlock {
-		if abi, err := applyLandlock(a.cfg); err != nil {
+		if abi, err := applyLandlock(a.cfg, true); err != nil {
 			missing = append(missing, "landlock: "+err.Error())
 		} else {
 			f.Landlock, f.LandlockV = true, abi

@@ -282,11 +282,69 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 // TestFilesWholeView: the file methods serve the sandbox's file system as
 // its commands see it, with their permissions.
 func TestFilesWholeView(t *testing.T) {
-	t.Run("L1", func(t *testing.T) {
-		// At L1 the home only is served (on a root host the commands'
-		// reach would be the host's own /etc).
+	for _, l := range []Level{L0, L1, L2} {
+		t.Run(l.String(), func(t *testing.T) {
+			// Below L3 the host's root is served with the commands' rights
+			// (and, at L2, their Landlock allow-list): never the host's
+			// /etc or /usr for writing.
+			ctx := context.Background()
+			sb := mustCreate(ctx, t, sandbox.NewClient(levelRuntime(t, l)), sandbox.CreateOptions{})
+			if os.Getuid() == 0 {
+				if u := sb.Info().Detail["user"]; !strings.HasPrefix(u, "uid ") {
+					t.Fatalf("Detail[user] = %q: the commands run as root here, which this test does not cover", u)
+				}
+			}
+			want := run(ctx, t, sb, "cat /etc/os-release").Stdout
+			if b, err := sb.ReadFile(ctx, "/etc/os-release"); err != nil || !bytes.Equal(b, want) || len(b) == 0 {
+				t.Errorf("ReadFile(/etc/os-release) = %d bytes, %v; the sandbox's cat read %d", len(b), err, len(want))
+			}
+			for _, p := range []string{"/etc/passwd", "/etc/sbx-view-x", "/usr/sbx-view-x"} {
+				before, _ := os.ReadFile(p)
+				if err := sb.WriteFile(ctx, p, []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					t.Errorf("WriteFile(%s) = %v, want PermissionDenied", p, err)
+				}
+				if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+					t.Fatalf("WriteFile changed the host's %s", p)
+				}
+			}
+			if err := sb.MkdirAll(ctx, "/usr/sbx-view-dir"); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+				t.Errorf("MkdirAll(/usr/sbx-view-dir) = %v, want PermissionDenied", err)
+			}
+			// The sandbox's temporary directory is served both ways.
+			dir := strings.TrimSpace(string(run(ctx, t, sb, `d=$(mktemp -d) && echo "$d"`).Stdout))
+			if err := sb.WriteFile(ctx, dir+"/from-api", []byte("api")); err != nil {
+				t.Fatal(err)
+			}
+			if got := run(ctx, t, sb, "cat "+dir+"/from-api; echo cmd > "+dir+"/from-cmd").Stdout; string(got) != "api" {
+				t.Errorf("the command read %q from a file the API wrote in %s", got, dir)
+			}
+			if b, err := sb.ReadFile(ctx, dir+"/from-cmd"); err != nil || string(b) != "cmd\n" {
+				t.Errorf("ReadFile of a file a command wrote in %s: %q, %v", dir, b, err)
+			}
+			if res := run(ctx, t, sb, "echo more >> "+dir+"/from-api"); res.ExitCode != 0 {
+				t.Errorf("a command cannot append to a file the API wrote: %s", res.Stderr)
+			}
+			if err := sb.Remove(ctx, dir); err != nil {
+				t.Error(err)
+			}
+			if l == L2 {
+				// Landlock keeps the commands, and so the file methods, out
+				// of the host's /tmp, which their user could write.
+				if err := sb.WriteFile(ctx, "/tmp/sbx-view-x", []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					os.Remove("/tmp/sbx-view-x")
+					t.Errorf("WriteFile(/tmp/sbx-view-x) at L2 = %v, want PermissionDenied", err)
+				}
+			}
+		})
+	}
+	t.Run("L1-as-root", func(t *testing.T) {
+		// Commands that run as the host's root are not given the host's
+		// root through the file methods: the home only is served.
+		if os.Getuid() != 0 {
+			t.Skip("needs a root host")
+		}
 		ctx := context.Background()
-		sb := mustCreate(ctx, t, sandbox.NewClient(newRuntime(t, WithIsolation(L1))), sandbox.CreateOptions{})
+		sb := mustCreate(ctx, t, sandbox.NewClient(levelRuntime(t, L1, WithCommandsAsRoot())), sandbox.CreateOptions{})
 		for _, p := range []string{"/etc/os-release", "/tmp/x"} {
 			if _, err := sb.ReadFile(ctx, p); sandbox.CodeOf(err) != sandbox.PermissionDenied {
 				t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)

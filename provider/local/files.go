@@ -555,7 +555,9 @@ func (r *Runtime) removeIn(ctx context.Context, t *fsTarget, id, p string) error
 	return fsErr("remove", p, t.root.RemoveAll(t.rel))
 }
 
-// Rename moves oldPath to newPath within the home.
+// Rename moves oldPath to newPath within one view: the sandbox's root at
+// L3 and L4; below, the home, the private temporary directory or the rest
+// of the host's root (see view_linux.go).
 func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error {
 	t, err := r.target(id, oldPath, true)
 	if err != nil {
@@ -568,7 +570,7 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 func (r *Runtime) renameIn(ctx context.Context, t *fsTarget, id, oldPath, newPath string) error {
 	home := t.home
 	if !pathsafe.Within(home, newPath) {
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: at %s the local provider serves files under the home only", newPath, home, t.m.Achieved)
+		return sandbox.Errorf(sandbox.PermissionDenied, "local: rename %s to %s: the local provider renames within %s only here (copy, then remove)", oldPath, newPath, home)
 	}
 	if home == "/" {
 		for _, k := range kernelDirs {

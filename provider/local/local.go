@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -56,9 +57,9 @@ type Runtime struct {
 	cg      cgroupParents
 	uid     int // host uid and gid of the sandbox user with namespaces
 	gid     int
-	// runAs is the host uid (and gid) commands run as at L1 and L2 on a
-	// root host, 0 for root itself; runAsWhy says why root, if so.
-	runAs    int
+	// dropUser: commands at L0 to L2 on a root host run as a uid of
+	// their sandbox's own (allocUID); runAsWhy says why root, if not.
+	dropUser bool
 	runAsWhy string
 	pasta    string // path of the user-space network stack, "" when not installed
 	mkfs     string // path of mkfs.ext4, for disk quotas
@@ -112,11 +113,11 @@ func New(opts ...Option) (*Runtime, error) {
 		}
 	}
 	if r.root == "" {
-		cache, err := os.UserCacheDir()
+		root, err := defaultRoot()
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.FailedPrecondition, "local: no root directory: %v (use WithRoot)", err)
+			return nil, err
 		}
-		r.root = filepath.Join(cache, "sandboxkit", "local")
+		r.root = root
 	}
 	root, err := filepath.Abs(r.root)
 	if err != nil {
@@ -158,19 +159,45 @@ func New(opts ...Option) (*Runtime, error) {
 	return r, nil
 }
 
-// setRunAs decides which host user runs commands at L1 and L2: on a root
-// host, the unprivileged r.uid, provided it can reach the sandboxes'
-// homes (every directory above the root must be searchable by it).
+// systemRoot is the default root directory of a root host: below
+// directories every user may search, so that the unprivileged users L0 to
+// L2 commands run as reach their homes (a root's cache directory, under
+// /root, is closed to them).
+const systemRoot = "/var/lib/sandboxkit/local"
+
+// defaultRoot returns the root directory used without WithRoot:
+// systemRoot for root, <user cache dir>/sandboxkit/local for anyone else.
+func defaultRoot() (string, error) {
+	if os.Getuid() == 0 {
+		parent := filepath.Dir(systemRoot)
+		if err := os.Mkdir(parent, 0o711); err == nil {
+			_ = os.Chmod(parent, 0o711) // whatever the umask
+		} else if !errors.Is(err, fs.ErrExist) {
+			return "", sandbox.Errorf(sandbox.PermissionDenied, "local: cannot create %s: %w (use WithRoot)", parent, err)
+		}
+		return systemRoot, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", sandbox.Errorf(sandbox.FailedPrecondition, "local: no root directory: %v (use WithRoot)", err)
+	}
+	return filepath.Join(cache, "sandboxkit", "local"), nil
+}
+
+// setRunAs decides which host user runs commands at L0 to L2: on a root
+// host, a uid of each sandbox's own (allocUID), provided such a user can
+// reach the sandboxes' homes (every directory above the root must be
+// searchable by anyone).
 func (r *Runtime) setRunAs() {
-	if os.Getuid() != 0 || r.level < L1 || r.level > L2 {
+	if os.Getuid() != 0 || r.level > L2 {
 		return
 	}
 	if r.asRoot {
 		r.runAsWhy = "root without capabilities (WithCommandsAsRoot)"
 		return
 	}
-	if dir, ok := searchable(filepath.Dir(r.root), r.uid, r.gid); !ok {
-		r.runAsWhy = fmt.Sprintf("root without capabilities: uid %d cannot search %s, above the root directory; choose a root below searchable directories", r.uid, dir)
+	if dir, ok := searchable(filepath.Dir(r.root), uidBase, uidBase); !ok {
+		r.runAsWhy = fmt.Sprintf("root without capabilities: an unprivileged user cannot search %s, above the root directory; choose a root below searchable directories", dir)
 		r.log.Warn("sandbox/local: commands run as root", "why", r.runAsWhy)
 		return
 	}
@@ -178,7 +205,7 @@ func (r *Runtime) setRunAs() {
 		r.runAsWhy = fmt.Sprintf("root without capabilities: %v", err)
 		return
 	}
-	r.runAs = r.uid
+	r.dropUser = true
 }
 
 // searchable reports whether uid (with the single group gid) may search
@@ -540,17 +567,22 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 		_ = os.Chown(r.home(id), r.uid, r.gid)
 	}
 	runAs := 0
-	if r.level >= L1 && r.level <= L2 {
-		runAs = r.runAs
-	}
-	if runAs != 0 {
-		// The commands' user may pass through the directory (not list it)
-		// to its home and temporary directory; the key, the socket and the
-		// metadata stay the host user's alone (0600).
-		err := os.Chmod(dir, 0o711)
+	if r.dropUser && r.level <= L2 {
+		// The commands' user, the sandbox's own, may pass through the
+		// directory (not list it) to its home and temporary directory,
+		// which no other sandbox's user may enter; the key, the socket and
+		// the metadata stay the host user's alone (0600).
+		var err error
+		runAs, err = r.allocUID(id)
+		if err == nil {
+			err = os.Chmod(dir, 0o711)
+		}
 		for _, d := range []string{r.home(id), filepath.Join(dir, "tmp")} {
 			if err == nil {
-				err = os.Chown(d, runAs, r.gid)
+				err = os.Chown(d, runAs, runAs)
+			}
+			if err == nil {
+				err = os.Chmod(d, 0o700)
 			}
 		}
 		if err != nil {
@@ -642,10 +674,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if err := r.ensureDisk(m); err != nil {
 		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
 	}
-	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, 0
-	if m.RunAs != 0 {
-		cfg.GID = r.gid
-	}
+	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, m.RunAs
 	// For an agent that cannot read meta.json (a root host's uid 65534).
 	// A pooled sandbox's AutoPause is known only once adopted: such an
 	// agent leaves its lease to the Runtimes.
@@ -936,6 +965,11 @@ func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {
 		errs = append(errs, err)
 	}
 	unmountDisk(dir)
+	uid := -1
+	if fi, err := os.Stat(filepath.Join(dir, "home")); err == nil {
+		uid = int(fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	defer r.releaseUID(uid)
 	if err := os.RemoveAll(dir); err != nil {
 		// Sandboxed code may have left directories without write permission.
 		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

@@ -230,9 +230,9 @@ func loopbackUp() error {
 }
 
 // applyLandlock restricts the calling thread and everything it starts to the
-// sandbox's file system allow-list, and (ABI ≥ 6) scopes signals and
-// abstract unix sockets to the sandbox.
-func applyLandlock(cfg *agentConfig) (int, error) {
+// sandbox's file system allow-list and, with scoped, (ABI ≥ 6) scopes
+// signals and abstract unix sockets to the sandbox.
+func applyLandlock(cfg *agentConfig, scoped bool) (int, error) {
 	abi, err := ll.LandlockGetABIVersion()
 	if err != nil {
 		return 0, err
@@ -266,7 +266,11 @@ func applyLandlock(cfg *agentConfig) (int, error) {
 	}
 	// File system rights and IPC scopes (signals, abstract unix sockets),
 	// not network ports: the network is governed by namespaces and seccomp.
-	c := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
+	c := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS}
+	if scoped {
+		c.Scoped = landlock.V11.Scoped
+	}
+	c = c.BestEffort()
 	if err := restrictThread(c, rules...); err != nil {
 		return 0, err
 	}

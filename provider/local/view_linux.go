@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 
@@ -23,10 +24,15 @@ import (
 //     reached through the agent's /proc/<pid>/root, which the sandbox's
 //     mount namespace resolves. While no agent runs (after a reboot, say)
 //     only the home exists, and only it is served.
-//   - L0, L1 and L2: the home only; a path elsewhere is PermissionDenied,
-//     although commands reach more (at L0 and L1 whatever the host user
-//     can, which on a root host is the host's /etc: the file methods do
-//     not hand that out).
+//   - L2: the host's root, through a thread confined by the same Landlock
+//     allow-list as the commands (read-only system directories, read-write
+//     home and private temporary directory, nothing else).
+//   - L0 and L1: the host's root, with the rights of the commands' user:
+//     the sandbox's own uid on a root host, else the host user. Where the
+//     commands run as root (WithCommandsAsRoot, or a root directory the
+//     sandbox's user cannot reach), the home only: a path elsewhere is
+//     PermissionDenied, so that the file methods never write the host's
+//     /etc.
 //
 // Every request works through os.Root on the view's top directory, so
 // neither ".." nor a symbolic link planted by code in the sandbox reaches
@@ -44,8 +50,20 @@ func (r *Runtime) view(m *meta) (top, dir string) {
 	switch {
 	case m.Achieved >= L3 && procAlive(m.AgentPID, m.AgentAt):
 		return "/", "/proc/" + strconv.Itoa(m.AgentPID) + "/root"
+	case m.Achieved == L2, m.Achieved < L2 && !rootCommands(m):
+		return "/", "/"
 	}
 	return r.info(m).Home, r.home(m.ID)
+}
+
+// rootCommands reports whether the commands of m, below L3, run as the
+// host's root.
+func rootCommands(m *meta) bool { return m.RunAs == 0 && os.Getuid() == 0 }
+
+// ownDirs returns the host paths of the home and the private temporary
+// directory ($TMPDIR) of sandbox m (below L3).
+func (r *Runtime) ownDirs(m *meta) []string {
+	return []string{r.home(m.ID), filepath.Join(r.dir(m.ID), "tmp")}
 }
 
 // kernelDirs are the sandbox paths of kernel interfaces, never served.
@@ -62,8 +80,20 @@ func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, e
 			}
 		}
 	}
+	if top == "/" && m.Achieved < L3 {
+		// The host's root: the sandbox's own directories are opened as
+		// roots of their own (here, with the host process's rights), as
+		// the commands' user may search but not read the directories
+		// above them, and Landlock grants no reading of those either.
+		for _, d := range r.ownDirs(m) {
+			if pathsafe.Within(d, p) {
+				top, dir = d, d
+				break
+			}
+		}
+	}
 	if !pathsafe.Within(top, p) {
-		return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: at %s the local provider serves files under the home only", p, top, m.Achieved)
+		return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only while the sandbox's commands run as root (or, at L3 and L4, while no agent runs)", p, top)
 	}
 	rel, err = homeRel(top, p)
 	if err != nil {
@@ -93,23 +123,33 @@ func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, e
 }
 
 // creds is a file system identity: the host uid and gid the kernel checks
-// file accesses against.
-type creds struct{ uid, gid int }
+// file accesses against (0: the process's own), and the Landlock
+// allow-list that confines them (nil: none).
+type creds struct {
+	uid, gid int
+	landlock *agentConfig
+}
 
 // fileCreds returns the identity the file methods take for sandbox m: its
-// commands' user where the host process is root and they are not; nil to
-// keep the process's own.
+// commands' user where the host process is root and they are not, and
+// at L2 their Landlock allow-list; nil to keep the process's own.
 func (r *Runtime) fileCreds(m *meta) *creds {
-	if os.Getuid() != 0 {
+	var c creds
+	if os.Getuid() == 0 {
+		switch {
+		case m.Achieved >= L3:
+			c.uid, c.gid = r.uid, r.gid
+		case m.RunAs != 0:
+			c.uid, c.gid = m.RunAs, m.RunAs
+		}
+	}
+	if m.Achieved == L2 {
+		c.landlock = &agentConfig{HostHome: r.home(m.ID), HostTmp: filepath.Join(r.dir(m.ID), "tmp")}
+	}
+	if c == (creds{}) {
 		return nil
 	}
-	switch {
-	case m.Achieved >= L3:
-		return &creds{r.uid, r.gid}
-	case m.RunAs != 0:
-		return &creds{m.RunAs, r.gid}
-	}
-	return nil
+	return &c
 }
 
 // as runs fn with the file system identity c (nil: the process's own), on
@@ -137,6 +177,19 @@ func as(c *creds, fn func() error) error {
 // system uid and gid of c. Changing the fsuid from 0 drops the
 // capabilities that bypass file permissions from the thread.
 func setThreadCreds(c *creds) error {
+	if c.landlock != nil {
+		// no_new_privs, which Landlock needs without CAP_SYS_ADMIN, is a
+		// property of this thread alone, as is the domain.
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
+			return fmt.Errorf("no_new_privs: %w", e)
+		}
+		if _, err := applyLandlock(c.landlock, false); err != nil {
+			return fmt.Errorf("landlock: %w", err)
+		}
+	}
+	if c.uid == 0 {
+		return nil
+	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
 		return fmt.Errorf("setgroups: %w", e)
 	}
