@@ -16,7 +16,9 @@
 // (WithWarmPool), commands_as_root=true (WithCommandsAsRoot),
 // network=isolated|host (WithNetwork). The URL path
 // is the root directory (WithRoot); the default root is
-// <user cache dir>/sandboxkit/local.
+// /var/lib/sandboxkit/local for root (below directories every user may
+// search, which the sandboxes' users need) and
+// <user cache dir>/sandboxkit/local for anyone else.
 //
 // # Re-execution
 //
@@ -41,18 +43,24 @@
 // "paused_by". A level is never reported higher than what was set up.
 //
 //   - L0 none: plain host processes with the home as working directory.
-//     Only when asked for (WithIsolation(L0)).
+//     Only when asked for (WithIsolation(L0)). On a root host they run as
+//     the sandbox's own unprivileged user, as at L1.
 //   - L1 process: L0 plus a subreaper agent that ends whole process trees,
 //     a new session per command, a scrubbed environment, no capabilities,
 //     rlimits (no core dumps) and the file API through os.Root. Commands can
 //     read and write whatever their user can, and reach the network
 //     (CreateOptions.NoNetwork is refused with FailedPrecondition). On a
-//     root host they run as the unprivileged uid 65534 (unless
-//     WithCommandsAsRoot), which needs every directory above the root to be
-//     searchable by it (Detail "user" says when it is not); otherwise they
-//     run as the host user. Sandboxes at L0 and L1 are not isolated from
-//     each other: a command can read and write other sandboxes' homes and,
-//     run as the host user, reach their agents.
+//     root host they run as an unprivileged uid and gid of their sandbox's
+//     own (unless WithCommandsAsRoot; Detail "user" is "uid N"), drawn
+//     from the block 0x70000000–0x70FFFFFF that distributions leave unused
+//     and reserved in <root>/.uids; its home and temporary directory are
+//     0700 and that user's, so one sandbox's commands can neither read nor
+//     write another's files nor signal its processes. That needs every
+//     directory above the root to be searchable by any user (the default
+//     root is; Detail "user" says when a root is not, and commands then
+//     run as root). On a host without root they run as the host user, and
+//     sandboxes at L0 and L1 are not isolated from each other: a command
+//     can read and write other sandboxes' homes and reach their agents.
 //   - L2 Landlock+seccomp: L1 plus a Landlock allow-list (read-only /usr,
 //     /etc, /bin, /lib*, /opt, /proc, /dev; read-write home and a private
 //     temporary directory, $TMPDIR, in which files may be renamed and
@@ -60,7 +68,7 @@
 //     sockets scoped to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
 //     kernel keyrings, namespaces...; with the network off, the default
 //     at L2, no sockets but unix ones). Host processes stay visible in /proc. On a root host
-//     commands run as uid 65534, as at L1.
+//     commands run as their sandbox's own uid, as at L1.
 //   - L3 namespaces: user, mount, pid, uts, ipc and (unless the network is
 //     the host's) net namespaces; a tmpfs root holding read-only binds of /usr, /etc and
 //     /opt, the merged-/usr symlinks, a private /tmp, /proc and a minimal
@@ -93,8 +101,9 @@
 // these files, so a new process sees the sandboxes an earlier one created;
 // a sandbox whose metadata is corrupt is skipped by List (and logged) while
 // Get reports it. The env file may hold secret values: every file is 0600
-// under a 0700 directory (0711 when L1 and L2 commands run as uid 65534,
-// which must pass through it to its home).
+// under a 0700 directory (0711 when L0 to L2 commands run as a user of
+// their own, which must pass through it, and through the root, 0711 too,
+// to its home).
 //
 // GetOrCreate is single-flight across every process sharing the root: a
 // lock file per key in <root>/.keys (left in place, empty) serialises the
@@ -190,8 +199,19 @@
 // identity of the sandbox's user (setfsuid on a thread of their own), so a
 // read-only place is PermissionDenied and a file the user may not read
 // stays unread. /proc, /sys and /dev are not served (PermissionDenied).
-// At L0, L1 and L2, and at L3 and L4 while no agent runs (after a reboot),
-// they serve the home only: a path elsewhere is PermissionDenied. Every
+// At L0, L1 and L2 they serve the host's file system as the commands see
+// it: with their user's rights (setfsuid to the sandbox's own uid on a
+// root host) and, at L2, on a thread confined by the same Landlock
+// allow-list, so ReadFile("/etc/os-release") works and a write to /usr
+// or /etc (or, at L2, the host's /tmp) is PermissionDenied. The home and
+// the private temporary directory are served as views of their own, so a
+// link in the home leading out of it matches sandbox.ErrPathEscape, and
+// Rename moves files within one of the home, the temporary directory or
+// the rest (PermissionDenied across them: copy, then remove). Where the
+// commands run as root (WithCommandsAsRoot, or a root directory other
+// users cannot reach), and at L3 and L4 while no agent runs (after a
+// reboot), they serve the home only: a path elsewhere is
+// PermissionDenied, and the file methods never write the host's /etc. Every
 // request works through os.Root on the host side, streamed (io.Copy keeps
 // the kernel's copy fast paths), so neither ".." nor a symbolic link
 // planted in the sandbox reaches beyond what is served: an absolute link
@@ -216,7 +236,7 @@
 // (SANDBOXKIT_ID=<id>, set for every command below L3), then the agent,
 // then the same once more. At L0, and at L1 when commands run as the host
 // user, a command can move itself out of the sandbox's cgroup (Detail
-// "cgroup_escape" says so); at L1 as uid 65534 and at L2 it cannot. A sandbox whose lease ends is destroyed (paused with AutoPause)
+// "cgroup_escape" says so); as a user of its own and at L2 it cannot. A sandbox whose lease ends is destroyed (paused with AutoPause)
 // by the reaper of any open Runtime, and by the next Get or List of any
 // process. Without either, the agent itself ends the sandbox's processes
 // 30 seconds after the lease (unless the sandbox pauses at its lease end),
@@ -228,9 +248,10 @@
 //
 // At L0, and at L1 when commands run as the host user, a command can read
 // another sandbox's agent key and so reach its agent: sandboxes there are
-// not isolated from each other. At L1 as uid 65534 they still share that
-// user: one sandbox's commands can read and write another's home and
-// signal its commands.
+// not isolated from each other. On a root host, where each sandbox has a
+// user of its own, L0 and L1 commands still read whatever any user may
+// (world-readable host files) and see every process of the host. Two root directories draw their users
+// from one block independently: they may, rarely, share one.
 //
 // A command's timeout or cancellation kills its process group and the
 // processes that descend from it at that moment. A process that left both

@@ -42,8 +42,8 @@ type metaStatic struct {
 	NoNetwork bool              `json:"no_network,omitempty"`
 	Resources sandbox.Resources `json:"resources"`
 	Level     Level             `json:"level"` // level asked for
-	// RunAs is the host uid (and gid) commands run as at L1 and L2 on a
-	// root host; 0 means the host user's own.
+	// RunAs is the host uid (and gid) commands run as at L0 to L2 on a
+	// root host, the sandbox's own; 0 means the host user's own.
 	RunAs int `json:"run_as,omitempty"`
 	// Network is what the sandbox's network is: "isolated", "host" or
 	// "off"; NetNote says why, when not what was asked.

@@ -134,9 +134,11 @@ func WithWarmPool(n int) Option {
 	}
 }
 
-// WithCommandsAsRoot keeps commands at L1 and L2 running as root when the
-// program runs as root. By default a root host runs them as the
-// unprivileged uid 65534 instead (root without capabilities still owns
+// WithCommandsAsRoot keeps commands at L0 to L2 running as root when the
+// program runs as root. By default a root host runs them as an
+// unprivileged uid of each sandbox's own instead, and the file methods
+// then serve the host's file system with that user's rights; with this
+// option they serve the home only (root without capabilities still owns
 // every root-owned file: the other sandboxes' agents, the root directory,
 // the cgroups). Levels L3 and L4 always map the sandbox user to uid 65534
 // on a root host, whatever this option says.
