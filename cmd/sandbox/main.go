@@ -1,0 +1,51 @@
+// Command sandbox creates, inspects and drives code-execution sandboxes on any
+// provider from the terminal, and serves them to language models as an MCP
+// server.
+//
+// Install it with
+//
+//	go install github.com/sandboxkit/sandbox/cmd/sandbox@latest
+//
+// The provider comes from --url, else $SANDBOX_URL, else local:// (the
+// embedded local provider: no account, no server). Every verb has --help
+// with an example; "sandbox completion bash|zsh|fish|powershell" prints a
+// completion script.
+//
+// # Exit status
+//
+// The tool's own failures (bad usage included) exit 125 after printing one
+// line, "sandbox: <Code>: <message>" (with --json, a JSON object on stderr),
+// so that they never collide with the status of a command that exec passes
+// through: the command's own exit code, 124 when its timeout ended it (as
+// timeout(1) does), 126 and 127 as POSIX shells report a program that cannot
+// run or is missing, 137 (as for SIGKILL, with a note on stderr) when a signal
+// ended it, since providers do not say which. An interrupt (Ctrl-C) exits 130.
+//
+// # MCP
+//
+// "sandbox mcp" serves the file tools of fsbackend (ls, read_file,
+// write_file, edit_file, glob, grep) and, with --allow-execute, execute and
+// run_start, run_status, run_logs, over stdio or, with --http
+// 127.0.0.1:PORT, streamable HTTP. Each MCP session gets its own sandbox,
+// created on its first tool call and destroyed when the session ends, unless
+// --reuse-label names a sandbox to keep and reattach to across restarts.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "github.com/sandboxkit/sandbox/provider/daytona"
+	_ "github.com/sandboxkit/sandbox/provider/e2b"
+	_ "github.com/sandboxkit/sandbox/provider/local"
+	_ "github.com/sandboxkit/sandbox/provider/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := newApp(os.Stdin, os.Stdout, os.Stderr).run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
