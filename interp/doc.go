@@ -1,0 +1,75 @@
+// Package interp runs code cell by cell in a stateful interpreter inside a
+// [sandbox.Sandbox], on every provider, and returns rich results: streamed
+// stdout and stderr, the value of the last expression in the formats the
+// object offers (text/plain, text/html, text/markdown, application/json,
+// image/png, ...), every matplotlib figure a cell created or changed as a
+// PNG, and an exception's name, value and traceback. It is what E2B's
+// code-interpreter run_code and Daytona's code_run offer, without Jupyter,
+// on local sandboxes as well.
+//
+//	k, err := interp.New(ctx, sb, interp.Options{})           // a Python kernel
+//	defer k.Close(ctx)
+//	_, err = k.Run(ctx, "import math\nr = 2", interp.RunOptions{})
+//	ex, err := k.Run(ctx, "math.pi * r**2", interp.RunOptions{})
+//	fmt.Println(ex.Text())                                    // 12.566370614359172
+//
+// A [Kernel] is one context: its variables, imports, functions and working
+// directory persist from one Run to the next. [Kernel.NewContext] starts
+// another, independent kernel in the same sandbox; kernels run
+// concurrently, while the cells of one kernel run one at a time. A cell's
+// RunOptions.Timeout, or the end of Run's ctx, interrupts the cell
+// (SIGINT: KeyboardInterrupt in Python) and keeps the kernel and its state.
+// [Kernel.Restart] starts afresh; [Kernel.Close] ends the kernel.
+//
+// # Languages
+//
+// Python (python3, standard library only; matplotlib is used when the
+// sandbox has it, with the Agg backend) and Bash (one persistent bash:
+// variables, functions, cwd and exports persist; a non-zero exit status of
+// a cell is its Error). Python output is captured at the sys.stdout and
+// sys.stderr level: a subprocess the cell starts writes to the kernel's log,
+// not to the cell, as in classic Jupyter.
+//
+// # How it talks to the kernel
+//
+// The protocol needs nothing from a provider but Exec with a closed or
+// finite stdin, so it behaves the same on local, E2B and Daytona (whose
+// background processes' stdin is not streamed today) and survives a
+// transport failure:
+//
+//   - New runs one launcher command. It stores the kernel program, which is
+//     embedded in this package, under $HOME/.sandboxkit/interp named by its
+//     content hash (written once per sandbox and version; the source rides
+//     on the launcher's stdin), creates the kernel's directory (mode 0700)
+//     with a FIFO, and starts the kernel detached (setsid) so that it
+//     outlives the command that started it. The kernel listens on the FIFO.
+//   - Each Run is one Exec of a small sh client (no interpreter start-up):
+//     it stores the request (a JSON header line, then the code, from its
+//     stdin), writes the request's number to the FIFO, and waits for the
+//     kernel's answer, polling a file, from 1 ms apart at first. The kernel
+//     appends events to a file of the request: JSON lines, ASCII only,
+//     stream data in base64 (Daytona's output is not binary-safe), ending
+//     with a "done" event. The client prints the events from a byte offset
+//     on; a cell that runs long is followed by further Execs from the last
+//     complete line's offset (about every 200 ms while it prints), which is
+//     how output streams to RunOptions.OnStdout. A client whose transport
+//     failed is run again from the same offset, and a request is never
+//     submitted twice.
+//   - Interrupt is an Exec of kill -INT for the kernel's pid, sent only
+//     while that cell runs; a Timeout is enforced by the kernel itself
+//     (setitimer), so it holds even while the client is between polls.
+//   - A kernel that died (killed, out of memory, its sandbox resumed
+//     without memory) is seen by the client (its pid is gone) and reported
+//     by Run as [ErrDied]; a paused sandbox whose provider keeps memory
+//     resumes with its kernel.
+//
+// # Secrets
+//
+// The events are read unredacted, since the portable layer's redaction
+// would corrupt them, and the secret values of the sandbox are redacted
+// here field by field: every stream line, every text form of a result, the
+// error's name, value and traceback. Stream output is handed on line by
+// line, so a secret split across two writes is still found; a line without
+// its newline waits for the next one or for the cell's end. Images are
+// returned as produced.
+package interp

@@ -1,0 +1,258 @@
+package interp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image/png"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/interp"
+	"github.com/sandboxkit/sandbox/provider/daytona"
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
+	"github.com/sandboxkit/sandbox/provider/e2b"
+	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/provider/local"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// providers builds a sandbox on each provider the package is tested over:
+// local at this host's best isolation level, e2b over e2bfake and daytona
+// over daytonafake (both executing through provider/local).
+var providers = []struct {
+	name string
+	new  func(t *testing.T) *sandbox.Sandbox
+}{
+	{"local", func(t *testing.T) *sandbox.Sandbox { return create(t, localRuntime(t)) }},
+	{"e2b", func(t *testing.T) *sandbox.Sandbox {
+		fake := e2bfake.New(localRuntime(t))
+		t.Cleanup(fake.Close)
+		rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
+		require.NoError(t, err)
+		return create(t, rt)
+	}},
+	{"daytona", func(t *testing.T) *sandbox.Sandbox {
+		fake := daytonafake.New(localRuntime(t))
+		t.Cleanup(fake.Close)
+		rt, err := daytona.New(daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = rt.ResetTransport() })
+		return create(t, rt)
+	}},
+}
+
+func localRuntime(t *testing.T) *local.Runtime {
+	t.Helper()
+	rt, err := local.New(local.WithRoot(t.TempDir()))
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func create(t *testing.T, rt sandbox.Runtime) *sandbox.Sandbox {
+	t.Helper()
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	sb, err := c.Create(t.Context(), sandbox.CreateOptions{Timeout: 10 * time.Minute, SecretEnv: map[string]string{"API_TOKEN": "s3cr3t-t0ken"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	if _, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"python3", "-c", "pass"}}); err != nil {
+		t.Skipf("python3 does not run in the sandbox: %v", err)
+	}
+	return sb
+}
+
+func newKernel(t *testing.T, sb *sandbox.Sandbox, opts interp.Options) *interp.Kernel {
+	t.Helper()
+	k, err := interp.New(t.Context(), sb, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
+	return k
+}
+
+func run(t *testing.T, k *interp.Kernel, code string) *interp.Execution {
+	t.Helper()
+	ex, err := k.Run(t.Context(), code, interp.RunOptions{})
+	require.NoError(t, err, "cell %q", code)
+	return ex
+}
+
+func TestPython(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sb := p.new(t)
+			k := newKernel(t, sb, interp.Options{})
+
+			t.Run("State", func(t *testing.T) {
+				ex := run(t, k, "import os\nx = 40\ndef f(y):\n    return x + y\nos.makedirs('w', exist_ok=True)\nos.chdir('w')")
+				require.Nil(t, ex.Error)
+				assert.Empty(t, ex.Results, "a cell ending in a statement has no value")
+				ex = run(t, k, "print('cwd', os.path.basename(os.getcwd()))\nf(2)")
+				require.Nil(t, ex.Error)
+				assert.Equal(t, "cwd w\n", ex.Stdout)
+				assert.Equal(t, "42", ex.Text())
+				require.Len(t, ex.Results, 1)
+				assert.True(t, ex.Results[0].Main)
+				assert.Equal(t, 2, ex.Count)
+			})
+			t.Run("RichValue", func(t *testing.T) {
+				ex := run(t, k, "class T:\n    def _repr_html_(self): return '<b>hi</b>'\n    def _repr_json_(self): return {'a': 1}\n    def __repr__(self): return 'T()'\nT()")
+				require.Nil(t, ex.Error)
+				require.Len(t, ex.Results, 1)
+				r := ex.Results[0]
+				assert.Equal(t, "T()", r.Text)
+				assert.Equal(t, "<b>hi</b>", r.HTML)
+				assert.JSONEq(t, `{"a":1}`, string(r.JSON))
+				assert.ElementsMatch(t, []string{"text/plain", "text/html", "application/json"}, r.Formats())
+			})
+			t.Run("Traceback", func(t *testing.T) {
+				ex := run(t, k, "print('before')\na = 1\nb = a / 0\nprint('after')")
+				require.NotNil(t, ex.Error)
+				assert.Equal(t, "ZeroDivisionError", ex.Error.Name)
+				assert.Equal(t, "division by zero", ex.Error.Value)
+				tb := strings.Join(ex.Error.Traceback, "")
+				assert.Contains(t, tb, "line 3")
+				assert.Contains(t, tb, "b = a / 0")
+				assert.NotContains(t, tb, "kernel", "the kernel's own frames are left out")
+				assert.Equal(t, "before\n", ex.Stdout)
+				ex = run(t, k, "def (:")
+				require.NotNil(t, ex.Error)
+				assert.Equal(t, "SyntaxError", ex.Error.Name)
+			})
+			t.Run("LargeOutputInOrder", func(t *testing.T) {
+				var live strings.Builder
+				calls := 0
+				ex, err := k.Run(t.Context(), "import sys\nfor i in range(16384):\n    sys.stdout.write('%063d\\n' % i)\nsys.stderr.write('err\\n')",
+					interp.RunOptions{OnStdout: func(s string) { live.WriteString(s); calls++ }})
+				require.NoError(t, err)
+				require.Nil(t, ex.Error)
+				require.Len(t, ex.Stdout, 1<<20)
+				assert.Equal(t, ex.Stdout, live.String(), "the callback sees what is collected")
+				lines := strings.Split(strings.TrimSuffix(ex.Stdout, "\n"), "\n")
+				require.Len(t, lines, 16384)
+				for i, l := range lines {
+					if l != strings.Repeat("0", 63-len(itoa(i)))+itoa(i) {
+						t.Fatalf("line %d is %q", i, l)
+					}
+				}
+				assert.Equal(t, "err\n", ex.Stderr)
+				t.Logf("1 MiB came in %d callbacks", calls)
+			})
+			t.Run("TimeoutKeepsState", func(t *testing.T) {
+				run(t, k, "kept = 'yes'")
+				start := time.Now()
+				ex, err := k.Run(t.Context(), "import time\nprint('start', flush=True)\ntime.sleep(60)", interp.RunOptions{Timeout: time.Second})
+				require.NoError(t, err)
+				took := time.Since(start)
+				assert.Less(t, took, 30*time.Second)
+				t.Logf("a 1 s timeout ended the cell after %v", took)
+				assert.True(t, ex.TimedOut)
+				assert.True(t, ex.Interrupted)
+				require.NotNil(t, ex.Error)
+				assert.Equal(t, "KeyboardInterrupt", ex.Error.Name)
+				assert.Equal(t, "start\n", ex.Stdout)
+				assert.Equal(t, "'yes'", run(t, k, "kept").Text())
+			})
+			t.Run("CancelInterrupts", func(t *testing.T) {
+				ctx, cancel := context.WithCancel(t.Context())
+				ex, err := k.Run(ctx, "import time\nprint('go', flush=True)\ntime.sleep(60)", interp.RunOptions{OnStdout: func(string) { cancel() }})
+				require.ErrorIs(t, err, context.Canceled)
+				assert.Equal(t, "go\n", ex.Stdout)
+				start := time.Now()
+				assert.Equal(t, "'yes'", run(t, k, "kept").Text(), "the next cell runs once the interrupted one ended")
+				t.Logf("the next cell came after %v", time.Since(start))
+			})
+			t.Run("Secrets", func(t *testing.T) {
+				ex := run(t, k, "import os\nt = os.environ.get('API_TOKEN', 's3cr3t-t0ken')\nprint('tok', t[:6], t[6:], sep='')\nraise ValueError('bad ' + t)")
+				assert.NotContains(t, ex.Stdout, "s3cr3t-t0ken")
+				assert.Contains(t, ex.Stdout, "tok")
+				require.NotNil(t, ex.Error)
+				assert.NotContains(t, ex.Error.Value, "s3cr3t-t0ken")
+				assert.NotContains(t, strings.Join(ex.Error.Traceback, ""), "s3cr3t-t0ken")
+				ex = run(t, k, "t")
+				assert.NotContains(t, ex.Text(), "s3cr3t-t0ken")
+			})
+			t.Run("Contexts", func(t *testing.T) {
+				k2, err := k.NewContext(t.Context())
+				require.NoError(t, err)
+				defer k2.Close(context.Background())
+				var wg sync.WaitGroup
+				res := make([]*interp.Execution, 2)
+				errs := make([]error, 2)
+				start := time.Now()
+				for i, kk := range []*interp.Kernel{k, k2} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res[i], errs[i] = kk.Run(t.Context(), "import time\nown = "+itoa(i)+"\ntime.sleep(2)\nown", interp.RunOptions{})
+					}()
+				}
+				wg.Wait()
+				require.NoError(t, errs[0])
+				require.NoError(t, errs[1])
+				assert.Equal(t, "0", res[0].Text())
+				assert.Equal(t, "1", res[1].Text())
+				t.Logf("two 2 s cells on two contexts took %v", time.Since(start))
+				ex := run(t, k2, "'kept' in globals()")
+				assert.Equal(t, "False", ex.Text(), "a new context does not share state")
+			})
+			t.Run("KilledAndRestart", func(t *testing.T) {
+				k3 := newKernel(t, sb, interp.Options{})
+				run(t, k3, "z = 1")
+				_, err := k3.Run(t.Context(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", interp.RunOptions{})
+				require.ErrorIs(t, err, interp.ErrDied)
+				_, err = k3.Run(t.Context(), "z", interp.RunOptions{})
+				require.ErrorIs(t, err, interp.ErrDied, "the next call reports the dead kernel")
+				require.NoError(t, k3.Restart(t.Context()))
+				ex := run(t, k3, "'z' in globals()")
+				assert.Equal(t, "False", ex.Text())
+				assert.Equal(t, 1, ex.Count)
+				require.NoError(t, k3.Close(t.Context()))
+				_, err = k3.Run(t.Context(), "1", interp.RunOptions{})
+				require.ErrorIs(t, err, interp.ErrClosed)
+			})
+			t.Run("MatplotlibPNG", func(t *testing.T) {
+				if ex := run(t, k, "import importlib.util\nimportlib.util.find_spec('matplotlib') is not None"); ex.Text() != "True" {
+					t.Skip("matplotlib is not installed in the sandbox: install python3-matplotlib (apt-get install -y -qq python3-matplotlib)")
+				}
+				ex := run(t, k, "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()")
+				require.Nil(t, ex.Error)
+				require.Len(t, ex.Results, 1)
+				img, err := png.Decode(bytes.NewReader(ex.Results[0].PNG))
+				require.NoError(t, err)
+				assert.Equal(t, 400, img.Bounds().Dx())
+				assert.Equal(t, 300, img.Bounds().Dy())
+				ex = run(t, k, "x2 = 1")
+				assert.Empty(t, ex.Results, "an unchanged figure is not shown again")
+				ex = run(t, k, "plt.title('changed')")
+				require.Len(t, ex.Results, 2, "the changed figure and the value")
+			})
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	_, err := interp.New(t.Context(), nil, interp.Options{})
+	require.ErrorContains(t, err, "sandbox is nil")
+	sb := create(t, localRuntime(t))
+	_, err = interp.New(t.Context(), sb, interp.Options{Language: "cobol"})
+	require.ErrorContains(t, err, `"cobol"`)
+	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err))
+	k := newKernel(t, sb, interp.Options{})
+	_, err = k.Run(t.Context(), "1", interp.RunOptions{Timeout: -time.Second})
+	require.ErrorContains(t, err, "Timeout")
+	require.False(t, errors.Is(err, interp.ErrDied))
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

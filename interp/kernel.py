@@ -1,0 +1,283 @@
+# sandboxkit interp kernel v1 for Python: runs cells in one persistent
+# namespace and answers through files (see the package doc of interp).
+# It needs only the standard library. Usage: python3 -u kernel.py DIR
+import ast
+import base64
+import hashlib
+import json
+import linecache
+import os
+import signal
+import sys
+import threading
+import traceback
+import types
+
+D = sys.argv[1]
+os.environ.setdefault("MPLBACKEND", "Agg")
+CHUNK = 32 << 10
+
+
+class State:
+    busy = False
+    timed_out = False
+    count = 0
+    ev = None  # fd of the current cell's event file
+    lock = threading.Lock()
+
+
+def emit(obj):
+    line = (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+    with State.lock:
+        if State.ev is not None:
+            os.write(State.ev, line)
+
+
+class Stream:
+    """A text stream whose writes become base64 events, flushed at least
+    every 50 ms and at CHUNK bytes."""
+
+    def __init__(self, name):
+        self.name = name
+        self.buf = bytearray()
+        self.mu = threading.Lock()
+        self.encoding = "utf-8"
+        self.errors = "replace"
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        b = s.encode("utf-8", "surrogateescape")
+        with self.mu:
+            self.buf += b
+            if len(self.buf) >= CHUNK:
+                self._flush()
+        return len(s)
+
+    def _flush(self):
+        while self.buf:
+            part = bytes(self.buf[:CHUNK])
+            del self.buf[:CHUNK]
+            emit({"type": self.name, "data": base64.b64encode(part).decode("ascii")})
+
+    def flush(self):
+        with self.mu:
+            self._flush()
+
+    def writelines(self, lines):
+        for s in lines:
+            self.write(s)
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def fileno(self):
+        raise OSError("the interpreter's %s has no file descriptor" % self.name)
+
+
+OUT, ERR = Stream("stdout"), Stream("stderr")
+
+
+def flusher():
+    ev = threading.Event()
+    while not ev.wait(0.05):
+        OUT.flush()
+        ERR.flush()
+
+
+def on_sigint(signum, frame):
+    if State.busy:
+        raise KeyboardInterrupt
+    # idle: an interrupt that came too late is dropped
+
+
+def on_alarm(signum, frame):
+    if State.busy:
+        State.timed_out = True
+        raise KeyboardInterrupt
+
+
+def bundle(obj):
+    """The MIME bundle of obj, as Jupyter would display it."""
+    data = {}
+    for meth, mime in (("_repr_html_", "text/html"), ("_repr_markdown_", "text/markdown"),
+                       ("_repr_json_", "application/json"), ("_repr_svg_", "image/svg+xml"),
+                       ("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"),
+                       ("_repr_latex_", "text/latex")):
+        f = getattr(obj, meth, None)
+        if f is None or isinstance(obj, type):
+            continue
+        try:
+            v = f()
+        except Exception:
+            continue
+        if isinstance(v, tuple):
+            v = v[0]
+        if v is None:
+            continue
+        if mime == "application/json":
+            v = json.dumps(v)
+        elif mime in ("image/png", "image/jpeg"):
+            if isinstance(v, str):
+                v = v.encode("ascii")
+                v = base64.b64decode(v)
+            v = base64.b64encode(v).decode("ascii")
+        data[mime] = v
+    data["text/plain"] = repr(obj)
+    return data
+
+
+FIGS = {}  # figure number -> digest of its last PNG
+
+
+def figures():
+    """Emit every pyplot figure created or changed since it was last shown."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    import io
+    live = set(plt.get_fignums())
+    for n in list(FIGS):
+        if n not in live:
+            del FIGS[n]
+    for n in sorted(live):
+        fig = plt.figure(n)
+        buf = io.BytesIO()
+        try:
+            fig.savefig(buf, format="png")
+        except Exception as e:  # a broken figure is the cell's business
+            ERR.write("figure %d: %s\n" % (n, e))
+            continue
+        png = buf.getvalue()
+        h = hashlib.sha256(png).hexdigest()
+        if FIGS.get(n) == h:
+            continue
+        FIGS[n] = h
+        emit({"type": "result", "main": False,
+              "data": {"image/png": base64.b64encode(png).decode("ascii"),
+                       "text/plain": "<Figure %d>" % n}})
+
+
+NS = {"__name__": "__main__", "__builtins__": __builtins__}
+
+
+def run(code, timeout):
+    State.count += 1
+    name = "<cell-%d>" % State.count
+    lines = code.splitlines(True)
+    linecache.cache[name] = (len(code), None, lines, name)
+    err = None
+    try:
+        tree = ast.parse(code, name, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        body = compile(tree, name, "exec")
+        expr = compile(last, name, "eval") if last is not None else None
+    except BaseException as e:
+        err = e
+    if err is None:
+        State.timed_out = False
+        State.busy = True
+        try:
+            if timeout > 0:
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+            exec(body, NS)
+            if expr is not None:
+                v = eval(expr, NS)
+                if v is not None:
+                    NS["_"] = v
+                    emit({"type": "result", "main": True, "data": bundle(v)})
+        except BaseException as e:
+            err = e
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            State.busy = False
+    try:
+        figures()
+    except BaseException as e:
+        ERR.write("figures: %r\n" % (e,))
+    OUT.flush()
+    ERR.flush()
+    if err is not None:
+        tb = traceback.format_exception(type(err), err, err.__traceback__)
+        # Drop the kernel's own frames: keep the header and the cell's.
+        keep = [tb[0]] + [f for f in tb[1:-1] if "<cell-" in f] + [tb[-1]] if len(tb) > 1 else tb
+        if isinstance(err, SyntaxError):
+            keep = traceback.format_exception_only(type(err), err)
+        emit({"type": "error", "name": type(err).__name__, "value": str(err), "traceback": keep})
+    return err
+
+
+def main():
+    os.makedirs(os.path.join(D, "req"), exist_ok=True)
+    os.makedirs(os.path.join(D, "ev"), exist_ok=True)
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGALRM, on_alarm)
+    fd = os.open(os.path.join(D, "in"), os.O_RDWR)
+    sys.stdout, sys.stderr = OUT, ERR
+    sys.stdin = open(os.devnull)
+    threading.Thread(target=flusher, daemon=True).start()
+    with open(os.path.join(D, "ready.tmp"), "w") as f:
+        f.write("%d\n" % os.getpid())
+    os.rename(os.path.join(D, "ready.tmp"), os.path.join(D, "ready"))
+    pending = b""
+    while True:
+        try:
+            b = os.read(fd, 4096)
+        except KeyboardInterrupt:
+            continue
+        pending += b
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            n = line.decode("ascii", "replace").strip()
+            if not n.isdigit():
+                continue
+            serve(n)
+
+
+def serve(n):
+    req = os.path.join(D, "req", n)
+    evp = os.path.join(D, "ev", n)
+    if os.path.exists(evp + ".done"):
+        return  # a submission seen twice
+    try:
+        with open(req, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return
+    head, _, code = raw.partition(b"\n")
+    try:
+        opts = json.loads(head)
+    except ValueError:
+        opts = {}
+    with State.lock:
+        State.ev = os.open(evp, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(os.path.join(D, "running"), "w") as f:
+        f.write(n + "\n")
+    err = None
+    try:
+        err = run(code.decode("utf-8", "surrogateescape"), float(opts.get("timeout", 0)))
+    except KeyboardInterrupt as e:  # between the cell and its report
+        err = e
+    emit({"type": "done", "count": State.count,
+          "interrupted": isinstance(err, KeyboardInterrupt),
+          "timed_out": State.timed_out and isinstance(err, KeyboardInterrupt)})
+    with State.lock:
+        os.close(State.ev)
+        State.ev = None
+    os.remove(os.path.join(D, "running"))
+    os.close(os.open(evp + ".done", os.O_WRONLY | os.O_CREAT, 0o600))
+    try:
+        os.remove(req)
+    except OSError:
+        pass
+
+
+main()
