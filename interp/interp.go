@@ -343,7 +343,11 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	head, _ := json.Marshal(map[string]any{"timeout": opts.Timeout.Seconds()})
+	var secs float64
+	if opts.Timeout > 0 {
+		secs = float64(max(opts.Timeout.Milliseconds(), 1)) / 1000
+	}
+	head, _ := json.Marshal(map[string]float64{"timeout": secs})
 	req := append(append(head, '\n'), code...)
 	c := &collector{ex: &Execution{}, opts: opts}
 	var off int64

@@ -256,3 +256,43 @@ func TestBadInput(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestBash(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sb := p.new(t)
+			k := newKernel(t, sb, interp.Options{Language: interp.Bash})
+			ex := run(t, k, "x=41\ngreet() { echo \"hi $1\"; }\nmkdir -p wd && cd wd\nexport E=e1")
+			require.Nil(t, ex.Error)
+			ex = run(t, k, "greet $((x + 1))\nbasename \"$PWD\"\nsh -c 'echo $E'\necho oops >&2")
+			require.Nil(t, ex.Error)
+			assert.Equal(t, "hi 42\nwd\ne1\n", ex.Stdout)
+			assert.Equal(t, "oops\n", ex.Stderr)
+			assert.Equal(t, 2, ex.Count)
+
+			ex = run(t, k, "echo partial\nfalse")
+			require.NotNil(t, ex.Error, "a cell's non-zero status is its error")
+			assert.Equal(t, "ExitStatus", ex.Error.Name)
+			assert.Equal(t, "1", ex.Error.Value)
+			assert.Equal(t, "partial\n", ex.Stdout)
+
+			ex = run(t, k, "sleep 0.2 &\nwait\necho waited")
+			assert.Equal(t, "waited\n", ex.Stdout, "a cell's own wait does not wait for the kernel's helpers")
+
+			var live strings.Builder
+			ex, err := k.Run(t.Context(), "head -c 1048576 /dev/zero | tr '\\0' 'a'; echo", interp.RunOptions{OnStdout: func(s string) { live.WriteString(s) }})
+			require.NoError(t, err)
+			assert.Equal(t, strings.Repeat("a", 1<<20)+"\n", ex.Stdout)
+			assert.Equal(t, ex.Stdout, live.String())
+
+			start := time.Now()
+			ex, err = k.Run(t.Context(), "echo start\nsleep 60\necho not-reached", interp.RunOptions{Timeout: time.Second})
+			require.NoError(t, err)
+			t.Logf("a 1 s timeout ended the bash cell after %v", time.Since(start))
+			assert.True(t, ex.TimedOut)
+			assert.Equal(t, "start\n", ex.Stdout)
+			assert.Equal(t, "41 wd", run(t, k, "echo $x $(basename $PWD)").Stdout[:5], "state survives the interrupt")
+		})
+	}
+}

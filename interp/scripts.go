@@ -57,7 +57,11 @@ fi
 (
 	MPLBACKEND=Agg PYTHONIOENCODING=utf-8 PYTHONDONTWRITEBYTECODE=1
 	export MPLBACKEND PYTHONIOENCODING PYTHONDONTWRITEBYTECODE
-	$detach "$prog" "$base/$file" "$d" < /dev/null >> "$d/log" 2>&1 &
+	# A command started with & by a non-interactive shell ignores SIGINT,
+	# and a shell cannot trap a signal ignored at its start: restore it.
+	dflt=
+	if env --default-signal=INT true > /dev/null 2>&1; then dflt='env --default-signal=INT'; fi
+	$detach $dflt "$prog" "$base/$file" "$d" < /dev/null >> "$d/log" 2>&1 &
 	echo $! > "$d/spawn"
 ) < /dev/null > /dev/null 2>&1
 i=0
@@ -136,7 +140,9 @@ fi
 const interruptScript = prelude + `d=$1 n=$2
 pid=$(cat "$d/ready" 2>/dev/null)
 if [ -n "$pid" ] && [ "$(cat "$d/running" 2>/dev/null)" = "$n" ]; then
-	kill -INT "$pid" 2>/dev/null
+	# The kernel leads its process group (setsid): the cell's commands get
+	# the signal too, as from a terminal's Ctrl-C.
+	kill -INT -- "-$pid" 2>/dev/null || kill -INT "$pid" 2>/dev/null
 fi
 exit 0
 `
