@@ -99,10 +99,23 @@ func removeLocked(b *box, abs string) error {
 	if _, ok := b.files[key]; !ok {
 		return &fs.PathError{Op: "remove", Path: abs, Err: sandbox.ErrNotFound}
 	}
+	if err := deniedLocked(b, "remove", abs, path.Dir(key)); err != nil {
+		return err
+	}
 	for q := range b.files {
 		if q == key || strings.HasPrefix(q, key+"/") {
 			delete(b.files, q)
 		}
+	}
+	return nil
+}
+
+// deniedLocked refuses to create, replace or remove an entry of the
+// directory dir (physical) that the sandbox's user may not write, as in
+// ReadOnlyDirs.
+func deniedLocked(b *box, op, p, dir string) error {
+	if d := b.files[dir]; d != nil && d.mode.IsDir() && !canWrite(d) {
+		return &fs.PathError{Op: op, Path: p, Err: sandbox.ErrPermission}
 	}
 	return nil
 }
@@ -132,7 +145,11 @@ func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
 			return err
 		}
 	}
-	b.files[physLocked(b, abs, true)] = dirNode(r.now())
+	key = physLocked(b, abs, true)
+	if err := deniedLocked(b, "mkdir", abs, path.Dir(key)); err != nil {
+		return err
+	}
+	b.files[key] = dirNode(r.now())
 	return nil
 }
 
@@ -143,7 +160,11 @@ func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
 	if err := r.mkdirAllLocked(b, path.Dir(abs)); err != nil {
 		return err
 	}
-	b.files[physLocked(b, abs, true)] = &node{data: data, mode: 0o644, mtime: r.now()}
+	key := physLocked(b, abs, true)
+	if err := deniedLocked(b, "write", abs, path.Dir(key)); err != nil {
+		return err
+	}
+	b.files[key] = &node{data: data, mode: 0o644, mtime: r.now()}
 	return nil
 }
 
@@ -268,6 +289,12 @@ func (r *Runtime) renameLocked(b *box, from, to string) error {
 		return &fs.PathError{Op: "rename", Path: to, Err: sandbox.Errorf(sandbox.InvalidArgument, "cannot move a directory into itself")}
 	}
 	if err := r.mkdirAllLocked(b, path.Dir(to)); err != nil {
+		return err
+	}
+	if err := deniedLocked(b, "rename", from, path.Dir(from)); err != nil {
+		return err
+	}
+	if err := deniedLocked(b, "rename", to, path.Dir(physLocked(b, to, false))); err != nil {
 		return err
 	}
 	moved := map[string]*node{}

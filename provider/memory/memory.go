@@ -62,7 +62,10 @@
 // inode number (kept across writes and renames) and the sandbox one device
 // number, as stat -c '%d %i %h', find -printf '%D %i %n' and test X -ef Y
 // see them. Permission bits are honoured for the
-// sandbox's user, who owns every file (chmod 000 makes a file unreadable).
+// sandbox's user, who owns every file (chmod 000 makes a file unreadable)
+// except the read-only system directories of ReadOnlyDirs (/etc, /usr...),
+// owned by root: writing there is PermissionDenied, for commands and the
+// file API alike.
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
 //
@@ -100,6 +103,15 @@ const Scheme = "memory"
 
 // Home is the home directory of every memory sandbox.
 const Home = "/home/user"
+
+// ReadOnlyDirs are the system directories every memory sandbox has, empty
+// and owned by root (mode 0755) as in the images of the real providers:
+// the sandbox's user, and so its commands and the file API alike, can list
+// them but not create, replace, rename or remove anything in them, nor
+// chmod them; such a write fails with an error matching
+// sandbox.ErrPermission (PermissionDenied), as on local at L2-L4, E2B and
+// Daytona. Everything else is the user's.
+var ReadOnlyDirs = []string{"/etc", "/usr", "/usr/bin", "/usr/local", "/usr/local/bin"}
 
 // The operation names used by Calls and FailNext.
 const (
@@ -163,6 +175,7 @@ type node struct {
 	mode  fs.FileMode
 	mtime time.Time
 	ino   uint64 // set on first use: see inode
+	root  bool   // owned by root, not the sandbox's user (see ReadOnlyDirs)
 }
 
 type box struct {
@@ -386,6 +399,9 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		env: maps.Clone(req.Env), auto: req.AutoPause,
 		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
 		procs: map[int]*proc{},
+	}
+	for _, d := range ReadOnlyDirs {
+		b.files[d] = &node{mode: fs.ModeDir | 0o755, mtime: now, root: true}
 	}
 	r.mu.Lock()
 	r.boxes[b.info.ID] = b

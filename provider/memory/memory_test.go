@@ -15,8 +15,5 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client { return sandbox.NewClient(memory.New()) },
-		Skip: map[string]string{
-			"Files/ErrorTable/ReadOnly": "memory has no read-only places: every path of its in-memory file system is writable",
-		},
 	})
 }

@@ -737,11 +737,17 @@ func findPrintf(v *vfs, f, p, rel string, depth int, fi *statInfo) string {
 		case 'D':
 			b.WriteString(strconv.FormatUint(fi.dev, 10))
 		case 'u', 'g':
-			b.WriteString("user")
+			_, name := uidOf(fi.root)
+			b.WriteString(name)
 		case 'U':
-			b.WriteString(strconv.Itoa(os.Getuid()))
+			uid, _ := uidOf(fi.root)
+			b.WriteString(strconv.Itoa(uid))
 		case 'G':
-			b.WriteString(strconv.Itoa(os.Getgid()))
+			gid := os.Getgid()
+			if fi.root {
+				gid = 0
+			}
+			b.WriteString(strconv.Itoa(gid))
 		case 'l':
 			if fi.mode&fs.ModeSymlink != 0 {
 				t, _ := v.readlink(p)
@@ -1640,9 +1646,11 @@ func uStat(_ context.Context, c *Call) int {
 			case 'Y', 'X', 'Z', 'W':
 				b.WriteString(strconv.FormatInt(fi.mt.Unix(), 10))
 			case 'u', 'g':
-				b.WriteString(strconv.Itoa(os.Getuid()))
+				uid, _ := uidOf(fi.root)
+				b.WriteString(strconv.Itoa(uid))
 			case 'U', 'G':
-				b.WriteString("user")
+				_, name := uidOf(fi.root)
+				b.WriteString(name)
 			case '%':
 				b.WriteByte('%')
 			default:

@@ -121,10 +121,28 @@ func allDots(rest []string) bool {
 	return true
 }
 
-// sandbox-user permission checks: the user owns every file.
-func canRead(n *node) bool  { return n.mode.Perm()&0o400 != 0 }
-func canWrite(n *node) bool { return n.mode.Perm()&0o200 != 0 }
-func canExec(n *node) bool  { return n.mode.Perm()&0o100 != 0 }
+// sandbox-user permission checks: the user owns every file but those of
+// ReadOnlyDirs, for which the "other" bits apply.
+func canRead(n *node) bool  { return userBits(n)&0o400 != 0 }
+func canWrite(n *node) bool { return userBits(n)&0o200 != 0 }
+func canExec(n *node) bool  { return userBits(n)&0o100 != 0 }
+
+// userBits returns the permission bits that apply to the sandbox's user,
+// as owner bits.
+func userBits(n *node) fs.FileMode {
+	if n.root {
+		return (n.mode.Perm() & 0o007) << 6
+	}
+	return n.mode.Perm() & 0o700
+}
+
+// uidOf returns the owner of a node as stat reports it.
+func uidOf(root bool) (uid int, name string) {
+	if root {
+		return 0, "root"
+	}
+	return os.Getuid(), "user"
+}
 
 // statInfo is the fs.FileInfo of a node as the shell sees it. Sys returns
 // a *syscall.Stat_t with the node's inode, a link count of 1 and the
@@ -136,6 +154,7 @@ type statInfo struct {
 	mt   time.Time
 	ino  uint64
 	dev  uint64
+	root bool
 }
 
 func (s *statInfo) Name() string       { return s.name }
@@ -145,6 +164,9 @@ func (s *statInfo) ModTime() time.Time { return s.mt }
 func (s *statInfo) IsDir() bool        { return s.mode.IsDir() }
 func (s *statInfo) Sys() any {
 	st := &syscall.Stat_t{Ino: s.ino, Size: s.size, Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	if s.root {
+		st.Uid, st.Gid = 0, 0
+	}
 	st.Dev = s.dev
 	st.Nlink = 1
 	st.Mode = unixMode(s.mode)
@@ -176,7 +198,7 @@ func statOf(id, p string, n *node) *statInfo {
 		size = 4096
 	}
 	name := path.Base(p)
-	return &statInfo{name: name, size: size, mode: n.mode, mt: n.mtime, ino: n.inode(), dev: devOf(id)}
+	return &statInfo{name: name, size: size, mode: n.mode, mt: n.mtime, ino: n.inode(), dev: devOf(id), root: n.root}
 }
 
 // vfs is the shell's view of one sandbox's files; dir is the working
@@ -547,6 +569,9 @@ func (v *vfs) rename(from, to string) error {
 		if src == dst {
 			return nil
 		}
+		if d := b.files[path.Dir(src)]; d != nil && !canWrite(d) {
+			return syscall.EACCES
+		}
 		if err := parentOK(b, dst); err != nil {
 			return err
 		}
@@ -594,6 +619,9 @@ func (v *vfs) chmod(p string, perm fs.FileMode) error {
 		}
 		if n == nil {
 			return syscall.ENOENT
+		}
+		if n.root {
+			return syscall.EPERM
 		}
 		n.mode = n.mode&^fs.ModePerm | perm.Perm()
 		return nil
