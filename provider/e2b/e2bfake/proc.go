@@ -148,8 +148,12 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 }
 
 // startProc starts cmd on the backend and returns the running proc with
-// a subscription made before the process could produce anything.
-func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, *sub, error) {
+// a subscription made before the process could produce anything. The
+// start is bounded by ctx, the request's, and nothing else: envd spawns
+// the process within the Start request and sets no time limit of its own
+// on the spawn (only Connect-Timeout-Ms, which the request's deadline
+// carries), so a start that is slow under load is not an error here either.
+func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, *sub, error) {
 	p := &proc{tag: tag, config: cfg, done: make(chan struct{}), subs: map[*sub]struct{}{}, retain: s.exitedRetained}
 	first := p.subscribe()
 	p.forget = func() {
@@ -166,9 +170,7 @@ func (s *Server) startProc(b *box, cfg *process.ProcessConfig, tag string, cmd *
 		cmd.Stdin = p.stdin
 	}
 	if pr, ok := s.backend.(sandbox.ProcessRuntime); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		h, err := pr.Start(ctx, b.backendID, cmd)
-		cancel()
 		if err != nil {
 			return nil, nil, err
 		}

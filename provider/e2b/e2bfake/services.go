@@ -84,7 +84,7 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 		cmd.Args = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 	}
 	withStdin := m.Stdin == nil || m.GetStdin()
-	p, sb, err := s.startProc(b, cfg, m.GetTag(), cmd, withStdin)
+	p, sb, err := s.startProc(ctx, b, cfg, m.GetTag(), cmd, withStdin)
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("error starting process: %w", err))
 	}
