@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
@@ -26,7 +28,9 @@ type Session struct {
 	m             *Manager
 	key           string
 	sb            *sandbox.Sandbox
-	adopted       bool // reattached by label rather than created
+	adopted       bool     // reattached by label rather than created
+	parent        *Session // the session whose per-call template this sandbox is for; nil for a key's own
+	perCall       string   // with parent: the template asked for (the key in parent.variants)
 	template      string
 	usedRequested bool
 	workspace     string
@@ -35,6 +39,9 @@ type Session struct {
 	active   int
 	lastUsed time.Time
 	ended    bool
+	variants map[string]*Session // per-call templates' sessions, by template
+
+	flights singleflight.Group // creates of per-call templates' sandboxes
 
 	mu          sync.Mutex
 	lastRefresh time.Time
@@ -42,15 +49,18 @@ type Session struct {
 	packages    []string
 }
 
-func (m *Manager) newSession(key string, sb *sandbox.Sandbox, created bool) *Session {
+func (m *Manager) newSession(sl slot, sb *sandbox.Sandbox, created bool) *Session {
 	ws, err := pathsafe.Resolve(sb.Home(), m.opts.Workspace)
 	if err != nil { // validated by NewManager; keep the home as a last resort
 		ws = sb.Home()
 	}
-	s := &Session{m: m, key: key, sb: sb, adopted: !created, workspace: ws}
+	s := &Session{m: m, key: sl.key, sb: sb, adopted: !created, workspace: ws, parent: sl.parent}
+	if sl.parent != nil {
+		s.perCall = sl.template
+	}
 	if s.adopted {
 		s.template = sb.Info().Template
-		req := m.opts.Create.Template
+		req := sl.template
 		s.usedRequested = req == "" || s.template == req
 	}
 	return s
@@ -122,22 +132,30 @@ func (s *Session) Path(p string) (string, error) {
 }
 
 // begin marks an operation in progress, so the reaper leaves the session.
+// The session of a per-call template counts as its parent's use too, so
+// that the parent is not reaped under it.
 func (s *Session) begin(op string) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	if s.ended {
+	if s.ended || s.parent != nil && s.parent.ended {
 		return &sandbox.Error{Op: op, Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: s.key,
 			Code: sandbox.FailedPrecondition, Err: fmt.Errorf("%w: acquire the key again", ErrEnded)}
 	}
-	s.active++
-	s.lastUsed = s.m.now()
+	now := s.m.now()
+	for x := s; x != nil; x = x.parent {
+		x.active++
+		x.lastUsed = now
+	}
 	return nil
 }
 
 func (s *Session) end() {
 	s.m.mu.Lock()
-	s.active--
-	s.lastUsed = s.m.now()
+	now := s.m.now()
+	for x := s; x != nil; x = x.parent {
+		x.active--
+		x.lastUsed = now
+	}
 	s.m.mu.Unlock()
 }
 
@@ -151,9 +169,15 @@ func (s *Session) goneErr(op string, cause error) error {
 // state is destroyed if the manager created it.
 func (s *Session) lose(why string) {
 	s.m.forget(s)
+	vs := s.m.detachVariants(s)
 	s.m.log.Warn("session: sandbox gone; the next Acquire creates a fresh one", "key", s.key, "id", s.sb.ID(), "why", why)
 	if s.Owned() {
 		_ = s.m.destroy(s, "gone: "+why)
+	}
+	if len(vs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.m.opts.CleanupTimeout)
+		defer cancel()
+		_ = s.m.destroyAll(ctx, vs, "session's sandbox gone: "+why)
 	}
 }
 
@@ -294,8 +318,14 @@ func worthChecking(err error) bool {
 // sandbox: if it is gone the session ends and the error matches ErrGone; if
 // it was paused and f's error matches sandbox.ErrPaused, it is resumed and
 // f runs once more; otherwise f's error is returned and the session kept.
-func (s *Session) Do(ctx context.Context, f func(ctx context.Context, sb *sandbox.Sandbox) error) error {
-	return s.do(ctx, "do", 0, f)
+//
+// With WithTemplate, f runs on the session's sandbox for that template.
+func (s *Session) Do(ctx context.Context, f func(ctx context.Context, sb *sandbox.Sandbox) error, opts ...CallOption) error {
+	t, err := s.target(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return t.do(ctx, "do", 0, f)
 }
 
 func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(context.Context, *sandbox.Sandbox) error) error {
@@ -339,7 +369,19 @@ func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(
 // TimeoutContext (ctx's deadline, returned with ctx's error) or
 // TimeoutProvider (the provider reported a deadline of its own while ctx was
 // live; returned as a Result with a nil error, like a command timeout).
-func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+//
+// The Result carries the Diagnostics of the sandbox that ran cmd. With
+// WithTemplate, cmd runs in the session's sandbox for that template
+// (created on first use, see ForTemplate).
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Command, opts ...CallOption) (*Result, error) {
+	t, err := s.target(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return t.exec(ctx, cmd)
+}
+
+func (s *Session) exec(ctx context.Context, cmd sandbox.Command) (*Result, error) {
 	if cmd.Timeout == 0 {
 		cmd.Timeout = s.m.opts.CommandTimeout
 	}
@@ -348,14 +390,17 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	}
 	var res *sandbox.Result
 	var execFailed bool
+	attempts := 0
 	started := time.Now()
 	err := s.do(ctx, "exec", cmd.Timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		attempts++
 		var err error
 		res, err = sb.Exec(ctx, cmd)
 		execFailed = err != nil
 		return err
 	})
-	return providerTimeout(ctx, res, err, execFailed, cmd.Timeout, started)
+	res, err = providerTimeout(ctx, res, err, execFailed, cmd.Timeout, started)
+	return s.result(res, attempts), err
 }
 
 // providerTimeout turns a DeadlineExceeded error of the command itself
@@ -374,8 +419,13 @@ func providerTimeout(ctx context.Context, res *sandbox.Result, err error, execFa
 }
 
 // WriteFile writes data to path (relative to the workspace) and verifies
-// the size the sandbox reports.
-func (s *Session) WriteFile(ctx context.Context, p string, data []byte) error {
+// the size the sandbox reports. With WithTemplate, it writes in the
+// session's sandbox for that template.
+func (s *Session) WriteFile(ctx context.Context, p string, data []byte, opts ...CallOption) error {
+	s, err := s.target(ctx, opts)
+	if err != nil {
+		return err
+	}
 	abs, err := s.Path(p)
 	if err != nil {
 		return err
@@ -388,7 +438,12 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte) error {
 // ReadFile returns the content of path (relative to the workspace, see
 // "Paths" in the package documentation). A file larger than
 // Options.MaxReadFile is refused with an error matching sandbox.ErrLimit.
-func (s *Session) ReadFile(ctx context.Context, p string) ([]byte, error) {
+// With WithTemplate, it reads from the session's sandbox for that template.
+func (s *Session) ReadFile(ctx context.Context, p string, opts ...CallOption) ([]byte, error) {
+	s, err := s.target(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
 	abs, err := s.Path(p)
 	if err != nil {
 		return nil, err
@@ -450,12 +505,24 @@ type RunOptions struct {
 	// MaxOutput caps the captured bytes per stream (the client's default
 	// when zero).
 	MaxOutput int
+	// Template, when set, runs the program in the session's sandbox for
+	// this template instead of its own, as WithTemplate does for Exec
+	// (see Session.ForTemplate). Empty means the session's own sandbox.
+	Template string
 }
 
 // Run uploads code as the entrypoint, plus opts.Files, verifies the
 // uploads, and runs the entrypoint with python3 in the workspace. The
-// Result reports timeouts as Exec does.
-func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandbox.Result, error) {
+// Result reports timeouts as Exec does and carries the Diagnostics of the
+// sandbox that ran the program.
+func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*Result, error) {
+	if opts.Template != "" {
+		t, err := s.ForTemplate(ctx, opts.Template)
+		if err != nil {
+			return nil, err
+		}
+		s = t
+	}
 	const op = "run"
 	entry := opts.Entrypoint
 	if entry == "" {
@@ -499,8 +566,10 @@ func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandb
 	}
 	var res *sandbox.Result
 	var execFailed bool
+	attempts := 0
 	started := time.Now()
 	err := s.do(ctx, op, timeout+leaseSlack, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		attempts++
 		execFailed = false
 		if err := upload(ctx, sb, files); err != nil {
 			return err
@@ -510,7 +579,8 @@ func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*sandb
 		execFailed = err != nil
 		return err
 	})
-	return providerTimeout(ctx, res, err, execFailed, timeout, started)
+	res, err = providerTimeout(ctx, res, err, execFailed, timeout, started)
+	return s.result(res, attempts), err
 }
 
 // markerPath is where setup records the packages it installed, so a

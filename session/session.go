@@ -48,8 +48,22 @@
 // image directly. Building in the middle of an Acquire would hold the
 // caller for minutes under an API this library does not yet speak.
 //
-// Session.Diagnostics describes the sandbox behind a session's results
-// (id, provider, template, fallback used, adopted, lease).
+// Every Result of Exec and Run carries the Diagnostics of the sandbox that
+// ran it (id, provider, template, fallback used, per-call template,
+// adopted, lease end, attempts); Session.Diagnostics gives the same
+// between calls.
+//
+// # Per-call templates
+//
+// A call may ask for another template than the session's with
+// WithTemplate (Exec, Do, WriteFile, ReadFile) or RunOptions.Template, as
+// seed 001's execute(template=...) does. The session then holds a second
+// sandbox for that template, made on first use like its own (template
+// policy, packages, workspace) and reused by later calls; it is keyed by
+// the session key and the template (labels LabelKey+".of" and
+// LabelKey+".template"), reattached after a restart, counted in MaxLive,
+// and destroyed when the session ends, however it ends. See
+// Session.ForTemplate.
 //
 // Sessions idle for Options.IdleTimeout are reaped. Release ends one session
 // by the sandbox id it captured, so it never destroys a newer sandbox of the
@@ -260,12 +274,13 @@ type Manager struct {
 	flights singleflight.Group
 	wg      sync.WaitGroup // in-flight acquires and the reaper; Add only under mu while !closed
 
-	mu       sync.Mutex
-	sessions map[string]*Session
-	creating int
-	closed   bool
-	reaper   bool
-	stop     chan struct{}
+	mu        sync.Mutex
+	sessions  map[string]*Session
+	creating  int
+	nvariants int // sandboxes of per-call templates held by sessions
+	closed    bool
+	reaper    bool
+	stop      chan struct{}
 }
 
 var (
@@ -504,9 +519,10 @@ func (m *Manager) acquireSlow(callerCtx context.Context, key string) (any, error
 	defer cancel()
 	defer context.AfterFunc(m.base, cancel)()
 
-	s, err := m.reattach(ctx, key)
+	sl := m.primary(key)
+	s, err := m.reattach(ctx, sl)
 	if err == nil && s == nil {
-		s, err = m.create(ctx, key)
+		s, err = m.create(ctx, sl)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -527,6 +543,28 @@ func (m *Manager) labels(key string) map[string]string {
 	return l
 }
 
+// slot names the sandbox a reattach or create is for: key's own (parent
+// nil), or the one of a per-call template held by the session parent.
+type slot struct {
+	key      string
+	template string // the template requested
+	labels   map[string]string
+	parent   *Session
+}
+
+// primary returns the slot of key's own sandbox.
+func (m *Manager) primary(key string) slot {
+	return slot{key: key, template: m.opts.Create.Template, labels: m.labels(key)}
+}
+
+// publish makes s the session of its slot.
+func (m *Manager) publish(sl slot, s *Session) error {
+	if sl.parent != nil {
+		return m.registerVariant(sl.parent, s)
+	}
+	return m.register(s)
+}
+
 // reattach looks for a live or paused sandbox labelled with key. It returns
 // (nil, nil) when there is none usable. A candidate that turns out to be
 // gone between the list and its use is skipped.
@@ -537,7 +575,8 @@ func (m *Manager) labels(key string) map[string]string {
 // nothing usable, never on an unknown state, which could leave two
 // sandboxes for one key. A candidate that cannot be woken is skipped only
 // when the provider says it is gone or in the error state.
-func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
+func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
+	key := sl.key
 	lctx := ctx // look-up, attach and wake, retried within this budget
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -548,7 +587,7 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 	var cands []sandbox.Info
 	err := m.retryTransient(lctx, "look-up", key, "", func() error {
 		cands = cands[:0]
-		for in, err := range m.c.List(lctx, sandbox.ListOptions{Labels: m.labels(key), States: states}) {
+		for in, err := range m.c.List(lctx, sandbox.ListOptions{Labels: sl.labels, States: states}) {
 			if err != nil {
 				return err
 			}
@@ -577,7 +616,7 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 			m.log.Info("session: labelled sandbox is in the error state; skipping it", "key", key, "id", in.ID)
 			continue
 		}
-		s := m.newSession(key, sb, false)
+		s := m.newSession(sl, sb, false)
 		if st := sb.Info().State; st == sandbox.StatePaused {
 			err := m.retryTransient(lctx, "wake", key, in.ID, func() error { return sb.Resume(lctx) })
 			if err != nil {
@@ -600,10 +639,13 @@ func (m *Manager) reattach(ctx context.Context, key string) (*Session, error) {
 			}
 			return nil, err
 		}
-		if err := m.register(s); err != nil {
+		if err := m.publish(sl, s); err != nil {
 			return nil, err
 		}
-		m.log.Info("session: reattached", "key", key, "id", in.ID)
+		m.log.Info("session: reattached", "key", key, "id", in.ID, "template", sl.template)
+		if sl.parent == nil {
+			m.adoptVariants(lctx, s)
+		}
 		return s, nil
 	}
 	return nil, nil
@@ -645,7 +687,7 @@ func transient(err error) bool {
 func (m *Manager) reserve(key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.opts.MaxLive > 0 && len(m.sessions)+m.creating >= m.opts.MaxLive {
+	if m.opts.MaxLive > 0 && len(m.sessions)+m.nvariants+m.creating >= m.opts.MaxLive {
 		return m.wrap("acquire", key, "", fmt.Errorf("session: %d live sandboxes (the MaxLive cap); refusing to create another: %w",
 			m.opts.MaxLive, sandbox.ErrLimit))
 	}
@@ -659,16 +701,18 @@ func (m *Manager) unreserve() {
 	m.mu.Unlock()
 }
 
-// create makes, sets up and registers a new sandbox for key. Whatever fails
+// create makes, sets up and registers a new sandbox for sl. Whatever fails
 // after the provider created it, the sandbox is destroyed.
-func (m *Manager) create(ctx context.Context, key string) (*Session, error) {
+func (m *Manager) create(ctx context.Context, sl slot) (*Session, error) {
+	key := sl.key
 	if err := m.reserve(key); err != nil {
 		return nil, err
 	}
 	defer m.unreserve()
 
 	opts := m.opts.Create
-	opts.Labels = m.labels(key)
+	opts.Labels = sl.labels
+	opts.Template = sl.template
 	requested := opts.Template
 	sb, err := m.c.Create(ctx, opts)
 	usedRequested := true
@@ -684,7 +728,7 @@ func (m *Manager) create(ctx context.Context, key string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := m.newSession(key, sb, true)
+	s := m.newSession(sl, sb, true)
 	s.usedRequested = usedRequested
 	s.template = opts.Template
 	registered := false
@@ -708,7 +752,7 @@ func (m *Manager) create(ctx context.Context, key string) (*Session, error) {
 			return nil, fmt.Errorf("session: OnCreate: %w", err)
 		}
 	}
-	if err := m.register(s); err != nil {
+	if err := m.publish(sl, s); err != nil {
 		return nil, err
 	}
 	registered = true
@@ -744,6 +788,14 @@ func (m *Manager) forget(s *Session) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.ended = true
+	if p := s.parent; p != nil {
+		if p.variants[s.perCall] == s {
+			delete(p.variants, s.perCall)
+			m.nvariants--
+			return true
+		}
+		return false
+	}
 	if m.sessions[s.key] == s {
 		delete(m.sessions, s.key)
 		return true
@@ -774,31 +826,39 @@ func (m *Manager) Release(ctx context.Context, s *Session) error {
 		return m.wrap(op, "", "", sandbox.Errorf(sandbox.InvalidArgument, "session: Release of a session this manager did not hand out"))
 	}
 	m.forget(s)
+	vs := m.detachVariants(s)
+	var errs []error
 	if err := s.sb.Destroy(ctx); err != nil {
-		return m.wrap(op, s.key, s.sb.ID(), err)
+		errs = append(errs, m.wrap(op, s.key, s.sb.ID(), err))
 	}
-	return nil
+	if err := m.destroyAll(ctx, vs, "session released"); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ReapIdle ends the sessions unused for IdleTimeout and not running an
 // operation, and returns how many it ended. Their sandboxes, created or
-// adopted, are destroyed (see Session.Owned).
+// adopted, are destroyed (see Session.Owned), with those of their
+// per-call templates (see Session.ForTemplate).
 func (m *Manager) ReapIdle(ctx context.Context) int {
 	if m.opts.IdleTimeout <= 0 {
 		return 0
 	}
 	now := m.now()
-	var idle []*Session
+	var idle, ended []*Session
 	m.mu.Lock()
 	for k, s := range m.sessions {
 		if s.active == 0 && now.Sub(s.lastUsed) >= m.opts.IdleTimeout {
 			s.ended = true
 			delete(m.sessions, k)
 			idle = append(idle, s)
+			ended = append(ended, s)
+			ended = append(ended, m.detachVariantsLocked(s)...)
 		}
 	}
 	m.mu.Unlock()
-	m.destroyAll(ctx, idle, "idle")
+	m.destroyAll(ctx, ended, "idle")
 	return len(idle)
 }
 
@@ -868,6 +928,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	for _, s := range m.sessions {
 		s.ended = true
 		ss = append(ss, s)
+		ss = append(ss, m.detachVariantsLocked(s)...)
 	}
 	clear(m.sessions)
 	m.mu.Unlock()
