@@ -142,7 +142,8 @@ daytona:// ($DAYTONA_API_KEY).
 
 Exit status: the tool's own failures exit 125 after one line naming the error's
 code; exec exits with the command's status (124 when its timeout ended it, 126
-and 127 as shells report a program that cannot run or is missing).`,
+and 127 as shells report a program that cannot run or is missing, 137 when a
+signal ended it).`,
 		Example: `  id=$(sandbox create --label owner=me)
   sandbox exec "$id" -- python3 -c 'print(1)'
   sandbox cp ./data.csv "$id":data.csv

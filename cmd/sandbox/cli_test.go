@@ -376,6 +376,13 @@ func TestCLICopy(t *testing.T) {
 				t.Errorf("cp into a remote dir: %q", r.stdout)
 			}
 
+			// Between sandboxes (here the same one), streamed through the tool.
+			mustOK(t, invoke(t, url, nil, "cp", id+":data/small", id+":data/dup"), "cp sandbox to sandbox")
+			r = mustOK(t, invoke(t, url, nil, "cp", id+":data/dup", "-"), "cp dup to stdout")
+			if r.stdout != "line\x00bin\xff" {
+				t.Errorf("cp between sandboxes: %q", r.stdout)
+			}
+
 			// A missing file is the tool's failure with the error's code.
 			r = invoke(t, url, nil, "cp", id+":data/missing", filepath.Join(dir, "x"))
 			if r.code != exitToolFailure || !strings.HasPrefix(r.stderr, "sandbox: NotFound: ") {

@@ -36,6 +36,9 @@ const (
 	releaseTimeout = 30 * time.Second
 	// defaultProgressInterval is how often a long execute reports progress.
 	defaultProgressInterval = 2 * time.Second
+	// httpSessionIdle ends a streamable HTTP session (and releases its
+	// sandbox) after this long without a request from its client.
+	httpSessionIdle = 30 * time.Minute
 	// serverVersion is reported to MCP clients.
 	serverVersion = "0.1.0"
 )
@@ -180,11 +183,12 @@ func redactValue(v reflect.Value, redact func(string) string) {
 func (s *mcpServer) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	// Every session the server holds, those that never called a tool too.
 	var live []*mcp.ServerSession
-	for ss := range s.sessions {
+	for ss := range s.server.Sessions() {
 		live = append(live, ss)
 	}
-	s.mu.Unlock()
 	for _, ss := range live {
 		ss.Close()
 	}
@@ -591,7 +595,8 @@ session's first tool call and destroyed when it ends. With --reuse-label NAME
 every session uses the sandbox labelled NAME, kept when the server stops and
 found again by the next one. File tools are jailed to the workspace. Values of
 the variables named by --secret-env are given to commands and redacted from
-every result.`,
+every result. Over HTTP, a session idle for 30 minutes ends and releases its
+sandbox.`,
 		Example: `  sandbox mcp                                     # stdio, file tools only
   sandbox mcp --allow-execute --secret-env OPENAI_API_KEY
   sandbox mcp --http 127.0.0.1:8931 --allow-execute
@@ -683,7 +688,10 @@ func (s *mcpServer) serveHTTP(ctx context.Context, addr string, logw io.Writer) 
 // serveListener serves streamable HTTP on ln (at /mcp and /) until ctx
 // ends, then shuts the HTTP server down.
 func (s *mcpServer) serveListener(ctx context.Context, ln net.Listener) error {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, nil)
+	// A client that goes away without ending its session releases its
+	// sandbox after httpSessionIdle without a request.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server },
+		&mcp.StreamableHTTPOptions{SessionTimeout: httpSessionIdle})
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

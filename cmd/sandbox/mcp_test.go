@@ -374,6 +374,40 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 }
 
+// TestMCPWorkspace checks that --workspace places the file tools' root, and
+// that a session that made no tool call is ended by Close.
+func TestMCPWorkspace(t *testing.T) {
+	srv, client := newTestServer(t, memoryURL(t), mcpConfig{Workspace: "proj/ws"})
+	cs := connect(t, srv, nil)
+	idle := connect(t, srv, nil)
+	ok[writeOut](t, cs, "write_file", map[string]any{"path": "/a.txt", "content": "in the workspace"})
+	var ids []string
+	for info, err := range client.List(context.Background(), sandbox.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("sandboxes %v, want one (the idle session creates none)", ids)
+	}
+	sb, err := client.Attach(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sb.ReadFile(context.Background(), "proj/ws/a.txt"); err != nil || string(b) != "in the workspace" {
+		t.Errorf("~/proj/ws/a.txt: %q %v", b, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.ListTools(ctx, nil); err == nil {
+		t.Errorf("a session without tool calls still answers after Close")
+	}
+}
+
 func TestMCPHTTPRefusesNonLoopback(t *testing.T) {
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	err := srv.serveHTTP(context.Background(), "0.0.0.0:0", &strings.Builder{})
