@@ -14,6 +14,10 @@
 // process; the same id with a different request fails with an error
 // matching [ErrConflict] (Code AlreadyExists). Ids may hold any bytes: the
 // directory name is a collision-free, filesystem-safe encoding of the id.
+// A request without an id gets a fresh one, "run-<sandbox id>-<Unix
+// milliseconds>-<random hex>" (seed 003's default plus a random part), so
+// it is never deduplicated: retry with [Run.ID], or choose the id, to be
+// idempotent.
 //
 // When the start command's transport fails in a way that leaves its outcome
 // unknown ([sandbox.ErrOutcomeUnknown]), Start does not submit the run

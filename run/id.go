@@ -1,6 +1,7 @@
 package run
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxInlineID is the longest id (in bytes) whose directory name is its own
@@ -74,4 +76,12 @@ func quoteID(id string) string {
 		return strconv.Quote(id[:64]) + "..."
 	}
 	return strconv.Quote(id)
+}
+
+// defaultID returns the id of a run started without one (see Request.ID):
+// "run-<sandbox id>-<Unix milliseconds>-<8 random hex digits>".
+func defaultID(sandboxID string, now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + sandboxID + "-" + strconv.FormatInt(now.UnixMilli(), 10) + "-" + hex.EncodeToString(b[:])
 }

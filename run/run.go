@@ -49,6 +49,14 @@ type Request struct {
 	// ID names the run within its sandbox. It may hold any bytes (at most
 	// MaxIDLen). Starting an id again with the same request returns the
 	// same run.
+	//
+	// Empty means a fresh id, as seed 003 gives a run without one:
+	// "run-<sandbox id>-<Unix milliseconds>-<8 random hex digits>" (the
+	// random part keeps two Starts in one millisecond apart). A Start
+	// without an id is therefore never deduplicated: called twice, it
+	// starts two runs. Idempotency is by id, so a caller that may retry a
+	// Start passes an id of its own, or retries with Run.ID of the run
+	// the first Start returned.
 	ID string
 	// Command is the program and its arguments, run without a shell. For a
 	// shell line, pass []string{"sh", "-c", line}.
@@ -194,6 +202,9 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) 
 	const op = "start"
 	if sb == nil {
 		return nil, invalid(op, req.ID, "nil sandbox")
+	}
+	if req.ID == "" {
+		req.ID = defaultID(sb.ID(), time.Now())
 	}
 	if err := checkID(op, req.ID); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -815,7 +816,6 @@ func TestValidation(t *testing.T) {
 	w := newWorld(t, hostHarness(t))
 	sb := w.sandbox(t)
 	for name, req := range map[string]Request{
-		"empty id":        {Command: []string{"true"}},
 		"long id":         {ID: strings.Repeat("x", MaxIDLen+1), Command: []string{"true"}},
 		"no command":      {ID: "x"},
 		"empty argv0":     {ID: "x", Command: []string{""}},
@@ -830,6 +830,39 @@ func TestValidation(t *testing.T) {
 	}
 	if _, err := os.Stat(path.Join(sb.Home(), RecordsDir)); err == nil {
 		t.Errorf("invalid requests created the runs directory")
+	}
+}
+
+// A Start without an id gets a fresh one of seed 003's form, so two such
+// Starts are two runs (idempotency is by id), each found again by its id.
+func TestDefaultID(t *testing.T) {
+	w := newWorld(t, hostHarness(t))
+	sb := w.sandbox(t)
+	req := Request{Command: counterCommand("default.count", 60)}
+	r1 := start(t, sb, req)
+	r2 := start(t, sb, req)
+	re := regexp.MustCompile(`^run-` + regexp.QuoteMeta(sb.ID()) + `-[0-9]{13}-[0-9a-f]{8}$`)
+	for _, r := range []*Run{r1, r2} {
+		if !re.MatchString(r.ID()) {
+			t.Errorf("default id %q does not match %s", r.ID(), re)
+		}
+	}
+	if r1.ID() == r2.ID() {
+		t.Fatalf("two Starts without an id got the same id %q", r1.ID())
+	}
+	waitReady(t, r1)
+	waitReady(t, r2)
+	if got := readFile(t, sb, "default.count"); got != "run\nrun\n" {
+		t.Errorf("command ran %d times (%q), want twice", strings.Count(got, "\n"), got)
+	}
+	o, err := Open(testCtx(t), sb, r1.ID())
+	if err != nil || o.ID() != r1.ID() {
+		t.Fatalf("Open(%q): %v, %v", r1.ID(), o, err)
+	}
+	// Retrying with the returned id is deduplicated.
+	req.ID = r1.ID()
+	if r3 := start(t, sb, req); r3.PID() != r1.PID() {
+		t.Errorf("Start with the default id again: pid %d, want %d", r3.PID(), r1.PID())
 	}
 }
 
