@@ -13,7 +13,9 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
@@ -78,7 +80,14 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		t := true
 		body.AutoPause = &t
 	}
+	name, err := sandboxName(req)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
 	for _, k := range slices.Sorted(maps.Keys(req.Options)) {
+		if k == OptName {
+			continue
+		}
 		v := req.Options[k]
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -90,7 +99,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		case "secure":
 			body.Secure = &b
 		default:
-			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure)", k)
+			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure, name)", k)
 		}
 	}
 	if req.Resources != (sandbox.Resources{}) {
@@ -99,7 +108,14 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	// A token in the metadata finds the sandbox again if the answer is
 	// lost; Info.Labels never show it.
 	token := randHex(12)
-	meta := api.SandboxMetadata(maps.Clone(req.Labels))
+	labels := maps.Clone(req.Labels)
+	if name != "" {
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[NameLabel] = name
+	}
+	meta := api.SandboxMetadata(maps.Clone(labels))
 	if meta == nil {
 		meta = api.SandboxMetadata{}
 	}
@@ -129,7 +145,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
 	r.setLease(sb.SandboxID, lease)
 	info := sandbox.Info{
-		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: maps.Clone(req.Labels),
+		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
 		State: sandbox.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
 		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
 	}
@@ -139,6 +155,27 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	info.Home = home
 	return info, nil
+}
+
+// OptName is the provider option that names a sandbox (the same key as
+// daytona.OptName). Surrounding spaces are trimmed; an empty name sets
+// nothing.
+const OptName = "name"
+
+// NameLabel is the metadata label a sandbox's name is kept in.
+const NameLabel = "name"
+
+// sandboxName returns the name req asks for, refusing one that disagrees
+// with a "name" label of req.Labels.
+func sandboxName(req *sandbox.CreateRequest) (string, error) {
+	name := strings.TrimSpace(req.Options[OptName])
+	if l, ok := req.Labels[NameLabel]; ok && name != "" && l != name {
+		return "", sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s=%q disagrees with the label %s=%q", OptName, name, NameLabel, l)
+	}
+	if len(name) > 256 || strings.ContainsFunc(name, unicode.IsControl) {
+		return "", sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s: at most 256 bytes without control characters", OptName)
+	}
+	return name, nil
 }
 
 // createTokenLabel is the metadata key Create puts on every sandbox, with

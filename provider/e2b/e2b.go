@@ -26,7 +26,12 @@
 // # Provider options
 //
 // CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
-// paused sandbox resumes it) and "secure" ("false": no envd access token).
+// paused sandbox resumes it), "secure" ("false": no envd access token)
+// and OptName ("name"). E2B sandboxes have no name field: a name is kept
+// as the metadata label "name" (NameLabel), as seed 003 names its
+// sandboxes, so it shows in Info.Labels and List finds the sandbox by it.
+// The same option names a Daytona sandbox, so one CreateOptions names a
+// sandbox on both.
 //
 // # Lost creates and GetOrCreate
 //
