@@ -549,6 +549,13 @@ func (r *Runtime) preconnect(ctx context.Context, m *meta) {
 	}
 }
 
+// abandonDir removes the directory of a sandbox whose creation failed,
+// and ends the reservation of its user (uid; 0 for none).
+func (r *Runtime) abandonDir(dir string, uid int) {
+	_ = os.RemoveAll(dir)
+	r.releaseUID(uid)
+}
+
 // createDirs makes the directories, cgroups (at L2 and above) and metadata
 // of a new sandbox, and returns it locked, in state starting.
 func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.CreateRequest, netMode, netNote string, visible bool) (*meta, *locked, error) {
@@ -586,12 +593,12 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 			}
 		}
 		if err != nil {
-			os.RemoveAll(dir)
+			r.abandonDir(dir, runAs)
 			return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
 		}
 	}
 	if _, err := agentKey(dir); err != nil {
-		os.RemoveAll(dir)
+		r.abandonDir(dir, runAs)
 		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: agent key: %w", dir, err)
 	}
 	disk, diskNote := "", ""
@@ -599,7 +606,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 		if diskNote = r.diskUnsupported(r.level); diskNote == "" {
 			if err := r.makeDisk(ctx, dir, req.Resources.DiskGiB, r.uid, r.gid); err != nil {
 				unmountDisk(dir)
-				os.RemoveAll(dir)
+				r.abandonDir(dir, runAs)
 				return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: disk of %d GiB: %w", dir, req.Resources.DiskGiB, err)
 			}
 			disk = diskImage

@@ -91,3 +91,32 @@ func TestDefaultRootReachable(t *testing.T) {
 		t.Errorf("runAsWhy = %q", why)
 	}
 }
+
+// TestUIDReservationEndsWithSandbox: a sandbox's user is reserved while
+// the sandbox exists, and free again once it is destroyed.
+func TestUIDReservationEndsWithSandbox(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs a root host: elsewhere commands run as the host user")
+	}
+	ctx := context.Background()
+	rt := levelRuntime(t, L1)
+	sb, err := sandbox.NewClient(rt).Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strings.TrimSpace(string(run(ctx, t, sb, "id -u").Stdout))
+	n, err := strconv.Atoi(uid)
+	if err != nil || n < uidBase || n >= uidBase+uidRange {
+		t.Fatalf("id -u = %q: want a uid of the block from %d", uid, uidBase)
+	}
+	res := filepath.Join(rt.Root(), uidsDir, uid)
+	if b, err := os.ReadFile(res); err != nil || string(b) != sb.ID() {
+		t.Errorf("reservation %s = %q, %v; want the sandbox's id", res, b, err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(res); err == nil {
+		t.Errorf("reservation %s outlived its sandbox", res)
+	}
+}
