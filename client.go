@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/stale"
 	"golang.org/x/sync/singleflight"
@@ -24,7 +25,7 @@ import (
 // Client is the portable handle on one provider. It is safe for concurrent
 // use. Create it with Open or NewClient.
 type Client struct {
-	rt   Runtime
+	rt   driver.Runtime
 	caps Capabilities
 	log  *slog.Logger
 
@@ -69,7 +70,7 @@ func WithCleanupTimeout(d time.Duration) Option { return func(c *Client) { c.cle
 
 // NewClient returns a Client over rt. Providers' constructors call it; most
 // programs call Open instead.
-func NewClient(rt Runtime, opts ...Option) *Client {
+func NewClient(rt driver.Runtime, opts ...Option) *Client {
 	c := &Client{
 		rt: rt, caps: rt.Capabilities(),
 		log:        slog.New(slog.DiscardHandler),
@@ -97,7 +98,7 @@ func NewClient(rt Runtime, opts ...Option) *Client {
 
 // Runtime returns the provider under the Client, for provider-specific
 // features. Calls made on it bypass the portable layer's policy.
-func (c *Client) Runtime() Runtime { return c.rt }
+func (c *Client) Runtime() driver.Runtime { return c.rt }
 
 // Provider returns the provider's name.
 func (c *Client) Provider() string { return c.rt.Name() }
@@ -145,7 +146,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.waitBackground()
-	if cl, ok := c.rt.(Closer); ok {
+	if cl, ok := c.rt.(driver.Closer); ok {
 		return c.wrap("close", "", "", cl.Close())
 	}
 	return nil
@@ -183,7 +184,7 @@ func (c *Client) checkOpen(op, id string) error {
 func (c *Client) resetTransport(op string, cause error) {
 	// The cause's text is not logged: it may quote a secret.
 	c.log.Info("sandbox: stale transport, resetting and retrying once", "op", op, "provider", c.rt.Name(), "code", CodeOf(cause))
-	if r, ok := c.rt.(TransportResetter); ok {
+	if r, ok := c.rt.(driver.TransportResetter); ok {
 		if err := r.ResetTransport(); err != nil {
 			c.log.Warn("sandbox: transport reset failed", "provider", c.rt.Name(), "err", err)
 		}
@@ -347,7 +348,7 @@ func printable(s string) string {
 func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
 	const op = "create"
 	ctx, end := bound(ctx, op, c.calls.Create)
-	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
 		return info, true, err
 	})
@@ -362,7 +363,7 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 
 // createFunc asks the provider for a sandbox; created is false when it
 // returned one that existed already.
-type createFunc func(ctx context.Context, req *CreateRequest) (info Info, created bool, err error)
+type createFunc func(ctx context.Context, req *driver.CreateRequest) (info Info, created bool, err error)
 
 // create validates opts, turns them into a CreateRequest and runs mk on a
 // goroutine the Client tracks, so that the caller gets control back as
@@ -445,7 +446,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 }
 
 // createRequest validates opts and applies the defaults.
-func (c *Client) createRequest(op string, opts CreateOptions) (*CreateRequest, error) {
+func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateRequest, error) {
 	name := c.rt.Name()
 	if err := c.checkOpen(op, ""); err != nil {
 		return nil, err
@@ -481,7 +482,7 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*CreateRequest, e
 	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
 	maps.Copy(env, opts.Env)
 	maps.Copy(env, opts.SecretEnv)
-	return &CreateRequest{
+	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
 		AutoPause: opts.AutoPause, Resources: opts.Resources, NoNetwork: opts.NoNetwork,
 		Options: maps.Clone(opts.ProviderOptions),
@@ -578,7 +579,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			yield(Info{}, err)
 			return
 		}
-		req := &ListRequest{Labels: maps.Clone(opts.Labels), States: slices.Clone(opts.States), PageSize: cmp0(opts.PageSize, 100)}
+		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: slices.Clone(opts.States), PageSize: cmp0(opts.PageSize, 100)}
 		seen := map[string]bool{}
 		for {
 			var page []Info
@@ -744,13 +745,13 @@ func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey stri
 		}
 		return flight{info: info}, nil
 	}
-	mk := func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+	mk := func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
 		return info, true, err
 	}
-	if kc, ok := c.rt.(KeyedCreator); ok {
+	if kc, ok := c.rt.(driver.KeyedCreator); ok {
 		key := providerKey(fkey)
-		mk = func(ctx context.Context, req *CreateRequest) (Info, bool, error) {
+		mk = func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
 			return kc.CreateKeyed(ctx, key, req)
 		}
 	}

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
 // TestGetOrCreateSingleFlight: 200 concurrent callers with one key make
 // exactly one sandbox, all get it, and exactly one is told it created it.
 func TestGetOrCreateSingleFlight(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	defer c.Close()
 	ctx := context.Background()
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada", "job": "7"}}
@@ -70,7 +72,7 @@ type lateCreate struct {
 	release chan struct{}
 }
 
-func (s *lateCreate) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (s *lateCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	in, err := s.Runtime.Create(context.WithoutCancel(ctx), req)
 	if err != nil {
 		return in, err
@@ -128,7 +130,7 @@ type blockCreate struct {
 	once    sync.Once
 }
 
-func (b *blockCreate) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (b *blockCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	first := false
 	b.once.Do(func() { first = true })
 	if first {

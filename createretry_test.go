@@ -15,7 +15,8 @@ import (
 func TestCreateRetriesTransientFailures(t *testing.T) {
 	ctx := context.Background()
 	for _, code := range []sandbox.Code{sandbox.ResourceExhausted, sandbox.Unavailable} {
-		c, rt := memory.NewClient()
+		rt := memory.New()
+		c := sandbox.NewClient(rt)
 		rt.FailNext(memory.OpCreate, 2, sandbox.Errorf(code, "memory: no capacity"))
 		sb, err := c.Create(ctx, sandbox.CreateOptions{})
 		if err != nil {
@@ -35,7 +36,8 @@ func TestCreateNeverRetriesConfigurationErrors(t *testing.T) {
 		sandbox.Errorf(sandbox.InvalidArgument, "memory: bad resources"),
 		errors.Join(sandbox.ErrOutcomeUnknown, errors.New("memory: connection lost after send")),
 	} {
-		c, rt := memory.NewClient()
+		rt := memory.New()
+		c := sandbox.NewClient(rt)
 		rt.FailNext(memory.OpCreate, 5, fail)
 		if _, err := c.Create(ctx, sandbox.CreateOptions{}); err == nil {
 			t.Fatalf("%v: Create succeeded", fail)
@@ -56,7 +58,8 @@ func TestCreateRetryBudget(t *testing.T) {
 	}
 	// A provider that never has room: Create gives up within the budget
 	// with the provider's error.
-	c, rt2 := memory.NewClient()
+	rt2 := memory.New()
+	c := sandbox.NewClient(rt2)
 	rt2.FailNext(memory.OpCreate, 1<<20, sandbox.Errorf(sandbox.ResourceExhausted, "memory: no capacity"))
 	bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

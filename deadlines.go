@@ -130,7 +130,7 @@ func explain(ctx, bctx context.Context, err error) error {
 		cp.Code = DeadlineExceeded
 		return &cp
 	}
-	return &codedError{code: DeadlineExceeded, err: fmt.Errorf("%w: %w", cause, err)}
+	return Errorf(DeadlineExceeded, "%w: %w", cause, err)
 }
 
 // idleBound returns a context that ends when touch has not been called

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
@@ -49,7 +50,7 @@ func (h *hangRuntime) deadline(op string) time.Duration {
 	return h.deadlines[op]
 }
 
-func (h *hangRuntime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (h *hangRuntime) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	if h.enter(ctx, "create") {
 		return sandbox.Info{}, ctx.Err()
 	}
@@ -63,7 +64,7 @@ func (h *hangRuntime) Get(ctx context.Context, id string) (sandbox.Info, error) 
 	return h.Runtime.Get(ctx, id)
 }
 
-func (h *hangRuntime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (h *hangRuntime) List(ctx context.Context, req *driver.ListRequest) ([]sandbox.Info, string, error) {
 	if h.enter(ctx, "list") {
 		return nil, "", ctx.Err()
 	}
@@ -98,9 +99,9 @@ func (h *hangRuntime) Resume(ctx context.Context, id string) (sandbox.Info, erro
 	return h.Runtime.Resume(ctx, id)
 }
 
-func (h *hangRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (h *hangRuntime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	if h.enter(ctx, "exec") {
-		return sandbox.ExitStatus{}, ctx.Err()
+		return driver.ExitStatus{}, ctx.Err()
 	}
 	return h.Runtime.Exec(ctx, id, cmd)
 }

@@ -1,288 +1,76 @@
 package sandbox
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"strings"
 
-	"github.com/sandboxkit/sandbox/internal/errscrub"
-	"github.com/sandboxkit/sandbox/internal/stale"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Code classifies an error independently of the provider that produced it.
-// Use [CodeOf] to read the Code of any error.
-type Code int
+// Use [CodeOf] to read the Code of any error. It is defined in package
+// sberrors, which drivers use without importing this package.
+type Code = sberrors.Code
 
-// The codes, modelled on gocloud.dev/gcerrors and gRPC status codes.
+// The codes, modelled on gocloud.dev/gcerrors and gRPC status codes; see
+// package sberrors for what each means.
 const (
-	// OK is the Code of a nil error.
-	OK Code = iota
-	// Unknown is the Code of an error no layer classified.
-	Unknown
-	// NotFound: the sandbox, file or process does not exist.
-	NotFound
-	// AlreadyExists: the thing to create exists already.
-	AlreadyExists
-	// InvalidArgument: the caller passed bad input; the message names it.
-	InvalidArgument
-	// PermissionDenied: credentials are missing or wrong, or access is forbidden.
-	PermissionDenied
-	// FailedPrecondition: the sandbox is not in a state that allows the call
-	// (for example it is paused).
-	FailedPrecondition
-	// Unimplemented: the provider does not support the operation.
-	Unimplemented
-	// ResourceExhausted: a quota, rate limit or cap was hit.
-	ResourceExhausted
-	// Unavailable: the provider could not be reached; the call may be retried.
-	Unavailable
-	// DeadlineExceeded: the caller's context deadline passed.
-	DeadlineExceeded
-	// Canceled: the caller's context was canceled.
-	Canceled
-	// Internal: the provider failed in a way the caller cannot fix.
-	Internal
+	OK                 = sberrors.OK
+	Unknown            = sberrors.Unknown
+	NotFound           = sberrors.NotFound
+	AlreadyExists      = sberrors.AlreadyExists
+	InvalidArgument    = sberrors.InvalidArgument
+	PermissionDenied   = sberrors.PermissionDenied
+	FailedPrecondition = sberrors.FailedPrecondition
+	Unimplemented      = sberrors.Unimplemented
+	ResourceExhausted  = sberrors.ResourceExhausted
+	Unavailable        = sberrors.Unavailable
+	DeadlineExceeded   = sberrors.DeadlineExceeded
+	Canceled           = sberrors.Canceled
+	Internal           = sberrors.Internal
 )
 
-var codeNames = [...]string{
-	OK: "OK", Unknown: "Unknown", NotFound: "NotFound", AlreadyExists: "AlreadyExists",
-	InvalidArgument: "InvalidArgument", PermissionDenied: "PermissionDenied",
-	FailedPrecondition: "FailedPrecondition", Unimplemented: "Unimplemented",
-	ResourceExhausted: "ResourceExhausted", Unavailable: "Unavailable",
-	DeadlineExceeded: "DeadlineExceeded", Canceled: "Canceled", Internal: "Internal",
-}
-
-// String returns the name of the code, such as "NotFound".
-func (c Code) String() string {
-	if c >= 0 && int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("Code(%d)", int(c))
-}
-
-// codeError is the type of the sentinel errors: each carries its Code.
-type codeError struct {
-	code Code
-	msg  string
-}
-
-func (e *codeError) Error() string { return e.msg }
-
-// Is lets a driver's error that wraps a sentinel match the io/fs sentinel
-// of its Code too, as an *Error does: ErrNotFound matches fs.ErrNotExist,
-// ErrAlreadyExists fs.ErrExist, ErrPermission fs.ErrPermission.
-func (e *codeError) Is(target error) bool {
-	switch target {
-	case fs.ErrNotExist:
-		return e.code == NotFound
-	case fs.ErrExist:
-		return e.code == AlreadyExists
-	case fs.ErrPermission:
-		return e.code == PermissionDenied
-	}
-	return false
-}
-
-// Sentinel errors for errors.Is. Every *Error matches the sentinel of its
-// Code (an *Error with Code NotFound matches ErrNotFound), and drivers wrap
-// the specific ones (ErrPaused, ErrStaleTransport, ...) into their errors with %w.
+// Sentinel errors for errors.Is; they are the values of package sberrors
+// (see there for what each reports), so a driver's error that wraps one
+// matches here. Every *Error matches the sentinel of its Code.
 var (
-	ErrNotFound           error = &codeError{NotFound, "not found"}
-	ErrAlreadyExists      error = &codeError{AlreadyExists, "already exists"}
-	ErrInvalidArgument    error = &codeError{InvalidArgument, "invalid argument"}
-	ErrPermission         error = &codeError{PermissionDenied, "permission denied"}
-	ErrFailedPrecondition error = &codeError{FailedPrecondition, "failed precondition"}
-	ErrUnimplemented      error = &codeError{Unimplemented, "not implemented by this provider"}
-	// ErrLimit reports a quota, rate limit or configured cap (ResourceExhausted).
-	ErrLimit error = &codeError{ResourceExhausted, "limit reached"}
-	// ErrUnavailable reports a provider that could not be reached (Unavailable).
-	ErrUnavailable error = &codeError{Unavailable, "provider unavailable"}
-	ErrInternal    error = &codeError{Internal, "internal provider error"}
-
-	// ErrPaused reports a call on a paused (or stopped) sandbox that the
-	// provider refuses until Resume (FailedPrecondition).
-	ErrPaused error = &codeError{FailedPrecondition, "sandbox is paused"}
-	// ErrPathEscape reports a path that would leave its jail (InvalidArgument).
-	ErrPathEscape error = &codeError{InvalidArgument, "path escapes its root"}
-	// ErrIsDirectory reports a file operation on a directory (FailedPrecondition).
-	ErrIsDirectory error = &codeError{FailedPrecondition, "is a directory"}
-	// ErrNotDirectory reports a directory operation on a file (FailedPrecondition).
-	ErrNotDirectory error = &codeError{FailedPrecondition, "not a directory"}
-	// ErrOutcomeUnknown reports a command or write whose request may have
-	// reached the provider before the transport failed: it may or may not
-	// have run, so it is never retried automatically (Unavailable).
-	ErrOutcomeUnknown error = &codeError{Unavailable, "outcome unknown: the request may have been executed"}
-	// ErrClosed reports a call on a closed Client or Process (FailedPrecondition).
-	ErrClosed error = &codeError{FailedPrecondition, "closed"}
+	ErrNotFound           = sberrors.ErrNotFound
+	ErrAlreadyExists      = sberrors.ErrAlreadyExists
+	ErrInvalidArgument    = sberrors.ErrInvalidArgument
+	ErrPermission         = sberrors.ErrPermission
+	ErrFailedPrecondition = sberrors.ErrFailedPrecondition
+	ErrUnimplemented      = sberrors.ErrUnimplemented
+	ErrLimit              = sberrors.ErrLimit
+	ErrUnavailable        = sberrors.ErrUnavailable
+	ErrInternal           = sberrors.ErrInternal
+	ErrPaused             = sberrors.ErrPaused
+	ErrPathEscape         = sberrors.ErrPathEscape
+	ErrIsDirectory        = sberrors.ErrIsDirectory
+	ErrNotDirectory       = sberrors.ErrNotDirectory
+	ErrOutcomeUnknown     = sberrors.ErrOutcomeUnknown
+	ErrClosed             = sberrors.ErrClosed
+	// ErrStaleTransport reports a call that failed before the provider could
+	// have acted on it; the portable layer resets the transport and retries
+	// such a call once, so callers see it only when the retry failed too.
+	ErrStaleTransport = sberrors.ErrStaleTransport
 )
 
-// ErrStaleTransport is returned by drivers when a request could not have
-// been admitted by the provider because the transport was already dead
-// (a closed connection, an expired tunnel). The portable layer resets the
-// transport and retries the call once. Like database/sql/driver.ErrBadConn,
-// a driver must not return it when the provider may have acted.
-var ErrStaleTransport = stale.ErrStale
-
-var codeSentinels = map[Code]error{
-	NotFound: ErrNotFound, AlreadyExists: ErrAlreadyExists, InvalidArgument: ErrInvalidArgument,
-	PermissionDenied: ErrPermission, FailedPrecondition: ErrFailedPrecondition,
-	Unimplemented: ErrUnimplemented, ResourceExhausted: ErrLimit, Unavailable: ErrUnavailable,
-	Internal: ErrInternal,
-}
-
-// Error is the error type of every method of Client, Sandbox and Process.
-// It records the operation, where it failed and the classified Code; Err
-// is the cause (a driver error, a context error, a sentinel) and is
-// reachable with errors.Is and errors.As.
-type Error struct {
-	Op        string // "exec", "upload", "create", ...
-	Provider  string // the Runtime's Name, e.g. "local"
-	SandboxID string // empty for client-level operations
-	Path      string // file path or other input the error is about, if any
-	Code      Code
-	Err       error
-}
-
-// Error formats the error as "sandbox: op provider id path: cause".
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("sandbox: ")
-	b.WriteString(e.Op)
-	if e.Provider != "" {
-		b.WriteString(" (")
-		b.WriteString(e.Provider)
-		b.WriteString(")")
-	}
-	if e.SandboxID != "" {
-		b.WriteString(" sandbox ")
-		b.WriteString(e.SandboxID)
-	}
-	if e.Path != "" {
-		fmt.Fprintf(&b, " %q", e.Path)
-	}
-	b.WriteString(": ")
-	if e.Err != nil {
-		b.WriteString(e.Err.Error())
-	} else {
-		b.WriteString(e.Code.String())
-	}
-	return b.String()
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is the sentinel of e's Code, or fs.ErrNotExist
-// (for NotFound), fs.ErrExist (AlreadyExists) or fs.ErrPermission
-// (PermissionDenied), so that file errors work with the io/fs idioms.
-func (e *Error) Is(target error) bool {
-	if s, ok := codeSentinels[e.Code]; ok && s == target {
-		return true
-	}
-	switch target {
-	case fs.ErrNotExist:
-		return e.Code == NotFound
-	case fs.ErrExist:
-		return e.Code == AlreadyExists
-	case fs.ErrPermission:
-		return e.Code == PermissionDenied
-	case fs.ErrInvalid:
-		return e.Code == InvalidArgument
-	}
-	return false
-}
+// Error is the error type of every method of Client, Sandbox and Process:
+// the operation, where it failed, the classified Code and the cause.
+type Error = sberrors.Error
 
 // CodeOf returns the Code of err: OK for nil, the Code of the first *Error
 // or sentinel in its chain, the matching code for context and io/fs errors,
 // and Unknown otherwise.
-func CodeOf(err error) Code {
-	if err == nil {
-		return OK
-	}
-	var se *Error
-	if errors.As(err, &se) && se.Code != Unknown {
-		return se.Code
-	}
-	var cd *codedError
-	if errors.As(err, &cd) {
-		return cd.code
-	}
-	var ce *codeError
-	if errors.As(err, &ce) {
-		return ce.code
-	}
-	switch {
-	case errors.Is(err, ErrStaleTransport):
-		return Unavailable
-	case errors.Is(err, context.Canceled):
-		return Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return DeadlineExceeded
-	case errors.Is(err, fs.ErrNotExist):
-		return NotFound
-	case errors.Is(err, fs.ErrExist):
-		return AlreadyExists
-	case errors.Is(err, fs.ErrPermission):
-		return PermissionDenied
-	case errors.Is(err, fs.ErrInvalid):
-		return InvalidArgument
-	}
-	return Unknown
-}
+func CodeOf(err error) Code { return sberrors.CodeOf(err) }
 
 // Errorf returns an error of the given code whose message is formatted from
-// format and args; it matches the code's sentinel with errors.Is. Drivers
-// and the portable layer use it for errors they originate.
+// format and args; it matches the code's sentinel with errors.Is.
 func Errorf(code Code, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	if s, ok := codeSentinels[code]; ok {
-		return &codedError{code: code, sentinel: s, err: err}
-	}
-	return &codedError{code: code, err: err}
-}
-
-type codedError struct {
-	code     Code
-	sentinel error
-	err      error
-}
-
-func (e *codedError) Error() string { return e.err.Error() }
-func (e *codedError) Unwrap() []error {
-	if e.sentinel == nil {
-		return []error{e.err}
-	}
-	return []error{e.err, e.sentinel}
+	return sberrors.Errorf(code, format, args...)
 }
 
 // invalid builds the InvalidArgument *Error for a bad input named name.
 func invalid(op, provider, id, name, format string, args ...any) error {
 	return &Error{Op: op, Provider: provider, SandboxID: id, Code: InvalidArgument,
 		Err: fmt.Errorf("invalid %s: %s: %w", name, fmt.Sprintf(format, args...), ErrInvalidArgument)}
-}
-
-// The portable layer's error types, rebuilt with redacted text by
-// internal/errscrub: the chain a caller walks keeps the types and codes
-// CodeOf and errors.As look for. Sentinels are fixed phrases, never user
-// data, so they are kept as they are.
-func init() {
-	errscrub.Register(func(err error, kids []error, redact func(string) string) (error, bool) {
-		switch e := err.(type) {
-		case *Error:
-			c := *e
-			c.SandboxID, c.Path = redact(e.SandboxID), redact(e.Path)
-			c.Err = nil
-			if len(kids) > 0 {
-				c.Err = kids[0]
-			}
-			return &c, true
-		case *codedError:
-			return &codedError{code: e.code, sentinel: e.sentinel, err: kids[0]}, true
-		case *codeError:
-			return e, true
-		}
-		return nil, false
-	})
 }

@@ -6,47 +6,15 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
+
+	"github.com/sandboxkit/sandbox/driver"
 )
 
-// Opener opens a provider from a URL whose scheme it was registered for.
-// Providers register one in their package's init function.
-type Opener func(ctx context.Context, u *url.URL) (Runtime, error)
-
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Opener{}
-	schemeRE   = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
-)
-
-// Register makes a provider available to Open under scheme. It panics if
-// scheme is malformed or already registered, like database/sql.Register.
-func Register(scheme string, o Opener) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if !schemeRE.MatchString(scheme) || o == nil {
-		panic(fmt.Sprintf("sandbox: Register(%q): bad scheme or nil opener", scheme))
-	}
-	if _, dup := registry[scheme]; dup {
-		panic(fmt.Sprintf("sandbox: Register(%q) called twice", scheme))
-	}
-	registry[scheme] = o
-}
-
-// Schemes returns the registered schemes, sorted.
-func Schemes() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for s := range registry {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}
+// Schemes returns the schemes registered with driver.Register, sorted:
+// those Open accepts.
+func Schemes() []string { return driver.Schemes() }
 
 // DefaultScheme is the provider Open uses for an empty URL when SANDBOX_URL
 // is not set either.
@@ -85,9 +53,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	if u.Scheme == "" {
 		return nil, invalid(op, "", "", "URL", "%q has no scheme (want e.g. local:// or e2b://)", printable(redactURL(rawURL)))
 	}
-	registryMu.RLock()
-	opener, ok := registry[u.Scheme]
-	registryMu.RUnlock()
+	opener, ok := driver.Lookup(u.Scheme)
 	if !ok {
 		hint := ""
 		if slices.Contains([]string{"local", "memory", "e2b", "daytona"}, u.Scheme) {

@@ -75,7 +75,7 @@ func checkOwnership(t *testing.T, c *sandbox.Client) {
 }
 
 func TestOwnedVsAttachedMemory(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	checkOwnership(t, c)
 }
 
@@ -94,7 +94,8 @@ func TestOwnedVsAttachedE2BFake(t *testing.T) {
 // A panicking transport-reset listener is recovered: the retry still
 // happens, the other listeners still run, and the caller's call succeeds.
 func TestPanickingResetListenerRecovered(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
 func TestReadFileDefaultCap(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	if c.MaxReadFile() != sandbox.DefaultMaxReadFile || sandbox.DefaultMaxReadFile != 10<<20 {
 		t.Fatalf("default cap %d, want 10 MiB", c.MaxReadFile())
 	}
@@ -47,7 +49,7 @@ func TestReadFileCapConfigurable(t *testing.T) {
 		cap    int64
 		wantOK bool
 	}{{0, true}, {-1, true}, {99, false}, {100, true}} {
-		c, _ := memory.NewClient()
+		c := sandbox.NewClient(memory.New())
 		c = sandbox.NewClient(c.Runtime(), sandbox.WithMaxReadFile(tc.cap))
 		sb, err := c.Create(ctx, sandbox.CreateOptions{})
 		if err != nil {
@@ -65,7 +67,7 @@ func TestReadFileCapConfigurable(t *testing.T) {
 
 // growingRuntime reports a stale, small size from Stat, as a file that
 // grows between the Stat and the transfer would.
-type growingRuntime struct{ sandbox.Runtime }
+type growingRuntime struct{ driver.Runtime }
 
 func (g growingRuntime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
 	fi, err := g.Runtime.Stat(ctx, id, p)

@@ -34,7 +34,8 @@ func noSecretInChain(t *testing.T, what string, err error, secret string) {
 func TestRedactionSurvivesUnwrap(t *testing.T) {
 	ctx := context.Background()
 	const secret = "sk-live-redact-5d1f0c9a7e"
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	defer c.Close()
 	secrets := sandbox.CreateOptions{SecretEnv: map[string]string{"API_KEY": secret}}
 

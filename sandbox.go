@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
@@ -172,7 +173,7 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 // without pause return an error matching ErrUnimplemented.
 func (s *Sandbox) Pause(ctx context.Context) error {
 	const op = "pause"
-	p, ok := s.c.rt.(Pauser)
+	p, ok := s.c.rt.(driver.Pauser)
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
 	}
@@ -190,7 +191,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 // Resume thaws a paused sandbox. Resuming a running sandbox does nothing.
 func (s *Sandbox) Resume(ctx context.Context) error {
 	const op = "resume"
-	p, ok := s.c.rt.(Pauser)
+	p, ok := s.c.rt.(driver.Pauser)
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
 	}
@@ -210,7 +211,7 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 
 // execPlan is a validated Command ready for the driver.
 type execPlan struct {
-	cmd      *Command
+	cmd      *driver.Command
 	secrets  [][]byte // the handle's and the command's, longest first
 	layer    TimeoutLayer
 	timeout  time.Duration
@@ -292,9 +293,9 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background b
 	env := make(map[string]string, len(cmd.Env)+len(cmd.SecretEnv))
 	maps.Copy(env, cmd.Env)
 	maps.Copy(env, cmd.SecretEnv)
-	p.cmd = &Command{
-		Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: dir, Env: env, SecretEnv: maps.Clone(cmd.SecretEnv),
-		Stdout: stdout, Stderr: stderr, Timeout: p.timeout, MaxOutput: maxOut,
+	p.cmd = &driver.Command{
+		Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: dir, Env: env,
+		Stdout: stdout, Stderr: stderr, Timeout: p.timeout,
 	}
 	if cmd.Stdin != nil {
 		p.stdin = newStdinGate(cmd.Stdin)
@@ -331,7 +332,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (p *execPlan) result(st ExitStatus, started time.Time) *Result {
+func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 	for _, w := range p.flush {
 		flushWriter(w)
 	}
@@ -379,7 +380,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 		return nil, err
 	}
 	started := time.Now()
-	var st ExitStatus
+	var st driver.ExitStatus
 	// Without a ctx deadline the provider gets the command's timeout plus
 	// a grace to answer; one that never does cannot hang the caller.
 	grace := s.c.calls.ExecGrace
@@ -428,7 +429,7 @@ func (s *Sandbox) wrapPlan(op string, p *execPlan, err error) error {
 // processes return an error matching ErrUnimplemented.
 func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	const op = "start"
-	pr, ok := s.c.rt.(ProcessRuntime)
+	pr, ok := s.c.rt.(driver.ProcessRuntime)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
 	}
@@ -436,7 +437,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	var h ProcessHandle
+	var h driver.ProcessHandle
 	err = s.c.retry(ctx, op, false, func() bool { return p.stdin.consumed() == 0 }, func() error {
 		var err error
 		h, err = pr.Start(ctx, s.id, p.cmd)
@@ -454,7 +455,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 // Wait and streamed to stdout and stderr when they are non-nil.
 func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.Writer) (*Process, error) {
 	const op = "attach-process"
-	pr, ok := s.c.rt.(ProcessRuntime)
+	pr, ok := s.c.rt.(driver.ProcessRuntime)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
 	}
@@ -465,7 +466,7 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}, secrets: s.secrets}
 	o, e := sink(p.out, stdout, s.secrets), sink(p.err, stderr, s.secrets)
 	p.flush = []io.Writer{o, e}
-	var h ProcessHandle
+	var h driver.ProcessHandle
 	err := s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		h, err = pr.Attach(ctx, s.id, pid, o, e)
@@ -480,7 +481,7 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 // Process is a background process in a sandbox.
 type Process struct {
 	sb      *Sandbox
-	h       ProcessHandle
+	h       driver.ProcessHandle
 	plan    *execPlan
 	started time.Time
 

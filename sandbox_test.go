@@ -12,18 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/unredacted"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newSandbox(t *testing.T, opts sandbox.CreateOptions) (*sandbox.Sandbox, *memory.Runtime) {
 	t.Helper()
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	sb, err := c.Create(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func (c *consumingRuntime) Upload(_ context.Context, _, _ string, r io.Reader) e
 // slowCreate creates the sandbox, then returns after the caller's ctx ended.
 type slowCreate struct{ *memory.Runtime }
 
-func (s slowCreate) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (s slowCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	in, err := s.Runtime.Create(context.Background(), req)
 	<-ctx.Done()
 	return in, err
@@ -167,7 +168,8 @@ func TestErrorShape(t *testing.T) {
 
 func TestSecretsNeverInErrorsOrOutput(t *testing.T) {
 	secret := "sk-" + strings.Repeat("q", 20)
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{SecretEnv: map[string]string{"API_KEY": secret}})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +223,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestClosedClient(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	c.Close()
 	if _, err := c.Create(context.Background(), sandbox.CreateOptions{}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("create on closed client: %v", err)
@@ -254,7 +256,7 @@ func FuzzOpenAndPaths(f *testing.F) {
 	for _, s := range []string{"memory://", "local:///tmp/x", "e2b://?k=v", "%", "a:b", "x\x00", "../../etc", "~/a", "a/../../b"} {
 		f.Add(s)
 	}
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
 		f.Fatal(err)
@@ -287,7 +289,7 @@ func TestCodeOfErrorf(t *testing.T) {
 
 func TestAttachWithSecrets(t *testing.T) {
 	secret := "attach-secret-value"
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"K": secret}})
 	if err != nil {
@@ -312,9 +314,9 @@ type secretRuntime struct {
 	errMsg string
 }
 
-func (s *secretRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (s *secretRuntime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	if s.errMsg != "" {
-		return sandbox.ExitStatus{}, errors.New(s.errMsg)
+		return driver.ExitStatus{}, errors.New(s.errMsg)
 	}
 	for _, c := range s.chunks {
 		io.WriteString(cmd.Stdout, c)
@@ -323,10 +325,10 @@ func (s *secretRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Comman
 		select {
 		case <-s.block:
 		case <-ctx.Done():
-			return sandbox.ExitStatus{}, ctx.Err()
+			return driver.ExitStatus{}, ctx.Err()
 		}
 	}
-	return sandbox.ExitStatus{}, nil
+	return driver.ExitStatus{}, nil
 }
 
 func TestRedactionOfNestedSecretsSplitAcrossWrites(t *testing.T) {
@@ -410,7 +412,7 @@ func TestOpenURLErrorsHideCredentials(t *testing.T) {
 }
 
 func TestSandboxCallsAfterCloseFail(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +424,7 @@ func TestSandboxCallsAfterCloseFail(t *testing.T) {
 }
 
 func TestConcurrentWait(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"S": "secret-value"}})
 	if err != nil {
@@ -451,7 +453,8 @@ func TestConcurrentWait(t *testing.T) {
 }
 
 func TestSetTimeoutAsksTheProvider(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Hour})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkPortableOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	raw := &sandbox.Command{Args: []string{"true"}, Dir: memory.Home, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
+	raw := &driver.Command{Args: []string{"true"}, Dir: memory.Home, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
 	data := []byte("hello")
 
 	interleave(b, "exec",

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
@@ -171,7 +172,7 @@ func (r *rawE2B) download(ctx context.Context, p string, dst io.Writer) (int64, 
 	return io.Copy(dst, resp.Body)
 }
 
-func e2bOver(tb testing.TB, backend sandbox.Runtime) (*e2bfake.Server, *sandbox.Sandbox) {
+func e2bOver(tb testing.TB, backend driver.Runtime) (*e2bfake.Server, *sandbox.Sandbox) {
 	tb.Helper()
 	f := e2bfake.New(backend)
 	tb.Cleanup(f.Close)

@@ -12,14 +12,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/fsbackend"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,11 +27,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // counting wraps a Runtime and counts the calls that cross it: one call is
 // one provider round trip.
 type counting struct {
-	sandbox.Runtime
+	driver.Runtime
 	n atomic.Int64
 }
 
-func (c *counting) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (c *counting) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	c.n.Add(1)
 	return c.Runtime.Exec(ctx, id, cmd)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
@@ -73,7 +74,7 @@ func newE2B(t *testing.T, opts Options) *env {
 	return newOver(t, rt, opts)
 }
 
-func newOver(t *testing.T, rt sandbox.Runtime, opts Options) *env {
+func newOver(t *testing.T, rt driver.Runtime, opts Options) *env {
 	t.Helper()
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close() })

@@ -14,7 +14,8 @@ import (
 // utilities run the backend's helper over the in-memory files, and the
 // memory Runtime for counting round trips and injecting faults.
 func newMemory(ctx context.Context, opts Options) (*FilesystemBackend, *memory.Runtime, *sandbox.Sandbox, error) {
-	client, rt := memory.NewClient()
+	rt := memory.New()
+	client := sandbox.NewClient(rt)
 	sb, err := client.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		return nil, nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/fsbackend"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
@@ -17,7 +18,7 @@ type probeRecorder struct {
 	ahead time.Duration
 }
 
-func (p *probeRecorder) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (p *probeRecorder) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	if len(cmd.Args) == 3 && strings.Contains(cmd.Args[2], "$HOME") {
 		p.ahead = -1
 		if dl, ok := ctx.Deadline(); ok {

@@ -123,7 +123,8 @@ func TestBaseDirProbe(t *testing.T) {
 	require.Len(t, rt2.Calls(), 1, "only the create")
 
 	// A failed probe falls back.
-	client, rt3 := memory.NewClient()
+	rt3 := memory.New()
+	client := sandbox.NewClient(rt3)
 	rt3.HandleShell(func(line string) bool { return line == `printf '%s' "$HOME"` }, func(_ context.Context, c *memory.Call) int { return 1 })
 	sb, err := client.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
@@ -135,7 +136,8 @@ func TestBaseDirProbe(t *testing.T) {
 	require.Equal(t, FallbackBaseDir, base)
 
 	// HOME=/ is not a usable home either.
-	client, rt4 := memory.NewClient()
+	rt4 := memory.New()
+	client = sandbox.NewClient(rt4)
 	rt4.HandleShell(func(line string) bool { return line == `printf '%s' "$HOME"` }, func(_ context.Context, c *memory.Call) int {
 		fmt.Fprint(c.Stdout, "/")
 		return 0
@@ -245,7 +247,8 @@ func TestCloseUnregistersResetListener(t *testing.T) {
 }
 
 func TestBrokenShellSurfacesHelperFailure(t *testing.T) {
-	client, rt := memory.NewClient()
+	rt := memory.New()
+	client := sandbox.NewClient(rt)
 	// A sandbox whose sh cannot run the helper (as a shell without
 	// functions or $(…) would fail it).
 	rt.Handle("sh", func(_ context.Context, c *memory.Call) int {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -16,9 +16,9 @@ import (
 // runtime, and provider/local where it can serve a fake.
 var fakeBackends = []struct {
 	name string
-	new  func(t *testing.T) sandbox.Runtime
+	new  func(t *testing.T) driver.Runtime
 }{
-	{"host", func(t *testing.T) sandbox.Runtime { return newHostRuntime(t) }},
+	{"host", func(t *testing.T) driver.Runtime { return newHostRuntime(t) }},
 	{"local", localBackend},
 }
 
@@ -26,14 +26,14 @@ var fakeBackends = []struct {
 // through, closed when the test ends. The fakes stat the sandbox's home
 // when they create a sandbox; the test is skipped, saying why, when the
 // local provider cannot.
-func localBackend(t *testing.T) sandbox.Runtime {
+func localBackend(t *testing.T) driver.Runtime {
 	t.Helper()
 	rt, err := local.New(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	info, err := rt.Create(t.Context(), &sandbox.CreateRequest{Timeout: time.Minute})
+	info, err := rt.Create(t.Context(), &driver.CreateRequest{Timeout: time.Minute})
 	if err != nil {
 		t.Fatalf("local create: %v", err)
 	}
@@ -52,7 +52,7 @@ func TestE2BFake(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			fake := e2bfake.New(b.new(t))
 			t.Cleanup(fake.Close)
-			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
 				rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
 				if err != nil {
 					t.Fatalf("e2b.New: %v", err)
@@ -70,7 +70,7 @@ func TestDaytonaFake(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			fake := daytonafake.New(b.new(t))
 			t.Cleanup(fake.Close)
-			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
 				rt, err := daytona.New(daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()))
 				if err != nil {
 					t.Fatalf("daytona.New: %v", err)

@@ -3,7 +3,7 @@ package run
 import (
 	"testing"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
 
@@ -19,7 +19,7 @@ func TestLocal(t *testing.T) {
 			if name == "L1" {
 				opts = append(opts, local.WithIsolation(local.L1))
 			}
-			runScenarios(t, harness{newRuntime: func(t *testing.T) sandbox.Runtime {
+			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
 				rt, err := local.New(opts...)
 				if err != nil {
 					t.Fatalf("local.New: %v", err)

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // harness gives the scenarios a sandbox world: each newRuntime call is a
 // fresh Runtime over the same sandboxes, as a new process would open.
 type harness struct {
-	newRuntime func(t *testing.T) sandbox.Runtime
+	newRuntime func(t *testing.T) driver.Runtime
 }
 
 // world is one sandbox as the scenarios use it: the id, and a way to get a
@@ -58,7 +58,7 @@ func newWorld(t *testing.T, h harness) *world {
 
 // client attaches to the world's sandbox through a new Client, as another
 // process would; wrap, when non-nil, wraps the new Runtime.
-func (w *world) client(t *testing.T, wrap func(sandbox.Runtime) sandbox.Runtime) (*sandbox.Client, *sandbox.Sandbox) {
+func (w *world) client(t *testing.T, wrap func(driver.Runtime) driver.Runtime) (*sandbox.Client, *sandbox.Sandbox) {
 	t.Helper()
 	rt := w.h.newRuntime(t)
 	if wrap != nil {
@@ -218,7 +218,7 @@ func newHostRuntime(t *testing.T) *hostrt.Runtime {
 
 func hostHarness(t *testing.T) harness {
 	rt := newHostRuntime(t)
-	return harness{newRuntime: func(*testing.T) sandbox.Runtime { return rt }}
+	return harness{newRuntime: func(*testing.T) driver.Runtime { return rt }}
 }
 
 func TestHostRuntime(t *testing.T) {
@@ -418,7 +418,7 @@ done`
 // outcome-unknown error, the first fail times: after running them
 // (the request reached the sandbox) or without (it was lost on the way).
 type faultRuntime struct {
-	sandbox.Runtime
+	driver.Runtime
 	fail     atomic.Int32
 	afterRun bool
 	faults   atomic.Int32
@@ -426,9 +426,9 @@ type faultRuntime struct {
 	failStatus atomic.Int32
 }
 
-func (f *faultRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (f *faultRuntime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	if len(cmd.Args) >= 3 && cmd.Args[2] == statusScript && f.failStatus.Add(-1) >= 0 {
-		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.Unavailable, "502 bad gateway")
+		return driver.ExitStatus{}, sandbox.Errorf(sandbox.Unavailable, "502 bad gateway")
 	}
 	if len(cmd.Args) < 3 || cmd.Args[2] != admitScript || f.fail.Add(-1) < 0 {
 		return f.Runtime.Exec(ctx, id, cmd)
@@ -436,17 +436,17 @@ func (f *faultRuntime) Exec(ctx context.Context, id string, cmd *sandbox.Command
 	f.faults.Add(1)
 	if f.afterRun {
 		if _, err := f.Runtime.Exec(ctx, id, cmd); err != nil {
-			return sandbox.ExitStatus{}, err
+			return driver.ExitStatus{}, err
 		}
 	}
-	return sandbox.ExitStatus{}, fmt.Errorf("connection reset while reading the response: %w", sandbox.ErrOutcomeUnknown)
+	return driver.ExitStatus{}, fmt.Errorf("connection reset while reading the response: %w", sandbox.ErrOutcomeUnknown)
 }
 
 func testOutcomeUnknown(t *testing.T, h harness, afterRun bool, id string) {
 	w := newWorld(t, h)
 	f := &faultRuntime{afterRun: afterRun}
 	f.fail.Store(1)
-	c, sb := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	c, sb := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
 	t.Cleanup(func() { c.Close() })
 	r := start(t, sb, Request{ID: id, Command: counterCommand(id+".count", 60)})
 	if f.faults.Load() != 1 {
@@ -490,7 +490,7 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 	}
 	f := &faultRuntime{afterRun: true}
 	f.fail.Store(1)
-	c, sb2 := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	c, sb2 := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
 	t.Cleanup(func() { c.Close() })
 	r2 := start(t, sb2, req)
 	waitReady(t, r2)
@@ -508,7 +508,7 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 func TestWaitRidesOutTransientFailures(t *testing.T) {
 	w := newWorld(t, hostHarness(t))
 	f := &faultRuntime{}
-	c, sb := w.client(t, func(rt sandbox.Runtime) sandbox.Runtime { f.Runtime = rt; return f })
+	c, sb := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
 	t.Cleanup(func() { c.Close() })
 	r := start(t, sb, Request{ID: "flaky", Command: []string{"sleep", "1"}})
 	f.failStatus.Store(waitTransient)

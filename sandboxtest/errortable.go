@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 )
 
 // The error table: the same bad input gets the same Code and sentinel on
@@ -90,7 +91,7 @@ func portableOp(ctx context.Context, sb *sandbox.Sandbox, op fileOp, p string) e
 }
 
 // driverOp runs op on the absolute path p straight on the Runtime.
-func driverOp(ctx context.Context, rt sandbox.Runtime, id string, op fileOp, p string) error {
+func driverOp(ctx context.Context, rt driver.Runtime, id string, op fileOp, p string) error {
 	switch op {
 	case opReadFile, opDownload:
 		rc, err := rt.Download(ctx, id, p)
@@ -259,8 +260,8 @@ func execErrorTable(ctx context.Context, t *testing.T, s *suite) {
 						t.Errorf("Sandbox.Start(%+v): %s", cmd, msg)
 					}
 				}
-				dcmd := &sandbox.Command{Args: cmd.Args, Shell: cmd.Shell, Dir: path.Join(sb.Home(), row.dir),
-					Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute, MaxOutput: 1 << 20}
+				dcmd := &driver.Command{Args: cmd.Args, Shell: cmd.Shell, Dir: path.Join(sb.Home(), row.dir),
+					Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
 				_, err = rt.Exec(ctx, sb.ID(), dcmd)
 				if msg := checkRow(err, row.code, row.sentinels, false); msg != "" {
 					t.Errorf("Runtime.Exec(dir %q, shell %v): %s", dcmd.Dir, shell, msg)
@@ -289,7 +290,7 @@ func driverList(ctx context.Context, t *testing.T, s *suite) {
 		want[s.create(ctx, t, map[string]string{"group": group}).ID()] = true
 	}
 	other := s.create(ctx, t, map[string]string{"group": group + "-other"})
-	req := &sandbox.ListRequest{Labels: map[string]string{"group": group}, PageSize: 1}
+	req := &driver.ListRequest{Labels: map[string]string{"group": group}, PageSize: 1}
 	got := map[string]bool{}
 	for pages := 0; ; pages++ {
 		if pages > 1000 {

@@ -10,7 +10,8 @@ import (
 )
 
 func TestDiagnostics(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	rt.FailNext(memory.OpCreate, 1, notFound("template custom"))
 	opts := session.Options{Create: sandbox.CreateOptions{Template: "custom"}, OnMissingTemplate: session.Fallback, ReapInterval: -1}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"github.com/sandboxkit/sandbox/session"
 )
@@ -14,7 +15,8 @@ import (
 // destroys what the manager created.
 func ExampleManager() {
 	ctx := context.Background()
-	client, rt := memory.NewClient() // or sandbox.Open(ctx, "") for the local provider
+	rt := memory.New()
+	client := sandbox.NewClient(rt) // or sandbox.Open(ctx, "") for the local provider
 	rt.Handle("python3", func(_ context.Context, c *memory.Call) int {
 		fmt.Fprintln(c.Stdout, "ran", c.Args[1])
 		return 0

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"github.com/sandboxkit/sandbox/session"
 )
@@ -18,7 +19,8 @@ import (
 // test ends.
 func newManager(t *testing.T, opts session.Options) (*session.Manager, *memory.Runtime) {
 	t.Helper()
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	m := session.NewManager(c, opts)
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	return m, rt
@@ -98,7 +100,8 @@ func TestAcquireIsLazyAndReuses(t *testing.T) {
 }
 
 func TestAcquireWaiterNotBoundByLeaderContext(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	entered := make(chan struct{})
 	var once sync.Once
 	rt.Handle("pip", func(ctx context.Context, _ *memory.Call) int {
@@ -171,7 +174,8 @@ func TestCapReturnsErrLimitBeforeCreate(t *testing.T) {
 }
 
 func TestReattachAfterRestart(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	// The first process dies without closing its manager.
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
 	s1 := mustAcquire(t, m1, "conv")
@@ -201,7 +205,8 @@ func TestReattachAfterRestart(t *testing.T) {
 }
 
 func TestReattachResumesPaused(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
 	s1 := mustAcquire(t, m1, "conv")
 	if err := s1.Sandbox().Pause(context.Background()); err != nil {
@@ -223,7 +228,8 @@ func TestReattachResumesPaused(t *testing.T) {
 }
 
 func TestReattachIgnoresOtherKeysAndLabels(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	if _, err := c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{session.DefaultLabelKey: "conv", "app": "other"}}); err != nil {
 		t.Fatal(err)
@@ -243,7 +249,7 @@ type listThenDelete struct {
 	on bool
 }
 
-func (r *listThenDelete) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *listThenDelete) List(ctx context.Context, req *driver.ListRequest) ([]sandbox.Info, string, error) {
 	page, next, err := r.Runtime.List(ctx, req)
 	if r.on {
 		for _, in := range page {
@@ -309,7 +315,7 @@ type cancelAfterCreate struct {
 	cancel context.CancelFunc
 }
 
-func (r *cancelAfterCreate) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *cancelAfterCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	in, err := r.Runtime.Create(ctx, req)
 	r.cancel()
 	return in, err
@@ -563,7 +569,8 @@ func (c *fakeClock) Add(d time.Duration) {
 
 func TestReapIdle(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	// An adopted sandbox, left by an earlier process.
 	mOld := session.NewManager(c, session.Options{ReapInterval: -1})
@@ -624,7 +631,8 @@ func TestReaperGoroutineReapsAndStops(t *testing.T) {
 }
 
 func TestCloseDestroysCreatedAndAdopted(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	mOld := session.NewManager(c, session.Options{ReapInterval: -1})
 	left := mustAcquire(t, mOld, "old")
@@ -653,7 +661,8 @@ func TestCloseDestroysCreatedAndAdopted(t *testing.T) {
 }
 
 func TestCloseCancelsInFlightCreate(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	entered := make(chan struct{})
 	rt.Handle("pip", func(ctx context.Context, _ *memory.Call) int {
 		close(entered)
@@ -679,7 +688,8 @@ func TestCloseCancelsInFlightCreate(t *testing.T) {
 }
 
 func TestInvalidOptionsReported(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	for name, o := range map[string]session.Options{
 		"label key":  {LabelKey: "bad key"},
 		"workspace":  {Workspace: "ws\x00"},
@@ -700,7 +710,8 @@ func TestInvalidOptionsReported(t *testing.T) {
 }
 
 func TestChurnLeavesNothingBehind(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	m := session.NewManager(c, session.Options{MaxLive: 3, IdleTimeout: time.Nanosecond, ReapInterval: time.Millisecond})
 	ctx := context.Background()
 	var wg sync.WaitGroup

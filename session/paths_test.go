@@ -78,7 +78,7 @@ func checkConfinement(t *testing.T, c *sandbox.Client) {
 }
 
 func TestSessionFilesConfinedMemory(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	checkConfinement(t, c)
 }
 
@@ -141,7 +141,7 @@ func checkReadCap(t *testing.T, c *sandbox.Client) {
 }
 
 func TestSessionReadFileCapMemory(t *testing.T) {
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	checkReadCap(t, c)
 }
 

@@ -15,7 +15,8 @@ import (
 // A look-up that fails for a transient reason is retried: the restarted
 // process reattaches to the key's sandbox instead of failing Acquire.
 func TestReattachRetriesTransientLookup(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
 	s1 := mustAcquire(t, m1, "conv")
@@ -48,7 +49,8 @@ func TestReattachDoesNotRetryBadRequest(t *testing.T) {
 // that cannot be woken but still exists paused fails Acquire rather than
 // leave two sandboxes for the key.
 func TestReattachWake(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
 	s1 := mustAcquire(t, m1, "conv")

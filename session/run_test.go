@@ -183,7 +183,8 @@ func TestSessionFilesRelativeToWorkspace(t *testing.T) {
 }
 
 func TestAttachedSessionRedactsSecretEnv(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	opts := session.Options{Create: sandbox.CreateOptions{SecretEnv: map[string]string{"API_TOKEN": "s3cr3t-value"}}, ReapInterval: -1}
 	m1 := session.NewManager(c, opts)
 	mustAcquire(t, m1, "k")

@@ -207,7 +207,8 @@ func TestMissingTemplateFailsFast(t *testing.T) {
 }
 
 func TestReattachFinishesInterruptedSetup(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	calls := recordPip(rt, 0)
 	// A process created the labelled sandbox and died before installing.

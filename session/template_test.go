@@ -120,7 +120,8 @@ func TestPerCallTemplateEndsWithSession(t *testing.T) {
 	ctx := context.Background()
 	t.Run("reaped", func(t *testing.T) {
 		clk := &fakeClock{now: time.Unix(1e9, 0)}
-		c, rt := memory.NewClient()
+		rt := memory.New()
+		c := sandbox.NewClient(rt)
 		m := session.NewManager(c, session.Options{IdleTimeout: time.Minute, ReapInterval: -1, Clock: clk.Now})
 		defer m.Close(ctx)
 		s := mustAcquire(t, m, "k")
@@ -142,7 +143,8 @@ func TestPerCallTemplateEndsWithSession(t *testing.T) {
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		c, rt := memory.NewClient()
+		rt := memory.New()
+		c := sandbox.NewClient(rt)
 		m := session.NewManager(c, session.Options{ReapInterval: -1})
 		s := mustAcquire(t, m, "k")
 		for _, tmpl := range []string{"a", "b"} {
@@ -215,7 +217,8 @@ func TestPerCallTemplateEndsWithSession(t *testing.T) {
 
 // Every Exec and Run result says which sandbox ran it and how.
 func TestResultDiagnostics(t *testing.T) {
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	rt.FailNext(memory.OpCreate, 1, notFound("template custom"))
 	m := session.NewManager(c, session.Options{Create: sandbox.CreateOptions{Template: "custom"}, OnMissingTemplate: session.Fallback,

@@ -1,4 +1,4 @@
-// Package hostrt is a minimal sandbox.Runtime over the host, for this
+// Package hostrt is a minimal driver.Runtime over the host, for this
 // module's tests only. It isolates nothing: a "sandbox" is a home
 // directory on the host, its paths are host paths and its commands are
 // host processes run by the real /bin/sh. Tests use it where they need
@@ -33,7 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // waitDelay bounds how long Exec waits for a command's output pipes after
@@ -53,7 +54,7 @@ type Runtime struct {
 }
 
 type box struct {
-	info sandbox.Info
+	info driver.Info
 	env  map[string]string
 }
 
@@ -67,16 +68,16 @@ func New(root string) *Runtime { return &Runtime{root: root, sbx: map[string]*bo
 // home directory, used as it is: Create neither makes nor empties it.
 func NewWithHome(home string) *Runtime { return &Runtime{home: home, sbx: map[string]*box{}} }
 
-// Name implements sandbox.Runtime.
+// Name implements driver.Runtime.
 func (r *Runtime) Name() string { return "hostrt" }
 
-// Capabilities implements sandbox.Runtime.
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Isolation: "none (test host runtime)", Network: true}
+// Capabilities implements driver.Runtime.
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Isolation: "none (test host runtime)", Network: true}
 }
 
-// Create implements sandbox.Runtime.
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+// Create implements driver.Runtime.
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	r.mu.Lock()
 	r.next++
 	n := r.next
@@ -85,12 +86,12 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	if r.root != "" {
 		var err error
 		if home, err = os.MkdirTemp(r.root, "home-"); err != nil {
-			return sandbox.Info{}, err
+			return driver.Info{}, err
 		}
 		id = filepath.Base(home)
 	}
-	in := sandbox.Info{ID: id, Provider: r.Name(), Labels: maps.Clone(req.Labels),
-		State: sandbox.StateRunning, CreatedAt: time.Now(), Home: home}
+	in := driver.Info{ID: id, Provider: r.Name(), Labels: maps.Clone(req.Labels),
+		State: driver.StateRunning, CreatedAt: time.Now(), Home: home}
 	r.mu.Lock()
 	r.sbx[id] = &box{info: in, env: maps.Clone(req.Env)}
 	r.mu.Unlock()
@@ -102,36 +103,36 @@ func (r *Runtime) get(id string) (*box, error) {
 	defer r.mu.Unlock()
 	b := r.sbx[id]
 	if b == nil {
-		return nil, sandbox.Errorf(sandbox.NotFound, "sandbox %s not found", id)
+		return nil, sberrors.Errorf(sberrors.NotFound, "sandbox %s not found", id)
 	}
 	return b, nil
 }
 
-// Get implements sandbox.Runtime.
-func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+// Get implements driver.Runtime.
+func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	b, err := r.get(id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	return b.info, nil
 }
 
-// List implements sandbox.Runtime: every sandbox, oldest first, in one
+// List implements driver.Runtime: every sandbox, oldest first, in one
 // page; the request's filters are ignored.
-func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]sandbox.Info, 0, len(r.sbx))
+	out := make([]driver.Info, 0, len(r.sbx))
 	for _, b := range r.sbx {
 		out = append(out, b.info)
 	}
-	slices.SortFunc(out, func(a, b sandbox.Info) int {
+	slices.SortFunc(out, func(a, b driver.Info) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return out, "", nil
 }
 
-// Destroy implements sandbox.Runtime. It forgets the sandbox; its home
+// Destroy implements driver.Runtime. It forgets the sandbox; its home
 // and any process still running in it are left to the test.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	r.mu.Lock()
@@ -140,32 +141,32 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// SetTimeout implements sandbox.Runtime. Leases do not expire here.
+// SetTimeout implements driver.Runtime. Leases do not expire here.
 func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
 	_, err := r.get(id)
 	return err
 }
 
-// Exec implements sandbox.Runtime with a host process in its own process
+// Exec implements driver.Runtime with a host process in its own process
 // group, killed with the group on timeout or when ctx ends. A program
 // that cannot be found is exit code 127, with the shell's message on
 // stderr.
-func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, c *driver.Command) (driver.ExitStatus, error) {
 	b, err := r.get(id)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	args := c.Args
 	if c.Shell != "" {
 		args = []string{"/bin/sh", "-c", c.Shell}
 	}
 	if len(args) == 0 {
-		return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.InvalidArgument, "hostrt: empty command")
+		return driver.ExitStatus{}, sberrors.Errorf(sberrors.InvalidArgument, "hostrt: empty command")
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	if errors.Is(cmd.Err, exec.ErrNotFound) {
 		fmt.Fprintf(c.Stderr, "sh: %s: not found\n", args[0])
-		return sandbox.ExitStatus{ExitCode: 127}, nil
+		return driver.ExitStatus{ExitCode: 127}, nil
 	}
 	cmd.Dir = c.Dir
 	cmd.Env = []string{"PATH=" + cmp.Or(os.Getenv("PATH"), "/usr/local/bin:/usr/bin:/bin"), "HOME=" + b.info.Home}
@@ -178,7 +179,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sand
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -190,20 +191,20 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *sandbox.Command) (sand
 	case <-timer.C:
 		kill()
 		<-done
-		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	case <-ctx.Done():
 		kill()
 		<-done
-		return sandbox.ExitStatus{ExitCode: -1}, ctx.Err()
+		return driver.ExitStatus{ExitCode: -1}, ctx.Err()
 	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return sandbox.ExitStatus{}, nil
+		return driver.ExitStatus{}, nil
 	case errors.As(err, &ee):
-		return sandbox.ExitStatus{ExitCode: ee.ExitCode()}, nil
+		return driver.ExitStatus{ExitCode: ee.ExitCode()}, nil
 	}
-	return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("hostrt: %s: %w", args[0], err)
+	return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("hostrt: %s: %w", args[0], err)
 }
 
 // mapErr maps a host file error onto the sandbox sentinels, keeping the
@@ -213,16 +214,16 @@ func mapErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		return sandbox.Errorf(sandbox.NotFound, "%w", err)
+		return sberrors.Errorf(sberrors.NotFound, "%w", err)
 	case errors.Is(err, syscall.ENOTDIR):
-		return fmt.Errorf("%w: %w", sandbox.ErrNotDirectory, err)
+		return fmt.Errorf("%w: %w", sberrors.ErrNotDirectory, err)
 	case errors.Is(err, syscall.EISDIR):
-		return fmt.Errorf("%w: %w", sandbox.ErrIsDirectory, err)
+		return fmt.Errorf("%w: %w", sberrors.ErrIsDirectory, err)
 	}
 	return err
 }
 
-// Upload implements sandbox.Runtime.
+// Upload implements driver.Runtime.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
 	if _, err := r.get(id); err != nil {
 		return err
@@ -241,7 +242,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	return f.Close()
 }
 
-// Download implements sandbox.Runtime.
+// Download implements driver.Runtime.
 func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
 	if _, err := r.get(id); err != nil {
 		return nil, err
@@ -251,7 +252,7 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 		return nil, mapErr(err)
 	}
 	if fi.IsDir() {
-		return nil, fmt.Errorf("%s: %w", p, sandbox.ErrIsDirectory)
+		return nil, fmt.Errorf("%s: %w", p, sberrors.ErrIsDirectory)
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -260,25 +261,25 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	return f, nil
 }
 
-func info(p string, fi fs.FileInfo) sandbox.FileInfo {
-	return sandbox.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+func info(p string, fi fs.FileInfo) driver.FileInfo {
+	return driver.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
 }
 
-// Stat implements sandbox.Runtime. It follows symbolic links.
-func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+// Stat implements driver.Runtime. It follows symbolic links.
+func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	if _, err := r.get(id); err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return sandbox.FileInfo{}, mapErr(err)
+		return driver.FileInfo{}, mapErr(err)
 	}
 	return info(p, fi), nil
 }
 
-// ReadDir implements sandbox.Runtime: the entries sorted by name, each
+// ReadDir implements driver.Runtime: the entries sorted by name, each
 // described without following symbolic links.
-func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	if _, err := r.get(id); err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	out := make([]sandbox.FileInfo, 0, len(ents))
+	out := make([]driver.FileInfo, 0, len(ents))
 	for _, e := range ents {
 		fi, err := e.Info()
 		if err != nil {
@@ -297,7 +298,7 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 	return out, nil
 }
 
-// MkdirAll implements sandbox.Runtime.
+// MkdirAll implements driver.Runtime.
 func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	if _, err := r.get(id); err != nil {
 		return err
@@ -305,7 +306,7 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	return mapErr(os.MkdirAll(p, 0o755))
 }
 
-// Remove implements sandbox.Runtime: a file, or a directory and all it
+// Remove implements driver.Runtime: a file, or a directory and all it
 // holds; a missing path is NotFound.
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	if _, err := r.get(id); err != nil {
@@ -317,7 +318,7 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	return mapErr(os.RemoveAll(p))
 }
 
-// Rename implements sandbox.Runtime.
+// Rename implements driver.Runtime.
 func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error {
 	if _, err := r.get(id); err != nil {
 		return err

@@ -10,23 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 	"go.uber.org/goleak"
-
-	"github.com/sandboxkit/sandbox"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func create(t *testing.T, r *Runtime, env map[string]string) sandbox.Info {
+func create(t *testing.T, r *Runtime, env map[string]string) driver.Info {
 	t.Helper()
-	in, err := r.Create(t.Context(), &sandbox.CreateRequest{Env: env, Timeout: time.Minute})
+	in, err := r.Create(t.Context(), &driver.CreateRequest{Env: env, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return in
 }
 
-func run(t *testing.T, r *Runtime, id string, c sandbox.Command) (sandbox.ExitStatus, string, string) {
+func run(t *testing.T, r *Runtime, id string, c driver.Command) (driver.ExitStatus, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
@@ -43,20 +43,20 @@ func run(t *testing.T, r *Runtime, id string, c sandbox.Command) (sandbox.ExitSt
 func TestExec(t *testing.T) {
 	r := New(t.TempDir())
 	in := create(t, r, map[string]string{"A": "box", "B": "box"})
-	st, out, _ := run(t, r, in.ID, sandbox.Command{Shell: `echo "$HOME $A $B"; exit 3`, Env: map[string]string{"B": "cmd"}})
+	st, out, _ := run(t, r, in.ID, driver.Command{Shell: `echo "$HOME $A $B"; exit 3`, Env: map[string]string{"B": "cmd"}})
 	if want := in.Home + " box cmd\n"; st.ExitCode != 3 || out != want {
 		t.Errorf("got %+v %q, want exit 3 and %q", st, out, want)
 	}
-	st, _, stderr := run(t, r, in.ID, sandbox.Command{Args: []string{"no-such-program-hostrt"}})
+	st, _, stderr := run(t, r, in.ID, driver.Command{Args: []string{"no-such-program-hostrt"}})
 	if st.ExitCode != 127 || !strings.Contains(stderr, "not found") {
 		t.Errorf("missing program: got %+v %q, want exit 127 and a message", st, stderr)
 	}
-	if st, _, _ := run(t, r, in.ID, sandbox.Command{Shell: "sleep 60", Timeout: 50 * time.Millisecond}); !st.TimedOut {
+	if st, _, _ := run(t, r, in.ID, driver.Command{Shell: "sleep 60", Timeout: 50 * time.Millisecond}); !st.TimedOut {
 		t.Errorf("got %+v, want TimedOut", st)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := r.Exec(ctx, in.ID, &sandbox.Command{Shell: "sleep 60", Timeout: time.Minute, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}); !errors.Is(err, context.Canceled) {
+	if _, err := r.Exec(ctx, in.ID, &driver.Command{Shell: "sleep 60", Timeout: time.Minute, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled ctx: got %v, want context.Canceled", err)
 	}
 }
@@ -73,22 +73,22 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := r.Stat(ctx, in.ID, filepath.Join(home, "missing"))
-	if !errors.Is(err, sandbox.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+	if !errors.Is(err, sberrors.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: got %v, want ErrNotFound and fs.ErrNotExist", err)
 	}
-	if _, err := r.Download(ctx, in.ID, home); !errors.Is(err, sandbox.ErrIsDirectory) {
+	if _, err := r.Download(ctx, in.ID, home); !errors.Is(err, sberrors.ErrIsDirectory) {
 		t.Errorf("Download of a directory: got %v, want ErrIsDirectory", err)
 	}
-	if _, err := r.ReadDir(ctx, in.ID, filepath.Join(home, "f")); !errors.Is(err, sandbox.ErrNotDirectory) {
+	if _, err := r.ReadDir(ctx, in.ID, filepath.Join(home, "f")); !errors.Is(err, sberrors.ErrNotDirectory) {
 		t.Errorf("ReadDir of a file: got %v, want ErrNotDirectory", err)
 	}
 	if err := r.Destroy(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Get(ctx, in.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := r.Get(ctx, in.ID); !errors.Is(err, sberrors.ErrNotFound) {
 		t.Errorf("Get after Destroy: got %v, want ErrNotFound", err)
 	}
-	if _, err := r.Stat(ctx, in.ID, home); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := r.Stat(ctx, in.ID, home); !errors.Is(err, sberrors.ErrNotFound) {
 		t.Errorf("Stat after Destroy: got %v, want ErrNotFound", err)
 	}
 }

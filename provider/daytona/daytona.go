@@ -17,11 +17,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Scheme is the URL scheme the package registers with sandbox.Open.
@@ -35,13 +36,13 @@ const DefaultAPIURL = "https://app.daytona.io/api"
 const sdkVersion = "0.190.0"
 
 func init() {
-	sandbox.Register(Scheme, openURL)
+	driver.Register(Scheme, openURL)
 }
 
 // openURL opens "daytona://" URLs. Query parameters: api_url, target,
 // snapshot, organization_id, toolbox=legacy. The API key comes only from
 // DAYTONA_API_KEY: never put a key in a URL.
-func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 	q := u.Query()
 	var opts []Option
 	for k, v := range q {
@@ -56,11 +57,11 @@ func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
 			opts = append(opts, WithOrganizationID(v[0]))
 		case "toolbox":
 			if v[0] != "legacy" {
-				return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: URL parameter toolbox=%q: only \"legacy\" is known", v[0])
+				return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: URL parameter toolbox=%q: only \"legacy\" is known", v[0])
 			}
 			opts = append(opts, WithLegacyToolbox())
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: unknown URL parameter %q (known: api_url, target, snapshot, organization_id, toolbox)", k)
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: unknown URL parameter %q (known: api_url, target, snapshot, organization_id, toolbox)", k)
 		}
 	}
 	return New(opts...)
@@ -111,12 +112,12 @@ func WithTransport(rt http.RoundTripper) Option { return func(r *Runtime) { r.tr
 
 // WithoutAutoWake turns off waking a sandbox that was stopped behind the
 // Runtime's back (by auto-stop) when a toolbox call finds it stopped; the
-// call then fails with sandbox.ErrPaused.
+// call then fails with sberrors.ErrPaused.
 func WithoutAutoWake() Option { return func(r *Runtime) { r.noWake = true } }
 
-// Runtime is the Daytona provider. It implements sandbox.Runtime,
-// sandbox.Pauser, sandbox.ProcessRuntime, sandbox.TransportResetter and
-// sandbox.Closer.
+// Runtime is the Daytona provider. It implements driver.Runtime,
+// driver.Pauser, driver.ProcessRuntime, driver.TransportResetter and
+// driver.Closer.
 // It is safe for concurrent use.
 type Runtime struct {
 	key, apiURL, target, org, snapshot string
@@ -137,11 +138,11 @@ type Runtime struct {
 }
 
 var (
-	_ sandbox.Runtime           = (*Runtime)(nil)
-	_ sandbox.Pauser            = (*Runtime)(nil)
-	_ sandbox.ProcessRuntime    = (*Runtime)(nil)
-	_ sandbox.TransportResetter = (*Runtime)(nil)
-	_ sandbox.Closer            = (*Runtime)(nil)
+	_ driver.Runtime           = (*Runtime)(nil)
+	_ driver.Pauser            = (*Runtime)(nil)
+	_ driver.ProcessRuntime    = (*Runtime)(nil)
+	_ driver.TransportResetter = (*Runtime)(nil)
+	_ driver.Closer            = (*Runtime)(nil)
 )
 
 // New returns a Runtime configured by opts and, for what they leave
@@ -167,14 +168,14 @@ func New(opts ...Option) (*Runtime, error) {
 		r.scratch = execRoot
 	}
 	if !scratchRE.MatchString(r.scratch) {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: scratch directory %q must match %s (it is used unquoted in shell scripts)", r.scratch, scratchRE)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: scratch directory %q must match %s (it is used unquoted in shell scripts)", r.scratch, scratchRE)
 	}
 	r.apiURL = strings.TrimRight(r.apiURL, "/")
 	if r.key == "" {
-		return nil, sandbox.Errorf(sandbox.PermissionDenied, "daytona: no API key: set DAYTONA_API_KEY or use WithAPIKey")
+		return nil, sberrors.Errorf(sberrors.PermissionDenied, "daytona: no API key: set DAYTONA_API_KEY or use WithAPIKey")
 	}
 	if u, err := url.Parse(r.apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: API URL %q is not an http(s) URL", r.apiURL)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: API URL %q is not an http(s) URL", r.apiURL)
 	}
 	if r.transport == nil {
 		r.transport = http.DefaultTransport
@@ -191,7 +192,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r.hc = &http.Client{Transport: r.transport}
 	c, err := api.NewClient(r.apiURL, api.WithHTTPClient(r.hc), api.WithRequestEditorFn(r.headers))
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "daytona: %v", err)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: %v", err)
 	}
 	r.api = c
 	return r, nil
@@ -203,8 +204,8 @@ func (r *Runtime) Name() string { return Scheme }
 // Capabilities reports Daytona's facts: pause is a stop (processes end,
 // files stay), labels are filtered by the server, sandboxes persist, and
 // the lease is the auto-stop interval (15 minutes by default).
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
 		Pause: true, PauseKeepsMemory: false,
 		Processes: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true,
@@ -239,7 +240,7 @@ func (r *Runtime) headers(ctx context.Context, req *http.Request) error {
 
 // HTTPError is a Daytona API call answered with an error status. It
 // matches (errors.Is) the sandbox sentinel of its classification, such as
-// sandbox.ErrNotFound or sandbox.ErrPaused.
+// sberrors.ErrNotFound or sberrors.ErrPaused.
 type HTTPError struct {
 	Op      string // the operation, e.g. "create" or "toolbox upload"
 	Status  int    // the HTTP status code
@@ -321,29 +322,29 @@ func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
 	lower := strings.ToLower(e.Message)
 	switch {
 	case status == http.StatusBadRequest && strings.Contains(lower, "is the sandbox started"):
-		e.kind = sandbox.ErrPaused
+		e.kind = sberrors.ErrPaused
 	case status == http.StatusBadRequest && (strings.Contains(lower, "state") || strings.Contains(lower, "failed to start") || strings.Contains(lower, "not stopped")):
-		e.kind = sandbox.ErrFailedPrecondition
+		e.kind = sberrors.ErrFailedPrecondition
 	case status == http.StatusBadRequest && (strings.Contains(lower, "limit") || strings.Contains(lower, "quota") || strings.Contains(lower, "exceeds maximum")):
-		e.kind = sandbox.ErrLimit
+		e.kind = sberrors.ErrLimit
 	case status == http.StatusBadRequest:
-		e.kind = sandbox.ErrInvalidArgument
+		e.kind = sberrors.ErrInvalidArgument
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.kind = sandbox.ErrPermission
+		e.kind = sberrors.ErrPermission
 	case status == http.StatusNotFound:
-		e.kind = sandbox.ErrNotFound
+		e.kind = sberrors.ErrNotFound
 	case status == http.StatusConflict && strings.Contains(lower, "already exists"):
-		e.kind = sandbox.ErrAlreadyExists
+		e.kind = sberrors.ErrAlreadyExists
 	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
-		e.kind = sandbox.ErrFailedPrecondition
+		e.kind = sberrors.ErrFailedPrecondition
 	case status == http.StatusTooManyRequests:
-		e.kind = sandbox.ErrLimit
+		e.kind = sberrors.ErrLimit
 	case status == http.StatusRequestTimeout:
-		e.kind = sandbox.Errorf(sandbox.DeadlineExceeded, "request timeout")
+		e.kind = sberrors.Errorf(sberrors.DeadlineExceeded, "request timeout")
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
-		e.kind = sandbox.ErrUnavailable
+		e.kind = sberrors.ErrUnavailable
 	default:
-		e.kind = sandbox.ErrInternal
+		e.kind = sberrors.ErrInternal
 	}
 	return e
 }
@@ -395,11 +396,11 @@ func (r *Runtime) transportError(ctx context.Context, op string, a *wire.Attempt
 	}
 	switch {
 	case a.NotSent(err, r.counting):
-		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrStaleTransport, err)
+		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrStaleTransport, err)
 	case mutating:
-		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrOutcomeUnknown, err)
+		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrOutcomeUnknown, err)
 	default:
-		return fmt.Errorf("daytona: %s: %w: %w", op, sandbox.ErrUnavailable, err)
+		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrUnavailable, err)
 	}
 }
 
@@ -433,9 +434,9 @@ func decode(op string, resp *http.Response, v any) error {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("daytona: %s: reading the response: %w: %w", op, sandbox.ErrUnavailable, err)
+			return fmt.Errorf("daytona: %s: reading the response: %w: %w", op, sberrors.ErrUnavailable, err)
 		}
-		return fmt.Errorf("daytona: %s: decoding the response: %w: %w", op, sandbox.ErrInternal, err)
+		return fmt.Errorf("daytona: %s: decoding the response: %w: %w", op, sberrors.ErrInternal, err)
 	}
 	return nil
 }
@@ -455,7 +456,7 @@ func (r *Runtime) toolboxClient(ctx context.Context, id string) (*toolbox.Client
 	}
 	c, err = toolbox.NewClient(base, toolbox.WithHTTPClient(r.hc), toolbox.WithRequestEditorFn(r.headers))
 	if err != nil {
-		return nil, fmt.Errorf("daytona: toolbox URL: %w: %w", sandbox.ErrInternal, err)
+		return nil, fmt.Errorf("daytona: toolbox URL: %w: %w", sberrors.ErrInternal, err)
 	}
 	r.mu.Lock()
 	r.clients[base] = c

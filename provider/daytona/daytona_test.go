@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
@@ -223,7 +224,7 @@ func TestCreateWaitsAndFails(t *testing.T) {
 	_ = sb.Destroy(ctx)
 	// A failure after the sandbox exists returns its id with the error.
 	e.fake.FailNextCreate("build_failed", "pip install failed")
-	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	in, err := e.rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "pip install failed") || in.ID == "" {
 		t.Fatalf("failed create: %+v %v", in, err)
 	}
@@ -248,7 +249,7 @@ func TestCreateFailedToStartIsNotOrphaned(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	e.fake.FailNextCreate("error", "out of capacity")
-	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	in, err := e.rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "out of capacity") || in.ID == "" {
 		t.Fatalf("failed create: %+v %v, want its id and FailedPrecondition", in, err)
 	}
@@ -390,7 +391,7 @@ func TestStaleTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = rt.Create(ctxT(t), &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err = rt.Create(ctxT(t), &driver.CreateRequest{Timeout: time.Minute})
 	if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
 		t.Errorf("create on a dead transport: %v, want ErrStaleTransport", err)
 	}
@@ -415,13 +416,13 @@ func TestNoKeyInErrors(t *testing.T) {
 	defer rt.ResetTransport()
 	ctx := ctxT(t)
 	var errs []error
-	_, err = rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err = rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	errs = append(errs, err)
 	_, err = rt.Get(ctx, "x")
 	errs = append(errs, err)
-	_, _, err = rt.List(ctx, &sandbox.ListRequest{PageSize: 1})
+	_, _, err = rt.List(ctx, &driver.ListRequest{PageSize: 1})
 	errs = append(errs, err)
-	_, err = rt.Exec(ctx, "x", &sandbox.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
+	_, err = rt.Exec(ctx, "x", &driver.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
 	errs = append(errs, err)
 	errs = append(errs, rt.Destroy(ctx, "x"), rt.Upload(ctx, "x", "/f", strings.NewReader("x")))
 	for i, err := range errs {
@@ -522,7 +523,7 @@ func TestCreateLostResponseIsNotOrphaned(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultResetMidBody)
-	in, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
+	in, err := e.rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
 	if !errors.Is(err, sandbox.ErrOutcomeUnknown) || in.ID == "" {
 		t.Fatalf("lost create response: %+v %v, want the id and ErrOutcomeUnknown", in, err)
 	}

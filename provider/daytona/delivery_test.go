@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
@@ -75,7 +76,7 @@ func TestNothingWrittenIsStale(t *testing.T) {
 	}
 	e := newEnv(t, nil, daytona.WithTransport(newTransport()))
 	ctx := ctxT(t)
-	_, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err := e.rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
 		t.Fatalf("create on a dead connection: %v, want ErrStaleTransport", err)
 	}

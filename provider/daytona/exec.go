@@ -18,10 +18,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // How Exec works. POST /process/execute merges stdout and stderr into one
@@ -82,7 +83,7 @@ func shellQuote(s string) string {
 
 // argvText is the shell text of cmd's program and arguments: its argv,
 // each word quoted, or "sh -c <Shell>".
-func argvText(cmd *sandbox.Command) string {
+func argvText(cmd *driver.Command) string {
 	if len(cmd.Args) == 0 {
 		return "sh -c " + shellQuote(cmd.Shell)
 	}
@@ -150,7 +151,7 @@ const maxInlineText = 32 << 10
 // argument carries it). The file removes itself first: it holds the
 // command's environment, secret values included, which should not stay
 // on the sandbox's disk (sh keeps reading the open file).
-func commandTexts(cmd *sandbox.Command, prefix string) (inline, file string) {
+func commandTexts(cmd *driver.Command, prefix string) (inline, file string) {
 	head := prefix + exports(cmd.Env)
 	inline = head + "exec " + argvText(cmd)
 	const unlinkSelf = "rm -f -- \"$0\" 2>/dev/null\n"
@@ -164,7 +165,7 @@ func commandTexts(cmd *sandbox.Command, prefix string) (inline, file string) {
 // given) as d.in, and the command as d.cmd when its inline text is not
 // UTF-8 (it could not travel in JSON) or too long for an argument. It
 // returns the stdin path and the shell command that runs the command.
-func (r *Runtime) stage(ctx context.Context, id, d string, cmd *sandbox.Command, inline, file string, wrap func(string) string) (stdin, run string, err error) {
+func (r *Runtime) stage(ctx context.Context, id, d string, cmd *driver.Command, inline, file string, wrap func(string) string) (stdin, run string, err error) {
 	stdin = "/dev/null"
 	if cmd.Stdin != nil {
 		// The whole stdin is uploaded before the command runs. A Read of
@@ -201,7 +202,7 @@ func (r *Runtime) scratchDir(ctx context.Context, id string) (string, error) {
 	// The directory goes unquoted into the wrapper script: the home the
 	// sandbox reported must keep to the same characters.
 	if !scratchRE.MatchString(dir) {
-		return "", sandbox.Errorf(sandbox.FailedPrecondition, "daytona: scratch directory %q (under the sandbox's home) has characters the exec wrapper cannot use unquoted; set WithScratchDir to an absolute path", dir)
+		return "", sberrors.Errorf(sberrors.FailedPrecondition, "daytona: scratch directory %q (under the sandbox's home) has characters the exec wrapper cannot use unquoted; set WithScratchDir to an absolute path", dir)
 	}
 	return dir, nil
 }
@@ -233,7 +234,7 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeo
 		if ctx.Err() != nil {
 			return execResult{err: ctx.Err()}
 		}
-		return execResult{err: fmt.Errorf("daytona: toolbox exec: reading the response: %w: %w", sandbox.ErrOutcomeUnknown, err)}
+		return execResult{err: fmt.Errorf("daytona: toolbox exec: reading the response: %w: %w", sberrors.ErrOutcomeUnknown, err)}
 	}
 	return execResult{resp: &out}
 }
@@ -243,7 +244,7 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeo
 // a whole second) and answers; when that answer has not come ExecGrace/2
 // after the timeout, the connection is taken as stalled: Exec ends the
 // command with a second request, bounded by what is left of the grace,
-// and returns an error matching sandbox.ErrOutcomeUnknown. Downloading the
+// and returns an error matching sberrors.ErrOutcomeUnknown. Downloading the
 // rest of a large output after the command ended, and removing the
 // command's files, happen within the same bound. When ctx ends first,
 // fetching what the poller has not yet fetched and killing the abandoned
@@ -255,12 +256,12 @@ const ExecGrace = 10 * time.Second
 // wrote reaches cmd.Stdout and cmd.Stderr, or Exec returns an error: a
 // failure to download the output, a size that does not match what the
 // wrapper reported, or a missing trailer is an error matching
-// sandbox.ErrOutcomeUnknown when the command may have run, and another
+// sberrors.ErrOutcomeUnknown when the command may have run, and another
 // code when it did not start. Exec returns at most ExecGrace after
 // cmd.Timeout elapses (when set), and at most ExecGrace/2 after ctx ends.
 // The caller's Stdin is read to its end before the command starts; a Read
 // still blocked when the bound runs out is abandoned (its data discarded).
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	start := time.Now()
 	// hctx is the hard bound of the whole call; ectx that of the execute
 	// request, whose answer should come at the command's timeout.
@@ -277,9 +278,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	root, err := r.scratchDir(hctx, id)
 	if err != nil {
 		if stalled(hctx) {
-			return sandbox.ExitStatus{}, r.noAnswer(cmd, false, err)
+			return driver.ExitStatus{}, r.noAnswer(cmd, false, err)
 		}
-		return sandbox.ExitStatus{}, r.clean(err)
+		return driver.ExitStatus{}, r.clean(err)
 	}
 	d := root + "/x" + randHex(8) // the command's files are d.o, d.e, ...
 	inline, file := commandTexts(cmd, "")
@@ -288,9 +289,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	stdin, run, err := r.stage(hctx, id, d, cmd, inline, file, func(t string) string { return "(" + t + ")" })
 	if err != nil {
 		if stalled(hctx) {
-			return sandbox.ExitStatus{}, r.noAnswer(cmd, false, err)
+			return driver.ExitStatus{}, r.noAnswer(cmd, false, err)
 		}
-		return sandbox.ExitStatus{}, r.clean(err)
+		return driver.ExitStatus{}, r.clean(err)
 	}
 	mark := "SBKX" + randHex(6)
 	// v names the shell variable holding the command's path prefix: random,
@@ -342,12 +343,12 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 		fcancel()
 		r.killExec(kctx, id, d)
 		cancel()
-		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
+		return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("daytona: exec: %w", ctx.Err())
 	}
 	if res.err != nil && stalled(ectx) {
 		// No answer by the command's timeout: the connection stalled.
 		r.killExec(hctx, id, d)
-		return sandbox.ExitStatus{}, r.noAnswer(cmd, true, res.err)
+		return driver.ExitStatus{}, r.noAnswer(cmd, true, res.err)
 	}
 	if res.err != nil {
 		var he *HTTPError
@@ -356,12 +357,12 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 			// the files kept it.
 			if err := pl.rest(hctx); err != nil {
 				r.cleanupCtx(hctx, id, d)
-				return sandbox.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command timed out but its output was lost: %w: %v", sandbox.ErrOutcomeUnknown, err))
+				return driver.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command timed out but its output was lost: %w: %v", sberrors.ErrOutcomeUnknown, err))
 			}
 			r.cleanupCtx(hctx, id, d)
-			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+			return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 		}
-		return sandbox.ExitStatus{}, r.clean(res.err)
+		return driver.ExitStatus{}, r.clean(res.err)
 	}
 	code := -1
 	if res.resp.ExitCode != nil {
@@ -374,10 +375,10 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	if !ok {
 		r.cleanupCtx(hctx, id, d)
 		if code == -1 && strings.Contains(out, "no such file or directory") {
-			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
+			return driver.ExitStatus{}, sberrors.Errorf(sberrors.NotFound, "daytona: exec: working directory %q does not exist", cmd.Dir)
 		}
 		if code == -1 && strings.Contains(out, "not a directory") {
-			return sandbox.ExitStatus{}, fmt.Errorf("daytona: exec: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+			return driver.ExitStatus{}, fmt.Errorf("daytona: exec: working directory %q: %w", cmd.Dir, sberrors.ErrNotDirectory)
 		}
 		if (code == 101 || code == 102 || code == 1 || code == 2) && (strings.Contains(out, d+".") || strings.Contains(out, root)) {
 			// The wrapper stopped before the command: the output (the
@@ -387,17 +388,17 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 			if len(msg) > 200 {
 				msg = msg[:200]
 			}
-			return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: exec: the command did not run: its output files could not be created in %s (%s)", root, msg)
+			return driver.ExitStatus{}, sberrors.Errorf(sberrors.FailedPrecondition, "daytona: exec: the command did not run: its output files could not be created in %s (%s)", root, msg)
 		}
 		// The output is the command's own (it may print secret env
 		// values): only its size goes into the error. The command may
 		// have run.
-		return sandbox.ExitStatus{}, fmt.Errorf("daytona: exec: the toolbox ran the command wrapper with exit code %d but its output (%d bytes, not shown) lacks the wrapper's trailer: %w", code, len(out), sandbox.ErrOutcomeUnknown)
+		return driver.ExitStatus{}, fmt.Errorf("daytona: exec: the toolbox ran the command wrapper with exit code %d but its output (%d bytes, not shown) lacks the wrapper's trailer: %w", code, len(out), sberrors.ErrOutcomeUnknown)
 	}
 	if tr.inline {
 		pl.write(tr.stdout, tr.stderr)
 		r.spend(id, d)
-		return sandbox.ExitStatus{ExitCode: tr.rc}, nil
+		return driver.ExitStatus{ExitCode: tr.rc}, nil
 	}
 	err = pl.rest(hctx)
 	if err == nil && (pl.offO < tr.sizeO || pl.offE < tr.sizeE) {
@@ -405,19 +406,19 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	}
 	r.cleanupCtx(hctx, id, d)
 	if err != nil {
-		return sandbox.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command ran (exit code %d) but its output was lost: %w: %v", tr.rc, sandbox.ErrOutcomeUnknown, err))
+		return driver.ExitStatus{}, r.clean(fmt.Errorf("daytona: exec: the command ran (exit code %d) but its output was lost: %w: %v", tr.rc, sberrors.ErrOutcomeUnknown, err))
 	}
-	return sandbox.ExitStatus{ExitCode: tr.rc}, nil
+	return driver.ExitStatus{ExitCode: tr.rc}, nil
 }
 
 // noAnswer is the error of an Exec whose bound (cmd.Timeout plus
 // ExecGrace) ran out before the toolbox answered. mayHaveRun says whether
 // the command may have started (ErrOutcomeUnknown) or surely did not
 // (ErrUnavailable).
-func (r *Runtime) noAnswer(cmd *sandbox.Command, mayHaveRun bool, cause error) error {
-	kind, what := sandbox.ErrUnavailable, "the command did not start"
+func (r *Runtime) noAnswer(cmd *driver.Command, mayHaveRun bool, cause error) error {
+	kind, what := sberrors.ErrUnavailable, "the command did not start"
 	if mayHaveRun {
-		kind, what = sandbox.ErrOutcomeUnknown, "the command may have run"
+		kind, what = sberrors.ErrOutcomeUnknown, "the command may have run"
 	}
 	return r.clean(fmt.Errorf("daytona: exec: no answer from the toolbox within the command's timeout (%v) and its grace (%s; last error: %v): %w",
 		cmd.Timeout, what, cause, kind))
@@ -620,7 +621,7 @@ func (p *poller) fetch(ctx context.Context, name string, off *int64, seen *bool,
 	case http.StatusOK:
 		if _, err := io.CopyN(io.Discard, resp.Body, from); err != nil {
 			resp.Body.Close()
-			return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sandbox.ErrUnavailable, err)
+			return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sberrors.ErrUnavailable, err)
 		}
 	case http.StatusRequestedRangeNotSatisfiable:
 		readError(resp)
@@ -640,7 +641,7 @@ func (p *poller) fetch(ctx context.Context, name string, off *int64, seen *bool,
 	n, err := io.Copy(w, resp.Body)
 	*off += n
 	if err != nil {
-		return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sandbox.ErrUnavailable, err)
+		return fmt.Errorf("daytona: exec output: reading the file: %w: %w", sberrors.ErrUnavailable, err)
 	}
 	return nil
 }

@@ -15,10 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 func asHTTP(err error, he **HTTPError) bool { return errors.As(err, he) }
@@ -31,7 +32,7 @@ type tbFunc func(ctx context.Context, c *toolbox.Client) (*http.Response, error)
 // not running, it asks the API why: a deleted sandbox is NotFound (and
 // forgotten); one stopped behind the Runtime's back (auto-stop) is started
 // and f runs once more, if again (when non-nil) allows; one paused through
-// this Runtime fails with sandbox.ErrPaused.
+// this Runtime fails with sberrors.ErrPaused.
 func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool, again func() bool, f tbFunc, ok ...int) (*http.Response, error) {
 	op = "toolbox " + op
 	for try := 0; ; try++ {
@@ -49,7 +50,7 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		}
 		he := r.responseError(op, resp)
 		lower := strings.ToLower(he.Message)
-		sandboxLevel := errors.Is(he, sandbox.ErrPaused) ||
+		sandboxLevel := errors.Is(he, sberrors.ErrPaused) ||
 			(he.Status == http.StatusNotFound && he.Code != "" && strings.Contains(lower, "sandbox")) ||
 			(he.Status == http.StatusBadGateway && he.Message == "")
 		if !sandboxLevel || try > 0 {
@@ -57,7 +58,7 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		}
 		sb, gerr := r.getDTO(ctx, id)
 		if gerr != nil {
-			if sandbox.CodeOf(gerr) == sandbox.NotFound {
+			if sberrors.CodeOf(gerr) == sberrors.NotFound {
 				return nil, gerr
 			}
 			return nil, he
@@ -68,9 +69,9 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 		pausedHere := r.paused[id]
 		r.mu.Unlock()
 		switch {
-		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway && mutating:
+		case st == driver.StateRunning && he.Status == http.StatusBadGateway && mutating:
 			return nil, he // the daemon is down while the sandbox says started
-		case st == sandbox.StateRunning && he.Status == http.StatusBadGateway:
+		case st == driver.StateRunning && he.Status == http.StatusBadGateway:
 			// A read: the proxy's 502s are brief (a state change, a
 			// restarting daemon), so wait a moment and read once more.
 			t := time.NewTimer(250 * time.Millisecond)
@@ -80,15 +81,15 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 				return nil, fmt.Errorf("daytona: %s: %w", op, ctx.Err())
 			case <-t.C:
 			}
-		case st == sandbox.StateRunning:
+		case st == driver.StateRunning:
 			// It was started meanwhile: run once more.
-		case st == sandbox.StateError:
-			return nil, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: sandbox %s is in state %s: %s", id, raw, r.redact(str(sb.ErrorReason)))
-		case st == sandbox.StatePaused && (pausedHere || r.noWake):
-			return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw, kind: sandbox.ErrPaused}
-		case st == sandbox.StatePaused:
+		case st == driver.StateError:
+			return nil, sberrors.Errorf(sberrors.FailedPrecondition, "daytona: sandbox %s is in state %s: %s", id, raw, r.redact(str(sb.ErrorReason)))
+		case st == driver.StatePaused && (pausedHere || r.noWake):
+			return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw, kind: sberrors.ErrPaused}
+		case st == driver.StatePaused:
 			if again != nil && !again() {
-				return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw + " (auto-stopped); not retried", kind: sandbox.ErrPaused}
+				return nil, &HTTPError{Op: op, Status: he.Status, Code: he.Code, Message: "sandbox " + id + " is " + raw + " (auto-stopped); not retried", kind: sberrors.ErrPaused}
 			}
 			if err := r.start(ctx, id); err != nil {
 				return nil, err
@@ -138,23 +139,23 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		return err
 	}
 	var he *HTTPError
-	if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+	if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
 		// The daemon answers 400 with an empty body for a file where a
 		// parent should be, a place it may not write, and other failures.
 		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
 			if fi, serr := r.Stat(ctx, id, dir); serr == nil {
 				if !fi.IsDir() {
-					return fmt.Errorf("daytona: upload %q: %s: %w", p, dir, sandbox.ErrNotDirectory)
+					return fmt.Errorf("daytona: upload %q: %s: %w", p, dir, sberrors.ErrNotDirectory)
 				}
 				break
 			}
 		}
 		if r.notWritable(ctx, id, path.Dir(p)) {
-			return sandbox.Errorf(sandbox.PermissionDenied, "daytona: upload %q: the sandbox's user may not create it", p)
+			return sberrors.Errorf(sberrors.PermissionDenied, "daytona: upload %q: the sandbox's user may not create it", p)
 		}
 		return r.clean(err)
 	}
-	if !errors.Is(err, sandbox.ErrStaleTransport) && sandbox.CodeOf(err) != sandbox.NotFound && !errors.Is(err, sandbox.ErrPaused) {
+	if !errors.Is(err, sberrors.ErrStaleTransport) && sberrors.CodeOf(err) != sberrors.NotFound && !errors.Is(err, sberrors.ErrPaused) {
 		r.removeTemp(ctx, id, tmp)
 	}
 	return r.clean(err)
@@ -191,13 +192,13 @@ func (r *Runtime) replace(ctx context.Context, id, tmp, p string) error {
 	case code == 0:
 		return nil
 	case code == 21:
-		return fmt.Errorf("daytona: upload %q: %w", p, sandbox.ErrIsDirectory)
+		return fmt.Errorf("daytona: upload %q: %w", p, sberrors.ErrIsDirectory)
 	case strings.Contains(out, "Permission denied") || strings.Contains(out, "Read-only file system") || strings.Contains(out, "Operation not permitted"):
-		return sandbox.Errorf(sandbox.PermissionDenied, "daytona: upload %q: %s", p, out)
+		return sberrors.Errorf(sberrors.PermissionDenied, "daytona: upload %q: %s", p, out)
 	case strings.Contains(out, "Not a directory"):
-		return fmt.Errorf("daytona: upload %q: %s: %w", p, out, sandbox.ErrNotDirectory)
+		return fmt.Errorf("daytona: upload %q: %s: %w", p, out, sberrors.ErrNotDirectory)
 	}
-	return sandbox.Errorf(sandbox.Internal, "daytona: upload %q: mv exited %d: %s", p, code, out)
+	return sberrors.Errorf(sberrors.Internal, "daytona: upload %q: mv exited %d: %s", p, code, out)
 }
 
 // notWritableScript exits 0 when the nearest existing directory at or
@@ -268,8 +269,8 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	}, http.StatusOK)
 	if err != nil {
 		var he *HTTPError
-		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
-			return nil, fmt.Errorf("daytona: download %q: %w", p, sandbox.ErrIsDirectory)
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
+			return nil, fmt.Errorf("daytona: download %q: %w", p, sberrors.ErrIsDirectory)
 		}
 		return nil, r.clean(err)
 	}
@@ -277,12 +278,12 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 }
 
 // fileInfo converts the toolbox's FileInfo.
-func fileInfo(dir string, fi *toolbox.FileInfo) sandbox.FileInfo {
+func fileInfo(dir string, fi *toolbox.FileInfo) driver.FileInfo {
 	mode := parseMode(fi.Mode)
 	if fi.IsDir {
 		mode |= fs.ModeDir
 	}
-	out := sandbox.FileInfo{Path: path.Join(dir, fi.Name), Size: fi.Size, Mode: mode}
+	out := driver.FileInfo{Path: path.Join(dir, fi.Name), Size: fi.Size, Mode: mode}
 	if t, err := time.Parse(time.RFC3339Nano, str(fi.ModifiedAt)); err == nil {
 		out.ModTime = t
 	} else if s := str(fi.ModTime); s != "" {
@@ -319,16 +320,16 @@ func parseMode(s string) fs.FileMode {
 }
 
 // Stat describes path (GET /files/info).
-func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	resp, err := r.toolboxCall(ctx, id, "stat", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 		return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p})
 	}, http.StatusOK)
 	if err != nil {
-		return sandbox.FileInfo{}, r.clean(err)
+		return driver.FileInfo{}, r.clean(err)
 	}
 	var fi toolbox.FileInfo
 	if err := decode("toolbox stat", resp, &fi); err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	out := fileInfo(path.Dir(p), &fi)
 	out.Path = p
@@ -336,15 +337,15 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 }
 
 // ReadDir lists a directory (GET /files), sorted by name.
-func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	resp, err := r.toolboxCall(ctx, id, "readdir", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 		return c.ListFiles(ctx, &toolbox.ListFilesParams{Path: &p})
 	}, http.StatusOK)
 	if err != nil {
 		var he *HTTPError
-		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
 			if fi, serr := r.Stat(ctx, id, p); serr == nil && !fi.IsDir() {
-				return nil, fmt.Errorf("daytona: readdir %q: %w", p, sandbox.ErrNotDirectory)
+				return nil, fmt.Errorf("daytona: readdir %q: %w", p, sberrors.ErrNotDirectory)
 			}
 		}
 		return nil, r.clean(err)
@@ -353,11 +354,11 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 	if err := decode("toolbox readdir", resp, &list); err != nil {
 		return nil, err
 	}
-	out := make([]sandbox.FileInfo, 0, len(list))
+	out := make([]driver.FileInfo, 0, len(list))
 	for i := range list {
 		out = append(out, fileInfo(p, &list[i]))
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b driver.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 
@@ -370,8 +371,8 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	}, http.StatusCreated, http.StatusOK)
 	if err != nil {
 		var he *HTTPError
-		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sandbox.ErrPaused) {
-			return fmt.Errorf("daytona: mkdir %q: a file is in the way: %w", p, sandbox.ErrNotDirectory)
+		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
+			return fmt.Errorf("daytona: mkdir %q: a file is in the way: %w", p, sberrors.ErrNotDirectory)
 		}
 		return r.clean(err)
 	}
@@ -412,7 +413,7 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 	}
 	fi, serr := r.Stat(ctx, id, newPath)
 	if serr != nil || fi.IsDir() {
-		return fmt.Errorf("daytona: rename %q to %q: the destination exists: %w", oldPath, newPath, sandbox.ErrFailedPrecondition)
+		return fmt.Errorf("daytona: rename %q to %q: the destination exists: %w", oldPath, newPath, sberrors.ErrFailedPrecondition)
 	}
 	if err := r.Remove(ctx, id, newPath); err != nil {
 		return err

@@ -3,13 +3,13 @@ package daytona_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,7 +38,7 @@ func newHostEnv(t testing.TB, fakeOpts []daytonafake.Option, opts ...daytona.Opt
 	return newEnvOn(t, hostrt.New(t.TempDir()), fakeOpts, opts...)
 }
 
-func newEnvOn(t testing.TB, be sandbox.Runtime, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
+func newEnvOn(t testing.TB, be driver.Runtime, fakeOpts []daytonafake.Option, opts ...daytona.Option) *env {
 	t.Helper()
 	fake := daytonafake.New(be, fakeOpts...)
 	t.Cleanup(fake.Close)
@@ -54,7 +54,7 @@ func newEnvOn(t testing.TB, be sandbox.Runtime, fakeOpts []daytonafake.Option, o
 
 // backend is what the fake executes on: the local provider, as the real
 // service's sandboxes are real machines.
-func backend(t testing.TB) sandbox.Runtime {
+func backend(t testing.TB) driver.Runtime {
 	t.Helper()
 	rt, err := local.New(local.WithRoot(t.TempDir()))
 	if err != nil {

@@ -14,9 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Provider options understood by Create (CreateRequest.Options).
@@ -55,7 +56,7 @@ const createTokenLabel = "sandboxkit.create-token"
 func (r *Runtime) findByToken(token string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	page, _, err := r.List(ctx, &sandbox.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
+	page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
 	if err != nil || len(page) == 0 {
 		return ""
 	}
@@ -67,32 +68,32 @@ const defaultHome = "/home/daytona"
 
 // state maps a Daytona state onto the portable ones; gone is true for
 // destroyed and destroying.
-func state(s string) (st sandbox.State, gone bool) {
+func state(s string) (st driver.State, gone bool) {
 	switch s {
 	case "started":
-		return sandbox.StateRunning, false
+		return driver.StateRunning, false
 	case "stopped", "stopping", "archived", "archiving", "paused", "pausing":
-		return sandbox.StatePaused, false
+		return driver.StatePaused, false
 	case "error", "build_failed":
-		return sandbox.StateError, false
+		return driver.StateError, false
 	case "destroyed", "destroying":
 		return "", true
 	default:
-		return sandbox.StateStarting, false
+		return driver.StateStarting, false
 	}
 }
 
 // daytonaStates lists the Daytona states of a portable state, for the
 // server-side filter of List.
-func daytonaStates(s sandbox.State) []api.SandboxState {
+func daytonaStates(s driver.State) []api.SandboxState {
 	switch s {
-	case sandbox.StateRunning:
+	case driver.StateRunning:
 		return []api.SandboxState{"started"}
-	case sandbox.StatePaused:
+	case driver.StatePaused:
 		return []api.SandboxState{"stopped", "stopping", "archived", "archiving", "paused", "pausing"}
-	case sandbox.StateError:
+	case driver.StateError:
 		return []api.SandboxState{"error", "build_failed"}
-	case sandbox.StateStarting:
+	case driver.StateStarting:
 		return []api.SandboxState{"creating", "starting", "restoring", "pending_build", "building_snapshot", "pulling_snapshot", "resizing", "resuming", "unknown"}
 	}
 	return nil
@@ -111,7 +112,7 @@ func parseTime(p *string) time.Time {
 }
 
 // info converts a Sandbox DTO, remembering its toolbox URL.
-func (r *Runtime) info(sb *api.Sandbox) sandbox.Info {
+func (r *Runtime) info(sb *api.Sandbox) driver.Info {
 	if u := str(sb.ToolboxProxyUrl); u != "" && !r.legacy {
 		r.rememberToolbox(sb.Id, u)
 	}
@@ -120,7 +121,7 @@ func (r *Runtime) info(sb *api.Sandbox) sandbox.Info {
 		raw = string(*sb.State)
 	}
 	st, _ := state(raw)
-	in := sandbox.Info{
+	in := driver.Info{
 		ID: sb.Id, Provider: Scheme, Template: str(sb.Snapshot), State: st,
 		CreatedAt: parseTime(sb.CreatedAt), Isolation: "container (Daytona cloud)",
 		Detail: map[string]string{"daytona.state": raw, "daytona.name": sb.Name},
@@ -151,8 +152,8 @@ func (r *Runtime) info(sb *api.Sandbox) sandbox.Info {
 
 // home fills in.Home from the toolbox, best effort, for a running
 // sandbox.
-func (r *Runtime) home(ctx context.Context, in *sandbox.Info) {
-	if in.Home != "" || in.State != sandbox.StateRunning {
+func (r *Runtime) home(ctx context.Context, in *driver.Info) {
+	if in.Home != "" || in.State != driver.StateRunning {
 		return
 	}
 	if h, err := r.fetchHome(ctx, in.ID); err == nil {
@@ -180,7 +181,7 @@ func (r *Runtime) fetchHome(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	if !strings.HasPrefix(d.Dir, "/") {
-		return "", sandbox.Errorf(sandbox.Internal, "daytona: the toolbox gave %q as the home directory", d.Dir)
+		return "", sberrors.Errorf(sberrors.Internal, "daytona: the toolbox gave %q as the home directory", d.Dir)
 	}
 	r.mu.Lock()
 	r.homes[id] = d.Dir
@@ -201,7 +202,7 @@ func minutes(d time.Duration) int {
 // activity, and keeps its files (whatever req.AutoPause says; set
 // OptAutoDelete to have stopped sandboxes deleted). Resources apply only
 // with OptImage, as Daytona takes them from the snapshot otherwise.
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.CreateSandbox{}
 	if len(req.Labels) > 0 {
@@ -240,13 +241,13 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		case OptPublic:
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "daytona: option %s=%q is not a boolean", k, v)
+				return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: option %s=%q is not a boolean", k, v)
 			}
 			body.Public = &b
 		case OptAutoArchive, OptAutoDelete:
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "daytona: option %s=%q is not a number of minutes", k, v)
+				return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: option %s=%q is not a number of minutes", k, v)
 			}
 			if k == OptAutoArchive {
 				body.AutoArchiveInterval = &n
@@ -254,14 +255,14 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 				body.AutoDeleteInterval = &n
 			}
 		default:
-			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument,
+			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument,
 				"daytona: unknown provider option %q (known: image, name, user, target, public, autoArchiveInterval, autoDeleteInterval)", k)
 		}
 	}
 	res := req.Resources
 	switch {
 	case image != "" && snap != "" && req.Template != "":
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "daytona: set either Template (a snapshot) or the %q option, not both", OptImage)
+		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: set either Template (a snapshot) or the %q option, not both", OptImage)
 	case image != "":
 		body.BuildInfo = &api.CreateBuildInfo{DockerfileContent: "FROM " + image + "\n"}
 		if res.CPUs > 0 {
@@ -274,8 +275,8 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		if res.DiskGiB > 0 {
 			body.Disk = &res.DiskGiB
 		}
-	case res != (sandbox.Resources{}):
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument,
+	case res != (driver.Resources{}):
+		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument,
 			"daytona: resources %+v need the %q provider option: a snapshot fixes its own resources", res, OptImage)
 	default:
 		if snap != "" {
@@ -295,8 +296,8 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}, http.StatusOK, http.StatusCreated)
 	var sb api.Sandbox
 	if err == nil {
-		if err = decode(op, resp, &sb); err != nil && errors.Is(err, sandbox.ErrUnavailable) {
-			err = fmt.Errorf("%w: %w", sandbox.ErrOutcomeUnknown, err)
+		if err = decode(op, resp, &sb); err != nil && errors.Is(err, sberrors.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", sberrors.ErrOutcomeUnknown, err)
 		}
 	}
 	if err != nil {
@@ -305,13 +306,13 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		case asHTTP(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Message, "failed to start"):
 			// Created, but it failed while the server waited for it: the
 			// answer has no id, the sandbox stays (in error) until deleted.
-			return sandbox.Info{ID: r.findByToken(token)}, r.clean(err)
-		case errors.Is(err, sandbox.ErrStaleTransport) || he != nil:
-			return sandbox.Info{}, r.clean(err) // the server did not create it
+			return driver.Info{ID: r.findByToken(token)}, r.clean(err)
+		case errors.Is(err, sberrors.ErrStaleTransport) || he != nil:
+			return driver.Info{}, r.clean(err) // the server did not create it
 		}
 		// The request may have created a sandbox whose id never came
 		// back: find it by its token so that the caller can destroy it.
-		return sandbox.Info{ID: r.findByToken(token)}, r.clean(err)
+		return driver.Info{ID: r.findByToken(token)}, r.clean(err)
 	}
 	in, err := r.waitStarted(ctx, &sb)
 	if err != nil {
@@ -329,7 +330,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 // waitStarted polls the sandbox until it is started, with the SDKs'
 // backoff (100 ms, growing by 10% after 5 s, capped at 1 s), bounded by
 // ctx. error and build_failed end the wait with the server's reason.
-func (r *Runtime) waitStarted(ctx context.Context, sb *api.Sandbox) (sandbox.Info, error) {
+func (r *Runtime) waitStarted(ctx context.Context, sb *api.Sandbox) (driver.Info, error) {
 	begin := time.Now()
 	delay := 100 * time.Millisecond
 	for {
@@ -342,9 +343,9 @@ func (r *Runtime) waitStarted(ctx context.Context, sb *api.Sandbox) (sandbox.Inf
 		case "started":
 			return in, nil
 		case "error", "build_failed":
-			return in, sandbox.Errorf(sandbox.FailedPrecondition, "daytona: sandbox %s failed to start (state %s): %s", sb.Id, raw, r.redact(str(sb.ErrorReason)))
+			return in, sberrors.Errorf(sberrors.FailedPrecondition, "daytona: sandbox %s failed to start (state %s): %s", sb.Id, raw, r.redact(str(sb.ErrorReason)))
 		case "destroyed", "destroying":
-			return in, sandbox.Errorf(sandbox.NotFound, "daytona: sandbox %s was deleted while starting", sb.Id)
+			return in, sberrors.Errorf(sberrors.NotFound, "daytona: sandbox %s was deleted while starting", sb.Id)
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -370,7 +371,7 @@ func (r *Runtime) getDTO(ctx context.Context, id string) (*api.Sandbox, error) {
 		return r.api.GetSandbox(ctx, id)
 	}, http.StatusOK)
 	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.NotFound {
+		if sberrors.CodeOf(err) == sberrors.NotFound {
 			r.forget(id)
 		}
 		return nil, err
@@ -381,17 +382,17 @@ func (r *Runtime) getDTO(ctx context.Context, id string) (*api.Sandbox, error) {
 	}
 	if sb.State != nil && (*sb.State == "destroyed" || *sb.State == "destroying") {
 		r.forget(id)
-		return nil, &HTTPError{Op: op, Status: http.StatusNotFound, Message: "sandbox " + id + " is being deleted", kind: sandbox.ErrNotFound}
+		return nil, &HTTPError{Op: op, Status: http.StatusNotFound, Message: "sandbox " + id + " is being deleted", kind: sberrors.ErrNotFound}
 	}
 	return &sb, nil
 }
 
 // Get returns the sandbox's Info. A destroyed or destroying sandbox is
 // NotFound.
-func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	sb, err := r.getDTO(ctx, id)
 	if err != nil {
-		return sandbox.Info{}, r.clean(err)
+		return driver.Info{}, r.clean(err)
 	}
 	in := r.info(sb)
 	r.home(ctx, &in)
@@ -404,7 +405,7 @@ func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
 // List returns one page of GET /sandbox, filtered by labels (JSON
 // containment) and states on the server. It accepts both the cursor page
 // and the older plain array (then everything comes in one page).
-func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	const op = "list"
 	params := &api.ListSandboxesParams{}
 	if len(req.Labels) > 0 {
@@ -435,7 +436,7 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, "", fmt.Errorf("daytona: %s: reading the response: %w: %w", op, sandbox.ErrUnavailable, err)
+		return nil, "", fmt.Errorf("daytona: %s: reading the response: %w: %w", op, sberrors.ErrUnavailable, err)
 	}
 	var items []api.Sandbox
 	next := ""
@@ -447,9 +448,9 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 		items, next = page.Items, str(page.NextCursor)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("daytona: %s: decoding the response: %w: %w", op, sandbox.ErrInternal, err)
+		return nil, "", fmt.Errorf("daytona: %s: decoding the response: %w: %w", op, sberrors.ErrInternal, err)
 	}
-	out := make([]sandbox.Info, 0, len(items))
+	out := make([]driver.Info, 0, len(items))
 	for i := range items {
 		if items[i].State != nil {
 			if _, gone := state(string(*items[i].State)); gone {
@@ -476,7 +477,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 			resp.Body.Close()
 			r.forget(id)
 			return nil
-		case sandbox.CodeOf(err) == sandbox.NotFound:
+		case sberrors.CodeOf(err) == sberrors.NotFound:
 			r.forget(id)
 			return nil
 		}
@@ -522,14 +523,14 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 // Pause stops the sandbox (Daytona has no memory-keeping pause for
 // containers): running processes end, files stay. It waits until the
 // sandbox is stopped. Toolbox calls on a sandbox paused through this
-// Runtime fail with sandbox.ErrPaused until Resume.
+// Runtime fail with sberrors.ErrPaused until Resume.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
 	const op = "pause"
 	resp, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
 		return r.api.StopSandbox(ctx, id, &api.StopSandboxParams{})
 	}, http.StatusOK, http.StatusCreated)
 	if err != nil {
-		if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		if sberrors.CodeOf(err) != sberrors.FailedPrecondition {
 			return r.clean(err)
 		}
 		// "not in a stoppable state": fine if it is stopped already.
@@ -537,7 +538,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 		if gerr != nil {
 			return r.clean(gerr)
 		}
-		if st, _ := state(string(*sb.State)); st != sandbox.StatePaused {
+		if st, _ := state(string(*sb.State)); st != driver.StatePaused {
 			return r.clean(err)
 		}
 	} else {
@@ -562,7 +563,7 @@ func (r *Runtime) waitState(ctx context.Context, id string, want ...string) erro
 			return nil
 		}
 		if raw == "error" || raw == "build_failed" {
-			return sandbox.Errorf(sandbox.FailedPrecondition, "daytona: sandbox %s is in state %s: %s", id, raw, r.redact(str(sb.ErrorReason)))
+			return sberrors.Errorf(sberrors.FailedPrecondition, "daytona: sandbox %s is in state %s: %s", id, raw, r.redact(str(sb.ErrorReason)))
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -577,9 +578,9 @@ func (r *Runtime) waitState(ctx context.Context, id string, want ...string) erro
 
 // Resume starts a stopped or archived sandbox and waits until it is
 // started. Resuming a started sandbox is not an error.
-func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	if err := r.start(ctx, id); err != nil {
-		return sandbox.Info{}, r.clean(err)
+		return driver.Info{}, r.clean(err)
 	}
 	r.mu.Lock()
 	delete(r.paused, id)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/memory"
@@ -312,7 +313,7 @@ type gatedBackend struct {
 	entered, release chan struct{}
 }
 
-func (g *gatedBackend) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (g *gatedBackend) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
 	close(g.entered)
 	<-g.release
 	return g.Runtime.Create(ctx, req)
@@ -328,7 +329,7 @@ func TestDeleteDuringCreateWins(t *testing.T) {
 	ctx := ctxT(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+		_, err := e.rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 		done <- err
 	}()
 	<-be.entered

@@ -15,8 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Background processes run as asynchronous commands of toolbox sessions,
@@ -36,7 +37,7 @@ const sessionPrefix = "sandboxkit-"
 func procDir(root string, pid int) string { return fmt.Sprintf("%s/p%d", root, pid) }
 
 // Start starts cmd as an asynchronous session command.
-func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	pid := int(binary.BigEndian.Uint32(b[:])&0x3fffffff) + 1
@@ -49,7 +50,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	if fi, err := r.Stat(ctx, id, cmd.Dir); err != nil {
 		return nil, err
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("daytona: start: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+		return nil, fmt.Errorf("daytona: start: working directory %q: %w", cmd.Dir, sberrors.ErrNotDirectory)
 	}
 	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
@@ -83,13 +84,13 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 		return nil, err
 	}
 	if str(out.CmdId) == "" {
-		return nil, sandbox.Errorf(sandbox.Internal, "daytona: start: the toolbox returned no command id")
+		return nil, sberrors.Errorf(sberrors.Internal, "daytona: start: the toolbox returned no command id")
 	}
 	return r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false), nil
 }
 
 // Attach finds the session of pid and follows its command from now on.
-func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	sid := sessionPrefix + strconv.Itoa(pid)
 	resp, err := r.toolboxCall(ctx, id, "attach", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 		return c.GetSession(ctx, sid)
@@ -102,7 +103,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 		return nil, err
 	}
 	if len(se.Commands) == 0 {
-		return nil, sandbox.Errorf(sandbox.NotFound, "daytona: attach: process %d has no command", pid)
+		return nil, sberrors.Errorf(sberrors.NotFound, "daytona: attach: process %d has no command", pid)
 	}
 	root, err := r.scratchDir(ctx, id)
 	if err != nil {
@@ -125,7 +126,7 @@ type proc struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	status   sandbox.ExitStatus
+	status   driver.ExitStatus
 	err      error
 	signaled bool
 	closed   bool
@@ -210,12 +211,12 @@ func (p *proc) follow(ctx context.Context, skipExisting bool) {
 		}
 		switch {
 		case ctx.Err() != nil:
-			p.finish(sandbox.ExitStatus{}, fmt.Errorf("daytona: process %d: handle closed: %w", p.pid, sandbox.ErrClosed))
+			p.finish(driver.ExitStatus{}, fmt.Errorf("daytona: process %d: handle closed: %w", p.pid, sberrors.ErrClosed))
 			return
 		case err != nil:
 			failures++
-			if failures >= 5 || sandbox.CodeOf(err) == sandbox.NotFound || errors.Is(err, sandbox.ErrPaused) {
-				p.finish(sandbox.ExitStatus{}, p.r.clean(err))
+			if failures >= 5 || sberrors.CodeOf(err) == sberrors.NotFound || errors.Is(err, sberrors.ErrPaused) {
+				p.finish(driver.ExitStatus{}, p.r.clean(err))
 				return
 			}
 		case code != nil:
@@ -235,37 +236,37 @@ func (p *proc) follow(ctx context.Context, skipExisting bool) {
 }
 
 // exitStatus turns the wrapper's exit code into an ExitStatus.
-func (p *proc) exitStatus(ctx context.Context, code int) sandbox.ExitStatus {
+func (p *proc) exitStatus(ctx context.Context, code int) driver.ExitStatus {
 	if code == 137 {
 		resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
 			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p.dir + ".timedout"})
 		}, http.StatusOK)
 		if err == nil {
 			resp.Body.Close()
-			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}
+			return driver.ExitStatus{ExitCode: -1, TimedOut: true}
 		}
 	}
 	p.mu.Lock()
 	signaled := p.signaled
 	p.mu.Unlock()
 	if signaled && code > 128 {
-		return sandbox.ExitStatus{ExitCode: -1}
+		return driver.ExitStatus{ExitCode: -1}
 	}
-	return sandbox.ExitStatus{ExitCode: code}
+	return driver.ExitStatus{ExitCode: code}
 }
 
-func (p *proc) finish(st sandbox.ExitStatus, err error) {
+func (p *proc) finish(st driver.ExitStatus, err error) {
 	p.mu.Lock()
 	p.status, p.err = st, err
 	p.mu.Unlock()
 }
 
 // Wait blocks until the command exits and its output has been written.
-func (p *proc) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (p *proc) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, fmt.Errorf("daytona: wait: %w", ctx.Err())
+		return driver.ExitStatus{}, fmt.Errorf("daytona: wait: %w", ctx.Err())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -284,7 +285,7 @@ func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
 		return p.r.clean(res.err)
 	}
 	if res.resp.ExitCode != nil && *res.resp.ExitCode == 3 {
-		return sandbox.Errorf(sandbox.NotFound, "daytona: signal: process %d is unknown", p.pid)
+		return sberrors.Errorf(sberrors.NotFound, "daytona: signal: process %d is unknown", p.pid)
 	}
 	return nil
 }

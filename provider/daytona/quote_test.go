@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // roundTrip runs printf '%s\0' <quoted args> through shell and returns
@@ -77,18 +77,18 @@ func TestParseErrorShapes(t *testing.T) {
 		want   error
 		msg    string
 	}{
-		{404, `{"path":"/api/sandbox/x","timestamp":"t","statusCode":404,"error":"Not Found","message":"Sandbox with ID or name x not found"}`, sandbox.ErrNotFound, "Sandbox with ID or name x not found"},
-		{400, `{"statusCode":400,"message":"bad request: failed to resolve container IP after 3 attempts: no IP address found. Is the Sandbox started?","code":"BAD_REQUEST","timestamp":"t","path":"/p","method":"GET"}`, sandbox.ErrPaused, "Is the Sandbox started?"},
-		{404, ``, sandbox.ErrNotFound, "not found"},
-		{400, `{"statusCode":400,"message":["cpu must be an integer","memory must be an integer"],"error":"Bad Request"}`, sandbox.ErrInvalidArgument, "cpu must be an integer, memory must be an integer"},
-		{409, `{"statusCode":409,"message":"Sandbox with name n already exists","error":"Conflict"}`, sandbox.ErrAlreadyExists, "already exists"},
-		{409, `{"statusCode":409,"message":"Sandbox state change in progress","error":"Conflict"}`, sandbox.ErrFailedPrecondition, "state change"},
-		{429, `{"statusCode":429,"message":"ThrottlerException: Too Many Requests"}`, sandbox.ErrLimit, "Too Many"},
-		{401, `{"statusCode":401,"message":"unauthorized: dtn_secret is invalid","code":"UNAUTHORIZED"}`, sandbox.ErrPermission, "[REDACTED]"},
-		{403, `{"statusCode":403,"message":"Organization is suspended"}`, sandbox.ErrPermission, "suspended"},
-		{502, ``, sandbox.ErrUnavailable, "bad gateway"},
-		{404, "404 page not found", sandbox.ErrNotFound, "404 page not found"},
-		{400, `{"statusCode":400,"message":"Total CPU limit exceeded. Maximum allowed: 10."}`, sandbox.ErrLimit, "CPU limit"},
+		{404, `{"path":"/api/sandbox/x","timestamp":"t","statusCode":404,"error":"Not Found","message":"Sandbox with ID or name x not found"}`, sberrors.ErrNotFound, "Sandbox with ID or name x not found"},
+		{400, `{"statusCode":400,"message":"bad request: failed to resolve container IP after 3 attempts: no IP address found. Is the Sandbox started?","code":"BAD_REQUEST","timestamp":"t","path":"/p","method":"GET"}`, sberrors.ErrPaused, "Is the Sandbox started?"},
+		{404, ``, sberrors.ErrNotFound, "not found"},
+		{400, `{"statusCode":400,"message":["cpu must be an integer","memory must be an integer"],"error":"Bad Request"}`, sberrors.ErrInvalidArgument, "cpu must be an integer, memory must be an integer"},
+		{409, `{"statusCode":409,"message":"Sandbox with name n already exists","error":"Conflict"}`, sberrors.ErrAlreadyExists, "already exists"},
+		{409, `{"statusCode":409,"message":"Sandbox state change in progress","error":"Conflict"}`, sberrors.ErrFailedPrecondition, "state change"},
+		{429, `{"statusCode":429,"message":"ThrottlerException: Too Many Requests"}`, sberrors.ErrLimit, "Too Many"},
+		{401, `{"statusCode":401,"message":"unauthorized: dtn_secret is invalid","code":"UNAUTHORIZED"}`, sberrors.ErrPermission, "[REDACTED]"},
+		{403, `{"statusCode":403,"message":"Organization is suspended"}`, sberrors.ErrPermission, "suspended"},
+		{502, ``, sberrors.ErrUnavailable, "bad gateway"},
+		{404, "404 page not found", sberrors.ErrNotFound, "404 page not found"},
+		{400, `{"statusCode":400,"message":"Total CPU limit exceeded. Maximum allowed: 10."}`, sberrors.ErrLimit, "CPU limit"},
 	}
 	for _, c := range cases {
 		e := r.parseError("op", c.status, []byte(c.body))
@@ -138,7 +138,7 @@ func TestNoClientTimeout(t *testing.T) {
 
 func TestScratchDirValidated(t *testing.T) {
 	for _, d := range []string{"tmp/x", "/tmp/a b", "/tmp/$x", "/tmp/*", "~x", "/tmp/`id`", "/tmp/;rm"} {
-		if _, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"), WithScratchDir(d)); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		if _, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"), WithScratchDir(d)); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 			t.Errorf("WithScratchDir(%q): %v, want InvalidArgument", d, err)
 		}
 	}

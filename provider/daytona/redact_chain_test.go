@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 )
@@ -40,7 +41,7 @@ func TestNoKeyInErrorChain(t *testing.T) {
 		errs = append(errs, err)
 		break
 	}
-	_, err = rt.Exec(ctx, "x", &sandbox.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
+	_, err = rt.Exec(ctx, "x", &driver.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
 	errs = append(errs, err)
 	errs = append(errs, rt.Destroy(ctx, "x"), rt.Upload(ctx, "x", "/f", strings.NewReader("x")))
 	for i, err := range errs {

@@ -17,8 +17,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // call runs one control-plane request and returns the status and body
@@ -35,9 +36,9 @@ func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(
 			return 0, nil, nil, staleErr(op, err)
 		}
 		if idempotent {
-			return 0, nil, nil, sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, err)
+			return 0, nil, nil, sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, err)
 		}
-		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: %v", op, sandbox.ErrOutcomeUnknown, err)
+		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: %v", op, sberrors.ErrOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -46,23 +47,23 @@ func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(
 			return 0, nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
 		}
 		if idempotent {
-			return 0, nil, nil, sandbox.Errorf(sandbox.Unavailable, "e2b: %s: reading response: %v", op, err)
+			return 0, nil, nil, sberrors.Errorf(sberrors.Unavailable, "e2b: %s: reading response: %v", op, err)
 		}
-		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: reading response: %v", op, sandbox.ErrOutcomeUnknown, err)
+		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: reading response: %v", op, sberrors.ErrOutcomeUnknown, err)
 	}
 	return resp.StatusCode, body, resp.Header, nil
 }
 
 func decode(op string, body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		return sandbox.Errorf(sandbox.Internal, "e2b: %s: malformed response: %v", op, err)
+		return sberrors.Errorf(sberrors.Internal, "e2b: %s: malformed response: %v", op, err)
 	}
 	return nil
 }
 
 // Create creates a sandbox from req.Template (default "base") with the
 // lease req.Timeout, always sent (E2B would otherwise use 15 s).
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.NewSandbox{TemplateID: req.Template}
 	if body.TemplateID == "" {
@@ -82,7 +83,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	name, err := sandboxName(req)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.Options)) {
 		if k == OptName {
@@ -91,7 +92,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		v := req.Options[k]
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s=%q is not a boolean", k, v)
+			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option %s=%q is not a boolean", k, v)
 		}
 		switch k {
 		case "auto_resume":
@@ -99,11 +100,11 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		case "secure":
 			body.Secure = &b
 		default:
-			return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure, name)", k)
+			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure, name)", k)
 		}
 	}
-	if req.Resources != (sandbox.Resources{}) {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
+	if req.Resources != (driver.Resources{}) {
+		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
 	}
 	// A token in the metadata finds the sandbox again if the answer is
 	// lost; Info.Labels never show it.
@@ -130,13 +131,13 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		return r.api.PostSandboxes(ctx, body)
 	})
 	if err != nil {
-		if errors.Is(err, sandbox.ErrStaleTransport) {
-			return sandbox.Info{}, r.scrub(err) // the server cannot have acted
+		if errors.Is(err, sberrors.ErrStaleTransport) {
+			return driver.Info{}, r.scrub(err) // the server cannot have acted
 		}
 		return r.lostCreate(ctx, token, r.scrub(err))
 	}
 	if status != http.StatusCreated {
-		return sandbox.Info{}, r.scrub(apiErr(op, status, data))
+		return driver.Info{}, r.scrub(apiErr(op, status, data))
 	}
 	var sb api.Sandbox
 	if err := decode(op, data, &sb); err != nil {
@@ -144,9 +145,9 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	}
 	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
 	r.setLease(sb.SandboxID, lease)
-	info := sandbox.Info{
+	info := driver.Info{
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
-		State: sandbox.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
+		State: driver.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
 		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
 	}
 	home, err := r.home(ctx, sb.SandboxID, c)
@@ -167,13 +168,13 @@ const NameLabel = "name"
 
 // sandboxName returns the name req asks for, refusing one that disagrees
 // with a "name" label of req.Labels.
-func sandboxName(req *sandbox.CreateRequest) (string, error) {
+func sandboxName(req *driver.CreateRequest) (string, error) {
 	name := strings.TrimSpace(req.Options[OptName])
 	if l, ok := req.Labels[NameLabel]; ok && name != "" && l != name {
-		return "", sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s=%q disagrees with the label %s=%q", OptName, name, NameLabel, l)
+		return "", sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option %s=%q disagrees with the label %s=%q", OptName, name, NameLabel, l)
 	}
 	if len(name) > 256 || strings.ContainsFunc(name, unicode.IsControl) {
-		return "", sandbox.Errorf(sandbox.InvalidArgument, "e2b: provider option %s: at most 256 bytes without control characters", OptName)
+		return "", sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option %s: at most 256 bytes without control characters", OptName)
 	}
 	return name, nil
 }
@@ -188,17 +189,17 @@ const createTokenLabel = "sandboxkit.create-token"
 // by its token. While ctx lives, a sandbox found is adopted (its Info
 // returned, nil error); otherwise its id comes back with err, so the
 // portable layer destroys it.
-func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (sandbox.Info, error) {
+func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
 	id := r.findByToken(token)
 	if id == "" {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if ctx.Err() == nil {
-		if in, gerr := r.Get(ctx, id); gerr == nil && in.State == sandbox.StateRunning {
+		if in, gerr := r.Get(ctx, id); gerr == nil && in.State == driver.StateRunning {
 			return in, nil
 		}
 	}
-	return sandbox.Info{ID: id}, err
+	return driver.Info{ID: id}, err
 }
 
 func randHex(n int) string {
@@ -213,7 +214,7 @@ func randHex(n int) string {
 func (r *Runtime) findByToken(token string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	page, _, err := r.List(ctx, &sandbox.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
+	page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
 	if err != nil || len(page) == 0 {
 		return ""
 	}
@@ -261,9 +262,9 @@ func (r *Runtime) detail(ctx context.Context, id string) (api.SandboxDetail, err
 	return d, nil
 }
 
-func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, state api.SandboxState, started, end time.Time, envd string) sandbox.Info {
-	in := sandbox.Info{
-		ID: id, Provider: Scheme, Template: template, State: sandbox.StateRunning,
+func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, state api.SandboxState, started, end time.Time, envd string) driver.Info {
+	in := driver.Info{
+		ID: id, Provider: Scheme, Template: template, State: driver.StateRunning,
 		CreatedAt: started, LeaseEnd: end, Isolation: "microvm", Home: r.homeFor(),
 		Detail: map[string]string{"templateID": template, "envdVersion": envd},
 	}
@@ -275,7 +276,7 @@ func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, st
 		delete(in.Labels, createTokenLabel)
 	}
 	if state == "paused" {
-		in.State = sandbox.StatePaused
+		in.State = driver.StatePaused
 	}
 	if c := r.cached(id); c != nil && c.home != "" {
 		in.Home = c.home
@@ -291,13 +292,13 @@ func deref(s *string) string {
 }
 
 // Get returns the sandbox's Info.
-func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	d, err := r.detail(ctx, id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	in := r.info(d.SandboxID, d.TemplateID, deref(d.Alias), d.Metadata, d.State, d.StartedAt, d.EndAt, d.EnvdVersion)
-	if c := r.cached(id); c != nil && c.home == "" && in.State == sandbox.StateRunning {
+	if c := r.cached(id); c != nil && c.home == "" && in.State == driver.StateRunning {
 		if home, err := r.home(ctx, id, c); err == nil {
 			in.Home = home
 		}
@@ -316,7 +317,7 @@ func metadataQuery(labels map[string]string) string {
 }
 
 // List returns one page of GET /v2/sandboxes.
-func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	const op = "list"
 	params := &api.GetV2SandboxesParams{}
 	if len(req.Labels) > 0 {
@@ -326,9 +327,9 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 	var states []api.SandboxState
 	for _, s := range req.States {
 		switch s {
-		case sandbox.StateRunning:
+		case driver.StateRunning:
 			states = append(states, "running")
-		case sandbox.StatePaused:
+		case driver.StatePaused:
 			states = append(states, "paused")
 		}
 	}
@@ -357,7 +358,7 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 	if err := decode(op, data, &page); err != nil {
 		return nil, "", err
 	}
-	out := make([]sandbox.Info, 0, len(page))
+	out := make([]driver.Info, 0, len(page))
 	for _, l := range page {
 		out = append(out, r.info(l.SandboxID, l.TemplateID, deref(l.Alias), l.Metadata, l.State, l.StartedAt, l.EndAt, l.EnvdVersion))
 	}
@@ -438,10 +439,10 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 // lease. E2B refuses a lease above the plan's maximum here (SetTimeout
 // clamps it silently), so a refused lease is retried at the Hobby plan's
 // 1 h, then at 5 minutes.
-func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	const op = "resume"
 	in, err := r.Get(ctx, id)
-	if err != nil || in.State != sandbox.StatePaused {
+	if err != nil || in.State != driver.StatePaused {
 		return in, err
 	}
 	leases := []time.Duration{r.leaseFor(id)}
@@ -458,18 +459,18 @@ func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(lease)})
 		})
 		if err != nil {
-			return sandbox.Info{}, r.scrub(err)
+			return driver.Info{}, r.scrub(err)
 		}
 		if status != http.StatusBadRequest {
 			break
 		}
 	}
 	if status != http.StatusOK && status != http.StatusCreated {
-		return sandbox.Info{}, r.scrub(apiErr(op, status, data))
+		return driver.Info{}, r.scrub(apiErr(op, status, data))
 	}
 	var sb api.Sandbox
 	if err := decode(op, data, &sb); err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	r.remember(id, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
 	return r.Get(ctx, id)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/memory"
@@ -46,7 +47,7 @@ func TestCreateDroppedAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 	if _, err := rt.Get(ctx, "warm"); !errors.Is(err, sandbox.ErrNotFound) { // leaves a pooled connection
 		t.Fatalf("get: %v", err)
 	}
-	_, err = rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err = rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if !errors.Is(err, sandbox.ErrOutcomeUnknown) || errors.Is(err, sandbox.ErrStaleTransport) {
 		t.Fatalf("create: %v, want ErrOutcomeUnknown and not ErrStaleTransport", err)
 	}
@@ -131,7 +132,7 @@ func TestNothingWrittenIsStale(t *testing.T) {
 		return rt
 	}
 	ctx := ctxT(t)
-	_, err := newRT(&deadOnce{}).Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err := newRT(&deadOnce{}).Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
 		t.Fatalf("create on a dead connection: %v, want ErrStaleTransport", err)
 	}
@@ -163,7 +164,7 @@ func TestRefusedIsStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	_, err = rt.Create(ctxT(t), &sandbox.CreateRequest{Timeout: time.Minute})
+	_, err = rt.Create(ctxT(t), &driver.CreateRequest{Timeout: time.Minute})
 	if !errors.Is(err, sandbox.ErrStaleTransport) {
 		t.Fatalf("create with nothing listening: %v, want ErrStaleTransport", err)
 	}

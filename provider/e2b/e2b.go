@@ -50,11 +50,11 @@
 // Control-plane and envd failures map onto sandbox Codes: 404 NotFound,
 // 409 FailedPrecondition, 429 ResourceExhausted, 401/403 PermissionDenied.
 // The edge proxy's 502 for a sandbox it cannot reach is classified with one
-// control-plane lookup: a paused sandbox matches sandbox.ErrPaused, a gone
+// control-plane lookup: a paused sandbox matches sberrors.ErrPaused, a gone
 // one NotFound. A request that failed before a single byte of it was
 // written (no connection, or a pooled connection already reset) wraps
-// sandbox.ErrStaleTransport; a mutating request that failed after it was
-// (even partly) written wraps sandbox.ErrOutcomeUnknown and is never
+// sberrors.ErrStaleTransport; a mutating request that failed after it was
+// (even partly) written wraps sberrors.ErrOutcomeUnknown and is never
 // re-sent, since the server may have acted on it. No error carries the
 // API key or an access token.
 //
@@ -90,13 +90,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Scheme is the URL scheme the package registers with sandbox.Open.
@@ -125,14 +125,14 @@ const hobbyMaxLease = time.Hour
 var keyRE = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
 
 func init() {
-	sandbox.Register(Scheme, func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+	driver.Register(Scheme, func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 		return openURL(u)
 	})
 }
 
 // Runtime is the E2B provider. It is safe for concurrent use. It
-// implements sandbox.Runtime, sandbox.Pauser, sandbox.ProcessRuntime and
-// sandbox.TransportResetter.
+// implements driver.Runtime, driver.Pauser, driver.ProcessRuntime and
+// driver.TransportResetter.
 type Runtime struct {
 	cfg       config
 	transport *http.Transport
@@ -215,10 +215,10 @@ func New(opts ...Option) (*Runtime, error) {
 
 func newRuntime(cfg config) (*Runtime, error) {
 	if cfg.apiKey == "" {
-		return nil, sandbox.Errorf(sandbox.PermissionDenied, "e2b: no API key: set E2B_API_KEY or use WithAPIKey")
+		return nil, sberrors.Errorf(sberrors.PermissionDenied, "e2b: no API key: set E2B_API_KEY or use WithAPIKey")
 	}
 	if !keyRE.MatchString(cfg.apiKey) {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
 	}
 	if cfg.domain == "" {
 		cfg.domain = DefaultDomain
@@ -235,7 +235,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 		}
 		pu, err := url.Parse(u.v)
 		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil {
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %s must be an http(s) URL without credentials", u.name)
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s must be an http(s) URL without credentials", u.name)
 		}
 	}
 	cfg.apiURL = strings.TrimRight(cfg.apiURL, "/")
@@ -266,7 +266,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 			return nil
 		}))
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: API URL: %v", err)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: API URL: %v", err)
 	}
 	r.api = c
 	return r, nil
@@ -275,7 +275,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 // openURL builds a Runtime from an e2b:// URL.
 func openURL(u *url.URL) (*Runtime, error) {
 	if u.User != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: credentials in the URL are refused; set E2B_API_KEY")
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: credentials in the URL are refused; set E2B_API_KEY")
 	}
 	q := u.Query()
 	var opts []Option
@@ -295,13 +295,13 @@ func openURL(u *url.URL) (*Runtime, error) {
 		case "api_key_env":
 			key := os.Getenv(v)
 			if key == "" {
-				return nil, sandbox.Errorf(sandbox.PermissionDenied, "e2b: environment variable %s named by api_key_env is empty", v)
+				return nil, sberrors.Errorf(sberrors.PermissionDenied, "e2b: environment variable %s named by api_key_env is empty", v)
 			}
 			opts = append(opts, WithAPIKey(key))
 		case "api_key", "key", "apikey", "token":
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: an API key in the URL is refused; set E2B_API_KEY or use api_key_env")
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: an API key in the URL is refused; set E2B_API_KEY or use api_key_env")
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: unknown URL parameter %q (known: template, domain, api_url, sandbox_url, user, api_key_env)", k)
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown URL parameter %q (known: template, domain, api_url, sandbox_url, user, api_key_env)", k)
 		}
 	}
 	return New(opts...)
@@ -311,8 +311,8 @@ func openURL(u *url.URL) (*Runtime, error) {
 func (r *Runtime) Name() string { return Scheme }
 
 // Capabilities reports what E2B offers.
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
 		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
@@ -471,7 +471,7 @@ func (r *Runtime) conn(ctx context.Context, id string) (*conn, error) {
 }
 
 func pausedErr(id string) error {
-	return fmt.Errorf("e2b: sandbox %s is paused: %w", id, sandbox.ErrPaused)
+	return fmt.Errorf("e2b: sandbox %s is paused: %w", id, sberrors.ErrPaused)
 }
 
 // seconds rounds d up to whole seconds, as the SDKs do, within int32.
@@ -569,9 +569,9 @@ func (d roundTripper) send(req *http.Request) (*http.Response, error) {
 var errNoResult = errors.New("e2b: the process stream ended without a result")
 
 var (
-	_ sandbox.Runtime           = (*Runtime)(nil)
-	_ sandbox.Pauser            = (*Runtime)(nil)
-	_ sandbox.ProcessRuntime    = (*Runtime)(nil)
-	_ sandbox.TransportResetter = (*Runtime)(nil)
-	_ sandbox.Closer            = (*Runtime)(nil)
+	_ driver.Runtime           = (*Runtime)(nil)
+	_ driver.Pauser            = (*Runtime)(nil)
+	_ driver.ProcessRuntime    = (*Runtime)(nil)
+	_ driver.TransportResetter = (*Runtime)(nil)
+	_ driver.Closer            = (*Runtime)(nil)
 )

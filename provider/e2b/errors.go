@@ -11,9 +11,8 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-
-	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/wire"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // trace returns ctx carrying a trace that records where the request's
@@ -41,7 +40,7 @@ func notDelivered(a *wire.Attempt, err error) bool {
 
 // staleErr marks err as a stale transport.
 func staleErr(op string, err error) error {
-	return fmt.Errorf("e2b: %s: %w (%w)", op, sandbox.ErrStaleTransport, err)
+	return fmt.Errorf("e2b: %s: %w (%w)", op, sberrors.ErrStaleTransport, err)
 }
 
 // statusError is a plain (non-Connect) HTTP error from envd or the edge
@@ -105,38 +104,38 @@ func apiErr(op string, status int, body []byte) error {
 	if json.Unmarshal(body, &e) == nil && e.Message != "" {
 		msg = e.Message
 	}
-	return sandbox.Errorf(codeForStatus(status), "e2b: %s: HTTP %d: %s", op, status, msg)
+	return sberrors.Errorf(codeForStatus(status), "e2b: %s: HTTP %d: %s", op, status, msg)
 }
 
-func codeForStatus(status int) sandbox.Code {
+func codeForStatus(status int) sberrors.Code {
 	switch {
 	case status == http.StatusNotFound:
-		return sandbox.NotFound
+		return sberrors.NotFound
 	case status == http.StatusConflict:
-		return sandbox.FailedPrecondition
+		return sberrors.FailedPrecondition
 	case status == http.StatusTooManyRequests:
-		return sandbox.ResourceExhausted
+		return sberrors.ResourceExhausted
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return sandbox.PermissionDenied
+		return sberrors.PermissionDenied
 	case status == http.StatusBadRequest:
-		return sandbox.InvalidArgument
+		return sberrors.InvalidArgument
 	case status == 507:
-		return sandbox.ResourceExhausted
+		return sberrors.ResourceExhausted
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
-		return sandbox.Unavailable
+		return sberrors.Unavailable
 	}
-	return sandbox.Internal
+	return sberrors.Internal
 }
 
-var connectCodes = map[connect.Code]sandbox.Code{
-	connect.CodeCanceled: sandbox.Canceled, connect.CodeInvalidArgument: sandbox.InvalidArgument,
-	connect.CodeDeadlineExceeded: sandbox.DeadlineExceeded, connect.CodeNotFound: sandbox.NotFound,
-	connect.CodeAlreadyExists: sandbox.AlreadyExists, connect.CodePermissionDenied: sandbox.PermissionDenied,
-	connect.CodeResourceExhausted: sandbox.ResourceExhausted, connect.CodeFailedPrecondition: sandbox.FailedPrecondition,
-	connect.CodeAborted: sandbox.FailedPrecondition, connect.CodeUnimplemented: sandbox.Unimplemented,
-	connect.CodeInternal: sandbox.Internal, connect.CodeUnavailable: sandbox.Unavailable,
-	connect.CodeDataLoss: sandbox.Internal, connect.CodeUnauthenticated: sandbox.PermissionDenied,
-	connect.CodeUnknown: sandbox.Internal,
+var connectCodes = map[connect.Code]sberrors.Code{
+	connect.CodeCanceled: sberrors.Canceled, connect.CodeInvalidArgument: sberrors.InvalidArgument,
+	connect.CodeDeadlineExceeded: sberrors.DeadlineExceeded, connect.CodeNotFound: sberrors.NotFound,
+	connect.CodeAlreadyExists: sberrors.AlreadyExists, connect.CodePermissionDenied: sberrors.PermissionDenied,
+	connect.CodeResourceExhausted: sberrors.ResourceExhausted, connect.CodeFailedPrecondition: sberrors.FailedPrecondition,
+	connect.CodeAborted: sberrors.FailedPrecondition, connect.CodeUnimplemented: sberrors.Unimplemented,
+	connect.CodeInternal: sberrors.Internal, connect.CodeUnavailable: sberrors.Unavailable,
+	connect.CodeDataLoss: sberrors.Internal, connect.CodeUnauthenticated: sberrors.PermissionDenied,
+	connect.CodeUnknown: sberrors.Internal,
 }
 
 // envdErr classifies a failed envd call on sandbox id. ctx is the
@@ -154,7 +153,7 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		if se.Status == http.StatusBadGateway {
 			return r.gone(ctx, op, id, se)
 		}
-		return sandbox.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
+		return sberrors.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
 	}
 	if a != nil && notDelivered(a, err) {
 		return staleErr(op, err)
@@ -163,25 +162,25 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 	if errors.As(err, &ce) {
 		code, ok := connectCodes[ce.Code()]
 		if !ok {
-			code = sandbox.Internal
+			code = sberrors.Internal
 		}
 		msg := ce.Message()
 		switch {
 		case strings.HasPrefix(msg, "cwd '") && strings.HasSuffix(msg, "' does not exist"):
 			// Process.Start on a missing working directory: envd says
 			// invalid_argument, the contract NotFound.
-			return sandbox.Errorf(sandbox.NotFound, "e2b: %s: %s: %s", op, ce.Code(), msg)
+			return sberrors.Errorf(sberrors.NotFound, "e2b: %s: %s: %s", op, ce.Code(), msg)
 		case strings.Contains(msg, "not a directory"):
 			// ENOTDIR in envd's words, whatever the code it chose: MakeDir
 			// through a file answers internal "error getting file info:
 			// stat …: not a directory", a start in a file spawn-fails.
-			return fmt.Errorf("e2b: %s: %s: %s: %w", op, ce.Code(), msg, sandbox.ErrNotDirectory)
-		case code == sandbox.Internal && deniedMsg(msg):
-			return sandbox.Errorf(sandbox.PermissionDenied, "e2b: %s: %s: %s", op, ce.Code(), msg)
+			return fmt.Errorf("e2b: %s: %s: %s: %w", op, ce.Code(), msg, sberrors.ErrNotDirectory)
+		case code == sberrors.Internal && deniedMsg(msg):
+			return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s: %s: %s", op, ce.Code(), msg)
 		}
-		return sandbox.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
+		return sberrors.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
-	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, err)
+	return sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, err)
 }
 
 // gone classifies the edge proxy's 502: the sandbox is paused, gone, or
@@ -189,15 +188,15 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 func (r *Runtime) gone(ctx context.Context, op, id string, se *statusError) error {
 	d, err := r.detail(ctx, id)
 	switch {
-	case sandbox.CodeOf(err) == sandbox.NotFound:
+	case sberrors.CodeOf(err) == sberrors.NotFound:
 		r.forget(id)
-		return fmt.Errorf("e2b: %s: sandbox %s no longer exists (%v): %w", op, id, se, sandbox.ErrNotFound)
+		return fmt.Errorf("e2b: %s: sandbox %s no longer exists (%v): %w", op, id, se, sberrors.ErrNotFound)
 	case err != nil:
-		return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v (and the sandbox could not be looked up: %v)", op, se, err)
+		return sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v (and the sandbox could not be looked up: %v)", op, se, err)
 	case d.State == "paused":
 		return fmt.Errorf("e2b: %s: %w", op, pausedErr(id))
 	}
-	return sandbox.Errorf(sandbox.Unavailable, "e2b: %s: %v", op, se)
+	return sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, se)
 }
 
 // deniedMsg reports whether an envd error message carries EACCES, EPERM or

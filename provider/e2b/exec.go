@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // keepaliveSeconds is the keepalive interval asked of envd on streams.
@@ -37,7 +37,7 @@ const stdinChunk = 32 << 10
 // startRequest builds the Start request for cmd: an argv goes straight to
 // envd (it takes a program and its arguments, no shell); a shell line is
 // run by "/bin/bash -l -c" as the official SDKs do.
-func startRequest(cmd *sandbox.Command) *process.StartRequest {
+func startRequest(cmd *driver.Command) *process.StartRequest {
 	cfg := &process.ProcessConfig{Envs: cmd.Env}
 	if len(cmd.Args) > 0 {
 		cfg.Cmd, cfg.Args = cmd.Args[0], cmd.Args[1:]
@@ -99,9 +99,9 @@ func pump(src *eventStream, ev *events, stdout, stderr io.Writer) {
 	}
 }
 
-func exitStatus(end *process.ProcessEvent_EndEvent) sandbox.ExitStatus {
+func exitStatus(end *process.ProcessEvent_EndEvent) driver.ExitStatus {
 	// exit_code is omitted (0) on success; a signal gives -1.
-	return sandbox.ExitStatus{ExitCode: int(end.GetExitCode())}
+	return driver.ExitStatus{ExitCode: int(end.GetExitCode())}
 }
 
 // errEnvdTimedOut reports a stream that envd ended with deadline_exceeded:
@@ -112,7 +112,7 @@ var errEnvdTimedOut = errors.New("e2b: envd ended the process at its timeout")
 // sctx; the wait is bounded by ctx too. life, when not zero, is the
 // process's end of life sent to envd (Connect-Timeout-Ms); otherwise that
 // is sctx's deadline.
-func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *sandbox.Command, life time.Time) (*eventStream, *events, error) {
+func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *driver.Command, life time.Time) (*eventStream, *events, error) {
 	const op = "exec"
 	sr := startRequest(cmd)
 	h := r.streamHeaders(id, c)
@@ -154,18 +154,18 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 			// Our bound ran out with no word from envd: the connection
 			// stalled. The process may have started; its lifetime has
 			// passed, so envd has ended it.
-			return nil, nil, r.scrub(fmt.Errorf("e2b: %s: no start event from envd within the process's lifetime and grace (the connection stalled: %v): %w", op, err, sandbox.ErrOutcomeUnknown))
+			return nil, nil, r.scrub(fmt.Errorf("e2b: %s: no start event from envd within the process's lifetime and grace (the connection stalled: %v): %w", op, err, sberrors.ErrOutcomeUnknown))
 		}
 		cerr := r.envdErr(ctx, op, id, a, err)
 		var ce *connect.Error
 		if answered && errors.As(err, &ce) && ce.Code() != connect.CodeUnknown && ce.Code() != connect.CodeUnavailable {
 			return nil, nil, cerr // envd refused the start (bad cwd, bad user): nothing ran
 		}
-		if errors.Is(cerr, sandbox.ErrStaleTransport) || errors.Is(cerr, sandbox.ErrNotFound) || errors.Is(cerr, sandbox.ErrPaused) ||
-			sandbox.CodeOf(cerr) == sandbox.PermissionDenied || sandbox.CodeOf(cerr) == sandbox.ResourceExhausted {
+		if errors.Is(cerr, sberrors.ErrStaleTransport) || errors.Is(cerr, sberrors.ErrNotFound) || errors.Is(cerr, sberrors.ErrPaused) ||
+			sberrors.CodeOf(cerr) == sberrors.PermissionDenied || sberrors.CodeOf(cerr) == sberrors.ResourceExhausted {
 			return nil, nil, cerr
 		}
-		return nil, nil, fmt.Errorf("%w: %w", cerr, sandbox.ErrOutcomeUnknown)
+		return nil, nil, fmt.Errorf("%w: %w", cerr, sberrors.ErrOutcomeUnknown)
 	}
 	return src, ev, nil
 }
@@ -175,7 +175,7 @@ func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *
 // Connect-Timeout-Ms) elapses and ends the stream with deadline_exceeded;
 // the stream itself is given ExecGrace more. A stream that has brought
 // neither the end event nor envd's deadline_exceeded by then stalled:
-// Exec returns an error matching sandbox.ErrOutcomeUnknown, never
+// Exec returns an error matching sberrors.ErrOutcomeUnknown, never
 // TimedOut.
 const ExecGrace = 10 * time.Second
 
@@ -186,34 +186,35 @@ const ExecGrace = 10 * time.Second
 // a stream that stalls or breaks is an error, not a timeout. The caller's
 // Stdin is no longer read once Exec returns (a Read in progress is
 // abandoned, its data discarded).
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	const op = "exec"
 	c, err := r.conn(ctx, id)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	timeout := cmd.Timeout
 	if timeout <= 0 {
-		timeout = sandbox.DefaultCommandTimeout
+		// The portable layer always resolves it (driver.Command).
+		return driver.ExitStatus{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: exec: command timeout %v is not positive", timeout)
 	}
 	cmdDeadline := time.Now().Add(timeout)
 	rctx, cancel := context.WithDeadline(ctx, cmdDeadline.Add(ExecGrace))
 	defer cancel()
 	// timedOut reports the command's timeout, unless the caller's deadline
 	// was the binding one (envd may report it a moment before ctx ends).
-	timedOut := func() (sandbox.ExitStatus, error) {
+	timedOut := func() (driver.ExitStatus, error) {
 		if dl, ok := ctx.Deadline(); ok && !dl.After(cmdDeadline) {
 			<-ctx.Done()
-			return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+			return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 		}
-		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	}
 	src, ev, err := r.openStart(ctx, rctx, id, c, cmd, cmdDeadline)
 	if err != nil {
 		if errors.Is(err, errEnvdTimedOut) && ctx.Err() == nil {
 			return timedOut()
 		}
-		return sandbox.ExitStatus{}, r.scrub(err)
+		return driver.ExitStatus{}, r.scrub(err)
 	}
 	defer src.Close()
 	var wg sync.WaitGroup
@@ -238,7 +239,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		return exitStatus(ev.end), nil
 	case ctx.Err() != nil:
 		r.killQuietly(id, c, byPID(ev.pid))
-		return sandbox.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+		return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 	case src.Remote() && connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
 		// envd's own word: the process reached its lifetime.
 		return timedOut()
@@ -246,11 +247,11 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 		// Neither the end nor envd's deadline_exceeded came within the
 		// grace: the stream stalled. envd ends the process at its
 		// lifetime, which has passed.
-		return sandbox.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within the command's timeout (%v) plus %v: the stream stalled: %w", op, ev.pid, timeout, ExecGrace, sandbox.ErrOutcomeUnknown))
+		return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within the command's timeout (%v) plus %v: the stream stalled: %w", op, ev.pid, timeout, ExecGrace, sberrors.ErrOutcomeUnknown))
 	case serr == nil:
-		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sandbox.ErrOutcomeUnknown)
+		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sberrors.ErrOutcomeUnknown)
 	}
-	return sandbox.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: the stream broke (%v): %w", op, ev.pid, serr, sandbox.ErrOutcomeUnknown))
+	return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: the stream broke (%v): %w", op, ev.pid, serr, sberrors.ErrOutcomeUnknown))
 }
 
 // killQuietly ends a process whose caller went away; best effort, bounded.
@@ -307,7 +308,7 @@ func (r *Runtime) signal(ctx context.Context, id string, c *conn, sel *process.P
 	case syscall.SIGTERM:
 		s = process.Signal_SIGNAL_SIGTERM
 	default:
-		return fmt.Errorf("e2b: %s: %v: envd sends only SIGKILL and SIGTERM: %w", op, sig, sandbox.ErrUnimplemented)
+		return fmt.Errorf("e2b: %s: %v: envd sends only SIGKILL and SIGTERM: %w", op, sig, sberrors.ErrUnimplemented)
 	}
 	req := connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: s})
 	r.setEnvdHeaders(req.Header(), id, c)
@@ -318,7 +319,7 @@ func (r *Runtime) signal(ctx context.Context, id string, c *conn, sel *process.P
 
 // Start starts cmd in the background. Its lifetime, cmd.Timeout (or, when
 // zero, the longest lease), is always sent so envd never applies a default.
-func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return nil, err
@@ -361,14 +362,14 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 }
 
 // Attach connects to a running process by pid.
-func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	const op = "attach"
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if pid <= 0 || pid > int(^uint32(0)) {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %s: pid %d out of range", op, pid)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s: pid %d out of range", op, pid)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
@@ -430,12 +431,12 @@ func (r *Runtime) newHandle(id string, c *conn, ev *events, src *eventStream, sc
 func (h *handle) PID() int { return int(h.ev.pid) }
 
 // Wait waits for the end event.
-func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	const op = "wait"
 	select {
 	case <-h.done:
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 	}
 	h.mu.Lock()
 	closed := h.isClosed
@@ -444,16 +445,16 @@ func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	case h.ev.end != nil:
 		return exitStatus(h.ev.end), nil
 	case closed:
-		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, sandbox.ErrClosed)
+		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, sberrors.ErrClosed)
 	case h.timeout && h.remote && connect.CodeOf(h.err) == connect.CodeDeadlineExceeded:
 		// envd's own word: the process reached its lifetime.
-		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	case errors.Is(h.sctx.Err(), context.DeadlineExceeded):
-		return sandbox.ExitStatus{}, h.r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within its lifetime plus %v: the stream stalled: %w", op, h.ev.pid, ExecGrace, sandbox.ErrOutcomeUnknown))
+		return driver.ExitStatus{}, h.r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within its lifetime plus %v: the stream stalled: %w", op, h.ev.pid, ExecGrace, sberrors.ErrOutcomeUnknown))
 	case h.err == nil:
-		return sandbox.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, errNoResult)
+		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, errNoResult)
 	}
-	return sandbox.ExitStatus{}, h.r.scrub(sandbox.Errorf(sandbox.Unavailable, "e2b: %s: process %d: the stream broke: %v", op, h.ev.pid, h.err))
+	return driver.ExitStatus{}, h.r.scrub(sberrors.Errorf(sberrors.Unavailable, "e2b: %s: process %d: the stream broke: %v", op, h.ev.pid, h.err))
 }
 
 // Signal sends sig (SIGKILL or SIGTERM) to the process.

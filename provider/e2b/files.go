@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // filesURL returns envd's /files URL for p.
@@ -45,14 +45,14 @@ func (r *Runtime) filesErr(ctx context.Context, op, id, p string, a *wire.Attemp
 func (r *Runtime) statusErr(op, p string, status int, msg string) error {
 	switch {
 	case status == http.StatusBadRequest && strings.Contains(msg, "is a directory"):
-		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrIsDirectory)
+		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sberrors.ErrIsDirectory)
 	case strings.Contains(msg, "path is a file") || strings.Contains(msg, "not a directory"):
-		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sandbox.ErrNotDirectory)
+		return fmt.Errorf("e2b: %s %s: %s: %w", op, p, msg, sberrors.ErrNotDirectory)
 	case status == http.StatusInternalServerError && deniedMsg(msg):
 		// envd's open or mkdir failed with EACCES, EPERM or EROFS.
-		return sandbox.Errorf(sandbox.PermissionDenied, "e2b: %s %s: %s", op, p, msg)
+		return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s %s: %s", op, p, msg)
 	}
-	return sandbox.Errorf(codeForStatus(status), "e2b: %s %s: HTTP %d: %s", op, p, status, msg)
+	return sberrors.Errorf(codeForStatus(status), "e2b: %s %s: HTTP %d: %s", op, p, status, msg)
 }
 
 func readErrBody(resp *http.Response) string {
@@ -92,9 +92,9 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 // left its temporary file behind: not when the request never reached envd
 // or envd refused it before opening the file.
 func mayHaveWritten(err error) bool {
-	return !errors.Is(err, sandbox.ErrStaleTransport) && !errors.Is(err, sandbox.ErrNotDirectory) &&
-		!errors.Is(err, sandbox.ErrPaused) && sandbox.CodeOf(err) != sandbox.NotFound &&
-		sandbox.CodeOf(err) != sandbox.PermissionDenied
+	return !errors.Is(err, sberrors.ErrStaleTransport) && !errors.Is(err, sberrors.ErrNotDirectory) &&
+		!errors.Is(err, sberrors.ErrPaused) && sberrors.CodeOf(err) != sberrors.NotFound &&
+		sberrors.CodeOf(err) != sberrors.PermissionDenied
 }
 
 // replace renames the uploaded temporary file tmp over p with envd's Move,
@@ -108,7 +108,7 @@ func (r *Runtime) replace(ctx context.Context, id string, c *conn, tmp, p string
 	_, err := r.clients(r.envdBase(id, c)).fs.Move(tctx, req)
 	var ce *connect.Error
 	if errors.As(err, &ce) && ctx.Err() == nil && strings.Contains(ce.Message(), "file exists") {
-		return fmt.Errorf("e2b: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+		return fmt.Errorf("e2b: %s %s: %w", op, p, sberrors.ErrIsDirectory)
 	}
 	return r.scrub(r.envdErr(ctx, op, id, a, err))
 }
@@ -164,7 +164,7 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 			pr.CloseWithError(err)
 		}
 		<-done
-		return sandbox.Errorf(sandbox.Internal, "e2b: %s: %v", op, err)
+		return sberrors.Errorf(sberrors.Internal, "e2b: %s: %v", op, err)
 	}
 	req.Header.Set("Content-Type", ctype)
 	r.setEnvdHeaders(req.Header, id, c)
@@ -249,7 +249,7 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.filesURL(id, c, p), nil)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.Internal, "e2b: %s: %v", op, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "e2b: %s: %v", op, err)
 	}
 	r.setEnvdHeaders(req.Header, id, c)
 	tctx, a := trace(ctx)
@@ -263,13 +263,13 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	}
 	if enc := resp.Header.Get("Content-Encoding"); enc != "" && enc != "identity" {
 		_ = resp.Body.Close()
-		return nil, sandbox.Errorf(sandbox.Internal, "e2b: %s %s: unexpected Content-Encoding %q", op, p, enc)
+		return nil, sberrors.Errorf(sberrors.Internal, "e2b: %s %s: unexpected Content-Encoding %q", op, p, enc)
 	}
 	return resp.Body, nil
 }
 
-func fileInfo(e *filesystem.EntryInfo) sandbox.FileInfo {
-	fi := sandbox.FileInfo{Path: e.GetPath(), Size: e.GetSize(), Mode: fs.FileMode(e.GetMode()).Perm(),
+func fileInfo(e *filesystem.EntryInfo) driver.FileInfo {
+	fi := driver.FileInfo{Path: e.GetPath(), Size: e.GetSize(), Mode: fs.FileMode(e.GetMode()).Perm(),
 		LinkTarget: e.GetSymlinkTarget()}
 	if t := e.GetModifiedTime(); t != nil {
 		fi.ModTime = t.AsTime()
@@ -293,9 +293,9 @@ func (r *Runtime) fsCall(ctx context.Context, op, id string, c *conn, h http.Hea
 }
 
 // stat is envd's Stat (lstat semantics).
-func (r *Runtime) stat(ctx context.Context, id string, c *conn, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) stat(ctx context.Context, id string, c *conn, p string) (driver.FileInfo, error) {
 	req := connect.NewRequest(&filesystem.StatRequest{Path: p})
-	var fi sandbox.FileInfo
+	var fi driver.FileInfo
 	err := r.fsCall(ctx, "stat", id, c, req.Header(), func(ctx context.Context) error {
 		resp, err := r.clients(r.envdBase(id, c)).fs.Stat(ctx, req)
 		if err == nil {
@@ -307,10 +307,10 @@ func (r *Runtime) stat(ctx context.Context, id string, c *conn, p string) (sandb
 }
 
 // Stat describes p, following symbolic links.
-func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	c, err := r.conn(ctx, id)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	fi, err := r.stat(ctx, id, c, p)
 	for hops := 0; err == nil && fi.Mode&fs.ModeSymlink != 0 && fi.LinkTarget != "" && hops < 40; hops++ {
@@ -318,7 +318,7 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 		if !path.IsAbs(target) {
 			target = path.Join(path.Dir(fi.Path), target)
 		}
-		var t sandbox.FileInfo
+		var t driver.FileInfo
 		t, err = r.stat(ctx, id, c, target)
 		t.Path = p
 		fi = t
@@ -327,14 +327,14 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 }
 
 // ReadDir lists p, sorted by name.
-func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	const op = "readdir"
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	req := connect.NewRequest(&filesystem.ListDirRequest{Path: p, Depth: 1})
-	var out []sandbox.FileInfo
+	var out []driver.FileInfo
 	err = r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {
 		resp, err := r.clients(r.envdBase(id, c)).fs.ListDir(ctx, req)
 		if err != nil {
@@ -348,13 +348,13 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo
 		}
 		return nil
 	})
-	if sandbox.CodeOf(err) == sandbox.InvalidArgument {
-		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrNotDirectory)
+	if sberrors.CodeOf(err) == sberrors.InvalidArgument {
+		return nil, fmt.Errorf("%v: %w", err, sberrors.ErrNotDirectory)
 	}
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	slices.SortFunc(out, func(a, b driver.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
 	return out, nil
 }
 
@@ -370,11 +370,11 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 		_, err := r.clients(r.envdBase(id, c)).fs.MakeDir(ctx, req)
 		return err
 	})
-	switch sandbox.CodeOf(err) {
-	case sandbox.AlreadyExists:
+	switch sberrors.CodeOf(err) {
+	case sberrors.AlreadyExists:
 		return nil
-	case sandbox.InvalidArgument:
-		return fmt.Errorf("%v: %w", err, sandbox.ErrNotDirectory)
+	case sberrors.InvalidArgument:
+		return fmt.Errorf("%v: %w", err, sberrors.ErrNotDirectory)
 	}
 	return err
 }

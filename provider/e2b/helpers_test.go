@@ -3,20 +3,20 @@ package e2b_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type env struct {
 	fake    *e2bfake.Server
-	backend sandbox.Runtime
+	backend driver.Runtime
 	rt      *e2b.Runtime
 	client  *sandbox.Client
 }
@@ -40,7 +40,7 @@ func newEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	return newEnvOver(t, loc, fakeOpts...)
 }
 
-func newEnvOver(t *testing.T, backend sandbox.Runtime, fakeOpts ...e2bfake.Option) *env {
+func newEnvOver(t *testing.T, backend driver.Runtime, fakeOpts ...e2bfake.Option) *env {
 	t.Helper()
 	fake := e2bfake.New(backend, fakeOpts...)
 	t.Cleanup(fake.Close)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"maps"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 )
 
-// CreateKeyed implements sandbox.KeyedCreator, so that Client.GetOrCreate
+// CreateKeyed implements driver.KeyedCreator, so that Client.GetOrCreate
 // makes at most one sandbox per key across processes, as far as E2B
 // allows: E2B has no unique names, so CreateKeyed creates, then lists the
 // sandboxes carrying the key's labels and keeps the oldest (by the
@@ -16,7 +16,7 @@ import (
 // to the same list, so one sandbox survives; a list that does not yet
 // show a sandbox just created (E2B's list is eventually consistent) can
 // leave two, each carrying the labels, until one's lease ends.
-func (r *Runtime) CreateKeyed(ctx context.Context, key string, req *sandbox.CreateRequest) (sandbox.Info, bool, error) {
+func (r *Runtime) CreateKeyed(ctx context.Context, key string, req *driver.CreateRequest) (driver.Info, bool, error) {
 	mine, err := r.Create(ctx, req)
 	if err != nil {
 		return mine, true, err
@@ -40,14 +40,14 @@ func (r *Runtime) CreateKeyed(ctx context.Context, key string, req *sandbox.Crea
 
 // oldest lists the running and paused sandboxes carrying labels and
 // returns the oldest, ties broken by id; "" when mine is not listed yet.
-func (r *Runtime) oldest(ctx context.Context, labels map[string]string, mine string) (sandbox.Info, error) {
-	req := &sandbox.ListRequest{Labels: maps.Clone(labels), States: []sandbox.State{sandbox.StateRunning, sandbox.StatePaused}, PageSize: 100}
-	var best sandbox.Info
+func (r *Runtime) oldest(ctx context.Context, labels map[string]string, mine string) (driver.Info, error) {
+	req := &driver.ListRequest{Labels: maps.Clone(labels), States: []driver.State{driver.StateRunning, driver.StatePaused}, PageSize: 100}
+	var best driver.Info
 	seen := false
 	for {
 		page, next, err := r.List(ctx, req)
 		if err != nil {
-			return sandbox.Info{}, err
+			return driver.Info{}, err
 		}
 		for _, in := range page {
 			if in.ID == mine {
@@ -63,7 +63,7 @@ func (r *Runtime) oldest(ctx context.Context, labels map[string]string, mine str
 		req.PageToken = next
 	}
 	if !seen {
-		return sandbox.Info{}, nil
+		return driver.Info{}, nil
 	}
 	return best, nil
 }

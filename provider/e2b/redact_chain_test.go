@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 )
@@ -41,7 +42,7 @@ func TestNoKeyInErrorChain(t *testing.T) {
 		break
 	}
 	errs = append(errs, rt.Destroy(ctx, "sbx-1"), rt.SetTimeout(ctx, "sbx-1", time.Minute))
-	_, err = rt.Exec(ctx, "sbx-1", &sandbox.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
+	_, err = rt.Exec(ctx, "sbx-1", &driver.Command{Args: []string{"true"}, Timeout: time.Second, Stdout: io.Discard, Stderr: io.Discard})
 	errs = append(errs, err)
 	for i, err := range errs {
 		if err == nil {

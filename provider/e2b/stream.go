@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
+	"github.com/sandboxkit/sandbox/sberrors"
+	"google.golang.org/protobuf/proto"
 )
 
 // The two process streams every exec and attach opens (process.Process
@@ -65,7 +64,7 @@ var errEncode = errors.New("the request cannot be encoded")
 func (r *Runtime) openEvents(ctx context.Context, base, procedure string, msg proto.Message, h http.Header) (*eventStream, error) {
 	payload, err := jsonCodec{}.Marshal(msg)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "e2b: %w: %v", errEncode, err)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: %w: %v", errEncode, err)
 	}
 	body := make([]byte, 5+len(payload))
 	binary.BigEndian.PutUint32(body[1:5], uint32(len(payload)))

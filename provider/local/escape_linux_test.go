@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // nsClient returns a Client whose sandboxes get namespaces (L3 or L4), or
@@ -204,7 +205,7 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 				err := sb.WriteFile(ctx, p, []byte("pwned"))
 				if err == nil {
 					t.Errorf("Upload(%s) succeeded", p)
-				} else if !errors.Is(err, sandbox.ErrPathEscape) && sandbox.CodeOf(err) != sandbox.PermissionDenied {
+				} else if !errors.Is(err, sberrors.ErrPathEscape) && sberrors.CodeOf(err) != sberrors.PermissionDenied {
 					t.Errorf("Upload(%s) = %v, want ErrPathEscape", p, err)
 				}
 			}
@@ -220,7 +221,7 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 				for _, p := range []string{"etc/passwd", "host", "up/passwd"} {
 					if b, err := sb.ReadFile(ctx, p); err == nil {
 						t.Errorf("Download(%s) read %d bytes outside the home", p, len(b))
-					} else if !errors.Is(err, sandbox.ErrPathEscape) {
+					} else if !errors.Is(err, sberrors.ErrPathEscape) {
 						t.Errorf("Download(%s) = %v, want ErrPathEscape", p, err)
 					}
 					if _, err := sb.Stat(ctx, p); err == nil {
@@ -246,7 +247,7 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 			if res := run(ctx, t, sb, "cat etc/shadow"); l >= L3 && res.ExitCode != 0 {
 				if b, err := sb.ReadFile(ctx, "etc/shadow"); err == nil {
 					t.Errorf("Download(etc/shadow) read %d bytes the sandbox's commands cannot", len(b))
-				} else if sandbox.CodeOf(err) != sandbox.PermissionDenied && sandbox.CodeOf(err) != sandbox.NotFound {
+				} else if sberrors.CodeOf(err) != sberrors.PermissionDenied && sberrors.CodeOf(err) != sberrors.NotFound {
 					t.Errorf("Download(etc/shadow) = %v, want PermissionDenied", err)
 				}
 			}
@@ -346,11 +347,11 @@ func TestFilesWholeView(t *testing.T) {
 		ctx := context.Background()
 		sb := mustCreate(ctx, t, sandbox.NewClient(levelRuntime(t, L1, WithCommandsAsRoot())), sandbox.CreateOptions{})
 		for _, p := range []string{"/etc/os-release", "/tmp/x"} {
-			if _, err := sb.ReadFile(ctx, p); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+			if _, err := sb.ReadFile(ctx, p); sberrors.CodeOf(err) != sberrors.PermissionDenied {
 				t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
 			}
 		}
-		if err := sb.WriteFile(ctx, "/etc/sbx-view-x", nil); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+		if err := sb.WriteFile(ctx, "/etc/sbx-view-x", nil); sberrors.CodeOf(err) != sberrors.PermissionDenied {
 			t.Errorf("WriteFile(/etc/sbx-view-x) = %v, want PermissionDenied", err)
 		}
 	})
@@ -365,7 +366,7 @@ func TestFilesWholeView(t *testing.T) {
 			}
 			// A place the commands cannot write is PermissionDenied.
 			if res := run(ctx, t, sb, "touch /usr/sbx-view-x"); res.ExitCode != 0 {
-				if err := sb.WriteFile(ctx, "/usr/sbx-view-x", []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+				if err := sb.WriteFile(ctx, "/usr/sbx-view-x", []byte("x")); sberrors.CodeOf(err) != sberrors.PermissionDenied {
 					t.Errorf("WriteFile(/usr/sbx-view-x) = %v, want PermissionDenied", err)
 				}
 			} else {
@@ -394,11 +395,11 @@ func TestFilesWholeView(t *testing.T) {
 			check(sb.Remove(ctx, dir))
 			// Kernel interfaces are not files.
 			for _, p := range []string{"/proc/self/status", "/sys/kernel/hostname", "/dev/null"} {
-				if _, err := sb.ReadFile(ctx, p); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+				if _, err := sb.ReadFile(ctx, p); sberrors.CodeOf(err) != sberrors.PermissionDenied {
 					t.Errorf("ReadFile(%s) = %v, want PermissionDenied", p, err)
 				}
 			}
-			if _, err := sb.ReadFile(ctx, "/"); !errors.Is(err, sandbox.ErrIsDirectory) {
+			if _, err := sb.ReadFile(ctx, "/"); !errors.Is(err, sberrors.ErrIsDirectory) {
 				t.Errorf("ReadFile(/) = %v, want ErrIsDirectory", err)
 			}
 		})

@@ -17,7 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // dial connects to the agent listening on sock and authenticates with the
@@ -72,10 +73,10 @@ func agentCall(ctx context.Context, sock string, req *request) error {
 
 // agentExec runs req (exec) on the agent at sock, streaming output, and
 // returns the exit status.
-func agentExec(ctx context.Context, sock string, req *request, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, error) {
+func agentExec(ctx context.Context, sock string, req *request, stdin io.Reader, stdout, stderr io.Writer) (driver.ExitStatus, error) {
 	c, err := dial(ctx, sock)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	defer c.Close()
 	return runConn(ctx, c, req, stdin, stdout, stderr, nil)
@@ -83,7 +84,7 @@ func agentExec(ctx context.Context, sock string, req *request, stdin io.Reader, 
 
 // runConn sends req on c and reads frames until the exit frame. started,
 // if non-nil, receives the pid once the process runs.
-func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer, started func(int)) (sandbox.ExitStatus, error) {
+func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer, started func(int)) (driver.ExitStatus, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if req.Timeout > 0 {
@@ -94,9 +95,9 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 	req.Stdin = stdin != nil
 	if err := fw.writeJSON(frameRequest, req); err != nil {
 		if ctx.Err() != nil {
-			return sandbox.ExitStatus{}, ctx.Err()
+			return driver.ExitStatus{}, ctx.Err()
 		}
-		return sandbox.ExitStatus{}, errSend(err)
+		return driver.ExitStatus{}, errSend(err)
 	}
 	requestOnly := true
 	if stdin != nil && req.Op == "exec" {
@@ -108,7 +109,7 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 		if sc, ok := in.(io.Closer); ok {
 			// Join the copy before returning: closing the portable layer's
 			// stdin abandons a Read of the caller's reader that may never
-			// end (sandbox.Runtime.Exec), and closing c ends a write.
+			// end (driver.Runtime.Exec), and closing c ends a write.
 			defer func() {
 				_ = sc.Close()
 				_ = c.SetWriteDeadline(time.Unix(1, 0))
@@ -123,7 +124,7 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 // errSend is the error of a request that could not be written whole: a
 // truncated frame is never acted on, so the transport was stale.
 func errSend(err error) error {
-	return fmt.Errorf("local: sending the command: %w: %w", err, sandbox.ErrStaleTransport)
+	return fmt.Errorf("local: sending the command: %w: %w", err, sberrors.ErrStaleTransport)
 }
 
 // errGone is the error of a connection that failed after its request was
@@ -137,15 +138,15 @@ func errSend(err error) error {
 // with EOF), so it cannot have acted on it.
 func errGone(err error, requestOnly bool) error {
 	if requestOnly && errors.Is(err, syscall.ECONNRESET) {
-		return fmt.Errorf("local: the sandbox agent closed the connection without reading the command: %w: %w", err, sandbox.ErrStaleTransport)
+		return fmt.Errorf("local: the sandbox agent closed the connection without reading the command: %w: %w", err, sberrors.ErrStaleTransport)
 	}
-	return fmt.Errorf("local: the sandbox agent went away after receiving the command, which may have run: %w: %w", err, sandbox.ErrOutcomeUnknown)
+	return fmt.Errorf("local: the sandbox agent went away after receiving the command, which may have run: %w: %w", err, sberrors.ErrOutcomeUnknown)
 }
 
 // readExit reads the frames of one command until its exit. requestOnly
 // says that the client has written nothing but the request on c (it then
 // writes stdin only after the start frame).
-func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout, requestOnly bool) (sandbox.ExitStatus, error) {
+func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout, requestOnly bool) (driver.ExitStatus, error) {
 	var buf []byte
 	gotStart := false
 	for {
@@ -153,7 +154,7 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 		buf = b
 		if err != nil {
 			if ctx.Err() != nil {
-				return sandbox.ExitStatus{}, ctx.Err()
+				return driver.ExitStatus{}, ctx.Err()
 			}
 			var ne net.Error
 			if hasTimeout && errors.As(err, &ne) && ne.Timeout() {
@@ -161,12 +162,12 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 				// did not answer 10 s after it is stuck, and what the
 				// command did is unknown (issue 12: never a TimedOut
 				// result the agent did not report).
-				return sandbox.ExitStatus{}, sandbox.Errorf(sandbox.DeadlineExceeded, "local: the sandbox agent did not report the command's end 10s after its timeout: %w", sandbox.ErrOutcomeUnknown)
+				return driver.ExitStatus{}, sberrors.Errorf(sberrors.DeadlineExceeded, "local: the sandbox agent did not report the command's end 10s after its timeout: %w", sberrors.ErrOutcomeUnknown)
 			}
 			if !gotStart {
-				return sandbox.ExitStatus{}, errGone(err, requestOnly)
+				return driver.ExitStatus{}, errGone(err, requestOnly)
 			}
-			return sandbox.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sandbox.ErrOutcomeUnknown)
+			return driver.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sberrors.ErrOutcomeUnknown)
 		}
 		gotStart = gotStart || typ != frameFail
 		switch typ {
@@ -188,13 +189,13 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 		case frameExit:
 			var x exitMsg
 			if err := json.Unmarshal(b, &x); err != nil {
-				return sandbox.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
+				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
 			}
-			return sandbox.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}, nil
+			return driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}, nil
 		case frameFail:
 			var f failMsg
 			_ = json.Unmarshal(b, &f)
-			return sandbox.ExitStatus{}, f.err()
+			return driver.ExitStatus{}, f.err()
 		}
 	}
 }
@@ -218,7 +219,7 @@ func copyStdin(fw *frameWriter, r io.Reader) {
 }
 
 // commandRequest builds the agent request for cmd in sandbox m.
-func (r *Runtime) commandRequest(m *meta, cmd *sandbox.Command, op string) (*request, error) {
+func (r *Runtime) commandRequest(m *meta, cmd *driver.Command, op string) (*request, error) {
 	req := &request{Op: op, Timeout: int64(cmd.Timeout), level: m.Achieved}
 	switch {
 	case len(cmd.Args) > 0:
@@ -226,7 +227,7 @@ func (r *Runtime) commandRequest(m *meta, cmd *sandbox.Command, op string) (*req
 	case cmd.Shell != "":
 		req.Args = []string{"/bin/sh", "-c", cmd.Shell}
 	default:
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: command has neither Args nor Shell")
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: command has neither Args nor Shell")
 	}
 	home := r.home(m.ID)
 	tmp := filepath.Join(r.dir(m.ID), "tmp")
@@ -276,7 +277,7 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	if err != nil {
 		return nil, m, err
 	}
-	if m.State == sandbox.StatePaused {
+	if m.State == driver.StatePaused {
 		return nil, m, errPaused(m.ID)
 	}
 	if procAlive(m.AgentPID, m.AgentAt) {
@@ -292,7 +293,7 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	}
 	c, err = dial(ctx, sock)
 	if err != nil {
-		return nil, m, sandbox.Errorf(sandbox.Internal, "local: the new agent does not answer: %w", err)
+		return nil, m, sberrors.Errorf(sberrors.Internal, "local: the new agent does not answer: %w", err)
 	}
 	return c, m, nil
 }
@@ -300,25 +301,25 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 // Exec runs cmd through the sandbox's agent and waits for it. A
 // connection that carried a complete exec without stdin is kept for the
 // next one (a new connection costs more than the exec's own round trip).
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	req, err := r.commandRequest(m, cmd, "exec")
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	c := r.idleConn(id)
 	if c == nil {
 		if c, m, err = r.connect(ctx, m); err != nil {
-			return sandbox.ExitStatus{}, err
+			return driver.ExitStatus{}, err
 		}
 		if m.Achieved != req.level {
 			// The agent was restarted at another level: paths changed.
 			if req, err = r.commandRequest(m, cmd, "exec"); err != nil {
 				c.Close()
-				return sandbox.ExitStatus{}, err
+				return driver.ExitStatus{}, err
 			}
 		}
 	}
@@ -412,7 +413,7 @@ func connOpen(c net.Conn) bool {
 }
 
 // Start starts cmd in the background through the sandbox's agent.
-func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
 		return nil, err
@@ -431,21 +432,21 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 }
 
 // Attach connects to a background process of the sandbox by pid.
-func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	c, err := dial(ctx, r.sock(m.ID))
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s has no running agent, so no process %d: %w", id, pid, sandbox.ErrNotFound)
+		return nil, sberrors.Errorf(sberrors.NotFound, "local: sandbox %s has no running agent, so no process %d: %w", id, pid, sberrors.ErrNotFound)
 	}
 	return r.follow(ctx, id, c, &request{Op: "attach", PID: pid}, nil, stdout, stderr)
 }
 
 // follow sends req on c and returns a handle once the process started; a
 // goroutine then reads its frames until exit or Close.
-func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	h := &handle{r: r, id: id, c: c, done: make(chan struct{}), closed: make(chan struct{})}
 	fw := &frameWriter{w: c}
 	startCtx, cancel := context.WithCancel(ctx)
@@ -508,7 +509,7 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 		if h.err != nil {
 			return nil, h.err
 		}
-		return nil, sandbox.Errorf(sandbox.Internal, "local: the agent ended the request without starting it")
+		return nil, sberrors.Errorf(sberrors.Internal, "local: the agent ended the request without starting it")
 	}
 }
 
@@ -519,7 +520,7 @@ type handle struct {
 	pid  int
 	c    net.Conn
 	done chan struct{}
-	st   sandbox.ExitStatus
+	st   driver.ExitStatus
 	err  error
 
 	closeOnce sync.Once
@@ -530,18 +531,18 @@ type handle struct {
 func (h *handle) PID() int { return h.pid }
 
 // Wait returns the exit status once the agent reports it.
-func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	select {
 	case <-h.done:
 		if h.err != nil {
 			if h.isClosed() {
-				return sandbox.ExitStatus{}, fmt.Errorf("local: process %d: %w", h.pid, sandbox.ErrClosed)
+				return driver.ExitStatus{}, fmt.Errorf("local: process %d: %w", h.pid, sberrors.ErrClosed)
 			}
-			return sandbox.ExitStatus{}, h.err
+			return driver.ExitStatus{}, h.err
 		}
 		return h.st, nil
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, ctx.Err()
+		return driver.ExitStatus{}, ctx.Err()
 	}
 }
 
@@ -560,7 +561,7 @@ func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	if err != nil {
 		return err
 	}
-	if m.State == sandbox.StatePaused {
+	if m.State == driver.StatePaused {
 		return errPaused(h.id)
 	}
 	return agentCall(ctx, h.r.sock(h.id), &request{Op: "signal", PID: h.pid, Signal: int(sig)})

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
+	"golang.org/x/sys/unix"
 )
 
 // TestExecAgentDiesMidCommand: when the agent dies while a foreground
@@ -31,7 +32,7 @@ func TestExecAgentDiesMidCommand(t *testing.T) {
 	agent := m.AgentPID
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.Exec(ctx, sb.ID(), &sandbox.Command{Shell: "exec sleep 60", Timeout: time.Minute, Stdout: discard{}, Stderr: discard{}})
+		_, err := rt.Exec(ctx, sb.ID(), &driver.Command{Shell: "exec sleep 60", Timeout: time.Minute, Stdout: discard{}, Stderr: discard{}})
 		done <- err
 	}()
 	// Wait until the command runs under the agent, then kill the agent.
@@ -51,7 +52,7 @@ func TestExecAgentDiesMidCommand(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Exec still running 30s after its agent died")
 	}
-	if !errors.Is(err, sandbox.ErrOutcomeUnknown) || errors.Is(err, sandbox.ErrStaleTransport) {
+	if !errors.Is(err, sberrors.ErrOutcomeUnknown) || errors.Is(err, sberrors.ErrStaleTransport) {
 		t.Errorf("Exec = %v, want ErrOutcomeUnknown (and not ErrStaleTransport)", err)
 	}
 	// The sandbox recovers: the next command starts a new agent.
@@ -90,12 +91,12 @@ func TestRunConnClassifiesFailures(t *testing.T) {
 		want  error
 		not   error
 	}{
-		{"read then gone", func(c net.Conn) { _, _, _ = readFrame(c, nil); c.Close() }, sandbox.ErrOutcomeUnknown, sandbox.ErrStaleTransport},
+		{"read then gone", func(c net.Conn) { _, _, _ = readFrame(c, nil); c.Close() }, sberrors.ErrOutcomeUnknown, sberrors.ErrStaleTransport},
 		{"output then gone", func(c net.Conn) {
 			_, _, _ = readFrame(c, nil)
 			_ = (&frameWriter{w: c}).write(frameStdout, []byte("x"))
 			c.Close()
-		}, sandbox.ErrOutcomeUnknown, sandbox.ErrStaleTransport},
+		}, sberrors.ErrOutcomeUnknown, sberrors.ErrStaleTransport},
 		{"closed unread", func(c net.Conn) {
 			// Wait until the request is queued, then close without reading it.
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
@@ -104,7 +105,7 @@ func TestRunConnClassifiesFailures(t *testing.T) {
 				}
 			}
 			c.Close()
-		}, sandbox.ErrStaleTransport, sandbox.ErrOutcomeUnknown},
+		}, sberrors.ErrStaleTransport, sberrors.ErrOutcomeUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +121,7 @@ func TestRunConnClassifiesFailures(t *testing.T) {
 		cl, ag := pair(t)
 		ag.Close()
 		_, err := runConn(context.Background(), cl, req(), nil, discard{}, discard{}, nil)
-		if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		if !errors.Is(err, sberrors.ErrStaleTransport) || errors.Is(err, sberrors.ErrOutcomeUnknown) {
 			t.Errorf("runConn = %v, want ErrStaleTransport", err)
 		}
 	})

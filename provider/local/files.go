@@ -17,8 +17,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // fsTarget is a resolved file request (see view_linux.go for what is
@@ -37,11 +38,11 @@ func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	if write && m.State == sandbox.StatePaused {
+	if write && m.State == driver.StatePaused {
 		return nil, errPaused(id)
 	}
 	if err := r.ensureDisk(m); err != nil {
-		return nil, sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", id, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "local: sandbox %s: mounting its disk: %w", id, err)
 	}
 	root, top, rel, err := r.openView(m, p)
 	if err != nil {
@@ -57,7 +58,7 @@ func isEscape(err error) bool {
 }
 
 // errLinkEscape is a symbolic link that leads out of the home.
-var errLinkEscape = fmt.Errorf("a symbolic link leads outside the home: %w", sandbox.ErrPathEscape)
+var errLinkEscape = fmt.Errorf("a symbolic link leads outside the home: %w", sberrors.ErrPathEscape)
 
 // maxLinks bounds the symbolic links resolveLinks follows, as the kernel does.
 const maxLinks = 40
@@ -158,24 +159,24 @@ func fsErr(op, p string, err error) error {
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch {
-	case isEscape(err), errors.Is(err, sandbox.ErrPathEscape):
-		return fmt.Errorf("local: %s %s: a symbolic link leads outside the home: %w", op, p, sandbox.ErrPathEscape)
+	case isEscape(err), errors.Is(err, sberrors.ErrPathEscape):
+		return fmt.Errorf("local: %s %s: a symbolic link leads outside the home: %w", op, p, sberrors.ErrPathEscape)
 	case errors.Is(err, fs.ErrNotExist):
-		return sandbox.Errorf(sandbox.NotFound, "local: %s %s: no such file or directory: %w", op, p, sandbox.ErrNotFound)
+		return sberrors.Errorf(sberrors.NotFound, "local: %s %s: no such file or directory: %w", op, p, sberrors.ErrNotFound)
 	case errno == syscall.EISDIR:
-		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+		return fmt.Errorf("local: %s %s: %w", op, p, sberrors.ErrIsDirectory)
 	case errno == syscall.ENOTDIR:
-		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrNotDirectory)
+		return fmt.Errorf("local: %s %s: %w", op, p, sberrors.ErrNotDirectory)
 	case errno == syscall.ELOOP:
-		return sandbox.Errorf(sandbox.InvalidArgument, "local: %s %s: too many levels of symbolic links", op, p)
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: %s %s: too many levels of symbolic links", op, p)
 	case errors.Is(err, fs.ErrExist), errno == syscall.ENOTEMPTY:
-		return sandbox.Errorf(sandbox.AlreadyExists, "local: %s %s: %v", op, p, errnoOr(errno, err))
+		return sberrors.Errorf(sberrors.AlreadyExists, "local: %s %s: %v", op, p, errnoOr(errno, err))
 	case errors.Is(err, fs.ErrPermission), errno == syscall.EROFS:
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: %s %s: permission denied", op, p)
+		return sberrors.Errorf(sberrors.PermissionDenied, "local: %s %s: permission denied", op, p)
 	case errno == syscall.ENOSPC, errno == syscall.EDQUOT, errno == syscall.EFBIG:
-		return sandbox.Errorf(sandbox.ResourceExhausted, "local: %s %s: %v", op, p, errno)
+		return sberrors.Errorf(sberrors.ResourceExhausted, "local: %s %s: %v", op, p, errno)
 	}
-	return sandbox.Errorf(sandbox.Internal, "local: %s %s: %v", op, p, errnoOr(errno, err))
+	return sberrors.Errorf(sberrors.Internal, "local: %s %s: %v", op, p, errnoOr(errno, err))
 }
 
 func errnoOr(errno syscall.Errno, err error) error {
@@ -235,14 +236,14 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 
 func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src io.Reader) error {
 	if t.rel == "." {
-		return fmt.Errorf("local: upload %s: %w", p, sandbox.ErrIsDirectory)
+		return fmt.Errorf("local: upload %s: %w", p, sberrors.ErrIsDirectory)
 	}
 	if dir := path.Dir(t.rel); dir != "." {
 		err := t.do(false, func(rel string) error { return t.root.MkdirAll(path.Dir(rel), 0o755) })
 		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				// os.Root.MkdirAll met a file where a parent should be.
-				return fmt.Errorf("local: upload %s: a parent is a file: %w", p, sandbox.ErrNotDirectory)
+				return fmt.Errorf("local: upload %s: a parent is a file: %w", p, sberrors.ErrNotDirectory)
 			}
 			return fsErr("upload", p, err)
 		}
@@ -414,7 +415,7 @@ func openRegular(t *fsTarget, op string, flag int, perm fs.FileMode) (*os.File, 
 // notRegular is the error for a file op refuses because of its type.
 func notRegular(op, p string, mode fs.FileMode) error {
 	if mode.IsDir() {
-		return fmt.Errorf("local: %s %s: %w", op, p, sandbox.ErrIsDirectory)
+		return fmt.Errorf("local: %s %s: %w", op, p, sberrors.ErrIsDirectory)
 	}
 	kind := "special file"
 	switch {
@@ -425,36 +426,36 @@ func notRegular(op, p string, mode fs.FileMode) error {
 	case mode&fs.ModeDevice != 0:
 		kind = "device"
 	}
-	return sandbox.Errorf(sandbox.FailedPrecondition, "local: %s %s: it is a %s, not a regular file", op, p, kind)
+	return sberrors.Errorf(sberrors.FailedPrecondition, "local: %s %s: it is a %s, not a regular file", op, p, kind)
 }
 
-func fileInfo(p string, fi fs.FileInfo) sandbox.FileInfo {
-	return sandbox.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+func fileInfo(p string, fi fs.FileInfo) driver.FileInfo {
+	return driver.FileInfo{Path: p, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
 }
 
 // Stat describes path, following symbolic links inside the home.
-func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	t, err := r.target(id, p, false)
 	if err != nil {
-		return sandbox.FileInfo{}, err
+		return driver.FileInfo{}, err
 	}
 	defer t.root.Close()
-	var out sandbox.FileInfo
+	var out driver.FileInfo
 	err = as(t.creds, func() (err error) { out, err = r.statIn(ctx, t, id, p); return err })
 	return out, err
 }
 
-func (r *Runtime) statIn(ctx context.Context, t *fsTarget, id, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) statIn(ctx context.Context, t *fsTarget, id, p string) (driver.FileInfo, error) {
 	var lfi, fi fs.FileInfo
 	if err := t.do(false, func(rel string) (err error) { lfi, err = t.root.Lstat(rel); return err }); err != nil {
-		return sandbox.FileInfo{}, fsErr("stat", p, err)
+		return driver.FileInfo{}, fsErr("stat", p, err)
 	}
 	var target string
 	if lfi.Mode()&fs.ModeSymlink != 0 {
 		target, _ = t.root.Readlink(t.rel)
 	}
 	if err := t.do(true, func(rel string) (err error) { fi, err = t.root.Stat(rel); return err }); err != nil {
-		return sandbox.FileInfo{}, fsErr("stat", p, err)
+		return driver.FileInfo{}, fsErr("stat", p, err)
 	}
 	out := fileInfo(p, fi)
 	out.LinkTarget = target
@@ -462,18 +463,18 @@ func (r *Runtime) statIn(ctx context.Context, t *fsTarget, id, p string) (sandbo
 }
 
 // ReadDir lists a directory without following links, sorted by name.
-func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	t, err := r.target(id, p, false)
 	if err != nil {
 		return nil, err
 	}
 	defer t.root.Close()
-	var out []sandbox.FileInfo
+	var out []driver.FileInfo
 	err = as(t.creds, func() (err error) { out, err = r.readDirIn(ctx, t, id, p); return err })
 	return out, err
 }
 
-func (r *Runtime) readDirIn(ctx context.Context, t *fsTarget, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) readDirIn(ctx context.Context, t *fsTarget, id, p string) ([]driver.FileInfo, error) {
 	var f *os.File
 	if err := t.do(true, func(rel string) (err error) { f, err = t.root.Open(rel); return err }); err != nil {
 		return nil, fsErr("readdir", p, err)
@@ -484,14 +485,14 @@ func (r *Runtime) readDirIn(ctx context.Context, t *fsTarget, id, p string) ([]s
 		return nil, fsErr("readdir", p, err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("local: readdir %s: %w", p, sandbox.ErrNotDirectory)
+		return nil, fmt.Errorf("local: readdir %s: %w", p, sberrors.ErrNotDirectory)
 	}
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		return nil, fsErr("readdir", p, err)
 	}
 	slices.Sort(names)
-	out := make([]sandbox.FileInfo, 0, len(names))
+	out := make([]driver.FileInfo, 0, len(names))
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -526,7 +527,7 @@ func (r *Runtime) mkdirAllIn(ctx context.Context, t *fsTarget, id, p string) err
 	}
 	if err := t.do(true, func(rel string) error { return t.root.MkdirAll(rel, 0o755) }); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("local: mkdir %s: %w", p, sandbox.ErrNotDirectory)
+			return fmt.Errorf("local: mkdir %s: %w", p, sberrors.ErrNotDirectory)
 		}
 		return fsErr("mkdir", p, err)
 	}
@@ -547,7 +548,7 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 
 func (r *Runtime) removeIn(ctx context.Context, t *fsTarget, id, p string) error {
 	if t.rel == "." {
-		return sandbox.Errorf(sandbox.InvalidArgument, "local: refusing to remove the home %s", p)
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: refusing to remove the home %s", p)
 	}
 	if err := t.do(false, func(rel string) error { _, err := t.root.Lstat(rel); return err }); err != nil {
 		return fsErr("remove", p, err)
@@ -570,18 +571,18 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 func (r *Runtime) renameIn(ctx context.Context, t *fsTarget, id, oldPath, newPath string) error {
 	home := t.home
 	if !pathsafe.Within(home, newPath) {
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: rename %s to %s: the local provider renames within %s only here (copy, then remove)", oldPath, newPath, home)
+		return sberrors.Errorf(sberrors.PermissionDenied, "local: rename %s to %s: the local provider renames within %s only here (copy, then remove)", oldPath, newPath, home)
 	}
 	if home == "/" {
 		for _, k := range kernelDirs {
 			if pathsafe.Within(k, newPath) {
-				return sandbox.Errorf(sandbox.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", newPath, k)
+				return sberrors.Errorf(sberrors.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", newPath, k)
 			}
 		}
 	}
 	newRel, err := homeRel(home, newPath)
 	if err != nil || newRel == "." || t.rel == "." {
-		return sandbox.Errorf(sandbox.InvalidArgument, "local: rename %s to %s: cannot move %s", oldPath, newPath, home)
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: rename %s to %s: cannot move %s", oldPath, newPath, home)
 	}
 	if err := t.do(false, func(rel string) error { _, err := t.root.Lstat(rel); return err }); err != nil {
 		return fsErr("rename", oldPath, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // TestSpecialFilesRefused: a FIFO made by code in the sandbox must not
@@ -46,23 +47,23 @@ func TestSpecialFilesRefused(t *testing.T) {
 		}
 		return err
 	})
-	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("Download(fifo) = %v (%v), want FailedPrecondition, not a regular file", err, sandbox.CodeOf(err))
+	if sberrors.CodeOf(err) != sberrors.FailedPrecondition || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Download(fifo) = %v (%v), want FailedPrecondition, not a regular file", err, sberrors.CodeOf(err))
 	}
 	err = bounded("Upload", func() error {
 		return rt.Upload(ctx, sb.ID(), home+"/fifo", strings.NewReader("x"))
 	})
-	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
-		t.Errorf("Upload(fifo) = %v (%v), want FailedPrecondition", err, sandbox.CodeOf(err))
+	if sberrors.CodeOf(err) != sberrors.FailedPrecondition {
+		t.Errorf("Upload(fifo) = %v (%v), want FailedPrecondition", err, sberrors.CodeOf(err))
 	}
-	if _, err := rt.Download(ctx, sb.ID(), home+"/dir"); !errors.Is(err, sandbox.ErrIsDirectory) {
+	if _, err := rt.Download(ctx, sb.ID(), home+"/dir"); !errors.Is(err, sberrors.ErrIsDirectory) {
 		t.Errorf("Download(dir) = %v, want ErrIsDirectory", err)
 	}
-	if err := rt.Upload(ctx, sb.ID(), home+"/dir", strings.NewReader("x")); !errors.Is(err, sandbox.ErrIsDirectory) {
+	if err := rt.Upload(ctx, sb.ID(), home+"/dir", strings.NewReader("x")); !errors.Is(err, sberrors.ErrIsDirectory) {
 		t.Errorf("Upload(dir) = %v, want ErrIsDirectory", err)
 	}
 	// Through the portable layer too, and regular files still work.
-	if _, err := sb.ReadFile(ctx, "fifo"); sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+	if _, err := sb.ReadFile(ctx, "fifo"); sberrors.CodeOf(err) != sberrors.FailedPrecondition {
 		t.Errorf("ReadFile(fifo) = %v", err)
 	}
 	if err := sb.WriteFile(ctx, "file", []byte("data")); err != nil {
@@ -129,17 +130,17 @@ func TestAbsoluteLinkInHome(t *testing.T) {
 					if b, err := sb.ReadFile(ctx, p); err != nil || !bytes.Equal(b, want) {
 						t.Errorf("ReadFile(%s) = %d bytes, %v; the sandbox's cat read %d", p, len(b), err, len(want))
 					}
-					if err := sb.WriteFile(ctx, p, []byte("x")); sandbox.CodeOf(err) != sandbox.PermissionDenied {
+					if err := sb.WriteFile(ctx, p, []byte("x")); sberrors.CodeOf(err) != sberrors.PermissionDenied {
 						t.Errorf("WriteFile(%s) = %v, want PermissionDenied", p, err)
 					}
 				}
 				return
 			}
 			for _, p := range []string{"out", "root/etc/passwd"} {
-				if _, err := sb.ReadFile(ctx, p); !errors.Is(err, sandbox.ErrPathEscape) {
+				if _, err := sb.ReadFile(ctx, p); !errors.Is(err, sberrors.ErrPathEscape) {
 					t.Errorf("ReadFile(%s) = %v, want ErrPathEscape", p, err)
 				}
-				if err := sb.WriteFile(ctx, p, []byte("x")); !errors.Is(err, sandbox.ErrPathEscape) {
+				if err := sb.WriteFile(ctx, p, []byte("x")); !errors.Is(err, sberrors.ErrPathEscape) {
 					t.Errorf("WriteFile(%s) = %v, want ErrPathEscape", p, err)
 				}
 			}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // searchableRoot returns a fresh root directory whose parents the
@@ -443,10 +445,10 @@ func TestNetworkWithoutStack(t *testing.T) {
 		t.Errorf("interfaces: %q, want only lo", res.Stdout)
 	}
 	_, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "isolated"}})
-	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "passt") {
+	if sberrors.CodeOf(err) != sberrors.FailedPrecondition || !strings.Contains(err.Error(), "passt") {
 		t.Errorf("network=isolated without pasta: %v, want FailedPrecondition naming passt", err)
 	}
-	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "bogus"}}); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "bogus"}}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 		t.Errorf("network=bogus: %v, want InvalidArgument", err)
 	}
 	host := mustCreate(ctx, t, c, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "host"}})
@@ -467,7 +469,7 @@ func TestDiskQuota(t *testing.T) {
 	if why := rt.diskUnsupported(L4); why != "" {
 		t.Skip(why)
 	}
-	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: driver.Resources{DiskGiB: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +486,7 @@ func TestDiskQuota(t *testing.T) {
 		t.Errorf("writing 1100 MiB into a 1 GiB home: %s %s", res.Stdout, res.Stderr)
 	}
 	err = sb.WriteFile(ctx, "more", bytes.Repeat([]byte("x"), 4<<20))
-	if sandbox.CodeOf(err) != sandbox.ResourceExhausted {
+	if sberrors.CodeOf(err) != sberrors.ResourceExhausted {
 		t.Errorf("WriteFile on a full disk: %v, want ResourceExhausted", err)
 	}
 	run(ctx, t, sb, "rm -f fill big more")
@@ -517,7 +519,7 @@ func TestDiskQuota(t *testing.T) {
 func TestDiskQuotaReported(t *testing.T) {
 	ctx := context.Background()
 	rt := levelRuntime(t, L2)
-	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: driver.Resources{DiskGiB: 1}})
 	if got := sb.Info().Detail["disk"]; !strings.Contains(got, "not enforced") {
 		t.Errorf("Detail[disk] = %q, want a note that it is not enforced", got)
 	}

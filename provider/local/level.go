@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Level is an isolation level, from L0 (none) to L4 (full). Higher levels
@@ -60,12 +60,12 @@ func ParseLevel(s string) (Level, error) {
 	if len(t) == 1 && t[0] >= '0' && t[0] <= '4' {
 		return Level(t[0] - '0'), nil
 	}
-	return 0, sandbox.Errorf(sandbox.InvalidArgument, "local: isolation level %q: want l0, l1, l2, l3 or l4", s)
+	return 0, sberrors.Errorf(sberrors.InvalidArgument, "local: isolation level %q: want l0, l1, l2, l3 or l4", s)
 }
 
 // IsolationError reports that the host cannot give the isolation level a
 // caller demanded (WithMinIsolation, WithIsolation, or the
-// SANDBOX_LOCAL_ISOLATION variable). It matches sandbox.ErrFailedPrecondition.
+// SANDBOX_LOCAL_ISOLATION variable). It matches sberrors.ErrFailedPrecondition.
 type IsolationError struct {
 	// Want is the level demanded, Got the best one available.
 	Want, Got Level
@@ -83,8 +83,8 @@ func (e *IsolationError) Error() string {
 	return msg
 }
 
-// Is makes the error match sandbox.ErrFailedPrecondition.
-func (e *IsolationError) Is(target error) bool { return target == sandbox.ErrFailedPrecondition }
+// Is makes the error match sberrors.ErrFailedPrecondition.
+func (e *IsolationError) Is(target error) bool { return target == sberrors.ErrFailedPrecondition }
 
 // features is what one agent set-up achieved. It travels from the agent to
 // the runtime as JSON and is stored in the sandbox's metadata.

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 func TestL2LandlockSeccomp(t *testing.T) {
@@ -70,7 +72,7 @@ func TestL2LandlockSeccomp(t *testing.T) {
 	if res := run(ctx, t, host, probe); !bytes.Contains(res.Stdout, []byte("CONNECTED")) {
 		t.Errorf("network=host: could not connect: %q", res.Stderr)
 	}
-	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "isolated"}}); sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+	if _, err := c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"network": "isolated"}}); sberrors.CodeOf(err) != sberrors.FailedPrecondition {
 		t.Errorf("network=isolated at L2: err = %v, want FailedPrecondition", err)
 	}
 	off := mustCreate(ctx, t, c, sandbox.CreateOptions{NoNetwork: true})
@@ -203,7 +205,7 @@ func TestUnwritableRoot(t *testing.T) {
 		_ = os.Chmod(ro, 0o500)
 		defer os.Chmod(ro, 0o700)
 		_, err := New(WithRoot(ro), WithIsolation(L1))
-		if sandbox.CodeOf(err) != sandbox.PermissionDenied {
+		if sberrors.CodeOf(err) != sberrors.PermissionDenied {
 			t.Errorf("New on a read-only root = %v, want PermissionDenied", err)
 		}
 	}
@@ -212,11 +214,11 @@ func TestUnwritableRoot(t *testing.T) {
 func TestCorruptMetadata(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
-	good, err := rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
+	good, err := rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := rt.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
+	bad, err := rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func TestCorruptMetadata(t *testing.T) {
 	}
 	// Another process (a new Runtime on the same root) meets the corruption.
 	rt = newRuntime(t, WithIsolation(L1), WithRoot(rt.Root()))
-	list, _, err := rt.List(ctx, &sandbox.ListRequest{Labels: map[string]string{"k": "v"}, PageSize: 10})
+	list, _, err := rt.List(ctx, &driver.ListRequest{Labels: map[string]string{"k": "v"}, PageSize: 10})
 	if err != nil {
 		t.Fatalf("List with one corrupt sandbox: %v", err)
 	}
@@ -233,7 +235,7 @@ func TestCorruptMetadata(t *testing.T) {
 		t.Errorf("List = %v, want only %s", list, good.ID)
 	}
 	_, err = rt.Get(ctx, bad.ID)
-	if sandbox.CodeOf(err) != sandbox.Internal || !strings.Contains(err.Error(), "corrupt metadata") {
+	if sberrors.CodeOf(err) != sberrors.Internal || !strings.Contains(err.Error(), "corrupt metadata") {
 		t.Errorf("Get(corrupt) = %v, want Internal naming the corrupt metadata", err)
 	}
 	if err := rt.Destroy(ctx, bad.ID); err != nil {
@@ -252,16 +254,16 @@ func TestUnknownID(t *testing.T) {
 	rt := newRuntime(t, WithIsolation(L1))
 	c := sandbox.NewClient(rt)
 	for _, id := range []string{"nope", "sbx-00000000000000-00000000", "e2b-abc"} {
-		if _, err := rt.Get(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := rt.Get(ctx, id); !errors.Is(err, sberrors.ErrNotFound) {
 			t.Errorf("Get(%q) = %v, want ErrNotFound", id, err)
 		}
-		if _, err := c.Attach(ctx, id); sandbox.CodeOf(err) != sandbox.NotFound {
+		if _, err := c.Attach(ctx, id); sberrors.CodeOf(err) != sberrors.NotFound {
 			t.Errorf("Attach(%q) = %v, want NotFound", id, err)
 		}
-		if _, err := rt.Exec(ctx, id, &sandbox.Command{Args: []string{"true"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Timeout: time.Second}); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := rt.Exec(ctx, id, &driver.Command{Args: []string{"true"}, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Timeout: time.Second}); !errors.Is(err, sberrors.ErrNotFound) {
 			t.Errorf("Exec(%q) = %v, want ErrNotFound", id, err)
 		}
-		if _, err := rt.Stat(ctx, id, "/x"); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := rt.Stat(ctx, id, "/x"); !errors.Is(err, sberrors.ErrNotFound) {
 			t.Errorf("Stat(%q) = %v, want ErrNotFound", id, err)
 		}
 		if err := rt.Destroy(ctx, id); err != nil {
@@ -317,7 +319,7 @@ func TestIsolationReported(t *testing.T) {
 	if l < L4 {
 		_, err := New(WithRoot(t.TempDir()), WithMinIsolation(L4))
 		var ie *IsolationError
-		if !errors.As(err, &ie) || ie.Want != L4 || !errors.Is(err, sandbox.ErrFailedPrecondition) {
+		if !errors.As(err, &ie) || ie.Want != L4 || !errors.Is(err, sberrors.ErrFailedPrecondition) {
 			t.Errorf("New(WithMinIsolation(L4)) = %v, want *IsolationError", err)
 		}
 	}
@@ -331,7 +333,7 @@ func TestIsolationReported(t *testing.T) {
 		t.Errorf("L1 Home = %q, want the host directory %q", sb1.Home(), rt1.home(sb1.ID()))
 	}
 	t.Setenv("SANDBOX_LOCAL_ISOLATION", "l9")
-	if _, err := New(WithRoot(t.TempDir())); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+	if _, err := New(WithRoot(t.TempDir())); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 		t.Errorf("SANDBOX_LOCAL_ISOLATION=l9: %v, want InvalidArgument", err)
 	}
 }
@@ -352,7 +354,7 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("level %v", l)
 	}
 	for _, bad := range []string{"local://host/x", "local:///x?nope=1", "local:///x?isolation=l7"} {
-		if _, err := sandbox.Open(ctx, bad); sandbox.CodeOf(err) != sandbox.InvalidArgument {
+		if _, err := sandbox.Open(ctx, bad); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 			t.Errorf("Open(%q) = %v, want InvalidArgument", bad, err)
 		}
 	}
@@ -386,17 +388,17 @@ func TestLease(t *testing.T) {
 	waitFor(t, func() bool { _, err := os.Stat(rt.dir(short.ID())); return os.IsNotExist(err) })
 	// The agent was killed; it may take a moment to be gone from /proc.
 	waitFor(t, func() bool { return !procAlive(m.AgentPID, m.AgentAt) })
-	if _, err := short.Refresh(ctx); sandbox.CodeOf(err) != sandbox.NotFound {
+	if _, err := short.Refresh(ctx); sberrors.CodeOf(err) != sberrors.NotFound {
 		t.Errorf("expired sandbox: %v, want NotFound", err)
 	}
-	waitFor(t, func() bool { in, err := auto.Refresh(ctx); return err == nil && in.State == sandbox.StatePaused })
+	waitFor(t, func() bool { in, err := auto.Refresh(ctx); return err == nil && in.State == driver.StatePaused })
 	if err := auto.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if in := auto.Info(); in.State != sandbox.StateRunning || !in.LeaseEnd.After(time.Now()) {
+	if in := auto.Info(); in.State != driver.StateRunning || !in.LeaseEnd.After(time.Now()) {
 		t.Errorf("resumed auto-paused sandbox: %+v", in)
 	}
-	if in, err := extended.Refresh(ctx); err != nil || in.State != sandbox.StateRunning || time.Until(in.LeaseEnd) < 30*time.Minute {
+	if in, err := extended.Refresh(ctx); err != nil || in.State != driver.StateRunning || time.Until(in.LeaseEnd) < 30*time.Minute {
 		t.Errorf("extended sandbox: %+v %v", in, err)
 	}
 }
@@ -417,7 +419,7 @@ func TestLeaseEnforcedLazily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := a.Create(ctx, &sandbox.CreateRequest{Timeout: time.Minute})
+	in, err := a.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +435,7 @@ func TestLeaseEnforcedLazily(t *testing.T) {
 	mu.Lock()
 	now = now.Add(time.Minute + time.Second)
 	mu.Unlock()
-	if _, err := b.Get(ctx, in.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := b.Get(ctx, in.ID); !errors.Is(err, sberrors.ErrNotFound) {
 		t.Errorf("Get after the lease: %v, want ErrNotFound", err)
 	}
 	if _, err := os.Stat(filepath.Join(root, in.ID)); !os.IsNotExist(err) {
@@ -653,7 +655,7 @@ func TestNoNetworkNeedsL2(t *testing.T) {
 	ctx := context.Background()
 	c := sandbox.NewClient(newRuntime(t, WithIsolation(L1)))
 	_, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
-	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), "NoNetwork") {
+	if sberrors.CodeOf(err) != sberrors.FailedPrecondition || !strings.Contains(err.Error(), "NoNetwork") {
 		t.Errorf("NoNetwork at L1 = %v, want FailedPrecondition naming it", err)
 	}
 }
@@ -681,7 +683,7 @@ func TestPauseWithoutCgroups(t *testing.T) {
 			if err := sb.Pause(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := sb.Info().State; got != sandbox.StatePaused {
+			if got := sb.Info().State; got != driver.StatePaused {
 				t.Fatalf("state %q", got)
 			}
 			if in, _ := sb.Refresh(ctx); in.Detail["paused_by"] != "signal" {
@@ -692,7 +694,7 @@ func TestPauseWithoutCgroups(t *testing.T) {
 			if b := read(); b != a {
 				t.Errorf("the process ran while paused: %q then %q", a, b)
 			}
-			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrPaused) {
+			if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}}); !errors.Is(err, sberrors.ErrPaused) {
 				t.Errorf("Exec while paused = %v, want ErrPaused", err)
 			}
 			if err := sb.Resume(ctx); err != nil {
@@ -783,7 +785,7 @@ func TestAgentEndsAfterItsLease(t *testing.T) {
 			}
 			t.Logf("level %s (uid %d): the agent ended the sandbox %v after its lease", m.Achieved, os.Getuid(), time.Since(start).Round(time.Millisecond))
 			// The next Get (any Runtime) removes what is left.
-			if _, err := rt.Get(ctx, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+			if _, err := rt.Get(ctx, sb.ID()); !errors.Is(err, sberrors.ErrNotFound) {
 				t.Errorf("Get after the lease: %v", err)
 			}
 		})

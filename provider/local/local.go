@@ -21,11 +21,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 func init() {
-	sandbox.Register("local", func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+	driver.Register("local", func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 		opts, err := optionsFromURL(u)
 		if err != nil {
 			return nil, err
@@ -46,8 +47,8 @@ const (
 	defaultPids      = 4096
 )
 
-// Runtime is the local provider. It implements sandbox.Runtime,
-// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.Closer. Create it
+// Runtime is the local provider. It implements driver.Runtime,
+// driver.Pauser, driver.ProcessRuntime and driver.Closer. Create it
 // with New, or through sandbox.Open with a local:// URL.
 type Runtime struct {
 	config
@@ -121,7 +122,7 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	root, err := filepath.Abs(r.root)
 	if err != nil {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: root %q: %v", r.root, err)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: root %q: %v", r.root, err)
 	}
 	r.root = root
 	if err := r.checkRoot(); err != nil {
@@ -173,13 +174,13 @@ func defaultRoot() (string, error) {
 		if err := os.Mkdir(parent, 0o711); err == nil {
 			_ = os.Chmod(parent, 0o711) // whatever the umask
 		} else if !errors.Is(err, fs.ErrExist) {
-			return "", sandbox.Errorf(sandbox.PermissionDenied, "local: cannot create %s: %w (use WithRoot)", parent, err)
+			return "", sberrors.Errorf(sberrors.PermissionDenied, "local: cannot create %s: %w (use WithRoot)", parent, err)
 		}
 		return systemRoot, nil
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return "", sandbox.Errorf(sandbox.FailedPrecondition, "local: no root directory: %v (use WithRoot)", err)
+		return "", sberrors.Errorf(sberrors.FailedPrecondition, "local: no root directory: %v (use WithRoot)", err)
 	}
 	return filepath.Join(cache, "sandboxkit", "local"), nil
 }
@@ -234,16 +235,16 @@ func searchable(dir string, uid, gid int) (string, bool) {
 
 func (r *Runtime) checkRoot() error {
 	if err := os.MkdirAll(r.root, 0o700); err != nil {
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: cannot create root %s: %w", r.root, err)
+		return sberrors.Errorf(sberrors.PermissionDenied, "local: cannot create root %s: %w", r.root, err)
 	}
 	f, err := os.CreateTemp(r.root, ".probe-write-*")
 	if err != nil {
-		return sandbox.Errorf(sandbox.PermissionDenied, "local: root %s is not writable: %w", r.root, err)
+		return sberrors.Errorf(sberrors.PermissionDenied, "local: root %s is not writable: %w", r.root, err)
 	}
 	f.Close()
 	os.Remove(f.Name())
 	if n := len(r.sock(newID())); n >= 108 {
-		return sandbox.Errorf(sandbox.InvalidArgument, "local: root %s is too long (%d bytes) for the unix socket paths under it (max 107); choose a shorter root", r.root, n)
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: root %s is too long (%d bytes) for the unix socket paths under it (max 107); choose a shorter root", r.root, n)
 	}
 	return nil
 }
@@ -253,8 +254,8 @@ func (r *Runtime) Name() string { return "local" }
 
 // Capabilities reports the provider's facts; Isolation is the level new
 // sandboxes get on this host.
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
 		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true,
@@ -272,7 +273,7 @@ func (r *Runtime) spawner() (*spawner, error) {
 	defer r.spMu.Unlock()
 	select {
 	case <-r.stop:
-		return nil, sandbox.ErrClosed
+		return nil, sberrors.ErrClosed
 	default:
 	}
 	if r.sp != nil && r.sp.alive() {
@@ -331,14 +332,14 @@ var lookPasta = func() string {
 
 // networkFor decides the network of a new sandbox: "off", "host" or
 // "isolated", with a note saying why when it is not what was asked.
-func (r *Runtime) networkFor(req *sandbox.CreateRequest) (mode, note string, err error) {
+func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err error) {
 	want := r.network
 	for k, v := range req.Options {
 		if k != "network" {
-			return "", "", sandbox.Errorf(sandbox.InvalidArgument, "local: unknown provider option %q (known: network)", k)
+			return "", "", sberrors.Errorf(sberrors.InvalidArgument, "local: unknown provider option %q (known: network)", k)
 		}
 		if v != NetworkIsolated && v != NetworkHost {
-			return "", "", sandbox.Errorf(sandbox.InvalidArgument, "local: provider option network=%q: want %q or %q", v, NetworkIsolated, NetworkHost)
+			return "", "", sberrors.Errorf(sberrors.InvalidArgument, "local: provider option network=%q: want %q or %q", v, NetworkIsolated, NetworkHost)
 		}
 		want = v
 	}
@@ -350,10 +351,10 @@ func (r *Runtime) networkFor(req *sandbox.CreateRequest) (mode, note string, err
 		return NetworkHost, "the host's network, as asked: the host's loopback services are reachable", nil
 	case NetworkIsolated:
 		if r.level < L3 {
-			return "", "", sandbox.Errorf(sandbox.FailedPrecondition, "local: an isolated network needs namespaces (isolation L3 or higher); this Runtime gives %s", r.level.Describe())
+			return "", "", sberrors.Errorf(sberrors.FailedPrecondition, "local: an isolated network needs namespaces (isolation L3 or higher); this Runtime gives %s", r.level.Describe())
 		}
 		if r.pasta == "" {
-			return "", "", sandbox.Errorf(sandbox.FailedPrecondition, "local: an isolated network needs pasta, which is not installed (Debian package passt: apt-get install passt)")
+			return "", "", sberrors.Errorf(sberrors.FailedPrecondition, "local: an isolated network needs pasta, which is not installed (Debian package passt: apt-get install passt)")
 		}
 		return NetworkIsolated, "", nil
 	}
@@ -493,21 +494,21 @@ func waitGone(ctx context.Context, pid int, start uint64) {
 // Create makes the sandbox's directory and metadata and, at L2 and above,
 // starts its agent. The one provider option is "network" ("isolated" or
 // "host", see WithNetwork); any other key is InvalidArgument.
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	netMode, netNote, err := r.networkFor(req)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if req.Template != "" && req.Template != "default" {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown template %q: the local provider runs the host's /usr and /etc (template \"\" or \"default\")", req.Template)
+		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "local: unknown template %q: the local provider runs the host's /usr and /etc (template \"\" or \"default\")", req.Template)
 	}
 	if req.NoNetwork && r.level < L2 {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.FailedPrecondition,
+		return driver.Info{}, sberrors.Errorf(sberrors.FailedPrecondition,
 			"local: NoNetwork needs isolation L2 or higher (a network namespace or seccomp); this Runtime gives %s", r.level.Describe())
 	}
 	select {
 	case <-r.stop:
-		return sandbox.Info{}, sandbox.ErrClosed
+		return driver.Info{}, sberrors.ErrClosed
 	default:
 	}
 	if m := r.takePooled(req); m != nil {
@@ -515,10 +516,10 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		return r.info(m), nil
 	}
 	id := newID()
-	info := sandbox.Info{ID: id, Provider: "local"}
+	info := driver.Info{ID: id, Provider: "local"}
 	m, l, err := r.createDirs(ctx, id, req, netMode, netNote, true)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	defer l.unlock()
 	if r.level >= L2 {
@@ -527,7 +528,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 			return info, err
 		}
 	}
-	m.State = sandbox.StateRunning
+	m.State = driver.StateRunning
 	if err := l.write(m); err != nil {
 		return info, err
 	}
@@ -558,15 +559,15 @@ func (r *Runtime) abandonDir(dir string, uid int) {
 
 // createDirs makes the directories, cgroups (at L2 and above) and metadata
 // of a new sandbox, and returns it locked, in state starting.
-func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.CreateRequest, netMode, netNote string, visible bool) (*meta, *locked, error) {
+func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateRequest, netMode, netNote string, visible bool) (*meta, *locked, error) {
 	dir := r.dir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+		return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: %w", dir, err)
 	}
 	for _, d := range []string{r.home(id), filepath.Join(dir, "tmp")} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			os.RemoveAll(dir)
-			return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", d, err)
+			return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: %w", d, err)
 		}
 	}
 	_ = os.Chmod(r.home(id), 0o755)
@@ -594,12 +595,12 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 		}
 		if err != nil {
 			r.abandonDir(dir, runAs)
-			return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: %w", dir, err)
+			return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: %w", dir, err)
 		}
 	}
 	if _, err := agentKey(dir); err != nil {
 		r.abandonDir(dir, runAs)
-		return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: agent key: %w", dir, err)
+		return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: agent key: %w", dir, err)
 	}
 	disk, diskNote := "", ""
 	if req.Resources.DiskGiB > 0 {
@@ -607,7 +608,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 			if err := r.makeDisk(ctx, dir, req.Resources.DiskGiB, r.uid, r.gid); err != nil {
 				unmountDisk(dir)
 				r.abandonDir(dir, runAs)
-				return nil, nil, sandbox.Errorf(sandbox.Internal, "local: create %s: disk of %d GiB: %w", dir, req.Resources.DiskGiB, err)
+				return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: disk of %d GiB: %w", dir, req.Resources.DiskGiB, err)
 			}
 			disk = diskImage
 		}
@@ -621,7 +622,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *sandbox.Create
 			Disk: disk, DiskNote: diskNote,
 		},
 		metaState: metaState{
-			State: sandbox.StateStarting, LeaseEnd: now.Add(req.Timeout),
+			State: driver.StateStarting, LeaseEnd: now.Add(req.Timeout),
 			Achieved: r.level, Why: strings.Join(r.missing, "; "),
 		},
 	}
@@ -665,7 +666,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	pasta := ""
 	if cfg.NewNet && netMode == NetworkIsolated {
 		if pasta = r.pasta; pasta == "" {
-			return sandbox.Errorf(sandbox.FailedPrecondition, "local: sandbox %s has an isolated network, which needs pasta: install the Debian package passt", m.ID)
+			return sberrors.Errorf(sberrors.FailedPrecondition, "local: sandbox %s has an isolated network, which needs pasta: install the Debian package passt", m.ID)
 		}
 	}
 	if procAlive(m.NetPID, m.NetAt) {
@@ -676,10 +677,10 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	}
 	key, err := agentKey(r.dir(m.ID))
 	if err != nil {
-		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: agent key: %w", m.ID, err)
+		return sberrors.Errorf(sberrors.Internal, "local: sandbox %s: agent key: %w", m.ID, err)
 	}
 	if err := r.ensureDisk(m); err != nil {
-		return sandbox.Errorf(sandbox.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
+		return sberrors.Errorf(sberrors.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
 	}
 	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, m.RunAs
 	// For an agent that cannot read meta.json (a root host's uid 65534).
@@ -706,7 +707,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return sandbox.Errorf(sandbox.Internal, "local: starting the sandbox agent at %s: %v", m.Level, err)
+		return sberrors.Errorf(sberrors.Internal, "local: starting the sandbox agent at %s: %v", m.Level, err)
 	}
 	m.AgentPID, m.AgentAt = resp.PID, resp.Start
 	m.NetPID, m.NetAt = resp.NetPID, resp.NetStart
@@ -726,14 +727,14 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 }
 
 // Get returns the sandbox's Info, enforcing its lease first.
-func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	m, err := r.readMeta(id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	m, err = r.enforceLease(ctx, m)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	return r.info(m), nil
 }
@@ -741,12 +742,12 @@ func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
 // List returns the sandboxes under the root, sorted by creation, filtered
 // by labels and states. A sandbox with corrupt metadata is skipped (and
 // logged); Get on it reports the corruption.
-func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	ents, err := os.ReadDir(r.root)
 	if err != nil {
-		return nil, "", sandbox.Errorf(sandbox.Internal, "local: list %s: %w", r.root, err)
+		return nil, "", sberrors.Errorf(sberrors.Internal, "local: list %s: %w", r.root, err)
 	}
-	var out []sandbox.Info
+	var out []driver.Info
 	for _, e := range ents {
 		id := e.Name()
 		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) {
@@ -757,7 +758,7 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 		}
 		m, err := r.readMeta(id)
 		if err != nil {
-			if sandbox.CodeOf(err) != sandbox.NotFound {
+			if sberrors.CodeOf(err) != sberrors.NotFound {
 				r.log.Warn("sandbox/local: skipping sandbox", "id", id, "err", err)
 			}
 			continue
@@ -788,7 +789,7 @@ func labelsMatch(have, want map[string]string) bool {
 // enforceLease destroys (or, with AutoPause, pauses) a sandbox whose lease
 // ended. A destroyed sandbox yields NotFound.
 func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
-	if r.now().Before(m.LeaseEnd) || (m.AutoPause && m.State == sandbox.StatePaused) {
+	if r.now().Before(m.LeaseEnd) || (m.AutoPause && m.State == driver.StatePaused) {
 		return m, nil
 	}
 	if m.AutoPause {
@@ -805,7 +806,7 @@ func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
 		r.log.Warn("sandbox/local: destroying an expired sandbox failed", "id", m.ID, "err", err)
 		return m, nil
 	}
-	return nil, sandbox.Errorf(sandbox.NotFound, "local: sandbox %s: lease ended: %w", m.ID, sandbox.ErrNotFound)
+	return nil, sberrors.Errorf(sberrors.NotFound, "local: sandbox %s: lease ended: %w", m.ID, sberrors.ErrNotFound)
 }
 
 func (r *Runtime) reaper() {
@@ -826,7 +827,7 @@ func (r *Runtime) reaper() {
 			case <-ctx.Done():
 			}
 		}()
-		_, _, _ = r.List(ctx, &sandbox.ListRequest{})
+		_, _, _ = r.List(ctx, &driver.ListRequest{})
 		cancel()
 	}
 }
@@ -838,7 +839,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	l, err := r.lock(id)
-	if err != nil && sandbox.CodeOf(err) != sandbox.NotFound {
+	if err != nil && sberrors.CodeOf(err) != sberrors.NotFound {
 		return err
 	}
 	var m *meta
@@ -861,7 +862,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		if os.IsNotExist(err) {
 			return nil
 		}
-		return sandbox.Errorf(sandbox.Internal, "local: destroy %s: %w", id, err)
+		return sberrors.Errorf(sberrors.Internal, "local: destroy %s: %w", id, err)
 	}
 	r.killAll(ctx, m, filepath.Join(trash, "s"))
 	return r.removeTree(ctx, m, trash)
@@ -990,7 +991,7 @@ func (r *Runtime) removeTree(ctx context.Context, m *meta, dir string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return sandbox.Errorf(sandbox.Internal, "local: destroy %s: %w", m.ID, err)
+		return sberrors.Errorf(sberrors.Internal, "local: destroy %s: %w", m.ID, err)
 	}
 	return nil
 }
@@ -1024,51 +1025,51 @@ func (r *Runtime) update(id string, f func(*meta) error) error {
 // else the v1 freezer, else SIGSTOP through the agent.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
 	return r.update(id, func(m *meta) error {
-		if m.State == sandbox.StatePaused {
+		if m.State == driver.StatePaused {
 			return nil
 		}
 		ok, err := m.Cgroups.freeze(ctx, true)
 		switch {
 		case err != nil:
 			_, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false)
-			return sandbox.Errorf(sandbox.Internal, "local: pause %s: %w", id, err)
+			return sberrors.Errorf(sberrors.Internal, "local: pause %s: %w", id, err)
 		case ok:
 			m.Paused = "cgroup"
 		default:
 			m.Paused = "signal"
 			if procAlive(m.AgentPID, m.AgentAt) {
 				if err := agentCall(ctx, r.sock(id), &request{Op: "stop"}); err != nil {
-					return sandbox.Errorf(sandbox.Internal, "local: pause %s: %w", id, err)
+					return sberrors.Errorf(sberrors.Internal, "local: pause %s: %w", id, err)
 				}
 			}
 		}
-		m.State = sandbox.StatePaused
+		m.State = driver.StatePaused
 		return nil
 	})
 }
 
 // Resume thaws a paused sandbox. A sandbox whose lease ended while paused
 // gets a fresh lease of its original length.
-func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	var out *meta
 	err := r.update(id, func(m *meta) error {
 		out = m
-		if m.State != sandbox.StatePaused {
+		if m.State != driver.StatePaused {
 			return nil
 		}
 		switch m.Paused {
 		case "signal":
 			if procAlive(m.AgentPID, m.AgentAt) {
 				if err := agentCall(ctx, r.sock(id), &request{Op: "cont"}); err != nil {
-					return sandbox.Errorf(sandbox.Internal, "local: resume %s: %w", id, err)
+					return sberrors.Errorf(sberrors.Internal, "local: resume %s: %w", id, err)
 				}
 			}
 		default:
 			if _, err := m.Cgroups.freeze(ctx, false); err != nil {
-				return sandbox.Errorf(sandbox.Internal, "local: resume %s: %w", id, err)
+				return sberrors.Errorf(sberrors.Internal, "local: resume %s: %w", id, err)
 			}
 		}
-		m.State, m.Paused = sandbox.StateRunning, ""
+		m.State, m.Paused = driver.StateRunning, ""
 		if now := r.now().UTC(); !m.LeaseEnd.After(now) {
 			lease := m.Lease
 			if lease <= 0 {
@@ -1079,7 +1080,7 @@ func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
 		return nil
 	})
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	return r.info(out), nil
 }
@@ -1101,7 +1102,7 @@ func (r *Runtime) HostPIDs(ctx context.Context, id string) ([]int, error) {
 
 // errPaused is the error of a call a paused sandbox refuses.
 func errPaused(id string) error {
-	return fmt.Errorf("local: sandbox %s: %w (resume it first)", id, sandbox.ErrPaused)
+	return fmt.Errorf("local: sandbox %s: %w (resume it first)", id, sberrors.ErrPaused)
 }
 
 // running reads the metadata of id and fails when the sandbox is paused.
@@ -1110,7 +1111,7 @@ func (r *Runtime) running(ctx context.Context, id string) (*meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.State == sandbox.StatePaused {
+	if m.State == driver.StatePaused {
 		return nil, errPaused(id)
 	}
 	return m, nil

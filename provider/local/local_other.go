@@ -6,11 +6,12 @@ import (
 	"context"
 	"net/url"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 func init() {
-	sandbox.Register("local", func(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+	driver.Register("local", func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 		opts, err := optionsFromURL(u)
 		if err != nil {
 			return nil, err
@@ -22,15 +23,15 @@ func init() {
 	})
 }
 
-var errUnsupported = sandbox.Errorf(sandbox.Unimplemented, "local: the local provider runs on Linux only for now")
+var errUnsupported = sberrors.Errorf(sberrors.Unimplemented, "local: the local provider runs on Linux only for now")
 
 // Runtime is the local provider. On this operating system it is not
-// available yet: New returns an error matching sandbox.ErrUnimplemented.
+// available yet: New returns an error matching sberrors.ErrUnimplemented.
 type Runtime struct {
 	config
 }
 
-// New returns an error matching sandbox.ErrUnimplemented: the local
+// New returns an error matching sberrors.ErrUnimplemented: the local
 // provider needs Linux.
 func New(opts ...Option) (*Runtime, error) {
 	c := defaultConfig()

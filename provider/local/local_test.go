@@ -5,10 +5,9 @@ package local
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/sandboxtest"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {

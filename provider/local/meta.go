@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // meta is what the provider records about one sandbox, in two files of
@@ -40,7 +41,7 @@ type metaStatic struct {
 	Lease     time.Duration     `json:"lease"` // the lease granted at create, reused by Resume
 	AutoPause bool              `json:"auto_pause,omitempty"`
 	NoNetwork bool              `json:"no_network,omitempty"`
-	Resources sandbox.Resources `json:"resources"`
+	Resources driver.Resources  `json:"resources"`
 	Level     Level             `json:"level"` // level asked for
 	// RunAs is the host uid (and gid) commands run as at L0 to L2 on a
 	// root host, the sandbox's own; 0 means the host user's own.
@@ -56,7 +57,7 @@ type metaStatic struct {
 }
 
 type metaState struct {
-	State    sandbox.State  `json:"state"`
+	State    driver.State   `json:"state"`
 	LeaseEnd time.Time      `json:"lease_end"`
 	Achieved Level          `json:"achieved"` // level the running agent achieved
 	Features features       `json:"features"`
@@ -116,13 +117,13 @@ func (r *Runtime) home(id string) string { return filepath.Join(r.root, id, "hom
 func (r *Runtime) sock(id string) string { return filepath.Join(r.root, id, "s") }
 
 func notFound(r *Runtime, id string) error {
-	return sandbox.Errorf(sandbox.NotFound, "local: no sandbox %s under %s: %w", id, r.root, sandbox.ErrNotFound)
+	return sberrors.Errorf(sberrors.NotFound, "local: no sandbox %s under %s: %w", id, r.root, sberrors.ErrNotFound)
 }
 
 // readStatic reads meta.json of id.
 func (r *Runtime) readStatic(id string) (*meta, error) {
 	if !idRE.MatchString(id) {
-		return nil, sandbox.Errorf(sandbox.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sandbox.ErrNotFound)
+		return nil, sberrors.Errorf(sberrors.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sberrors.ErrNotFound)
 	}
 	if st, ok := r.static.Load(id); ok {
 		return &meta{metaStatic: *st.(*metaStatic)}, nil
@@ -133,14 +134,14 @@ func (r *Runtime) readStatic(id string) (*meta, error) {
 		if os.IsNotExist(err) {
 			return nil, notFound(r, id)
 		}
-		return nil, sandbox.Errorf(sandbox.Internal, "local: reading %s: %w", p, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "local: reading %s: %w", p, err)
 	}
 	m := &meta{}
 	if err := json.Unmarshal(b, &m.metaStatic); err != nil || m.ID != id {
 		if err == nil {
 			err = fmt.Errorf("id %q does not match its directory", m.ID)
 		}
-		return nil, sandbox.Errorf(sandbox.Internal, "local: corrupt metadata %s: %v", p, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "local: corrupt metadata %s: %v", p, err)
 	}
 	st := m.metaStatic // never changes: cache it
 	r.static.Store(id, &st)
@@ -159,11 +160,11 @@ func (r *Runtime) readMeta(id string) (*meta, error) {
 		if os.IsNotExist(err) {
 			return nil, notFound(r, id)
 		}
-		return nil, sandbox.Errorf(sandbox.Internal, "local: reading state of %s: %w", id, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "local: reading state of %s: %w", id, err)
 	}
 	defer f.Close()
 	if err := flock(f, syscall.LOCK_SH); err != nil {
-		return nil, sandbox.Errorf(sandbox.Internal, "local: lock state of %s: %w", id, err)
+		return nil, sberrors.Errorf(sberrors.Internal, "local: lock state of %s: %w", id, err)
 	}
 	return m, r.readState(f, m)
 }
@@ -172,11 +173,11 @@ func (r *Runtime) readState(f *os.File, m *meta) error {
 	var buf [stateSize]byte
 	n, err := f.ReadAt(buf[:], 0)
 	if err != nil && n == 0 {
-		return sandbox.Errorf(sandbox.Internal, "local: reading state of %s: %w", m.ID, err)
+		return sberrors.Errorf(sberrors.Internal, "local: reading state of %s: %w", m.ID, err)
 	}
 	b := trimState(buf[:n])
 	if err := json.Unmarshal(b, &m.metaState); err != nil {
-		return sandbox.Errorf(sandbox.Internal, "local: corrupt metadata %s: %v", f.Name(), err)
+		return sberrors.Errorf(sberrors.Internal, "local: corrupt metadata %s: %v", f.Name(), err)
 	}
 	return nil
 }
@@ -203,7 +204,7 @@ type locked struct {
 // lock takes the sandbox's exclusive lock.
 func (r *Runtime) lock(id string) (*locked, error) {
 	if !idRE.MatchString(id) {
-		return nil, sandbox.Errorf(sandbox.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sandbox.ErrNotFound)
+		return nil, sberrors.Errorf(sberrors.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sberrors.ErrNotFound)
 	}
 	return r.lockPath(id)
 }
@@ -243,7 +244,7 @@ func (l *locked) write(m *meta) error {
 		return err
 	}
 	if len(b) >= stateSize {
-		return sandbox.Errorf(sandbox.Internal, "local: state of %s too large (%d bytes)", m.ID, len(b))
+		return sberrors.Errorf(sberrors.Internal, "local: state of %s too large (%d bytes)", m.ID, len(b))
 	}
 	rec := make([]byte, stateSize)
 	copy(rec, b)
@@ -313,7 +314,7 @@ func (r *Runtime) writeStatic(m *meta) error {
 }
 
 // info converts m to the portable Info.
-func (r *Runtime) info(m *meta) sandbox.Info {
+func (r *Runtime) info(m *meta) driver.Info {
 	home := r.home(m.ID)
 	if m.Achieved >= L3 {
 		home = sandboxHome
@@ -367,7 +368,7 @@ func (r *Runtime) info(m *meta) sandbox.Info {
 			detail["user"] = r.runAsWhy
 		}
 	}
-	return sandbox.Info{
+	return driver.Info{
 		ID: m.ID, Provider: "local", Template: m.Template, Labels: maps.Clone(m.Labels),
 		State: m.State, CreatedAt: m.CreatedAt, LeaseEnd: m.LeaseEnd, Home: home,
 		Isolation: m.Achieved.Describe(), Detail: detail,

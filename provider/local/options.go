@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // DefaultLease is the lease of a sandbox created without a timeout.
@@ -40,7 +40,7 @@ type Option func(*config) error
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: WithClock: nil clock")
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: WithClock: nil clock")
 		}
 		c.now = now
 		return nil
@@ -52,7 +52,7 @@ func WithClock(now func() time.Time) Option {
 func WithRoot(dir string) Option {
 	return func(r *config) error {
 		if dir == "" {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: empty root directory")
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: empty root directory")
 		}
 		r.root = dir
 		return nil
@@ -65,7 +65,7 @@ func WithRoot(dir string) Option {
 func WithIsolation(l Level) Option {
 	return func(r *config) error {
 		if l < L0 || l > L4 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: isolation %v out of range", l)
 		}
 		r.force = &l
 		return nil
@@ -77,7 +77,7 @@ func WithIsolation(l Level) Option {
 func WithMinIsolation(l Level) Option {
 	return func(r *config) error {
 		if l < L0 || l > L4 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: isolation %v out of range", l)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: isolation %v out of range", l)
 		}
 		r.min = l
 		return nil
@@ -100,7 +100,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithDefaultLease(d time.Duration) Option {
 	return func(r *config) error {
 		if d <= 0 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: default lease %v is not positive", d)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: default lease %v is not positive", d)
 		}
 		r.lease = d
 		return nil
@@ -112,7 +112,7 @@ func WithDefaultLease(d time.Duration) Option {
 func WithReapInterval(d time.Duration) Option {
 	return func(r *config) error {
 		if d <= 0 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: reap interval %v is not positive", d)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: reap interval %v is not positive", d)
 		}
 		r.reapEach = d
 		return nil
@@ -127,7 +127,7 @@ func WithReapInterval(d time.Duration) Option {
 func WithWarmPool(n int) Option {
 	return func(r *config) error {
 		if n < 0 || n > 64 {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: warm pool of %d: want 0 to 64", n)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: warm pool of %d: want 0 to 64", n)
 		}
 		r.warm = n
 		return nil
@@ -172,7 +172,7 @@ const (
 func WithNetwork(mode string) Option {
 	return func(r *config) error {
 		if mode != NetworkIsolated && mode != NetworkHost {
-			return sandbox.Errorf(sandbox.InvalidArgument, "local: network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
+			return sberrors.Errorf(sberrors.InvalidArgument, "local: network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
 		}
 		r.network = mode
 		return nil
@@ -183,7 +183,7 @@ func WithNetwork(mode string) Option {
 func optionsFromURL(u *url.URL) ([]Option, error) {
 	var opts []Option
 	if u.Host != "" {
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: URL has host %q; use local:///absolute/root", u.Host)
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: URL has host %q; use local:///absolute/root", u.Host)
 	}
 	if u.Path != "" && u.Path != "/" {
 		opts = append(opts, WithRoot(u.Path))
@@ -207,13 +207,13 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 		case "warm_pool":
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: warm_pool %q: not a number", v)
+				return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: warm_pool %q: not a number", v)
 			}
 			opts = append(opts, WithWarmPool(n))
 		case "commands_as_root":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: commands_as_root %q: want true or false", v)
+				return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: commands_as_root %q: want true or false", v)
 			}
 			if b {
 				opts = append(opts, WithCommandsAsRoot())
@@ -223,11 +223,11 @@ func optionsFromURL(u *url.URL) ([]Option, error) {
 		case "lease":
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: lease %q: %v", v, err)
+				return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: lease %q: %v", v, err)
 			}
 			opts = append(opts, WithDefaultLease(d))
 		default:
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool, commands_as_root, network)", k)
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: unknown URL parameter %q (known: isolation, min_isolation, lease, warm_pool, commands_as_root, network)", k)
 		}
 	}
 	return opts, nil

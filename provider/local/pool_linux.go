@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 )
 
 // The warm pool (WithWarmPool) keeps sandboxes started ahead of need, at
@@ -30,8 +30,8 @@ var poolRE = regexp.MustCompile(`^pool-[0-9a-f]{14}-[0-9a-f]{8}$`)
 // Runtime can clean up after one that died.
 const ownerFile = "owner"
 
-func poolFits(req *sandbox.CreateRequest) bool {
-	return !req.NoNetwork && req.Resources == (sandbox.Resources{}) && req.Template == "" && len(req.Options) == 0
+func poolFits(req *driver.CreateRequest) bool {
+	return !req.NoNetwork && req.Resources == (driver.Resources{}) && req.Template == "" && len(req.Options) == 0
 }
 
 // poolLoop keeps the pool full until the Runtime closes, then destroys
@@ -74,7 +74,7 @@ func (r *Runtime) poolLoop() {
 // createPooled starts one pooled sandbox.
 func (r *Runtime) createPooled(ctx context.Context) (*meta, error) {
 	id := "pool-" + strings.TrimPrefix(newID(), "sbx-")
-	req := &sandbox.CreateRequest{Timeout: time.Hour}
+	req := &driver.CreateRequest{Timeout: time.Hour}
 	netMode, netNote, err := r.networkFor(req)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (r *Runtime) createPooled(ctx context.Context) (*meta, error) {
 		r.destroyDir(context.Background(), m)
 		return nil, err
 	}
-	m.State = sandbox.StateRunning
+	m.State = driver.StateRunning
 	if err := l.write(m); err != nil {
 		r.destroyDir(context.Background(), m)
 		return nil, err
@@ -104,7 +104,7 @@ func (r *Runtime) createPooled(ctx context.Context) (*meta, error) {
 
 // takePooled turns a pooled sandbox into the sandbox req asks for, or
 // returns nil when the pool is empty or the request does not fit.
-func (r *Runtime) takePooled(req *sandbox.CreateRequest) *meta {
+func (r *Runtime) takePooled(req *driver.CreateRequest) *meta {
 	if r.pool == nil || !poolFits(req) {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (r *Runtime) takePooled(req *sandbox.CreateRequest) *meta {
 }
 
 // adopt renames a pooled sandbox to a fresh id and writes its metadata.
-func (r *Runtime) adopt(pm *meta, req *sandbox.CreateRequest) *meta {
+func (r *Runtime) adopt(pm *meta, req *driver.CreateRequest) *meta {
 	if !procAlive(pm.AgentPID, pm.AgentAt) {
 		r.destroyDir(context.Background(), pm)
 		return nil
@@ -141,7 +141,7 @@ func (r *Runtime) adopt(pm *meta, req *sandbox.CreateRequest) *meta {
 	m := &meta{metaStatic: pm.metaStatic, metaState: pm.metaState}
 	m.ID, m.Labels, m.Env = id, maps.Clone(req.Labels), maps.Clone(req.Env)
 	m.CreatedAt, m.Lease, m.AutoPause = now, req.Timeout, req.AutoPause
-	m.LeaseEnd, m.State = now.Add(req.Timeout), sandbox.StateRunning
+	m.LeaseEnd, m.State = now.Add(req.Timeout), driver.StateRunning
 	l, err := r.lockPath(id)
 	if err == nil {
 		err = l.write(m)

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sandboxkit/sandbox"
 	"io"
 	"sync"
+
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // The agent protocol, over the sandbox's unix socket. Every message is a
@@ -70,20 +71,20 @@ type failMsg struct {
 }
 
 func (f failMsg) err() error {
-	code := sandbox.Internal
+	code := sberrors.Internal
 	switch f.Code {
 	case "NotFound":
-		code = sandbox.NotFound
+		code = sberrors.NotFound
 	case "InvalidArgument":
-		code = sandbox.InvalidArgument
+		code = sberrors.InvalidArgument
 	case "PermissionDenied":
-		code = sandbox.PermissionDenied
+		code = sberrors.PermissionDenied
 	case "FailedPrecondition":
-		code = sandbox.FailedPrecondition
+		code = sberrors.FailedPrecondition
 	case "NotDirectory":
-		return fmt.Errorf("local agent: %s: %w", f.Msg, sandbox.ErrNotDirectory)
+		return fmt.Errorf("local agent: %s: %w", f.Msg, sberrors.ErrNotDirectory)
 	}
-	return sandbox.Errorf(code, "local agent: %s", f.Msg)
+	return sberrors.Errorf(code, "local agent: %s", f.Msg)
 }
 
 // frameWriter writes frames; it is safe for concurrent use.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // TestSpawnerReplaced kills the spawner and checks that the Runtime starts
@@ -85,7 +86,7 @@ func TestStuckAgentIsAnError(t *testing.T) {
 	defer syscall.Kill(m.AgentPID, syscall.SIGCONT)
 	start := time.Now()
 	r, err := sb.Exec(ctx, sandbox.Command{Shell: "sleep 30", Timeout: time.Second})
-	if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+	if !errors.Is(err, sberrors.ErrOutcomeUnknown) {
 		t.Fatalf("Exec with a stopped agent: %+v, %v; want an error matching ErrOutcomeUnknown", r, err)
 	}
 	// Goal: the 1 s timeout plus the 10 s the client waits for the agent.

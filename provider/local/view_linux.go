@@ -11,10 +11,9 @@ import (
 	"runtime"
 	"strconv"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/sberrors"
+	"golang.org/x/sys/unix"
 )
 
 // The file methods serve the sandbox's file system as its commands see it,
@@ -76,7 +75,7 @@ func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, e
 	if top == "/" {
 		for _, k := range kernelDirs {
 			if pathsafe.Within(k, p) {
-				return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", p, k)
+				return nil, "", "", sberrors.Errorf(sberrors.PermissionDenied, "local: %s: the file methods do not serve %s (kernel interfaces, not files)", p, k)
 			}
 		}
 	}
@@ -93,11 +92,11 @@ func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, e
 		}
 	}
 	if !pathsafe.Within(top, p) {
-		return nil, "", "", sandbox.Errorf(sandbox.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only while the sandbox's commands run as root (or, at L3 and L4, while no agent runs)", p, top)
+		return nil, "", "", sberrors.Errorf(sberrors.PermissionDenied, "local: %s is outside the home %s: the local provider serves files under the home only while the sandbox's commands run as root (or, at L3 and L4, while no agent runs)", p, top)
 	}
 	rel, err = homeRel(top, p)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("local: %s: %w: %w", p, err, sandbox.ErrPathEscape)
+		return nil, "", "", fmt.Errorf("local: %s: %w: %w", p, err, sberrors.ErrPathEscape)
 	}
 	root, err = os.OpenRoot(dir)
 	if err == nil && top == "/" && m.Achieved >= L3 && !procAlive(m.AgentPID, m.AgentAt) {
@@ -115,9 +114,9 @@ func (r *Runtime) openView(m *meta, p string) (root *os.Root, top, rel string, e
 			return r.openView(&m2, p)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", "", sandbox.Errorf(sandbox.NotFound, "local: sandbox %s is gone: %w", m.ID, sandbox.ErrNotFound)
+			return nil, "", "", sberrors.Errorf(sberrors.NotFound, "local: sandbox %s is gone: %w", m.ID, sberrors.ErrNotFound)
 		}
-		return nil, "", "", sandbox.Errorf(sandbox.Internal, "local: open the file system of sandbox %s: %w", m.ID, err)
+		return nil, "", "", sberrors.Errorf(sberrors.Internal, "local: open the file system of sandbox %s: %w", m.ID, err)
 	}
 	return root, top, rel, nil
 }
@@ -164,7 +163,7 @@ func as(c *creds, fn func() error) error {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
 		if err := setThreadCreds(c); err != nil {
-			done <- sandbox.Errorf(sandbox.Internal, "local: take the sandbox user's identity: %v", err)
+			done <- sberrors.Errorf(sberrors.Internal, "local: take the sandbox user's identity: %v", err)
 			return
 		}
 		done <- fn()

@@ -25,7 +25,8 @@ func runTests(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
 // inject a stale-transport fault, and check nothing was left running.
 func Example() {
 	ctx := context.Background()
-	client, fake := memory.NewClient()
+	fake := memory.New()
+	client := sandbox.NewClient(fake)
 	fake.Handle("pytest", func(ctx context.Context, c *memory.Call) int {
 		src, _ := c.Files.ReadFile("test_app.py")
 		fmt.Fprintf(c.Stdout, "1 passed (%d bytes of tests)\n", len(src))

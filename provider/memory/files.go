@@ -10,8 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Files gives a Handler access to its sandbox's files. Relative paths are
@@ -59,7 +60,7 @@ func (f *Files) WriteFile(p string, data []byte) error {
 }
 
 // ReadDir lists a directory.
-func (f *Files) ReadDir(p string) (list []sandbox.FileInfo, err error) {
+func (f *Files) ReadDir(p string) (list []driver.FileInfo, err error) {
 	err = f.do(p, func(b *box, abs string) error {
 		list, err = readDirLocked(b, abs)
 		return err
@@ -78,7 +79,7 @@ func (f *Files) Remove(p string) error {
 }
 
 // Stat describes a file or directory.
-func (f *Files) Stat(p string) (fi sandbox.FileInfo, err error) {
+func (f *Files) Stat(p string) (fi driver.FileInfo, err error) {
 	err = f.do(p, func(b *box, abs string) error {
 		fi, err = statLocked(b, abs)
 		return err
@@ -86,10 +87,10 @@ func (f *Files) Stat(p string) (fi sandbox.FileInfo, err error) {
 	return fi, err
 }
 
-func statLocked(b *box, abs string) (sandbox.FileInfo, error) {
+func statLocked(b *box, abs string) (driver.FileInfo, error) {
 	n, ok := b.files[physLocked(b, abs, true)]
 	if !ok {
-		return sandbox.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sandbox.ErrNotFound}
+		return driver.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sberrors.ErrNotFound}
 	}
 	return info(abs, n), nil
 }
@@ -97,7 +98,7 @@ func statLocked(b *box, abs string) (sandbox.FileInfo, error) {
 func removeLocked(b *box, abs string) error {
 	key := physLocked(b, abs, false)
 	if _, ok := b.files[key]; !ok {
-		return &fs.PathError{Op: "remove", Path: abs, Err: sandbox.ErrNotFound}
+		return &fs.PathError{Op: "remove", Path: abs, Err: sberrors.ErrNotFound}
 	}
 	if err := deniedLocked(b, "remove", abs, path.Dir(key)); err != nil {
 		return err
@@ -115,7 +116,7 @@ func removeLocked(b *box, abs string) error {
 // ReadOnlyDirs.
 func deniedLocked(b *box, op, p, dir string) error {
 	if d := b.files[dir]; d != nil && d.mode.IsDir() && !canWrite(d) {
-		return &fs.PathError{Op: op, Path: p, Err: sandbox.ErrPermission}
+		return &fs.PathError{Op: op, Path: p, Err: sberrors.ErrPermission}
 	}
 	return nil
 }
@@ -123,10 +124,10 @@ func deniedLocked(b *box, op, p, dir string) error {
 func lookupFile(b *box, abs string) (*node, error) {
 	n, ok := b.files[physLocked(b, abs, true)]
 	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: abs, Err: sandbox.ErrNotFound}
+		return nil, &fs.PathError{Op: "open", Path: abs, Err: sberrors.ErrNotFound}
 	}
 	if n.mode.IsDir() {
-		return nil, &fs.PathError{Op: "open", Path: abs, Err: sandbox.ErrIsDirectory}
+		return nil, &fs.PathError{Op: "open", Path: abs, Err: sberrors.ErrIsDirectory}
 	}
 	return n, nil
 }
@@ -136,7 +137,7 @@ func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
 	key := physLocked(b, abs, true)
 	if n, ok := b.files[key]; ok {
 		if !n.mode.IsDir() {
-			return &fs.PathError{Op: "mkdir", Path: abs, Err: sandbox.ErrNotDirectory}
+			return &fs.PathError{Op: "mkdir", Path: abs, Err: sberrors.ErrNotDirectory}
 		}
 		return nil
 	}
@@ -155,7 +156,7 @@ func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
 
 func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
 	if n, ok := b.files[physLocked(b, abs, true)]; ok && n.mode.IsDir() {
-		return &fs.PathError{Op: "write", Path: abs, Err: sandbox.ErrIsDirectory}
+		return &fs.PathError{Op: "write", Path: abs, Err: sberrors.ErrIsDirectory}
 	}
 	if err := r.mkdirAllLocked(b, path.Dir(abs)); err != nil {
 		return err
@@ -168,27 +169,27 @@ func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
 	return nil
 }
 
-func info(abs string, n *node) sandbox.FileInfo {
-	return sandbox.FileInfo{Path: abs, Size: int64(len(n.data)), Mode: n.mode, ModTime: n.mtime}
+func info(abs string, n *node) driver.FileInfo {
+	return driver.FileInfo{Path: abs, Size: int64(len(n.data)), Mode: n.mode, ModTime: n.mtime}
 }
 
-func readDirLocked(b *box, abs string) ([]sandbox.FileInfo, error) {
+func readDirLocked(b *box, abs string) ([]driver.FileInfo, error) {
 	key := physLocked(b, abs, true)
 	n, ok := b.files[key]
 	if !ok {
-		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotFound}
+		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sberrors.ErrNotFound}
 	}
 	if !n.mode.IsDir() {
-		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sandbox.ErrNotDirectory}
+		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sberrors.ErrNotDirectory}
 	}
 	prefix := strings.TrimSuffix(key, "/") + "/"
-	var out []sandbox.FileInfo
+	var out []driver.FileInfo
 	for p, c := range b.files {
 		if p != "/" && strings.HasPrefix(p, prefix) && !strings.Contains(p[len(prefix):], "/") {
 			out = append(out, info(path.Join(abs, p[len(prefix):]), c))
 		}
 	}
-	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b driver.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 
@@ -244,7 +245,7 @@ func (r *Runtime) Download(_ context.Context, id, p string) (rc io.ReadCloser, e
 }
 
 // Stat describes a file or directory.
-func (r *Runtime) Stat(_ context.Context, id, p string) (fi sandbox.FileInfo, err error) {
+func (r *Runtime) Stat(_ context.Context, id, p string) (fi driver.FileInfo, err error) {
 	err = r.boxOp(OpStat, id, p, true, func(b *box) error {
 		fi, err = statLocked(b, p)
 		return err
@@ -253,7 +254,7 @@ func (r *Runtime) Stat(_ context.Context, id, p string) (fi sandbox.FileInfo, er
 }
 
 // ReadDir lists a directory sorted by name.
-func (r *Runtime) ReadDir(_ context.Context, id, p string) (list []sandbox.FileInfo, err error) {
+func (r *Runtime) ReadDir(_ context.Context, id, p string) (list []driver.FileInfo, err error) {
 	err = r.boxOp(OpReadDir, id, p, true, func(b *box) error {
 		list, err = readDirLocked(b, p)
 		return err
@@ -280,13 +281,13 @@ func (r *Runtime) renameLocked(b *box, from, to string) error {
 	from, to = physLocked(b, from, false), physLocked(b, to, false)
 	src, ok := b.files[from]
 	if !ok {
-		return &fs.PathError{Op: "rename", Path: from, Err: sandbox.ErrNotFound}
+		return &fs.PathError{Op: "rename", Path: from, Err: sberrors.ErrNotFound}
 	}
 	if dst, ok := b.files[to]; ok && dst.mode.IsDir() {
-		return &fs.PathError{Op: "rename", Path: to, Err: sandbox.ErrIsDirectory}
+		return &fs.PathError{Op: "rename", Path: to, Err: sberrors.ErrIsDirectory}
 	}
 	if src.mode.IsDir() && pathsafe.Within(from, to) {
-		return &fs.PathError{Op: "rename", Path: to, Err: sandbox.Errorf(sandbox.InvalidArgument, "cannot move a directory into itself")}
+		return &fs.PathError{Op: "rename", Path: to, Err: sberrors.Errorf(sberrors.InvalidArgument, "cannot move a directory into itself")}
 	}
 	if err := r.mkdirAllLocked(b, path.Dir(to)); err != nil {
 		return err

@@ -95,7 +95,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Scheme is the URL scheme the package registers with sandbox.Open.
@@ -109,7 +110,7 @@ const Home = "/home/user"
 // the sandbox's user, and so its commands and the file API alike, can list
 // them but not create, replace, rename or remove anything in them, nor
 // chmod them; such a write fails with an error matching
-// sandbox.ErrPermission (PermissionDenied), as on local at L2-L4, E2B and
+// sberrors.ErrPermission (PermissionDenied), as on local at L2-L4, E2B and
 // Daytona. Everything else is the user's.
 var ReadOnlyDirs = []string{"/etc", "/usr", "/usr/bin", "/usr/local", "/usr/local/bin"}
 
@@ -179,7 +180,7 @@ type node struct {
 }
 
 type box struct {
-	info  sandbox.Info
+	info  driver.Info
 	env   map[string]string
 	auto  bool
 	files map[string]*node
@@ -225,22 +226,15 @@ func New(opts ...Option) *Runtime {
 	return r
 }
 
-// NewClient returns a sandbox.Client over a new Runtime, and the Runtime
-// for scripting handlers, injecting faults and reading the recorder.
-func NewClient(opts ...Option) (*sandbox.Client, *Runtime) {
-	rt := New(opts...)
-	return sandbox.NewClient(rt), rt
-}
-
 var (
 	namedMu sync.Mutex
 	named   = map[string]*Runtime{}
 )
 
 func init() {
-	sandbox.Register(Scheme, func(_ context.Context, u *url.URL) (sandbox.Runtime, error) {
+	driver.Register(Scheme, func(_ context.Context, u *url.URL) (driver.Runtime, error) {
 		if len(u.Query()) > 0 {
-			return nil, sandbox.Errorf(sandbox.InvalidArgument, "memory: URL takes no query parameters")
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "memory: URL takes no query parameters")
 		}
 		if u.Host == "" {
 			return New(), nil
@@ -274,7 +268,7 @@ func (r *Runtime) HandleShell(match func(line string) bool, h Handler) {
 }
 
 // FailNext makes the next n calls of op (OpExec, OpUpload, ...) fail with
-// err before doing anything; for example sandbox.ErrStaleTransport to test a
+// err before doing anything; for example sberrors.ErrStaleTransport to test a
 // retry path.
 func (r *Runtime) FailNext(op string, n int, err error) {
 	r.mu.Lock()
@@ -330,7 +324,7 @@ func (r *Runtime) expireLocked() {
 			continue
 		}
 		if b.auto {
-			b.info.State = sandbox.StatePaused
+			b.info.State = driver.StatePaused
 			b.info.LeaseEnd = time.Time{}
 			continue
 		}
@@ -342,7 +336,7 @@ func (r *Runtime) expireLocked() {
 }
 
 func notFound(id string) error {
-	return fmt.Errorf("memory: sandbox %s: %w", id, sandbox.ErrNotFound)
+	return fmt.Errorf("memory: sandbox %s: %w", id, sberrors.ErrNotFound)
 }
 
 // get returns a sandbox; live requires it to be running.
@@ -351,8 +345,8 @@ func (r *Runtime) get(id string, live bool) (*box, error) {
 	if !ok {
 		return nil, notFound(id)
 	}
-	if live && b.info.State == sandbox.StatePaused {
-		return nil, fmt.Errorf("memory: sandbox %s: %w", id, sandbox.ErrPaused)
+	if live && b.info.State == driver.StatePaused {
+		return nil, fmt.Errorf("memory: sandbox %s: %w", id, sberrors.ErrPaused)
 	}
 	return b, nil
 }
@@ -361,8 +355,8 @@ func (r *Runtime) get(id string, live bool) (*box, error) {
 func (r *Runtime) Name() string { return Scheme }
 
 // Capabilities reports what the fake supports.
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
 		Pause: true, PauseKeepsMemory: true, Processes: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
 	}
@@ -375,15 +369,15 @@ func newID() string {
 }
 
 // Create makes a sandbox with an empty home directory.
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	if err := r.begin(OpCreate, "", req.Template); err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if len(req.Options) > 0 {
-		return sandbox.Info{}, sandbox.Errorf(sandbox.InvalidArgument, "memory: unknown provider options %v", slices.Sorted(maps.Keys(req.Options)))
+		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "memory: unknown provider options %v", slices.Sorted(maps.Keys(req.Options)))
 	}
 	now := r.now()
 	tmpl := req.Template
@@ -391,9 +385,9 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 		tmpl = "default"
 	}
 	b := &box{
-		info: sandbox.Info{
+		info: driver.Info{
 			ID: newID(), Provider: Scheme, Template: tmpl, Labels: maps.Clone(req.Labels),
-			State: sandbox.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
+			State: driver.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
 			Home: Home, Isolation: "none",
 		},
 		env: maps.Clone(req.Env), auto: req.AutoPause,
@@ -411,14 +405,14 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 
 func dirNode(t time.Time) *node { return &node{mode: fs.ModeDir | 0o755, mtime: t} }
 
-func cloneInfo(in sandbox.Info) sandbox.Info {
+func cloneInfo(in driver.Info) driver.Info {
 	in.Labels = maps.Clone(in.Labels)
 	in.Detail = maps.Clone(in.Detail)
 	return in
 }
 
 // Get returns a sandbox's Info.
-func (r *Runtime) Get(_ context.Context, id string) (in sandbox.Info, err error) {
+func (r *Runtime) Get(_ context.Context, id string) (in driver.Info, err error) {
 	err = r.boxOp(OpGet, id, "", false, func(b *box) error {
 		in = cloneInfo(b.info)
 		return nil
@@ -428,13 +422,13 @@ func (r *Runtime) Get(_ context.Context, id string) (in sandbox.Info, err error)
 
 // List pages through sandboxes sorted by creation, filtering by labels and
 // states; the page token is the id of the last sandbox of the previous page.
-func (r *Runtime) List(_ context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	if err := r.begin(OpList, "", ""); err != nil {
 		return nil, "", err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	all := make([]sandbox.Info, 0, len(r.boxes))
+	all := make([]driver.Info, 0, len(r.boxes))
 	for _, b := range r.boxes {
 		all = append(all, b.info)
 	}
@@ -450,13 +444,13 @@ func (r *Runtime) List(_ context.Context, req *sandbox.ListRequest) ([]sandbox.I
 	if req.PageToken != "" {
 		t, id, ok := parseToken(req.PageToken)
 		if !ok {
-			return nil, "", sandbox.Errorf(sandbox.InvalidArgument, "memory: malformed page token %q", req.PageToken)
+			return nil, "", sberrors.Errorf(sberrors.InvalidArgument, "memory: malformed page token %q", req.PageToken)
 		}
 		start = sort.Search(len(all), func(i int) bool {
 			return all[i].CreatedAt.After(t) || (all[i].CreatedAt.Equal(t) && all[i].ID > id)
 		})
 	}
-	var page []sandbox.Info
+	var page []driver.Info
 	next := ""
 	for _, in := range all[start:] {
 		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) {
@@ -518,19 +512,19 @@ func (r *Runtime) SetTimeout(_ context.Context, id string, d time.Duration) erro
 }
 
 // Pause marks the sandbox paused: commands and file calls fail with
-// sandbox.ErrPaused until Resume. Background processes keep their state.
+// sberrors.ErrPaused until Resume. Background processes keep their state.
 func (r *Runtime) Pause(_ context.Context, id string) error {
 	return r.boxOp(OpPause, id, "", false, func(b *box) error {
-		b.info.State = sandbox.StatePaused
+		b.info.State = driver.StatePaused
 		return nil
 	})
 }
 
 // Resume marks the sandbox running and gives it the default lease when its
 // lease had run out.
-func (r *Runtime) Resume(_ context.Context, id string) (in sandbox.Info, err error) {
+func (r *Runtime) Resume(_ context.Context, id string) (in driver.Info, err error) {
 	err = r.boxOp(OpResume, id, "", false, func(b *box) error {
-		b.info.State = sandbox.StateRunning
+		b.info.State = driver.StateRunning
 		if b.info.LeaseEnd.IsZero() || !r.now().Before(b.info.LeaseEnd) {
 			b.info.LeaseEnd = r.now().Add(r.Capabilities().DefaultLease)
 		}
@@ -540,7 +534,7 @@ func (r *Runtime) Resume(_ context.Context, id string) (in sandbox.Info, err err
 	return in, err
 }
 
-func cmdText(cmd *sandbox.Command) string {
+func cmdText(cmd *driver.Command) string {
 	if cmd.Shell != "" {
 		return cmd.Shell
 	}
@@ -548,7 +542,7 @@ func cmdText(cmd *sandbox.Command) string {
 }
 
 // newCall prepares a Call for cmd in sandbox b.
-func (r *Runtime) newCall(id string, b *box, cmd *sandbox.Command, stdout, stderr io.Writer) *Call {
+func (r *Runtime) newCall(id string, b *box, cmd *driver.Command, stdout, stderr io.Writer) *Call {
 	env := map[string]string{"HOME": Home, "PATH": "/usr/local/bin:/usr/bin:/bin", "USER": "user"}
 	maps.Copy(env, b.env)
 	maps.Copy(env, cmd.Env)
@@ -561,9 +555,9 @@ func (r *Runtime) newCall(id string, b *box, cmd *sandbox.Command, stdout, stder
 }
 
 // Exec runs cmd through the registered handlers or the built-in shell.
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	if err := r.begin(OpExec, id, cmdText(cmd)); err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	r.mu.Lock()
 	b, err := r.get(id, true)
@@ -576,18 +570,18 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	}
 	r.mu.Unlock()
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmd.Timeout)
 	defer cancel()
 	code := r.runTop(cctx, c)
 	if ctx.Err() != nil {
-		return sandbox.ExitStatus{ExitCode: -1}, ctx.Err()
+		return driver.ExitStatus{ExitCode: -1}, ctx.Err()
 	}
 	if cctx.Err() != nil {
-		return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	}
-	return sandbox.ExitStatus{ExitCode: code}, nil
+	return driver.ExitStatus{ExitCode: code}, nil
 }
 
 // checkDir checks a command's working directory: missing is NotFound, a
@@ -596,11 +590,11 @@ func checkDir(b *box, dir string) error {
 	_, n, err := walkLocked(b, dir, true)
 	switch {
 	case errors.Is(err, syscall.ENOTDIR):
-		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotDirectory}
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sberrors.ErrNotDirectory}
 	case err != nil || n == nil:
-		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotFound}
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sberrors.ErrNotFound}
 	case !n.mode.IsDir():
-		return &fs.PathError{Op: "chdir", Path: dir, Err: sandbox.ErrNotDirectory}
+		return &fs.PathError{Op: "chdir", Path: dir, Err: sberrors.ErrNotDirectory}
 	}
 	return nil
 }
@@ -672,7 +666,7 @@ type proc struct {
 	pid    int
 	cancel context.CancelFunc
 	done   chan struct{}
-	status sandbox.ExitStatus
+	status driver.ExitStatus
 	out    *fanout
 	err    *fanout
 	killed bool
@@ -707,7 +701,7 @@ func (f *fanout) remove(key int) {
 
 // Start runs cmd in a goroutine that ends when the handler returns, the
 // process is killed, its timeout expires or the sandbox is destroyed.
-func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Start(_ context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
 	if err := r.begin(OpStart, id, cmdText(cmd)); err != nil {
 		return nil, err
 	}
@@ -741,13 +735,13 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (san
 		defer r.mu.Unlock()
 		switch {
 		case p.killed:
-			p.status = sandbox.ExitStatus{ExitCode: -1}
+			p.status = driver.ExitStatus{ExitCode: -1}
 		case errors.Is(pctx.Err(), context.DeadlineExceeded):
-			p.status = sandbox.ExitStatus{ExitCode: -1, TimedOut: true}
+			p.status = driver.ExitStatus{ExitCode: -1, TimedOut: true}
 		case pctx.Err() != nil:
-			p.status = sandbox.ExitStatus{ExitCode: -1}
+			p.status = driver.ExitStatus{ExitCode: -1}
 		default:
-			p.status = sandbox.ExitStatus{ExitCode: code}
+			p.status = driver.ExitStatus{ExitCode: code}
 		}
 		if bb, ok := r.boxes[id]; ok {
 			delete(bb.procs, p.pid)
@@ -757,7 +751,7 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *sandbox.Command) (san
 }
 
 // Attach connects to a running background process by pid.
-func (r *Runtime) Attach(_ context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Attach(_ context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	if err := r.begin(OpAttach, id, fmt.Sprint(pid)); err != nil {
 		return nil, err
 	}
@@ -769,7 +763,7 @@ func (r *Runtime) Attach(_ context.Context, id string, pid int, stdout, stderr i
 	}
 	p, ok := b.procs[pid]
 	if !ok {
-		return nil, fmt.Errorf("memory: sandbox %s: process %d: %w", id, pid, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("memory: sandbox %s: process %d: %w", id, pid, sberrors.ErrNotFound)
 	}
 	r.nextPID++
 	key := r.nextPID
@@ -787,21 +781,21 @@ type handle struct {
 
 func (h *handle) PID() int { return h.p.pid }
 
-func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	select {
 	case <-h.p.done:
 		h.rt.mu.Lock()
 		defer h.rt.mu.Unlock()
 		return h.p.status, nil
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, ctx.Err()
+		return driver.ExitStatus{}, ctx.Err()
 	}
 }
 
 func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	select {
 	case <-h.p.done:
-		return fmt.Errorf("memory: process %d: %w", h.p.pid, sandbox.ErrNotFound)
+		return fmt.Errorf("memory: process %d: %w", h.p.pid, sberrors.ErrNotFound)
 	default:
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {

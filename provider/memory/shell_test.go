@@ -15,7 +15,7 @@ import (
 
 func TestBuiltinShell(t *testing.T) {
 	ctx := context.Background()
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,8 @@ func TestBuiltinShell(t *testing.T) {
 
 func TestHandlerFiles(t *testing.T) {
 	ctx := context.Background()
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestHandlerFiles(t *testing.T) {
 
 func TestRelativePathsFollowDir(t *testing.T) {
 	ctx := context.Background()
-	c, _ := memory.NewClient()
+	c := sandbox.NewClient(memory.New())
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,8 @@ func TestRelativePathsFollowDir(t *testing.T) {
 
 func TestEmptyScriptAndListWhileDestroying(t *testing.T) {
 	ctx := context.Background()
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	var ids []string
 	for range 3 {
 		sb, err := c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"k": "v"}})
@@ -128,7 +130,8 @@ func TestEmptyScriptAndListWhileDestroying(t *testing.T) {
 
 func newSandbox(t *testing.T) (*sandbox.Sandbox, *memory.Runtime) {
 	t.Helper()
-	c, rt := memory.NewClient()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

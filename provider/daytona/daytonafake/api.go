@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 )
 
@@ -237,7 +237,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(s.baseCtx, 2*time.Minute)
 	defer cancel()
-	info, err := s.backend.Create(ctx, &sandbox.CreateRequest{
+	info, err := s.backend.Create(ctx, &driver.CreateRequest{
 		Env: maps.Clone(b.env), Labels: map[string]string{"daytonafake": b.id},
 		Timeout: 24 * time.Hour, NoNetwork: b.netBlock,
 	})

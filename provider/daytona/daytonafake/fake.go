@@ -2,7 +2,7 @@
 // NestJS service under /api) and the toolbox API (the daemon in each
 // sandbox, reached through the toolbox proxy at /toolbox/{id}/...), served
 // by one httptest server and speaking the real wire protocol. Commands and
-// files are executed for real through a backing sandbox.Runtime (the local
+// files are executed for real through a backing driver.Runtime (the local
 // provider in this module's tests), so an adapter tested against it does
 // real work.
 //
@@ -88,7 +88,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
 	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
@@ -173,7 +173,7 @@ func WithoutToolboxProxyURL() Option { return func(s *Server) { s.noProxyURL = t
 
 // Server is a running fake. Close it when done.
 type Server struct {
-	backend sandbox.Runtime
+	backend driver.Runtime
 	writes  inflight.Writes // uploads in progress, by backend id and path
 	key     string
 	ts      *fakeserve.Server
@@ -209,7 +209,7 @@ type createFailure struct{ state, reason string }
 
 // New starts a fake whose sandboxes run on backend. The fake creates one
 // backend sandbox per Daytona sandbox and destroys it on delete and Close.
-func New(backend sandbox.Runtime, opts ...Option) *Server {
+func New(backend driver.Runtime, opts ...Option) *Server {
 	s := &Server{
 		backend:   backend,
 		key:       "dtn_" + randHex(16),

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // The real daemon runs inside the sandbox and serves every path the
@@ -27,7 +28,7 @@ import (
 
 // refused reports a backend error that means "not served here" rather
 // than a fact about the file.
-func refused(err error) bool { return sandbox.CodeOf(err) == sandbox.PermissionDenied }
+func refused(err error) bool { return sberrors.CodeOf(err) == sberrors.PermissionDenied }
 
 // insideTimeout bounds one command that reaches a file from inside.
 const insideTimeout = 10 * time.Minute
@@ -74,7 +75,7 @@ func (t *tb) downloadInside(abs string) {
 		}
 	}
 	hw := &headWriter{t: t, abs: abs, from: from}
-	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &sandbox.Command{
+	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", downloadScript, "sh", abs, strconv.FormatInt(from, 10)}, Dir: t.b.home,
 		Stdout: hw, Stderr: io.Discard, Timeout: insideTimeout,
 	})
@@ -170,7 +171,7 @@ func (t *tb) uploadInside(abs string, src io.Reader) {
 		_, err := io.Copy(pw, src)
 		pw.CloseWithError(err)
 	}()
-	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &sandbox.Command{
+	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", uploadScript, "sh", abs}, Dir: t.b.home,
 		Stdin: pr, Stdout: io.Discard, Stderr: io.Discard, Timeout: insideTimeout,
 	})
@@ -192,7 +193,7 @@ exec stat -L -c '%s %f %Y' -- "$1"
 // infoInside answers /files/info for abs from inside the sandbox.
 func (t *tb) infoInside(abs string) {
 	var out bytes.Buffer
-	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &sandbox.Command{
+	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", statScript, "sh", abs}, Dir: t.b.home,
 		Stdout: &out, Stderr: io.Discard, Timeout: insideTimeout,
 	})
@@ -231,7 +232,7 @@ func (t *tb) infoInside(abs string) {
 	case 0o060000:
 		mode |= fs.ModeDevice
 	}
-	fi := sandbox.FileInfo{Path: abs, Size: size, Mode: mode, ModTime: time.Unix(sec, 0)}
+	fi := driver.FileInfo{Path: abs, Size: size, Mode: mode, ModTime: time.Unix(sec, 0)}
 	writeJSON(t.w, http.StatusOK, fileInfo(fi))
 }
 

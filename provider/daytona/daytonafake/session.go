@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 )
 
@@ -191,7 +191,7 @@ func (t *tb) sessionExec(se *session) {
 	go func() {
 		defer t.s.wg.Done()
 		defer close(c.done)
-		st, err := t.s.backend.Exec(se.ctx, t.b.backendID, &sandbox.Command{
+		st, err := t.s.backend.Exec(se.ctx, t.b.backendID, &driver.Command{
 			Args: []string{"sh", "-c", req.Command}, Dir: t.b.home,
 			Stdout: markWriter{c, stdoutMark, &c.stdout}, Stderr: markWriter{c, stderrMark, &c.stderr},
 			Timeout: 365 * 24 * time.Hour,

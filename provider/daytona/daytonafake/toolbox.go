@@ -15,8 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // notStarted is the message the proxy gives for a stopped sandbox.
@@ -120,16 +121,16 @@ func (t *tb) abs(p string) string {
 // fileStatus maps a backend error to the daemon's status code.
 func fileStatus(err error) int {
 	switch {
-	case sandbox.CodeOf(err) == sandbox.NotFound:
+	case sberrors.CodeOf(err) == sberrors.NotFound:
 		return http.StatusNotFound
-	case sandbox.CodeOf(err) == sandbox.PermissionDenied:
+	case sberrors.CodeOf(err) == sberrors.PermissionDenied:
 		return http.StatusForbidden
 	default:
 		return http.StatusBadRequest
 	}
 }
 
-func fileInfo(fi sandbox.FileInfo) toolbox.FileInfo {
+func fileInfo(fi driver.FileInfo) toolbox.FileInfo {
 	perm := fmt.Sprintf("%04o", fi.Mode.Perm())
 	owner, mod, modAt := "1001", fi.ModTime.String(), fi.ModTime.UTC().Format(time.RFC3339)
 	return toolbox.FileInfo{
@@ -427,7 +428,7 @@ func (t *tb) execute() {
 	var out lockedBuffer
 	t.s.wg.Add(1)
 	defer t.s.wg.Done()
-	st, err := t.s.backend.Exec(t.s.baseCtx, t.b.backendID, &sandbox.Command{
+	st, err := t.s.backend.Exec(t.s.baseCtx, t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", daemonShell}, Stdin: strings.NewReader(req.Command), Dir: dir, Env: env,
 		Stdout: &out, Stderr: &out, Timeout: timeout,
 	})

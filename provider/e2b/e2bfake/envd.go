@@ -16,10 +16,9 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-
-	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // users are the Linux users the fake's sandboxes know.
@@ -170,7 +169,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	p := resolve(b.home, r.URL.Query().Get("path"))
 	fi, err := s.backend.Stat(r.Context(), b.backendID, p)
 	switch {
-	case sandbox.CodeOf(err) == sandbox.NotFound:
+	case sberrors.CodeOf(err) == sberrors.NotFound:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
 		return
 	case err != nil:
@@ -309,9 +308,9 @@ func (s *Server) put(ctx context.Context, b *box, p string, r io.Reader) (int, s
 	}
 	if err := s.backend.Upload(ctx, b.backendID, p, r); err != nil {
 		switch {
-		case errors.Is(err, sandbox.ErrIsDirectory):
+		case errors.Is(err, sberrors.ErrIsDirectory):
 			return http.StatusBadRequest, "path is a directory: " + p
-		case sandbox.CodeOf(err) == sandbox.PermissionDenied:
+		case sberrors.CodeOf(err) == sberrors.PermissionDenied:
 			// envd's os.OpenFile failing: it answers 500 in Go's words.
 			return http.StatusInternalServerError, "error opening file: open " + p + ": permission denied"
 		}

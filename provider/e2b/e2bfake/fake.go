@@ -1,7 +1,7 @@
 // Package e2bfake is an in-process fake of E2B: the control-plane REST API
 // and envd, the daemon inside each sandbox (Connect RPC and /files), on two
 // httptest servers. It speaks the real wire protocol and executes commands
-// and file operations for real through a backing sandbox.Runtime (for
+// and file operations for real through a backing driver.Runtime (for
 // example provider/local, or provider/memory in unit tests).
 //
 // The fake enforces what E2B enforces, so a client bug shows up against it:
@@ -63,7 +63,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/conntrack"
 	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
@@ -80,7 +80,7 @@ const clientID = "6532622b"
 
 // Server is a running fake. Close it when done.
 type Server struct {
-	backend     sandbox.Runtime
+	backend     driver.Runtime
 	writes      inflight.Writes // uploads in progress, by backend id and path
 	apiKey      string
 	envdVersion string
@@ -170,7 +170,7 @@ func (s *Server) Restart() error {
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
 
 // New starts a fake whose sandboxes are sandboxes of backend.
-func New(backend sandbox.Runtime, opts ...Option) *Server {
+func New(backend driver.Runtime, opts ...Option) *Server {
 	s := &Server{
 		backend: backend, apiKey: "e2b_" + randHex(20),
 		defaultLease: 15 * time.Second, maxLease: time.Hour, defaultCmd: 60 * time.Second,
@@ -353,7 +353,7 @@ func (s *Server) expire() {
 		s.destroyBox(b)
 	}
 	for _, b := range pause {
-		if p, ok := s.backend.(sandbox.Pauser); ok {
+		if p, ok := s.backend.(driver.Pauser); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_ = p.Pause(ctx, b.backendID)
 			cancel()
@@ -470,7 +470,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 	if m := s.backend.Capabilities().MaxLease; m > 0 && m < backendLease {
 		backendLease = m
 	}
-	info, err := s.backend.Create(r.Context(), &sandbox.CreateRequest{Env: env, Timeout: backendLease})
+	info, err := s.backend.Create(r.Context(), &driver.CreateRequest{Env: env, Timeout: backendLease})
 	if err != nil {
 		if info.ID != "" {
 			_ = s.backend.Destroy(context.Background(), info.ID)
@@ -622,7 +622,7 @@ func (c controlPlane) PostSandboxPause(w http.ResponseWriter, r *http.Request, i
 	b.paused = true
 	b.endAt = s.now()
 	s.mu.Unlock()
-	if p, ok := s.backend.(sandbox.Pauser); ok {
+	if p, ok := s.backend.(driver.Pauser); ok {
 		if err := p.Pause(r.Context(), b.backendID); err != nil {
 			writeError(w, http.StatusInternalServerError, "Error pausing sandbox")
 			return
@@ -665,7 +665,7 @@ func (c controlPlane) PostSandboxConnect(w http.ResponseWriter, r *http.Request,
 	}
 	out := b.sandbox()
 	s.mu.Unlock()
-	if p, ok := s.backend.(sandbox.Pauser); ok {
+	if p, ok := s.backend.(driver.Pauser); ok {
 		if _, err := p.Resume(r.Context(), b.backendID); err != nil {
 			writeError(w, http.StatusInternalServerError, "Failed to resume sandbox")
 			return

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 )
 
@@ -107,7 +107,7 @@ func (o output) Write(b []byte) (int, error) {
 }
 
 // finish records how the process ended and closes every subscription.
-func (p *proc) finish(st sandbox.ExitStatus, err error) {
+func (p *proc) finish(st driver.ExitStatus, err error) {
 	p.mu.Lock()
 	switch {
 	case err != nil:
@@ -153,7 +153,7 @@ func (p *proc) finish(st sandbox.ExitStatus, err error) {
 // the process within the Start request and sets no time limit of its own
 // on the spawn (only Connect-Timeout-Ms, which the request's deadline
 // carries), so a start that is slow under load is not an error here either.
-func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConfig, tag string, cmd *sandbox.Command, withStdin bool) (*proc, *sub, error) {
+func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConfig, tag string, cmd *driver.Command, withStdin bool) (*proc, *sub, error) {
 	p := &proc{tag: tag, config: cfg, done: make(chan struct{}), subs: map[*sub]struct{}{}, retain: s.exitedRetained}
 	first := p.subscribe()
 	p.forget = func() {
@@ -169,7 +169,7 @@ func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConf
 		p.stdin = newInPipe()
 		cmd.Stdin = p.stdin
 	}
-	if pr, ok := s.backend.(sandbox.ProcessRuntime); ok {
+	if pr, ok := s.backend.(driver.ProcessRuntime); ok {
 		h, err := pr.Start(ctx, b.backendID, cmd)
 		if err != nil {
 			return nil, nil, err
@@ -202,7 +202,7 @@ func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConf
 			defer cancel()
 			st, err := s.backend.Exec(ctx, b.backendID, cmd)
 			if ctx.Err() != nil && err != nil {
-				st, err = sandbox.ExitStatus{ExitCode: -1}, nil
+				st, err = driver.ExitStatus{ExitCode: -1}, nil
 			}
 			p.finish(st, err)
 		}()

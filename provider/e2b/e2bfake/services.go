@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process/processconnect"
+	"github.com/sandboxkit/sandbox/sberrors"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // ---------------------------------------------------------------------------
@@ -77,7 +77,7 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	cmd := &sandbox.Command{Dir: dir, Env: cfg.GetEnvs(), Timeout: timeout}
+	cmd := &driver.Command{Dir: dir, Env: cfg.GetEnvs(), Timeout: timeout}
 	if line, ok := shellLine(cfg.GetCmd(), cfg.GetArgs()); ok {
 		cmd.Shell = line
 	} else {
@@ -332,7 +332,7 @@ type filesystemService struct {
 	s *Server
 }
 
-func entry(fi sandbox.FileInfo) *filesystem.EntryInfo {
+func entry(fi driver.FileInfo) *filesystem.EntryInfo {
 	e := &filesystem.EntryInfo{
 		Name: path.Base(fi.Path), Path: fi.Path, Size: fi.Size, Mode: uint32(fi.Mode.Perm()),
 		Permissions: fi.Mode.String(), Owner: defaultUser, Group: defaultUser,
@@ -355,13 +355,13 @@ func entry(fi sandbox.FileInfo) *filesystem.EntryInfo {
 
 // fsErr maps a backend error onto envd's Connect codes.
 func fsErr(err error, p string) error {
-	switch sandbox.CodeOf(err) {
-	case sandbox.NotFound:
+	switch sberrors.CodeOf(err) {
+	case sberrors.NotFound:
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no such file or directory: %s", p))
-	case sandbox.PermissionDenied:
+	case sberrors.PermissionDenied:
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s", p))
 	}
-	if errors.Is(err, sandbox.ErrNotDirectory) || errors.Is(err, sandbox.ErrIsDirectory) {
+	if errors.Is(err, sberrors.ErrNotDirectory) || errors.Is(err, sberrors.ErrIsDirectory) {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", err, p))
 	}
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("error on %s: %w", p, err))
@@ -395,15 +395,15 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", p))
 	case err == nil:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", p))
-	case errors.Is(err, sandbox.ErrNotDirectory):
+	case errors.Is(err, sberrors.ErrNotDirectory):
 		return nil, notDirStat(p)
 	}
 	if err := f.s.backend.MkdirAll(ctx, b.backendID, p); err != nil {
-		if errors.Is(err, sandbox.ErrNotDirectory) {
+		if errors.Is(err, sberrors.ErrNotDirectory) {
 			// A backend whose Stat says NotFound below a file.
 			return nil, notDirStat(p)
 		}
-		if sandbox.CodeOf(err) == sandbox.PermissionDenied {
+		if sberrors.CodeOf(err) == sberrors.PermissionDenied {
 			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error creating directory: mkdir %s: permission denied", p))
 		}
 		return nil, fsErr(err, p)
@@ -500,7 +500,7 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if err := f.s.writes.Wait(ctx, writeKey(b, p)); err != nil {
 		return nil, connect.NewError(connect.CodeCanceled, err)
 	}
-	if err := f.s.backend.Remove(ctx, b.backendID, p); err != nil && sandbox.CodeOf(err) != sandbox.NotFound {
+	if err := f.s.backend.Remove(ctx, b.backendID, p); err != nil && sberrors.CodeOf(err) != sberrors.NotFound {
 		return nil, fsErr(err, p)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
