@@ -77,6 +77,7 @@ func NewClient(rt driver.Runtime, opts ...Option) *Client {
 		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, maxRead: DefaultMaxReadFile, cleanup: 30 * time.Second,
 		listeners: map[int]func(){},
 	}
+	_, c.caps.Ports = rt.(driver.PortExposer)
 	for _, o := range opts {
 		o(c)
 	}

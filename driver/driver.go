@@ -57,7 +57,7 @@ import (
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
-// [KeyedCreator]) and, where it matters, declared in Capabilities.
+// [KeyedCreator], [PortExposer]) and, where it matters, declared in Capabilities.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
 	Name() string
@@ -258,6 +258,9 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
+	// Ports is true when the Runtime implements PortExposer
+	// (Sandbox.Expose). NewClient sets it from the method's presence.
+	Ports bool
 }
 
 // State is the lifecycle state of a sandbox.

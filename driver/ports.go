@@ -1,0 +1,86 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sandboxkit/sandbox/sberrors"
+)
+
+// PortExposer is implemented by providers that can make a TCP port a
+// sandbox listens on reachable from the host (Sandbox.Expose). The portable
+// layer has validated port (1-65535) and opts.
+type PortExposer interface {
+	// Expose returns the endpoint through which the host reaches port in
+	// sandbox id. It does not check that anything listens on port: a
+	// request to an idle port fails at request time (connection refused
+	// locally, an error status from a cloud edge). A sandbox that does not
+	// exist is NotFound. The endpoint stops working once the sandbox is
+	// destroyed.
+	Expose(ctx context.Context, id string, port int, opts ExposeOptions) (Endpoint, error)
+}
+
+// ExposeOptions tunes Sandbox.Expose.
+type ExposeOptions struct {
+	// TTL asks for an endpoint that stays valid at least this long, where
+	// the provider's endpoints expire (Daytona's signed preview URLs); 0
+	// takes the provider's default. Providers whose endpoints live as long
+	// as the sandbox ignore it.
+	TTL time.Duration
+}
+
+// Endpoint is how the host reaches a port of a sandbox.
+//
+// Header may carry an access token: treat it as a secret. String (and so
+// %v) prints the URL and header names only.
+type Endpoint struct {
+	// Port is the port inside the sandbox.
+	Port int
+	// URL is the base URL (scheme and host, no trailing slash), such as
+	// "http://127.0.0.1:41234" (local) or "https://8000-<id>.e2b.app".
+	URL string
+	// Header holds the headers every request must carry (an access
+	// token); nil when none is needed.
+	Header http.Header
+	// Expires is when the endpoint stops working; zero means it lives as
+	// long as the sandbox.
+	Expires time.Time
+}
+
+// String describes e without header values, which may be secrets.
+func (e Endpoint) String() string {
+	names := make([]string, 0, len(e.Header))
+	for k := range e.Header {
+		names = append(names, k)
+	}
+	s := fmt.Sprintf("port %d at %s", e.Port, e.URL)
+	if len(names) > 0 {
+		s += " (headers: " + strings.Join(names, ", ") + ")"
+	}
+	return s
+}
+
+// GoString is String, so %#v does not print header values either.
+func (e Endpoint) GoString() string { return e.String() }
+
+// NewRequest returns a request for path (such as "/index.html") on the
+// endpoint, carrying e.Header.
+func (e Endpoint) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	if path != "" && !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("sandbox: endpoint path %q: %w", path, sberrors.Errorf(sberrors.InvalidArgument, "must start with /"))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.URL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: endpoint request: %w", err)
+	}
+	for k, vs := range e.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	return req, nil
+}
