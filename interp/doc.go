@@ -41,27 +41,32 @@
 //     embedded in this package, under $HOME/.sandboxkit/interp named by its
 //     content hash (written once per sandbox and version; the source rides
 //     on the launcher's stdin), creates the kernel's directory (mode 0700)
-//     with a FIFO, and starts the kernel detached (setsid) so that it
-//     outlives the command that started it. The kernel listens on the FIFO.
-//   - Each Run is one Exec of a small sh client (no interpreter start-up):
-//     it stores the request (a JSON header line, then the code, from its
-//     stdin), writes the request's number to the FIFO, and waits for the
-//     kernel's answer, polling a file, from 1 ms apart at first. The kernel
-//     appends events to a file of the request: JSON lines, ASCII only,
-//     stream data in base64 (Daytona's output is not binary-safe), ending
-//     with a "done" event. The client prints the events from a byte offset
-//     on; a cell that runs long is followed by further Execs from the last
-//     complete line's offset (about every 200 ms while it prints), which is
-//     how output streams to RunOptions.OnStdout. A client whose transport
-//     failed is run again from the same offset, and a request is never
-//     submitted twice.
-//   - Interrupt is an Exec of kill -INT for the kernel's pid, sent only
-//     while that cell runs; a Timeout is enforced by the kernel itself
-//     (setitimer), so it holds even while the client is between polls.
-//   - A kernel that died (killed, out of memory, its sandbox resumed
-//     without memory) is seen by the client (its pid is gone) and reported
-//     by Run as [ErrDied]; a paused sandbox whose provider keeps memory
-//     resumes with its kernel.
+//     with two FIFOs, in and out, and starts the kernel detached (setsid)
+//     under a small monitor sh that reaps it and reports its end, so that
+//     it outlives the command that started it.
+//   - Each Run is one Exec of a small sh client that uses shell builtins
+//     only on its fast path (starting a program in a sandbox is what
+//     costs): it stores the request (a JSON header line, then the code,
+//     passed as an argument; a request over 64 KiB goes by WriteFile
+//     first), writes its number to in, and blocks reading out until the
+//     kernel wakes it. The kernel appends the request's events to a file:
+//     JSON lines, ASCII only, stream data in base64 (Daytona's output is
+//     not binary-safe), ending with a "done" event, and then wakes the
+//     client, which prints the events. While a cell runs, the kernel wakes
+//     the client when there is new output (at most every 200 ms), and the
+//     client returns what there is, read from a byte offset; Run follows
+//     with another Exec from the last complete line's offset. That is how
+//     output streams to RunOptions.OnStdout (Python; Bash output comes
+//     when the cell ends). A client whose transport failed is run again
+//     from the same offset, and a request is never run twice.
+//   - Interrupt is an Exec of kill -INT for the kernel's process group,
+//     sent only while that cell runs; a Timeout is enforced by the kernel
+//     itself, so it holds even while no client waits.
+//   - A kernel that died (killed, out of memory) is reported by its
+//     monitor; Run returns [ErrDied], now or on the next call. A sandbox
+//     resumed without memory has no kernel process and no monitor: Run
+//     then waits for news at most its ctx's time; a paused sandbox whose
+//     provider keeps memory resumes with its kernel.
 //
 // # Secrets
 //

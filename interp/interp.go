@@ -350,16 +350,22 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 	head, _ := json.Marshal(map[string]float64{"timeout": secs})
 	req := append(append(head, '\n'), code...)
 	c := &collector{ex: &Execution{}, opts: opts}
+	if len(req) > maxArgRequest || bytes.IndexByte(req, 0) >= 0 {
+		// Too long for an argument (or holding a NUL): a file of its own.
+		if err := k.sb.WriteFile(ctx, path.Join(dir, "req", strconv.Itoa(n)), req); err != nil {
+			return nil, wrap(op, err)
+		}
+		req = nil
+	}
 	var off int64
 	submit := true
-	waitMs := 200
 	for {
 		if err := ctx.Err(); err != nil {
 			k.interrupt(ctx, dir, n)
 			c.finish()
 			return c.ex, wrap(op, err)
 		}
-		st, data, redact, err := k.poll(ctx, dir, n, off, waitMs, submit, req)
+		st, data, redact, err := k.poll(ctx, dir, n, off, submit, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				k.interrupt(ctx, dir, n)
@@ -394,23 +400,28 @@ type pollState struct {
 	size  int64
 }
 
-const pollMax = 4 << 20
+const (
+	pollMax       = 4 << 20  // bytes of events one poll returns at most
+	pollTicks     = 25       // seconds a poll waits at most for news
+	maxArgRequest = 64 << 10 // longer requests go by WriteFile
+)
 
-// poll runs runScript once, retrying once a read whose transport failed
+// poll runs runScript once, retrying once a call whose transport failed
 // (safe: events are read by offset and a submission is never repeated).
-func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, waitMs int, submit bool, req []byte) (pollState, []byte, func([]byte) []byte, error) {
+func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit bool, req []byte) (pollState, []byte, func([]byte) []byte, error) {
 	var out []byte
 	var redact func([]byte) []byte
 	var err error
-	for try := 0; try < 2; try++ {
-		var stdin *bytes.Reader
-		s := "0"
-		if submit {
-			stdin, s = bytes.NewReader(req), "1"
+	args := []string{dir, strconv.Itoa(n), strconv.FormatInt(off, 10), strconv.Itoa(pollMax), strconv.Itoa(pollTicks), "0"}
+	if submit {
+		args[5] = "1"
+		if req != nil {
+			args = append(args, string(req))
 		}
-		pctx, cancel := context.WithTimeout(ctx, time.Duration(waitMs)*20*time.Millisecond+time.Minute)
-		out, redact, err = k.exec(pctx, runScript, stdin, "", nil, pollMax+1024,
-			dir, strconv.Itoa(n), strconv.FormatInt(off, 10), strconv.Itoa(pollMax), strconv.Itoa(waitMs), s)
+	}
+	for try := 0; try < 2; try++ {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		out, redact, err = k.exec(pctx, runScript, nil, "", nil, pollMax+1024, args...)
 		cancel()
 		if err == nil || !errors.Is(err, sandbox.ErrOutcomeUnknown) || ctx.Err() != nil {
 			break

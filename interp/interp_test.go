@@ -165,6 +165,7 @@ func TestPython(t *testing.T) {
 				assert.Equal(t, "'yes'", run(t, k, "kept").Text())
 			})
 			t.Run("CancelInterrupts", func(t *testing.T) {
+				run(t, k, "kept = 'yes'")
 				ctx, cancel := context.WithCancel(t.Context())
 				ex, err := k.Run(ctx, "import time\nprint('go', flush=True)\ntime.sleep(60)", interp.RunOptions{OnStdout: func(string) { cancel() }})
 				require.ErrorIs(t, err, context.Canceled)

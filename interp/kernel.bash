@@ -28,8 +28,14 @@ sk_begin() {
 	: >> "$sk_ev"
 	rm -f "$sk_d/timedout"
 	printf '%s\n' "$sk_n" > "$sk_d/running"
+	# A tick every second while the cell runs lets a client that missed
+	# a wake-up look again.
+	( (while IFS= read -r sk_r < "$sk_d/running" && [ "$sk_r" = "$sk_n" ]; do
+		sleep 1
+		printf '%s tick\n' "$sk_n" 1<> "$sk_d/out"
+	done) > /dev/null 2>&1 &)
 	if [ "$t" != 0 ]; then
-		( (sleep "$t" && [ "$(cat "$sk_d/running" 2>/dev/null)" = "$sk_n" ] && : > "$sk_d/timedout" && kill -INT -- "-$$") > /dev/null 2>&1 &)
+		( (sleep "$t" && [ "$(cat "$sk_d/running" 2>/dev/null)" = "$sk_n" ] && : > "$sk_d/timedout" && read -r g < "$sk_d/group" && kill -INT "-$g") > /dev/null 2>&1 &)
 	fi
 	sk_count=$((sk_count + 1))
 	sk_int=0
@@ -46,10 +52,12 @@ sk_end() {
 	fi
 	printf '{"type":"done","count":%d,"interrupted":%s,"timed_out":%s,"status":%d}\n' "$sk_count" "$intr" "$to" "$1" >> "$sk_ev"
 	rm -f "$sk_d/running" "$sk_d/req/$sk_n"
-	: > "$sk_ev.done"
+	wc -c < "$sk_ev" > "$sk_ev.tmp" && mv -f "$sk_ev.tmp" "$sk_ev.done"
+	printf '%s done\n' "$sk_n" 1<> "$sk_d/out"
 }
 exec 3<> "$sk_d/in" < /dev/null
 printf '%s\n' "$$" > "$sk_d/ready.tmp" && mv -f "$sk_d/ready.tmp" "$sk_d/ready" || exit 1
+printf '0 ready\n' 1<> "$sk_d/out"
 while :; do
 	IFS= read -r sk_n <&3 || continue
 	case $sk_n in

@@ -11,10 +11,12 @@ import signal
 import sys
 import threading
 import traceback
-import types
+import warnings
 
 D = sys.argv[1]
 os.environ.setdefault("MPLBACKEND", "Agg")
+# plt.show() is how notebooks show a figure; with Agg it has nothing to do.
+warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
 CHUNK = 32 << 10
 
 
@@ -23,7 +25,24 @@ class State:
     timed_out = False
     count = 0
     ev = None  # fd of the current cell's event file
+    n = "0"  # the current request's number
+    out = False  # stream events written since the last wake
     lock = threading.Lock()
+
+
+def wake(n, what):
+    """Tells a client waiting on the out FIFO, if any, that request n has
+    news: "out" (new output), "done", or a "tick" of the clock."""
+    try:
+        fd = os.open(os.path.join(D, "out"), os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # nobody listens
+    try:
+        os.write(fd, ("%s %s\n" % (n, what)).encode("ascii"))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def emit(obj):
@@ -59,6 +78,7 @@ class Stream:
             part = bytes(self.buf[:CHUNK])
             del self.buf[:CHUNK]
             emit({"type": self.name, "data": base64.b64encode(part).decode("ascii")})
+            State.out = True
 
     def flush(self):
         with self.mu:
@@ -85,10 +105,19 @@ OUT, ERR = Stream("stdout"), Stream("stderr")
 
 
 def flusher():
+    """Flushes the streams every 50 ms, wakes the client when there is new
+    output (at most every 200 ms), and ticks every second."""
     ev = threading.Event()
+    i = 0
     while not ev.wait(0.05):
+        i += 1
         OUT.flush()
         ERR.flush()
+        if i % 4 == 0 and State.out and State.busy:
+            State.out = False
+            wake(State.n, "out")
+        if i % 20 == 0:
+            wake(State.n, "tick")
 
 
 def on_sigint(signum, frame):
@@ -227,6 +256,7 @@ def main():
     with open(os.path.join(D, "ready.tmp"), "w") as f:
         f.write("%d\n" % os.getpid())
     os.rename(os.path.join(D, "ready.tmp"), os.path.join(D, "ready"))
+    wake("0", "ready")
     pending = b""
     while True:
         try:
@@ -259,6 +289,7 @@ def serve(n):
         opts = {}
     with State.lock:
         State.ev = os.open(evp, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        State.n, State.out = n, False
     with open(os.path.join(D, "running"), "w") as f:
         f.write(n + "\n")
     err = None
@@ -270,10 +301,15 @@ def serve(n):
           "interrupted": isinstance(err, KeyboardInterrupt),
           "timed_out": State.timed_out and isinstance(err, KeyboardInterrupt)})
     with State.lock:
+        size = os.fstat(State.ev).st_size
         os.close(State.ev)
         State.ev = None
     os.remove(os.path.join(D, "running"))
-    os.close(os.open(evp + ".done", os.O_WRONLY | os.O_CREAT, 0o600))
+    fd = os.open(evp + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"%d\n" % size)
+    os.close(fd)
+    os.rename(evp + ".tmp", evp + ".done")
+    wake(n, "done")
     try:
         os.remove(req)
     except OSError:
