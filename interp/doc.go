@@ -63,10 +63,9 @@
 //     sent only while that cell runs; a Timeout is enforced by the kernel
 //     itself, so it holds even while no client waits.
 //   - A kernel that died (killed, out of memory) is reported by its
-//     monitor; Run returns [ErrDied], now or on the next call. A sandbox
-//     resumed without memory has no kernel process and no monitor: Run
-//     then waits for news at most its ctx's time; a paused sandbox whose
-//     provider keeps memory resumes with its kernel.
+//     monitor, or found missing by its pid (a sandbox resumed without its
+//     memory); Run returns [ErrDied], now or on the next call. A paused
+//     sandbox whose provider keeps memory resumes with its kernel.
 //
 // # Secrets
 //

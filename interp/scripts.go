@@ -98,6 +98,14 @@ if [ ! -p "$d/out" ] || [ -e "$d/dead" ]; then
 	exit 0
 fi
 exec 4<> "$d/out"
+# The monitor reports the kernel's end, unless it is gone too (a sandbox
+# resumed without its memory): then the kernel's pid tells.
+IFS= read -r kp < "$d/ready" || kp=
+if [ -z "$kp" ] || ! kill -0 "$kp" 2>/dev/null; then
+	if [ -e "$ev.done" ]; then IFS= read -r sz < "$ev.done"; echo "done $sz"; else echo 'dead 0'; fi
+	[ ! -e "$ev.done" ] || tail -c +$((off + 1)) "$ev" | head -c "$max"
+	exit 0
+fi
 if [ "$submit" = 1 ] && [ ! -e "$ev" ]; then
 	if [ "$#" -ge 7 ]; then
 		# Without clobbering: a submission may be retried.
