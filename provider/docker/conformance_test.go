@@ -1,0 +1,68 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/docker"
+	"github.com/sandboxkit/sandbox/sandboxtest"
+)
+
+// defaultTestImage is the image .ci/docker-image.sh builds.
+const defaultTestImage = "sandboxkit/busybox:test"
+
+// engine returns the address of the engine the tests use, and the test
+// image, or skips the test naming what is missing.
+func engine(t testing.TB) (host, image string) {
+	t.Helper()
+	host = os.Getenv("SANDBOX_TEST_DOCKER")
+	if host == "" {
+		host = os.Getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		t.Skip("no Docker engine: set SANDBOX_TEST_DOCKER (or DOCKER_HOST) to its socket, e.g. unix:///tmp/d/docker.sock; .ci/run starts one")
+	}
+	image = os.Getenv("SANDBOX_TEST_DOCKER_IMAGE")
+	if image == "" {
+		image = defaultTestImage
+	}
+	r, err := docker.New(docker.WithHost(host))
+	if err != nil {
+		t.Fatalf("docker.New(%q): %v", host, err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Ping(ctx); err != nil {
+		t.Skipf("no Docker engine reachable at %s: %v", host, err)
+	}
+	if err := r.HasImage(ctx, image); err != nil {
+		t.Skipf("test image missing: %v (build it with .ci/docker-image.sh %s)", err, image)
+	}
+	return host, image
+}
+
+// newRuntime returns a Runtime on the test engine, closed with the test.
+func newRuntime(t *testing.T, opts ...docker.Option) *docker.Runtime {
+	t.Helper()
+	host, image := engine(t)
+	r, err := docker.New(append([]docker.Option{docker.WithHost(host), docker.WithImage(image)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestConformance runs the whole suite over the engine with runc.
+func TestConformance(t *testing.T) {
+	engine(t)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t))
+		},
+		StressExecs: 60, StressSandboxes: 4,
+	})
+}

@@ -1,0 +1,64 @@
+// Package docker is the sandbox provider for containers run by a Docker
+// Engine (API 1.41 or later: Docker 20.10 and newer), with gVisor when the
+// engine has the runsc runtime. Import it for its side effect to use
+// "docker://" URLs:
+//
+//	import _ "github.com/sandboxkit/sandbox/provider/docker"
+//
+//	c, err := sandbox.Open(ctx, "docker://?image=debian:bookworm")
+//
+// # Configuration
+//
+// The engine is DOCKER_HOST (or ?host=unix:///path/docker.sock), else the
+// engine's default socket. URL parameters: host, image (the template used
+// when CreateOptions.Template is empty; also SANDBOX_DOCKER_IMAGE), user
+// (name, uid or uid:gid; default the image's user, or 1000:1000 when that
+// is root), home (default the image's working directory for the image's
+// own user, else /home/sandbox, created for a numeric user), runtime
+// (runsc for gVisor), network (the network joined when
+// CreateOptions.NoNetwork is false; default none, so a sandbox never
+// reaches the engine's default bridge unless asked). The provider never
+// pulls: the image must be on the engine.
+//
+// # Mapping onto the sandbox contract
+//
+//   - A sandbox is a container whose main process only keeps it running,
+//     under the engine's init (--init), with every capability dropped,
+//     no-new-privileges, a pids limit (DefaultPidsLimit), CPUs and memory
+//     from Resources, and a disk size where the storage driver allows it
+//     (else Create fails, saying so). Labels are Docker labels (prefixed
+//     dev.sandboxkit.label.), so List filters on the engine.
+//   - Create-time environment values are written to a file in the
+//     container (/.sandboxkit/env, readable by the sandbox's user only)
+//     that every command sources, so they are not in `docker inspect`'s
+//     Config.Env. They are in the container's writable layer (a `docker
+//     commit` or `docker cp` by the engine's owner reads them). Per-command
+//     environment goes in the exec request, which `docker inspect` of the
+//     exec does not show; it is in /proc/PID/environ of the command, as on
+//     any host.
+//   - Exec goes through the engine's exec API; the multiplexed stream is
+//     split into stdout and stderr as it arrives. Every command runs under
+//     a small sh wrapper as the sandbox's user, in a session of its own: a
+//     watchdog inside the container kills its whole process group when
+//     Command.Timeout expires, and when the command exits the wrapper ends
+//     what is left of its process group (start a background process with
+//     ProcessRuntime to keep one). An ended ctx kills every process that
+//     carries the command's token in its environment, whatever session it
+//     moved to. A command killed by a signal reports the shell's 128+N.
+//   - File methods run as the sandbox's user through exec (with the
+//     permissions of its commands), except Stat and Download, which use the
+//     engine's archive endpoint (as root: they can read what the user
+//     cannot). Upload streams through an exec's stdin into a temporary file
+//     beside the target, renamed over it with mv -f.
+//   - Pause is the engine's pause (the cgroup freezer): memory and
+//     processes survive. A container stopped by an engine restart lists as
+//     paused and Resume starts it again.
+//   - The lease is the modification time of /.sandboxkit/lease (SetTimeout
+//     rewrites it, so every client sees it). Get and List end (or pause,
+//     with AutoPause) a sandbox whose lease passed, and each Runtime runs a
+//     reaper that does the same every 30 s until Close.
+//   - Containers outlive the Client: a new process finds them with List
+//     and Get. Destroy removes the container and its anonymous volumes.
+//
+// Info.Isolation is "container", or "gvisor" with runtime=runsc.
+package docker

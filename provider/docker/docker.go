@@ -1,0 +1,317 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// Scheme is the URL scheme of this provider.
+const Scheme = "docker"
+
+// MinAPIVersion is the oldest Engine API version this provider speaks:
+// Docker Engine 20.10, the engine Debian 12 packages as docker.io.
+const MinAPIVersion = "1.41"
+
+// Labels this provider puts on the containers it creates. User labels are
+// stored under labelPrefix so they cannot collide with these.
+const (
+	labelManaged   = "dev.sandboxkit.managed"
+	labelTemplate  = "dev.sandboxkit.template"
+	labelLease     = "dev.sandboxkit.lease-end" // Unix seconds, the lease at Create
+	labelAutoPause = "dev.sandboxkit.autopause"
+	labelUser      = "dev.sandboxkit.user"
+	labelCreate    = "dev.sandboxkit.create-token" // finds a container whose Create was cancelled
+	labelPrefix    = "dev.sandboxkit.label."
+)
+
+// stateDir is the directory in every sandbox that holds the provider's own
+// files: the lease (as a file's modification time), the create-time
+// environment and the markers of timed-out commands.
+const stateDir = "/.sandboxkit"
+
+// DefaultUser is the user commands run as when neither the user option nor
+// the image names a non-root one.
+const DefaultUser = "1000:1000"
+
+// DefaultHome is the home of DefaultUser when the image names none.
+const DefaultHome = "/home/sandbox"
+
+// DefaultPidsLimit bounds the processes of a sandbox (fork bombs).
+const DefaultPidsLimit = 1024
+
+// reapEvery is how often the reaper looks for sandboxes whose lease ended.
+const reapEvery = 30 * time.Second
+
+// Runtime is the docker provider: it implements sandbox.Runtime,
+// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.Closer over the Docker
+// Engine API. Create one with New or through sandbox.Open("docker://").
+type Runtime struct {
+	cli     *client.Client
+	host    string // for error messages: the socket or address
+	image   string // default template
+	user    string // "" = the image's user, or DefaultUser when that is root
+	home    string
+	runtime string // OCI runtime: "" (engine default, runc) or "runsc"
+	network string // network mode when the caller allows network; default "none"
+	pids    int64
+
+	ctx      context.Context // ends at Close: bounds the reaper
+	cancel   context.CancelFunc
+	reaperWG sync.WaitGroup
+	bg       sync.WaitGroup // clean-ups after cancelled calls
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithHost sets the engine's address, such as "unix:///run/docker.sock";
+// the default is DOCKER_HOST, then the engine's default socket.
+func WithHost(host string) Option { return func(r *Runtime) { r.host = host } }
+
+// WithImage sets the image used when CreateOptions.Template is empty.
+func WithImage(image string) Option { return func(r *Runtime) { r.image = image } }
+
+// WithUser sets the user commands run as ("name", "uid" or "uid:gid"); the
+// default is the image's user when it is not root, else DefaultUser.
+func WithUser(user string) Option { return func(r *Runtime) { r.user = user } }
+
+// WithHome sets the home directory (created for the user if missing); the
+// default is the image's working directory when the image names a non-root
+// user, else DefaultHome.
+func WithHome(home string) Option { return func(r *Runtime) { r.home = home } }
+
+// WithRuntime selects the engine's OCI runtime, such as "runsc" for gVisor.
+func WithRuntime(name string) Option { return func(r *Runtime) { r.runtime = name } }
+
+// WithNetwork sets the network sandboxes join when CreateOptions.NoNetwork
+// is false. The default is "none": no network at all, not even the engine's
+// default bridge.
+func WithNetwork(name string) Option { return func(r *Runtime) { r.network = name } }
+
+func init() {
+	sandbox.Register(Scheme, openURL)
+}
+
+// openURL opens "docker://" URLs. Query parameters: host (the engine's
+// address, default DOCKER_HOST), image (the default template), user, home,
+// runtime (runsc for gVisor), network (default none).
+func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+	var opts []Option
+	for k, v := range u.Query() {
+		val := v[len(v)-1]
+		switch k {
+		case "host":
+			opts = append(opts, WithHost(val))
+		case "image":
+			opts = append(opts, WithImage(val))
+		case "user":
+			opts = append(opts, WithUser(val))
+		case "home":
+			opts = append(opts, WithHome(val))
+		case "runtime":
+			opts = append(opts, WithRuntime(val))
+		case "network":
+			opts = append(opts, WithNetwork(val))
+		default:
+			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network): %w", k, sandbox.ErrInvalidArgument)
+		}
+	}
+	if u.Host != "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("docker: URL %q: give the engine as ?host=unix:///path/docker.sock or DOCKER_HOST, not in the URL's host or path: %w", u.Scheme+"://"+u.Host+u.Path, sandbox.ErrInvalidArgument)
+	}
+	r, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Ping(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// New returns a Runtime for the engine at DOCKER_HOST (or WithHost). It
+// does not contact the engine; Ping does, and the first call negotiates the
+// API version.
+func New(opts ...Option) (*Runtime, error) {
+	r := &Runtime{host: os.Getenv("DOCKER_HOST"), network: "none", pids: DefaultPidsLimit}
+	if img := os.Getenv("SANDBOX_DOCKER_IMAGE"); img != "" {
+		r.image = img
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.host == "" {
+		r.host = client.DefaultDockerHost
+	}
+	if r.user != "" && !validUser(r.user) {
+		return nil, fmt.Errorf("docker: user %q: want a name, uid or uid:gid: %w", r.user, sandbox.ErrInvalidArgument)
+	}
+	if r.home != "" && !strings.HasPrefix(r.home, "/") {
+		return nil, fmt.Errorf("docker: home %q is not absolute: %w", r.home, sandbox.ErrInvalidArgument)
+	}
+	// The engine's API version is negotiated (client.WithAPIVersionNegotiation)
+	// so one client speaks to Debian's 20.10 engine (1.41) as to current ones;
+	// Ping refuses engines older than MinAPIVersion.
+	cli, err := client.New(client.WithHost(r.host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker: engine address %q: %v: %w", r.host, err, sandbox.ErrInvalidArgument)
+	}
+	r.cli = cli
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.reaperWG.Add(1)
+	go r.reaper()
+	return r, nil
+}
+
+// Ping checks that the engine answers and speaks at least MinAPIVersion.
+func (r *Runtime) Ping(ctx context.Context) error {
+	p, err := r.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	if err != nil {
+		return r.wrap(ctx, "ping", err)
+	}
+	if versionLess(p.APIVersion, MinAPIVersion) {
+		return fmt.Errorf("docker: engine at %s speaks API %s, want at least %s (Docker Engine 20.10): %w", r.host, p.APIVersion, MinAPIVersion, sandbox.ErrUnavailable)
+	}
+	return nil
+}
+
+// Close stops the lease reaper and closes the engine connections. Sandboxes
+// keep running: they are persistent.
+func (r *Runtime) Close() error {
+	r.cancel()
+	r.reaperWG.Wait()
+	r.bg.Wait()
+	return r.cli.Close()
+}
+
+// Name returns "docker".
+func (r *Runtime) Name() string { return Scheme }
+
+// Capabilities reports what the docker provider does.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Pause: true, PauseKeepsMemory: true,
+		Processes: true, AttachAcrossClients: true,
+		ServerSideLabels: true, Persistent: true,
+		Isolation:    r.isolation(),
+		DefaultLease: 15 * time.Minute,
+		Network:      r.network != "none",
+	}
+}
+
+func (r *Runtime) isolation() string {
+	if r.runtime == "runsc" {
+		return "gvisor"
+	}
+	return "container"
+}
+
+// wrap classifies an engine error into the sandbox error codes. It names
+// the engine's address when the engine cannot be reached.
+func (r *Runtime) wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || !cerrdefs.IsNotFound(err)) {
+		return fmt.Errorf("docker: %s: %w", op, ctx.Err())
+	}
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("docker: %s: the engine at %s is unreachable (is dockerd running? set DOCKER_HOST or ?host=): %v: %w", op, r.host, err, sandbox.ErrUnavailable)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrNotFound)
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is paused"):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPaused)
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is not running"):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPaused)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrFailedPrecondition)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrInvalidArgument)
+	case cerrdefs.IsPermissionDenied(err) || cerrdefs.IsUnauthorized(err):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPermission)
+	case cerrdefs.IsUnavailable(err):
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrUnavailable)
+	}
+	return fmt.Errorf("docker: %s: %w", op, err)
+}
+
+// versionLess reports whether API version a is older than b ("1.41").
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// validUser accepts "name", "uid", "name:group" or "uid:gid" made of
+// letters, digits, '_', '-' and '.'.
+func validUser(u string) bool {
+	parts := strings.Split(u, ":")
+	if len(parts) > 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, c := range p {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// numericIDs returns the uid and gid of a "uid" or "uid:gid" user.
+func numericIDs(u string) (uid, gid int, ok bool) {
+	a, b, has := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, false
+	}
+	gid = uid
+	if has {
+		if gid, err = strconv.Atoi(b); err != nil {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+func isRoot(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "" || name == "root" || name == "0"
+}
+
+// HasImage reports (as a NotFound error) whether the engine has image.
+func (r *Runtime) HasImage(ctx context.Context, image string) error {
+	if _, err := r.cli.ImageInspect(ctx, image); err != nil {
+		return r.wrap(ctx, "image "+image, err)
+	}
+	return nil
+}

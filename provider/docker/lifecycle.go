@@ -1,0 +1,525 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// keepAlive is the container's main process under the engine's init: it
+// only keeps the container running; commands arrive through exec.
+var keepAlive = []string{"/bin/sh", "-c", "while :; do sleep 3600; done"}
+
+// Create creates and starts a container from req.Template (or the default
+// image). See the package doc for what it configures.
+func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+	const op = "create"
+	image := req.Template
+	if image == "" {
+		image = r.image
+	}
+	if image == "" {
+		return sandbox.Info{}, fmt.Errorf("docker: create: no image: set CreateOptions.Template, ?image= or SANDBOX_DOCKER_IMAGE: %w", sandbox.ErrInvalidArgument)
+	}
+	if len(req.Options) > 0 {
+		return sandbox.Info{}, fmt.Errorf("docker: create: unknown provider options %q (the docker provider has none): %w", slices.Sorted(maps.Keys(req.Options)), sandbox.ErrInvalidArgument)
+	}
+	for k := range req.Env {
+		if !envNameRE.MatchString(k) {
+			return sandbox.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sandbox.ErrInvalidArgument)
+		}
+	}
+	img, err := r.cli.ImageInspect(ctx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return sandbox.Info{}, fmt.Errorf("docker: create: image %q is not on the engine at %s (build or pull it first; this provider never pulls): %w", image, r.host, sandbox.ErrNotFound)
+		}
+		return sandbox.Info{}, r.wrap(ctx, op, err)
+	}
+	user, home := r.user, r.home
+	imgUser, imgDir := "", ""
+	if img.Config != nil {
+		imgUser, imgDir = img.Config.User, img.Config.WorkingDir
+	}
+	if user == "" {
+		user = imgUser
+		if isRoot(user) {
+			user = DefaultUser
+		}
+	}
+	if home == "" {
+		if user == imgUser && imgDir != "" && imgDir != "/" {
+			home = imgDir
+		} else {
+			home = DefaultHome
+		}
+	}
+	leaseEnd := time.Now().Add(req.Timeout).Truncate(time.Second).Add(time.Second)
+	token := newToken()
+	labels := map[string]string{
+		labelManaged: "1", labelTemplate: image, labelUser: user, labelCreate: token,
+		labelLease: strconv.FormatInt(leaseEnd.Unix(), 10),
+	}
+	if req.AutoPause {
+		labels[labelAutoPause] = "1"
+	}
+	for k, v := range req.Labels {
+		labels[labelPrefix+k] = v
+	}
+	netMode := r.network
+	if req.NoNetwork {
+		netMode = "none"
+	}
+	yes := true
+	pids := r.pids
+	hc := &container.HostConfig{
+		NetworkMode: container.NetworkMode(netMode),
+		Init:        &yes,
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		Runtime:     r.runtime,
+		Resources: container.Resources{
+			PidsLimit: &pids,
+			NanoCPUs:  int64(req.Resources.CPUs) * 1e9,
+			Memory:    int64(req.Resources.MemoryMiB) << 20,
+		},
+	}
+	if req.Resources.DiskGiB > 0 {
+		// Only some storage drivers (overlay2 on xfs with pquota, btrfs,
+		// zfs) accept a size; elsewhere the engine refuses the container,
+		// which Create reports.
+		hc.StorageOpt = map[string]string{"size": strconv.Itoa(req.Resources.DiskGiB) + "G"}
+	}
+	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image: image, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:],
+			User: user, WorkingDir: home, Labels: labels,
+		},
+		HostConfig: hc,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			// The engine may have created it as ctx ended: find it by
+			// its create token and remove it, so nothing is orphaned; in
+			// the background, so Create returns promptly (Close waits).
+			r.bg.Add(1)
+			go func() {
+				defer r.bg.Done()
+				r.removeByToken(token)
+			}()
+		}
+		return sandbox.Info{}, r.wrap(ctx, op, err)
+	}
+	info := sandbox.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: sandbox.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
+	if info.Labels == nil {
+		info.Labels = map[string]string{}
+	}
+	if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
+		DestinationPath: "/", Content: initTar(user, home, leaseEnd, req.Env),
+	}); err != nil {
+		return info, r.wrap(ctx, op+": writing "+stateDir, err)
+	}
+	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return info, r.wrap(ctx, op+": start", err)
+	}
+	info.State = sandbox.StateRunning
+	info.CreatedAt = time.Now()
+	if got, err := r.Get(ctx, created.ID); err == nil {
+		info = got
+	} else if ctx.Err() != nil {
+		return info, r.wrap(ctx, op, err)
+	}
+	return info, nil
+}
+
+// removeByToken removes the containers carrying a create token, on its own
+// deadline (the caller's ctx has ended).
+func (r *Runtime) removeByToken(token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := client.Filters{}
+	f.Add("label", labelCreate+"="+token)
+	// A create still in flight on the engine shows up a moment later.
+	for range 3 {
+		res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err == nil {
+			for _, c := range res.Items {
+				r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// initTar is the archive Create extracts into the container before it
+// starts: the state directory with the lease file (its modification time
+// is the lease's end), the create-time environment (readable only by the
+// sandbox's user, so secret values stay out of `docker inspect`) and the
+// markers directory; and the home directory, owned by a numeric user.
+func initTar(user, home string, leaseEnd time.Time, env map[string]string) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		uid, gid, numeric := numericIDs(user)
+		now := time.Now()
+		dir := func(name string, mode int64, uid, gid int) error {
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: uid, Gid: gid, ModTime: now})
+		}
+		file := func(name string, mode int64, uid, gid int, mtime time.Time, body []byte) error {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Uid: uid, Gid: gid, ModTime: mtime, Size: int64(len(body))}); err != nil {
+				return err
+			}
+			_, err := tw.Write(body)
+			return err
+		}
+		st := stateDir[1:]
+		err := dir(st, 0o755, 0, 0)
+		if err == nil {
+			err = file(st+"/lease", 0o644, 0, 0, leaseEnd, nil)
+		}
+		if err == nil {
+			// Markers of timed-out commands: written by the sandbox's user.
+			err = dir(st+"/t", 0o1777, 0, 0)
+		}
+		if err == nil {
+			// Background processes: one directory each, made by the user.
+			err = dir(st+"/p", 0o1777, 0, 0)
+		}
+		if err == nil {
+			o, g := 0, 0
+			if numeric {
+				o, g = uid, gid
+			}
+			// A named user cannot be resolved here: the file is then
+			// world-readable inside the container (still not in inspect).
+			mode := int64(0o400)
+			if !numeric {
+				mode = 0o444
+			}
+			err = file(st+"/env", mode, o, g, now, envFile(env))
+		}
+		if err == nil && numeric {
+			for _, d := range parents(home) {
+				if err = dir(strings.TrimPrefix(d, "/"), 0o755, 0, 0); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = dir(strings.TrimPrefix(home, "/"), 0o755, uid, gid)
+			}
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+// parents returns the proper ancestors of an absolute path, outermost
+// first, without "/".
+func parents(p string) []string {
+	var out []string
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// envFile is the shell text the exec wrapper sources: each variable is set
+// unless the command's own environment names it in __sbx_keep.
+func envFile(env map[string]string) []byte {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		fmt.Fprintf(&b, "case \" $__sbx_keep \" in *\" %s \"*) ;; *) %s=%s; export %s;; esac\n", k, k, shellQuote(env[k]), k)
+	}
+	return []byte(b.String())
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Get returns the sandbox's Info; a container this provider did not create
+// is NotFound. A sandbox whose lease ended is destroyed (or paused, with
+// AutoPause) here, lazily, as the reaper would.
+func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+	info, err := r.inspect(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if info, expired, err := r.enforceLease(ctx, info); expired || err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// inspect reads a container into an Info, with its lease.
+func (r *Runtime) inspect(ctx context.Context, id string) (sandbox.Info, error) {
+	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return sandbox.Info{}, r.wrap(ctx, "get", err)
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[labelManaged] != "1" {
+		return sandbox.Info{}, fmt.Errorf("docker: get: container %s was not created by this provider: %w", id, sandbox.ErrNotFound)
+	}
+	created, _ := time.Parse(time.RFC3339Nano, c.Created)
+	var status container.ContainerState
+	if c.State != nil {
+		status = c.State.Status
+	}
+	info := r.info(c.ID, c.Config.Labels, status, created, c.Config.WorkingDir)
+	info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Config.Labels)
+	return info, nil
+}
+
+// info builds an Info from a container's labels and state.
+func (r *Runtime) info(id string, labels map[string]string, status container.ContainerState, created time.Time, home string) sandbox.Info {
+	info := sandbox.Info{ID: id, Provider: Scheme, Template: labels[labelTemplate], Labels: map[string]string{},
+		State: mapState(status), CreatedAt: created, Home: home, Isolation: r.isolation(),
+		Detail: map[string]string{"status": string(status), "user": labels[labelUser]}}
+	for k, v := range labels {
+		if name, ok := strings.CutPrefix(k, labelPrefix); ok {
+			info.Labels[name] = v
+		}
+	}
+	if sec, err := strconv.ParseInt(labels[labelLease], 10, 64); err == nil {
+		info.LeaseEnd = time.Unix(sec, 0)
+	}
+	return info
+}
+
+// leaseEnd reads the lease from the lease file's modification time,
+// falling back to the label set at Create.
+func (r *Runtime) leaseEnd(ctx context.Context, id string, labels map[string]string) time.Time {
+	st, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: stateDir + "/lease"})
+	if err == nil && !st.Stat.Mtime.IsZero() {
+		return st.Stat.Mtime
+	}
+	sec, _ := strconv.ParseInt(labels[labelLease], 10, 64)
+	return time.Unix(sec, 0)
+}
+
+func mapState(s container.ContainerState) sandbox.State {
+	switch s {
+	case container.StateRunning:
+		return sandbox.StateRunning
+	case container.StatePaused, container.StateExited:
+		return sandbox.StatePaused
+	case container.StateCreated, container.StateRestarting:
+		return sandbox.StateStarting
+	}
+	return sandbox.StateError
+}
+
+// enforceLease ends (or pauses) a sandbox whose lease has passed. It
+// reports expired when the sandbox is gone.
+func (r *Runtime) enforceLease(ctx context.Context, info sandbox.Info) (sandbox.Info, bool, error) {
+	if info.LeaseEnd.IsZero() || time.Now().Before(info.LeaseEnd) {
+		return info, false, nil
+	}
+	autoPause := false
+	if res, err := r.cli.ContainerInspect(ctx, info.ID, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil {
+		autoPause = res.Container.Config.Labels[labelAutoPause] == "1"
+	}
+	if autoPause {
+		if info.State == sandbox.StateRunning {
+			if err := r.Pause(ctx, info.ID); err != nil {
+				return info, false, err
+			}
+			info.State = sandbox.StatePaused
+		}
+		return info, false, nil
+	}
+	if err := r.Destroy(ctx, info.ID); err != nil {
+		return info, false, err
+	}
+	return sandbox.Info{}, true, fmt.Errorf("docker: sandbox %s: its lease ended at %s and it was destroyed: %w", info.ID, info.LeaseEnd.UTC().Format(time.RFC3339), sandbox.ErrNotFound)
+}
+
+// List returns the sandboxes this provider created, filtered by labels on
+// the engine, oldest first, one page at a time.
+func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+	f := client.Filters{}
+	f.Add("label", labelManaged+"=1")
+	for k, v := range req.Labels {
+		f.Add("label", labelPrefix+k+"="+v)
+	}
+	for _, s := range req.States {
+		switch s {
+		case sandbox.StateRunning:
+			f.Add("status", "running")
+		case sandbox.StatePaused:
+			f.Add("status", "paused", "exited")
+		case sandbox.StateStarting:
+			f.Add("status", "created", "restarting")
+		case sandbox.StateError:
+			f.Add("status", "dead", "removing")
+		}
+	}
+	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, "", r.wrap(ctx, "list", err)
+	}
+	items := res.Items
+	key := func(c container.Summary) string { return fmt.Sprintf("%020d/%s", c.Created, c.ID) }
+	slices.SortFunc(items, func(a, b container.Summary) int { return strings.Compare(key(a), key(b)) })
+	start := 0
+	if req.PageToken != "" {
+		start, _ = slices.BinarySearchFunc(items, req.PageToken, func(c container.Summary, tok string) int { return strings.Compare(key(c), tok) })
+		if start < len(items) && key(items[start]) == req.PageToken {
+			start++
+		}
+	}
+	var page []sandbox.Info
+	next := ""
+	for i := start; i < len(items); i++ {
+		if len(page) == req.PageSize {
+			next = key(items[i-1])
+			break
+		}
+		c := items[i]
+		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0), "")
+		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
+		info, gone, err := r.enforceLease(ctx, info)
+		if gone {
+			continue
+		}
+		if err != nil && ctx.Err() != nil {
+			return nil, "", err
+		}
+		page = append(page, info)
+	}
+	// Home is not in the list summary: read it where a page is small
+	// enough for that to be cheap, so List's Info matches Get's.
+	for i := range page {
+		if res, err := r.cli.ContainerInspect(ctx, page[i].ID, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil {
+			page[i].Home = res.Container.Config.WorkingDir
+		}
+	}
+	return page, next, nil
+}
+
+// Destroy removes the container and its anonymous volumes; a container
+// already gone is not an error.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if _, err := r.inspect(ctx, id); err != nil {
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")) {
+		return r.wrap(ctx, "destroy", err)
+	}
+	return nil
+}
+
+// SetTimeout moves the lease's end to d from now: the lease file's
+// modification time, so every client sees it.
+func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) error {
+	if _, err := r.inspect(ctx, id); err != nil {
+		return err
+	}
+	end := time.Now().Add(d).Truncate(time.Second).Add(time.Second)
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "lease", Mode: 0o644, ModTime: end})
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	_, err := r.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: stateDir, Content: pr})
+	pr.Close()
+	return r.wrap(ctx, "set timeout", err)
+}
+
+// Pause freezes every process of the sandbox (the engine's pause: memory
+// is kept). Pausing a paused sandbox is not an error.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	info, err := r.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if info.State == sandbox.StatePaused {
+		return nil
+	}
+	_, err = r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+	if err != nil && strings.Contains(err.Error(), "already paused") {
+		return nil
+	}
+	return r.wrap(ctx, "pause", err)
+}
+
+// Resume thaws a paused sandbox, or starts a stopped one (after an engine
+// restart, say).
+func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+	info, err := r.inspect(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	switch info.Detail["status"] {
+	case string(container.StatePaused):
+		if _, err := r.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil && !strings.Contains(err.Error(), "is not paused") {
+			return sandbox.Info{}, r.wrap(ctx, "resume", err)
+		}
+	case string(container.StateExited), string(container.StateCreated):
+		if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+			return sandbox.Info{}, r.wrap(ctx, "resume", err)
+		}
+	}
+	return r.inspect(ctx, id)
+}
+
+// reaper ends sandboxes whose lease passed, every reapEvery, until Close.
+// Several clients may reap at once: removing a removed container is not an
+// error.
+func (r *Runtime) reaper() {
+	defer r.reaperWG.Done()
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, reapEvery)
+		tok := ""
+		for {
+			// List enforces the leases of what it lists.
+			_, next, err := r.List(ctx, &sandbox.ListRequest{PageSize: 100, PageToken: tok})
+			if err != nil || next == "" {
+				break
+			}
+			tok = next
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,337 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// procDir holds one directory per background process, named by its pid:
+// out and err (the output, appended), in (a FIFO, when it reads stdin),
+// pgid (the command's process group), status (its exit code, once it
+// ended) and timedout (when Command.Timeout ended it).
+const procDir = stateDir + "/p"
+
+// supervisor runs a background command under the exec wrapper with its
+// output going to files, and records its exit status; it survives the
+// exec that launched it (the container's init adopts it).
+//
+//	sh -c supervisor sbx WRAPPER TIMEOUT DIR STDIN(0|1) ARGV...
+const supervisor = `w=$1 t=$2 c=$3 s=$4; shift 4
+d=` + procDir + `/$$
+mkdir -m 0700 "$d" || exit 1
+: >"$d/out"; : >"$d/err"
+if [ "$s" = 1 ]; then mkfifo -m 0600 "$d/in" || exit 1; fi
+: >"$d/ready"
+if [ "$s" = 1 ]; then exec <"$d/in"; else exec </dev/null; fi
+__sbx_pidfile=$d/pgid sh -c "$w" sbx "$t" "$d/timedout" "$c" "$@" >>"$d/out" 2>>"$d/err"
+echo $? >"$d/status.new"
+mv -f "$d/status.new" "$d/status"`
+
+// launcher starts the supervisor detached and prints its pid once the
+// supervisor's directory is ready.
+//
+//	sh -c launcher sbx SUPERVISOR WRAPPER TIMEOUT DIR STDIN ARGV...
+const launcher = `if [ ! -d "$4" ]; then if [ -e "$4" ]; then exit 4; fi; exit 2; fi
+sup=$1; shift
+setsid sh -c "$sup" sbx "$@" </dev/null >/dev/null 2>&1 &
+p=$!
+i=0
+while [ ! -e ` + procDir + `/$p/ready ]; do
+  i=$((i+1)); [ $i -gt 1000 ] && exit 1
+  kill -0 "$p" 2>/dev/null || [ -e ` + procDir + `/$p/ready ] || exit 1
+  sleep 0.01
+done
+echo "$p"`
+
+// follower copies a process's output from byte offsets (-1: the current
+// end) to its stdout and stderr until the process has ended, and exits
+// with the process's exit code.
+//
+//	sh -c follower sbx DIR OUTOFFSET ERROFFSET
+const follower = `d=$1 oo=$2 oe=$3
+[ -e "$d/ready" ] || exit 200
+[ "$oo" = -1 ] && oo=$(wc -c <"$d/out")
+[ "$oe" = -1 ] && oe=$(wc -c <"$d/err")
+while :; do
+  fin=0; [ -e "$d/status" ] && fin=1
+  n=$(wc -c <"$d/out"); if [ "$n" -gt "$oo" ]; then tail -c +$((oo+1)) "$d/out" | head -c $((n-oo)); oo=$n; fi
+  n=$(wc -c <"$d/err"); if [ "$n" -gt "$oe" ]; then tail -c +$((oe+1)) "$d/err" | head -c $((n-oe)) >&2; oe=$n; fi
+  [ $fin = 1 ] && exit "$(cat "$d/status")"
+  sleep 0.05
+done`
+
+// followerGone is follower's exit code for a pid with no process directory.
+const followerGone = 200
+
+// signaller sends a signal to a background command's process group.
+//
+//	sh -c signaller sbx DIR SIGNAL
+const signaller = `i=0
+while [ ! -s "$1/pgid" ]; do
+  [ -e "$1/status" ] && exit 0
+  i=$((i+1)); [ $i -gt 500 ] && exit 1
+  sleep 0.01
+done
+g=$(cat "$1/pgid")
+[ -e "$1/status" ] && exit 0
+kill -"$2" -"$g" 2>/dev/null || kill -"$2" "$g" 2>/dev/null
+exit 0`
+
+// Start starts cmd in the background under a supervisor in the container
+// and follows its output. The process outlives the Client; Attach follows
+// it from any client.
+func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+	for k := range cmd.Env {
+		if !envNameRE.MatchString(k) {
+			return nil, fmt.Errorf("docker: start: environment variable name %q is not a shell name: %w", k, sandbox.ErrInvalidArgument)
+		}
+	}
+	secs := "0"
+	if cmd.Timeout > 0 {
+		secs = strconv.FormatFloat(cmd.Timeout.Seconds(), 'f', 3, 64)
+	}
+	stdin := "0"
+	if cmd.Stdin != nil {
+		stdin = "1"
+	}
+	env := []string{"SANDBOXKIT_EXEC=" + newToken()}
+	var keys []string
+	for k, v := range cmd.Env {
+		env = append(env, k+"="+v)
+		keys = append(keys, k)
+	}
+	env = append(env, "__sbx_keep="+strings.Join(keys, " "))
+	argv := append([]string{"/bin/sh", "-c", launcher, "sbx", supervisor, wrapper, secs, cmd.Dir, stdin}, commandArgv(cmd)...)
+	var out, errOut limitedBuffer
+	code, err := r.runExec(ctx, id, client.ExecCreateOptions{Cmd: argv, Env: env}, &out, &errOut)
+	if err != nil {
+		return nil, err
+	}
+	switch code {
+	case 0:
+	case fsNotFound:
+		return nil, fmt.Errorf("docker: start: working directory %q does not exist: %w", cmd.Dir, sandbox.ErrNotFound)
+	case fsNotDir:
+		return nil, fmt.Errorf("docker: start: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+	default:
+		return nil, fmt.Errorf("docker: start: the supervisor did not start (exit %d): %s: %w", code, strings.TrimSpace(errOut.String()), sandbox.ErrInternal)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		return nil, fmt.Errorf("docker: start: the launcher printed %q, not a pid: %w", out.String(), sandbox.ErrInternal)
+	}
+	h := r.newHandle(id, pid, cmd.Stdout, cmd.Stderr, 0, 0)
+	if cmd.Stdin != nil {
+		h.feed(cmd.Stdin)
+	}
+	return h, nil
+}
+
+// Attach follows a background process started by any client, from the
+// output it produces after the attach.
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("docker: attach: pid %d: %w", pid, sandbox.ErrInvalidArgument)
+	}
+	if _, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: fmt.Sprintf("%s/%d/ready", procDir, pid)}); err != nil {
+		err = r.wrap(ctx, "attach", err)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			if _, gerr := r.inspect(ctx, id); gerr != nil {
+				return nil, gerr
+			}
+			return nil, fmt.Errorf("docker: attach: no background process %d in sandbox %s: %w", pid, id, sandbox.ErrNotFound)
+		}
+		return nil, err
+	}
+	return r.newHandle(id, pid, stdout, stderr, -1, -1), nil
+}
+
+// runExec runs an exec to completion, without stdin, and returns its exit
+// code.
+func (r *Runtime) runExec(ctx context.Context, id string, opts client.ExecCreateOptions, stdout, stderr io.Writer) (int, error) {
+	opts.AttachStdout, opts.AttachStderr = true, true
+	res, err := r.cli.ExecCreate(ctx, id, opts)
+	if err != nil {
+		return 0, r.wrap(ctx, "exec", err)
+	}
+	att, err := r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, r.wrap(ctx, "exec", err)
+	}
+	stop := context.AfterFunc(ctx, func() { att.Conn.Close() })
+	_, err = stdcopy.StdCopy(stdout, stderr, att.Reader)
+	att.Close()
+	stop()
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("docker: exec: %w", ctx.Err())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("docker: exec: %v: %w", err, sandbox.ErrOutcomeUnknown)
+	}
+	return r.execExit(ctx, res.ID)
+}
+
+// handle follows one background process.
+type handle struct {
+	r    *Runtime
+	id   string
+	pid  int
+	dir  string
+	ctx  context.Context // ends at Close
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	done   chan struct{} // closed when the follower ended
+	status sandbox.ExitStatus
+	err    error
+}
+
+func (r *Runtime) newHandle(id string, pid int, stdout, stderr io.Writer, outOff, errOff int64) *handle {
+	ctx, cancel := context.WithCancel(r.ctx)
+	h := &handle{r: r, id: id, pid: pid, dir: fmt.Sprintf("%s/%d", procDir, pid), ctx: ctx, stop: cancel, done: make(chan struct{})}
+	h.wg.Add(1)
+	go h.follow(stdout, stderr, outOff, errOff)
+	return h
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// follow runs the follower exec until the process ends, starting it again
+// from the bytes already delivered when the connection breaks.
+func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
+	defer h.wg.Done()
+	defer close(h.done)
+	var so, se *countingWriter
+	failures := 0
+	for {
+		so, se = &countingWriter{w: stdout}, &countingWriter{w: stderr}
+		code, err := h.r.runExec(h.ctx, h.id, client.ExecCreateOptions{
+			Cmd: []string{"/bin/sh", "-c", follower, "sbx", h.dir, strconv.FormatInt(outOff, 10), strconv.FormatInt(errOff, 10)},
+		}, so, se)
+		if err == nil {
+			if code == followerGone {
+				h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sandbox.ErrNotFound)
+				return
+			}
+			h.status, h.err = h.r.procStatus(h.ctx, h.id, h.dir, code)
+			return
+		}
+		if h.ctx.Err() != nil {
+			h.err = fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+			return
+		}
+		failures++
+		if failures > 3 || !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+			h.err = err
+			return
+		}
+		if outOff >= 0 {
+			outOff += so.n
+			errOff += se.n
+		} else {
+			// An attach that lost its stream before learning the
+			// offsets resumes at the current end.
+			outOff, errOff = -1, -1
+		}
+		select {
+		case <-h.ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// procStatus reads a background process's exit status.
+func (r *Runtime) procStatus(ctx context.Context, id, dir string, code int) (sandbox.ExitStatus, error) {
+	if code == exitKilled {
+		if _, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: dir + "/timedout"}); err == nil {
+			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+		}
+	}
+	return sandbox.ExitStatus{ExitCode: code}, nil
+}
+
+// feed copies stdin to the process's FIFO through an exec, until stdin's
+// EOF or Close.
+func (h *handle) feed(stdin io.Reader) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		res, err := h.r.cli.ExecCreate(h.ctx, h.id, client.ExecCreateOptions{
+			Cmd: []string{"/bin/sh", "-c", `exec cat >"$1/in"`, "sbx", h.dir}, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		})
+		if err != nil {
+			return
+		}
+		att, err := h.r.cli.ExecAttach(h.ctx, res.ID, client.ExecAttachOptions{})
+		if err != nil {
+			return
+		}
+		stop := context.AfterFunc(h.ctx, func() { att.Conn.Close() })
+		defer stop()
+		go func() {
+			io.Copy(att.Conn, stdin)
+			att.CloseWrite()
+		}()
+		io.Copy(io.Discard, att.Reader)
+		att.Close()
+		if c, ok := stdin.(io.Closer); ok {
+			c.Close()
+		}
+	}()
+}
+
+// PID returns the supervisor's pid in the container: the key for Attach.
+func (h *handle) PID() int { return h.pid }
+
+// Wait waits until the process ended and its output was delivered.
+func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-h.done:
+		return h.status, h.err
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, fmt.Errorf("docker: wait for process %d: %w", h.pid, ctx.Err())
+	}
+}
+
+// Signal sends sig to the process's process group.
+func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	code, err := h.r.runExec(ctx, h.id, client.ExecCreateOptions{
+		Cmd: []string{"/bin/sh", "-c", signaller, "sbx", h.dir, strconv.Itoa(int(sig))},
+	}, io.Discard, io.Discard)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("docker: signal process %d: the process group is not known yet: %w", h.pid, sandbox.ErrUnavailable)
+	}
+	return nil
+}
+
+// Close stops following the process (which keeps running).
+func (h *handle) Close() error {
+	h.stop()
+	h.wg.Wait()
+	return nil
+}
