@@ -4,6 +4,7 @@
 //
 //	go run ./examples/quickstart                 # the local provider
 //	go run ./examples/quickstart -url memory://  # the in-memory fake
+//	go run ./examples/quickstart -url 'docker://?image=sandboxkit/busybox:test'  # a Docker Engine at DOCKER_HOST
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	_ "github.com/sandboxkit/sandbox/provider/docker"
 	_ "github.com/sandboxkit/sandbox/provider/local"
 	_ "github.com/sandboxkit/sandbox/provider/memory"
 )
