@@ -66,3 +66,27 @@ func TestConformance(t *testing.T) {
 		StressExecs: 60, StressSandboxes: 4,
 	})
 }
+
+// TestConformanceGVisor runs the suite again with gVisor's runsc when
+// SANDBOX_TEST_RUNSC=1 (it doubles the suite's time, so CI does not by
+// default), after probing that runsc runs a container here.
+func TestConformanceGVisor(t *testing.T) {
+	_, image := engine(t)
+	if os.Getenv("SANDBOX_TEST_RUNSC") != "1" {
+		t.Skip("set SANDBOX_TEST_RUNSC=1 to run the suite under runsc (dockerd needs --add-runtime runsc=/usr/bin/runsc)")
+	}
+	r := newRuntime(t, docker.WithRuntime("runsc"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := r.ProbeRuntime(ctx, image); err != nil {
+		r.Close()
+		t.Skipf("runsc probe: %v", err)
+	}
+	r.Close()
+	sandboxtest.Run(t, sandboxtest.Harness{
+		NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t, docker.WithRuntime("runsc")))
+		},
+		StressExecs: 60, StressSandboxes: 4,
+	})
+}

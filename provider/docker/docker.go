@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxkit/sandbox"
@@ -139,6 +142,13 @@ func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
 		r.Close()
 		return nil, err
 	}
+	if r.runtime != "" {
+		// Whether gVisor runs on this kernel must be probed, not assumed.
+		if err := r.ProbeRuntime(ctx, r.image); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -233,6 +243,9 @@ func (r *Runtime) wrap(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("docker: %s: the engine at %s is unreachable (is dockerd running? set DOCKER_HOST or ?host=): %v: %w", op, r.host, err, sandbox.ErrUnavailable)
 	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrNotFound)
+	case strings.Contains(err.Error(), "received 409"):
+		// An exec's start refused: the container is paused or stopped.
+		return fmt.Errorf("docker: %s: the sandbox is paused or stopped: %v: %w", op, err, sandbox.ErrPaused)
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is paused"):
 		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPaused)
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is not running"):
@@ -314,4 +327,58 @@ func (r *Runtime) HasImage(ctx context.Context, image string) error {
 		return r.wrap(ctx, "image "+image, err)
 	}
 	return nil
+}
+
+// ProbeRuntime checks that the engine knows the runtime this Runtime was
+// configured with (WithRuntime; "" means the engine's default) and that a
+// container of image runs a command under it, as gVisor's runsc may not on
+// every kernel. The error says why not. With an empty image it only checks
+// that the engine lists the runtime.
+func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
+	if r.runtime != "" {
+		info, err := r.cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			return r.wrap(ctx, "probe", err)
+		}
+		if _, ok := info.Info.Runtimes[r.runtime]; !ok {
+			known := slices.Sorted(maps.Keys(info.Info.Runtimes))
+			return fmt.Errorf("docker: the engine at %s has no runtime %q (it has %s; start dockerd with --add-runtime %s=/usr/bin/%s): %w", r.host, r.runtime, strings.Join(known, ", "), r.runtime, r.runtime, sandbox.ErrUnimplemented)
+		}
+	}
+	if image == "" {
+		return nil
+	}
+	yes := true
+	res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"exit 0"}},
+		HostConfig: &container.HostConfig{Runtime: r.runtime, NetworkMode: "none", Init: &yes},
+	})
+	if err != nil {
+		return r.wrap(ctx, "probe "+r.runtime, err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		r.cli.ContainerRemove(cctx, res.ID, client.ContainerRemoveOptions{Force: true})
+	}()
+	if _, err := r.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("docker: runtime %q cannot start a container here: %w", r.runtime, r.wrap(ctx, "probe", err))
+	}
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		ins, err := r.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return r.wrap(ctx, "probe "+r.runtime, err)
+		}
+		if st := ins.Container.State; st != nil && (st.Status == container.StateExited || st.Status == container.StateDead) {
+			if st.ExitCode != 0 {
+				return fmt.Errorf("docker: under runtime %q a container's `exit 0` ended with status %d (%s): %w", r.runtime, st.ExitCode, st.Error, sandbox.ErrUnavailable)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker: probe %q: %w", r.runtime, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
 }

@@ -57,10 +57,13 @@ echo "$p"`
 
 // follower copies a process's output from byte offsets (-1: the current
 // end) to its stdout and stderr until the process has ended, and exits
-// with the process's exit code.
+// with the process's exit code. Its first byte, S, tells that it runs: an
+// exec the runtime could not start (the container was being paused, say)
+// writes the runtime's message instead, which must not reach the caller.
 //
 //	sh -c follower sbx DIR OUTOFFSET ERROFFSET
 const follower = `d=$1 oo=$2 oe=$3
+printf S
 [ -e "$d/ready" ] || exit 200
 [ "$oo" = -1 ] && oo=$(wc -c <"$d/out")
 [ "$oe" = -1 ] && oe=$(wc -c <"$d/err")
@@ -227,9 +230,18 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 	failures := 0
 	for {
 		so, se = &countingWriter{w: stdout}, &countingWriter{w: stderr}
+		gate := &gateWriter{w: so}
 		code, err := h.r.runExec(h.ctx, h.id, client.ExecCreateOptions{
 			Cmd: []string{"/bin/sh", "-c", follower, "sbx", h.dir, strconv.FormatInt(outOff, 10), strconv.FormatInt(errOff, 10)},
-		}, so, se)
+		}, gate, &gatedWriter{g: gate, w: se})
+		if err == nil && !gate.open {
+			// The follower never ran: wait while the sandbox is paused.
+			if werr := h.waitRunning(); werr != nil {
+				h.err = werr
+				return
+			}
+			continue
+		}
 		if err == nil {
 			if code == followerGone {
 				h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sandbox.ErrNotFound)
@@ -241,6 +253,14 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 		if h.ctx.Err() != nil {
 			h.err = fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
 			return
+		}
+		if errors.Is(err, sandbox.ErrPaused) {
+			// Paused while the follower started: follow again once resumed.
+			if werr := h.waitRunning(); werr != nil {
+				h.err = werr
+				return
+			}
+			continue
 		}
 		failures++
 		if failures > 3 || !errors.Is(err, sandbox.ErrOutcomeUnknown) {
@@ -258,6 +278,71 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 		select {
 		case <-h.ctx.Done():
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// gateWriter passes output on only after the follower's first byte, S.
+type gateWriter struct {
+	w      io.Writer
+	open   bool
+	closed bool // the first byte was something else: drop everything
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if !g.open && !g.closed && len(p) > 0 {
+		if p[0] != 'S' {
+			g.closed = true
+		} else {
+			g.open = true
+			p = p[1:]
+		}
+	}
+	if !g.open {
+		return n, nil
+	}
+	if _, err := g.w.Write(p); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// gatedWriter passes stderr on only once the gate opened.
+type gatedWriter struct {
+	g *gateWriter
+	w io.Writer
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	if !g.g.open {
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+// waitRunning waits, until Close, while the sandbox is paused; it fails
+// when the sandbox is gone or stopped.
+func (h *handle) waitRunning() error {
+	for {
+		info, err := h.r.inspect(h.ctx, h.id)
+		if err != nil {
+			if h.ctx.Err() != nil {
+				return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+			}
+			return err
+		}
+		switch info.Detail["status"] {
+		case "running":
+			return nil
+		case "paused":
+		default:
+			return fmt.Errorf("docker: process %d: the sandbox is %s: %w", h.pid, info.Detail["status"], sandbox.ErrPaused)
+		}
+		select {
+		case <-h.ctx.Done():
+			return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
