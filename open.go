@@ -56,7 +56,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	opener, ok := driver.Lookup(u.Scheme)
 	if !ok {
 		hint := ""
-		if slices.Contains([]string{"local", "memory", "e2b", "daytona"}, u.Scheme) {
+		if slices.Contains([]string{"local", "memory", "e2b", "daytona", "docker"}, u.Scheme) {
 			hint = fmt.Sprintf(`; import _ "github.com/sandboxkit/sandbox/provider/%s"`, u.Scheme)
 		}
 		return nil, invalid(op, "", "", "URL scheme", "%q is not registered (registered: %s)%s",

@@ -17,7 +17,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Scheme is the URL scheme of this provider.
@@ -57,8 +58,8 @@ const DefaultPidsLimit = 1024
 // reapEvery is how often the reaper looks for sandboxes whose lease ended.
 const reapEvery = 30 * time.Second
 
-// Runtime is the docker provider: it implements sandbox.Runtime,
-// sandbox.Pauser, sandbox.ProcessRuntime and sandbox.Closer over the Docker
+// Runtime is the docker provider: it implements driver.Runtime,
+// driver.Pauser, driver.ProcessRuntime and driver.Closer over the Docker
 // Engine API. Create one with New or through sandbox.Open("docker://").
 type Runtime struct {
 	cli     *client.Client
@@ -104,13 +105,13 @@ func WithRuntime(name string) Option { return func(r *Runtime) { r.runtime = nam
 func WithNetwork(name string) Option { return func(r *Runtime) { r.network = name } }
 
 func init() {
-	sandbox.Register(Scheme, openURL)
+	driver.Register(Scheme, openURL)
 }
 
 // openURL opens "docker://" URLs. Query parameters: host (the engine's
 // address, default DOCKER_HOST), image (the default template), user, home,
 // runtime (runsc for gVisor), network (default none).
-func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
+func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 	var opts []Option
 	for k, v := range u.Query() {
 		val := v[len(v)-1]
@@ -128,11 +129,11 @@ func openURL(ctx context.Context, u *url.URL) (sandbox.Runtime, error) {
 		case "network":
 			opts = append(opts, WithNetwork(val))
 		default:
-			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network): %w", k, sandbox.ErrInvalidArgument)
+			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network): %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
-		return nil, fmt.Errorf("docker: URL %q: give the engine as ?host=unix:///path/docker.sock or DOCKER_HOST, not in the URL's host or path: %w", u.Scheme+"://"+u.Host+u.Path, sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("docker: URL %q: give the engine as ?host=unix:///path/docker.sock or DOCKER_HOST, not in the URL's host or path: %w", u.Scheme+"://"+u.Host+u.Path, sberrors.ErrInvalidArgument)
 	}
 	r, err := New(opts...)
 	if err != nil {
@@ -167,17 +168,17 @@ func New(opts ...Option) (*Runtime, error) {
 		r.host = client.DefaultDockerHost
 	}
 	if r.user != "" && !validUser(r.user) {
-		return nil, fmt.Errorf("docker: user %q: want a name, uid or uid:gid: %w", r.user, sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("docker: user %q: want a name, uid or uid:gid: %w", r.user, sberrors.ErrInvalidArgument)
 	}
 	if r.home != "" && !strings.HasPrefix(r.home, "/") {
-		return nil, fmt.Errorf("docker: home %q is not absolute: %w", r.home, sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("docker: home %q is not absolute: %w", r.home, sberrors.ErrInvalidArgument)
 	}
 	// The engine's API version is negotiated (client.WithAPIVersionNegotiation)
 	// so one client speaks to Debian's 20.10 engine (1.41) as to current ones;
 	// Ping refuses engines older than MinAPIVersion.
 	cli, err := client.New(client.WithHost(r.host), client.WithAPIVersionNegotiation())
 	if err != nil {
-		return nil, fmt.Errorf("docker: engine address %q: %v: %w", r.host, err, sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("docker: engine address %q: %v: %w", r.host, err, sberrors.ErrInvalidArgument)
 	}
 	r.cli = cli
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -193,7 +194,7 @@ func (r *Runtime) Ping(ctx context.Context) error {
 		return r.wrap(ctx, "ping", err)
 	}
 	if versionLess(p.APIVersion, MinAPIVersion) {
-		return fmt.Errorf("docker: engine at %s speaks API %s, want at least %s (Docker Engine 20.10): %w", r.host, p.APIVersion, MinAPIVersion, sandbox.ErrUnavailable)
+		return fmt.Errorf("docker: engine at %s speaks API %s, want at least %s (Docker Engine 20.10): %w", r.host, p.APIVersion, MinAPIVersion, sberrors.ErrUnavailable)
 	}
 	return nil
 }
@@ -211,8 +212,8 @@ func (r *Runtime) Close() error {
 func (r *Runtime) Name() string { return Scheme }
 
 // Capabilities reports what the docker provider does.
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{
+func (r *Runtime) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
 		Pause: true, PauseKeepsMemory: true,
 		Processes: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true,
@@ -240,24 +241,24 @@ func (r *Runtime) wrap(ctx context.Context, op string, err error) error {
 	}
 	switch {
 	case client.IsErrConnectionFailed(err):
-		return fmt.Errorf("docker: %s: the engine at %s is unreachable (is dockerd running? set DOCKER_HOST or ?host=): %v: %w", op, r.host, err, sandbox.ErrUnavailable)
+		return fmt.Errorf("docker: %s: the engine at %s is unreachable (is dockerd running? set DOCKER_HOST or ?host=): %v: %w", op, r.host, err, sberrors.ErrUnavailable)
 	case cerrdefs.IsNotFound(err):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrNotFound)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrNotFound)
 	case strings.Contains(err.Error(), "received 409"):
 		// An exec's start refused: the container is paused or stopped.
-		return fmt.Errorf("docker: %s: the sandbox is paused or stopped: %v: %w", op, err, sandbox.ErrPaused)
+		return fmt.Errorf("docker: %s: the sandbox is paused or stopped: %v: %w", op, err, sberrors.ErrPaused)
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is paused"):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPaused)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrPaused)
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is not running"):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPaused)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrPaused)
 	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrFailedPrecondition)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrFailedPrecondition)
 	case cerrdefs.IsInvalidArgument(err):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrInvalidArgument)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrInvalidArgument)
 	case cerrdefs.IsPermissionDenied(err) || cerrdefs.IsUnauthorized(err):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrPermission)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrPermission)
 	case cerrdefs.IsUnavailable(err):
-		return fmt.Errorf("docker: %s: %v: %w", op, err, sandbox.ErrUnavailable)
+		return fmt.Errorf("docker: %s: %v: %w", op, err, sberrors.ErrUnavailable)
 	}
 	return fmt.Errorf("docker: %s: %w", op, err)
 }
@@ -342,7 +343,7 @@ func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
 		}
 		if _, ok := info.Info.Runtimes[r.runtime]; !ok {
 			known := slices.Sorted(maps.Keys(info.Info.Runtimes))
-			return fmt.Errorf("docker: the engine at %s has no runtime %q (it has %s; start dockerd with --add-runtime %s=/usr/bin/%s): %w", r.host, r.runtime, strings.Join(known, ", "), r.runtime, r.runtime, sandbox.ErrUnimplemented)
+			return fmt.Errorf("docker: the engine at %s has no runtime %q (it has %s; start dockerd with --add-runtime %s=/usr/bin/%s): %w", r.host, r.runtime, strings.Join(known, ", "), r.runtime, r.runtime, sberrors.ErrUnimplemented)
 		}
 	}
 	if image == "" {
@@ -371,7 +372,7 @@ func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
 		}
 		if st := ins.Container.State; st != nil && (st.Status == container.StateExited || st.Status == container.StateDead) {
 			if st.ExitCode != 0 {
-				return fmt.Errorf("docker: under runtime %q a container's `exit 0` ended with status %d (%s): %w", r.runtime, st.ExitCode, st.Error, sandbox.ErrUnavailable)
+				return fmt.Errorf("docker: under runtime %q a container's `exit 0` ended with status %d (%s): %w", r.runtime, st.ExitCode, st.Error, sberrors.ErrUnavailable)
 			}
 			return nil
 		}

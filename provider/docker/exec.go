@@ -17,7 +17,8 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // wrapper runs every command inside the container, as the sandbox's user:
@@ -89,7 +90,7 @@ type execSpec struct {
 	stdin   bool
 }
 
-func commandArgv(cmd *sandbox.Command) []string {
+func commandArgv(cmd *driver.Command) []string {
 	if cmd.Shell != "" || len(cmd.Args) == 0 {
 		return []string{"/bin/sh", "-c", cmd.Shell}
 	}
@@ -100,7 +101,7 @@ func commandArgv(cmd *sandbox.Command) []string {
 func (r *Runtime) createExec(ctx context.Context, id string, spec execSpec) (string, error) {
 	for k := range spec.env {
 		if !envNameRE.MatchString(k) {
-			return "", fmt.Errorf("docker: exec: environment variable name %q is not a shell name: %w", k, sandbox.ErrInvalidArgument)
+			return "", fmt.Errorf("docker: exec: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	secs := "0"
@@ -127,15 +128,15 @@ func (r *Runtime) createExec(ctx context.Context, id string, spec execSpec) (str
 // multiplexed stream is split into cmd.Stdout and cmd.Stderr as it
 // arrives; cmd.Timeout is enforced inside the container by the wrapper,
 // which ends the command's process group.
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	spec := execSpec{argv: commandArgv(cmd), dir: cmd.Dir, env: cmd.Env, timeout: cmd.Timeout, token: newToken(), stdin: cmd.Stdin != nil}
 	execID, err := r.createExec(ctx, id, spec)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	att, err := r.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
 	if err != nil {
-		return sandbox.ExitStatus{}, r.wrap(ctx, "exec", err)
+		return driver.ExitStatus{}, r.wrap(ctx, "exec", err)
 	}
 	defer att.Close()
 	// From here the command may run: a failure is an unknown outcome, and
@@ -162,15 +163,15 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sa
 	wg.Wait()
 	if ctx.Err() != nil {
 		r.killExec(id, spec.token)
-		return sandbox.ExitStatus{}, fmt.Errorf("docker: exec: %w", ctx.Err())
+		return driver.ExitStatus{}, fmt.Errorf("docker: exec: %w", ctx.Err())
 	}
 	if copyErr != nil {
 		r.killExec(id, spec.token)
-		return sandbox.ExitStatus{}, fmt.Errorf("docker: exec: reading the output: %v: %w", copyErr, sandbox.ErrOutcomeUnknown)
+		return driver.ExitStatus{}, fmt.Errorf("docker: exec: reading the output: %v: %w", copyErr, sberrors.ErrOutcomeUnknown)
 	}
 	code, err := r.execExit(ctx, execID)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return driver.ExitStatus{}, err
 	}
 	return r.status(ctx, id, spec.token, code)
 }
@@ -182,7 +183,7 @@ func (r *Runtime) execExit(ctx context.Context, execID string) (int, error) {
 	for {
 		res, err := r.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("docker: exec: reading the exit code: %w", errors.Join(r.wrap(ctx, "exec inspect", err), sandbox.ErrOutcomeUnknown))
+			return 0, fmt.Errorf("docker: exec: reading the exit code: %w", errors.Join(r.wrap(ctx, "exec inspect", err), sberrors.ErrOutcomeUnknown))
 		}
 		if !res.Running {
 			return res.ExitCode, nil
@@ -198,7 +199,7 @@ func (r *Runtime) execExit(ctx context.Context, execID string) (int, error) {
 
 // status turns the wrapper's exit code into an ExitStatus, reading the
 // markers the wrapper leaves for a timeout or a bad directory.
-func (r *Runtime) status(ctx context.Context, id, token string, code int) (sandbox.ExitStatus, error) {
+func (r *Runtime) status(ctx context.Context, id, token string, code int) (driver.ExitStatus, error) {
 	marker := stateDir + "/t/" + token
 	exists := func(p string) bool {
 		_, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p})
@@ -208,24 +209,24 @@ func (r *Runtime) status(ctx context.Context, id, token string, code int) (sandb
 	case exitKilled:
 		if exists(marker) {
 			r.removeMarkers(id, token)
-			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+			return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 		}
 	case 126:
 		var err error
 		switch {
 		case exists(marker + ".missing"):
-			err = fmt.Errorf("docker: exec: the working directory does not exist: %w", sandbox.ErrNotFound)
+			err = fmt.Errorf("docker: exec: the working directory does not exist: %w", sberrors.ErrNotFound)
 		case exists(marker + ".notdir"):
-			err = fmt.Errorf("docker: exec: the working directory is not a directory: %w", sandbox.ErrNotDirectory)
+			err = fmt.Errorf("docker: exec: the working directory is not a directory: %w", sberrors.ErrNotDirectory)
 		case exists(marker + ".denied"):
-			err = fmt.Errorf("docker: exec: the working directory cannot be entered: %w", sandbox.ErrPermission)
+			err = fmt.Errorf("docker: exec: the working directory cannot be entered: %w", sberrors.ErrPermission)
 		}
 		if err != nil {
 			r.removeMarkers(id, token)
-			return sandbox.ExitStatus{}, err
+			return driver.ExitStatus{}, err
 		}
 	}
-	return sandbox.ExitStatus{ExitCode: code}, nil
+	return driver.ExitStatus{ExitCode: code}, nil
 }
 
 // killExec ends what is left of an exec whose caller went away, bounded by
@@ -261,7 +262,7 @@ func (r *Runtime) runQuiet(ctx context.Context, id, user, script string, args ..
 	att.Close()
 	stop()
 	if err != nil || ctx.Err() != nil {
-		return 0, "", fmt.Errorf("docker: exec: %w", errors.Join(ctx.Err(), err, sandbox.ErrOutcomeUnknown))
+		return 0, "", fmt.Errorf("docker: exec: %w", errors.Join(ctx.Err(), err, sberrors.ErrOutcomeUnknown))
 	}
 	code, err := r.execExit(ctx, res.ID)
 	return code, out.String(), err

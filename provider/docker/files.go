@@ -18,7 +18,8 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // The exit codes of fsScript.
@@ -128,7 +129,7 @@ func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdo
 		return fmt.Errorf("docker: %s: reading the content: %w", op, inErr)
 	}
 	if outErr != nil {
-		return fmt.Errorf("docker: %s: %v: %w", op, outErr, sandbox.ErrOutcomeUnknown)
+		return fmt.Errorf("docker: %s: %v: %w", op, outErr, sberrors.ErrOutcomeUnknown)
 	}
 	code, err := r.execExit(ctx, res.ID)
 	if err != nil {
@@ -142,13 +143,13 @@ func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdo
 	case fsOK:
 		return nil
 	case fsNotFound:
-		return fmt.Errorf("docker: %s %q: no such file or directory: %w", op, args[0], sandbox.ErrNotFound)
+		return fmt.Errorf("docker: %s %q: no such file or directory: %w", op, args[0], sberrors.ErrNotFound)
 	case fsIsDir:
-		return fmt.Errorf("docker: %s %q: is a directory: %w", op, args[len(args)-1], sandbox.ErrIsDirectory)
+		return fmt.Errorf("docker: %s %q: is a directory: %w", op, args[len(args)-1], sberrors.ErrIsDirectory)
 	case fsNotDir:
-		return fmt.Errorf("docker: %s %q: not a directory%s: %w", op, args[0], detail, sandbox.ErrNotDirectory)
+		return fmt.Errorf("docker: %s %q: not a directory%s: %w", op, args[0], detail, sberrors.ErrNotDirectory)
 	case fsDenied:
-		return fmt.Errorf("docker: %s %q: permission denied%s: %w", op, args[0], detail, sandbox.ErrPermission)
+		return fmt.Errorf("docker: %s %q: permission denied%s: %w", op, args[0], detail, sberrors.ErrPermission)
 	}
 	return fmt.Errorf("docker: %s %q: exit %d%s", op, args[0], code, detail)
 }
@@ -162,15 +163,15 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, rd io.Reader) error 
 	tmp := path.Join(path.Dir(p), ".sandboxkit-upload-"+newToken())
 	if err := r.fsOp(ctx, id, "put", rd, nil, p, tmp); err != nil {
 		r.dropTemp(id, tmp)
-		if errors.Is(err, sandbox.ErrIsDirectory) {
-			return fmt.Errorf("docker: upload %q: is a directory: %w", p, sandbox.ErrIsDirectory)
+		if errors.Is(err, sberrors.ErrIsDirectory) {
+			return fmt.Errorf("docker: upload %q: is a directory: %w", p, sberrors.ErrIsDirectory)
 		}
 		return err
 	}
 	if err := r.fsOp(ctx, id, "commit", nil, nil, tmp, p); err != nil {
 		r.dropTemp(id, tmp)
-		if errors.Is(err, sandbox.ErrIsDirectory) {
-			return fmt.Errorf("docker: upload %q: is a directory: %w", p, sandbox.ErrIsDirectory)
+		if errors.Is(err, sberrors.ErrIsDirectory) {
+			return fmt.Errorf("docker: upload %q: is a directory: %w", p, sberrors.ErrIsDirectory)
 		}
 		return err
 	}
@@ -193,7 +194,7 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 		return nil, err
 	}
 	if fi.IsDir() {
-		return nil, fmt.Errorf("docker: download %q: %w", p, sandbox.ErrIsDirectory)
+		return nil, fmt.Errorf("docker: download %q: %w", p, sberrors.ErrIsDirectory)
 	}
 	res, err := r.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: fi.Path})
 	if err != nil {
@@ -205,16 +206,16 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 		if err != nil {
 			res.Content.Close()
 			if err == io.EOF {
-				return nil, fmt.Errorf("docker: download %q: the engine's archive held no file: %w", p, sandbox.ErrNotFound)
+				return nil, fmt.Errorf("docker: download %q: the engine's archive held no file: %w", p, sberrors.ErrNotFound)
 			}
-			return nil, fmt.Errorf("docker: download %q: %v: %w", p, err, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("docker: download %q: %v: %w", p, err, sberrors.ErrUnavailable)
 		}
 		if h.Typeflag == tar.TypeReg {
 			return &tarFile{r: tr, c: res.Content}, nil
 		}
 		if h.Typeflag == tar.TypeDir {
 			res.Content.Close()
-			return nil, fmt.Errorf("docker: download %q: %w", p, sandbox.ErrIsDirectory)
+			return nil, fmt.Errorf("docker: download %q: %w", p, sberrors.ErrIsDirectory)
 		}
 	}
 }
@@ -247,16 +248,16 @@ func (r *Runtime) wrapPath(ctx context.Context, op, p string, err error) error {
 
 // Stat describes path through the engine's archive endpoint, following
 // symbolic links (up to 40, as the kernel does).
-func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	cur := p
 	for range 40 {
 		res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: cur})
 		if err != nil {
-			return sandbox.FileInfo{}, r.wrapPath(ctx, "stat", p, err)
+			return driver.FileInfo{}, r.wrapPath(ctx, "stat", p, err)
 		}
 		st := res.Stat
 		if st.Mode&fs.ModeSymlink == 0 {
-			return sandbox.FileInfo{Path: cur, Size: st.Size, Mode: st.Mode, ModTime: st.Mtime.UTC()}, nil
+			return driver.FileInfo{Path: cur, Size: st.Size, Mode: st.Mode, ModTime: st.Mtime.UTC()}, nil
 		}
 		next := st.LinkTarget
 		if !strings.HasPrefix(next, "/") {
@@ -267,36 +268,36 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, err
 		}
 		cur = next
 	}
-	return sandbox.FileInfo{}, fmt.Errorf("docker: stat %q: too many levels of symbolic links: %w", p, sandbox.ErrInvalidArgument)
+	return driver.FileInfo{}, fmt.Errorf("docker: stat %q: too many levels of symbolic links: %w", p, sberrors.ErrInvalidArgument)
 }
 
 // ReadDir lists a directory as the sandbox's user sees it, in one exec.
-func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	var out bytes.Buffer
 	if err := r.fsOp(ctx, id, "ls", nil, &out, p); err != nil {
 		return nil, err
 	}
-	var list []sandbox.FileInfo
+	var list []driver.FileInfo
 	b := out.Bytes()
 	for len(b) > 0 {
 		nl := bytes.IndexByte(b, '\n')
 		if nl < 0 {
-			return nil, fmt.Errorf("docker: readdir %q: malformed listing: %w", p, sandbox.ErrInternal)
+			return nil, fmt.Errorf("docker: readdir %q: malformed listing: %w", p, sberrors.ErrInternal)
 		}
 		fields := strings.Fields(string(b[:nl]))
 		b = b[nl+1:]
 		nul := bytes.IndexByte(b, 0)
 		if nul < 0 || len(fields) != 5 {
-			return nil, fmt.Errorf("docker: readdir %q: malformed listing: %w", p, sandbox.ErrInternal)
+			return nil, fmt.Errorf("docker: readdir %q: malformed listing: %w", p, sberrors.ErrInternal)
 		}
 		name := string(b[:nul])
 		b = b[nul+1:]
 		raw, _ := strconv.ParseUint(fields[0], 16, 32)
 		size, _ := strconv.ParseInt(fields[1], 10, 64)
 		mtime, _ := time.Parse("2006-01-02 15:04:05.999999999 -0700", strings.Join(fields[2:], " "))
-		list = append(list, sandbox.FileInfo{Path: path.Join(p, name), Size: size, Mode: unixMode(uint32(raw)), ModTime: mtime.UTC()})
+		list = append(list, driver.FileInfo{Path: path.Join(p, name), Size: size, Mode: unixMode(uint32(raw)), ModTime: mtime.UTC()})
 	}
-	slices.SortFunc(list, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(list, func(a, b driver.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return list, nil
 }
 

@@ -18,7 +18,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -29,29 +30,29 @@ var keepAlive = []string{"/bin/sh", "-c", "while :; do sleep 3600; done"}
 
 // Create creates and starts a container from req.Template (or the default
 // image). See the package doc for what it configures.
-func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandbox.Info, error) {
+func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	image := req.Template
 	if image == "" {
 		image = r.image
 	}
 	if image == "" {
-		return sandbox.Info{}, fmt.Errorf("docker: create: no image: set CreateOptions.Template, ?image= or SANDBOX_DOCKER_IMAGE: %w", sandbox.ErrInvalidArgument)
+		return driver.Info{}, fmt.Errorf("docker: create: no image: set CreateOptions.Template, ?image= or SANDBOX_DOCKER_IMAGE: %w", sberrors.ErrInvalidArgument)
 	}
 	if len(req.Options) > 0 {
-		return sandbox.Info{}, fmt.Errorf("docker: create: unknown provider options %q (the docker provider has none): %w", slices.Sorted(maps.Keys(req.Options)), sandbox.ErrInvalidArgument)
+		return driver.Info{}, fmt.Errorf("docker: create: unknown provider options %q (the docker provider has none): %w", slices.Sorted(maps.Keys(req.Options)), sberrors.ErrInvalidArgument)
 	}
 	for k := range req.Env {
 		if !envNameRE.MatchString(k) {
-			return sandbox.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sandbox.ErrInvalidArgument)
+			return driver.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	img, err := r.cli.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return sandbox.Info{}, fmt.Errorf("docker: create: image %q is not on the engine at %s (build or pull it first; this provider never pulls): %w", image, r.host, sandbox.ErrNotFound)
+			return driver.Info{}, fmt.Errorf("docker: create: image %q is not on the engine at %s (build or pull it first; this provider never pulls): %w", image, r.host, sberrors.ErrNotFound)
 		}
-		return sandbox.Info{}, r.wrap(ctx, op, err)
+		return driver.Info{}, r.wrap(ctx, op, err)
 	}
 	user, home := r.user, r.home
 	imgUser, imgDir := "", ""
@@ -125,9 +126,9 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 				r.removeByToken(token)
 			}()
 		}
-		return sandbox.Info{}, r.wrap(ctx, op, err)
+		return driver.Info{}, r.wrap(ctx, op, err)
 	}
-	info := sandbox.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: sandbox.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
+	info := driver.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: driver.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}
@@ -139,7 +140,7 @@ func (r *Runtime) Create(ctx context.Context, req *sandbox.CreateRequest) (sandb
 	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return info, r.wrap(ctx, op+": start", err)
 	}
-	info.State = sandbox.StateRunning
+	info.State = driver.StateRunning
 	info.CreatedAt = time.Now()
 	if got, err := r.Get(ctx, created.ID); err == nil {
 		info = got
@@ -265,10 +266,10 @@ func shellQuote(s string) string {
 // Get returns the sandbox's Info; a container this provider did not create
 // is NotFound. A sandbox whose lease ended is destroyed (or paused, with
 // AutoPause) here, lazily, as the reaper would.
-func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	info, err := r.inspect(ctx, id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	if info, expired, err := r.enforceLease(ctx, info); expired || err != nil {
 		return info, err
@@ -277,14 +278,14 @@ func (r *Runtime) Get(ctx context.Context, id string) (sandbox.Info, error) {
 }
 
 // inspect reads a container into an Info, with its lease.
-func (r *Runtime) inspect(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) inspect(ctx context.Context, id string) (driver.Info, error) {
 	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return sandbox.Info{}, r.wrap(ctx, "get", err)
+		return driver.Info{}, r.wrap(ctx, "get", err)
 	}
 	c := res.Container
 	if c.Config == nil || c.Config.Labels[labelManaged] != "1" {
-		return sandbox.Info{}, fmt.Errorf("docker: get: container %s was not created by this provider: %w", id, sandbox.ErrNotFound)
+		return driver.Info{}, fmt.Errorf("docker: get: container %s was not created by this provider: %w", id, sberrors.ErrNotFound)
 	}
 	created, _ := time.Parse(time.RFC3339Nano, c.Created)
 	var status container.ContainerState
@@ -297,8 +298,8 @@ func (r *Runtime) inspect(ctx context.Context, id string) (sandbox.Info, error) 
 }
 
 // info builds an Info from a container's labels and state.
-func (r *Runtime) info(id string, labels map[string]string, status container.ContainerState, created time.Time, home string) sandbox.Info {
-	info := sandbox.Info{ID: id, Provider: Scheme, Template: labels[labelTemplate], Labels: map[string]string{},
+func (r *Runtime) info(id string, labels map[string]string, status container.ContainerState, created time.Time, home string) driver.Info {
+	info := driver.Info{ID: id, Provider: Scheme, Template: labels[labelTemplate], Labels: map[string]string{},
 		State: mapState(status), CreatedAt: created, Home: home, Isolation: r.isolation(),
 		Detail: map[string]string{"status": string(status), "user": labels[labelUser]}}
 	for k, v := range labels {
@@ -323,21 +324,21 @@ func (r *Runtime) leaseEnd(ctx context.Context, id string, labels map[string]str
 	return time.Unix(sec, 0)
 }
 
-func mapState(s container.ContainerState) sandbox.State {
+func mapState(s container.ContainerState) driver.State {
 	switch s {
 	case container.StateRunning:
-		return sandbox.StateRunning
+		return driver.StateRunning
 	case container.StatePaused, container.StateExited:
-		return sandbox.StatePaused
+		return driver.StatePaused
 	case container.StateCreated, container.StateRestarting:
-		return sandbox.StateStarting
+		return driver.StateStarting
 	}
-	return sandbox.StateError
+	return driver.StateError
 }
 
 // enforceLease ends (or pauses) a sandbox whose lease has passed. It
 // reports expired when the sandbox is gone.
-func (r *Runtime) enforceLease(ctx context.Context, info sandbox.Info) (sandbox.Info, bool, error) {
+func (r *Runtime) enforceLease(ctx context.Context, info driver.Info) (driver.Info, bool, error) {
 	if info.LeaseEnd.IsZero() || time.Now().Before(info.LeaseEnd) {
 		return info, false, nil
 	}
@@ -346,23 +347,23 @@ func (r *Runtime) enforceLease(ctx context.Context, info sandbox.Info) (sandbox.
 		autoPause = res.Container.Config.Labels[labelAutoPause] == "1"
 	}
 	if autoPause {
-		if info.State == sandbox.StateRunning {
+		if info.State == driver.StateRunning {
 			if err := r.Pause(ctx, info.ID); err != nil {
 				return info, false, err
 			}
-			info.State = sandbox.StatePaused
+			info.State = driver.StatePaused
 		}
 		return info, false, nil
 	}
 	if err := r.Destroy(ctx, info.ID); err != nil {
 		return info, false, err
 	}
-	return sandbox.Info{}, true, fmt.Errorf("docker: sandbox %s: its lease ended at %s and it was destroyed: %w", info.ID, info.LeaseEnd.UTC().Format(time.RFC3339), sandbox.ErrNotFound)
+	return driver.Info{}, true, fmt.Errorf("docker: sandbox %s: its lease ended at %s and it was destroyed: %w", info.ID, info.LeaseEnd.UTC().Format(time.RFC3339), sberrors.ErrNotFound)
 }
 
 // List returns the sandboxes this provider created, filtered by labels on
 // the engine, oldest first, one page at a time.
-func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox.Info, string, error) {
+func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	f := client.Filters{}
 	f.Add("label", labelManaged+"=1")
 	for k, v := range req.Labels {
@@ -370,13 +371,13 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 	}
 	for _, s := range req.States {
 		switch s {
-		case sandbox.StateRunning:
+		case driver.StateRunning:
 			f.Add("status", "running")
-		case sandbox.StatePaused:
+		case driver.StatePaused:
 			f.Add("status", "paused", "exited")
-		case sandbox.StateStarting:
+		case driver.StateStarting:
 			f.Add("status", "created", "restarting")
-		case sandbox.StateError:
+		case driver.StateError:
 			f.Add("status", "dead", "removing")
 		}
 	}
@@ -394,7 +395,7 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 			start++
 		}
 	}
-	var page []sandbox.Info
+	var page []driver.Info
 	next := ""
 	for i := start; i < len(items); i++ {
 		if len(page) == req.PageSize {
@@ -427,7 +428,7 @@ func (r *Runtime) List(ctx context.Context, req *sandbox.ListRequest) ([]sandbox
 // already gone is not an error.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if _, err := r.inspect(ctx, id); err != nil {
-		if errors.Is(err, sandbox.ErrNotFound) {
+		if errors.Is(err, sberrors.ErrNotFound) {
 			return nil
 		}
 		return err
@@ -467,7 +468,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if info.State == sandbox.StatePaused {
+	if info.State == driver.StatePaused {
 		return nil
 	}
 	_, err = r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
@@ -479,19 +480,19 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 
 // Resume thaws a paused sandbox, or starts a stopped one (after an engine
 // restart, say).
-func (r *Runtime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	info, err := r.inspect(ctx, id)
 	if err != nil {
-		return sandbox.Info{}, err
+		return driver.Info{}, err
 	}
 	switch info.Detail["status"] {
 	case string(container.StatePaused):
 		if _, err := r.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil && !strings.Contains(err.Error(), "is not paused") {
-			return sandbox.Info{}, r.wrap(ctx, "resume", err)
+			return driver.Info{}, r.wrap(ctx, "resume", err)
 		}
 	case string(container.StateExited), string(container.StateCreated):
 		if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-			return sandbox.Info{}, r.wrap(ctx, "resume", err)
+			return driver.Info{}, r.wrap(ctx, "resume", err)
 		}
 	}
 	return r.inspect(ctx, id)
@@ -514,7 +515,7 @@ func (r *Runtime) reaper() {
 		tok := ""
 		for {
 			// List enforces the leases of what it lists.
-			_, next, err := r.List(ctx, &sandbox.ListRequest{PageSize: 100, PageToken: tok})
+			_, next, err := r.List(ctx, &driver.ListRequest{PageSize: 100, PageToken: tok})
 			if err != nil || next == "" {
 				break
 			}

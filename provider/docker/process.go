@@ -14,7 +14,8 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // procDir holds one directory per background process, named by its pid:
@@ -95,10 +96,10 @@ exit 0`
 // Start starts cmd in the background under a supervisor in the container
 // and follows its output. The process outlives the Client; Attach follows
 // it from any client.
-func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
 	for k := range cmd.Env {
 		if !envNameRE.MatchString(k) {
-			return nil, fmt.Errorf("docker: start: environment variable name %q is not a shell name: %w", k, sandbox.ErrInvalidArgument)
+			return nil, fmt.Errorf("docker: start: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	secs := "0"
@@ -125,15 +126,15 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 	switch code {
 	case 0:
 	case fsNotFound:
-		return nil, fmt.Errorf("docker: start: working directory %q does not exist: %w", cmd.Dir, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("docker: start: working directory %q does not exist: %w", cmd.Dir, sberrors.ErrNotFound)
 	case fsNotDir:
-		return nil, fmt.Errorf("docker: start: working directory %q: %w", cmd.Dir, sandbox.ErrNotDirectory)
+		return nil, fmt.Errorf("docker: start: working directory %q: %w", cmd.Dir, sberrors.ErrNotDirectory)
 	default:
-		return nil, fmt.Errorf("docker: start: the supervisor did not start (exit %d): %s: %w", code, strings.TrimSpace(errOut.String()), sandbox.ErrInternal)
+		return nil, fmt.Errorf("docker: start: the supervisor did not start (exit %d): %s: %w", code, strings.TrimSpace(errOut.String()), sberrors.ErrInternal)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
 	if err != nil {
-		return nil, fmt.Errorf("docker: start: the launcher printed %q, not a pid: %w", out.String(), sandbox.ErrInternal)
+		return nil, fmt.Errorf("docker: start: the launcher printed %q, not a pid: %w", out.String(), sberrors.ErrInternal)
 	}
 	h := r.newHandle(id, pid, cmd.Stdout, cmd.Stderr, 0, 0)
 	if cmd.Stdin != nil {
@@ -144,17 +145,17 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *sandbox.Command) (s
 
 // Attach follows a background process started by any client, from the
 // output it produces after the attach.
-func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (sandbox.ProcessHandle, error) {
+func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	if pid <= 0 {
-		return nil, fmt.Errorf("docker: attach: pid %d: %w", pid, sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("docker: attach: pid %d: %w", pid, sberrors.ErrInvalidArgument)
 	}
 	if _, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: fmt.Sprintf("%s/%d/ready", procDir, pid)}); err != nil {
 		err = r.wrap(ctx, "attach", err)
-		if errors.Is(err, sandbox.ErrNotFound) {
+		if errors.Is(err, sberrors.ErrNotFound) {
 			if _, gerr := r.inspect(ctx, id); gerr != nil {
 				return nil, gerr
 			}
-			return nil, fmt.Errorf("docker: attach: no background process %d in sandbox %s: %w", pid, id, sandbox.ErrNotFound)
+			return nil, fmt.Errorf("docker: attach: no background process %d in sandbox %s: %w", pid, id, sberrors.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func (r *Runtime) runExec(ctx context.Context, id string, opts client.ExecCreate
 		return 0, fmt.Errorf("docker: exec: %w", ctx.Err())
 	}
 	if err != nil {
-		return 0, fmt.Errorf("docker: exec: %v: %w", err, sandbox.ErrOutcomeUnknown)
+		return 0, fmt.Errorf("docker: exec: %v: %w", err, sberrors.ErrOutcomeUnknown)
 	}
 	return r.execExit(ctx, res.ID)
 }
@@ -197,7 +198,7 @@ type handle struct {
 	wg   sync.WaitGroup
 
 	done   chan struct{} // closed when the follower ended
-	status sandbox.ExitStatus
+	status driver.ExitStatus
 	err    error
 }
 
@@ -244,17 +245,17 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 		}
 		if err == nil {
 			if code == followerGone {
-				h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sandbox.ErrNotFound)
+				h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sberrors.ErrNotFound)
 				return
 			}
 			h.status, h.err = h.r.procStatus(h.ctx, h.id, h.dir, code)
 			return
 		}
 		if h.ctx.Err() != nil {
-			h.err = fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+			h.err = fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sberrors.ErrClosed)
 			return
 		}
-		if errors.Is(err, sandbox.ErrPaused) {
+		if errors.Is(err, sberrors.ErrPaused) {
 			// Paused while the follower started: follow again once resumed.
 			if werr := h.waitRunning(); werr != nil {
 				h.err = werr
@@ -263,7 +264,7 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 			continue
 		}
 		failures++
-		if failures > 3 || !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+		if failures > 3 || !errors.Is(err, sberrors.ErrOutcomeUnknown) {
 			h.err = err
 			return
 		}
@@ -328,7 +329,7 @@ func (h *handle) waitRunning() error {
 		info, err := h.r.inspect(h.ctx, h.id)
 		if err != nil {
 			if h.ctx.Err() != nil {
-				return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+				return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sberrors.ErrClosed)
 			}
 			return err
 		}
@@ -337,24 +338,24 @@ func (h *handle) waitRunning() error {
 			return nil
 		case "paused":
 		default:
-			return fmt.Errorf("docker: process %d: the sandbox is %s: %w", h.pid, info.Detail["status"], sandbox.ErrPaused)
+			return fmt.Errorf("docker: process %d: the sandbox is %s: %w", h.pid, info.Detail["status"], sberrors.ErrPaused)
 		}
 		select {
 		case <-h.ctx.Done():
-			return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sandbox.ErrClosed)
+			return fmt.Errorf("docker: process %d: handle closed: %w", h.pid, sberrors.ErrClosed)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
 // procStatus reads a background process's exit status.
-func (r *Runtime) procStatus(ctx context.Context, id, dir string, code int) (sandbox.ExitStatus, error) {
+func (r *Runtime) procStatus(ctx context.Context, id, dir string, code int) (driver.ExitStatus, error) {
 	if code == exitKilled {
 		if _, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: dir + "/timedout"}); err == nil {
-			return sandbox.ExitStatus{ExitCode: -1, TimedOut: true}, nil
+			return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 		}
 	}
-	return sandbox.ExitStatus{ExitCode: code}, nil
+	return driver.ExitStatus{ExitCode: code}, nil
 }
 
 // feed copies stdin to the process's FIFO through an exec, until stdin's
@@ -391,12 +392,12 @@ func (h *handle) feed(stdin io.Reader) {
 func (h *handle) PID() int { return h.pid }
 
 // Wait waits until the process ended and its output was delivered.
-func (h *handle) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	select {
 	case <-h.done:
 		return h.status, h.err
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, fmt.Errorf("docker: wait for process %d: %w", h.pid, ctx.Err())
+		return driver.ExitStatus{}, fmt.Errorf("docker: wait for process %d: %w", h.pid, ctx.Err())
 	}
 }
 
@@ -409,7 +410,7 @@ func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 		return err
 	}
 	if code != 0 {
-		return fmt.Errorf("docker: signal process %d: the process group is not known yet: %w", h.pid, sandbox.ErrUnavailable)
+		return fmt.Errorf("docker: signal process %d: the process group is not known yet: %w", h.pid, sberrors.ErrUnavailable)
 	}
 	return nil
 }
