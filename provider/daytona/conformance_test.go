@@ -11,9 +11,7 @@ import (
 )
 
 // skips are the subtests daytona cannot pass, with the reason.
-var skips = map[string]string{
-	"Exec/StdinNotReadAfterReturn": "issue 12: daytona uploads the whole Stdin before the command starts (the toolbox API has no streaming stdin), so Exec cannot return while a Read of Stdin blocks",
-}
+var skips = map[string]string{}
 
 // TestConformance runs the whole suite against daytona over daytonafake
 // over provider/local.
@@ -25,7 +23,6 @@ func TestConformance(t *testing.T) {
 // with the scratch directory the real service gets (/tmp/.sandboxkit).
 func TestConformanceDefaultScratch(t *testing.T) {
 	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, map[string]string{
-		"Exec/StdinNotReadAfterReturn": skips["Exec/StdinNotReadAfterReturn"],
 		"Stress/ConcurrentExecExact":   "issue 12: with the default scratch dir, 200 concurrent execs over 10 sandboxes got errors here (the wrapper ended with exit code -1 without its trailer: 59 of 200), before the daytona exec fixes landed",
 	}))
 }

@@ -259,9 +259,12 @@ const ExecGrace = 10 * time.Second
 // sberrors.ErrOutcomeUnknown when the command may have run, and another
 // code when it did not start. Exec returns at most ExecGrace after
 // cmd.Timeout elapses (when set), and at most ExecGrace/2 after ctx ends.
-// The caller's Stdin is read to its end before the command starts; a Read
-// still blocked when the bound runs out is abandoned (its data discarded).
-func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
+// The caller's Stdin is streamed to the command while it runs (see
+// stdin.go); when Exec returns, its copy has ended: no Read of Stdin starts
+// afterwards, and a Read still blocked is abandoned (its data discarded).
+// A failure to read Stdin or to deliver it is an error matching
+// sberrors.ErrOutcomeUnknown (the command ran).
+func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (st driver.ExitStatus, err error) {
 	start := time.Now()
 	// hctx is the hard bound of the whole call; ectx that of the execute
 	// request, whose answer should come at the command's timeout.
@@ -286,12 +289,32 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	inline, file := commandTexts(cmd, "")
 	// A subshell that execs runs the program itself, never a builtin of
 	// the daemon's shell, at the cost of the fork any command takes.
-	stdin, run, err := r.stage(hctx, id, d, cmd, inline, file, func(t string) string { return "(" + t + ")" })
+	staged := cmd
+	if cmd.Stdin != nil {
+		c := *cmd
+		c.Stdin = nil // streamed while the command runs: see stdin.go
+		staged = &c
+	}
+	stdin, run, err := r.stage(hctx, id, d, staged, inline, file, func(t string) string { return "(" + t + ")" })
 	if err != nil {
 		if stalled(hctx) {
 			return driver.ExitStatus{}, r.noAnswer(cmd, false, err)
 		}
 		return driver.ExitStatus{}, r.clean(err)
+	}
+	if cmd.Stdin != nil {
+		run = feedScript(d, run)
+		feed := r.feedStdin(hctx, id, d, cmd.Stdin)
+		defer func() {
+			leftovers, ferr := feed.stop()
+			if leftovers {
+				r.cleanupStdin(id, d)
+			}
+			if ferr != nil && err == nil {
+				err = r.clean(fmt.Errorf("daytona: exec: the command ran (exit code %d) but %w: %w", st.ExitCode, ferr, sberrors.ErrOutcomeUnknown))
+				st = driver.ExitStatus{}
+			}
+		}()
 	}
 	mark := "SBKX" + randHex(6)
 	// v names the shell variable holding the command's path prefix: random,
