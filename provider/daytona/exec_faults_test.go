@@ -206,7 +206,9 @@ func TestExecStdinNotReadAfterReturn(t *testing.T) {
 	sb := e.create(t)
 	in := &blockingReader{release: make(chan struct{})}
 	defer close(in.release)
-	const timeout = 2 * time.Second
+	// Long enough for the wrapper to start on a loaded host: a timeout
+	// that fires before it made its files loses the result.
+	const timeout = 5 * time.Second
 	start := time.Now()
 	res, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"cat"}, Stdin: in, Timeout: timeout})
 	took := time.Since(start)
