@@ -181,7 +181,6 @@ type Kernel struct {
 
 	mu     sync.Mutex
 	dir    string // the current kernel's directory
-	pid    int
 	seq    int // requests submitted to the current kernel
 	closed bool
 }
@@ -259,8 +258,7 @@ func (k *Kernel) start(ctx context.Context) error {
 	line, rest, _ := strings.Cut(string(out), "\n")
 	switch {
 	case strings.HasPrefix(line, "ok "):
-		pid, err := strconv.Atoi(strings.TrimSpace(line[3:]))
-		if err != nil {
+		if _, err := strconv.Atoi(strings.TrimSpace(line[3:])); err != nil {
 			return wrap(op, fmt.Errorf("bad launcher answer %q", line))
 		}
 		k.mu.Lock()
@@ -269,7 +267,7 @@ func (k *Kernel) start(ctx context.Context) error {
 			go k.stop(context.WithoutCancel(ctx), path.Join(k.base, kid))
 			return wrap(op, ErrClosed)
 		}
-		k.dir, k.pid, k.seq = path.Join(k.base, kid), pid, 0
+		k.dir, k.seq = path.Join(k.base, kid), 0
 		return nil
 	case strings.HasPrefix(line, "error="):
 		return wrap(op, sandbox.Errorf(sandbox.FailedPrecondition, "%s", strings.TrimPrefix(line, "error=")))

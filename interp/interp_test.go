@@ -106,6 +106,18 @@ func TestPython(t *testing.T) {
 				assert.True(t, ex.Results[0].Main)
 				assert.Equal(t, 2, ex.Count)
 			})
+			t.Run("UnicodeAndLargeCells", func(t *testing.T) {
+				ex := run(t, k, "s = 'héllo ✓ 日本'\nprint(s)\ns")
+				require.Nil(t, ex.Error)
+				assert.Equal(t, "héllo ✓ 日本\n", ex.Stdout)
+				assert.Equal(t, "'héllo ✓ 日本'", ex.Text())
+				// Over the 64 KiB a request may take as an argument: it goes
+				// by WriteFile.
+				big := "blob = '" + strings.Repeat("x", 100<<10) + "'\nlen(blob)"
+				ex = run(t, k, big)
+				require.Nil(t, ex.Error)
+				assert.Equal(t, "102400", ex.Text())
+			})
 			t.Run("RichValue", func(t *testing.T) {
 				ex := run(t, k, "class T:\n    def _repr_html_(self): return '<b>hi</b>'\n    def _repr_json_(self): return {'a': 1}\n    def __repr__(self): return 'T()'\nT()")
 				require.Nil(t, ex.Error)
