@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,10 @@ type Harness struct {
 	// that many concurrent execs over that many sandboxes (defaults 200
 	// and 10). The environment variable named by StressEnv overrides both.
 	StressExecs, StressSandboxes int
+	// HTTPClient, when set, returns the client the Ports group sends its
+	// requests through Sandbox.Expose's endpoints with (a fake's edge
+	// reached without DNS); nil uses a plain client.
+	HTTPClient func(t *testing.T) *http.Client
 }
 
 type suite struct {
@@ -91,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		{"Pause", pauseTests},
 		{"Concurrency", concurrencyTests},
 		{"Stress", stressTests},
+		{"Ports", portTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -483,6 +483,8 @@ func (a *agent) handle(c net.Conn) {
 			a.runCommand(in, fw, &req)
 		case "ping":
 			_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
+		case "dial":
+			a.forwardPort(in, fw, req.Port)
 		case "attach":
 			a.attach(in, fw, req.PID)
 		case "signal":

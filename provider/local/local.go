@@ -73,6 +73,8 @@ type Runtime struct {
 	connMu sync.Mutex
 	idle   map[string][]net.Conn // idle agent connections kept by Exec
 
+	ports portForwards // Expose's listeners
+
 	pool     chan *meta    // started sandboxes ready to take (WithWarmPool)
 	poolWake chan struct{} // asks poolLoop to refill
 	poolDone chan struct{} // closed when poolLoop has ended
@@ -311,6 +313,7 @@ func (r *Runtime) Close() error {
 			<-r.poolDone
 		}
 		r.dropConns("")
+		r.ports.drop("", true)
 		r.spMu.Lock()
 		if r.sp != nil {
 			_ = r.sp.close()
@@ -852,6 +855,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	}
 	r.static.Delete(id)
 	r.dropConns(id)
+	r.ports.drop(id, false)
 	// Hide the sandbox first, so that no call starts anything in it.
 	trash := filepath.Join(r.root, ".trash-"+id)
 	err = os.Rename(r.dir(id), trash)

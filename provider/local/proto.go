@@ -41,7 +41,7 @@ const maxFrame = 4 << 20
 
 // request is the first frame of every connection.
 type request struct {
-	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease
+	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial
 	Args    []string `json:"args,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Dir     string   `json:"dir,omitempty"`
@@ -49,6 +49,7 @@ type request struct {
 	Timeout int64    `json:"timeout_ns,omitempty"`
 	PID     int      `json:"pid,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
+	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to
 
 	level Level // the level the client built the request for (not sent)
 }
@@ -81,6 +82,8 @@ func (f failMsg) err() error {
 		code = sberrors.PermissionDenied
 	case "FailedPrecondition":
 		code = sberrors.FailedPrecondition
+	case "Unavailable":
+		code = sberrors.Unavailable
 	case "NotDirectory":
 		return fmt.Errorf("local agent: %s: %w", f.Msg, sberrors.ErrNotDirectory)
 	}

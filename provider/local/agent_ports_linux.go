@@ -1,0 +1,100 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The agent's half of port forwarding (Runtime.Expose). A "dial" request
+// asks the agent, which lives in the sandbox's network namespace, to
+// connect to req.Port on the sandbox's loopback. It answers frameOK once
+// connected (frameFail otherwise); then the connection carries the TCP
+// stream in frames: frameStdin from the client and frameStdout from the
+// agent are bytes, frameEOF in either direction is a half close. The
+// agent closes the connection once both directions ended or either side
+// failed.
+
+// dialTimeout bounds the agent's connect to a port in the sandbox.
+const dialTimeout = 10 * time.Second
+
+// forwardChunk is the most bytes one data frame carries.
+const forwardChunk = 256 << 10
+
+// dialSandboxPort connects to port on the sandbox's loopback, IPv4 first
+// and IPv6 when nothing listens there.
+func dialSandboxPort(port int) (net.Conn, error) {
+	p := strconv.Itoa(port)
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", p), dialTimeout)
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		if c6, err6 := net.DialTimeout("tcp", net.JoinHostPort("::1", p), dialTimeout); err6 == nil {
+			return c6, nil
+		}
+	}
+	return c, err
+}
+
+// forwardPort serves a "dial" request: it relays frames from in and fw to
+// a new connection to port until both directions are done.
+func (a *agent) forwardPort(in <-chan frameMsg, fw *frameWriter, port int) {
+	if port < 1 || port > 65535 {
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", fmt.Sprintf("port %d is not a TCP port", port)})
+		return
+	}
+	tc, err := dialSandboxPort(port)
+	if err != nil {
+		code := "Unavailable"
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			code = "FailedPrecondition"
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("nothing accepts connections on port %d in the sandbox: %v", port, err)})
+		return
+	}
+	defer tc.Close()
+	if err := fw.writeJSON(frameOK, struct{}{}); err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // sandbox → client
+		defer wg.Done()
+		buf := make([]byte, forwardChunk)
+		for {
+			n, err := tc.Read(buf)
+			if n > 0 && fw.write(frameStdout, buf[:n]) != nil {
+				_ = tc.Close()
+				return
+			}
+			if err != nil {
+				_ = fw.write(frameEOF, nil)
+				return
+			}
+		}
+	}()
+	// client → sandbox, until the client's half close or failure.
+	for f := range in {
+		switch f.typ {
+		case frameStdin:
+			if _, err := tc.Write(f.b); err != nil {
+				_ = tc.Close()
+				wg.Wait()
+				return
+			}
+			continue
+		case frameEOF:
+			if cw, ok := tc.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+			wg.Wait()
+			return
+		}
+		break
+	}
+	// The client went away or broke the protocol: end the stream at once.
+	_ = tc.Close()
+	wg.Wait()
+}

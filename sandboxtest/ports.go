@@ -1,0 +1,338 @@
+package sandboxtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// The Ports group: a server started in a sandbox, reached from the host
+// through Sandbox.Expose. It runs on every provider that declares
+// Capabilities.Ports and background processes, with python3 in the
+// sandbox (the servers are Python's standard library).
+
+func init() {
+	portTests = append(portTests,
+		test{name: "HTTPServerFileByteExact", needs: needsPorts, fn: testPortFileByteExact},
+		test{name: "StreamingResponse", needs: needsPorts, fn: testPortStreaming},
+		test{name: "WebSocketEcho", needs: needsPorts, fn: testPortWebSocket},
+		test{name: "UnknownPort", needs: needsPorts, fn: testPortUnknown},
+		test{name: "FailsAfterDestroy", needs: needsPorts, fn: testPortAfterDestroy},
+	)
+}
+
+// portTests is the Ports group.
+var portTests []test
+
+func needsPorts(c sandbox.Capabilities) string {
+	if !c.Ports {
+		return "provider declares no port exposure (Capabilities.Ports=false)"
+	}
+	return needsProcesses(c)
+}
+
+// portServer is a Python standard-library server for the group: GET
+// /stream sends "first\n", then waits until the file named by its second
+// argument exists and sends "second\n"; GET /ws is a WebSocket echo
+// server (one text or binary message at a time, unfragmented).
+const portServer = `import base64, hashlib, http.server, os, struct, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.path == "/stream":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            def chunk(b):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(b), b)); self.wfile.flush()
+            chunk(b"first\n")
+            while not os.path.exists(sys.argv[2]): time.sleep(0.02)
+            chunk(b"second\n"); chunk(b"")
+            return
+        if self.path == "/ws":
+            key = self.headers["Sec-WebSocket-Key"]
+            acc = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket"); self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", acc); self.end_headers(); self.wfile.flush()
+            r = self.rfile
+            while True:
+                h = r.read(2)
+                if len(h) < 2: return
+                op, n = h[0] & 15, h[1] & 127
+                if n == 126: n = struct.unpack(">H", r.read(2))[0]
+                elif n == 127: n = struct.unpack(">Q", r.read(8))[0]
+                mask = r.read(4) if h[1] & 128 else b"\0\0\0\0"
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(r.read(n)))
+                if op == 8:
+                    self.wfile.write(b"\x88\x00"); self.wfile.flush(); return
+                hdr = bytes([128 | op])
+                if len(data) < 126: hdr += bytes([len(data)])
+                elif len(data) < 65536: hdr += bytes([126]) + struct.pack(">H", len(data))
+                else: hdr += bytes([127]) + struct.pack(">Q", len(data))
+                self.wfile.write(hdr + data); self.wfile.flush()
+        self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers()
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
+`
+
+// portClient returns the HTTP client for endpoints: the harness's, or a
+// fresh one whose idle connections are closed at cleanup.
+func (s *suite) portClient(t *testing.T) *http.Client {
+	if s.h.HTTPClient != nil {
+		c := s.h.HTTPClient(t)
+		t.Cleanup(c.CloseIdleConnections)
+		return c
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// testPort picks a port for a server in the sandbox; a random one, since
+// on some providers (local at L0 and L1) sandboxes share the host's
+// network.
+func testPort() int { return 20000 + mrand.IntN(20000) }
+
+// startServer starts line (with PORT replaced by a fresh port) in sb,
+// waits until it listens and exposes it. It skips when python3 is
+// missing.
+func startServer(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sandbox, line string) (sandbox.Endpoint, *sandbox.Process) {
+	t.Helper()
+	if r := sh(ctx, t, sb, "command -v python3"); r.ExitCode != 0 {
+		t.Skip("python3 is not installed in the sandbox (the Ports group's servers need it)")
+	}
+	port := testPort()
+	var out bytes.Buffer
+	p, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("Start server: %v", err)
+	}
+	t.Cleanup(func() {
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Kill(kctx)
+		_ = p.Close()
+	})
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := sb.WaitForPort(wctx, port); err != nil {
+		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
+	}
+	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	if err != nil {
+		t.Fatalf("Expose(%d): %v", port, err)
+	}
+	if ep.Port != port || !strings.HasPrefix(ep.URL, "http") {
+		t.Fatalf("Expose(%d) = %v", port, ep)
+	}
+	return ep, p
+}
+
+func get(ctx context.Context, t *testing.T, hc *http.Client, ep sandbox.Endpoint, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := ep.NewRequest(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hc.Do(req)
+}
+
+func testPortFileByteExact(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	dir := sb.Home() + "/www"
+	want := make([]byte, 3<<20+17)
+	_, _ = rand.Read(want)
+	check(t, sb.WriteFile(ctx, dir+"/blob.bin", want))
+	ep, _ := startServer(ctx, t, s, sb, "exec python3 -m http.server PORT --bind 0.0.0.0 --directory "+dir)
+	resp, err := get(ctx, t, s.portClient(t), ep, "/blob.bin")
+	if err != nil {
+		t.Fatalf("GET through %v: %v", ep, err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET: status %d, read error %v", resp.StatusCode, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("GET returned %d bytes that differ from the %d written", len(got), len(want))
+	}
+}
+
+func testPortStreaming(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	home := sb.Home()
+	check(t, sb.WriteFile(ctx, home+"/srv.py", []byte(portServer)))
+	ep, _ := startServer(ctx, t, s, sb, "exec python3 "+home+"/srv.py PORT "+home+"/go")
+	resp, err := get(ctx, t, s.portClient(t), ep, "/stream")
+	if err != nil {
+		t.Fatalf("GET /stream: %v", err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	// The server sends the second line only once the file exists: reading
+	// the first before creating it proves nothing buffered the response.
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	check(t, sb.WriteFile(ctx, home+"/go", nil))
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "second\n" {
+		t.Fatalf("rest %q, %v", rest, err)
+	}
+}
+
+func testPortWebSocket(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	home := sb.Home()
+	check(t, sb.WriteFile(ctx, home+"/srv.py", []byte(portServer)))
+	ep, _ := startServer(ctx, t, s, sb, "exec python3 "+home+"/srv.py PORT "+home+"/go")
+	req, err := ep.NewRequest(ctx, http.MethodGet, "/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := base64.StdEncoding.EncodeToString([]byte("sandboxtest-key!"))
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", key)
+	resp, err := s.portClient(t).Do(req)
+	if err != nil {
+		t.Fatalf("WebSocket handshake: %v", err)
+	}
+	defer resp.Body.Close()
+	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Sec-WebSocket-Accept") != base64.StdEncoding.EncodeToString(sum[:]) {
+		t.Fatalf("handshake: status %d, accept %q", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Accept"))
+	}
+	conn, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		t.Fatalf("101 response body %T is not writable", resp.Body)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	for _, msg := range [][]byte{[]byte("hello, sandbox"), bytes.Repeat([]byte("0123456789abcdef"), 5000)} {
+		if _, err := conn.Write(wsFrame(msg)); err != nil {
+			t.Fatalf("write frame: %v", err)
+		}
+		got, err := readWSFrame(conn)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("echo of %d bytes: got %d bytes, %v", len(msg), len(got), err)
+		}
+	}
+}
+
+// wsFrame is a masked binary frame carrying p (RFC 6455, client side).
+func wsFrame(p []byte) []byte {
+	b := []byte{0x82}
+	switch {
+	case len(p) < 126:
+		b = append(b, 0x80|byte(len(p)))
+	case len(p) < 1<<16:
+		b = append(b, 0x80|126)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(p)))
+	default:
+		b = append(b, 0x80|127)
+		b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+	}
+	mask := [4]byte{1, 2, 3, 4}
+	b = append(b, mask[:]...)
+	for i, c := range p {
+		b = append(b, c^mask[i%4])
+	}
+	return b
+}
+
+// readWSFrame reads one unmasked, unfragmented frame's payload.
+func readWSFrame(r io.Reader) ([]byte, error) {
+	var h [2]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, err
+	}
+	n := uint64(h[1] & 127)
+	switch n {
+	case 126:
+		var b [2]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		n = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, err
+		}
+		n = binary.BigEndian.Uint64(b[:])
+	}
+	if n > 1<<24 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	p := make([]byte, n)
+	_, err := io.ReadFull(r, p)
+	return p, err
+}
+
+// testPortUnknown exposes a port nothing listens on: Expose fails naming
+// the port, or a request through the endpoint fails or gets an error
+// status (cloud edges answer 502).
+func testPortUnknown(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	port := testPort()
+	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	if err != nil {
+		if !strings.Contains(err.Error(), fmt.Sprint(port)) {
+			t.Fatalf("Expose(%d) error does not name the port: %v", port, err)
+		}
+		return
+	}
+	resp, err := get(ctx, t, s.portClient(t), ep, "/")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode < 500 || !strings.Contains(string(body), fmt.Sprint(port)) {
+		t.Fatalf("GET on unknown port %d: status %d, body %q; want an error status naming the port", port, resp.StatusCode, body)
+	}
+}
+
+func testPortAfterDestroy(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	dir := sb.Home() + "/www"
+	check(t, sb.WriteFile(ctx, dir+"/a.txt", []byte("alive")))
+	ep, _ := startServer(ctx, t, s, sb, "exec python3 -m http.server PORT --bind 0.0.0.0 --directory "+dir)
+	hc := s.portClient(t)
+	resp, err := get(ctx, t, hc, ep, "/a.txt")
+	if err != nil {
+		t.Fatalf("GET before Destroy: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "alive" {
+		t.Fatalf("GET before Destroy: %q", body)
+	}
+	check(t, sb.Destroy(ctx))
+	hc.CloseIdleConnections()
+	resp, err = get(ctx, t, hc, ep, "/a.txt")
+	if err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("GET after Destroy: status %d, want a failure", resp.StatusCode)
+		}
+	}
+}
