@@ -181,7 +181,7 @@ type Kernel struct {
 
 	mu     sync.Mutex
 	dir    string // the current kernel's directory
-	seq    int // requests submitted to the current kernel
+	seq    int    // requests submitted to the current kernel
 	closed bool
 }
 
