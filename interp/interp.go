@@ -27,6 +27,9 @@ var pythonKernel []byte
 //go:embed kernel.bash
 var bashKernel []byte
 
+//go:embed kernel.js
+var nodeKernel []byte
+
 // Language names the language of a kernel.
 type Language string
 
@@ -40,6 +43,11 @@ const (
 	// working directory and exported environment carry over between cells,
 	// and each cell reports its exit status.
 	Bash Language = "bash"
+	// Node runs cells as scripts in one persistent vm context of node
+	// (18 or later), where it exists in the sandbox: top-level var and
+	// function declarations and globalThis persist (let and const are
+	// local to their cell); the value of the last expression is the result.
+	Node Language = "node"
 )
 
 // BaseDir is where kernels keep their files, relative to the sandbox's home.
@@ -197,9 +205,9 @@ func New(ctx context.Context, sb *sandbox.Sandbox, opts Options) (*Kernel, error
 	switch opts.Language {
 	case "":
 		opts.Language = Python
-	case Python, Bash:
+	case Python, Bash, Node:
 	default:
-		return nil, sandbox.Errorf(sandbox.InvalidArgument, "interp: new: unknown language %q (want %q or %q)", opts.Language, Python, Bash)
+		return nil, sandbox.Errorf(sandbox.InvalidArgument, "interp: new: unknown language %q (want %q, %q or %q)", opts.Language, Python, Bash, Node)
 	}
 	if opts.StartTimeout < 0 {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "interp: new: StartTimeout %v is negative", opts.StartTimeout)
@@ -233,11 +241,14 @@ func home(sb *sandbox.Sandbox) string {
 
 func (k *Kernel) source() (src []byte, file string) {
 	src = pythonKernel
-	if k.opts.Language == Bash {
+	switch k.opts.Language {
+	case Bash:
 		src = bashKernel
+	case Node:
+		src = nodeKernel
 	}
 	sum := sha256.Sum256(src)
-	ext := map[Language]string{Python: ".py", Bash: ".bash"}[k.opts.Language]
+	ext := map[Language]string{Python: ".py", Bash: ".bash", Node: ".js"}[k.opts.Language]
 	return src, "kernel-" + hex.EncodeToString(sum[:12]) + ext
 }
 

@@ -309,3 +309,37 @@ func TestBash(t *testing.T) {
 		})
 	}
 }
+
+func TestNode(t *testing.T) {
+	for _, p := range providers[:2] {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sb := p.new(t)
+			if _, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"node", "-e", ""}}); err != nil {
+				t.Skipf("node does not run in the sandbox: %v", err)
+			}
+			k := newKernel(t, sb, interp.Options{Language: interp.Node})
+			ex := run(t, k, "var x = 40\nfunction f(y) { return x + y }\nconsole.log('hi', 'there')")
+			require.Nil(t, ex.Error)
+			assert.Equal(t, "hi there\n", ex.Stdout)
+			ex = run(t, k, "f(2)")
+			require.Nil(t, ex.Error)
+			assert.Equal(t, "42", ex.Text())
+			assert.Equal(t, 2, ex.Count)
+			ex = run(t, k, "null.x")
+			require.NotNil(t, ex.Error)
+			assert.Equal(t, "TypeError", ex.Error.Name)
+			assert.Contains(t, strings.Join(ex.Error.Traceback, ""), "<cell-3>:1")
+			start := time.Now()
+			ex, err := k.Run(t.Context(), "console.log('start'); for (;;) {}", interp.RunOptions{Timeout: time.Second})
+			require.NoError(t, err)
+			t.Logf("a 1 s timeout ended the node cell after %v", time.Since(start))
+			assert.True(t, ex.TimedOut)
+			assert.Equal(t, "start\n", ex.Stdout)
+			ctx, cancel := context.WithCancel(t.Context())
+			_, err = k.Run(ctx, "console.log('go'); for (;;) {}", interp.RunOptions{OnStdout: func(string) { cancel() }})
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, "41", run(t, k, "x + 1").Text(), "state survives interrupts")
+		})
+	}
+}

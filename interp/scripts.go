@@ -39,6 +39,7 @@ d=$base/$kid
 case $lang in
 python) prog=$(command -v python3) || { cat > /dev/null; echo 'error=python3 is not installed in the sandbox'; exit 0; } ;;
 bash) prog=$(command -v bash) || { cat > /dev/null; echo 'error=bash is not installed in the sandbox'; exit 0; } ;;
+node) prog=$(command -v node) || { cat > /dev/null; echo 'error=node is not installed in the sandbox'; exit 0; } ;;
 *) cat > /dev/null; echo "error=unknown language"; exit 0 ;;
 esac
 (umask 077 && mkdir -p "$base") || exit 1
