@@ -144,6 +144,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return r.lostCreate(ctx, token, err)
 	}
 	c := r.remember(sb.SandboxID, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
+	r.rememberTraffic(sb.SandboxID, sb.TrafficAccessToken)
 	r.setLease(sb.SandboxID, lease)
 	info := driver.Info{
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
@@ -473,5 +474,6 @@ func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 		return driver.Info{}, err
 	}
 	r.remember(id, sb.EnvdAccessToken, sb.Domain, sb.EnvdVersion)
+	r.rememberTraffic(id, sb.TrafficAccessToken)
 	return r.Get(ctx, id)
 }

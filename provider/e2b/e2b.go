@@ -150,6 +150,7 @@ type Runtime struct {
 // conn is what the adapter knows about reaching one sandbox's envd.
 type conn struct {
 	token   string
+	traffic string // traffic access token for user ports, "" when traffic is public
 	domain  string
 	home    string
 	version string
@@ -497,6 +498,9 @@ func (r *Runtime) scrub(err error) error {
 	for _, c := range r.conns {
 		if c.token != "" {
 			secrets = append(secrets, c.token)
+		}
+		if c.traffic != "" {
+			secrets = append(secrets, c.traffic)
 		}
 	}
 	r.mu.Unlock()

@@ -50,7 +50,7 @@ func (s *Server) envdHandler() http.Handler {
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.expire()
-		id, err := routeID(r)
+		id, port, err := routeID(r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -67,7 +67,7 @@ func (s *Server) envdHandler() http.Handler {
 			writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "The sandbox was not found", "code": http.StatusBadGateway})
 			return
 		}
-		if token != "" && r.URL.Path != "/health" {
+		if token != "" && port == EnvdPort && r.URL.Path != "/health" {
 			got := r.Header.Get("X-Access-Token")
 			if r.URL.Path == "/files" {
 				switch {
@@ -83,38 +83,44 @@ func (s *Server) envdHandler() http.Handler {
 				return
 			}
 		}
+		if port != EnvdPort {
+			s.proxyPort(w, r, b, port)
+			return
+		}
 		s.count(r)
 		ctx := context.WithValue(r.Context(), boxKey{}, b)
 		mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// routeID finds the sandbox a request is for, as E2B's edge proxy does:
-// from the E2b-Sandbox-Id and E2b-Sandbox-Port headers when the host is an
-// IP literal or localhost, else from a host of the form <port>-<id>.<domain>.
-func routeID(r *http.Request) (string, error) {
+// routeID finds the sandbox and port a request is for, as E2B's edge
+// proxy does: from the E2b-Sandbox-Id and E2b-Sandbox-Port headers when
+// the host is an IP literal or localhost, else from a host of the form
+// <port>-<id>.<domain>.
+func routeID(r *http.Request) (string, int, error) {
 	host := r.Host
 	if h, _, ok := strings.Cut(host, ":"); ok {
 		host = h
 	}
 	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
-	if id != "" || port != "" {
-		switch {
-		case id == "":
-			return "", errors.New("Missing header: E2b-Sandbox-Id")
-		case port == "":
-			return "", errors.New("Missing header: E2b-Sandbox-Port")
-		case port != strconv.Itoa(EnvdPort):
-			return "", fmt.Errorf("port %s is not open", port)
+	if id == "" && port == "" {
+		first, _, _ := strings.Cut(host, ".")
+		var ok bool
+		if port, id, ok = strings.Cut(first, "-"); !ok || id == "" {
+			return "", 0, fmt.Errorf("invalid host: %s", r.Host)
 		}
-		return id, nil
 	}
-	first, _, _ := strings.Cut(host, ".")
-	port, id, ok := strings.Cut(first, "-")
-	if !ok || port != strconv.Itoa(EnvdPort) || id == "" {
-		return "", fmt.Errorf("invalid host: %s", r.Host)
+	switch {
+	case id == "":
+		return "", 0, errors.New("Missing header: E2b-Sandbox-Id")
+	case port == "":
+		return "", 0, errors.New("Missing header: E2b-Sandbox-Port")
 	}
-	return id, nil
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return "", 0, fmt.Errorf("invalid port: %s", port)
+	}
+	return id, n, nil
 }
 
 // resolve turns an envd path (absolute, "~", "~/x", relative to home, or

@@ -81,6 +81,7 @@ const clientID = "6532622b"
 // Server is a running fake. Close it when done.
 type Server struct {
 	backend     driver.Runtime
+	portTr      *http.Transport // the edge's connections to user ports (ports.go)
 	writes      inflight.Writes // uploads in progress, by backend id and path
 	apiKey      string
 	envdVersion string
@@ -176,7 +177,7 @@ func New(backend driver.Runtime, opts ...Option) *Server {
 		defaultLease: 15 * time.Second, maxLease: time.Hour, defaultCmd: 60 * time.Second,
 		templates: []string{"base"}, now: time.Now, envdVersion: EnvdVersion, exitedRetained: 30 * time.Second,
 		closing: make(chan struct{}), boxes: map[string]*box{}, counts: map[string]int{},
-		nextPID: 400,
+		nextPID: 400, portTr: &http.Transport{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -199,6 +200,7 @@ func (s *Server) Close() {
 		close(s.closing)
 		s.api.Close()
 		s.envd.Close()
+		s.portTr.CloseIdleConnections()
 		s.mu.Lock()
 		boxes := slices.Collect(maps.Values(s.boxes))
 		s.boxes = map[string]*box{}

@@ -1,0 +1,62 @@
+package e2b
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/sandboxkit/sandbox/driver"
+)
+
+// trafficHeader carries a sandbox's traffic access token to its user
+// ports, when it was created with public traffic restricted.
+const trafficHeader = "E2b-Traffic-Access-Token"
+
+// Expose returns the edge's address of port, as the SDKs' getHost:
+// https://<port>-<id>.<domain>. With a sandbox URL override (E2B_SANDBOX_URL,
+// WithSandboxURL: a local edge or a fake) it is that URL, routed by the
+// E2b-Sandbox-Id and E2b-Sandbox-Port headers as the edge proxy routes
+// requests to an IP literal or localhost. The traffic access token the
+// create answered with, if any, is sent as e2b-traffic-access-token. The
+// edge answers 502 for a port nothing listens on.
+func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.ExposeOptions) (driver.Endpoint, error) {
+	c, err := r.conn(ctx, id)
+	if err != nil {
+		return driver.Endpoint{}, err
+	}
+	ep := driver.Endpoint{Port: port}
+	h := http.Header{}
+	if r.cfg.sandboxURL != "" {
+		ep.URL = r.cfg.sandboxURL
+		h.Set("E2b-Sandbox-Id", id)
+		h.Set("E2b-Sandbox-Port", strconv.Itoa(port))
+	} else {
+		domain := c.domain
+		if domain == "" {
+			domain = r.cfg.domain
+		}
+		ep.URL = "https://" + strconv.Itoa(port) + "-" + id + "." + domain
+	}
+	if c.traffic != "" {
+		h.Set(trafficHeader, c.traffic)
+	}
+	if len(h) > 0 {
+		ep.Header = h
+	}
+	return ep, nil
+}
+
+// rememberTraffic records the traffic access token a create or resume
+// answered with (nil: unchanged).
+func (r *Runtime) rememberTraffic(id string, tok *string) {
+	if tok == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.conns[id]; c != nil {
+		nc := *c
+		nc.traffic = *tok
+		r.conns[id] = &nc
+	}
+}
