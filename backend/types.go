@@ -381,6 +381,11 @@ type GetFilesRequest struct{}
 // Symbolic links and the backend's metadata are not included.
 type GetFilesResult struct {
 	Files []File
+	// Error is nil on success. It is set, with Files empty, when the
+	// workspace as a whole cannot be read for a reason the agent caused:
+	// CodeInvalidPath with Path "/" when the workspace directory was
+	// replaced or removed since the backend pinned it.
+	Error *Error
 }
 
 // SetFilesRequest asks to write a checkpoint back.

@@ -20,7 +20,8 @@ import (
 // the workspace holds: one command archives the workspace into a temporary
 // file under the metadata directory, one download streams the archive, and
 // one call removes it.
-// Symbolic links are not followed and not returned.
+// Symbolic links are not followed and not returned. A workspace replaced
+// since it was pinned is a result with CodeInvalidPath, not a Go error.
 func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesRequest) (*backend.GetFilesResult, error) {
 	base, err := b.BaseDir(ctx)
 	if err != nil {
@@ -31,7 +32,7 @@ func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesReq
 		return nil, err
 	}
 	if r.code == exitReplaced {
-		return nil, pathError(r, "/", "", b.opts.MaxReadBytes)
+		return &backend.GetFilesResult{Files: []backend.File{}, Error: pathError(r, "/", "", b.opts.MaxReadBytes)}, nil
 	}
 	archive, err := archivePath(r)
 	if err != nil {
