@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func advEnvs() []advEnv {
 		{"local", func(t *testing.T, opts Options) *env { return newLocalAt(t, opts) }},
 		{"local-L1", func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, local.WithIsolation(local.L1)) }},
 		{"e2b", newE2B},
+		{"local-shell", func(t *testing.T, opts Options) *env {
+			e := newLocalAt(t, opts)
+			e.shell = true
+			e.b.shellOnly()
+			return e
+		}},
 	}
 }
 
@@ -131,6 +138,17 @@ func refusedAll(t *testing.T, e *env, b *FilesystemBackend, p string) {
 	require.Equal(t, "SECRET", e.sh(t, "cat "+e.out+"/secret.txt"), "the outside file is unchanged")
 }
 
+// requireReplacedGetFiles checks that GetFiles over a replaced workspace
+// is a typed result the agent can read, not a Go error.
+func requireReplacedGetFiles(t *testing.T, b *FilesystemBackend) {
+	t.Helper()
+	all, err := b.GetFiles(ctx, &backend.GetFilesRequest{})
+	require.NoError(t, err, "get files of a replaced workspace")
+	require.Equal(t, backend.CodeInvalidPath, codeOf(all.Error))
+	require.Contains(t, all.Error.Text(), "replaced")
+	require.Empty(t, all.Files)
+}
+
 func TestAdversarialWorkspaceSwap(t *testing.T) {
 	forEach(t, Options{AllowExecute: true}, func(t *testing.T, e *env) {
 		// Before the first file tool call: execute's first contact pins the
@@ -152,6 +170,7 @@ func TestAdversarialWorkspaceSwap(t *testing.T) {
 			gr, err := b.Grep(ctx, &backend.GrepRequest{Pattern: "root:", Path: "etc"})
 			require.NoError(t, err)
 			require.Equal(t, backend.CodeInvalidPath, codeOf(gr.Error))
+			requireReplacedGetFiles(t, b)
 		}
 
 		// After first use: the swap is refused by this instance and by a
@@ -162,6 +181,7 @@ func TestAdversarialWorkspaceSwap(t *testing.T) {
 		e.sh(t, "cd "+parent+" && mv workspace ws_real && ln -s "+e.out+" workspace")
 		for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
 			refusedAll(t, e, b, "secret.txt")
+			requireReplacedGetFiles(t, b)
 		}
 		// A fresh directory in its place is a replacement too.
 		e.sh(t, "cd "+parent+" && rm workspace && mkdir workspace && printf SECRET > workspace/s.txt")
@@ -327,9 +347,19 @@ done`})
 		if e.sh(t, "cat "+e.out+"/secret.txt") != "SECRET" {
 			escapes["write file"]++
 		}
-		t.Logf("%d calls for read, write and grep, %d for ls, edit and get-all; refused (the race seen): %v; failed with a Go error: %v; escapes: %v", n, m, refused, failed, escapes)
+		served := "the shell path"
+		if runs := e.b.helperRuns.Load(); runs > 0 {
+			served = fmt.Sprintf("the helper (%d runs)", runs)
+		}
+		t.Logf("served by %s; %d calls for read, write and grep, %d for ls, edit and get-all; refused (the race seen): %v; failed with a Go error: %v; escapes: %v", served, n, m, refused, failed, escapes)
 		for verb, k := range escapes {
 			require.Equal(t, 0, k, "%s escaped %d times", verb, k)
+		}
+		if !e.shell && helperBlob()[runtime.GOARCH] != nil {
+			// With the helper every failure under the race is a typed
+			// result: no Go error.
+			require.True(t, e.b.helperRuns.Load() > 0, "the helper served the calls")
+			require.Empty(t, failed, "Go errors under the race")
 		}
 	})
 }

@@ -57,9 +57,41 @@
 //     file without truncating it, makes the same check, and only then
 //     truncates and writes it through the open descriptor.
 //
-// Every sandbox takes this shell path: the static helper using
-// openat2(RESOLVE_BENEATH) or os.Root that issue 15 proposes (item 1) is
-// not built yet. What the shell path leaves open: without /proc (the
+// # Two paths: the helper and the shell
+//
+// Where it can, the backend runs a small static program in the sandbox
+// (internal/fshelper, built for linux/amd64 and linux/arm64 by go generate
+// and embedded compressed) that does all of the above in the kernel: it
+// holds the workspace open (O_PATH) after checking its device and inode
+// against the pin, walks every path one element at a time with
+// openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) and
+// O_NOFOLLOW from directories it holds, reads each link itself and walks
+// its target the same way (".." pops a held directory and never climbs
+// above the workspace; an absolute target must name a place under it),
+// opens a file O_PATH to check it (type, links, size: no device is opened,
+// no FIFO blocks) and then opens it for I/O by name in the same held
+// directory with O_NOFOLLOW|O_NONBLOCK, accepting it only if it is the same
+// inode. Grep and get-all read each file they report through a descriptor
+// checked the same way. With the helper, no swap of a directory or a file
+// for a link, at any moment, makes a tool read or write outside the
+// workspace, and a rename of the workspace during a call does not matter
+// (the helper works on the directory it checked); a file replaced by a
+// hard link to an outside file between the check and the open is refused,
+// as the open file is checked again. What remains: a command that moves a
+// directory the helper holds out of the workspace during a call makes the
+// helper finish that one call in it.
+//
+// The first file tool call in a sandbox also probes its machine and, when
+// the helper is missing, is served by the shell path and then puts the
+// helper under MetadataDir/bin in the workspace (one more round trip, once
+// per sandbox: see internal/blobcache); the existence check is part of
+// every call's script, so later calls take their usual round trips. A
+// helper removed by a command is put back (a few times per backend).
+// Where the helper cannot run (the memory provider, another architecture,
+// a file system mounted noexec), the shell path serves every call, with
+// the guarantees below.
+//
+// What the shell path leaves open: without /proc (the
 // memory provider) the checks after the open are skipped, so a swap of the
 // last element between the check and the open can redirect one read or
 // write; grep and get-all check a file's link count and size a moment
@@ -69,7 +101,12 @@
 // place, then back, within one call, is not detected. The adversarial
 // tests (adversarial_test.go) swap a directory, or the file itself, for a
 // link in a loop while the tools run (200 calls per verb that reads or
-// writes content) and require 0 escapes.
+// writes content) and require 0 escapes, with the helper and with the
+// shell path.
+//
+// The helper runs with the sandbox user's rights, like any command: an
+// agent allowed to execute commands can replace it, as it can read or
+// change anything the sandbox user can; the jail is about the file tools.
 //
 // The jail protects the workspace from the file tools; it is not process
 // isolation: a command run by Execute can reach whatever the sandbox can.
@@ -85,7 +122,8 @@
 // Write, WriteBytes, Ls, Glob and Grep take one round trip, Edit two
 // (read, then write), GetFiles three (archive, download, remove) however
 // many files the workspace holds. Batch operations take one round trip per
-// file. File content travels on the command's stdin and stdout, byte-exact:
+// file. The first call in a sandbox may take one more, to put the helper
+// there (see above). File content travels on the command's stdin and stdout, byte-exact:
 // the sandbox handle's secret-value redaction applies to Execute's output,
 // not to the file tools' (a file holding a secret reads back as written).
 //
@@ -137,7 +175,10 @@
 // images (E2B's and Daytona's defaults among them) provide, and /proc for
 // the checks of an opened file (without /proc, as on the memory provider,
 // reads and writes go by name after the checks, and the last element's
-// race is open).
+// race is open). The helper needs only a Linux kernel (openat2 from 5.6;
+// openat with O_NOFOLLOW on older ones, equally safe for the single
+// elements it opens) and a file system under the workspace that allows
+// running programs.
 package fsbackend
 
 import (
@@ -152,6 +193,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
@@ -226,6 +268,15 @@ type FilesystemBackend struct {
 	ready   bool       // the workspace is known to exist
 	pin     string     // the workspace's device and inode; "" until seen
 	pinBase string     // the workspace pin belongs to
+
+	// The in-sandbox helper (helper.go), guarded by mu.
+	helperState   int
+	helperPath    string // where it is, when helperReady
+	helperBase    string // the workspace helperPath was put under
+	arch          string // the sandbox's machine, once probed
+	helperUploads int
+	helperGen     int          // bumped by each upload that made it ready
+	helperRuns    atomic.Int64 // runs the helper served (for tests)
 }
 
 var _ backend.Backend = (*FilesystemBackend)(nil)
@@ -477,6 +528,7 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 		e["SBX_PIN"] = b.pin
 	}
 	b.mu.Unlock()
+	gen := b.helperEnv(base, e)
 	if maxOut <= 0 {
 		maxOut = b.opts.MaxReadBytes
 	}
@@ -484,7 +536,7 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	// records) must be byte-exact, so it is captured unredacted; only the
 	// helper's error text is redacted (see internal/unredacted).
 	var h unredacted.Hook
-	res, err := b.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"sh", "-c", opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
+	res, err := b.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"sh", "-c", helperWrapper + opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: %s: %w", op, err)
 	}
@@ -504,6 +556,7 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	for _, w := range r.kv["warning"] {
 		b.opts.Logger.Warn("fsbackend: "+printable(w), "op", op)
 	}
+	b.afterRun(ctx, base, gen, r)
 	if r.code == exitReplaced {
 		return r, nil
 	}

@@ -31,6 +31,8 @@ type env struct {
 	base string // the workspace, as the sandbox sees it
 	out  string // a directory outside the workspace, as the sandbox sees it
 	opts Options
+	// shell keeps the backends to the shell path, without the helper.
+	shell bool
 }
 
 // sh runs a setup command in the sandbox and fails the test if it fails.
@@ -48,6 +50,9 @@ func (e *env) reopen(t *testing.T) *FilesystemBackend {
 	b, err := New(e.sb, e.opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
+	if e.shell {
+		b.shellOnly()
+	}
 	return b
 }
 
