@@ -20,6 +20,8 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/provider/local"
+
+	"github.com/stretchr/testify/require"
 )
 
 // helperSums reads helperbin/SHA256SUMS: the Go release that built the
