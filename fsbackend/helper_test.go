@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/local"
 
 	"github.com/stretchr/testify/require"
@@ -92,11 +93,11 @@ func TestHelperReproducible(t *testing.T) {
 // countingRT counts the calls that cross a Runtime: one call is one round
 // trip.
 type countingRT struct {
-	sandbox.Runtime
+	driver.Runtime
 	n atomic.Int64
 }
 
-func (c *countingRT) Exec(ctx context.Context, id string, cmd *sandbox.Command) (sandbox.ExitStatus, error) {
+func (c *countingRT) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	c.n.Add(1)
 	return c.Runtime.Exec(ctx, id, cmd)
 }
