@@ -24,9 +24,9 @@
 // # Languages
 //
 // Python (python3, standard library only; matplotlib is used when the
-// sandbox has it, with the Agg backend) and Bash (one persistent bash:
+// sandbox has it, with the Agg backend), Bash (one persistent bash:
 // variables, functions, cwd and exports persist; a non-zero exit status of
-// a cell is its Error), and Node.js where node exists in the sandbox (one
+// a cell is its Error) and Node.js where node exists in the sandbox (one
 // persistent vm context; the completion value of the cell is its result;
 // Timeout and interrupts use vm's own timeout and breakOnSigint; output
 // comes from the cell's console and process.stdout). Python output is captured at the sys.stdout and

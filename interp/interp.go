@@ -273,12 +273,15 @@ func (k *Kernel) start(ctx context.Context) error {
 			return wrap(op, fmt.Errorf("bad launcher answer %q", line))
 		}
 		k.mu.Lock()
-		defer k.mu.Unlock()
-		if k.closed {
-			go k.stop(context.WithoutCancel(ctx), path.Join(k.base, kid))
+		closed := k.closed
+		if !closed {
+			k.dir, k.seq = path.Join(k.base, kid), 0
+		}
+		k.mu.Unlock()
+		if closed { // closed while this kernel started: end it too
+			_ = k.stop(context.WithoutCancel(ctx), path.Join(k.base, kid))
 			return wrap(op, ErrClosed)
 		}
-		k.dir, k.seq = path.Join(k.base, kid), 0
 		return nil
 	case strings.HasPrefix(line, "error="):
 		return wrap(op, sandbox.Errorf(sandbox.FailedPrecondition, "%s", strings.TrimPrefix(line, "error=")))
@@ -325,7 +328,7 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("interp: %s: %w", op, err)
 }
 
-// current returns the kernel's directory and the number of the next request.
+// next returns the kernel's directory and the number of the next request.
 func (k *Kernel) next() (dir string, n int, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -397,7 +400,7 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 		switch {
 		case st.state == "dead":
 			c.finish()
-			return c.ex, wrap(op, fmt.Errorf("%w: it died while cell %d ran", ErrDied, n))
+			return c.ex, wrap(op, fmt.Errorf("%w: cell %d did not finish", ErrDied, n))
 		case st.state == "done" && off >= st.size:
 			return c.ex, wrap(op, fmt.Errorf("the kernel's answer to cell %d ended early", n))
 		}
