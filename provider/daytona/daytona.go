@@ -123,6 +123,7 @@ type Runtime struct {
 	key, apiURL, target, org, snapshot string
 	scratch                            string
 	legacy, noWake                     bool
+	previewBase                        string // WithPreviewBaseURL
 	transport                          http.RoundTripper
 	counting                           bool // transport is our clone, counting writes
 

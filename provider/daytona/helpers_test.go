@@ -42,7 +42,7 @@ func newEnvOn(t testing.TB, be driver.Runtime, fakeOpts []daytonafake.Option, op
 	t.Helper()
 	fake := daytonafake.New(be, fakeOpts...)
 	t.Cleanup(fake.Close)
-	opts = append([]daytona.Option{daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL())}, opts...)
+	opts = append([]daytona.Option{daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()), daytona.WithPreviewBaseURL(fake.PreviewURL())}, opts...)
 	rt, err := daytona.New(opts...)
 	if err != nil {
 		t.Fatal(err)

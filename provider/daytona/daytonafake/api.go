@@ -41,6 +41,7 @@ type sbx struct {
 	seq                               int64
 	polls                             int // GETs left in "creating"
 	backendID, home                   string
+	previewToken                      string // preview.go; "" until a preview URL is asked for
 
 	smu      sync.Mutex
 	sessions map[string]*session
@@ -386,6 +387,9 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 	if len(rest) == 2 && r.Method == http.MethodPost {
 		op = "POST " + rest[0] + "/*"
 	}
+	if len(rest) == 3 && rest[0] == "ports" && rest[2] == "preview-url" {
+		op = r.Method + " ports/*/preview-url"
+	}
 	switch op {
 	case "GET ":
 		if b.stored == stateCreating {
@@ -516,6 +520,9 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		b.activity = now
 		s.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
+	case "GET ports/*/preview-url":
+		s.mu.Unlock()
+		s.previewLink(w, r, b, rest[1])
 	case "GET toolbox-proxy-url":
 		s.mu.Unlock()
 		if b.id != idOrName {

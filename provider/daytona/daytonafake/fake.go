@@ -174,6 +174,7 @@ func WithoutToolboxProxyURL() Option { return func(s *Server) { s.noProxyURL = t
 // Server is a running fake. Close it when done.
 type Server struct {
 	backend driver.Runtime
+	portTr  *http.Transport // the preview proxy's connections to user ports
 	writes  inflight.Writes // uploads in progress, by backend id and path
 	key     string
 	ts      *fakeserve.Server
@@ -225,7 +226,15 @@ func New(backend driver.Runtime, opts ...Option) *Server {
 	mux.HandleFunc("/api/toolbox/{id}/toolbox/{rest...}", s.toolbox)
 	mux.HandleFunc("/toolbox/{id}/{rest...}", s.toolbox)
 	mux.HandleFunc("/api/", s.api)
-	ts, err := fakeserve.Start(s.addr, s.faulty(mux), func(hs *http.Server) { s.conns.Serve(hs, "toolbox") })
+	s.portTr = &http.Transport{}
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if host, ok := previewHost(r); ok {
+			s.preview(w, r, host)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	ts, err := fakeserve.Start(s.addr, s.faulty(root), func(hs *http.Server) { s.conns.Serve(hs, "toolbox") })
 	if err != nil {
 		panic("daytonafake: " + err.Error())
 	}
@@ -268,6 +277,7 @@ func (s *Server) close() {
 	close(s.quit)
 	s.stop()
 	s.ts.Close()
+	s.portTr.CloseIdleConnections()
 	s.mu.Lock()
 	var all []*sbx
 	for _, b := range s.sandboxes {
