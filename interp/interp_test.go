@@ -118,6 +118,16 @@ func TestPython(t *testing.T) {
 				require.Nil(t, ex.Error)
 				assert.Equal(t, "102400", ex.Text())
 			})
+			t.Run("OldEventsRemoved", func(t *testing.T) {
+				for range 3 {
+					run(t, k, "print('x' * 1000)")
+				}
+				// The kernel's own files: the previous request's events and
+				// this one's.
+				ex := run(t, k, "import sys as _s, os as _o\nsorted(_o.listdir(_o.path.join(_s.argv[1], 'ev')), key=len)")
+				require.Nil(t, ex.Error)
+				assert.Len(t, strings.Split(ex.Text(), ","), 3, "files: %s", ex.Text())
+			})
 			t.Run("RichValue", func(t *testing.T) {
 				ex := run(t, k, "class T:\n    def _repr_html_(self): return '<b>hi</b>'\n    def _repr_json_(self): return {'a': 1}\n    def __repr__(self): return 'T()'\nT()")
 				require.Nil(t, ex.Error)

@@ -25,6 +25,9 @@ sk_begin() {
 	t=0
 	if [[ $head =~ \"timeout\":\ *([0-9.]+) ]]; then t=${BASH_REMATCH[1]}; fi
 	tail -n +2 "$sk_d/req/$sk_n" > "$sk_d/cell.sh"
+	# Runs of one kernel are served in order: the events of the request
+	# before the previous one were read long ago.
+	rm -f "$sk_d/ev/$((sk_n - 2))" "$sk_d/ev/$((sk_n - 2)).done"
 	: >> "$sk_ev"
 	rm -f "$sk_d/timedout"
 	printf '%s\n' "$sk_n" > "$sk_d/running"

@@ -106,6 +106,11 @@ function serve(n) {
   let opts = {};
   try { opts = JSON.parse(raw.subarray(0, nl).toString()); } catch (e) { /* defaults */ }
   const code = raw.subarray(nl + 1).toString('utf8');
+  // Runs of one kernel are served in order: the events of the request
+  // before the previous one were read long ago.
+  const old = path.join(D, 'ev', String(Number(n) - 2));
+  fs.rmSync(old, { force: true });
+  fs.rmSync(old + '.done', { force: true });
   ev = fs.openSync(evp, 'a', 0o600);
   cur = n;
   lastWake = Date.now();
