@@ -1,6 +1,7 @@
 package local
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -62,10 +63,12 @@ func (a *agent) forwardPort(in <-chan frameMsg, fw *frameWriter, port int) {
 	wg.Add(1)
 	go func() { // sandbox → client
 		defer wg.Done()
-		buf := make([]byte, forwardChunk)
+		// Frames are built in place (header, then the bytes read behind
+		// it) and written with one call: no copy, no allocation per frame.
+		buf := make([]byte, 5+forwardChunk)
 		for {
-			n, err := tc.Read(buf)
-			if n > 0 && fw.write(frameStdout, buf[:n]) != nil {
+			n, err := tc.Read(buf[5:])
+			if n > 0 && writeDataFrame(fw, buf, frameStdout, n) != nil {
 				_ = tc.Close()
 				return
 			}
@@ -97,4 +100,21 @@ func (a *agent) forwardPort(in <-chan frameMsg, fw *frameWriter, port int) {
 	// The client went away or broke the protocol: end the stream at once.
 	_ = tc.Close()
 	wg.Wait()
+}
+
+// writeDataFrame writes the frame of typ whose n payload bytes are already
+// in buf[5:], under fw's lock so it never interleaves with fw's frames.
+func writeDataFrame(fw *frameWriter, buf []byte, typ byte, n int) error {
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:5], uint32(n))
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.err != nil {
+		return fw.err
+	}
+	if _, err := fw.w.Write(buf[:5+n]); err != nil {
+		fw.err = err
+		return err
+	}
+	return nil
 }

@@ -245,10 +245,10 @@ func (f *forwarder) relay(tc net.Conn) {
 	go func() { // client → sandbox
 		defer close(done)
 		fw := &frameWriter{w: ac}
-		buf := make([]byte, forwardChunk)
+		buf := make([]byte, 5+forwardChunk)
 		for {
-			n, err := tc.Read(buf)
-			if n > 0 && fw.write(frameStdin, buf[:n]) != nil {
+			n, err := tc.Read(buf[5:])
+			if n > 0 && writeDataFrame(fw, buf, frameStdin, n) != nil {
 				return
 			}
 			if err == io.EOF {
