@@ -36,6 +36,7 @@ const (
 	labelLease     = "dev.sandboxkit.lease-end" // Unix seconds, the lease at Create
 	labelAutoPause = "dev.sandboxkit.autopause"
 	labelUser      = "dev.sandboxkit.user"
+	labelHome      = "dev.sandboxkit.home"
 	labelCreate    = "dev.sandboxkit.create-token" // finds a container whose Create was cancelled
 	labelPrefix    = "dev.sandboxkit.label."
 )
@@ -75,6 +76,7 @@ type Runtime struct {
 	cancel   context.CancelFunc
 	reaperWG sync.WaitGroup
 	bg       sync.WaitGroup // clean-ups after cancelled calls
+	gates    sync.Map       // container id -> *execGate
 }
 
 // Option configures a Runtime.

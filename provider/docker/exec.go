@@ -134,7 +134,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	if err != nil {
 		return driver.ExitStatus{}, err
 	}
-	att, err := r.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
+	att, err := r.startAttached(ctx, id, execID)
 	if err != nil {
 		return driver.ExitStatus{}, r.wrap(ctx, "exec", err)
 	}
@@ -252,7 +252,7 @@ func (r *Runtime) runQuiet(ctx context.Context, id, user, script string, args ..
 	if err != nil {
 		return 0, "", r.wrap(ctx, "exec", err)
 	}
-	att, err := r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	att, err := r.startAttached(ctx, id, res.ID)
 	if err != nil {
 		return 0, "", r.wrap(ctx, "exec", err)
 	}

@@ -84,7 +84,7 @@ func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdo
 	if err != nil {
 		return r.wrap(ctx, op, err)
 	}
-	att, err := r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	att, err := r.startAttached(ctx, id, res.ID)
 	if err != nil {
 		return r.wrap(ctx, op, err)
 	}

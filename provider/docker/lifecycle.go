@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -75,7 +76,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	leaseEnd := time.Now().Add(req.Timeout).Truncate(time.Second).Add(time.Second)
 	token := newToken()
 	labels := map[string]string{
-		labelManaged: "1", labelTemplate: image, labelUser: user, labelCreate: token,
+		labelManaged: "1", labelTemplate: image, labelUser: user, labelCreate: token, labelHome: home,
 		labelLease: strconv.FormatInt(leaseEnd.Unix(), 10),
 	}
 	if req.AutoPause {
@@ -277,31 +278,33 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	return info, nil
 }
 
-// inspect reads a container into an Info, with its lease.
+// inspect reads a container into an Info, with its lease. It lists the
+// container rather than inspecting it: the engine's list takes no lock on
+// the container, where an inspect waits behind an exec the runtime could
+// not start in a container being paused, until the container is resumed.
 func (r *Runtime) inspect(ctx context.Context, id string) (driver.Info, error) {
-	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	f := client.Filters{}
+	f.Add("id", id)
+	f.Add("label", labelManaged+"=1")
+	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return driver.Info{}, r.wrap(ctx, "get", err)
 	}
-	c := res.Container
-	if c.Config == nil || c.Config.Labels[labelManaged] != "1" {
-		return driver.Info{}, fmt.Errorf("docker: get: container %s was not created by this provider: %w", id, sberrors.ErrNotFound)
+	for _, c := range res.Items {
+		if c.ID == id {
+			info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
+			info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
+			return info, nil
+		}
 	}
-	created, _ := time.Parse(time.RFC3339Nano, c.Created)
-	var status container.ContainerState
-	if c.State != nil {
-		status = c.State.Status
-	}
-	info := r.info(c.ID, c.Config.Labels, status, created, c.Config.WorkingDir)
-	info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Config.Labels)
-	return info, nil
+	return driver.Info{}, fmt.Errorf("docker: get: no sandbox %s on the engine at %s: %w", id, r.host, sberrors.ErrNotFound)
 }
 
 // info builds an Info from a container's labels and state.
-func (r *Runtime) info(id string, labels map[string]string, status container.ContainerState, created time.Time, home string) driver.Info {
+func (r *Runtime) info(id string, labels map[string]string, status container.ContainerState, created time.Time) driver.Info {
 	info := driver.Info{ID: id, Provider: Scheme, Template: labels[labelTemplate], Labels: map[string]string{},
-		State: mapState(status), CreatedAt: created, Home: home, Isolation: r.isolation(),
-		Detail: map[string]string{"status": string(status), "user": labels[labelUser]}}
+		State: mapState(status), CreatedAt: created, Home: labels[labelHome], Isolation: r.isolation(),
+		Detail: map[string]string{"status": string(status), "user": labels[labelUser], "autopause": labels[labelAutoPause]}}
 	for k, v := range labels {
 		if name, ok := strings.CutPrefix(k, labelPrefix); ok {
 			info.Labels[name] = v
@@ -342,11 +345,7 @@ func (r *Runtime) enforceLease(ctx context.Context, info driver.Info) (driver.In
 	if info.LeaseEnd.IsZero() || time.Now().Before(info.LeaseEnd) {
 		return info, false, nil
 	}
-	autoPause := false
-	if res, err := r.cli.ContainerInspect(ctx, info.ID, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil {
-		autoPause = res.Container.Config.Labels[labelAutoPause] == "1"
-	}
-	if autoPause {
+	if info.Detail["autopause"] == "1" {
 		if info.State == driver.StateRunning {
 			if err := r.Pause(ctx, info.ID); err != nil {
 				return info, false, err
@@ -403,7 +402,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			break
 		}
 		c := items[i]
-		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0), "")
+		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
 		info, gone, err := r.enforceLease(ctx, info)
 		if gone {
@@ -413,13 +412,6 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			return nil, "", err
 		}
 		page = append(page, info)
-	}
-	// Home is not in the list summary: read it where a page is small
-	// enough for that to be cheap, so List's Info matches Get's.
-	for i := range page {
-		if res, err := r.cli.ContainerInspect(ctx, page[i].ID, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil {
-			page[i].Home = res.Container.Config.WorkingDir
-		}
 	}
 	return page, next, nil
 }
@@ -433,6 +425,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		}
 		return err
 	}
+	r.gates.Delete(id)
 	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")) {
 		return r.wrap(ctx, "destroy", err)
@@ -461,6 +454,37 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 	return r.wrap(ctx, "set timeout", err)
 }
 
+// execGate keeps a Runtime's exec starts and its Pause of one container
+// apart.
+type execGate struct {
+	mu    sync.RWMutex // starts hold it for reading, Pause for writing
+	emu   sync.Mutex
+	execs []string // execs started since the last Pause (the last 256)
+}
+
+func (r *Runtime) gate(id string) *execGate {
+	g, _ := r.gates.LoadOrStore(id, &execGate{})
+	return g.(*execGate)
+}
+
+// startAttached starts a created exec with its streams attached, unless a
+// Pause of the container is under way (it waits for that).
+func (r *Runtime) startAttached(ctx context.Context, id, execID string) (client.ExecAttachResult, error) {
+	g := r.gate(id)
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	att, err := r.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
+	if err == nil {
+		g.emu.Lock()
+		g.execs = append(g.execs, execID)
+		if len(g.execs) > 256 {
+			g.execs = append(g.execs[:0], g.execs[len(g.execs)-256:]...)
+		}
+		g.emu.Unlock()
+	}
+	return att, err
+}
+
 // Pause freezes every process of the sandbox (the engine's pause: memory
 // is kept). Pausing a paused sandbox is not an error.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
@@ -471,6 +495,19 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if info.State == driver.StatePaused {
 		return nil
 	}
+	// No exec of this Runtime starts while the container freezes: runc
+	// cannot finish starting a process in a freezing cgroup, and the
+	// engine then hangs even Resume. Execs whose start is in flight are
+	// waited for (ExecInspect answers once the process runs).
+	g := r.gate(id)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.execs {
+		if _, err := r.cli.ExecInspect(ctx, e, client.ExecInspectOptions{}); err != nil && ctx.Err() != nil {
+			return fmt.Errorf("docker: pause: %w", ctx.Err())
+		}
+	}
+	g.execs = g.execs[:0]
 	_, err = r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
 	if err != nil && strings.Contains(err.Error(), "already paused") {
 		return nil

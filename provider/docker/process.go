@@ -170,7 +170,7 @@ func (r *Runtime) runExec(ctx context.Context, id string, opts client.ExecCreate
 	if err != nil {
 		return 0, r.wrap(ctx, "exec", err)
 	}
-	att, err := r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	att, err := r.startAttached(ctx, id, res.ID)
 	if err != nil {
 		return 0, r.wrap(ctx, "exec", err)
 	}
@@ -370,7 +370,7 @@ func (h *handle) feed(stdin io.Reader) {
 		if err != nil {
 			return
 		}
-		att, err := h.r.cli.ExecAttach(h.ctx, res.ID, client.ExecAttachOptions{})
+		att, err := h.r.startAttached(h.ctx, h.id, res.ID)
 		if err != nil {
 			return
 		}
