@@ -18,7 +18,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
-	"github.com/sandboxkit/sandbox/internal/stale"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -213,7 +213,7 @@ func (c *Client) runListener(f func()) {
 // retry runs f, and once more after a transport reset when f failed
 // because of a stale transport and may run again. idempotent widens the
 // rule from the driver's explicit ErrStaleTransport to every error the
-// stale package classifies as a closed transport; again, when non-nil,
+// wire package classifies as a closed transport (wire.Closed); again, when non-nil,
 // says whether f can still be repeated (for example no input was consumed).
 func (c *Client) retry(ctx context.Context, op string, idempotent bool, again func() bool, f func() error) error {
 	c.mu.Lock()
@@ -226,7 +226,7 @@ func (c *Client) retry(ctx context.Context, op string, idempotent bool, again fu
 	if err == nil || ctx.Err() != nil || errors.Is(err, ErrOutcomeUnknown) {
 		return err
 	}
-	isStale := errors.Is(err, ErrStaleTransport) || (idempotent && stale.Is(err))
+	isStale := errors.Is(err, ErrStaleTransport) || (idempotent && wire.Closed(err))
 	if !isStale || (again != nil && !again()) {
 		return err
 	}

@@ -388,21 +388,7 @@ func init() {
 // the request may change something (then a request that left is an
 // outcome-unknown failure; otherwise it is Unavailable).
 func (r *Runtime) transportError(ctx context.Context, op string, a *wire.Attempt, mutating bool, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("daytona: %s: %w", op, ctxErr)
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the URL is not secret, but it is noise
-	}
-	switch {
-	case a.NotSent(err, r.counting):
-		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrStaleTransport, err)
-	case mutating:
-		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrOutcomeUnknown, err)
-	default:
-		return fmt.Errorf("daytona: %s: %w: %w", op, sberrors.ErrUnavailable, err)
-	}
+	return wire.Classify(ctx, "daytona: "+op, a, r.counting, mutating, err)
 }
 
 // readError reads (a bounded prefix of) an error response's body and

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -29,16 +30,7 @@ func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(
 	tctx, a := trace(ctx)
 	resp, err := do(tctx)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return 0, nil, nil, fmt.Errorf("e2b: %s: %w", op, ctxErr)
-		}
-		if notDelivered(a, err) {
-			return 0, nil, nil, staleErr(op, err)
-		}
-		if idempotent {
-			return 0, nil, nil, sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, err)
-		}
-		return 0, nil, nil, fmt.Errorf("e2b: %s: %w: %v", op, sberrors.ErrOutcomeUnknown, err)
+		return 0, nil, nil, wire.Classify(ctx, "e2b: "+op, a, true, !idempotent, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

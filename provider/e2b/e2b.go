@@ -252,7 +252,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 	// the real size of a download and costs CPU on the sandbox side.
 	t.DisableCompression = true
 	// Count what each connection writes: that is how a failed request is
-	// known not to have left (see notDelivered).
+	// known not to have left (see wire.Attempt.NotSent and wire.Classify).
 	wire.CountWrites(t)
 	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}

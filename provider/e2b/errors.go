@@ -19,30 +19,6 @@ import (
 // bytes went.
 func trace(ctx context.Context) (context.Context, *wire.Attempt) { return wire.Trace(ctx) }
 
-// notDelivered reports whether err means the request never reached a
-// server that could act on it. It is decided from facts about the wire,
-// never from the error's text: no connection was obtained (the dial or the
-// TLS handshake failed), or the connection the request was given wrote
-// not one byte of it (a pooled keep-alive connection the server had
-// already reset). A connection dropped after the request was (even
-// partly) written is not "not delivered": the server may have read it and
-// acted on it before the connection closed.
-func notDelivered(a *wire.Attempt, err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var se *statusError
-	if errors.As(err, &se) {
-		return false
-	}
-	return a.NotSent(err, true)
-}
-
-// staleErr marks err as a stale transport.
-func staleErr(op string, err error) error {
-	return fmt.Errorf("e2b: %s: %w (%w)", op, sberrors.ErrStaleTransport, err)
-}
-
 // statusError is a plain (non-Connect) HTTP error from envd or the edge
 // proxy: {"code": <int>, "message": "..."}.
 type statusError struct {
@@ -155,8 +131,8 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		}
 		return sberrors.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
 	}
-	if a != nil && notDelivered(a, err) {
-		return staleErr(op, err)
+	if a.NotSent(err, true) {
+		return wire.Classify(ctx, "e2b: "+op, a, true, false, err)
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
@@ -180,7 +156,7 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		}
 		return sberrors.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
-	return sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, err)
+	return wire.Classify(ctx, "e2b: "+op, a, true, false, err)
 }
 
 // gone classifies the edge proxy's 502: the sandbox is paused, gone, or
