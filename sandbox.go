@@ -12,7 +12,6 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
-	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // Sandbox is a handle on one sandbox. It is safe for concurrent use. It
@@ -220,9 +219,11 @@ type execPlan struct {
 	stdin    *stdinGate // nil without Stdin; closed when the call returns
 }
 
-func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background bool) (*execPlan, error) {
+func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background, raw bool) (*execPlan, error) {
 	name := s.c.rt.Name()
 	switch {
+	case raw && (cmd.Stdout != nil || cmd.Stderr != nil):
+		return nil, invalid(op, name, s.id, "command", "ExecUnredacted takes no Stdout or Stderr writer: live output is always redacted")
 	case len(cmd.Args) == 0 && cmd.Shell == "":
 		return nil, invalid(op, name, s.id, "command", "set Args or Shell")
 	case len(cmd.Args) > 0 && cmd.Shell != "":
@@ -280,11 +281,7 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background b
 	p.secrets = secrets
 	p.out, p.err = &capBuffer{max: maxOut}, &capBuffer{max: maxOut}
 	outSecrets := secrets
-	if h := unredacted.From(ctx); h != nil && !background && cmd.Stdout == nil && cmd.Stderr == nil {
-		// One of this module's packages parses the captured output and
-		// redacts what it hands on (see internal/unredacted). Errors stay
-		// redacted, and live writers never get this.
-		h.Redact = func(b []byte) []byte { return redact(b, secrets) }
+	if raw {
 		outSecrets = nil
 	}
 	stdout := sink(p.out, cmd.Stdout, outSecrets)
@@ -374,10 +371,36 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // request never reached it; otherwise a transport failure returns an error
 // matching ErrOutcomeUnknown.
 func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
-	const op = "exec"
-	p, err := s.plan(ctx, op, cmd, false)
+	res, _, err := s.exec(ctx, "exec", cmd, false)
+	return res, err
+}
+
+// ExecUnredacted runs cmd as Exec does but leaves the captured output
+// unredacted, and returns the function that redacts it: the secret values
+// of the sandbox (CreateOptions.SecretEnv) and of cmd.SecretEnv replaced by
+// "[REDACTED]", as Exec would have replaced them. It is for programs that
+// parse a command's output as data (ids, digests, counts, file contents),
+// which redaction would corrupt whenever a secret value happens to occur
+// in it; the module's fsbackend and run packages use it for their helper
+// commands. The caller takes over the duty Exec otherwise fulfils: every
+// part of the output that reaches a person, a log or a model must go
+// through redact first.
+//
+// Errors are redacted as Exec's are. cmd must not set Stdout or Stderr
+// (live output is always redacted): that is an InvalidArgument error.
+func (s *Sandbox) ExecUnredacted(ctx context.Context, cmd Command) (*Result, func([]byte) []byte, error) {
+	res, p, err := s.exec(ctx, "exec", cmd, true)
+	if p == nil {
+		return res, nil, err
+	}
+	secrets := p.secrets
+	return res, func(b []byte) []byte { return redact(b, secrets) }, err
+}
+
+func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*Result, *execPlan, error) {
+	p, err := s.plan(ctx, op, cmd, false, raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	started := time.Now()
 	var st driver.ExitStatus
@@ -401,7 +424,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 		if be := (*boundError)(nil); ctx.Err() == nil && errors.As(err, &be) {
 			// The provider did not end the command at its timeout.
 			res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutProvider, p.timeout, -1
-			return res, s.wrapPlan(op, p, err)
+			return res, p, s.wrapPlan(op, p, err)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if errors.Is(ctxErr, context.DeadlineExceeded) {
@@ -409,11 +432,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 			} else {
 				res.ExitCode = -1
 			}
-			return res, s.wrapPlan(op, p, ctxErr)
+			return res, p, s.wrapPlan(op, p, ctxErr)
 		}
-		return nil, s.wrapPlan(op, p, err)
+		return nil, p, s.wrapPlan(op, p, err)
 	}
-	return res, nil
+	return res, p, nil
 }
 
 // wrapPlan is wrap with the command's secrets redacted as well.
@@ -433,7 +456,7 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
 	}
-	p, err := s.plan(ctx, op, cmd, true)
+	p, err := s.plan(ctx, op, cmd, true, false)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/unredacted"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"go.uber.org/goleak"
 )
@@ -473,10 +472,10 @@ func TestSetTimeoutAsksTheProvider(t *testing.T) {
 	}
 }
 
-// The module-internal unredacted capture hands back the raw output and
-// the redaction to apply; with a live writer it is refused, so nothing
-// unredacted ever reaches a caller's writer.
-func TestUnredactedCaptureForInternalParsers(t *testing.T) {
+// ExecUnredacted hands back the raw output and the redaction to apply;
+// with a live writer it is refused, so nothing unredacted ever reaches a
+// caller's writer, and Exec itself still redacts.
+func TestExecUnredactedForParsers(t *testing.T) {
 	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"pid=4141 pw=hunter2\n"}}
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -484,24 +483,23 @@ func TestUnredactedCaptureForInternalParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h unredacted.Hook
-	r, err := sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"x"}})
+	r, redact, err := sb.ExecUnredacted(ctx, sandbox.Command{Args: []string{"x"}, SecretEnv: map[string]string{"K": "4141"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(r.Stdout) != "pid=4141 pw=hunter2\n" || h.Redact == nil {
-		t.Fatalf("captured %q (redact set: %v), want the raw output", r.Stdout, h.Redact != nil)
+	if string(r.Stdout) != "pid=4141 pw=hunter2\n" || redact == nil {
+		t.Fatalf("captured %q (redact set: %v), want the raw output", r.Stdout, redact != nil)
 	}
-	if got := string(h.Redact(r.Stdout)); got != "pid=[REDACTED][REDACTED] pw=[REDACTED]\n" {
+	if got := string(redact(r.Stdout)); got != "pid=[REDACTED] pw=[REDACTED]\n" {
 		t.Fatalf("redacted %q", got)
 	}
 	var live bytes.Buffer
-	var h2 unredacted.Hook
-	r, err = sb.Exec(unredacted.With(ctx, &h2), sandbox.Command{Args: []string{"x"}, Stdout: &live})
-	if err != nil {
-		t.Fatal(err)
+	_, _, err = sb.ExecUnredacted(ctx, sandbox.Command{Args: []string{"x"}, Stdout: &live})
+	if sandbox.CodeOf(err) != sandbox.InvalidArgument || live.Len() != 0 {
+		t.Fatalf("with a live writer: err %v, live %q; want InvalidArgument and nothing written", err, live.String())
 	}
-	if want := "pid=[REDACTED][REDACTED] pw=[REDACTED]\n"; string(r.Stdout) != want || live.String() != want || h2.Redact != nil {
-		t.Fatalf("with a live writer: captured %q live %q (redact set: %v), want both redacted", r.Stdout, live.String(), h2.Redact != nil)
+	r, err = sb.Exec(ctx, sandbox.Command{Args: []string{"x"}})
+	if err != nil || string(r.Stdout) != "pid=[REDACTED][REDACTED] pw=[REDACTED]\n" {
+		t.Fatalf("Exec after ExecUnredacted: %q %v, want redacted", r.Stdout, err)
 	}
 }

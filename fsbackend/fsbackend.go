@@ -199,7 +199,6 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
-	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // MetadataDir is the name of the backend's hidden directory at the root of
@@ -534,14 +533,10 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	}
 	// The file tools' output (contents, names, sizes, the helper's
 	// records) must be byte-exact, so it is captured unredacted; only the
-	// helper's error text is redacted (see internal/unredacted).
-	var h unredacted.Hook
-	res, err := b.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: []string{"sh", "-c", helperWrapper + opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
+	// helper's error text is redacted (see Sandbox.ExecUnredacted).
+	res, redact, err := b.sb.ExecUnredacted(ctx, sandbox.Command{Args: []string{"sh", "-c", helperWrapper + opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: %s: %w", op, err)
-	}
-	if h.Redact == nil {
-		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: %s: the helper's output came back redacted", op)
 	}
 	if res.TimedOut {
 		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "fsbackend: %s: timed out after %v", op, res.Timeout)
@@ -552,7 +547,7 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 			r.kv[k] = append(r.kv[k], v)
 		}
 	}
-	r.errText = printable(string(h.Redact([]byte(r.get("error")))))
+	r.errText = printable(string(redact([]byte(r.get("error")))))
 	for _, w := range r.kv["warning"] {
 		b.opts.Logger.Warn("fsbackend: "+printable(w), "op", op)
 	}

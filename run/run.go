@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 // DefaultBudget is the lifetime of a run whose Request.Budget is zero.
@@ -474,14 +473,9 @@ func (r *Run) control(ctx context.Context, script string, timeout time.Duration,
 // caller must go through redact.
 func (r *Run) exec(ctx context.Context, script string, timeout time.Duration, maxOut int, env map[string]string, args ...string) (out []byte, redact func([]byte) []byte, err error) {
 	argv := append([]string{"sh", "-c", script, "sandboxkit-run"}, args...)
-	var h unredacted.Hook
-	res, err := r.sb.Exec(unredacted.With(ctx, &h), sandbox.Command{Args: argv, Env: env, Timeout: timeout, MaxOutput: maxOut})
+	res, redact, err := r.sb.ExecUnredacted(ctx, sandbox.Command{Args: argv, Env: env, Timeout: timeout, MaxOutput: maxOut})
 	if err != nil {
 		return nil, nil, err
-	}
-	redact = h.Redact
-	if redact == nil {
-		return nil, nil, sandbox.Errorf(sandbox.Internal, "control command output came back redacted")
 	}
 	switch {
 	case res.TimedOut:
