@@ -9,22 +9,19 @@ import (
 	"path"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/driver"
 )
 
 // The error table: the same bad input gets the same Code and sentinel on
-// every provider. Each row runs twice: through the portable Sandbox, and
-// straight on the provider's Runtime (with the absolute, clean paths the
-// portable layer would pass), so a driver that answers with the wrong code
-// fails by itself rather than being papered over by the portable layer.
+// every provider, through the portable Sandbox. The same rows straight on
+// the provider's Runtime are drivertest's Codes (run as the Driver group),
+// so a driver that answers with the wrong code fails by itself rather than
+// being papered over by the portable layer.
 
 func init() {
 	fileTests = append(fileTests, test{name: "ErrorTable", fn: fileErrorTable})
 	execTests = append(execTests, test{name: "ErrorTable", fn: execErrorTable})
-	lifecycleTests = append(lifecycleTests, test{name: "DriverList", fn: driverList})
 }
 
 // readOnlyDir is the directory the read-only row writes into unless the
@@ -32,7 +29,7 @@ func init() {
 const readOnlyDir = "/usr"
 
 // fileOp is one file operation, done through the portable Sandbox or
-// straight on the Runtime.
+// through the portable Sandbox.
 type fileOp string
 
 const (
@@ -90,32 +87,6 @@ func portableOp(ctx context.Context, sb *sandbox.Sandbox, op fileOp, p string) e
 	panic("unknown op " + op)
 }
 
-// driverOp runs op on the absolute path p straight on the Runtime.
-func driverOp(ctx context.Context, rt driver.Runtime, id string, op fileOp, p string) error {
-	switch op {
-	case opReadFile, opDownload:
-		rc, err := rt.Download(ctx, id, p)
-		if err == nil {
-			_, err = io.Copy(io.Discard, rc)
-			rc.Close()
-		}
-		return err
-	case opStat:
-		_, err := rt.Stat(ctx, id, p)
-		return err
-	case opReadDir:
-		_, err := rt.ReadDir(ctx, id, p)
-		return err
-	case opMkdirAll:
-		return rt.MkdirAll(ctx, id, p)
-	case opRemove:
-		return rt.Remove(ctx, id, p)
-	case opUpload:
-		return rt.Upload(ctx, id, p, strings.NewReader("error table"))
-	}
-	panic("unknown op " + op)
-}
-
 // checkRow reports whether err has the row's code and sentinels; portable
 // errors must also be a *sandbox.Error.
 func checkRow(err error, code sandbox.Code, sentinels []error, portable bool) string {
@@ -139,7 +110,6 @@ func checkRow(err error, code sandbox.Code, sentinels []error, portable bool) st
 
 func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
-	rt := s.c.Runtime()
 	check(t, sb.MkdirAll(ctx, "et/dir/sub"))
 	check(t, sb.WriteFile(ctx, "et/file", []byte("keep me")))
 	rows := []errRow{
@@ -165,10 +135,6 @@ func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 		t.Run(name, func(t *testing.T) {
 			if msg := checkRow(portableOp(ctx, sb, row.op, row.path), row.code, row.sentinels, true); msg != "" {
 				t.Errorf("Sandbox.%s(%q): %s", row.op, row.path, msg)
-			}
-			abs := path.Join(sb.Home(), row.path)
-			if msg := checkRow(driverOp(ctx, rt, sb.ID(), row.op, abs), row.code, row.sentinels, false); msg != "" {
-				t.Errorf("Runtime.%s(%q): %s", row.op, abs, msg)
 			}
 		})
 	}
@@ -215,9 +181,6 @@ func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 			if msg := checkRow(portableOp(ctx, sb, op, p), sandbox.PermissionDenied, denied, true); msg != "" {
 				t.Errorf("Sandbox.%s(%q): %s", op, p, msg)
 			}
-			if msg := checkRow(driverOp(ctx, rt, sb.ID(), op, p), sandbox.PermissionDenied, denied, false); msg != "" {
-				t.Errorf("Runtime.%s(%q): %s", op, p, msg)
-			}
 		}
 		// Nothing was created, as the sandbox's commands see it.
 		r = must[*sandbox.Result](t, "Exec test -e")(sb.Exec(ctx, sandbox.Command{Args: []string{"sh", "-c", `test -e "$1"`, "sh", path.Join(dir, name)}}))
@@ -229,7 +192,6 @@ func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 
 func execErrorTable(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
-	rt := s.c.Runtime()
 	check(t, sb.WriteFile(ctx, "et/file", []byte("x")))
 	rows := []struct {
 		dir       string
@@ -260,12 +222,6 @@ func execErrorTable(ctx context.Context, t *testing.T, s *suite) {
 						t.Errorf("Sandbox.Start(%+v): %s", cmd, msg)
 					}
 				}
-				dcmd := &driver.Command{Args: cmd.Args, Shell: cmd.Shell, Dir: path.Join(sb.Home(), row.dir),
-					Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute}
-				_, err = rt.Exec(ctx, sb.ID(), dcmd)
-				if msg := checkRow(err, row.code, row.sentinels, false); msg != "" {
-					t.Errorf("Runtime.Exec(dir %q, shell %v): %s", dcmd.Dir, shell, msg)
-				}
 			}
 		})
 	}
@@ -277,61 +233,4 @@ func execErrorTable(ctx context.Context, t *testing.T, s *suite) {
 			}
 		}
 	})
-}
-
-// driverList checks List on the Runtime itself: a page never holds more
-// than the page size asked for, the pages together hold every match once,
-// and a provider that declares server-side labels returns only matches.
-func driverList(ctx context.Context, t *testing.T, s *suite) {
-	rt := s.c.Runtime()
-	group := randHex(4)
-	want := map[string]bool{}
-	for range 3 {
-		want[s.create(ctx, t, map[string]string{"group": group}).ID()] = true
-	}
-	other := s.create(ctx, t, map[string]string{"group": group + "-other"})
-	req := &driver.ListRequest{Labels: map[string]string{"group": group}, PageSize: 1}
-	got := map[string]bool{}
-	for pages := 0; ; pages++ {
-		if pages > 1000 {
-			t.Fatal("Runtime.List: more than 1000 pages of size 1")
-		}
-		page, next, err := rt.List(ctx, req)
-		if err != nil {
-			t.Fatalf("Runtime.List(%+v): %v", req, err)
-		}
-		if len(page) > req.PageSize {
-			t.Errorf("Runtime.List returned %d sandboxes for page size %d", len(page), req.PageSize)
-		}
-		for _, in := range page {
-			if in.Labels["group"] != group {
-				if s.caps.ServerSideLabels {
-					t.Errorf("Runtime.List with labels %v returned %s labelled %v (the provider declares server-side labels)", req.Labels, in.ID, in.Labels)
-				}
-				continue
-			}
-			if got[in.ID] {
-				t.Errorf("Runtime.List returned %s twice", in.ID)
-			}
-			got[in.ID] = true
-		}
-		if next == "" {
-			break
-		}
-		if next == req.PageToken {
-			t.Fatalf("Runtime.List returned the same page token %q twice", next)
-		}
-		req.PageToken = next
-	}
-	for id := range want {
-		if !got[id] {
-			t.Errorf("Runtime.List missed %s (got %v)", id, got)
-		}
-	}
-	if got[other.ID()] {
-		t.Errorf("Runtime.List returned %s, which does not match the labels", other.ID())
-	}
-	if len(got) != len(want) {
-		t.Errorf("Runtime.List returned %d matches, want %d", len(got), len(want))
-	}
 }

@@ -1,8 +1,9 @@
 // Package sandboxtest is the conformance suite every provider runs, like
-// gocloud's drivertest or testing/fstest.TestFS. It drives the provider
-// through the portable sandbox.Client and sandbox.Sandbox, so it checks what
-// users rely on, and skips (with the reason) what a provider declares it
-// cannot do in its Capabilities.
+// testing/fstest.TestFS. It drives the provider through the portable
+// sandbox.Client and sandbox.Sandbox, so it checks what users rely on, and
+// skips (with the reason) what a provider declares it cannot do in its
+// Capabilities. Its last group, "Driver", runs package drivertest on the
+// provider's driver.Runtime itself, which fails a driver on its own.
 //
 // A provider's test calls it once per configuration:
 //
@@ -35,6 +36,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/drivertest"
 )
 
 // Harness describes the provider under test.
@@ -120,6 +123,37 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 	}
+	t.Run("Driver", func(t *testing.T) { runDriver(t, h) })
+}
+
+// runDriver runs drivertest on the Runtime of the harness's Clients, so a
+// provider's one conformance test checks both layers. Skip entries named
+// "Driver/<subtest>" go to drivertest.
+func runDriver(t *testing.T, h Harness) {
+	skip := map[string]string{}
+	for k, v := range h.Skip {
+		if name, ok := strings.CutPrefix(k, "Driver/"); ok {
+			skip[name] = v
+		}
+	}
+	if reason, ok := h.Skip["Files/ErrorTable/ReadOnly"]; ok {
+		if _, set := skip["Codes/ReadOnly"]; !set {
+			skip["Codes/ReadOnly"] = reason
+		}
+	}
+	o := h.Create
+	drivertest.Run(t, drivertest.Harness{
+		NewRuntime: func(t *testing.T) driver.Runtime {
+			c := h.NewClient(t)
+			t.Cleanup(func() { _ = c.Close() })
+			return c.Runtime()
+		},
+		Create: driver.CreateRequest{Template: o.Template, Labels: o.Labels, Env: o.Env, Timeout: o.Timeout,
+			AutoPause: o.AutoPause, Resources: o.Resources, NoNetwork: o.NoNetwork, Options: o.ProviderOptions},
+		Skip:        skip,
+		Timeout:     h.Timeout,
+		ReadOnlyDir: h.ReadOnlyDir,
+	})
 }
 
 type test struct {
