@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/internal/unredacted"
 )
 
 //go:embed kernel.py
@@ -296,7 +295,6 @@ func (k *Kernel) start(ctx context.Context) error {
 // function that redacts what of it reaches the caller.
 func (k *Kernel) exec(ctx context.Context, script string, stdin *bytes.Reader, dir string, env map[string]string, maxOut int, args ...string) ([]byte, func([]byte) []byte, error) {
 	argv := append([]string{"sh", "-c", script, "sandboxkit-interp"}, args...)
-	var h unredacted.Hook
 	cmd := sandbox.Command{Args: argv, Dir: dir, Env: env, MaxOutput: maxOut}
 	if stdin != nil {
 		cmd.Stdin = stdin
@@ -306,13 +304,9 @@ func (k *Kernel) exec(ctx context.Context, script string, stdin *bytes.Reader, d
 	} else {
 		cmd.Timeout = time.Minute
 	}
-	res, err := k.sb.Exec(unredacted.With(ctx, &h), cmd)
+	res, redact, err := k.sb.ExecUnredacted(ctx, cmd)
 	if err != nil {
 		return nil, nil, err
-	}
-	redact := h.Redact
-	if redact == nil {
-		redact = func(b []byte) []byte { return b }
 	}
 	if res.ExitCode != 0 || res.StdoutTruncated {
 		msg := strings.TrimSpace(string(redact(res.Stderr)))
