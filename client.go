@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"golang.org/x/sync/singleflight"
 )
@@ -333,15 +335,6 @@ func hasControl(s string) bool {
 	return false
 }
 
-// printable quotes s safely for an error message, bounded in length.
-func printable(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "..."
-	}
-	q := fmt.Sprintf("%q", s)
-	return q[1 : len(q)-1]
-}
-
 // Create creates a sandbox and returns it ready to run commands. If ctx
 // ends while the provider is creating it, Create returns at once with
 // ctx's error and the sandbox is destroyed in the background (bounded by
@@ -580,7 +573,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			yield(Info{}, err)
 			return
 		}
-		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: slices.Clone(opts.States), PageSize: cmp0(opts.PageSize, 100)}
+		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: slices.Clone(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
 		seen := map[string]bool{}
 		for {
 			var page []Info
@@ -610,13 +603,6 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			req.PageToken = next
 		}
 	}
-}
-
-func cmp0(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func matches(in Info, opts ListOptions) bool {
@@ -816,3 +802,6 @@ func withQuoted(secrets [][]byte) [][]byte {
 	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
 	return out
 }
+
+// printable quotes s safely for an error message, bounded in length.
+func printable(s string) string { return iox.Printable(s, 80) }

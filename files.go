@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
 // Upload streams r into the file at path (relative paths start at the
@@ -32,17 +34,17 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
 	// Without a ctx deadline the transfer is bounded by its progress: it
 	// ends when the provider takes no bytes for CallTimeouts.Idle.
 	bctx, touch, stop := idleBound(ctx, op, s.c.calls.Idle)
-	cr := &countingReader{r: touchReader{r, touch}}
-	err = s.c.retry(bctx, op, true, func() bool { return cr.n == 0 && cr.err == nil }, func() error {
+	cr := &iox.CountingReader{R: touchReader{r, touch}}
+	err = s.c.retry(bctx, op, true, func() bool { return cr.N == 0 && cr.Err == nil }, func() error {
 		return s.c.rt.Upload(bctx, s.id, abs, cr)
 	})
 	err = explain(ctx, bctx, err)
 	stop()
-	if err != nil && cr.err != nil {
+	if err != nil && cr.Err != nil {
 		// The caller's reader failed: whatever the driver made of it, the
 		// cause is the reader's error.
-		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Path: abs, Code: CodeOf(cr.err),
-			Err: fmt.Errorf("reading the source: %w", redactErr(cr.err, s.secrets))}
+		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Path: abs, Code: CodeOf(cr.Err),
+			Err: fmt.Errorf("reading the source: %w", redactErr(cr.Err, s.secrets))}
 	}
 	return s.wrap(op, abs, err)
 }

@@ -343,24 +343,6 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 	return r
 }
 
-// countingReader records whether any byte was consumed, which decides
-// whether a command may be retried, and the caller's reader's first error
-// other than io.EOF.
-type countingReader struct {
-	r   io.Reader
-	n   int64
-	err error
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err != nil && err != io.EOF && c.err == nil {
-		c.err = err
-	}
-	return n, err
-}
-
 // Exec runs cmd in the sandbox and waits for it. A non-zero exit code is a
 // Result, not an error. When cmd.Timeout (or the Client default) expires,
 // the command is ended and Exec returns a Result with TimedOut set, the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,9 +70,12 @@ func TestOutcomeUnknownNeverRetried(t *testing.T) {
 	}
 }
 
-func TestClosedTransportTextRetriedOnlyForIdempotentCalls(t *testing.T) {
+// A connection already closed on this side (net.ErrClosed, a fact, not a
+// message) is retried for an idempotent call only; text that merely reads
+// like it is not evidence.
+func TestClosedTransportRetriedOnlyForIdempotentCalls(t *testing.T) {
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
-	closed := errors.New("write tcp: use of closed network connection")
+	closed := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
 	rt.FailNext(memory.OpStat, 1, closed)
 	if _, err := sb.Stat(context.Background(), "."); err != nil {
 		t.Fatalf("idempotent Stat not retried: %v", err)
@@ -79,6 +83,10 @@ func TestClosedTransportTextRetriedOnlyForIdempotentCalls(t *testing.T) {
 	rt.FailNext(memory.OpExec, 1, closed)
 	if _, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}}); err == nil {
 		t.Fatal("exec retried on an unclassified transport error: the command might have run")
+	}
+	rt.FailNext(memory.OpStat, 1, errors.New("TCPTransport closed=True: handler is closed"))
+	if _, err := sb.Stat(context.Background(), "."); err == nil {
+		t.Fatal("Stat retried on an error whose text only reads like a closed transport")
 	}
 }
 

@@ -214,14 +214,19 @@ var (
 // clean paths the portable layer passes.
 func testCodes(ctx context.Context, t *testing.T, e *env) {
 	in := e.create(ctx, t, nil)
-	missing := "sbx-drivertest-missing-" + e.run
-	_, err := e.rt.Get(ctx, missing)
-	wantCode(t, "Get(missing sandbox)", err, sberrors.NotFound, sberrors.ErrNotFound)
+	// A sandbox that does not exist: one that did, in the provider's own
+	// id format, destroyed.
+	missing := e.create(ctx, t, nil).ID
 	if err := e.rt.Destroy(ctx, missing); err != nil {
-		t.Errorf("Destroy(missing sandbox) = %v, want nil", err)
+		t.Fatalf("Destroy: %v", err)
+	}
+	_, err := e.rt.Get(ctx, missing)
+	wantCode(t, "Get(destroyed sandbox)", err, sberrors.NotFound, sberrors.ErrNotFound)
+	if err := e.rt.Destroy(ctx, missing); err != nil {
+		t.Errorf("Destroy(destroyed sandbox) = %v, want nil", err)
 	}
 	_, _, _, err = e.exec(ctx, driver.Info{ID: missing, Home: in.Home}, in.Home, "true", nil)
-	wantCode(t, "Exec(missing sandbox)", err, sberrors.NotFound, sberrors.ErrNotFound)
+	wantCode(t, "Exec(destroyed sandbox)", err, sberrors.NotFound, sberrors.ErrNotFound)
 
 	et := path.Join(in.Home, "et")
 	if err := e.rt.MkdirAll(ctx, in.ID, path.Join(et, "dir", "sub")); err != nil {

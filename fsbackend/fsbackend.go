@@ -198,6 +198,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -396,13 +397,7 @@ func jail(base, p string) (string, *backend.Error) {
 }
 
 // printable bounds and quotes-escapes text for a message.
-func printable(s string) string {
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
-}
+func printable(s string) string { return iox.Printable(s, 200) }
 
 // Limits of Linux file systems: a longer name or path would fail in the
 // sandbox with ENAMETOOLONG.

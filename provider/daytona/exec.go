@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
@@ -174,8 +175,8 @@ func (r *Runtime) stage(ctx context.Context, id, d string, cmd *driver.Command, 
 		in := stdinread.New(cmd.Stdin)
 		stopIn := context.AfterFunc(ctx, in.Stop)
 		defer func() { stopIn(); in.Stop() }()
-		cr := &countingReader{r: in}
-		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.n == 0 }); err != nil {
+		cr := &iox.CountingReader{R: in}
+		if err := r.upload(ctx, id, d+".in", cr, func() bool { return cr.N == 0 }); err != nil {
 			return "", "", err
 		}
 		stdin = d + ".in"

@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
-	"net/textproto"
 	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
@@ -105,22 +104,6 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 	}
 }
 
-// countingReader counts the bytes read, to know whether an upload may
-// run again.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// errUploadDone ends the body writer of an upload whose request is over.
-var errUploadDone = errors.New("daytona: upload request ended")
-
 // Upload streams src to path as the multipart field "file" of
 // POST /files/upload: the body is produced through an io.Pipe while it is
 // sent, so no copy of the content is held. The daemon writes in place, so
@@ -129,9 +112,9 @@ var errUploadDone = errors.New("daytona: upload request ended")
 // byte: the daemon's own move answers 409 when the destination exists.
 // On any failure the temporary file is removed and path is left as it was.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
-	cr := &countingReader{r: src}
+	cr := &iox.CountingReader{R: src}
 	tmp := pathsafe.TempSibling(p)
-	err := r.upload(ctx, id, tmp, cr, func() bool { return cr.n == 0 })
+	err := r.upload(ctx, id, tmp, cr, func() bool { return cr.N == 0 })
 	if err == nil {
 		if err = r.replace(ctx, id, tmp, p); err != nil {
 			r.removeTemp(ctx, id, tmp)
@@ -231,26 +214,9 @@ func (r *Runtime) removeTemp(ctx context.Context, id, tmp string) {
 
 func (r *Runtime) upload(ctx context.Context, id, p string, src io.Reader, again func() bool) error {
 	resp, err := r.toolboxCall(ctx, id, "upload", true, again, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			h := make(textproto.MIMEHeader)
-			h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, path.Base(p)))
-			h.Set("Content-Type", "application/octet-stream")
-			part, err := mw.CreatePart(h)
-			if err == nil {
-				_, err = io.Copy(part, src)
-			}
-			if err == nil {
-				err = mw.Close()
-			}
-			pw.CloseWithError(err)
-		}()
-		resp, err := c.UploadFileWithBody(ctx, &toolbox.UploadFileParams{Path: p}, mw.FormDataContentType(), pr)
-		pr.CloseWithError(errUploadDone)
-		<-done
+		body, ctype, stop := wire.MultipartFile(src, "file", path.Base(p))
+		resp, err := c.UploadFileWithBody(ctx, &toolbox.UploadFileParams{Path: p}, ctype, body)
+		stop()
 		return resp, err
 	}, http.StatusOK, http.StatusCreated, http.StatusNoContent)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -133,37 +132,14 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 	in := &guardedReader{r: src}
 	defer in.Close()
 	var body io.Reader = in
-	var ctype string
-	done := make(chan struct{})
-	if versionAtLeast(c.version, 0, 5, 7) {
-		ctype = "application/octet-stream"
-		close(done)
-	} else {
-		pr, pw := io.Pipe()
-		mw := multipart.NewWriter(pw)
-		ctype = mw.FormDataContentType()
-		go func() {
-			defer close(done)
-			part, err := mw.CreateFormFile("file", at)
-			if err == nil {
-				_, err = io.Copy(part, in)
-			}
-			if err == nil {
-				err = mw.Close()
-			}
-			pw.CloseWithError(err)
-		}()
-		// Once the request is over, unblock the writer.
-		defer pr.CloseWithError(errUploadDone)
-		body = pr
+	ctype, stop := "application/octet-stream", func() {}
+	if !versionAtLeast(c.version, 0, 5, 7) {
+		body, ctype, stop = wire.MultipartFile(in, "file", at)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.filesURL(id, c, at), body)
 	if err != nil {
 		in.Close()
-		if pr, ok := body.(*io.PipeReader); ok {
-			pr.CloseWithError(err)
-		}
-		<-done
+		stop()
 		return sberrors.Errorf(sberrors.Internal, "e2b: %s: %v", op, err)
 	}
 	req.Header.Set("Content-Type", ctype)
@@ -173,10 +149,7 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 	// The transport may still be reading the body: stop reading src before
 	// it is handed back to the caller.
 	in.Close()
-	if pr, ok := body.(*io.PipeReader); ok {
-		pr.CloseWithError(errUploadDone)
-	}
-	<-done
+	stop()
 	if err != nil {
 		return r.scrub(r.filesErr(ctx, op, id, p, a, err))
 	}
@@ -187,8 +160,6 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return nil
 }
-
-var errUploadDone = errors.New("e2b: upload request finished")
 
 // guardedReader stops reading its source once closed; Close waits for a
 // Read in progress.
@@ -202,7 +173,7 @@ func (g *guardedReader) Read(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return 0, errUploadDone
+		return 0, wire.ErrBodyDone
 	}
 	return g.r.Read(p)
 }

@@ -1,0 +1,36 @@
+package iox
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func TestCountingReader(t *testing.T) {
+	c := &CountingReader{R: strings.NewReader("hello")}
+	if b, err := io.ReadAll(c); err != nil || string(b) != "hello" || c.N != 5 || c.Err != nil {
+		t.Fatalf("ReadAll: %q %v, N %d Err %v", b, err, c.N, c.Err)
+	}
+	boom := errors.New("boom")
+	c = &CountingReader{R: iotest.ErrReader(boom)}
+	_, _ = c.Read(make([]byte, 4))
+	_, _ = c.Read(make([]byte, 4))
+	if c.N != 0 || c.Err != boom {
+		t.Fatalf("failing source: N %d Err %v, want 0 and boom", c.N, c.Err)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":            "plain",
+		"a\x00b\nc\x1b[2J": `a\x00b\nc\x1b[2J`,
+		"\xff":             `\xff`,
+		"0123456789abc":    "0123456789...",
+	} {
+		if got := Printable(in, 10); got != want {
+			t.Errorf("Printable(%q, 10) = %q, want %q", in, got, want)
+		}
+	}
+}
