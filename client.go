@@ -74,7 +74,7 @@ func WithCleanupTimeout(d time.Duration) Option { return func(c *Client) { c.cle
 // programs call Open instead.
 func NewClient(rt driver.Runtime, opts ...Option) *Client {
 	c := &Client{
-		rt: rt, caps: rt.Capabilities(),
+		rt: rt, caps: capabilities(rt),
 		log:        slog.New(slog.DiscardHandler),
 		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, maxRead: DefaultMaxReadFile, cleanup: 30 * time.Second,
 		listeners: map[int]func(){},
@@ -114,8 +114,20 @@ func (c *Client) CommandTimeout() time.Duration { return c.cmdTimeout }
 // no cap (see WithMaxReadFile).
 func (c *Client) MaxReadFile() int64 { return max(c.maxRead, 0) }
 
-// Capabilities returns the provider's declared capabilities.
+// Capabilities returns the provider's capabilities: what it declares, with
+// Pause and Processes derived from the interfaces it implements.
 func (c *Client) Capabilities() Capabilities { return c.caps }
+
+// capabilities returns rt's Capabilities with the facts its methods show
+// derived from them, so the two cannot drift: Pause is whether rt is a
+// driver.Pauser, Processes whether it is a driver.ProcessRuntime, whatever
+// the driver declared.
+func capabilities(rt driver.Runtime) Capabilities {
+	caps := rt.Capabilities()
+	_, caps.Pause = rt.(driver.Pauser)
+	_, caps.Processes = rt.(driver.ProcessRuntime)
+	return caps
+}
 
 // OnTransportReset registers f to run each time the Client resets the
 // provider's transport after a stale-transport failure (before the single

@@ -233,12 +233,15 @@ type Closer interface {
 
 // Capabilities are facts about a provider that method presence cannot show.
 type Capabilities struct {
-	// Pause is true when the Runtime implements Pauser.
+	// Pause is true when the Runtime implements Pauser. The portable layer
+	// derives it from the interface (sandbox.Client.Capabilities); what a
+	// driver sets here is ignored.
 	Pause bool
 	// PauseKeepsMemory is true when running processes survive Pause and
 	// Resume (E2B, local); false when pause is a stop (Daytona).
 	PauseKeepsMemory bool
-	// Processes is true when the Runtime implements ProcessRuntime.
+	// Processes is true when the Runtime implements ProcessRuntime. The
+	// portable layer derives it from the interface, as Pause.
 	Processes bool
 	// AttachAcrossClients is true when a process started by one Client can
 	// be attached by another Client in another OS process.
