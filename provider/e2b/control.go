@@ -30,7 +30,7 @@ func (r *Runtime) call(ctx context.Context, op string, idempotent bool, do func(
 	tctx, a := trace(ctx)
 	resp, err := do(tctx)
 	if err != nil {
-		return 0, nil, nil, wire.Classify(ctx, "e2b: "+op, a, true, !idempotent, err)
+		return 0, nil, nil, wire.Classify(ctx, "e2b: "+op, a, r.counting, !idempotent, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

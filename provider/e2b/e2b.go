@@ -135,7 +135,8 @@ func init() {
 // driver.TransportResetter.
 type Runtime struct {
 	cfg       config
-	transport *http.Transport
+	transport http.RoundTripper
+	counting  bool // transport is our clone, counting writes
 	hc        *http.Client
 	rpcDoer   roundTripper
 	basicAuth string // "Basic …" selecting the user, or empty
@@ -168,7 +169,7 @@ type config struct {
 	sandboxURL string
 	template   string
 	user       string
-	transport  *http.Transport
+	transport  http.RoundTripper
 }
 
 // Option configures a Runtime.
@@ -196,11 +197,15 @@ func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
 // the template's default user, "user" on E2B's templates).
 func WithUser(u string) Option { return func(c *config) { c.user = u } }
 
-// WithTransport sets the HTTP transport settings (proxy, TLS, dialer) the
-// adapter uses; it works on a clone with transparent compression disabled.
-// The default is a clone of http.DefaultTransport. The adapter never sets
-// a client-wide timeout: every call is bounded by its context.
-func WithTransport(t *http.Transport) Option { return func(c *config) { c.transport = t } }
+// WithTransport sets the http.RoundTripper under the Runtime's own
+// http.Client (default: a clone of http.DefaultTransport), with the same
+// meaning as daytona.WithTransport: an *http.Transport is cloned, its
+// transparent compression disabled and its dialer wrapped to count the
+// bytes each connection writes, which is how a failed request is known not
+// to have been sent; any other RoundTripper is used as it is, and then only
+// a failed dial is. The adapter never sets a client-wide timeout: every
+// call is bounded by its context.
+func WithTransport(rt http.RoundTripper) Option { return func(c *config) { c.transport = rt } }
 
 // New returns an E2B Runtime configured by opts and the environment.
 func New(opts ...Option) (*Runtime, error) {
@@ -241,20 +246,28 @@ func newRuntime(cfg config) (*Runtime, error) {
 	}
 	cfg.apiURL = strings.TrimRight(cfg.apiURL, "/")
 	cfg.sandboxURL = strings.TrimRight(cfg.sandboxURL, "/")
-	var t *http.Transport
-	if cfg.transport != nil {
-		t = cfg.transport.Clone()
-	} else {
-		t = http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 32
+	var t http.RoundTripper
+	counting := false
+	var ht *http.Transport
+	switch given := cfg.transport.(type) {
+	case nil:
+		ht = http.DefaultTransport.(*http.Transport).Clone()
+		ht.MaxIdleConnsPerHost = 32
+	case *http.Transport:
+		ht = given.Clone()
+	default:
+		t = given
 	}
-	// Go's transport would ask for gzip and decompress silently, which hides
-	// the real size of a download and costs CPU on the sandbox side.
-	t.DisableCompression = true
-	// Count what each connection writes: that is how a failed request is
-	// known not to have left (see wire.Attempt.NotSent and wire.Classify).
-	wire.CountWrites(t)
-	r := &Runtime{cfg: cfg, transport: t, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
+	if ht != nil {
+		// Go's transport would ask for gzip and decompress silently, which
+		// hides the real size of a download and costs CPU on the sandbox side.
+		ht.DisableCompression = true
+		// Count what each connection writes: that is how a failed request
+		// is known not to have left (see wire.Attempt.NotSent and wire.Classify).
+		wire.CountWrites(ht)
+		t, counting = ht, true
+	}
+	r := &Runtime{cfg: cfg, transport: t, counting: counting, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}
 	if cfg.user != "" {
@@ -324,13 +337,19 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 // afresh. The portable layer calls it before retrying a stale-transport
 // failure.
 func (r *Runtime) ResetTransport() error {
-	r.transport.CloseIdleConnections()
+	r.closeIdle()
 	return nil
+}
+
+func (r *Runtime) closeIdle() {
+	if t, ok := r.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
 }
 
 // Close releases pooled connections.
 func (r *Runtime) Close() error {
-	r.transport.CloseIdleConnections()
+	r.closeIdle()
 	return nil
 }
 

@@ -131,8 +131,8 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		}
 		return sberrors.Errorf(codeForStatus(se.Status), "e2b: %s: %v", op, se)
 	}
-	if a.NotSent(err, true) {
-		return wire.Classify(ctx, "e2b: "+op, a, true, false, err)
+	if a.NotSent(err, r.counting) {
+		return wire.Classify(ctx, "e2b: "+op, a, r.counting, false, err)
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
@@ -156,7 +156,7 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 		}
 		return sberrors.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
-	return wire.Classify(ctx, "e2b: "+op, a, true, false, err)
+	return wire.Classify(ctx, "e2b: "+op, a, r.counting, false, err)
 }
 
 // gone classifies the edge proxy's 502: the sandbox is paused, gone, or
