@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 )
 
@@ -92,11 +93,11 @@ func (r *Runtime) feedStdin(ctx context.Context, id, d string, src io.Reader) *s
 
 func (f *stdinFeed) upload(ctx context.Context, r *Runtime, id, d string, pieces <-chan stdinPiece) {
 	put := func(name string, data []byte) error {
-		cr := &countingReader{r: bytes.NewReader(data)}
+		cr := &iox.CountingReader{R: bytes.NewReader(data)}
 		f.mu.Lock()
 		f.uploaded = true
 		f.mu.Unlock()
-		return r.upload(ctx, id, name, cr, func() bool { return cr.n == 0 })
+		return r.upload(ctx, id, name, cr, func() bool { return cr.N == 0 })
 	}
 	fail := func(err error) {
 		f.mu.Lock()
