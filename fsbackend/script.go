@@ -71,7 +71,7 @@ package fsbackend
 //
 // # Requirements
 //
-// A POSIX sh, cat, head -c, mkdir, mktemp, readlink, rm, chmod, GNU find
+// A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, chmod, GNU find
 // (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size), GNU grep (-r
 // -F -I -H -n --null --devices=skip, -c -x) and GNU tar (--anchored
 // --no-wildcards --exclude-from): Debian, Ubuntu and the E2B and Daytona
@@ -83,10 +83,14 @@ die() { rec error "$2"; exit "$1"; }
 lim=${SBX_LIMIT:-33554432}
 if ! cd -P -- "$SBX_BASE" 2>/dev/null; then
   if [ -n "${SBX_PIN:-}" ] || { [ -n "${SBX_PINFILE:-}" ] && { [ -e "$SBX_PINFILE" ] || [ -L "$SBX_PINFILE" ]; }; }; then
-    die 106 "the workspace directory is gone"
+    # A concurrent first call may have created the workspace and its pin
+    # since the cd above: look once more (the pin check below still
+    # refuses a replaced one).
+    cd -P -- "$SBX_BASE" 2>/dev/null || die 106 "the workspace directory is gone"
+  else
+    mkdir -p -- "$SBX_BASE" 2>/dev/null
+    cd -P -- "$SBX_BASE" 2>/dev/null || die 70 "workspace directory is unusable"
   fi
-  mkdir -p -- "$SBX_BASE" 2>/dev/null
-  cd -P -- "$SBX_BASE" 2>/dev/null || die 70 "workspace directory is unusable"
 fi
 pbase=$PWD
 late=
@@ -106,7 +110,9 @@ else
       case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
     else
       pin=$id
-      { printf '%s\n' "$id" > "$SBX_PINFILE"; } 2>/dev/null || rec warning "cannot persist the workspace pin"
+      # Written aside and renamed, so that a concurrent first call never
+      # reads a pin file that is created but not yet written.
+      { printf '%s\n' "$id" > "$SBX_PINFILE.$$" && mv -f -- "$SBX_PINFILE.$$" "$SBX_PINFILE"; } 2>/dev/null || { rm -f -- "$SBX_PINFILE.$$" 2>/dev/null; rec warning "cannot persist the workspace pin"; }
     fi
   fi
   [ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
