@@ -13,6 +13,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,8 +118,8 @@ func startServer(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sandbo
 		t.Skip("python3 is not installed in the sandbox (the Ports group's servers need it)")
 	}
 	port := testPort()
-	var out bytes.Buffer
-	p, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: &out, Stderr: &out})
+	out := &lockedBuffer{} // written by the process's output pumps while read below
+	p, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: out, Stderr: out})
 	if err != nil {
 		t.Fatalf("Start server: %v", err)
 	}
@@ -335,4 +336,22 @@ func testPortAfterDestroy(ctx context.Context, t *testing.T, s *suite) {
 			t.Fatalf("GET after Destroy: status %d, want a failure", resp.StatusCode)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
