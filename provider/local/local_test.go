@@ -43,8 +43,14 @@ func TestConformance(t *testing.T) {
 			t.Skipf("no L2 here: %v", err)
 		}
 		rt.Close()
+		// At L2 the network is off by default and seccomp refuses every
+		// socket but unix ones, so no server can listen for Expose.
+		noListen := "at L2 with the network off (the default) seccomp refuses inet sockets, so a server in the sandbox cannot listen"
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(levelRuntime(t, L2))
+		}, Skip: map[string]string{
+			"Ports/HTTPServerFileByteExact": noListen, "Ports/StreamingResponse": noListen,
+			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,
 		}})
 	})
 	t.Run("L1", func(t *testing.T) {
