@@ -64,3 +64,18 @@ func interleave(b *testing.B, name string, baseline, variant func() error) {
 		b.ReportMetric(float64(tv)/float64(tb), "x-raw")
 	})
 }
+
+// reportTransfer reports an upload and download benchmark's throughput
+// (n transfers of size bytes each), its ratios to the raw baseline timed in
+// the same run and the heap peaks: one set of metrics for every provider.
+func reportTransfer(b *testing.B, n int, size int64, rawUp, upT, rawDown, downT time.Duration, upHeap, downHeap uint64) {
+	mibps := func(d time.Duration) float64 { return float64(n) * float64(size) / (1 << 20) / d.Seconds() }
+	b.ReportMetric(mibps(rawUp), "raw-up-MiB/s")
+	b.ReportMetric(mibps(upT), "up-MiB/s")
+	b.ReportMetric(mibps(rawDown), "raw-down-MiB/s")
+	b.ReportMetric(mibps(downT), "down-MiB/s")
+	b.ReportMetric(rawUp.Seconds()/upT.Seconds(), "up-x-raw")
+	b.ReportMetric(rawDown.Seconds()/downT.Seconds(), "down-x-raw")
+	b.ReportMetric(float64(upHeap)/(1<<20), "up-heap-MiB")
+	b.ReportMetric(float64(downHeap)/(1<<20), "down-heap-MiB")
+}

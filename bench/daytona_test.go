@@ -242,13 +242,5 @@ func BenchmarkDaytonaTransfer(b *testing.B) {
 		rawUp, upT, rawDown, downT = rawUp+t1.Sub(t0), upT+t2.Sub(t1), rawDown+t3.Sub(t2), downT+t4.Sub(t3)
 		n++
 	}
-	mibps := func(d time.Duration) float64 { return float64(n) * size / (1 << 20) / d.Seconds() }
-	b.ReportMetric(mibps(rawUp), "raw-up-MiB/s")
-	b.ReportMetric(mibps(upT), "up-MiB/s")
-	b.ReportMetric(mibps(rawDown), "raw-down-MiB/s")
-	b.ReportMetric(mibps(downT), "down-MiB/s")
-	b.ReportMetric(rawUp.Seconds()/upT.Seconds(), "up-x-raw")
-	b.ReportMetric(rawDown.Seconds()/downT.Seconds(), "down-x-raw")
-	b.ReportMetric(float64(upHeap)/(1<<20), "up-heap-MiB")
-	b.ReportMetric(float64(downHeap)/(1<<20), "down-heap-MiB")
+	reportTransfer(b, n, size, rawUp, upT, rawDown, downT, upHeap, downHeap)
 }
