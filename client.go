@@ -79,7 +79,6 @@ func NewClient(rt driver.Runtime, opts ...Option) *Client {
 		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, maxRead: DefaultMaxReadFile, cleanup: 30 * time.Second,
 		listeners: map[int]func(){},
 	}
-	_, c.caps.Ports = rt.(driver.PortExposer)
 	for _, o := range opts {
 		o(c)
 	}
@@ -120,12 +119,13 @@ func (c *Client) Capabilities() Capabilities { return c.caps }
 
 // capabilities returns rt's Capabilities with the facts its methods show
 // derived from them, so the two cannot drift: Pause is whether rt is a
-// driver.Pauser, Processes whether it is a driver.ProcessRuntime, whatever
-// the driver declared.
+// driver.Pauser, Processes whether it is a driver.ProcessRuntime, Ports
+// whether it is a driver.PortExposer, whatever the driver declared.
 func capabilities(rt driver.Runtime) Capabilities {
-	caps := rt.Capabilities()
+	caps := capabilitiesOf(rt.Capabilities())
 	_, caps.Pause = rt.(driver.Pauser)
 	_, caps.Processes = rt.(driver.ProcessRuntime)
+	_, caps.Ports = rt.(driver.PortExposer)
 	return caps
 }
 
@@ -354,7 +354,7 @@ func hasControl(s string) bool {
 func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
 	const op = "create"
 	ctx, end := bound(ctx, op, c.calls.Create)
-	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
+	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *driver.CreateRequest) (driver.Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
 		return info, true, err
 	})
@@ -369,7 +369,7 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 
 // createFunc asks the provider for a sandbox; created is false when it
 // returned one that existed already.
-type createFunc func(ctx context.Context, req *driver.CreateRequest) (info Info, created bool, err error)
+type createFunc func(ctx context.Context, req *driver.CreateRequest) (info driver.Info, created bool, err error)
 
 // create validates opts, turns them into a CreateRequest and runs mk on a
 // goroutine the Client tracks, so that the caller gets control back as
@@ -394,7 +394,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 	c.mu.Unlock()
 
 	type result struct {
-		info    Info
+		info    driver.Info
 		created bool
 		err     error
 	}
@@ -448,7 +448,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 		}
 		return Info{}, false, nil, redactErr(c.wrap(op, id, "", r.err), secrets)
 	}
-	return r.info, r.created, secrets, nil
+	return infoOf(r.info), r.created, secrets, nil
 }
 
 // createRequest validates opts and applies the defaults.
@@ -490,7 +490,7 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	maps.Copy(env, opts.SecretEnv)
 	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
-		AutoPause: opts.AutoPause, Resources: opts.Resources, NoNetwork: opts.NoNetwork,
+		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(), NoNetwork: opts.NoNetwork,
 		Options: maps.Clone(opts.ProviderOptions),
 	}, nil
 }
@@ -542,7 +542,7 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	if err := c.checkOpen(op, id); err != nil {
 		return nil, err
 	}
-	var info Info
+	var info driver.Info
 	ctx, end := bound(ctx, op, c.calls.Lookup)
 	err := end(c.retry(ctx, op, true, nil, func() error {
 		var err error
@@ -552,7 +552,7 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
-	sb := c.handle(info, secretValues(opts.SecretEnv))
+	sb := c.handle(infoOf(info), secretValues(opts.SecretEnv))
 	sb.owned = opts.Own
 	return sb, nil
 }
@@ -585,10 +585,10 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			yield(Info{}, err)
 			return
 		}
-		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: slices.Clone(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
+		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
 		seen := map[string]bool{}
 		for {
-			var page []Info
+			var page []driver.Info
 			var next string
 			ctx, end := bound(ctx, op, c.calls.Lookup)
 			err := end(c.retry(ctx, op, true, nil, func() error {
@@ -600,7 +600,8 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 				yield(Info{}, c.wrap(op, "", "", err))
 				return
 			}
-			for _, in := range page {
+			for _, d := range page {
+				in := infoOf(d)
 				if seen[in.ID] || !matches(in, opts) {
 					continue
 				}
@@ -744,13 +745,13 @@ func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey stri
 		}
 		return flight{info: info}, nil
 	}
-	mk := func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
+	mk := func(ctx context.Context, req *driver.CreateRequest) (driver.Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
 		return info, true, err
 	}
 	if kc, ok := c.rt.(driver.KeyedCreator); ok {
 		key := providerKey(fkey)
-		mk = func(ctx context.Context, req *driver.CreateRequest) (Info, bool, error) {
+		mk = func(ctx context.Context, req *driver.CreateRequest) (driver.Info, bool, error) {
 			return kc.CreateKeyed(ctx, key, req)
 		}
 	}

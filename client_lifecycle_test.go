@@ -72,7 +72,7 @@ type lateCreate struct {
 	release chan struct{}
 }
 
-func (s *lateCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (s *lateCreate) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	in, err := s.Runtime.Create(context.WithoutCancel(ctx), req)
 	if err != nil {
 		return in, err
@@ -130,13 +130,13 @@ type blockCreate struct {
 	once    sync.Once
 }
 
-func (b *blockCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (b *blockCreate) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	first := false
 	b.once.Do(func() { first = true })
 	if first {
 		close(b.entered)
 		<-ctx.Done()
-		return sandbox.Info{}, ctx.Err()
+		return driver.Info{}, ctx.Err()
 	}
 	return b.Runtime.Create(ctx, req)
 }

@@ -48,7 +48,7 @@ func (c *Client) retryingCreate(ctx context.Context, mk createFunc) createFunc {
 	if budget <= 0 {
 		return mk
 	}
-	return func(_ context.Context, req *driver.CreateRequest) (Info, bool, error) {
+	return func(_ context.Context, req *driver.CreateRequest) (driver.Info, bool, error) {
 		stop := time.Now().Add(budget)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(stop) {
 			stop = dl

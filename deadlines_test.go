@@ -50,21 +50,21 @@ func (h *hangRuntime) deadline(op string) time.Duration {
 	return h.deadlines[op]
 }
 
-func (h *hangRuntime) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (h *hangRuntime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	if h.enter(ctx, "create") {
-		return sandbox.Info{}, ctx.Err()
+		return driver.Info{}, ctx.Err()
 	}
 	return h.Runtime.Create(ctx, req)
 }
 
-func (h *hangRuntime) Get(ctx context.Context, id string) (sandbox.Info, error) {
+func (h *hangRuntime) Get(ctx context.Context, id string) (driver.Info, error) {
 	if h.enter(ctx, "get") {
-		return sandbox.Info{}, ctx.Err()
+		return driver.Info{}, ctx.Err()
 	}
 	return h.Runtime.Get(ctx, id)
 }
 
-func (h *hangRuntime) List(ctx context.Context, req *driver.ListRequest) ([]sandbox.Info, string, error) {
+func (h *hangRuntime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	if h.enter(ctx, "list") {
 		return nil, "", ctx.Err()
 	}
@@ -92,9 +92,9 @@ func (h *hangRuntime) Pause(ctx context.Context, id string) error {
 	return h.Runtime.Pause(ctx, id)
 }
 
-func (h *hangRuntime) Resume(ctx context.Context, id string) (sandbox.Info, error) {
+func (h *hangRuntime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	if h.enter(ctx, "resume") {
-		return sandbox.Info{}, ctx.Err()
+		return driver.Info{}, ctx.Err()
 	}
 	return h.Runtime.Resume(ctx, id)
 }

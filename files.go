@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
@@ -308,13 +309,13 @@ func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 
 // stat is Stat of a resolved path, reporting failures as op.
 func (s *Sandbox) stat(ctx context.Context, op, abs string) (FileInfo, error) {
-	var fi FileInfo
+	var fi driver.FileInfo
 	err := s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		fi, err = s.c.rt.Stat(ctx, s.id, abs)
 		return err
 	})
-	return fi, s.wrap(op, abs, err)
+	return fileInfoOf(fi), s.wrap(op, abs, err)
 }
 
 // ReadDir lists the directory at path, sorted by name.
@@ -324,13 +325,20 @@ func (s *Sandbox) ReadDir(ctx context.Context, path string) ([]FileInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	var list []FileInfo
+	var list []driver.FileInfo
 	err = s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		list, err = s.c.rt.ReadDir(ctx, s.id, abs)
 		return err
 	})
-	return list, s.wrap(op, abs, err)
+	if err != nil {
+		return nil, s.wrap(op, abs, err)
+	}
+	out := make([]FileInfo, len(list))
+	for i, fi := range list {
+		out[i] = fileInfoOf(fi)
+	}
+	return out, nil
 }
 
 // MkdirAll creates the directory at path and its missing parents.

@@ -4,18 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/sandboxkit/sandbox/driver"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandboxkit/sandbox/driver"
 )
-
-// ExposeOptions tunes Sandbox.Expose (see driver.ExposeOptions).
-type ExposeOptions = driver.ExposeOptions
-
-// Endpoint is how the host reaches a port of a sandbox (see
-// driver.Endpoint). Its Header may carry an access token: a secret.
-type Endpoint = driver.Endpoint
 
 func checkPort(op, provider, id string, port int) error {
 	if port < 1 || port > 65535 {
@@ -42,17 +36,17 @@ func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (End
 	if !ok {
 		return Endpoint{}, s.wrap(op, "", ErrUnimplemented)
 	}
-	var ep Endpoint
+	var ep driver.Endpoint
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
 	err := end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
-		ep, err = p.Expose(ctx, s.id, port, opts)
+		ep, err = p.Expose(ctx, s.id, port, opts.toDriver())
 		return err
 	}))
 	if err != nil {
 		return Endpoint{}, s.wrap(op, "", err)
 	}
-	return ep, nil
+	return endpointOf(ep), nil
 }
 
 // WaitForPort polls the sandbox until a process in it listens on TCP port

@@ -69,7 +69,7 @@ func TestReadFileCapConfigurable(t *testing.T) {
 // grows between the Stat and the transfer would.
 type growingRuntime struct{ driver.Runtime }
 
-func (g growingRuntime) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (g growingRuntime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	fi, err := g.Runtime.Stat(ctx, id, p)
 	fi.Size = 1
 	return fi, err

@@ -79,7 +79,7 @@ func (s *Sandbox) path(op, name, p string) (string, error) {
 // Refresh fetches the sandbox's current Info.
 func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 	const op = "get"
-	var in Info
+	var in driver.Info
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
 	err := end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
@@ -89,7 +89,7 @@ func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, s.wrap(op, "", err)
 	}
-	s.setInfo(in)
+	s.setInfo(infoOf(in))
 	return s.Info(), nil
 }
 
@@ -194,7 +194,7 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
 	}
-	var in Info
+	var in driver.Info
 	ctx, end := bound(ctx, op, s.c.calls.Resume)
 	err := end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
@@ -204,7 +204,7 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(op, "", err)
 	}
-	s.setInfo(in)
+	s.setInfo(infoOf(in))
 	return nil
 }
 

@@ -123,7 +123,7 @@ func (c *consumingRuntime) Upload(_ context.Context, _, _ string, r io.Reader) e
 // slowCreate creates the sandbox, then returns after the caller's ctx ended.
 type slowCreate struct{ *memory.Runtime }
 
-func (s slowCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (s slowCreate) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	in, err := s.Runtime.Create(context.Background(), req)
 	<-ctx.Done()
 	return in, err

@@ -46,12 +46,12 @@ func (c *counting) Download(ctx context.Context, id, p string) (io.ReadCloser, e
 	return c.Runtime.Download(ctx, id, p)
 }
 
-func (c *counting) Stat(ctx context.Context, id, p string) (sandbox.FileInfo, error) {
+func (c *counting) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
 	c.n.Add(1)
 	return c.Runtime.Stat(ctx, id, p)
 }
 
-func (c *counting) ReadDir(ctx context.Context, id, p string) ([]sandbox.FileInfo, error) {
+func (c *counting) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo, error) {
 	c.n.Add(1)
 	return c.Runtime.ReadDir(ctx, id, p)
 }

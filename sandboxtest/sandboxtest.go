@@ -149,7 +149,7 @@ func runDriver(t *testing.T, h Harness) {
 			return c.Runtime()
 		},
 		Create: driver.CreateRequest{Template: o.Template, Labels: o.Labels, Env: o.Env, Timeout: o.Timeout,
-			AutoPause: o.AutoPause, Resources: o.Resources, NoNetwork: o.NoNetwork, Options: o.ProviderOptions},
+			AutoPause: o.AutoPause, Resources: driver.Resources(o.Resources), NoNetwork: o.NoNetwork, Options: o.ProviderOptions},
 		Skip:        skip,
 		Timeout:     h.Timeout,
 		ReadOnlyDir: h.ReadOnlyDir,

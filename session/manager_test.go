@@ -249,7 +249,7 @@ type listThenDelete struct {
 	on bool
 }
 
-func (r *listThenDelete) List(ctx context.Context, req *driver.ListRequest) ([]sandbox.Info, string, error) {
+func (r *listThenDelete) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	page, next, err := r.Runtime.List(ctx, req)
 	if r.on {
 		for _, in := range page {
@@ -315,7 +315,7 @@ type cancelAfterCreate struct {
 	cancel context.CancelFunc
 }
 
-func (r *cancelAfterCreate) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (r *cancelAfterCreate) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	in, err := r.Runtime.Create(ctx, req)
 	r.cancel()
 	return in, err

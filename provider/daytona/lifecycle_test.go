@@ -313,7 +313,7 @@ type gatedBackend struct {
 	entered, release chan struct{}
 }
 
-func (g *gatedBackend) Create(ctx context.Context, req *driver.CreateRequest) (sandbox.Info, error) {
+func (g *gatedBackend) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	close(g.entered)
 	<-g.release
 	return g.Runtime.Create(ctx, req)

@@ -48,10 +48,11 @@ func TestExposePreviewURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	ep, err = rt.Expose(ctx, sb.ID(), 8080, driver.ExposeOptions{})
+	dep, err := rt.Expose(ctx, sb.ID(), 8080, driver.ExposeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ep = sandbox.Endpoint(dep)
 	if ep.URL != "https://"+host || ep.Header.Get("X-Forwarded-Host") != "" {
 		t.Fatalf("endpoint without a base URL: %v", ep)
 	}

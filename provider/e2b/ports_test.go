@@ -35,10 +35,11 @@ func TestExposeHostScheme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err = rt.Expose(ctx, sb.ID(), 8080, driver.ExposeOptions{})
+	dep, err := rt.Expose(ctx, sb.ID(), 8080, driver.ExposeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ep = sandbox.Endpoint(dep)
 	if want := "https://8080-" + sb.ID() + ".edge.example"; ep.URL != want || ep.Header.Get("E2b-Sandbox-Port") != "" {
 		t.Fatalf("endpoint %v, want %s without routing headers", ep, want)
 	}

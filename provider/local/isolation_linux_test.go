@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -469,7 +468,7 @@ func TestDiskQuota(t *testing.T) {
 	if why := rt.diskUnsupported(L4); why != "" {
 		t.Skip(why)
 	}
-	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: driver.Resources{DiskGiB: 1}})
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +518,7 @@ func TestDiskQuota(t *testing.T) {
 func TestDiskQuotaReported(t *testing.T) {
 	ctx := context.Background()
 	rt := levelRuntime(t, L2)
-	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: driver.Resources{DiskGiB: 1}})
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
 	if got := sb.Info().Detail["disk"]; !strings.Contains(got, "not enforced") {
 		t.Errorf("Detail[disk] = %q, want a note that it is not enforced", got)
 	}

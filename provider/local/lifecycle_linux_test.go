@@ -391,14 +391,14 @@ func TestLease(t *testing.T) {
 	if _, err := short.Refresh(ctx); sberrors.CodeOf(err) != sberrors.NotFound {
 		t.Errorf("expired sandbox: %v, want NotFound", err)
 	}
-	waitFor(t, func() bool { in, err := auto.Refresh(ctx); return err == nil && in.State == driver.StatePaused })
+	waitFor(t, func() bool { in, err := auto.Refresh(ctx); return err == nil && in.State == sandbox.StatePaused })
 	if err := auto.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if in := auto.Info(); in.State != driver.StateRunning || !in.LeaseEnd.After(time.Now()) {
+	if in := auto.Info(); in.State != sandbox.StateRunning || !in.LeaseEnd.After(time.Now()) {
 		t.Errorf("resumed auto-paused sandbox: %+v", in)
 	}
-	if in, err := extended.Refresh(ctx); err != nil || in.State != driver.StateRunning || time.Until(in.LeaseEnd) < 30*time.Minute {
+	if in, err := extended.Refresh(ctx); err != nil || in.State != sandbox.StateRunning || time.Until(in.LeaseEnd) < 30*time.Minute {
 		t.Errorf("extended sandbox: %+v %v", in, err)
 	}
 }
@@ -683,7 +683,7 @@ func TestPauseWithoutCgroups(t *testing.T) {
 			if err := sb.Pause(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := sb.Info().State; got != driver.StatePaused {
+			if got := sb.Info().State; got != sandbox.StatePaused {
 				t.Fatalf("state %q", got)
 			}
 			if in, _ := sb.Refresh(ctx); in.Detail["paused_by"] != "signal" {

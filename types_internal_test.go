@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"io/fs"
+	"net/http"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUserTypesBelongToThisPackage: the value types users hold are this
+// package's own, not aliases of the driver contract's, so a change to
+// package driver cannot change the user's API.
+func TestUserTypesBelongToThisPackage(t *testing.T) {
+	const self = "github.com/sandboxkit/sandbox"
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[Info](), reflect.TypeFor[State](), reflect.TypeFor[FileInfo](),
+		reflect.TypeFor[Capabilities](), reflect.TypeFor[Resources](),
+		reflect.TypeFor[ExposeOptions](), reflect.TypeFor[Endpoint](),
+	} {
+		assert.Equal(t, self, typ.PkgPath(), "sandbox.%s is declared in %s", typ.Name(), typ.PkgPath())
+	}
+}
+
+// fill sets every field of the struct v points to a non-zero value.
+func fill(t *testing.T, v any) {
+	t.Helper()
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		f := rv.Field(i)
+		switch {
+		case f.Type() == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(time.Unix(int64(1000+i), 0)))
+		case f.Type() == reflect.TypeFor[http.Header]():
+			f.Set(reflect.ValueOf(http.Header{"Authorization": {"token"}}))
+		case f.Type() == reflect.TypeFor[fs.FileMode]():
+			f.Set(reflect.ValueOf(fs.ModeDir | 0o750))
+		case f.Kind() == reflect.String:
+			f.SetString("v" + rv.Type().Field(i).Name)
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+			f.SetInt(int64(7 + i))
+		case f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.String:
+			f.Set(reflect.MakeMap(f.Type()))
+			f.SetMapIndex(reflect.ValueOf("k"), reflect.ValueOf("v"))
+		default:
+			t.Fatalf("fill: no value for %s.%s (%s): teach the test", rv.Type(), rv.Type().Field(i).Name, f.Type())
+		}
+	}
+}
+
+// sameFields checks that user has every field of d, with an equal value,
+// apart from the names in skip.
+func sameFields(t *testing.T, d, user any, skip ...string) {
+	t.Helper()
+	dv, uv := reflect.ValueOf(d), reflect.ValueOf(user)
+	for i := range dv.NumField() {
+		name := dv.Type().Field(i).Name
+		if slices.Contains(skip, name) {
+			continue
+		}
+		uf := uv.FieldByName(name)
+		require.True(t, uf.IsValid(), "%s has field %s; %s does not (the conversion drops it)", dv.Type(), name, uv.Type())
+		df := dv.Field(i)
+		require.True(t, df.Type().ConvertibleTo(uf.Type()), "%s.%s: %s does not convert to %s", dv.Type(), name, df.Type(), uf.Type())
+		assert.Equal(t, df.Convert(uf.Type()).Interface(), uf.Interface(), "%s.%s", uv.Type(), name)
+	}
+}
+
+// TestConversionsCarryEveryField: the boundary conversions copy every
+// field of the driver's types, so a field added to the contract is either
+// carried to the user or fails here.
+func TestConversionsCarryEveryField(t *testing.T) {
+	var in driver.Info
+	fill(t, &in)
+	sameFields(t, in, infoOf(in))
+
+	var fi driver.FileInfo
+	fill(t, &fi)
+	sameFields(t, fi, fileInfoOf(fi))
+
+	var ep driver.Endpoint
+	fill(t, &ep)
+	sameFields(t, ep, endpointOf(ep))
+
+	var caps driver.Capabilities
+	fill(t, &caps)
+	// Pause, Processes and Ports come from the interfaces (capabilities).
+	sameFields(t, caps, capabilitiesOf(caps), "Pause", "Processes", "Ports")
+
+	var r Resources
+	fill(t, &r)
+	sameFields(t, r, r.toDriver())
+
+	var o ExposeOptions
+	fill(t, &o)
+	sameFields(t, o, o.toDriver())
+
+	assert.Equal(t, []driver.State{driver.StatePaused, driver.StateRunning}, statesToDriver([]State{StatePaused, StateRunning}))
+	assert.Nil(t, statesToDriver(nil))
+}
+
+// TestInfoOfCopiesMaps: the user's Info does not share the driver's maps.
+func TestInfoOfCopiesMaps(t *testing.T) {
+	d := driver.Info{ID: "a", Labels: map[string]string{"k": "v"}, Detail: map[string]string{"d": "x"}}
+	u := infoOf(d)
+	u.Labels["k"] = "changed"
+	u.Detail["d"] = "changed"
+	assert.Equal(t, "v", d.Labels["k"])
+	assert.Equal(t, "x", d.Detail["d"])
+}
