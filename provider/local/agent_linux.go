@@ -44,6 +44,11 @@ type agentConfig struct {
 	// and L2 on a root host): the forker thread switches to them.
 	UID int `json:"uid,omitempty"`
 	GID int `json:"gid,omitempty"`
+	// NetWaitV4 and NetWaitV6 ask the agent to wait, before it reports
+	// ready, until pasta has given its network namespace an IPv4 or IPv6
+	// default route (see waitDefaultRoutes).
+	NetWaitV4 bool `json:"net_wait_v4,omitempty"`
+	NetWaitV6 bool `json:"net_wait_v6,omitempty"`
 }
 
 // setupReply is the agent's answer once it is ready to serve.
@@ -210,6 +215,13 @@ func agentMain() {
 		if cfg.UID != 0 && lsm.UID != cfg.UID {
 			// Never run commands as root when another user was asked for.
 			err = fmt.Errorf("switching commands to uid %d: %s", cfg.UID, lsm.Missing)
+		}
+	}
+	if err == nil && (cfg.NetWaitV4 || cfg.NetWaitV6) {
+		// Ready only once the network is: pasta configures the namespace
+		// while the agent sets up.
+		if werr := waitDefaultRoutes(cfg.NetWaitV4, cfg.NetWaitV6, netWaitTimeout); werr != nil {
+			err = fmt.Errorf("isolated network: %w", werr)
 		}
 	}
 	reply := setupReply{Features: feat}

@@ -167,18 +167,20 @@ func startAgent(req *spawnReq) spawnResp {
 		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
 	go func() { _ = cmd.Wait() }() // reap it whenever it ends
-	var netc chan netResult
+	var net netResult
 	if ns && req.Pasta != "" && req.Config.NewNet {
-		// Connect the network namespace while the agent sets up.
-		netc = make(chan netResult, 1)
-		go func() { netc <- startPasta(req, cmd.Process.Pid, cgroupFD, logf) }()
+		// Connect the network namespace while the agent sets up; the
+		// agent reports ready once pasta has configured it.
+		req.Config.NetWaitV4, req.Config.NetWaitV6 = hostDefaultRoutes()
+		if net = startPasta(req, cmd.Process.Pid, cgroupFD, logf); net.err != nil {
+			_ = cmd.Process.Kill()
+			return fail(fmt.Errorf("isolated network: %w (see %s)", net.err, req.Log))
+		}
 	}
 	killAgent := func() {
 		_ = cmd.Process.Kill()
-		if netc != nil {
-			if n := <-netc; n.err == nil && n.pid > 0 {
-				_ = syscall.Kill(n.pid, syscall.SIGKILL)
-			}
+		if net.pid > 0 {
+			_ = syscall.Kill(net.pid, syscall.SIGKILL)
 		}
 	}
 	_ = mine.SetDeadline(time.Now().Add(30 * time.Second))
@@ -187,99 +189,109 @@ func startAgent(req *spawnReq) spawnResp {
 		return fail(fmt.Errorf("configure agent: %w", err))
 	}
 	var rep setupReply
-	if err := json.NewDecoder(mine).Decode(&rep); err != nil {
+	repc := make(chan error, 1)
+	go func() { repc <- json.NewDecoder(mine).Decode(&rep) }()
+	select {
+	case err := <-repc:
+		if err != nil {
+			killAgent()
+			return fail(fmt.Errorf("agent set-up: %w (see %s)", err, req.Log))
+		}
+	case err := <-net.exited:
+		// pasta ended before the agent saw its network configured.
 		killAgent()
-		return fail(fmt.Errorf("agent set-up: %w (see %s)", err, req.Log))
+		<-repc // the agent's end closes with it
+		return fail(fmt.Errorf("isolated network: pasta exited: %v (see %s)", err, req.Log))
 	}
 	if rep.Err != "" {
 		killAgent()
 		return spawnResp{Features: rep.Features, Err: rep.Err}
 	}
 	resp := spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
-	if netc != nil {
-		n := <-netc
-		if n.err != nil {
-			_ = cmd.Process.Kill()
-			return fail(fmt.Errorf("isolated network: %w (see %s)", n.err, req.Log))
-		}
-		if n.pid > 0 {
-			resp.NetPID, resp.NetStart = n.pid, procStart(n.pid)
-		}
+	if net.pid > 0 {
+		resp.NetPID, resp.NetStart = net.pid, procStart(net.pid)
 	}
 	return resp
 }
 
+// netResult is a started pasta: its host pid when Destroy must end it (0
+// when it runs in the sandbox's pid namespace and ends with it), and a
+// channel that receives its exit.
 type netResult struct {
-	pid int
-	err error
+	pid    int
+	exited <-chan error
+	err    error
 }
-
-// pastaTimeout bounds pasta's set-up.
-const pastaTimeout = 30 * time.Second
 
 // startPasta connects the network namespace of the agent pid to the
 // outside through pasta: outbound TCP, UDP and ICMP, no port forwarded in
 // either direction (-t, -u, -T, -U none: in particular nothing bound on
 // the host's loopback is mapped into the sandbox) and the gateway not
 // mapped to the host (--no-map-gw), so the host's own addresses stay out
-// of reach. pasta returns once the namespace is configured and goes on in
-// the background, in the sandbox's cgroup. Where the spawner may (root),
-// pasta is started in the sandbox's pid namespace, though in the host's
-// network namespace, so that it ends with the sandbox's PID 1 whoever
-// ends that (Destroy, or the agent itself at its lease end); elsewhere
-// its host pid is read from a pid file and returned, for Destroy to end
-// it. On a root host pasta must stay root to join a user namespace that
-// root created (--runas 0); it drops its capabilities and confines itself
-// (own mount namespace, seccomp) once set up, and sandboxed code, another
-// user, cannot signal or trace it.
+// of reach. pasta runs in the foreground (-f), in the sandbox's cgroup:
+// its pid is known at once and nothing waits for its whole start-up (it
+// configures the namespace early, then spends most of its start filling
+// its tables); the agent waits for the namespace's routes instead (see
+// waitDefaultRoutes). Where the spawner may (root), pasta is started in
+// the sandbox's pid namespace, though in the host's network namespace, so
+// that it ends with the sandbox's PID 1 whoever ends that (Destroy, or the
+// agent itself at its lease end); elsewhere its host pid is returned, for
+// Destroy to end it. On a root host pasta must stay root to join a user
+// namespace that root created (--runas 0); it drops its capabilities and
+// confines itself (own mount namespace, seccomp) once set up, and
+// sandboxed code, another user, cannot signal or trace it.
 func startPasta(req *spawnReq, pid, cgroupFD int, logf *os.File) netResult {
 	// The thread may join the sandbox's pid namespace for its children
 	// and can never leave it: it is not unlocked, so it ends with this
 	// goroutine.
-	runtime.LockOSThread()
-	inPidNS := false
-	if fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		inPidNS = unix.Setns(fd, unix.CLONE_NEWPID) == nil
-		_ = unix.Close(fd)
+	type started struct {
+		res    netResult
+		inPid  bool
+		waitFn func() error
 	}
-	pidFile := filepath.Join(filepath.Dir(req.Sock), "pasta.pid")
-	_ = os.Remove(pidFile)
-	args := []string{"-q", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw", "--config-net", "-P", pidFile}
-	if os.Getuid() == 0 {
-		args = append(args, "--runas", "0")
+	ch := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread()
+		inPidNS := false
+		if fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			inPidNS = unix.Setns(fd, unix.CLONE_NEWPID) == nil
+			_ = unix.Close(fd)
+		}
+		args := []string{"-f", "-q", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "--no-map-gw", "--config-net"}
+		if os.Getuid() == 0 {
+			args = append(args, "--runas", "0")
+		}
+		args = append(args, strconv.Itoa(pid))
+		c := exec.Command(req.Pasta, args...)
+		c.Env = agentEnv
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if cgroupFD >= 0 {
+			c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, cgroupFD
+		}
+		if logf != nil {
+			c.Stdout, c.Stderr = logf, logf
+		}
+		if err := c.Start(); err != nil {
+			ch <- started{res: netResult{err: fmt.Errorf("pasta: %w", err)}}
+			return
+		}
+		ch <- started{res: netResult{pid: c.Process.Pid}, inPid: inPidNS, waitFn: c.Wait}
+	}()
+	st := <-ch
+	if st.res.err != nil {
+		return st.res
 	}
-	args = append(args, strconv.Itoa(pid))
-	ctx, cancel := context.WithTimeout(context.Background(), pastaTimeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, req.Pasta, args...)
-	c.Env = agentEnv
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if cgroupFD >= 0 {
-		c.SysProcAttr.UseCgroupFD, c.SysProcAttr.CgroupFD = true, cgroupFD
+	exited := make(chan error, 1)
+	go func() { exited <- st.waitFn() }() // reaps it whenever it ends
+	res := netResult{pid: st.res.pid, exited: exited}
+	if st.inPid {
+		res.pid = 0 // ends with the sandbox's PID 1
+	} else {
+		for _, dir := range req.CgroupV1 {
+			_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(res.pid)), 0)
+		}
 	}
-	if logf != nil {
-		c.Stdout, c.Stderr = logf, logf
-	}
-	if err := c.Run(); err != nil {
-		return netResult{err: fmt.Errorf("pasta: %w", err)}
-	}
-	if inPidNS {
-		_ = os.Remove(pidFile) // a pid in the sandbox's namespace
-		return netResult{}
-	}
-	b, err := os.ReadFile(pidFile)
-	_ = os.Remove(pidFile)
-	if err != nil {
-		return netResult{err: fmt.Errorf("pasta: %w", err)}
-	}
-	npid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || npid <= 0 {
-		return netResult{err: fmt.Errorf("pasta: bad pid file %q", b)}
-	}
-	for _, dir := range req.CgroupV1 {
-		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(npid)), 0)
-	}
-	return netResult{pid: npid}
+	return res
 }
 
 // procStart returns the start time of pid in clock ticks (field 22 of
