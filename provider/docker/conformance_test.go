@@ -57,9 +57,7 @@ func newRuntime(t *testing.T, opts ...docker.Option) *docker.Runtime {
 }
 
 // skips are the subtests docker cannot pass, with the reason.
-var skips = map[string]string{
-	"Pause/ProcessSurvivesPause": "open: a background process's follower exec starting while the engine pauses the container leaves Docker 20.10 hanging Resume and Destroy (4 of 7 runs here; waiting for in-flight exec starts before the pause did not cure it)",
-}
+var skips = map[string]string{}
 
 // TestConformance runs the whole suite over the engine with runc.
 func TestConformance(t *testing.T) {

@@ -52,11 +52,15 @@
 //     beside the target, renamed over it with mv -f.
 //   - Pause is the engine's pause (the cgroup freezer): memory and
 //     processes survive. A container stopped by an engine restart lists as
-//     paused and Resume starts it again. Known problem (open): pausing a
-//     sandbox just after Start, while the background process's output
-//     follower is starting, has left Docker 20.10 hanging Resume and
-//     Destroy until their ctx ended; the conformance subtest
-//     Pause/ProcessSurvivesPause is skipped for it.
+//     paused and Resume starts it again. Pause never runs while an exec of
+//     the same Runtime is starting: Docker 20.10's containerd shim holds
+//     its task lock while `runc exec` waits for the new process's runc
+//     init, and an init frozen by the pause never answers, so the shim
+//     would ignore even the Resume that thaws it. Exec starts take a
+//     per-container gate that Pause holds, and Pause first waits (at most
+//     30 s, else Unavailable) until the engine reports a pid for every exec
+//     whose start is in flight. Execs started by another client or process
+//     at the moment of the pause are outside this gate.
 //   - The lease is the modification time of /.sandboxkit/lease (SetTimeout
 //     rewrites it, so every client sees it). Get and List end (or pause,
 //     with AutoPause) a sandbox whose lease passed, and each Runtime runs a

@@ -97,11 +97,11 @@ func commandArgv(cmd *driver.Command) []string {
 	return cmd.Args
 }
 
-// createExec creates (without starting) the wrapped exec of spec.
-func (r *Runtime) createExec(ctx context.Context, id string, spec execSpec) (string, error) {
+// execOptions returns the engine's exec request for the wrapped spec.
+func execOptions(spec execSpec) (client.ExecCreateOptions, error) {
 	for k := range spec.env {
 		if !envNameRE.MatchString(k) {
-			return "", fmt.Errorf("docker: exec: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
+			return client.ExecCreateOptions{}, fmt.Errorf("docker: exec: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	secs := "0"
@@ -115,13 +115,9 @@ func (r *Runtime) createExec(ctx context.Context, id string, spec execSpec) (str
 	}
 	env = append(env, "__sbx_keep="+strings.Join(keys, " "), "SANDBOXKIT_EXEC="+spec.token)
 	argv := append([]string{"/bin/sh", "-c", wrapper, "sbx", secs, stateDir + "/t/" + spec.token, spec.dir}, spec.argv...)
-	res, err := r.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
+	return client.ExecCreateOptions{
 		Cmd: argv, Env: env, AttachStdout: true, AttachStderr: true, AttachStdin: spec.stdin,
-	})
-	if err != nil {
-		return "", r.wrap(ctx, "exec", err)
-	}
-	return res.ID, nil
+	}, nil
 }
 
 // Exec runs cmd through the engine's exec API and waits for it. The
@@ -130,14 +126,15 @@ func (r *Runtime) createExec(ctx context.Context, id string, spec execSpec) (str
 // which ends the command's process group.
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	spec := execSpec{argv: commandArgv(cmd), dir: cmd.Dir, env: cmd.Env, timeout: cmd.Timeout, token: newToken(), stdin: cmd.Stdin != nil}
-	execID, err := r.createExec(ctx, id, spec)
+	opts, err := execOptions(spec)
 	if err != nil {
 		return driver.ExitStatus{}, err
 	}
-	att, err := r.startAttached(ctx, id, execID)
+	att, execID, done, err := r.startExec(ctx, id, opts)
 	if err != nil {
 		return driver.ExitStatus{}, r.wrap(ctx, "exec", err)
 	}
+	defer done()
 	defer att.Close()
 	// From here the command may run: a failure is an unknown outcome, and
 	// an ended ctx must end the command.
@@ -246,13 +243,9 @@ func (r *Runtime) removeMarkers(id, token string) {
 // runQuiet runs a provider script as the sandbox's user (or user) and
 // returns its exit code and combined output (bounded).
 func (r *Runtime) runQuiet(ctx context.Context, id, user, script string, args ...string) (int, string, error) {
-	res, err := r.cli.ExecCreate(ctx, id, client.ExecCreateOptions{
+	att, execID, done, err := r.startExec(ctx, id, client.ExecCreateOptions{
 		User: user, Cmd: append([]string{"/bin/sh", "-c", script, "sbx"}, args...), AttachStdout: true, AttachStderr: true,
 	})
-	if err != nil {
-		return 0, "", r.wrap(ctx, "exec", err)
-	}
-	att, err := r.startAttached(ctx, id, res.ID)
 	if err != nil {
 		return 0, "", r.wrap(ctx, "exec", err)
 	}
@@ -261,10 +254,11 @@ func (r *Runtime) runQuiet(ctx context.Context, id, user, script string, args ..
 	_, err = stdcopy.StdCopy(&out, &out, att.Reader)
 	att.Close()
 	stop()
+	done()
 	if err != nil || ctx.Err() != nil {
 		return 0, "", fmt.Errorf("docker: exec: %w", errors.Join(ctx.Err(), err, sberrors.ErrOutcomeUnknown))
 	}
-	code, err := r.execExit(ctx, res.ID)
+	code, err := r.execExit(ctx, execID)
 	return code, out.String(), err
 }
 

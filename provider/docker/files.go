@@ -80,14 +80,11 @@ exit 0`
 // fsOp runs fsScript's op and maps its exit code onto the sandbox errors.
 func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdout io.Writer, args ...string) error {
 	spec := append([]string{"/bin/sh", "-c", fsScript, "sbx", op}, args...)
-	res, err := r.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: spec, AttachStdout: true, AttachStderr: true, AttachStdin: stdin != nil})
+	att, execID, done, err := r.startExec(ctx, id, client.ExecCreateOptions{Cmd: spec, AttachStdout: true, AttachStderr: true, AttachStdin: stdin != nil})
 	if err != nil {
 		return r.wrap(ctx, op, err)
 	}
-	att, err := r.startAttached(ctx, id, res.ID)
-	if err != nil {
-		return r.wrap(ctx, op, err)
-	}
+	defer done()
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() { att.Conn.Close() })
 	defer stop()
@@ -131,7 +128,7 @@ func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdo
 	if outErr != nil {
 		return fmt.Errorf("docker: %s: %v: %w", op, outErr, sberrors.ErrOutcomeUnknown)
 	}
-	code, err := r.execExit(ctx, res.ID)
+	code, err := r.execExit(ctx, execID)
 	if err != nil {
 		return err
 	}

@@ -455,34 +455,109 @@ func (r *Runtime) SetTimeout(ctx context.Context, id string, d time.Duration) er
 }
 
 // execGate keeps a Runtime's exec starts and its Pause of one container
-// apart.
+// apart. Docker 20.10's containerd shim holds its task lock while `runc
+// exec` waits for the new process's runc init; an init that joined the
+// container's cgroup just before the freeze stays frozen, so the shim never
+// answers again, not even the Resume that would thaw it. Hence no exec may
+// be between ExecCreate and a running process while Pause runs.
 type execGate struct {
-	mu    sync.RWMutex // starts hold it for reading, Pause for writing
-	emu   sync.Mutex
-	execs []string // execs started since the last Pause (the last 256)
+	mu      sync.RWMutex // exec starts hold it for reading, Pause for writing
+	pmu     sync.Mutex
+	pending map[string]pendingExec // started execs not yet known to run
 }
 
+// pendingExec is an exec whose process may still be starting.
+type pendingExec struct {
+	abandoned time.Time // set when its caller gave up on the start
+}
+
+// startGrace is how long Pause waits for an exec whose start request
+// failed on the client side (it may or may not have reached the engine).
+const startGrace = 5 * time.Second
+
+// maxStartWait bounds Pause's wait for execs still starting.
+const maxStartWait = 30 * time.Second
+
 func (r *Runtime) gate(id string) *execGate {
-	g, _ := r.gates.LoadOrStore(id, &execGate{})
+	g, _ := r.gates.LoadOrStore(id, &execGate{pending: map[string]pendingExec{}})
 	return g.(*execGate)
 }
 
-// startAttached starts a created exec with its streams attached, unless a
-// Pause of the container is under way (it waits for that).
-func (r *Runtime) startAttached(ctx context.Context, id, execID string) (client.ExecAttachResult, error) {
+// startExec creates an exec and starts it with its streams attached,
+// holding the container's gate for reading across both, so a Pause of this
+// Runtime waits for it. The exec stays pending (Pause waits until the
+// engine reports its process) until the caller calls done, once its stream
+// ended.
+func (r *Runtime) startExec(ctx context.Context, id string, opts client.ExecCreateOptions) (att client.ExecAttachResult, execID string, done func(), err error) {
 	g := r.gate(id)
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	att, err := r.cli.ExecAttach(ctx, execID, client.ExecAttachOptions{})
-	if err == nil {
-		g.emu.Lock()
-		g.execs = append(g.execs, execID)
-		if len(g.execs) > 256 {
-			g.execs = append(g.execs[:0], g.execs[len(g.execs)-256:]...)
-		}
-		g.emu.Unlock()
+	res, err := r.cli.ExecCreate(ctx, id, opts)
+	if err != nil {
+		return att, "", nil, err
 	}
-	return att, err
+	g.pmu.Lock()
+	g.pending[res.ID] = pendingExec{}
+	g.pmu.Unlock()
+	done = func() {
+		g.pmu.Lock()
+		delete(g.pending, res.ID)
+		g.pmu.Unlock()
+	}
+	att, err = r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	if err != nil {
+		// The start request may have reached the engine: Pause still
+		// checks this exec, for a while.
+		g.pmu.Lock()
+		if _, ok := g.pending[res.ID]; ok {
+			g.pending[res.ID] = pendingExec{abandoned: time.Now()}
+		}
+		g.pmu.Unlock()
+		return att, "", nil, err
+	}
+	return att, res.ID, done, nil
+}
+
+// waitStarts waits, with the gate held for writing, until every pending
+// exec of the container has a process (the engine reports its pid only
+// after the runtime started it), has ended, or was abandoned long enough
+// ago. It gives up after maxStartWait rather than risk the engine's hang.
+func (r *Runtime) waitStarts(ctx context.Context, g *execGate) error {
+	deadline := time.Now().Add(maxStartWait)
+	for delay := 2 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		g.pmu.Lock()
+		ids := slices.Collect(maps.Keys(g.pending))
+		g.pmu.Unlock()
+		left := 0
+		for _, e := range ids {
+			res, err := r.cli.ExecInspect(ctx, e, client.ExecInspectOptions{})
+			if ctx.Err() != nil {
+				return fmt.Errorf("docker: pause: waiting for an exec to start: %w", ctx.Err())
+			}
+			g.pmu.Lock()
+			p, ok := g.pending[e]
+			switch {
+			case !ok:
+			case err != nil && cerrdefs.IsNotFound(err), err == nil && res.PID != 0,
+				!p.abandoned.IsZero() && time.Since(p.abandoned) > startGrace:
+				delete(g.pending, e)
+			default:
+				left++
+			}
+			g.pmu.Unlock()
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("docker: pause: %d exec(s) into the sandbox still starting after %s; not pausing, as the engine would hang: %w", left, maxStartWait, sberrors.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker: pause: waiting for an exec to start: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+	}
 }
 
 // Pause freezes every process of the sandbox (the engine's pause: memory
@@ -495,19 +570,14 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if info.State == driver.StatePaused {
 		return nil
 	}
-	// No exec of this Runtime starts while the container freezes: runc
-	// cannot finish starting a process in a freezing cgroup, and the
-	// engine then hangs even Resume. Execs whose start is in flight are
-	// waited for (ExecInspect answers once the process runs).
+	// No exec of this Runtime starts while the container freezes, and
+	// those whose start is in flight are waited for (see execGate).
 	g := r.gate(id)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, e := range g.execs {
-		if _, err := r.cli.ExecInspect(ctx, e, client.ExecInspectOptions{}); err != nil && ctx.Err() != nil {
-			return fmt.Errorf("docker: pause: %w", ctx.Err())
-		}
+	if err := r.waitStarts(ctx, g); err != nil {
+		return err
 	}
-	g.execs = g.execs[:0]
 	_, err = r.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
 	if err != nil && strings.Contains(err.Error(), "already paused") {
 		return nil

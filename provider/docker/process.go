@@ -166,11 +166,7 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 // code.
 func (r *Runtime) runExec(ctx context.Context, id string, opts client.ExecCreateOptions, stdout, stderr io.Writer) (int, error) {
 	opts.AttachStdout, opts.AttachStderr = true, true
-	res, err := r.cli.ExecCreate(ctx, id, opts)
-	if err != nil {
-		return 0, r.wrap(ctx, "exec", err)
-	}
-	att, err := r.startAttached(ctx, id, res.ID)
+	att, execID, done, err := r.startExec(ctx, id, opts)
 	if err != nil {
 		return 0, r.wrap(ctx, "exec", err)
 	}
@@ -178,13 +174,14 @@ func (r *Runtime) runExec(ctx context.Context, id string, opts client.ExecCreate
 	_, err = stdcopy.StdCopy(stdout, stderr, att.Reader)
 	att.Close()
 	stop()
+	done()
 	if ctx.Err() != nil {
 		return 0, fmt.Errorf("docker: exec: %w", ctx.Err())
 	}
 	if err != nil {
 		return 0, fmt.Errorf("docker: exec: %v: %w", err, sberrors.ErrOutcomeUnknown)
 	}
-	return r.execExit(ctx, res.ID)
+	return r.execExit(ctx, execID)
 }
 
 // handle follows one background process.
@@ -364,16 +361,13 @@ func (h *handle) feed(stdin io.Reader) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		res, err := h.r.cli.ExecCreate(h.ctx, h.id, client.ExecCreateOptions{
+		att, _, done, err := h.r.startExec(h.ctx, h.id, client.ExecCreateOptions{
 			Cmd: []string{"/bin/sh", "-c", `exec cat >"$1/in"`, "sbx", h.dir}, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		})
 		if err != nil {
 			return
 		}
-		att, err := h.r.startAttached(h.ctx, h.id, res.ID)
-		if err != nil {
-			return
-		}
+		defer done()
 		stop := context.AfterFunc(h.ctx, func() { att.Conn.Close() })
 		defer stop()
 		go func() {
