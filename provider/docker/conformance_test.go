@@ -95,3 +95,20 @@ func TestConformanceGVisor(t *testing.T) {
 		StressExecs: 60, StressSandboxes: 4,
 	})
 }
+
+// TestConformanceReadOnly runs the suite again over sandboxes with a
+// read-only root file system when SANDBOX_TEST_DOCKER_READONLY=1 (it
+// doubles the suite's time; TestReadOnlyRoot covers the option in CI).
+func TestConformanceReadOnly(t *testing.T) {
+	engine(t)
+	if os.Getenv("SANDBOX_TEST_DOCKER_READONLY") != "1" {
+		t.Skip("set SANDBOX_TEST_DOCKER_READONLY=1 to run the suite with a read-only root file system")
+	}
+	sandboxtest.Run(t, sandboxtest.Harness{
+		NewClient: func(t *testing.T) *sandbox.Client {
+			return sandbox.NewClient(newRuntime(t, docker.WithReadOnlyRoot(true)))
+		},
+		Skip:        skips,
+		StressExecs: 60, StressSandboxes: 4,
+	})
+}

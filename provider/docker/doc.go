@@ -17,8 +17,9 @@
 // own user, else /home/sandbox, created for a numeric user), runtime
 // (runsc for gVisor), network (the network joined when
 // CreateOptions.NoNetwork is false; default none, so a sandbox never
-// reaches the engine's default bridge unless asked). The provider never
-// pulls: the image must be on the engine.
+// reaches the engine's default bridge unless asked), readonly (1: a
+// read-only root file system; WithReadOnlyRoot). The provider never pulls:
+// the image must be on the engine.
 //
 // # Mapping onto the sandbox contract
 //
@@ -28,6 +29,15 @@
 //     from Resources, and a disk size where the storage driver allows it
 //     (else Create fails, saying so). Labels are Docker labels (prefixed
 //     dev.sandboxkit.label.), so List filters on the engine.
+//   - With readonly=1 the root file system is read-only: /tmp, the
+//     provider's state directory and the home directory's parent (the
+//     home itself when its parent is /) are anonymous volumes, each
+//     starting as a copy of the image's directory (so /tmp keeps the
+//     image's mode) and removed by Destroy. Create makes the home
+//     directory inside its parent's volume, owned by a numeric user.
+//     Writing anywhere else is PermissionDenied, from the file methods as
+//     from commands (EROFS); uploads stay atomic (the temporary file is
+//     beside the target, on the same volume).
 //   - Create-time environment values are written to a file in the
 //     container (/.sandboxkit/env, readable by the sandbox's user only)
 //     that every command sources, so they are not in `docker inspect`'s

@@ -71,6 +71,9 @@ type Runtime struct {
 	runtime string // OCI runtime: "" (engine default, runc) or "runsc"
 	network string // network mode when the caller allows network; default "none"
 	pids    int64
+	// readOnly makes the root file system read-only, with volumes for
+	// home, /tmp and the provider's state.
+	readOnly bool
 
 	ctx      context.Context // ends at Close: bounds the reaper
 	cancel   context.CancelFunc
@@ -106,13 +109,20 @@ func WithRuntime(name string) Option { return func(r *Runtime) { r.runtime = nam
 // default bridge.
 func WithNetwork(name string) Option { return func(r *Runtime) { r.network = name } }
 
+// WithReadOnlyRoot makes every sandbox's root file system read-only, with
+// writable volumes (copies of the image's directories, removed with the
+// sandbox) for /tmp and the home directory's parent (the home itself when
+// its parent is /). Writing elsewhere is PermissionDenied.
+func WithReadOnlyRoot(on bool) Option { return func(r *Runtime) { r.readOnly = on } }
+
 func init() {
 	driver.Register(Scheme, openURL)
 }
 
 // openURL opens "docker://" URLs. Query parameters: host (the engine's
 // address, default DOCKER_HOST), image (the default template), user, home,
-// runtime (runsc for gVisor), network (default none).
+// runtime (runsc for gVisor), network (default none), readonly (1: a
+// read-only root file system).
 func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 	var opts []Option
 	for k, v := range u.Query() {
@@ -130,8 +140,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 			opts = append(opts, WithRuntime(val))
 		case "network":
 			opts = append(opts, WithNetwork(val))
+		case "readonly":
+			on, err := strconv.ParseBool(val)
+			if err != nil {
+				return nil, fmt.Errorf("docker: URL parameter readonly=%q: want 1 or 0: %w", val, sberrors.ErrInvalidArgument)
+			}
+			opts = append(opts, WithReadOnlyRoot(on))
 		default:
-			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network): %w", k, sberrors.ErrInvalidArgument)
+			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network, readonly): %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {

@@ -109,13 +109,21 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		// which Create reports.
 		hc.StorageOpt = map[string]string{"size": strconv.Itoa(req.Resources.DiskGiB) + "G"}
 	}
-	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image: image, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:],
-			User: user, WorkingDir: home, Labels: labels,
-		},
-		HostConfig: hc,
-	})
+	cfg := &container.Config{
+		Image: image, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:],
+		User: user, WorkingDir: home, Labels: labels,
+	}
+	// Where Create extracts its files: the root, or each volume.
+	dests := []string{"/"}
+	if r.readOnly {
+		hc.ReadonlyRootfs = true
+		dests = writableDirs(home)
+		cfg.Volumes = map[string]struct{}{}
+		for _, d := range dests {
+			cfg.Volumes[d] = struct{}{}
+		}
+	}
+	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
 	if err != nil {
 		if ctx.Err() != nil {
 			// The engine may have created it as ctx ended: find it by
@@ -133,10 +141,13 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}
-	if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
-		DestinationPath: "/", Content: initTar(user, home, leaseEnd, req.Env),
-	}); err != nil {
-		return info, r.wrap(ctx, op+": writing "+stateDir, err)
+	entries := initEntries(user, home, leaseEnd, req.Env)
+	for _, d := range dests {
+		if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
+			DestinationPath: d, Content: tarOf(d, entries),
+		}); err != nil {
+			return info, r.wrap(ctx, op+": writing "+d, err)
+		}
 	}
 	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return info, r.wrap(ctx, op+": start", err)
@@ -174,61 +185,70 @@ func (r *Runtime) removeByToken(token string) {
 	}
 }
 
-// initTar is the archive Create extracts into the container before it
+// tarEntry is one file or directory of an archive Create extracts.
+type tarEntry struct {
+	name     string // absolute
+	dir      bool
+	mode     int64
+	uid, gid int
+	mtime    time.Time
+	body     []byte
+}
+
+// initEntries are the files Create extracts into the container before it
 // starts: the state directory with the lease file (its modification time
 // is the lease's end), the create-time environment (readable only by the
-// sandbox's user, so secret values stay out of `docker inspect`) and the
-// markers directory; and the home directory, owned by a numeric user.
-func initTar(user, home string, leaseEnd time.Time, env map[string]string) io.Reader {
+// sandbox's user, so secret values stay out of `docker inspect`), the
+// markers and process directories; and the home directory, owned by a
+// numeric user, with its parents.
+func initEntries(user, home string, leaseEnd time.Time, env map[string]string) []tarEntry {
+	uid, gid, numeric := numericIDs(user)
+	now := time.Now()
+	es := []tarEntry{
+		{name: stateDir, dir: true, mode: 0o755, mtime: now},
+		{name: stateDir + "/lease", mode: 0o644, mtime: leaseEnd},
+		// Markers of timed-out commands: written by the sandbox's user.
+		{name: stateDir + "/t", dir: true, mode: 0o1777, mtime: now},
+		// Background processes: one directory each, made by the user.
+		{name: stateDir + "/p", dir: true, mode: 0o1777, mtime: now},
+	}
+	// A named user cannot be resolved here: the env file is then
+	// world-readable inside the container (still not in inspect).
+	envEntry := tarEntry{name: stateDir + "/env", mode: 0o444, mtime: now, body: envFile(env)}
+	if numeric {
+		envEntry.mode, envEntry.uid, envEntry.gid = 0o400, uid, gid
+	}
+	es = append(es, envEntry)
+	if numeric {
+		for _, d := range parents(home) {
+			es = append(es, tarEntry{name: d, dir: true, mode: 0o755, mtime: now})
+		}
+		es = append(es, tarEntry{name: home, dir: true, mode: 0o755, uid: uid, gid: gid, mtime: now})
+	}
+	return es
+}
+
+// tarOf streams the entries below base (not base itself) as an archive
+// to extract at base.
+func tarOf(base string, entries []tarEntry) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		uid, gid, numeric := numericIDs(user)
-		now := time.Now()
-		dir := func(name string, mode int64, uid, gid int) error {
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: uid, Gid: gid, ModTime: now})
-		}
-		file := func(name string, mode int64, uid, gid int, mtime time.Time, body []byte) error {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Uid: uid, Gid: gid, ModTime: mtime, Size: int64(len(body))}); err != nil {
-				return err
+		var err error
+		for _, e := range entries {
+			rel := strings.TrimPrefix(e.name, strings.TrimSuffix(base, "/")+"/")
+			if rel == e.name || rel == "" {
+				continue // not below base
 			}
-			_, err := tw.Write(body)
-			return err
-		}
-		st := stateDir[1:]
-		err := dir(st, 0o755, 0, 0)
-		if err == nil {
-			err = file(st+"/lease", 0o644, 0, 0, leaseEnd, nil)
-		}
-		if err == nil {
-			// Markers of timed-out commands: written by the sandbox's user.
-			err = dir(st+"/t", 0o1777, 0, 0)
-		}
-		if err == nil {
-			// Background processes: one directory each, made by the user.
-			err = dir(st+"/p", 0o1777, 0, 0)
-		}
-		if err == nil {
-			o, g := 0, 0
-			if numeric {
-				o, g = uid, gid
+			h := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: e.mtime, Size: int64(len(e.body))}
+			if e.dir {
+				h.Typeflag, h.Name, h.Size = tar.TypeDir, rel+"/", 0
 			}
-			// A named user cannot be resolved here: the file is then
-			// world-readable inside the container (still not in inspect).
-			mode := int64(0o400)
-			if !numeric {
-				mode = 0o444
+			if err = tw.WriteHeader(h); err != nil {
+				break
 			}
-			err = file(st+"/env", mode, o, g, now, envFile(env))
-		}
-		if err == nil && numeric {
-			for _, d := range parents(home) {
-				if err = dir(strings.TrimPrefix(d, "/"), 0o755, 0, 0); err != nil {
-					break
-				}
-			}
-			if err == nil {
-				err = dir(strings.TrimPrefix(home, "/"), 0o755, uid, gid)
+			if _, err = tw.Write(e.body); err != nil {
+				break
 			}
 		}
 		if err == nil {
@@ -237,6 +257,23 @@ func initTar(user, home string, leaseEnd time.Time, env map[string]string) io.Re
 		pw.CloseWithError(err)
 	}()
 	return pr
+}
+
+// writableDirs are the volumes of a sandbox whose root file system is
+// read-only: the state directory, /tmp and the home directory's parent
+// (so Create can make the home directory with its owner; the home itself
+// when its parent is /). Each volume starts as a copy of the image's
+// directory.
+func writableDirs(home string) []string {
+	dirs := []string{stateDir, "/tmp"}
+	h := path.Dir(home)
+	if h == "/" {
+		h = home
+	}
+	if h != "/tmp" && !strings.HasPrefix(h, "/tmp/") && h != stateDir {
+		dirs = append(dirs, h)
+	}
+	return dirs
 }
 
 // parents returns the proper ancestors of an absolute path, outermost
