@@ -38,14 +38,19 @@
 //     Writing anywhere else is PermissionDenied, from the file methods as
 //     from commands (EROFS); uploads stay atomic (the temporary file is
 //     beside the target, on the same volume).
-//   - Create-time environment values are written to a file in the
+//   - Secrets and `docker inspect` (checked by TestSecretsInInspect):
+//     create-time environment values are written to a file in the
 //     container (/.sandboxkit/env, readable by the sandbox's user only)
-//     that every command sources, so they are not in `docker inspect`'s
-//     Config.Env. They are in the container's writable layer (a `docker
-//     commit` or `docker cp` by the engine's owner reads them). Per-command
-//     environment goes in the exec request, which `docker inspect` of the
-//     exec does not show; it is in /proc/PID/environ of the command, as on
-//     any host.
+//     that every command sources, so the container's inspect does not
+//     show them (its Config.Env is the image's); per-command values go in
+//     the exec request, whose inspect (/exec/ID/json) does not show the
+//     environment either. What inspect does show: labels, the image's
+//     environment, and every exec's arguments (ProcessConfig.arguments, as
+//     `docker top` and ps in the sandbox do), so pass a secret in Env,
+//     never in Args, Shell or labels. What else reads the values: the
+//     engine's owner through `docker cp` or `docker commit` (the file is
+//     in the container's writable layer, or its state volume with
+//     readonly=1), and anyone who may read /proc/PID/environ of a command.
 //   - Exec goes through the engine's exec API; the multiplexed stream is
 //     split into stdout and stderr as it arrives. Every command runs under
 //     a small sh wrapper as the sandbox's user, in a session of its own: a
