@@ -381,6 +381,11 @@ func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
 		r.cli.ContainerRemove(cctx, res.ID, client.ContainerRemoveOptions{Force: true})
 	}()
 	if _, err := r.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "root network namespace") {
+			// runsc's own network stack refuses the engine's none
+			// network; registered with --network=none it runs.
+			return fmt.Errorf("docker: runtime %q cannot start a container here: register it with its network off, e.g. {\"runtimes\": {%q: {\"path\": \"/usr/bin/runsc\", \"runtimeArgs\": [\"--network=none\"]}}} in the daemon's config file: %w", r.runtime, r.runtime, r.wrap(ctx, "probe", err))
+		}
 		return fmt.Errorf("docker: runtime %q cannot start a container here: %w", r.runtime, r.wrap(ctx, "probe", err))
 	}
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
