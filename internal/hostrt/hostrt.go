@@ -176,7 +176,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *driver.Command) (drive
 		}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newGroup(cmd)
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
 		return driver.ExitStatus{}, err
@@ -185,7 +185,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *driver.Command) (drive
 	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(c.Timeout)
 	defer timer.Stop()
-	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	kill := func() { killGroup(cmd) }
 	select {
 	case err = <-done:
 	case <-timer.C:

@@ -162,25 +162,20 @@ func (s *statInfo) Size() int64        { return s.size }
 func (s *statInfo) Mode() fs.FileMode  { return s.mode }
 func (s *statInfo) ModTime() time.Time { return s.mt }
 func (s *statInfo) IsDir() bool        { return s.mode.IsDir() }
-func (s *statInfo) Sys() any {
-	st := &syscall.Stat_t{Ino: s.ino, Size: s.size, Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
-	if s.root {
-		st.Uid, st.Gid = 0, 0
-	}
-	st.Dev = s.dev
-	st.Nlink = 1
-	st.Mode = unixMode(s.mode)
-	return st
-}
 
-// unixMode converts a Go file mode to st_mode bits.
+// Sys returns the node's *syscall.Stat_t where the platform has one
+// (see statSys in vfs_sys_*.go).
+func (s *statInfo) Sys() any { return s.statSys() }
+
+// unixMode converts a Go file mode to st_mode bits (the values are the
+// same on every Unix: S_IFREG, S_IFDIR, S_IFLNK).
 func unixMode(m fs.FileMode) uint32 {
-	t := uint32(syscall.S_IFREG)
+	t := uint32(0o100000)
 	switch {
 	case m.IsDir():
-		t = syscall.S_IFDIR
+		t = 0o040000
 	case m&fs.ModeSymlink != 0:
-		t = syscall.S_IFLNK
+		t = 0o120000
 	}
 	return t | uint32(m.Perm())
 }
