@@ -63,10 +63,17 @@ import (
 //	    Waits for the command of the last bg_start and sets bg_rc to its
 //	    exit status and bg_why to "timeout" when timeout(1) ended it (see
 //	    below), else to "".
-//	bg_signal PIDFILE SIG
+//	bg_signal PIDFILE SIG [WAIT]
 //	    Sends SIG (a name or a number) to the process group whose leader's
 //	    pid PIDFILE holds, or to that process alone when the group is gone.
-//	    Returns 3 when PIDFILE holds no pid, 1 when no process got it.
+//	    When PIDFILE is still empty, waits up to WAIT tenths of a second
+//	    (default 0) for it: a signal sent just after a start may arrive
+//	    before the launcher wrote the pid. Returns 3 when PIDFILE holds no
+//	    pid, 1 when no process got the signal.
+//
+// A shell without job control gives a background command /dev/null as its
+// stdin; bg_start passes the caller's on through fd 7, which it uses
+// during the call.
 //
 // bg_signal's form, kill -SIG -PGID, is the one dash, bash, zsh and
 // BusyBox all read (dash rejects "kill -s SIG -- -PGID").
@@ -87,21 +94,23 @@ bg_start() {
 	bg_v=
 	bg_t0=$(date +%s)
 	: > "$bg_nf"
+	exec 7<&0
 	if bg_tmo=$(command -v timeout 2>/dev/null) && [ -n "$bg_tmo" ]; then
 		bg_o="-s $bg_sig"
 		if [ "$bg_k" != 0 ] && "$bg_tmo" -k 1 1 true 2>/dev/null; then bg_o="$bg_o -k $bg_k"; fi
 		if "$bg_tmo" -v 1 true 2>/dev/null; then bg_v=1; fi
 		bg_sh=$(command -v sh)
 		if [ -n "$bg_v" ]; then
-			(bg_pre && exec "$bg_tmo" -v $bg_o "$bg_s" "$bg_sh" -c 'exec 2>&3 3>&-; exec "$@"' sh "$@" 3>&2 2>"$bg_nf") &
+			(exec 0<&7 7<&-; bg_pre && exec "$bg_tmo" -v $bg_o "$bg_s" "$bg_sh" -c 'exec 2>&3 3>&-; exec "$@"' sh "$@" 3>&2 2>"$bg_nf") &
 		else
-			(bg_pre && exec "$bg_tmo" $bg_o "$bg_s" "$@") &
+			(exec 0<&7 7<&-; bg_pre && exec "$bg_tmo" $bg_o "$bg_s" "$@") &
 		fi
 	else
 		bg_s=0
-		(bg_pre && exec "$@") &
+		(exec 0<&7 7<&-; bg_pre && exec "$@") &
 	fi
 	bg_pid=$!
+	exec 7<&-
 	bg_put "$bg_pf" "$bg_pid"
 }
 bg_wait() {
@@ -118,6 +127,11 @@ bg_wait() {
 	esac
 }
 bg_signal() {
+	bg_i=0
+	while [ ! -s "$1" ] && [ "$bg_i" -lt "${3:-0}" ]; do
+		sleep 0.1
+		bg_i=$((bg_i + 1))
+	done
 	bg_g=$(cat "$1" 2>/dev/null) || return 3
 	[ -n "$bg_g" ] || return 3
 	kill -"$2" "-$bg_g" 2>/dev/null || kill -"$2" "$bg_g" 2>/dev/null

@@ -166,11 +166,33 @@ bg_signal "$1/pid" TERM || echo "bg_signal failed: $?" >&2
 	}
 }
 
+// The command reads the caller's stdin (a shell gives a background
+// command /dev/null unless told otherwise).
+func TestStdin(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(filepath.Base(sh), func(t *testing.T) {
+			d := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(d, "in"), []byte("line one\n"), 0o600))
+			out, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" KILL 0 30 cat < "$1/in"`+finish+`bg_start "$1/pid" "$1/t" KILL 0 0 cat < "$1/in"`+finish, d)
+			require.Equal(t, 0, code, "stderr: %s", errOut)
+			assert.Equal(t, "line one\nline one\n", out)
+		})
+	}
+}
+
 func TestSignalWithoutPid(t *testing.T) {
 	for _, sh := range shells(t) {
 		d := t.TempDir()
 		_, _, code := run(t, sh, d, `bg_signal "$1/none" TERM`, d)
 		assert.Equal(t, 3, code, sh)
+		// With a wait, the pid written meanwhile is found.
+		_, errOut, code2 := run(t, sh, d, `sleep 30 &
+s=$!
+echo $s >"$1/late.tmp"
+(sleep 0.3; mv "$1/late.tmp" "$1/late") &
+bg_signal "$1/late" KILL 50 || exit
+wait $s`, d)
+		assert.Equal(t, 137, code2, "%s: %s", sh, errOut)
 	}
 }
 
