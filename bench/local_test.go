@@ -210,6 +210,7 @@ func BenchmarkLocalT2Exec(b *testing.B) {
 	defer sb.Destroy(ctx)
 	b.Run(levelName(rt), func(b *testing.B) {
 		var tv, tb []time.Duration
+		cpu0, cs0 := agentCost(ctx, b, rt, sb.ID())
 		for b.Loop() {
 			t0 := time.Now()
 			var o, e bytes.Buffer
@@ -226,10 +227,50 @@ func BenchmarkLocalT2Exec(b *testing.B) {
 			t2 := time.Now()
 			tb, tv = append(tb, t1.Sub(t0)), append(tv, t2.Sub(t1))
 		}
+		cpu1, cs1 := agentCost(ctx, b, rt, sb.ID())
 		b.ReportMetric(ms(median(tv)), "p50-ms")
 		b.ReportMetric(ms(median(tb)), "raw-p50-ms")
 		b.ReportMetric(float64(median(tv))/float64(median(tb)), "x-raw")
+		// What the agent itself spends per exec (its threads, not the
+		// command): far less noisy than wall time on a loaded machine.
+		b.ReportMetric(float64(cpu1-cpu0)/1e3/float64(len(tv)), "agent-cpu-us/op")
+		b.ReportMetric(float64(cs1-cs0)/float64(len(tv)), "agent-cs/op")
 	})
+}
+
+// agentCost sums, over the threads of the sandbox's agent (every process
+// of the sandbox but pasta, the network stack), the CPU time in ns
+// (/proc/PID/task/TID/schedstat) and the context switches, voluntary and
+// not (/proc/PID/task/TID/status).
+func agentCost(ctx context.Context, b *testing.B, rt *local.Runtime, id string) (cpuNS, switches int64) {
+	b.Helper()
+	pids, err := rt.HostPIDs(ctx, id)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid)
+		if comm, _ := os.ReadFile(dir + "/comm"); strings.HasPrefix(string(comm), "pasta") || strings.HasPrefix(string(comm), "passt") {
+			continue
+		}
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, t := range tasks {
+			if st, err := os.ReadFile(dir + "/task/" + t.Name() + "/schedstat"); err == nil {
+				if f := strings.Fields(string(st)); len(f) > 0 {
+					n, _ := strconv.ParseInt(f[0], 10, 64)
+					cpuNS += n
+				}
+			}
+			st, _ := os.ReadFile(dir + "/task/" + t.Name() + "/status")
+			for _, l := range strings.Split(string(st), "\n") {
+				if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					switches += n
+				}
+			}
+		}
+	}
+	return cpuNS, switches
 }
 
 // BenchmarkLocalT3Transfer: 100 MiB upload and download through the Client

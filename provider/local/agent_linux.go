@@ -93,6 +93,7 @@ var leaseGrace = 30 * time.Second
 func (a *agent) watchDir() {
 	for {
 		time.Sleep(2 * time.Second)
+		a.reapAll() // orphans whose exit no command's exit swept up
 		var st unix.Stat_t
 		if err := unix.Fstat(agentDirFD, &st); err != nil || st.Nlink == 0 || a.leaseOver() {
 			a.signalAll(syscall.SIGKILL)
@@ -253,18 +254,20 @@ type agent struct {
 	procs   map[int]*proc
 	exited  []int // pids of finished procs kept for attach, oldest first
 	forkReq chan func()
-	forked  chan struct{} // signalled after each fork, for the reaper
+	devNull int // /dev/null opened once (read-only), the stdin of commands without one; -1 if none
 }
 
 func newAgent(cfg *agentConfig) (*agent, features) {
-	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), forked: make(chan struct{}, 1)}
+	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), devNull: -1}
 	if !a.isPID {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	if fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		a.devNull = fd
 	}
 	ready := make(chan features)
 	go a.forker(ready)
 	f := <-ready
-	go a.reaper()
 	return a, f
 }
 
@@ -340,24 +343,46 @@ func dropThreadCaps(uid, gid int) error {
 	return err
 }
 
-// reaper collects every child that exits, including orphans reparented to
-// the agent, and hands the status of known ones to their proc. It blocks
-// in waitid until a child is a zombie (a direct wake-up, cheaper than
-// SIGCHLD delivery), then reaps under procMu.
-func (a *agent) reaper() {
-	for {
+// Reaping. Every command is forked with a pidfd, which the netpoller
+// watches (watchExit): its exit wakes the thread that is already waiting
+// for the command's pipes, with no thread blocked in a wait system call.
+// (A blocking waitid held the agent's only P in a system call: the Go
+// scheduler's monitor then spun every 20 µs until it took the P back, and
+// each exit cost several thread hand-offs.) Orphans reparented to the
+// agent (PID 1, or a subreaper) are reaped by reapAll after every exit of
+// a command and by watchDir's periodic sweep.
+
+// watchExit waits, through the netpoller, until the process of pidfd
+// has exited, then reaps every child that has.
+func (a *agent) watchExit(pidfd int) {
+	exited := func(fd int) bool {
 		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		switch err {
-		case nil:
-			a.reapAll()
-		case unix.EINTR:
-		case unix.ECHILD:
-			<-a.forked // no children: wait for the next one
-		default:
-			time.Sleep(time.Millisecond)
-		}
+		err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		// Signo stays 0 while it runs; an error (ECHILD: already reaped)
+		// ends the wait too.
+		return err != nil || info.Signo != 0
 	}
+	waited := false
+	if unix.SetNonblock(pidfd, true) == nil {
+		f := os.NewFile(uintptr(pidfd), "pidfd")
+		if rc, err := f.SyscallConn(); err == nil {
+			waited = rc.Read(func(fd uintptr) bool { return exited(int(fd)) }) == nil
+		}
+		if !waited {
+			// Not pollable: block (outside the netpoller) instead.
+			if rc, err := f.SyscallConn(); err == nil {
+				_ = rc.Control(func(fd uintptr) {
+					var info unix.Siginfo
+					for unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+					}
+				})
+			}
+		}
+		_ = f.Close()
+	} else {
+		_ = unix.Close(pidfd)
+	}
+	a.reapAll()
 }
 
 func (a *agent) reapAll() {
@@ -496,7 +521,7 @@ func (a *agent) handle(c net.Conn) {
 		case "ping":
 			_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
 		case "dial":
-			a.forwardPort(in, fw, req.Port)
+			a.forwardPort(c, in, fw, &req)
 		case "attach":
 			a.attach(in, fw, req.PID)
 		case "signal":
@@ -580,27 +605,36 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		return !req.Stdin, nil
 	}
 	var stdinR, stdinW *os.File
-	if req.Stdin {
+	stdinFD := uintptr(a.devNull)
+	switch {
+	case req.Stdin:
 		stdinR, stdinW, err = os.Pipe()
-	} else {
+	case a.devNull < 0:
 		stdinR, err = os.Open(os.DevNull)
 	}
 	if err != nil {
 		_ = fw.writeJSON(frameFail, failMsg{"Internal", err.Error()})
 		return false, nil
 	}
-	outR, outW, err1 := os.Pipe()
-	errR, errW, err2 := os.Pipe()
+	if stdinR != nil {
+		stdinFD = stdinR.Fd()
+	}
+	// The command's ends of its output pipes are plain descriptors, never
+	// registered with the netpoller: the agent only closes them.
+	outR, outW, err1 := outputPipe("stdout")
+	errR, errW, err2 := outputPipe("stderr")
 	if err1 != nil || err2 != nil {
-		closeAll(stdinR, stdinW, outR, outW, errR, errW)
+		closeAll(stdinR, stdinW, outR, errR)
+		closeFDs(outW, errW)
 		_ = fw.writeJSON(frameFail, failMsg{"Internal", "pipe: " + errors.Join(err1, err2).Error()})
 		return false, nil
 	}
+	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   dir,
 		Env:   req.Env,
-		Files: []uintptr{stdinR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		Files: []uintptr{stdinFD, uintptr(outW), uintptr(errW)},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
 	}
 	p := &proc{fg: req.Op == "exec", stdin: stdinW, reaped: make(chan struct{}), done: make(chan struct{}),
 		subs: map[*frameWriter]struct{}{fw: {}}}
@@ -611,13 +645,17 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 	if ferr == nil {
 		p.pid = pid
 		a.procs[p.pid] = p
-		select {
-		case a.forked <- struct{}{}:
-		default:
-		}
 	}
 	a.procMu.Unlock()
-	closeAll(stdinR, outW, errW)
+	closeAll(stdinR)
+	closeFDs(outW, errW)
+	if ferr == nil {
+		if pidfd >= 0 {
+			go a.watchExit(pidfd)
+		} else {
+			go a.waitBlocking(pid)
+		}
+	}
 	if ferr != nil {
 		closeAll(stdinW, outR, errR)
 		code := 127
@@ -912,6 +950,38 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// outputPipe returns a pipe whose read end is pollable (nonblocking, for
+// the netpoller) and whose write end, for a command, is a plain
+// descriptor.
+func outputPipe(name string) (*os.File, int, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, err
+	}
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		closeFDs(p[0], p[1])
+		return nil, -1, err
+	}
+	return os.NewFile(uintptr(p[0]), name), p[1], nil
+}
+
+func closeFDs(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
+	}
+}
+
+// waitBlocking waits for pid in a blocking system call (a kernel without
+// pidfds), then reaps every child that has exited.
+func (a *agent) waitBlocking(pid int) {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	a.reapAll()
 }
 
 func closeAll(fs ...io.Closer) {
