@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -39,9 +40,21 @@ func dialSandboxPort(port int) (net.Conn, error) {
 	return c, err
 }
 
-// forwardPort serves a "dial" request: it relays frames from in and fw to
-// a new connection to port until both directions are done.
-func (a *agent) forwardPort(in <-chan frameMsg, fw *frameWriter, port int) {
+// dialOK answers a dial request once connected; Raw says that the stream
+// that follows is raw bytes (an agent that predates it sends frames).
+type dialOK struct {
+	Raw bool `json:"raw,omitempty"`
+}
+
+// forwardPort serves a "dial" request: it relays between the client's
+// connection c and a new connection to the port until both directions are
+// done. When the client asks for it (req.Raw), the stream after the OK
+// frame is raw bytes in both directions, a half close being a shutdown of
+// the writing side: the kernel then moves the bytes between the two
+// sockets (splice), with no copy through the agent and no framing.
+// Otherwise it carries frames (see above).
+func (a *agent) forwardPort(c net.Conn, in <-chan frameMsg, fw *frameWriter, req *request) {
+	port := req.Port
 	if port < 1 || port > 65535 {
 		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", fmt.Sprintf("port %d is not a TCP port", port)})
 		return
@@ -56,6 +69,21 @@ func (a *agent) forwardPort(in <-chan frameMsg, fw *frameWriter, port int) {
 		return
 	}
 	defer tc.Close()
+	uc, isUnix := c.(*net.UnixConn)
+	if req.Raw && isUnix {
+		// The client sends nothing before the OK frame: stop the frame
+		// reader, blocked on the next header with nothing read, so that
+		// the stream's first bytes are not taken for one.
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+		for range in {
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		if err := fw.writeJSON(frameOK, dialOK{Raw: true}); err != nil {
+			return
+		}
+		relayRaw(uc, tc.(*net.TCPConn))
+		return
+	}
 	if err := fw.writeJSON(frameOK, struct{}{}); err != nil {
 		return
 	}
@@ -117,4 +145,27 @@ func writeDataFrame(fw *frameWriter, buf []byte, typ byte, n int) error {
 		return err
 	}
 	return nil
+}
+
+// relayRaw copies between a and b in both directions until both ended;
+// the end of one direction (EOF) is passed on as a half close, a failure
+// ends both. io.Copy between a *net.TCPConn and a *net.UnixConn splices.
+func relayRaw(a *net.UnixConn, b *net.TCPConn) {
+	done := make(chan struct{})
+	go func() { // b → a
+		defer close(done)
+		if _, err := io.Copy(a, b); err != nil {
+			_ = a.Close()
+			_ = b.Close()
+			return
+		}
+		_ = a.CloseWrite()
+	}()
+	if _, err := io.Copy(b, a); err != nil {
+		_ = a.Close()
+		_ = b.Close()
+	} else {
+		_ = b.CloseWrite()
+	}
+	<-done
 }

@@ -54,7 +54,7 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	if err != nil {
 		return driver.Endpoint{}, err
 	}
-	c, _, err := r.dialPort(ctx, m, port)
+	c, _, _, err := r.dialPort(ctx, m, port)
 	if err != nil {
 		return driver.Endpoint{}, fmt.Errorf("local: expose port %d of %s: %w", port, id, err)
 	}
@@ -66,42 +66,51 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	return driver.Endpoint{Port: port, URL: "http://" + f.ln.Addr().String()}, nil
 }
 
-// dialPort opens an agent connection relaying to port and returns it with
-// a reader positioned after the agent's frameOK.
-func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (net.Conn, *bufio.Reader, error) {
-	c, _, err := r.connect(ctx, m)
+// dialPort opens an agent connection relaying to port. It asks for a raw
+// stream (raw is true when the agent agreed: the connection then carries
+// the TCP bytes as they are); otherwise the returned reader, positioned
+// after the agent's frameOK, carries frames.
+func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, br *bufio.Reader, raw bool, err error) {
+	c, _, err = r.connect(ctx, m)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, &request{Op: "dial", Port: port}); err != nil {
+	if err := fw.writeJSON(frameRequest, &request{Op: "dial", Port: port, Raw: true}); err != nil {
 		c.Close()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	br := bufio.NewReaderSize(c, 64<<10)
-	typ, b, err := readFrame(br, nil)
+	// Read the answer unbuffered: raw bytes may follow it at once.
+	typ, b, err := readFrame(c, nil)
 	if err != nil {
 		c.Close()
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, nil, false, ctx.Err()
 		}
-		return nil, nil, sberrors.Errorf(sberrors.Unavailable, "local: agent: %w", err)
+		return nil, nil, false, sberrors.Errorf(sberrors.Unavailable, "local: agent: %w", err)
 	}
 	switch typ {
 	case frameOK:
-		return c, br, nil
+		var ok dialOK
+		_ = json.Unmarshal(b, &ok)
+		_, isUnix := c.(*net.UnixConn)
+		if ok.Raw && !isUnix {
+			c.Close()
+			return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent connection is not a unix socket")
+		}
+		return c, bufio.NewReaderSize(c, 64<<10), ok.Raw, nil
 	case frameFail:
 		c.Close()
 		var f failMsg
 		if err := json.Unmarshal(b, &f); err != nil {
-			return nil, nil, sberrors.Errorf(sberrors.Internal, "local: agent: bad failure frame")
+			return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent: bad failure frame")
 		}
-		return nil, nil, f.err()
+		return nil, nil, false, f.err()
 	}
 	c.Close()
-	return nil, nil, sberrors.Errorf(sberrors.Internal, "local: agent: unexpected frame %q", typ)
+	return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent: unexpected frame %q", typ)
 }
 
 // get returns the listener for (id, port), starting it when needed.
@@ -224,8 +233,9 @@ func (f *forwarder) relay(tc net.Conn) {
 	m, err := f.r.running(ctx, f.id)
 	var ac net.Conn
 	var br *bufio.Reader
+	raw := false
 	if err == nil {
-		ac, br, err = f.r.dialPort(ctx, m, f.port)
+		ac, br, raw, err = f.r.dialPort(ctx, m, f.port)
 	}
 	cancel()
 	if err != nil {
@@ -241,6 +251,14 @@ func (f *forwarder) relay(tc net.Conn) {
 		return
 	}
 	defer f.untrack(ac)
+	if t, ok := tc.(*net.TCPConn); ok && raw {
+		// Both sockets are kernel objects: the bytes are spliced from one
+		// to the other, never copied through this process.
+		relayRaw(ac.(*net.UnixConn), t)
+		_ = tc.Close()
+		_ = ac.Close()
+		return
+	}
 	done := make(chan struct{})
 	go func() { // client → sandbox
 		defer close(done)

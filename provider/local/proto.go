@@ -50,6 +50,9 @@ type request struct {
 	PID     int      `json:"pid,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
 	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to
+	// Raw (dial) asks for a raw byte stream once connected, instead of
+	// frames: see forwardPort.
+	Raw bool `json:"raw,omitempty"`
 
 	level Level // the level the client built the request for (not sent)
 }
