@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -44,6 +45,11 @@ func (f *failAfter) Read(p []byte) (int, error) {
 }
 
 func interruptedUpload(ctx context.Context, t *testing.T, s *suite) {
+	// Four 10 MiB uploads and their read-backs: through an adapter, its
+	// fake and the backend with -race on a starved host this outlasts
+	// the Harness's default 2 minutes (a fresh-clone CI run at load 70).
+	ctx, cancel := atLeast(ctx, 8*time.Minute)
+	defer cancel()
 	sb := s.create(ctx, t, nil)
 	const failAt = 10 << 20
 	old := bytes.Repeat([]byte("the file before the upload\n"), 100)
