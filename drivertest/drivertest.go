@@ -38,7 +38,7 @@ type Harness struct {
 	Create driver.CreateRequest
 	// Skip names subtests to skip, with the reason.
 	Skip map[string]string
-	// Timeout bounds each subtest (default 2 minutes).
+	// Timeout bounds each subtest (default 5 minutes, as sandboxtest's).
 	Timeout time.Duration
 	// ReadOnlyDir is a directory the sandbox's commands cannot write, for
 	// the PermissionDenied rows of Codes (default /usr); they skip where
@@ -68,7 +68,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("drivertest: Harness.NewRuntime is nil")
 	}
 	if h.Timeout == 0 {
-		h.Timeout = 2 * time.Minute
+		h.Timeout = 5 * time.Minute
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

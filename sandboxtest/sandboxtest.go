@@ -50,7 +50,9 @@ type Harness struct {
 	Create sandbox.CreateOptions
 	// Skip names subtests (as "Group/Name") to skip, with the reason.
 	Skip map[string]string
-	// Timeout bounds each subtest (default 2 minutes).
+	// Timeout bounds each subtest (default 5 minutes: subtests that move
+	// tens of MiB or make hundreds of calls through an adapter, its fake and
+	// a backend, with -race, outlast 2 minutes on a starved 2-core host).
 	Timeout time.Duration
 	// ReadOnlyDir is a directory of every sandbox that its commands cannot
 	// write, for the PermissionDenied row of Files/ErrorTable (default
@@ -86,7 +88,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("sandboxtest: Harness.NewClient is nil")
 	}
 	if h.Timeout == 0 {
-		h.Timeout = 2 * time.Minute
+		h.Timeout = 5 * time.Minute
 	}
 	groups := []struct {
 		name  string
