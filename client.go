@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"golang.org/x/sync/singleflight"
 )
@@ -40,62 +41,104 @@ type Client struct {
 	flights singleflight.Group // GetOrCreate, by key
 	bg      sync.WaitGroup     // abandoned creates and their clean-up
 
+	badOpts error // the invalid options given to NewClient: every call fails with it
+
 	mu        sync.Mutex
 	listeners map[int]func()
 	nextID    int
 	closed    bool
 }
 
-// Option configures a Client at construction.
-type Option func(*Client)
+// Option configures a Client at construction. An option given an invalid
+// value makes Open fail with an InvalidArgument error naming it; a Client
+// from NewClient returns that error from every call instead (NewClient
+// cannot fail, like sql.OpenDB).
+type Option func(*options)
+
+// options are what the Options set.
+type options struct {
+	log        *slog.Logger
+	cmdTimeout time.Duration
+	maxOutput  int
+	maxRead    int64
+	cleanup    time.Duration
+	calls      CallTimeouts
+	bad        opts.Errors
+}
 
 // WithLogger sets the logger for retries, orphan cleanups and other events
-// the library handles on its own. The default discards.
-func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+// the library handles on its own. The default (and nil) discards.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithCommandTimeout sets the default Command.Timeout (DefaultCommandTimeout
 // otherwise). It must be positive.
-func WithCommandTimeout(d time.Duration) Option { return func(c *Client) { c.cmdTimeout = d } }
+func WithCommandTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.bad.Invalid("WithCommandTimeout", "%v is not positive", d)
+		}
+		o.cmdTimeout = d
+	}
+}
 
 // WithMaxOutput sets the default Command.MaxOutput (DefaultMaxOutput
 // otherwise). It must be positive.
-func WithMaxOutput(n int) Option { return func(c *Client) { c.maxOutput = n } }
+func WithMaxOutput(n int) Option {
+	return func(o *options) {
+		if n <= 0 {
+			o.bad.Invalid("WithMaxOutput", "%d is not positive", n)
+		}
+		o.maxOutput = n
+	}
+}
 
 // WithMaxReadFile sets the largest file Sandbox.ReadFile reads
 // (DefaultMaxReadFile otherwise); zero or less reads files of any size.
 // Download is never capped.
-func WithMaxReadFile(n int64) Option { return func(c *Client) { c.maxRead = n } }
+func WithMaxReadFile(n int64) Option { return func(o *options) { o.maxRead = n } }
 
 // WithCleanupTimeout bounds the Destroy the library issues on its own for
-// a sandbox that would otherwise be orphaned (default 30s).
-func WithCleanupTimeout(d time.Duration) Option { return func(c *Client) { c.cleanup = d } }
+// a sandbox that would otherwise be orphaned (default 30s). It must be
+// positive.
+func WithCleanupTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.bad.Invalid("WithCleanupTimeout", "%v is not positive", d)
+		}
+		o.cleanup = d
+	}
+}
 
-// NewClient returns a Client over rt. Providers' constructors call it; most
-// programs call Open instead.
-func NewClient(rt driver.Runtime, opts ...Option) *Client {
-	c := &Client{
-		rt: rt, caps: capabilities(rt),
+// newOptions applies opts over the defaults.
+func newOptions(opts []Option) *options {
+	o := &options{
 		log:        slog.New(slog.DiscardHandler),
 		cmdTimeout: DefaultCommandTimeout, maxOutput: DefaultMaxOutput, maxRead: DefaultMaxReadFile, cleanup: 30 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	o.calls = o.calls.withDefaults()
+	return o
+}
+
+// NewClient returns a Client over rt. Providers' constructors call it; most
+// programs call Open instead. If an option is invalid, every call of the
+// Client fails with the InvalidArgument error that names it.
+func NewClient(rt driver.Runtime, opts ...Option) *Client {
+	return newClient(rt, newOptions(opts))
+}
+
+func newClient(rt driver.Runtime, o *options) *Client {
+	return &Client{
+		rt: rt, caps: capabilities(rt), log: o.log,
+		cmdTimeout: o.cmdTimeout, maxOutput: o.maxOutput, maxRead: o.maxRead, cleanup: o.cleanup, calls: o.calls,
+		badOpts:   o.bad.Err("sandbox"),
 		listeners: map[int]func(){},
 	}
-	for _, o := range opts {
-		o(c)
-	}
-	if c.cmdTimeout <= 0 {
-		c.cmdTimeout = DefaultCommandTimeout
-	}
-	if c.maxOutput <= 0 {
-		c.maxOutput = DefaultMaxOutput
-	}
-	if c.cleanup <= 0 {
-		c.cleanup = 30 * time.Second
-	}
-	c.calls = c.calls.withDefaults()
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	return c
 }
 
 // Runtime returns the provider under the Client, for provider-specific
@@ -187,6 +230,9 @@ func (c *Client) waitBackground() {
 }
 
 func (c *Client) checkOpen(op, id string) error {
+	if c.badOpts != nil {
+		return c.wrap(op, id, "", c.badOpts)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

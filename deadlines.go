@@ -61,7 +61,7 @@ func DefaultCallTimeouts() CallTimeouts {
 // WithCallTimeouts overrides the default bounds of provider calls made
 // with a context that has no deadline. Zero fields keep their defaults;
 // negative fields turn that bound off.
-func WithCallTimeouts(t CallTimeouts) Option { return func(c *Client) { c.calls = t } }
+func WithCallTimeouts(t CallTimeouts) Option { return func(o *options) { o.calls = t } }
 
 // CallTimeouts returns the bounds the Client applies (see WithCallTimeouts);
 // a negative field is a bound turned off.

@@ -31,6 +31,10 @@ const DefaultScheme = "local"
 // Query parameters are provider options documented by each provider.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	const op = "open"
+	o := newOptions(opts)
+	if err := o.bad.Err("sandbox"); err != nil {
+		return nil, &Error{Op: op, Code: InvalidArgument, Err: err}
+	}
 	if rawURL == "" {
 		rawURL = os.Getenv("SANDBOX_URL")
 	}
@@ -66,7 +70,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, &Error{Op: op, Provider: u.Scheme, Code: CodeOf(err), Err: err}
 	}
-	return NewClient(rt, opts...), nil
+	return newClient(rt, o), nil
 }
 
 // redactURL drops user info and query values, which may hold credentials.

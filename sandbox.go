@@ -121,6 +121,9 @@ func (c *Client) Destroy(ctx context.Context, id string) error {
 	if err := checkID("destroy", c.rt.Name(), id); err != nil {
 		return err
 	}
+	if c.badOpts != nil {
+		return c.wrap("destroy", id, "", c.badOpts)
+	}
 	return c.handle(Info{ID: id}, nil).destroy(ctx)
 }
 

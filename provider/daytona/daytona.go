@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
@@ -67,32 +68,51 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 	return New(opts...)
 }
 
-// Option configures a Runtime.
-type Option func(*Runtime)
+// Option configures a Runtime. New fails with an InvalidArgument error
+// naming any option given an invalid value.
+type Option func(*config)
+
+// config is what the options set.
+type config struct {
+	key, apiURL, target, org, snapshot string
+	scratch                            string
+	legacy, noWake                     bool
+	previewBase                        string // WithPreviewBaseURL
+	transport                          http.RoundTripper
+	bad                                opts.Errors // invalid option values, reported by New
+}
 
 // WithAPIKey sets the API key (default: DAYTONA_API_KEY).
-func WithAPIKey(key string) Option { return func(r *Runtime) { r.key = key } }
+// It must not be empty.
+func WithAPIKey(key string) Option {
+	return func(c *config) {
+		if key == "" {
+			c.bad.Invalid("WithAPIKey", "empty key")
+		}
+		c.key = key
+	}
+}
 
 // WithAPIURL sets the main API's base URL, ending in /api (default:
 // DAYTONA_API_URL, then DefaultAPIURL).
-func WithAPIURL(u string) Option { return func(r *Runtime) { r.apiURL = u } }
+func WithAPIURL(u string) Option { return func(c *config) { c.apiURL = u } }
 
 // WithTarget sets the region new sandboxes are created in (default:
 // DAYTONA_TARGET, then the organization's default).
-func WithTarget(t string) Option { return func(r *Runtime) { r.target = t } }
+func WithTarget(t string) Option { return func(c *config) { c.target = t } }
 
 // WithOrganizationID sends X-Daytona-Organization-ID on every call
 // (default: DAYTONA_ORGANIZATION_ID). Daytona requires it with a JWT and
 // ignores it with an API key, which is scoped to one organization.
-func WithOrganizationID(id string) Option { return func(r *Runtime) { r.org = id } }
+func WithOrganizationID(id string) Option { return func(c *config) { c.org = id } }
 
 // WithSnapshot sets the snapshot used when CreateRequest.Template is empty
 // (default: the server's default snapshot).
-func WithSnapshot(s string) Option { return func(r *Runtime) { r.snapshot = s } }
+func WithSnapshot(s string) Option { return func(c *config) { c.snapshot = s } }
 
 // WithLegacyToolbox reaches the toolbox through the main API's older path
 // {apiURL}/toolbox/{id}/toolbox/... instead of the toolbox proxy.
-func WithLegacyToolbox() Option { return func(r *Runtime) { r.legacy = true } }
+func WithLegacyToolbox() Option { return func(c *config) { c.legacy = true } }
 
 // scratchRE is what a scratch directory may look like.
 var scratchRE = regexp.MustCompile(`^(/|~/)[A-Za-z0-9._/-]*$`)
@@ -100,32 +120,44 @@ var scratchRE = regexp.MustCompile(`^(/|~/)[A-Za-z0-9._/-]*$`)
 // WithScratchDir sets the directory in the sandbox that holds the
 // per-command files of Exec and background processes (default
 // /tmp/.sandboxkit). A leading "~/" means the sandbox's home.
-func WithScratchDir(dir string) Option { return func(r *Runtime) { r.scratch = dir } }
+func WithScratchDir(dir string) Option {
+	return func(c *config) {
+		if !scratchRE.MatchString(dir) {
+			c.bad.Invalid("WithScratchDir", "%q must match %s (it is used unquoted in shell scripts)", dir, scratchRE)
+		}
+		c.scratch = dir
+	}
+}
 
 // WithTransport sets the http.RoundTripper under the Runtime's own
-// http.Client (default: a clone of http.DefaultTransport). An
-// *http.Transport is cloned and its dialer wrapped to count the bytes each
-// connection writes, which is how a failed request is known not to have
-// been sent; with any other RoundTripper only a failed dial is. The
-// client never has a global timeout: every deadline comes from the context.
-func WithTransport(rt http.RoundTripper) Option { return func(r *Runtime) { r.transport = rt } }
+// http.Client (default: a clone of http.DefaultTransport); rt must not be
+// nil. It means the same as e2b.WithTransport: an *http.Transport is
+// cloned, its transparent compression disabled and its dialer wrapped to
+// count the bytes each connection writes, which is how a failed request is
+// known not to have been sent; any other RoundTripper is used as it is,
+// and then only a failed dial is. The client never has a global timeout:
+// every deadline comes from the context.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(c *config) {
+		if rt == nil {
+			c.bad.Invalid("WithTransport", "nil RoundTripper")
+		}
+		c.transport = rt
+	}
+}
 
 // WithoutAutoWake turns off waking a sandbox that was stopped behind the
 // Runtime's back (by auto-stop) when a toolbox call finds it stopped; the
 // call then fails with sberrors.ErrPaused.
-func WithoutAutoWake() Option { return func(r *Runtime) { r.noWake = true } }
+func WithoutAutoWake() Option { return func(c *config) { c.noWake = true } }
 
 // Runtime is the Daytona provider. It implements driver.Runtime,
 // driver.Pauser, driver.ProcessRuntime, driver.TransportResetter and
 // driver.Closer.
 // It is safe for concurrent use.
 type Runtime struct {
-	key, apiURL, target, org, snapshot string
-	scratch                            string
-	legacy, noWake                     bool
-	previewBase                        string // WithPreviewBaseURL
-	transport                          http.RoundTripper
-	counting                           bool // transport is our clone, counting writes
+	config
+	counting bool // transport is our clone, counting writes
 
 	hc  *http.Client
 	api *api.Client
@@ -152,24 +184,24 @@ var (
 // missing key is a PermissionDenied error.
 func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{
-		key: os.Getenv("DAYTONA_API_KEY"), apiURL: os.Getenv("DAYTONA_API_URL"),
-		target: os.Getenv("DAYTONA_TARGET"), org: os.Getenv("DAYTONA_ORGANIZATION_ID"),
+		config: config{key: os.Getenv("DAYTONA_API_KEY"), apiURL: os.Getenv("DAYTONA_API_URL"),
+			target: os.Getenv("DAYTONA_TARGET"), org: os.Getenv("DAYTONA_ORGANIZATION_ID")},
 		toolURLs: map[string]string{}, homes: map[string]string{}, paused: map[string]bool{}, spent: map[string][]string{}, clients: map[string]*toolbox.Client{},
 	}
 	if r.apiURL == "" {
 		r.apiURL = os.Getenv("DAYTONA_SERVER_URL")
 	}
 	for _, o := range opts {
-		o(r)
+		o(&r.config)
+	}
+	if err := r.bad.Err("daytona"); err != nil {
+		return nil, err
 	}
 	if r.apiURL == "" {
 		r.apiURL = DefaultAPIURL
 	}
 	if r.scratch == "" {
 		r.scratch = execRoot
-	}
-	if !scratchRE.MatchString(r.scratch) {
-		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: scratch directory %q must match %s (it is used unquoted in shell scripts)", r.scratch, scratchRE)
 	}
 	r.apiURL = strings.TrimRight(r.apiURL, "/")
 	if r.key == "" {
@@ -178,16 +210,9 @@ func New(opts ...Option) (*Runtime, error) {
 	if u, err := url.Parse(r.apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: API URL %q is not an http(s) URL", r.apiURL)
 	}
-	if r.transport == nil {
-		r.transport = http.DefaultTransport
-	}
-	if t, ok := r.transport.(*http.Transport); ok {
-		// Count what each connection writes: that is how a failed request
-		// is known not to have left (see wire.Attempt.NotSent).
-		t = t.Clone()
-		wire.CountWrites(t)
-		r.transport, r.counting = t, true
-	}
+	// An *http.Transport counts what each connection writes: that is how
+	// a failed request is known not to have left (see wire.Attempt.NotSent).
+	r.transport, r.counting = wire.Transport(r.transport)
 	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
 	// are bounded by their contexts only.
 	r.hc = &http.Client{Transport: r.transport}

@@ -21,7 +21,7 @@ const PreviewTokenHeader = "X-Daytona-Preview-Token"
 // preview proxy routes on as it does behind a custom proxy. Tests use it
 // so that no name is resolved.
 func WithPreviewBaseURL(base string) Option {
-	return func(r *Runtime) { r.previewBase = strings.TrimRight(base, "/") }
+	return func(c *config) { c.previewBase = strings.TrimRight(base, "/") }
 }
 
 // previewLink is the API's answer to GET /sandbox/{id}/ports/{port}/preview-url.

@@ -70,7 +70,7 @@ func FuzzShellQuote(f *testing.F) {
 }
 
 func TestParseErrorShapes(t *testing.T) {
-	r := &Runtime{key: "dtn_secret"}
+	r := &Runtime{config: config{key: "dtn_secret"}}
 	cases := []struct {
 		status int
 		body   string

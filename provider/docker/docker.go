@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -63,17 +64,9 @@ const reapEvery = 30 * time.Second
 // driver.Pauser, driver.ProcessRuntime and driver.Closer over the Docker
 // Engine API. Create one with New or through sandbox.Open("docker://").
 type Runtime struct {
-	cli     *client.Client
-	host    string // for error messages: the socket or address
-	image   string // default template
-	user    string // "" = the image's user, or DefaultUser when that is root
-	home    string
-	runtime string // OCI runtime: "" (engine default, runc) or "runsc"
-	network string // network mode when the caller allows network; default "none"
-	pids    int64
-	// readOnly makes the root file system read-only, with volumes for
-	// home, /tmp and the provider's state.
-	readOnly bool
+	config
+	cli  *client.Client
+	pids int64
 
 	ctx      context.Context // ends at Close: bounds the reaper
 	cancel   context.CancelFunc
@@ -82,38 +75,67 @@ type Runtime struct {
 	gates    sync.Map       // container id -> *execGate
 }
 
-// Option configures a Runtime.
-type Option func(*Runtime)
+// config is what the options set.
+type config struct {
+	host    string // for error messages: the socket or address
+	image   string // default template
+	user    string // "" = the image's user, or DefaultUser when that is root
+	home    string
+	runtime string // OCI runtime: "" (engine default, runc) or "runsc"
+	network string // network mode when the caller allows network; default "none"
+	// readOnly makes the root file system read-only, with volumes for
+	// home, /tmp and the provider's state.
+	readOnly bool
+	bad      opts.Errors
+}
+
+// Option configures a Runtime. New fails with an InvalidArgument error
+// naming any option given an invalid value.
+type Option func(*config)
 
 // WithHost sets the engine's address, such as "unix:///run/docker.sock";
 // the default is DOCKER_HOST, then the engine's default socket.
-func WithHost(host string) Option { return func(r *Runtime) { r.host = host } }
+func WithHost(host string) Option { return func(c *config) { c.host = host } }
 
 // WithImage sets the image used when CreateOptions.Template is empty.
-func WithImage(image string) Option { return func(r *Runtime) { r.image = image } }
+func WithImage(image string) Option { return func(c *config) { c.image = image } }
 
 // WithUser sets the user commands run as ("name", "uid" or "uid:gid"); the
 // default is the image's user when it is not root, else DefaultUser.
-func WithUser(user string) Option { return func(r *Runtime) { r.user = user } }
+func WithUser(user string) Option {
+	return func(c *config) {
+		if user != "" && !validUser(user) {
+			c.bad.Invalid("WithUser", "%q: want a name, uid or uid:gid", user)
+		}
+		c.user = user
+	}
+}
 
 // WithHome sets the home directory (created for the user if missing); the
 // default is the image's working directory when the image names a non-root
 // user, else DefaultHome.
-func WithHome(home string) Option { return func(r *Runtime) { r.home = home } }
+func WithHome(home string) Option {
+	return func(c *config) {
+		if home != "" && !strings.HasPrefix(home, "/") {
+			c.bad.Invalid("WithHome", "%q is not absolute", home)
+		}
+		c.home = home
+	}
+}
 
 // WithRuntime selects the engine's OCI runtime, such as "runsc" for gVisor.
-func WithRuntime(name string) Option { return func(r *Runtime) { r.runtime = name } }
+func WithRuntime(name string) Option { return func(c *config) { c.runtime = name } }
 
 // WithNetwork sets the network sandboxes join when CreateOptions.NoNetwork
 // is false. The default is "none": no network at all, not even the engine's
 // default bridge.
-func WithNetwork(name string) Option { return func(r *Runtime) { r.network = name } }
+func WithNetwork(name string) Option { return func(c *config) { c.network = name } }
 
 // WithReadOnlyRoot makes every sandbox's root file system read-only, with
 // writable volumes (copies of the image's directories, removed with the
 // sandbox) for /tmp and the home directory's parent (the home itself when
 // its parent is /). Writing elsewhere is PermissionDenied.
-func WithReadOnlyRoot(on bool) Option { return func(r *Runtime) { r.readOnly = on } }
+func WithReadOnlyRoot(on bool) Option { return func(c *config) { c.readOnly = on } }
 
 func init() {
 	driver.Register(Scheme, openURL)
@@ -175,21 +197,18 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 // does not contact the engine; Ping does, and the first call negotiates the
 // API version.
 func New(opts ...Option) (*Runtime, error) {
-	r := &Runtime{host: os.Getenv("DOCKER_HOST"), network: "none", pids: DefaultPidsLimit}
+	r := &Runtime{config: config{host: os.Getenv("DOCKER_HOST"), network: "none"}, pids: DefaultPidsLimit}
 	if img := os.Getenv("SANDBOX_DOCKER_IMAGE"); img != "" {
 		r.image = img
 	}
 	for _, o := range opts {
-		o(r)
+		o(&r.config)
+	}
+	if err := r.bad.Err("docker"); err != nil {
+		return nil, err
 	}
 	if r.host == "" {
 		r.host = client.DefaultDockerHost
-	}
-	if r.user != "" && !validUser(r.user) {
-		return nil, fmt.Errorf("docker: user %q: want a name, uid or uid:gid: %w", r.user, sberrors.ErrInvalidArgument)
-	}
-	if r.home != "" && !strings.HasPrefix(r.home, "/") {
-		return nil, fmt.Errorf("docker: home %q is not absolute: %w", r.home, sberrors.ErrInvalidArgument)
 	}
 	// The engine's API version is negotiated (client.WithAPIVersionNegotiation)
 	// so one client speaks to Debian's 20.10 engine (1.41) as to current ones;

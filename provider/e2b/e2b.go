@@ -92,6 +92,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
@@ -170,13 +171,22 @@ type config struct {
 	template   string
 	user       string
 	transport  http.RoundTripper
+	bad        opts.Errors // invalid option values, reported by New
 }
 
-// Option configures a Runtime.
+// Option configures a Runtime. New fails with an InvalidArgument error
+// naming any option given an invalid value.
 type Option func(*config)
 
-// WithAPIKey sets the API key (default: E2B_API_KEY).
-func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = key } }
+// WithAPIKey sets the API key (default: E2B_API_KEY). It must not be empty.
+func WithAPIKey(key string) Option {
+	return func(c *config) {
+		if key == "" {
+			c.bad.Invalid("WithAPIKey", "empty key")
+		}
+		c.apiKey = key
+	}
+}
 
 // WithAPIURL sets the control plane's base URL (default: E2B_API_URL, or
 // https://api.<domain>).
@@ -198,14 +208,21 @@ func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
 func WithUser(u string) Option { return func(c *config) { c.user = u } }
 
 // WithTransport sets the http.RoundTripper under the Runtime's own
-// http.Client (default: a clone of http.DefaultTransport), with the same
-// meaning as daytona.WithTransport: an *http.Transport is cloned, its
-// transparent compression disabled and its dialer wrapped to count the
-// bytes each connection writes, which is how a failed request is known not
-// to have been sent; any other RoundTripper is used as it is, and then only
-// a failed dial is. The adapter never sets a client-wide timeout: every
-// call is bounded by its context.
-func WithTransport(rt http.RoundTripper) Option { return func(c *config) { c.transport = rt } }
+// http.Client (default: a clone of http.DefaultTransport); rt must not be
+// nil. It means the same as daytona.WithTransport: an *http.Transport is
+// cloned, its transparent compression disabled and its dialer wrapped to
+// count the bytes each connection writes, which is how a failed request is
+// known not to have been sent; any other RoundTripper is used as it is,
+// and then only a failed dial is. The adapter never sets a client-wide
+// timeout: every call is bounded by its context.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(c *config) {
+		if rt == nil {
+			c.bad.Invalid("WithTransport", "nil RoundTripper")
+		}
+		c.transport = rt
+	}
+}
 
 // New returns an E2B Runtime configured by opts and the environment.
 func New(opts ...Option) (*Runtime, error) {
@@ -215,6 +232,9 @@ func New(opts ...Option) (*Runtime, error) {
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := cfg.bad.Err("e2b"); err != nil {
+		return nil, err
 	}
 	return newRuntime(cfg)
 }
@@ -246,27 +266,7 @@ func newRuntime(cfg config) (*Runtime, error) {
 	}
 	cfg.apiURL = strings.TrimRight(cfg.apiURL, "/")
 	cfg.sandboxURL = strings.TrimRight(cfg.sandboxURL, "/")
-	var t http.RoundTripper
-	counting := false
-	var ht *http.Transport
-	switch given := cfg.transport.(type) {
-	case nil:
-		ht = http.DefaultTransport.(*http.Transport).Clone()
-		ht.MaxIdleConnsPerHost = 32
-	case *http.Transport:
-		ht = given.Clone()
-	default:
-		t = given
-	}
-	if ht != nil {
-		// Go's transport would ask for gzip and decompress silently, which
-		// hides the real size of a download and costs CPU on the sandbox side.
-		ht.DisableCompression = true
-		// Count what each connection writes: that is how a failed request
-		// is known not to have left (see wire.Attempt.NotSent and wire.Classify).
-		wire.CountWrites(ht)
-		t, counting = ht, true
-	}
+	t, counting := wire.Transport(cfg.transport)
 	r := &Runtime{cfg: cfg, transport: t, counting: counting, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
 	r.hc = &http.Client{Transport: &envdTransport{next: t}}
 	r.rpcDoer = roundTripper{&envdTransport{next: t}}

@@ -101,10 +101,8 @@ type probeResult struct {
 // host gives by running the real set-up.
 func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{config: defaultConfig(), stop: make(chan struct{}), reaped: make(chan struct{})}
-	for _, o := range opts {
-		if err := o(&r.config); err != nil {
-			return nil, err
-		}
+	if err := r.config.apply(opts); err != nil {
+		return nil, err
 	}
 	if r.force == nil {
 		if v := os.Getenv("SANDBOX_LOCAL_ISOLATION"); v != "" {

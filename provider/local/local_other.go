@@ -35,10 +35,8 @@ type Runtime struct {
 // provider needs Linux.
 func New(opts ...Option) (*Runtime, error) {
 	c := defaultConfig()
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if err := c.apply(opts); err != nil {
+		return nil, err
 	}
 	return nil, errUnsupported
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -24,38 +25,49 @@ type config struct {
 	asRoot   bool   // WithCommandsAsRoot
 	network  string // WithNetwork: "", "isolated" or "host"
 	now      func() time.Time
+	bad      opts.Errors // invalid option values, reported by New
 }
 
 func defaultConfig() config {
 	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second, now: time.Now}
 }
 
-// Option configures New.
-type Option func(*config) error
+// apply applies opts to c and returns the InvalidArgument error naming
+// every option given an invalid value.
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		o(c)
+	}
+	return c.bad.Err("local")
+}
+
+// Option configures New. New fails with an InvalidArgument error naming
+// any option given an invalid value.
+type Option func(*config)
 
 // WithClock sets the clock leases are set and checked by (time.Now by
 // default), so tests can end a lease without waiting. It does not reach
 // the agent's lease backstop at L2 and above, which runs on the real
 // clock (and acts only past the lease's grace).
 func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
+	return func(c *config) {
 		if now == nil {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: WithClock: nil clock")
+			c.bad.Invalid("WithClock", "nil clock")
+			return
 		}
 		c.now = now
-		return nil
 	}
 }
 
 // WithRoot sets the directory that holds the sandboxes (default
 // <user cache dir>/sandboxkit/local). It is created if missing.
 func WithRoot(dir string) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if dir == "" {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: empty root directory")
+			r.bad.Invalid("WithRoot", "empty root directory")
+			return
 		}
 		r.root = dir
-		return nil
 	}
 }
 
@@ -63,59 +75,58 @@ func WithRoot(dir string) Option {
 // the host offers; New fails with *IsolationError if the host cannot.
 // It takes precedence over the SANDBOX_LOCAL_ISOLATION variable.
 func WithIsolation(l Level) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if l < L0 || l > L4 {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: isolation %v out of range", l)
+			r.bad.Invalid("WithIsolation", "isolation %v out of range", l)
+			return
 		}
 		r.force = &l
-		return nil
 	}
 }
 
 // WithMinIsolation makes New fail with *IsolationError when the host
 // cannot give at least level l, and Create fail when a sandbox gets less.
 func WithMinIsolation(l Level) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if l < L0 || l > L4 {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: isolation %v out of range", l)
+			r.bad.Invalid("WithMinIsolation", "isolation %v out of range", l)
+			return
 		}
 		r.min = l
-		return nil
 	}
 }
 
 // WithLogger sets the logger for degraded isolation, lease enforcement and
 // clean-up failures. The default discards.
 func WithLogger(l *slog.Logger) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if l != nil {
 			r.log = l
 		}
-		return nil
 	}
 }
 
 // WithDefaultLease sets the lease reported in Capabilities.DefaultLease
 // (DefaultLease otherwise).
 func WithDefaultLease(d time.Duration) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if d <= 0 {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: default lease %v is not positive", d)
+			r.bad.Invalid("WithDefaultLease", "default lease %v is not positive", d)
+			return
 		}
 		r.lease = d
-		return nil
 	}
 }
 
 // WithReapInterval sets how often the Runtime looks for sandboxes whose
 // lease ended (default 2s).
 func WithReapInterval(d time.Duration) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if d <= 0 {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: reap interval %v is not positive", d)
+			r.bad.Invalid("WithReapInterval", "reap interval %v is not positive", d)
+			return
 		}
 		r.reapEach = d
-		return nil
 	}
 }
 
@@ -125,12 +136,12 @@ func WithReapInterval(d time.Duration) Option {
 // start. Each pooled sandbox holds an idle agent process; Close destroys
 // them. Default 0 (no pool).
 func WithWarmPool(n int) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if n < 0 || n > 64 {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: warm pool of %d: want 0 to 64", n)
+			r.bad.Invalid("WithWarmPool", "warm pool of %d: want 0 to 64", n)
+			return
 		}
 		r.warm = n
-		return nil
 	}
 }
 
@@ -143,9 +154,8 @@ func WithWarmPool(n int) Option {
 // the cgroups). Levels L3 and L4 always map the sandbox user to uid 65534
 // on a root host, whatever this option says.
 func WithCommandsAsRoot() Option {
-	return func(r *config) error {
+	return func(r *config) {
 		r.asRoot = true
-		return nil
 	}
 }
 
@@ -170,12 +180,12 @@ const (
 // elsewhere at L2 to L4; at L0 and L1 commands always use the host's
 // network. Info.Detail["network"] says what each sandbox got and why.
 func WithNetwork(mode string) Option {
-	return func(r *config) error {
+	return func(r *config) {
 		if mode != NetworkIsolated && mode != NetworkHost {
-			return sberrors.Errorf(sberrors.InvalidArgument, "local: network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
+			r.bad.Invalid("WithNetwork", "network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
+			return
 		}
 		r.network = mode
-		return nil
 	}
 }
 

@@ -96,6 +96,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -194,7 +195,8 @@ type fault struct {
 
 // Runtime is the in-memory provider. It is safe for concurrent use.
 type Runtime struct {
-	now func() time.Time
+	now     func() time.Time
+	badOpts error // the invalid options given to New: every call fails with it
 
 	mu       sync.Mutex
 	boxes    map[string]*box
@@ -210,20 +212,37 @@ type shellHandler struct {
 	h     Handler
 }
 
-// Option configures a Runtime.
-type Option func(*Runtime)
+// Option configures a Runtime. New cannot fail: an option given an
+// invalid value makes every call of the Runtime fail with an
+// InvalidArgument error naming the option.
+type Option func(*options)
 
-// WithClock sets the clock used for leases and timestamps.
-func WithClock(now func() time.Time) Option { return func(r *Runtime) { r.now = now } }
+// options are what the Options set.
+type options struct {
+	now func() time.Time
+	bad opts.Errors
+}
+
+// WithClock sets the clock used for leases and timestamps. It must not be
+// nil.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now == nil {
+			o.bad.Invalid("WithClock", "nil clock")
+			return
+		}
+		o.now = now
+	}
+}
 
 // New returns an empty Runtime.
 func New(opts ...Option) *Runtime {
-	r := &Runtime{now: time.Now, boxes: map[string]*box{}, handlers: map[string]Handler{},
-		faults: map[string]*fault{}, nextPID: 100}
-	for _, o := range opts {
-		o(r)
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	return r
+	return &Runtime{now: o.now, badOpts: o.bad.Err("memory"), boxes: map[string]*box{}, handlers: map[string]Handler{},
+		faults: map[string]*fault{}, nextPID: 100}
 }
 
 var (
@@ -306,8 +325,8 @@ func (r *Runtime) Live() int {
 func (r *Runtime) begin(op, id, p string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var err error
-	if f := r.faults[op]; f != nil && f.n > 0 {
+	err := r.badOpts
+	if f := r.faults[op]; err == nil && f != nil && f.n > 0 {
 		f.n--
 		err = f.err
 	}

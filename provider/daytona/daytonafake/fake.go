@@ -92,6 +92,7 @@ import (
 	"github.com/sandboxkit/sandbox/internal/conntrack"
 	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
+	"github.com/sandboxkit/sandbox/internal/opts"
 )
 
 // Fault is a failure FailNext injects into one matching request.
@@ -145,44 +146,65 @@ const (
 	FaultNotFound
 )
 
-// Option configures a Server.
-type Option func(*Server)
+// config is what the options set.
+type config struct {
+	key         string
+	addr        string
+	createPolls int
+	legacyList  bool
+	noProxyURL  bool
+	bad         opts.Errors
+}
+
+// Option configures a Server. New panics, as httptest.NewServer does when
+// it cannot listen, with an InvalidArgument error naming any option given
+// an invalid value.
+type Option func(*config)
 
 // WithAPIKey sets the key clients must send as "Authorization: Bearer
 // <key>". The default is a random dtn_ key; read it with APIKey.
-func WithAPIKey(key string) Option { return func(s *Server) { s.key = key } }
+func WithAPIKey(key string) Option {
+	return func(c *config) {
+		if key == "" {
+			c.bad.Invalid("WithAPIKey", "empty key")
+		}
+		c.key = key
+	}
+}
 
 // WithCreatePolls makes a new sandbox report "creating" to its first n
 // GETs (and refuse toolbox calls with 502) before it is started, so
 // clients must poll. The default 0 answers POST /sandbox with "started",
 // as the real server does after waiting for it.
-func WithCreatePolls(n int) Option { return func(s *Server) { s.createPolls = n } }
+func WithCreatePolls(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad.Invalid("WithCreatePolls", "%d is negative", n)
+		}
+		c.createPolls = n
+	}
+}
 
 // WithAddr makes the fake listen on addr (a loopback "host:port"); the
 // default picks a free port. Restart serves again on the same address.
-func WithAddr(addr string) Option { return func(s *Server) { s.addr = addr } }
+func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 
 // WithLegacyList makes GET /sandbox answer a plain array of every match,
 // as servers before May 2026 did, instead of a cursor page.
-func WithLegacyList() Option { return func(s *Server) { s.legacyList = true } }
+func WithLegacyList() Option { return func(c *config) { c.legacyList = true } }
 
 // WithoutToolboxProxyURL leaves toolboxProxyUrl out of the Sandbox DTO,
 // as servers before February 2026 did; clients then ask
 // GET /sandbox/{id}/toolbox-proxy-url.
-func WithoutToolboxProxyURL() Option { return func(s *Server) { s.noProxyURL = true } }
+func WithoutToolboxProxyURL() Option { return func(c *config) { c.noProxyURL = true } }
 
 // Server is a running fake. Close it when done.
 type Server struct {
 	backend driver.Runtime
 	portTr  *http.Transport // the preview proxy's connections to user ports
 	writes  inflight.Writes // uploads in progress, by backend id and path
-	key     string
-	ts      *fakeserve.Server
-	addr    string
-
-	createPolls int
-	legacyList  bool
-	noProxyURL  bool
+	config
+	ts *fakeserve.Server
 
 	baseCtx   context.Context
 	stop      context.CancelFunc
@@ -211,15 +233,19 @@ type createFailure struct{ state, reason string }
 // New starts a fake whose sandboxes run on backend. The fake creates one
 // backend sandbox per Daytona sandbox and destroys it on delete and Close.
 func New(backend driver.Runtime, opts ...Option) *Server {
+	cfg := config{key: "dtn_" + randHex(16)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.bad.Err("daytonafake"); err != nil {
+		panic(err)
+	}
 	s := &Server{
 		backend:   backend,
-		key:       "dtn_" + randHex(16),
+		config:    cfg,
 		quit:      make(chan struct{}),
 		sandboxes: map[string]*sbx{},
 		counts:    map[string]int{},
-	}
-	for _, o := range opts {
-		o(s)
 	}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	mux := http.NewServeMux()

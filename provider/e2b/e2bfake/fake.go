@@ -67,6 +67,7 @@ import (
 	"github.com/sandboxkit/sandbox/internal/conntrack"
 	"github.com/sandboxkit/sandbox/internal/fakeserve"
 	"github.com/sandboxkit/sandbox/internal/inflight"
+	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 )
 
@@ -80,22 +81,15 @@ const clientID = "6532622b"
 
 // Server is a running fake. Close it when done.
 type Server struct {
-	backend     driver.Runtime
-	portTr      *http.Transport // the edge's connections to user ports (ports.go)
-	writes      inflight.Writes // uploads in progress, by backend id and path
-	apiKey      string
-	envdVersion string
+	backend driver.Runtime
+	portTr  *http.Transport // the edge's connections to user ports (ports.go)
+	writes  inflight.Writes // uploads in progress, by backend id and path
+	config
 
 	defaultLease   time.Duration
-	maxLease       time.Duration
-	defaultCmd     time.Duration
-	maxSandboxes   int
-	templates      []string
-	now            func() time.Time
 	exitedRetained time.Duration
 
-	api, envd         *fakeserve.Server
-	apiAddr, envdAddr string
+	api, envd *fakeserve.Server
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -122,36 +116,93 @@ type box struct {
 	procs                   map[uint32]*proc
 }
 
-// Option configures a Server.
-type Option func(*Server)
+// config is what the options set.
+type config struct {
+	apiKey            string
+	envdVersion       string
+	maxLease          time.Duration
+	defaultCmd        time.Duration
+	maxSandboxes      int
+	templates         []string
+	now               func() time.Time
+	apiAddr, envdAddr string
+	bad               opts.Errors
+}
+
+// Option configures a Server. New panics, as httptest.NewServer does when
+// it cannot listen, with an InvalidArgument error naming any option given
+// an invalid value.
+type Option func(*config)
 
 // WithAPIKey sets the API key clients must send (a random e2b_… key by default).
-func WithAPIKey(k string) Option { return func(s *Server) { s.apiKey = k } }
+func WithAPIKey(k string) Option {
+	return func(c *config) {
+		if k == "" {
+			c.bad.Invalid("WithAPIKey", "empty key")
+		}
+		c.apiKey = k
+	}
+}
 
 // WithMaxLease sets the longest lease the fake accepts (1 h by default, the
 // Hobby plan's limit).
-func WithMaxLease(d time.Duration) Option { return func(s *Server) { s.maxLease = d } }
+func WithMaxLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.bad.Invalid("WithMaxLease", "%v is not positive", d)
+		}
+		c.maxLease = d
+	}
+}
 
 // WithDefaultCommandTimeout sets the lifetime of a process started without
 // Connect-Timeout-Ms (60 s by default).
-func WithDefaultCommandTimeout(d time.Duration) Option { return func(s *Server) { s.defaultCmd = d } }
+func WithDefaultCommandTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.bad.Invalid("WithDefaultCommandTimeout", "%v is not positive", d)
+		}
+		c.defaultCmd = d
+	}
+}
 
 // WithMaxSandboxes sets the concurrency limit above which create answers
 // 429 (0, the default, means no limit).
-func WithMaxSandboxes(n int) Option { return func(s *Server) { s.maxSandboxes = n } }
+func WithMaxSandboxes(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad.Invalid("WithMaxSandboxes", "%d is negative", n)
+		}
+		c.maxSandboxes = n
+	}
+}
 
 // WithTemplates sets the template names create accepts ("base" by default).
-func WithTemplates(names ...string) Option { return func(s *Server) { s.templates = names } }
+func WithTemplates(names ...string) Option {
+	return func(c *config) {
+		if len(names) == 0 || slices.Contains(names, "") {
+			c.bad.Invalid("WithTemplates", "%q: want one or more non-empty names", names)
+		}
+		c.templates = names
+	}
+}
 
 // WithEnvdVersion sets the envd version the fake advertises (EnvdVersion
 // by default); clients use it to pick protocol features.
-func WithEnvdVersion(v string) Option { return func(s *Server) { s.envdVersion = v } }
+func WithEnvdVersion(v string) Option {
+	return func(c *config) {
+		if v == "" {
+			c.bad.Invalid("WithEnvdVersion", "empty version")
+		}
+		c.envdVersion = v
+	}
+}
 
 // WithAddrs makes the control plane listen on api and envd on envd
 // (loopback "host:port"; "" picks a free port, the default). Restart
 // serves again on the same addresses.
 func WithAddrs(api, envd string) Option {
-	return func(s *Server) { s.apiAddr, s.envdAddr = api, envd }
+	return func(c *config) { c.apiAddr, c.envdAddr = api, envd }
 }
 
 // Restart stops both servers as a crash would and serves again on the
@@ -168,19 +219,31 @@ func (s *Server) Restart() error {
 }
 
 // WithClock sets the clock used for leases.
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.bad.Invalid("WithClock", "nil clock")
+			return
+		}
+		c.now = now
+	}
+}
 
 // New starts a fake whose sandboxes are sandboxes of backend.
 func New(backend driver.Runtime, opts ...Option) *Server {
+	cfg := config{apiKey: "e2b_" + randHex(20), maxLease: time.Hour, defaultCmd: 60 * time.Second,
+		templates: []string{"base"}, now: time.Now, envdVersion: EnvdVersion}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.bad.Err("e2bfake"); err != nil {
+		panic(err)
+	}
 	s := &Server{
-		backend: backend, apiKey: "e2b_" + randHex(20),
-		defaultLease: 15 * time.Second, maxLease: time.Hour, defaultCmd: 60 * time.Second,
-		templates: []string{"base"}, now: time.Now, envdVersion: EnvdVersion, exitedRetained: 30 * time.Second,
+		backend: backend, config: cfg,
+		defaultLease: 15 * time.Second, exitedRetained: 30 * time.Second,
 		closing: make(chan struct{}), boxes: map[string]*box{}, counts: map[string]int{},
 		nextPID: 400, portTr: &http.Transport{},
-	}
-	for _, o := range opts {
-		o(s)
 	}
 	var err error
 	if s.api, err = fakeserve.Start(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
