@@ -6,36 +6,32 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"github.com/stretchr/testify/assert"
 )
 
 // bareRuntime hides every optional interface of the memory runtime but
-// claims pause and processes in its Capabilities.
+// declares the facts that only belong with them.
 type bareRuntime struct{ driver.Runtime }
 
 func (b bareRuntime) Capabilities() driver.Capabilities {
 	c := b.Runtime.Capabilities()
-	c.Pause, c.Processes = true, true
+	c.PauseKeepsMemory, c.AttachAcrossClients = true, true
 	return c
 }
 
-// modestRuntime implements the optional interfaces but declares none.
-type modestRuntime struct{ *memory.Runtime }
-
-func (m modestRuntime) Capabilities() driver.Capabilities {
-	c := m.Runtime.Capabilities()
-	c.Pause, c.Processes = false, false
-	return c
-}
-
-// Capabilities.Pause and Processes follow the interfaces, not what a
-// driver declares, so they cannot drift from what Pause and Start do.
+// Capabilities.Pause, Processes and Ports follow the interfaces, and the
+// facts about those features hold only with them, so a Client never shows
+// a capability its provider's methods contradict.
 func TestCapabilitiesDerivedFromInterfaces(t *testing.T) {
-	c := sandbox.NewClient(bareRuntime{memory.New()})
-	if caps := c.Capabilities(); caps.Pause || caps.Processes {
-		t.Errorf("a runtime without Pauser and ProcessRuntime: Pause %v Processes %v, want false", caps.Pause, caps.Processes)
-	}
-	c = sandbox.NewClient(modestRuntime{memory.New()})
-	if caps := c.Capabilities(); !caps.Pause || !caps.Processes {
-		t.Errorf("a runtime with Pauser and ProcessRuntime: Pause %v Processes %v, want true", caps.Pause, caps.Processes)
-	}
+	caps := sandbox.NewClient(bareRuntime{memory.New()}).Capabilities()
+	assert.False(t, caps.Pause, "Pause without a driver.Pauser")
+	assert.False(t, caps.Processes, "Processes without a driver.ProcessRuntime")
+	assert.False(t, caps.Ports, "Ports without a driver.PortExposer")
+	assert.False(t, caps.PauseKeepsMemory, "PauseKeepsMemory without a driver.Pauser")
+	assert.False(t, caps.AttachAcrossClients, "AttachAcrossClients without a driver.ProcessRuntime")
+
+	caps = sandbox.NewClient(memory.New()).Capabilities()
+	assert.True(t, caps.Pause, "Pause of a driver.Pauser")
+	assert.True(t, caps.Processes, "Processes of a driver.ProcessRuntime")
+	assert.True(t, caps.PauseKeepsMemory, "memory declares PauseKeepsMemory and is a Pauser")
 }

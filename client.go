@@ -160,15 +160,19 @@ func (c *Client) MaxReadFile() int64 { return max(c.maxRead, 0) }
 // Pause and Processes derived from the interfaces it implements.
 func (c *Client) Capabilities() Capabilities { return c.caps }
 
-// capabilities returns rt's Capabilities with the facts its methods show
-// derived from them, so the two cannot drift: Pause is whether rt is a
-// driver.Pauser, Processes whether it is a driver.ProcessRuntime, Ports
-// whether it is a driver.PortExposer, whatever the driver declared.
+// capabilities is the one place where the capabilities an optional
+// interface shows are derived from it, so they cannot drift: Pause is
+// whether rt is a driver.Pauser, Processes whether it is a
+// driver.ProcessRuntime, Ports whether it is a driver.PortExposer; the
+// declared facts about those features (PauseKeepsMemory,
+// AttachAcrossClients) hold only with the feature.
 func capabilities(rt driver.Runtime) Capabilities {
 	caps := capabilitiesOf(rt.Capabilities())
 	_, caps.Pause = rt.(driver.Pauser)
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
+	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
+	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	return caps
 }
 

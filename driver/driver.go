@@ -57,7 +57,8 @@ import (
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
-// [KeyedCreator], [PortExposer]) and, where it matters, declared in Capabilities.
+// [KeyedCreator], [PortExposer]); Capabilities declares only what their
+// presence cannot show.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
 	Name() string
@@ -232,19 +233,20 @@ type Closer interface {
 }
 
 // Capabilities are facts about a provider that method presence cannot show.
+// Whether it pauses, runs background processes or exposes ports is whether
+// the Runtime implements Pauser, ProcessRuntime or PortExposer: the
+// portable layer derives those from the type assertions
+// (sandbox.Client.Capabilities), so they are not declared here. A fact
+// about an optional feature may be declared only by a Runtime that has it
+// (package drivertest fails one that contradicts its interfaces).
 type Capabilities struct {
-	// Pause is true when the Runtime implements Pauser. The portable layer
-	// derives it from the interface (sandbox.Client.Capabilities); what a
-	// driver sets here is ignored.
-	Pause bool
 	// PauseKeepsMemory is true when running processes survive Pause and
-	// Resume (E2B, local); false when pause is a stop (Daytona).
+	// Resume (E2B, local); false when pause is a stop (Daytona). Only a
+	// Pauser may declare it.
 	PauseKeepsMemory bool
-	// Processes is true when the Runtime implements ProcessRuntime. The
-	// portable layer derives it from the interface, as Pause.
-	Processes bool
 	// AttachAcrossClients is true when a process started by one Client can
-	// be attached by another Client in another OS process.
+	// be attached by another Client in another OS process. Only a
+	// ProcessRuntime may declare it.
 	AttachAcrossClients bool
 	// ServerSideLabels is true when List filters by labels on the provider;
 	// false when the provider returns everything and filtering is local.
@@ -261,9 +263,6 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
-	// Ports is true when the Runtime implements PortExposer
-	// (Sandbox.Expose). NewClient sets it from the method's presence.
-	Ports bool
 }
 
 // State is the lifecycle state of a sandbox.

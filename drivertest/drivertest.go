@@ -53,6 +53,7 @@ type test struct {
 }
 
 var tests = []test{
+	{"Capabilities", testCapabilities},
 	{"Codes", testCodes},
 	{"ExecStatus", testExecStatus},
 	{"Stdin", testStdin},

@@ -232,9 +232,9 @@ func (r *Runtime) Name() string { return Scheme }
 // the lease is the auto-stop interval (15 minutes by default).
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Pause: true, PauseKeepsMemory: false,
-		Processes: true, AttachAcrossClients: true,
-		ServerSideLabels: true, Persistent: true,
+		PauseKeepsMemory:    false,
+		AttachAcrossClients: true,
+		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true,
 	}

@@ -251,9 +251,9 @@ func (r *Runtime) Name() string { return Scheme }
 // Capabilities reports what the docker provider does.
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Pause: true, PauseKeepsMemory: true,
-		Processes: true, AttachAcrossClients: true,
-		ServerSideLabels: true, Persistent: true,
+		PauseKeepsMemory:    true,
+		AttachAcrossClients: true,
+		ServerSideLabels:    true, Persistent: true,
 		Isolation:    r.isolation(),
 		DefaultLease: 15 * time.Minute,
 		Network:      r.network != "none",

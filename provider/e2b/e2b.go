@@ -327,7 +327,7 @@ func (r *Runtime) Name() string { return Scheme }
 // Capabilities reports what E2B offers.
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
+		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
 	}

@@ -256,7 +256,7 @@ func (r *Runtime) Name() string { return "local" }
 // sandboxes get on this host.
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Pause: true, PauseKeepsMemory: true, Processes: true, AttachAcrossClients: true,
+		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true,
 	}

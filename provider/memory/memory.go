@@ -376,7 +376,7 @@ func (r *Runtime) Name() string { return Scheme }
 // Capabilities reports what the fake supports.
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Pause: true, PauseKeepsMemory: true, Processes: true, ServerSideLabels: true,
+		PauseKeepsMemory: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
 	}
 }
