@@ -83,14 +83,9 @@ type config struct {
 }
 
 // WithAPIKey sets the API key (default: DAYTONA_API_KEY).
-// It must not be empty.
+// An empty key is no key: New fails with PermissionDenied.
 func WithAPIKey(key string) Option {
-	return func(c *config) {
-		if key == "" {
-			c.bad.Invalid("WithAPIKey", "empty key")
-		}
-		c.key = key
-	}
+	return func(c *config) { c.key = key }
 }
 
 // WithAPIURL sets the main API's base URL, ending in /api (default:

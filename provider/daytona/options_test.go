@@ -14,7 +14,6 @@ import (
 func TestBadOptionNamesIt(t *testing.T) {
 	for name, opt := range map[string]daytona.Option{
 		"WithTransport":  daytona.WithTransport(nil),
-		"WithAPIKey":     daytona.WithAPIKey(""),
 		"WithScratchDir": daytona.WithScratchDir("/tmp/a b;x"),
 	} {
 		rt, err := daytona.New(daytona.WithAPIKey("dtn_key"), daytona.WithAPIURL("http://127.0.0.1:1/api"), opt)

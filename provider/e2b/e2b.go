@@ -178,14 +178,10 @@ type config struct {
 // naming any option given an invalid value.
 type Option func(*config)
 
-// WithAPIKey sets the API key (default: E2B_API_KEY). It must not be empty.
+// WithAPIKey sets the API key (default: E2B_API_KEY). An empty key is no
+// key: New fails with PermissionDenied.
 func WithAPIKey(key string) Option {
-	return func(c *config) {
-		if key == "" {
-			c.bad.Invalid("WithAPIKey", "empty key")
-		}
-		c.apiKey = key
-	}
+	return func(c *config) { c.apiKey = key }
 }
 
 // WithAPIURL sets the control plane's base URL (default: E2B_API_URL, or
