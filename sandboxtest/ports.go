@@ -40,7 +40,7 @@ var portTests []test
 
 func needsPorts(c sandbox.Capabilities) string {
 	if !c.Ports {
-		return "provider declares no port exposure (Capabilities.Ports=false)"
+		return "provider has no port exposure (Capabilities.Ports=false: not a driver.PortExposer)"
 	}
 	return needsProcesses(c)
 }

@@ -166,14 +166,14 @@ type test struct {
 
 func needsProcesses(c sandbox.Capabilities) string {
 	if !c.Processes {
-		return "provider declares no background processes (Capabilities.Processes=false)"
+		return "provider has no background processes (Capabilities.Processes=false: not a driver.ProcessRuntime)"
 	}
 	return ""
 }
 
 func needsPause(c sandbox.Capabilities) string {
 	if !c.Pause {
-		return "provider declares no pause (Capabilities.Pause=false)"
+		return "provider has no pause (Capabilities.Pause=false: not a driver.Pauser)"
 	}
 	return ""
 }
