@@ -254,6 +254,17 @@ func (r *Runtime) commandRequest(m *meta, cmd *driver.Command, op string) (*requ
 	return req, nil
 }
 
+// busyAgentWait bounds how long connect keeps dialling a live agent that
+// listens but drops connections before it gives up (it never replaces it).
+const busyAgentWait = 30 * time.Second
+
+// agentListens reports whether a failed dial reached a listening socket:
+// the agent exists and took (or queued) the connection, then dropped it.
+// A refused connection or a missing socket means nobody listens.
+func agentListens(err error) bool {
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, os.ErrNotExist)
+}
+
 // connect returns a connection to the running agent of m, starting the
 // agent when none answers (first use at L0/L1, or after the agent died).
 func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error) {
@@ -270,15 +281,37 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 		return nil, m, err
 	}
 	defer l.unlock()
-	if c, err := dial(ctx, sock); err == nil {
-		return c, m, nil
-	}
 	m, err = l.read(m.ID)
 	if err != nil {
 		return nil, m, err
 	}
 	if m.State == driver.StatePaused {
 		return nil, m, errPaused(m.ID)
+	}
+	// An agent that listens but dropped the connection (starved of CPU,
+	// its accept queue full: EPIPE, ECONNRESET, EAGAIN) is busy, not dead:
+	// replacing it would kill every command it runs. Only a socket nobody
+	// listens on (refused, or gone) calls for a new agent.
+	busy := time.Now()
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		c, err := dial(ctx, sock)
+		if err == nil {
+			return c, m, nil
+		}
+		if ctx.Err() != nil {
+			return nil, m, ctx.Err()
+		}
+		if !agentListens(err) || !procAlive(m.AgentPID, m.AgentAt) {
+			break
+		}
+		if time.Since(busy) > busyAgentWait {
+			return nil, m, sberrors.Errorf(sberrors.Unavailable, "local: the sandbox agent listens but has dropped every connection for %v: %w", busyAgentWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, m, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	if procAlive(m.AgentPID, m.AgentAt) {
 		// An agent that no longer answers: replace it.
