@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/bgproc"
 )
 
 // DefaultBudget is the lifetime of a run whose Request.Budget is zero.
@@ -554,17 +555,12 @@ func (r *Run) observe(st *state) Status {
 	if f := strings.Fields(st.admission); len(f) > 0 {
 		s.PID, _ = strconv.Atoi(f[0])
 	}
-	switch f := strings.Fields(st.exit); {
-	case len(f) > 0:
-		s.State = Exited
-		if code, err := strconv.Atoi(f[0]); err == nil {
-			s.ExitCode = code
+	switch {
+	case strings.TrimSpace(st.exit) != "":
+		if e, err := bgproc.ParseExit(st.exit); err == nil {
+			s.State, s.ExitCode, s.Killed, s.BudgetExceeded = Exited, e.Code, e.Killed, e.TimedOut
 		} else {
 			s.State, s.ExitCode = Lost, LostExitCode
-		}
-		if len(f) > 1 {
-			s.Killed = f[1] == "killed"
-			s.BudgetExceeded = f[1] == "budget"
 		}
 	case s.PID > 0 && st.alive:
 		s.State = Running

@@ -1,5 +1,7 @@
 package run
 
+import "github.com/sandboxkit/sandbox/internal/bgproc"
+
 // The fixed POSIX sh programs this package runs in the sandbox. None of them
 // is ever assembled from caller input: every variable part (paths, the
 // fingerprint, the budget, the caller's argv) reaches them as positional
@@ -13,9 +15,12 @@ package run
 //	run.sh     the wrapper (wrapperScript)
 //	started/   the start guard: the one wrapper that creates it runs the command
 //	admission  "<wrapper pid> <fingerprint>"
-//	child      pid of the timeout(1) process running the command
+//	child      pid of the timeout(1) process running the command, the
+//	           leader of its process group (bgproc's pid file)
+//	notice     what timeout(1) printed (bgproc's notice file)
 //	output     the command's combined stdout and stderr
-//	exit       "<exit code> [killed|budget]"
+//	exit       "<exit code> [killed|timeout]" (bgproc.ParseExit; wrapper v1
+//	           wrote "budget" for timeout)
 //	killed     present once Kill was called
 //
 // Every record except output is written to a temporary file and renamed.
@@ -33,9 +38,11 @@ package run
 //	sk_roots          wrappers of the run that are not forks of a wrapper
 //	sk_read NAME      the content of record NAME, if any
 //	sk_nap I          sleep in the I-th round of a poll: briefly at first
-//	sk_put NAME TEXT  publish record NAME atomically
 //	sk_dump           print the run's state as key=value lines
-const prelude = `IFS=' 	
+//
+// and bgproc.Lib's (bg_put publishes a record atomically, bg_signal
+// signals a process group).
+const prelude = bgproc.Lib + `IFS=' 	
 '
 sk_path_set=${PATH+1}
 sk_path=${PATH-}
@@ -78,9 +85,6 @@ sk_read() {
 sk_nap() {
 	if [ "$1" -lt 20 ]; then sleep 0.01; else sleep 0.1; fi
 }
-sk_put() {
-	printf '%s\n' "$2" > "$d/$1.tmp.$$" && mv -f "$d/$1.tmp.$$" "$d/$1"
-}
 sk_dump() {
 	printf 'request=%s\n' "$(sk_read request)"
 	sk_a=$(sk_read admission)
@@ -110,7 +114,7 @@ sk_dump() {
 // so that argv[1] of the wrapper, and of no other process, is DIR/run.sh.
 // The command's processes get SANDBOXKIT_RUN=TOKEN in their environment,
 // which finds them for Kill.
-const wrapperScript = `# sandboxkit run wrapper v1: runs one admitted command and records its outcome.
+const wrapperScript = `# sandboxkit run wrapper v2: runs one admitted command and records its outcome.
 IFS=' 	
 '
 d=$1 tok=$2 fp=$3 budget=$4 workdir=$5 upath_set=$6 upath=$7
@@ -119,39 +123,25 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}
 export PATH
 # The start guard: exactly one wrapper ever runs the command of a run.
 mkdir "$d/started" 2>/dev/null || exit 0
-put() {
-	printf '%s\n' "$2" > "$d/$1.tmp" && mv -f "$d/$1.tmp" "$d/$1"
-}
-put admission "$$ $fp"
+` + bgproc.Lib + `bg_put "$d/admission" "$$ $fp"
 if [ -e "$d/killed" ]; then
-	put exit "137 killed"
+	bg_put "$d/exit" "137 killed"
 	exit 137
 fi
-tmo=$(command -v timeout)
-kopt=
-if "$tmo" -k 1 1 true 2>/dev/null; then kopt='-k 10'; fi
-start=$(date +%s)
-(
+bg_pre() {
 	SANDBOXKIT_RUN=$tok
 	SANDBOXKIT_RUN_DIR=$d
 	export SANDBOXKIT_RUN SANDBOXKIT_RUN_DIR
 	cd "$workdir" || exit 126
 	if [ "$upath_set" = 1 ]; then PATH=$upath; export PATH; else unset PATH; fi
-	exec "$tmo" $kopt "$budget" "$@"
-) < /dev/null >> "$d/output" 2>&1 &
-child=$!
-put child "$child"
-wait "$child"
-code=$?
-end=$(date +%s)
-reason=
-if [ -e "$d/killed" ]; then
-	reason=killed
-elif [ "$code" = 124 ] || [ "$code" = 137 ]; then
-	if [ $((end - start)) -ge "$budget" ]; then reason=budget; fi
-fi
-put exit "$code $reason"
-exit "$code"
+}
+# At the budget, TERM to the command's process group, KILL 10 s later.
+bg_start "$d/child" "$d/notice" TERM 10 "$budget" "$@" < /dev/null >> "$d/output" 2>&1
+bg_wait
+reason=$bg_why
+if [ -e "$d/killed" ]; then reason=killed; fi
+bg_put "$d/exit" "$bg_rc $reason"
+exit "$bg_rc"
 `
 
 // admitScript claims a run and launches its wrapper, or finds the run
@@ -262,7 +252,7 @@ fi
 : > "$d/killed"
 if mkdir "$d/started" 2>/dev/null; then
 	# No wrapper ever started, and none will: record the kill.
-	sk_put exit "137 killed"
+	bg_put "$d/exit" "137 killed"
 	sk_dump
 	exit 0
 fi
@@ -277,8 +267,7 @@ sig=TERM
 i=0
 while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
 	for p in $(sk_pids "$runmark"); do kill -s "$sig" "$p" 2>/dev/null; done
-	c=$(sk_read child)
-	if [ -n "$c" ]; then kill -s "$sig" -- "-$c" 2>/dev/null; fi
+	bg_signal "$d/child" "$sig"
 	i=$((i + 1))
 	if [ "$i" -ge $((grace * 10)) ]; then sig=KILL; fi
 	if [ "$i" -ge $((grace * 10 + 30)) ]; then break; fi
@@ -286,7 +275,7 @@ while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
 done
 if [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; then
 	kill -KILL "$pid" 2>/dev/null
-	sk_put exit "137 killed"
+	bg_put "$d/exit" "137 killed"
 fi
 for p in $(sk_pids "$runmark"); do kill -KILL "$p" 2>/dev/null; done
 sk_dump
