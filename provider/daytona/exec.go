@@ -119,31 +119,10 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// launch is the script fragment of a background process: it starts run
-// in the background under GNU timeout (which makes itself the leader of a
-// process group holding the whole command tree), records its pid and
-// waits, leaving the exit code in $rc and "T" in $to when the timeout
-// fired (timeout -v wrote its notice). redirs are extra redirections.
-func launch(d, run, stdin string, timeout time.Duration, redirs string) string {
-	t := "0"
-	if timeout > 0 {
-		t = strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64) + "s"
-	}
-	return fmt.Sprintf(`if command -v timeout >/dev/null 2>&1; then timeout -v -s KILL %[1]s %[2]s <%[3]s %[4]s 2>%[5]s.t &
-else %[2]s <%[3]s %[4]s 2>%[5]s.t &
-fi
-p=$!
-echo "$p" >%[5]s.pid
-wait "$p"
-rc=$?
-to=-
-if [ "$rc" = 137 ] && [ -s %[5]s.t ]; then to=T; fi
-`, t, run, stdin, redirs, d)
-}
-
 // maxInlineText is the longest command text sent inside the script. The
 // kernel limits one argument to 128 KiB, and a background process's
-// script is quoted once more (at most 4 times longer) as an argument.
+// script (bgproc.Lib and the command) is quoted once more (at most 4 times
+// longer) as an argument.
 const maxInlineText = 32 << 10
 
 // commandTexts returns the shell text that runs cmd after prefix, in two
@@ -559,7 +538,7 @@ func (r *Runtime) sweep(id string) string {
 
 // rmFiles is the command that removes the files of the command d.
 func rmFiles(d string) string {
-	return fmt.Sprintf("rm -f %[1]s.o %[1]s.e %[1]s.t %[1]s.pid %[1]s.in %[1]s.cmd %[1]s.timedout", d)
+	return fmt.Sprintf("rm -f %[1]s.o %[1]s.e %[1]s.t %[1]s.pid %[1]s.exit %[1]s.in %[1]s.cmd", d)
 }
 
 // cleanup removes a command's files, best effort and bounded.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/bgproc"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -24,8 +25,9 @@ import (
 // one session per process, named "sandboxkit-<pid>" where pid is a random
 // positive number chosen by Start: that is the PID the portable layer
 // sees, and Attach finds the session again by it, from any client. The
-// command runs under the same wrapper as Exec (GET timeout as the process
-// group leader, stdin from /dev/null or an uploaded file), but writes to
+// command runs under internal/bgproc's launcher (GNU timeout as the process
+// group leader, pid and exit records beside the command's other files,
+// stdin from /dev/null or an uploaded file), but writes to
 // the session's output, which the toolbox keeps. Output is read by polling
 // the command's logs with the X-Daytona-SDK-Version header that makes the
 // daemon split stdout from stderr; the logs are JSON strings, so a
@@ -54,13 +56,16 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	}
 	d := procDir(root, pid)
 	sid := sessionPrefix + strconv.Itoa(pid)
-	inline, file := commandTexts(cmd, "exec 2>&3 3>&-\n")
+	inline, file := commandTexts(cmd, "")
 	stdin, run, err := r.stage(ctx, id, d, cmd, inline, file, func(t string) string { return "sh -c " + shellQuote(t) })
 	if err != nil {
 		return nil, r.clean(err)
 	}
-	script := "[ -d " + root + " ] || mkdir -p " + root + " || exit 101\n" + launch(d, run, stdin, cmd.Timeout, "3>&2") +
-		"if [ \"$to\" = T ]; then : >" + d + ".timedout; fi\nexit \"$rc\"\n"
+	// The command runs under bgproc's launcher: d.pid names its process
+	// group (for Signal), d.exit records how it ended (for exitStatus).
+	script := "[ -d " + root + " ] || mkdir -p " + root + " || exit 101\n" + bgproc.Lib +
+		"bg_start " + d + ".pid " + d + ".t KILL 0 " + bgproc.Secs(cmd.Timeout) + " " + run + " <" + stdin + "\n" +
+		"bg_wait\nbg_put " + d + ".exit \"$bg_rc $bg_why\"\nexit \"$bg_rc\"\n"
 	// sh -c keeps the exit inside a child: exit in the session's own shell
 	// would kill the session.
 	line := "sh -c " + shellQuote(script) + " </dev/null" // the environment is set by commandTexts, for the command alone
@@ -235,14 +240,11 @@ func (p *proc) follow(ctx context.Context, skipExisting bool) {
 	}
 }
 
-// exitStatus turns the wrapper's exit code into an ExitStatus.
+// exitStatus turns the wrapper's exit code into an ExitStatus. A code of
+// 124 or 137 may be a timeout: the exit record (bgproc) tells.
 func (p *proc) exitStatus(ctx context.Context, code int) driver.ExitStatus {
-	if code == 137 {
-		resp, err := p.r.toolboxCall(ctx, p.id, "process status", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-			return c.GetFileInfo(ctx, &toolbox.GetFileInfoParams{Path: p.dir + ".timedout"})
-		}, http.StatusOK)
-		if err == nil {
-			resp.Body.Close()
+	if code == 124 || code == 137 {
+		if e, err := p.exitRecord(ctx); err == nil && e.TimedOut {
 			return driver.ExitStatus{ExitCode: -1, TimedOut: true}
 		}
 	}
@@ -253,6 +255,20 @@ func (p *proc) exitStatus(ctx context.Context, code int) driver.ExitStatus {
 		return driver.ExitStatus{ExitCode: -1}
 	}
 	return driver.ExitStatus{ExitCode: code}
+}
+
+// exitRecord reads and parses the process's exit record.
+func (p *proc) exitRecord(ctx context.Context) (bgproc.Exit, error) {
+	rc, err := p.r.Download(ctx, p.id, p.dir+".exit")
+	if err != nil {
+		return bgproc.Exit{}, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 64))
+	if err != nil {
+		return bgproc.Exit{}, fmt.Errorf("daytona: process %d: reading its exit record: %w", p.pid, err)
+	}
+	return bgproc.ParseExit(string(b))
 }
 
 func (p *proc) finish(st driver.ExitStatus, err error) {
@@ -279,7 +295,9 @@ func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	p.signaled = true
 	p.mu.Unlock()
 	d := p.dir
-	script := fmt.Sprintf(`{ p=$(cat %s.pid 2>/dev/null) || exit 3; kill -%d -"$p" 2>/dev/null || kill -%d "$p"; } </dev/null`, d, int(sig), int(sig))
+	// A Signal just after Start may come before the launcher wrote the
+	// pid: wait for it up to 5 s.
+	script := fmt.Sprintf("{ %sbg_signal %s.pid %d 50; } </dev/null", bgproc.Lib, d, int(sig))
 	res := p.r.execute(ctx, p.id, script, "", 30)
 	if res.err != nil {
 		return p.r.clean(res.err)
