@@ -359,32 +359,51 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	return nil
 }
 
-// Rename moves oldPath to newPath (POST /files/move). The daemon refuses
-// an existing destination with 409; a file there is removed first and the
-// move repeated, so replacing a file is not atomic on Daytona.
+// Rename moves oldPath to newPath (POST /files/move). The move endpoint
+// refuses an existing destination with 409; a file there is then replaced
+// by rename(2) in the sandbox (mv through the execute endpoint), which is
+// atomic: a reader sees the old file or the new one, never neither. A
+// directory at newPath is refused (FailedPrecondition), as is a file that
+// becomes a directory between the check and the mv, which moves oldPath
+// into it instead (the window is one shell test wide).
 func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error {
-	move := func() error {
-		resp, err := r.toolboxCall(ctx, id, "rename", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-			return c.MoveFile(ctx, &toolbox.MoveFileParams{Source: oldPath, Destination: newPath})
-		}, http.StatusOK, http.StatusNoContent)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
+	resp, err := r.toolboxCall(ctx, id, "rename", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.MoveFile(ctx, &toolbox.MoveFileParams{Source: oldPath, Destination: newPath})
+	}, http.StatusOK, http.StatusNoContent)
+	if err == nil {
+		resp.Body.Close()
+		return nil
 	}
-	err := move()
 	var he *HTTPError
-	if err == nil || !asHTTP(err, &he) || he.Status != http.StatusConflict {
+	if !asHTTP(err, &he) || he.Status != http.StatusConflict {
 		return r.clean(err)
 	}
-	fi, serr := r.Stat(ctx, id, newPath)
-	if serr != nil || fi.IsDir() {
-		return fmt.Errorf("daytona: rename %q to %q: the destination exists: %w", oldPath, newPath, sberrors.ErrFailedPrecondition)
+	script := fmt.Sprintf("{ if [ -d %[2]s ]; then exit 3; fi; mv -f -- %[1]s %[2]s 2>&1; } </dev/null", shellQuote(oldPath), shellQuote(newPath))
+	res := r.execute(ctx, id, script, "", 30)
+	if res.err != nil {
+		return r.clean(fmt.Errorf("daytona: rename %q to %q: replacing the destination: %w", oldPath, newPath, res.err))
 	}
-	if err := r.Remove(ctx, id, newPath); err != nil {
-		return err
+	code := -1
+	if res.resp.ExitCode != nil {
+		code = *res.resp.ExitCode
+	} else if res.resp.Code != nil {
+		code = *res.resp.Code
 	}
-	return r.clean(move())
+	switch out := strings.TrimSpace(str(res.resp.Result)); {
+	case code == 0:
+		return nil
+	case code == 3:
+		return fmt.Errorf("daytona: rename %q to %q: the destination is a directory: %w", oldPath, newPath, sberrors.ErrIsDirectory)
+	case strings.Contains(out, "No such file"):
+		return fmt.Errorf("daytona: rename %q to %q: %w", oldPath, newPath, sberrors.ErrNotFound)
+	case strings.Contains(out, "Permission denied"):
+		return fmt.Errorf("daytona: rename %q to %q: %w", oldPath, newPath, sberrors.ErrPermission)
+	default:
+		if len(out) > 200 {
+			out = out[:200]
+		}
+		return fmt.Errorf("daytona: rename %q to %q: mv exited %d (%s): %w", oldPath, newPath, code, out, sberrors.ErrInternal)
+	}
 }
 
 // readAllLimited reads at most n bytes of rc and closes it.
