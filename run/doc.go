@@ -36,7 +36,12 @@
 // The run's lifetime is bounded by its Budget, enforced inside the sandbox
 // by timeout(1); it is unrelated to the context of the call that starts
 // it, so a short request deadline never ends a long run. Start also extends
-// the sandbox's lease to cover the budget.
+// the sandbox's lease to cover the budget. Starting the command under
+// timeout(1), recording its pid and exit atomically, telling the budget's
+// end from a Kill and signalling its process group are internal/bgproc's
+// shell functions, the same that run provider/daytona's background
+// processes; what is the run's own (the claim, the start guard, admission
+// and reconciliation) stays in this package's scripts.
 //
 // # Records
 //
