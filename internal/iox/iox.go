@@ -4,6 +4,7 @@ package iox
 
 import (
 	"io"
+	"io/fs"
 	"strconv"
 )
 
@@ -35,4 +36,35 @@ func Printable(s string, max int) string {
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// UnixMode converts a raw st_mode (as stat(1) prints with %f, in hex) into
+// an fs.FileMode: the file type, the permissions and the setuid, setgid
+// and sticky bits.
+func UnixMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & 0o170000 {
+	case 0o040000:
+		mode |= fs.ModeDir
+	case 0o120000:
+		mode |= fs.ModeSymlink
+	case 0o010000:
+		mode |= fs.ModeNamedPipe
+	case 0o140000:
+		mode |= fs.ModeSocket
+	case 0o020000:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case 0o060000:
+		mode |= fs.ModeDevice
+	}
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
 }

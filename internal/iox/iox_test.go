@@ -3,6 +3,7 @@ package iox
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -31,6 +32,25 @@ func TestPrintable(t *testing.T) {
 	} {
 		if got := Printable(in, 10); got != want {
 			t.Errorf("Printable(%q, 10) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestUnixMode(t *testing.T) {
+	for raw, want := range map[uint32]fs.FileMode{
+		0o100644: 0o644,
+		0o040755: fs.ModeDir | 0o755,
+		0o120777: fs.ModeSymlink | 0o777,
+		0o010600: fs.ModeNamedPipe | 0o600,
+		0o140755: fs.ModeSocket | 0o755,
+		0o020620: fs.ModeDevice | fs.ModeCharDevice | 0o620,
+		0o060660: fs.ModeDevice | 0o660,
+		0o104755: fs.ModeSetuid | 0o755,
+		0o102755: fs.ModeSetgid | 0o755,
+		0o041777: fs.ModeDir | fs.ModeSticky | 0o777,
+	} {
+		if got := UnixMode(raw); got != want {
+			t.Errorf("UnixMode(%o) = %v, want %v", raw, got, want)
 		}
 	}
 }

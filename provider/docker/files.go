@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -292,39 +293,10 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo,
 		raw, _ := strconv.ParseUint(fields[0], 16, 32)
 		size, _ := strconv.ParseInt(fields[1], 10, 64)
 		mtime, _ := time.Parse("2006-01-02 15:04:05.999999999 -0700", strings.Join(fields[2:], " "))
-		list = append(list, driver.FileInfo{Path: path.Join(p, name), Size: size, Mode: unixMode(uint32(raw)), ModTime: mtime.UTC()})
+		list = append(list, driver.FileInfo{Path: path.Join(p, name), Size: size, Mode: iox.UnixMode(uint32(raw)), ModTime: mtime.UTC()})
 	}
 	slices.SortFunc(list, func(a, b driver.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 	return list, nil
-}
-
-// unixMode converts a raw st_mode into an fs.FileMode.
-func unixMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & 0o170000 {
-	case 0o040000:
-		mode |= fs.ModeDir
-	case 0o120000:
-		mode |= fs.ModeSymlink
-	case 0o010000:
-		mode |= fs.ModeNamedPipe
-	case 0o140000:
-		mode |= fs.ModeSocket
-	case 0o020000:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case 0o060000:
-		mode |= fs.ModeDevice
-	}
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
 
 // MkdirAll creates a directory and its parents as the sandbox's user.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"io/fs"
 	"mime"
 	"net/http"
 	"path"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -217,22 +217,7 @@ func (t *tb) infoInside(abs string) {
 		emptyError(t.w, http.StatusInternalServerError)
 		return
 	}
-	mode := fs.FileMode(raw & 0o777)
-	switch raw & 0o170000 {
-	case 0o040000:
-		mode |= fs.ModeDir
-	case 0o120000:
-		mode |= fs.ModeSymlink
-	case 0o010000:
-		mode |= fs.ModeNamedPipe
-	case 0o140000:
-		mode |= fs.ModeSocket
-	case 0o020000:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case 0o060000:
-		mode |= fs.ModeDevice
-	}
-	fi := driver.FileInfo{Path: abs, Size: size, Mode: mode, ModTime: time.Unix(sec, 0)}
+	fi := driver.FileInfo{Path: abs, Size: size, Mode: iox.UnixMode(uint32(raw)), ModTime: time.Unix(sec, 0)}
 	writeJSON(t.w, http.StatusOK, fileInfo(fi))
 }
 
