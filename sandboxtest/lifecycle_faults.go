@@ -44,22 +44,22 @@ func (s *suite) count(ctx context.Context, t *testing.T, labels map[string]strin
 	return ids
 }
 
-// testGetOrCreateSingleFlight: 200 concurrent GetOrCreate calls with one
-// key on one Client make exactly one sandbox, which every caller gets.
-func testGetOrCreateSingleFlight(ctx context.Context, t *testing.T, s *suite) {
-	opts := s.labelled(map[string]string{"flight": randHex(4)})
-	const n = 200
+// GetOrCreateMany makes n concurrent GetOrCreate calls with opts on c,
+// released together, and returns how often each sandbox id was returned
+// and how many callers were told they created theirs. A failed call is
+// reported with t.Errorf. Provider tests use it to check that concurrent
+// callers share one sandbox.
+func GetOrCreateMany(ctx context.Context, t testing.TB, c *sandbox.Client, opts sandbox.CreateOptions, n int) (ids map[string]int, created int) {
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		ids     = map[string]int{}
-		created int
-		start   = make(chan struct{})
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		start = make(chan struct{})
 	)
+	ids = map[string]int{}
 	for range n {
 		wg.Go(func() {
 			<-start
-			sb, made, err := s.c.GetOrCreate(ctx, opts)
+			sb, made, err := c.GetOrCreate(ctx, opts)
 			if err != nil {
 				t.Errorf("GetOrCreate: %v", err)
 				return
@@ -74,6 +74,15 @@ func testGetOrCreateSingleFlight(ctx context.Context, t *testing.T, s *suite) {
 	}
 	close(start)
 	wg.Wait()
+	return ids, created
+}
+
+// testGetOrCreateSingleFlight: 200 concurrent GetOrCreate calls with one
+// key on one Client make exactly one sandbox, which every caller gets.
+func testGetOrCreateSingleFlight(ctx context.Context, t *testing.T, s *suite) {
+	opts := s.labelled(map[string]string{"flight": randHex(4)})
+	const n = 200
+	ids, created := GetOrCreateMany(ctx, t, s.c, opts, n)
 	listed := s.count(ctx, t, opts.Labels)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -19,37 +19,8 @@ import (
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 )
-
-// getOrCreateMany runs n concurrent GetOrCreate calls with opts on c and
-// returns the ids they got and how many were told they created.
-func getOrCreateMany(ctx context.Context, t testing.TB, c *sandbox.Client, opts sandbox.CreateOptions, n int) (ids map[string]int, created int) {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		start = make(chan struct{})
-	)
-	ids = map[string]int{}
-	for range n {
-		wg.Go(func() {
-			<-start
-			sb, made, err := c.GetOrCreate(ctx, opts)
-			if err != nil {
-				t.Errorf("GetOrCreate: %v", err)
-				return
-			}
-			mu.Lock()
-			ids[sb.ID()]++
-			if made {
-				created++
-			}
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
-	return ids, created
-}
 
 // TestGetOrCreateOnceInProcess: 200 goroutines on one Client send one
 // create to the server; 4 Clients (each its own Runtime, as 4 processes
@@ -58,7 +29,7 @@ func TestGetOrCreateOnceInProcess(t *testing.T) {
 	e := newEnvOn(t, memory.New(), nil)
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
-	ids, created := getOrCreateMany(ctx, t, e.c, opts, 200)
+	ids, created := sandboxtest.GetOrCreateMany(ctx, t, e.c, opts, 200)
 	if n := e.fake.Count("POST", "/api/sandbox"); n != 1 || len(ids) != 1 || created != 1 {
 		t.Fatalf("200 callers on one Client: %d creates sent, %d sandboxes returned, %d told created; want 1, 1, 1", n, len(ids), created)
 	}
@@ -76,7 +47,7 @@ func TestGetOrCreateOnceInProcess(t *testing.T) {
 		c := sandbox.NewClient(rt)
 		defer c.Close()
 		wg.Go(func() {
-			ids, created := getOrCreateMany(ctx, t, c, opts, 50)
+			ids, created := sandboxtest.GetOrCreateMany(ctx, t, c, opts, 50)
 			mu.Lock()
 			defer mu.Unlock()
 			for id, n := range ids {

@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // TestLostCreateResponseLeavesNoOrphan: the server makes the sandbox but
@@ -57,36 +58,6 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 	}
 }
 
-// getOrCreateMany runs n concurrent GetOrCreate calls with opts on c and
-// returns the ids they got and how many were told they created.
-func getOrCreateMany(ctx context.Context, t testing.TB, c *sandbox.Client, opts sandbox.CreateOptions, n int) (ids map[string]int, created int) {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		start = make(chan struct{})
-	)
-	ids = map[string]int{}
-	for range n {
-		wg.Go(func() {
-			<-start
-			sb, made, err := c.GetOrCreate(ctx, opts)
-			if err != nil {
-				t.Errorf("GetOrCreate: %v", err)
-				return
-			}
-			mu.Lock()
-			ids[sb.ID()]++
-			if made {
-				created++
-			}
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
-	return ids, created
-}
-
 // TestGetOrCreateOnce: 200 goroutines on one Client send one create; 4
 // Clients (each its own Runtime, as 4 processes would be) × 50 goroutines
 // leave one sandbox after the post-create check, and every caller gets it.
@@ -94,7 +65,7 @@ func TestGetOrCreateOnce(t *testing.T) {
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
-	ids, created := getOrCreateMany(ctx, t, e.client, opts, 200)
+	ids, created := sandboxtest.GetOrCreateMany(ctx, t, e.client, opts, 200)
 	if n := e.fake.Count("POST /sandboxes"); n != 1 || len(ids) != 1 || created != 1 {
 		t.Fatalf("200 callers on one Client: %d creates sent, %d sandboxes returned, %d told created; want 1, 1, 1", n, len(ids), created)
 	}
@@ -112,7 +83,7 @@ func TestGetOrCreateOnce(t *testing.T) {
 		c := sandbox.NewClient(rt)
 		defer c.Close()
 		wg.Go(func() {
-			ids, created := getOrCreateMany(ctx, t, c, opts, 50)
+			ids, created := sandboxtest.GetOrCreateMany(ctx, t, c, opts, 50)
 			mu.Lock()
 			defer mu.Unlock()
 			for id, n := range ids {
