@@ -17,7 +17,6 @@ import "github.com/sandboxkit/sandbox/internal/bgproc"
 //	admission  "<wrapper pid> <fingerprint>"
 //	child      pid of the timeout(1) process running the command, the
 //	           leader of its process group (bgproc's pid file)
-//	notice     what timeout(1) printed (bgproc's notice file)
 //	output     the command's combined stdout and stderr
 //	exit       "<exit code> [killed|timeout]" (bgproc.ParseExit; wrapper v1
 //	           wrote "budget" for timeout)
@@ -136,7 +135,7 @@ bg_pre() {
 	if [ "$upath_set" = 1 ]; then PATH=$upath; export PATH; else unset PATH; fi
 }
 # At the budget, TERM to the command's process group, KILL 10 s later.
-bg_start "$d/child" "$d/notice" TERM 10 "$budget" "$@" < /dev/null >> "$d/output" 2>&1
+bg_start "$d/child" TERM 10 "$budget" "$@" < /dev/null >> "$d/output" 2>&1
 bg_wait
 reason=$bg_why
 if [ -e "$d/killed" ]; then reason=killed; fi

@@ -17,10 +17,9 @@
 //
 // # Records
 //
-// With a pid file P and a notice file N chosen by the caller:
+// With a pid file P chosen by the caller:
 //
 //	P   the pid of the process group leader (timeout(1)), written once it started
-//	N   what timeout(1) printed (its -v notice when it sent a signal)
 //
 // and the exit record the caller writes with bg_put from bg_rc and bg_why:
 //
@@ -45,20 +44,20 @@ import (
 //	bg_put FILE TEXT
 //	    FILE holds TEXT and a newline, published atomically (written to a
 //	    temporary file beside it and renamed over it).
-//	bg_start PIDFILE NOTICE SIG KILLAFTER SECS CMD...
+//	bg_start PIDFILE SIG KILLAFTER SECS CMD...
 //	    Starts CMD in the background under timeout(1), which makes itself
 //	    the leader of a new process group holding the command's whole tree,
 //	    sends SIG to it after SECS seconds (Secs; "0": never) and KILL
 //	    KILLAFTER seconds later ("0": never). The pid goes to PIDFILE (with
-//	    bg_put) and to $bg_pid. timeout(1)'s own messages go to NOTICE; CMD
-//	    keeps the caller's stdin, stdout and stderr. The function bg_pre,
+//	    bg_put) and to $bg_pid. CMD keeps the caller's stdin, stdout and
+//	    stderr. The function bg_pre,
 //	    which a script may redefine (by default it does nothing), runs, with
 //	    no arguments (it reads the script's variables), in
 //	    the command's subshell before the command, with the caller's
 //	    redirections: a place to change directory or environment; when it
 //	    fails, its status is the command's. Without timeout(1) in the
-//	    sandbox CMD runs bare (no process group, no timeout). PIDFILE and
-//	    NOTICE must be absolute paths.
+//	    sandbox CMD runs bare (no process group, no timeout). PIDFILE must
+//	    be an absolute path.
 //	bg_wait
 //	    Waits for the command of the last bg_start and sets bg_rc to its
 //	    exit status and bg_why to "timeout" when timeout(1) ended it (see
@@ -78,33 +77,28 @@ import (
 // bg_signal's form, kill -SIG -PGID, is the one dash, bash, zsh and
 // BusyBox all read (dash rejects "kill -s SIG -- -PGID").
 //
-// A timeout is told from a kill by three facts together: the status is
-// 124 (timeout(1) sent SIG and the command ended) or 137 (KILL ended
-// timeout(1) itself), timeout(1) wrote its -v notice (it also writes one
-// when it forwards a signal someone else sent it, hence the rest), and
-// the command ran at least the whole seconds of SECS. A timeout(1)
-// without -v (BusyBox) leaves only the status and the elapsed time.
+// A timeout is told from a kill by two facts together: the status is 124
+// (timeout(1) sent SIG and the command ended) or 137 (KILL ended
+// timeout(1) itself, as a KILL from Signal would), and the command ran at
+// least the whole seconds of SECS (date +%s before the start, so the
+// measure never falls short). A kill within the last second before the
+// timeout may thus read as a timeout. timeout(1)'s -v notice would tell
+// them apart better, but it is written for a forwarded signal too, and
+// probing for -v cost two process starts before every command.
 const Lib = `bg_pre() { :; }
 bg_put() {
 	printf '%s\n' "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
 }
 bg_start() {
-	bg_pf=$1 bg_nf=$2 bg_sig=$3 bg_k=$4 bg_s=$5
-	shift 5
-	bg_v=
+	bg_pf=$1 bg_s=$4
+	bg_o="-s $2"
+	bg_k=$3
+	shift 4
 	bg_t0=$(date +%s)
-	: > "$bg_nf"
 	exec 7<&0
 	if bg_tmo=$(command -v timeout 2>/dev/null) && [ -n "$bg_tmo" ]; then
-		bg_o="-s $bg_sig"
 		if [ "$bg_k" != 0 ] && "$bg_tmo" -k 1 1 true 2>/dev/null; then bg_o="$bg_o -k $bg_k"; fi
-		if "$bg_tmo" -v 1 true 2>/dev/null; then bg_v=1; fi
-		bg_sh=$(command -v sh)
-		if [ -n "$bg_v" ]; then
-			(exec 0<&7 7<&-; bg_pre && exec "$bg_tmo" -v $bg_o "$bg_s" "$bg_sh" -c 'exec 2>&3 3>&-; exec "$@"' sh "$@" 3>&2 2>"$bg_nf") &
-		else
-			(exec 0<&7 7<&-; bg_pre && exec "$bg_tmo" $bg_o "$bg_s" "$@") &
-		fi
+		(exec 0<&7 7<&-; bg_pre && exec "$bg_tmo" $bg_o "$bg_s" "$@") &
 	else
 		bg_s=0
 		(exec 0<&7 7<&-; bg_pre && exec "$@") &
@@ -119,8 +113,7 @@ bg_wait() {
 	bg_why=
 	case $bg_rc in
 	124 | 137)
-		if [ "$bg_s" != 0 ] && { [ -z "$bg_v" ] || [ -s "$bg_nf" ]; } &&
-			[ $(($(date +%s) - bg_t0)) -ge "${bg_s%%.*}" ]; then
+		if [ "$bg_s" != 0 ] && [ $(($(date +%s) - bg_t0)) -ge "${bg_s%%.*}" ]; then
 			bg_why=timeout
 		fi
 		;;

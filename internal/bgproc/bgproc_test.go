@@ -77,10 +77,10 @@ func TestStartRecordsExitAndKeepsStreams(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(filepath.Base(sh), func(t *testing.T) {
 			d := t.TempDir()
-			out, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" KILL 0 30 sh -c 'echo out; echo err >&2; exit 7'`+finish, d)
+			out, errOut, code := run(t, sh, d, `bg_start "$1/pid" KILL 0 30 sh -c 'echo out; echo err >&2; exit 7'`+finish, d)
 			require.Equal(t, 0, code, "stderr: %s", errOut)
 			assert.Equal(t, "out\n", out)
-			assert.Equal(t, "err\n", errOut, "the command's stderr is its own, not timeout(1)'s notice file")
+			assert.Equal(t, "err\n", errOut, "the command's stderr is the caller's")
 			assert.Equal(t, Exit{Code: 7}, record(t, filepath.Join(d, "exit")))
 			pid, err := os.ReadFile(filepath.Join(d, "pid"))
 			require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestTimeoutIsRecorded(t *testing.T) {
 			t.Run(filepath.Base(sh)+"/"+c.name, func(t *testing.T) {
 				d := t.TempDir()
 				start := time.Now()
-				_, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" "$2" "$3" 1.000 sh -c "$4"`+finish, d, c.sig, c.killAfter, c.cmd)
+				_, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$2" "$3" 1.000 sh -c "$4"`+finish, d, c.sig, c.killAfter, c.cmd)
 				took := time.Since(start)
 				require.Equal(t, 0, code, "stderr: %s", errOut)
 				assert.Equal(t, Exit{Code: c.code, TimedOut: true}, record(t, filepath.Join(d, "exit")))
@@ -117,13 +117,13 @@ func TestTimeoutIsRecorded(t *testing.T) {
 }
 
 // A signal sent from outside is not a timeout, even when timeout(1)
-// forwarded an earlier TERM (and so wrote its notice) before a KILL ended
-// it: the case a check of the notice alone gets wrong.
+// forwarded an earlier TERM (writing its -v notice, which daytona's old
+// launcher took for a timeout) before a KILL ended it.
 func TestSignalIsNotTimeout(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(filepath.Base(sh), func(t *testing.T) {
 			d := t.TempDir()
-			_, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" KILL 0 30 sh -c 'trap "" TERM; echo $$ >"$1/ready"; while :; do sleep 0.05; done' sh "$1"
+			_, errOut, code := run(t, sh, d, `bg_start "$1/pid" KILL 0 30 sh -c 'trap "" TERM; echo $$ >"$1/ready"; while :; do sleep 0.05; done' sh "$1"
 i=0
 while [ ! -s "$1/ready" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
 bg_signal "$1/pid" TERM
@@ -142,7 +142,7 @@ func TestSignalReachesGroup(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(filepath.Base(sh), func(t *testing.T) {
 			d := t.TempDir()
-			_, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" KILL 0 0 sh -c 'sleep 30 & echo $! >"$1/gc.tmp"; mv "$1/gc.tmp" "$1/gc"; wait' sh "$1"
+			_, errOut, code := run(t, sh, d, `bg_start "$1/pid" KILL 0 0 sh -c 'sleep 30 & echo $! >"$1/gc.tmp"; mv "$1/gc.tmp" "$1/gc"; wait' sh "$1"
 i=0
 while [ ! -s "$1/gc" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
 bg_signal "$1/pid" TERM || echo "bg_signal failed: $?" >&2
@@ -173,7 +173,7 @@ func TestStdin(t *testing.T) {
 		t.Run(filepath.Base(sh), func(t *testing.T) {
 			d := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(d, "in"), []byte("line one\n"), 0o600))
-			out, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$1/t" KILL 0 30 cat < "$1/in"`+finish+`bg_start "$1/pid" "$1/t" KILL 0 0 cat < "$1/in"`+finish, d)
+			out, errOut, code := run(t, sh, d, `bg_start "$1/pid" KILL 0 30 cat < "$1/in"`+finish+`bg_start "$1/pid" KILL 0 0 cat < "$1/in"`+finish, d)
 			require.Equal(t, 0, code, "stderr: %s", errOut)
 			assert.Equal(t, "line one\nline one\n", out)
 		})
@@ -207,11 +207,11 @@ func TestPre(t *testing.T) {
 			require.NoError(t, os.Mkdir(sub, 0o755))
 			out, errOut, code := run(t, sh, d, `sub=$2
 bg_pre() { cd "$sub" || exit 126; PATH=/nowhere; X=set; export PATH X; }
-bg_start "$1/pid" "$1/t" KILL 0 30 /bin/sh -c 'echo "$PWD $X $PATH"'
+bg_start "$1/pid" KILL 0 30 /bin/sh -c 'echo "$PWD $X $PATH"'
 bg_wait
 echo "$bg_rc $PWD ${X-unset}"
 bg_pre() { cd "$sub/missing" 2>/dev/null || exit 126; }
-bg_start "$1/pid" "$1/t" KILL 0 30 echo never
+bg_start "$1/pid" KILL 0 30 echo never
 bg_wait
 echo "$bg_rc $PWD"
 `, d, sub)

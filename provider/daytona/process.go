@@ -64,7 +64,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	// The command runs under bgproc's launcher: d.pid names its process
 	// group (for Signal), d.exit records how it ended (for exitStatus).
 	script := "[ -d " + root + " ] || mkdir -p " + root + " || exit 101\n" + bgproc.Lib +
-		"bg_start " + d + ".pid " + d + ".t KILL 0 " + bgproc.Secs(cmd.Timeout) + " " + run + " <" + stdin + "\n" +
+		"bg_start " + d + ".pid KILL 0 " + bgproc.Secs(cmd.Timeout) + " " + run + " <" + stdin + "\n" +
 		"bg_wait\nbg_put " + d + ".exit \"$bg_rc $bg_why\"\nexit \"$bg_rc\"\n"
 	// sh -c keeps the exit inside a child: exit in the session's own shell
 	// would kill the session.
