@@ -664,11 +664,44 @@ func (p *poller) write(stdout, stderr []byte) {
 // rest streams the remainders of both files, now that the command has
 // ended: every failure is an error.
 func (p *poller) rest(ctx context.Context) error {
-	if err := p.fetch(ctx, "o", &p.offO, &p.seenO, p.stdout, true); err != nil {
+	if err := p.fetchFinal(ctx, "o", &p.offO, &p.seenO, p.stdout); err != nil {
 		return fmt.Errorf("downloading stdout: %w", err)
 	}
-	if err := p.fetch(ctx, "e", &p.offE, &p.seenE, p.stderr, true); err != nil {
+	if err := p.fetchFinal(ctx, "e", &p.offE, &p.seenE, p.stderr); err != nil {
 		return fmt.Errorf("downloading stderr: %w", err)
 	}
 	return nil
+}
+
+// finalFetchTries bounds the downloads of one output file once the
+// command has ended.
+const finalFetchTries = 3
+
+// fetchFinal downloads the rest of an output file, trying again (from the
+// offset reached, so no byte is delivered twice) after a transport
+// failure: the download only reads, and the command's outcome is known,
+// so one dropped connection must not turn a finished command into lost
+// output (a fresh-clone CI run at load 90 lost one that way). A refusal
+// from the toolbox (4xx) and the end of ctx are final.
+func (p *poller) fetchFinal(ctx context.Context, name string, off *int64, seen *bool, w io.Writer) error {
+	var err error
+	for try := range finalFetchTries {
+		if err = p.fetch(ctx, name, off, seen, w, true); err == nil || ctx.Err() != nil {
+			return err
+		}
+		var he *HTTPError
+		if asHTTP(err, &he) && he.Status >= 400 && he.Status < 500 && he.Status != http.StatusTooManyRequests && he.Status != http.StatusRequestTimeout {
+			return err
+		}
+		if try < finalFetchTries-1 {
+			t := time.NewTimer(time.Duration(100<<try) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+		}
+	}
+	return err
 }

@@ -229,3 +229,24 @@ func TestExecStdinNotReadAfterReturn(t *testing.T) {
 		t.Errorf("%d Reads of Stdin began after Exec returned", m-n)
 	}
 }
+
+// A finished command's output survives one failed download: the final
+// fetch only reads, so it is tried again from the offset it reached (a
+// dropped connection under load once turned a finished exec into lost
+// output). Whether a fault meets a poll or the final fetch depends on
+// timing, so three execs each get one.
+func TestExecOutputSurvivesOneFailedDownload(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	want := bytes.Repeat([]byte{0}, 3<<20)
+	for i, f := range []daytonafake.Fault{daytonafake.Fault502, daytonafake.FaultResetMidBody, daytonafake.Fault502} {
+		e.fake.FailNext("GET", "/files/download", f)
+		r, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "head -c 3145728 /dev/zero"})
+		if err != nil {
+			t.Fatalf("exec %d with one failed download: %v", i, err)
+		}
+		if !bytes.Equal(r.Stdout, want) || r.ExitCode != 0 {
+			t.Fatalf("exec %d: %d bytes (want %d), exit %d", i, len(r.Stdout), len(want), r.ExitCode)
+		}
+	}
+}
