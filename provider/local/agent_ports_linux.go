@@ -2,6 +2,7 @@ package local
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -41,9 +42,12 @@ func dialSandboxPort(port int) (net.Conn, error) {
 }
 
 // dialOK answers a dial request once connected; Raw says that the stream
-// that follows is raw bytes (an agent that predates it sends frames).
+// that follows is raw bytes (an agent that predates it sends frames);
+// Passed that the OK frame carries the connected socket (SCM_RIGHTS) and
+// nothing follows it.
 type dialOK struct {
-	Raw bool `json:"raw,omitempty"`
+	Raw    bool `json:"raw,omitempty"`
+	Passed bool `json:"passed,omitempty"`
 }
 
 // forwardPort serves a "dial" request: it relays between the client's
@@ -78,6 +82,15 @@ func (a *agent) forwardPort(c net.Conn, in <-chan frameMsg, fw *frameWriter, req
 		for range in {
 		}
 		_ = c.SetReadDeadline(time.Time{})
+		if req.Pass {
+			// The socket goes to the client, which then relays it
+			// itself: the agent is out of the stream's path.
+			sent, err := passConn(uc, tc.(*net.TCPConn))
+			if err == nil || sent {
+				return
+			}
+			// A refused sendmsg sent nothing: relay instead.
+		}
 		if err := fw.writeJSON(frameOK, dialOK{Raw: true}); err != nil {
 			return
 		}
@@ -130,6 +143,35 @@ func (a *agent) forwardPort(c net.Conn, in <-chan frameMsg, fw *frameWriter, req
 	wg.Wait()
 }
 
+// passConn sends the OK frame of a dial, Passed, with tc's descriptor
+// attached (SCM_RIGHTS), in one sendmsg: the descriptor travels with the
+// frame's first byte, so the client finds it on the read that starts the
+// frame.
+// sent says whether any byte went out (the frame is then the answer,
+// whole or broken).
+func passConn(uc *net.UnixConn, tc *net.TCPConn) (sent bool, err error) {
+	payload, _ := json.Marshal(dialOK{Raw: true, Passed: true})
+	msg := make([]byte, 5+len(payload))
+	msg[0] = frameOK
+	binary.BigEndian.PutUint32(msg[1:5], uint32(len(payload)))
+	copy(msg[5:], payload)
+	sc, err := tc.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var werr error
+	if err := sc.Control(func(fd uintptr) {
+		n, _, werr = uc.WriteMsgUnix(msg, syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		return false, err
+	}
+	if werr == nil && n < len(msg) {
+		_, werr = uc.Write(msg[n:])
+	}
+	return n > 0, werr
+}
+
 // writeDataFrame writes the frame of typ whose n payload bytes are already
 // in buf[5:], under fw's lock so it never interleaves with fw's frames.
 func writeDataFrame(fw *frameWriter, buf []byte, typ byte, n int) error {
@@ -147,10 +189,18 @@ func writeDataFrame(fw *frameWriter, buf []byte, typ byte, n int) error {
 	return nil
 }
 
+// halfCloser is a stream connection that can end its writing side alone:
+// a *net.TCPConn or a *net.UnixConn.
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
 // relayRaw copies between a and b in both directions until both ended;
 // the end of one direction (EOF) is passed on as a half close, a failure
-// ends both. io.Copy between a *net.TCPConn and a *net.UnixConn splices.
-func relayRaw(a *net.UnixConn, b *net.TCPConn) {
+// ends both. io.Copy between two of *net.TCPConn and *net.UnixConn
+// splices.
+func relayRaw(a, b halfCloser) {
 	done := make(chan struct{})
 	go func() { // b → a
 		defer close(done)

@@ -3,11 +3,14 @@ package local
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
@@ -66,10 +69,12 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	return driver.Endpoint{Port: port, URL: "http://" + f.ln.Addr().String()}, nil
 }
 
-// dialPort opens an agent connection relaying to port. It asks for a raw
-// stream (raw is true when the agent agreed: the connection then carries
-// the TCP bytes as they are); otherwise the returned reader, positioned
-// after the agent's frameOK, carries frames.
+// dialPort opens a connection to port in the sandbox through the agent.
+// It asks the agent to hand over the connected socket itself: c is then
+// that TCP connection (passed, raw true), the agent being out of the
+// stream's path. An agent that does not, relays: c is the agent
+// connection, carrying the TCP bytes as they are when raw is true, frames
+// (read them from br, positioned after the agent's frameOK) otherwise.
 func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, br *bufio.Reader, raw bool, err error) {
 	c, _, err = r.connect(ctx, m)
 	if err != nil {
@@ -78,12 +83,21 @@ func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, 
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, &request{Op: "dial", Port: port, Raw: true}); err != nil {
+	if err := fw.writeJSON(frameRequest, &request{Op: "dial", Port: port, Raw: true, Pass: true}); err != nil {
 		c.Close()
 		return nil, nil, false, err
 	}
-	// Read the answer unbuffered: raw bytes may follow it at once.
-	typ, b, err := readFrame(c, nil)
+	// Read the answer unbuffered (raw bytes may follow it at once), with
+	// room for the descriptor it may carry.
+	uc, isUnix := c.(*net.UnixConn)
+	var typ byte
+	var b []byte
+	var fds []int
+	if isUnix {
+		typ, b, fds, err = readFrameFDs(uc)
+	} else {
+		typ, b, err = readFrame(c, nil)
+	}
 	if err != nil {
 		c.Close()
 		if ctx.Err() != nil {
@@ -95,13 +109,22 @@ func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, 
 	case frameOK:
 		var ok dialOK
 		_ = json.Unmarshal(b, &ok)
-		_, isUnix := c.(*net.UnixConn)
+		if ok.Passed {
+			c.Close()
+			tc, err := tcpFromFDs(fds)
+			if err != nil {
+				return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent: %w", err)
+			}
+			return tc, nil, true, nil
+		}
+		closeFDs(fds...)
 		if ok.Raw && !isUnix {
 			c.Close()
 			return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent connection is not a unix socket")
 		}
 		return c, bufio.NewReaderSize(c, 64<<10), ok.Raw, nil
 	case frameFail:
+		closeFDs(fds...)
 		c.Close()
 		var f failMsg
 		if err := json.Unmarshal(b, &f); err != nil {
@@ -109,8 +132,70 @@ func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, 
 		}
 		return nil, nil, false, f.err()
 	}
+	closeFDs(fds...)
 	c.Close()
 	return nil, nil, false, sberrors.Errorf(sberrors.Internal, "local: agent: unexpected frame %q", typ)
+}
+
+// readFrameFDs reads one frame from c, unbuffered, and the descriptors
+// sent with it (SCM_RIGHTS arrive with the read that takes the frame's
+// first byte).
+func readFrameFDs(c *net.UnixConn) (typ byte, payload []byte, fds []int, err error) {
+	var hdr [5]byte
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(hdr[:], oob)
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
+		if perr == nil {
+			for i := range msgs {
+				if got, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+	}
+	if err == nil && n < len(hdr) {
+		_, err = io.ReadFull(c, hdr[n:])
+	} else if err == nil && n == 0 {
+		err = io.EOF
+	}
+	if err != nil {
+		closeFDs(fds...)
+		return 0, nil, nil, err
+	}
+	size := binary.BigEndian.Uint32(hdr[1:])
+	if size > maxFrame {
+		closeFDs(fds...)
+		return 0, nil, nil, fmt.Errorf("local: protocol: frame of %d bytes", size)
+	}
+	payload = make([]byte, size)
+	if _, err := io.ReadFull(c, payload); err != nil {
+		closeFDs(fds...)
+		return 0, nil, nil, err
+	}
+	return hdr[0], payload, fds, nil
+}
+
+// tcpFromFDs makes the one descriptor a passed-socket answer carries a
+// TCP connection; anything else (no descriptor, several, not a TCP
+// socket) is refused, and every descriptor closed.
+func tcpFromFDs(fds []int) (*net.TCPConn, error) {
+	if len(fds) != 1 {
+		closeFDs(fds...)
+		return nil, fmt.Errorf("a passed socket came with %d descriptors, want 1", len(fds))
+	}
+	f := os.NewFile(uintptr(fds[0]), "sandbox-port")
+	defer f.Close() // FileConn holds a duplicate
+	nc, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("passed descriptor: %w", err)
+	}
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		nc.Close()
+		return nil, fmt.Errorf("passed descriptor is a %T, not a TCP connection", nc)
+	}
+	return tc, nil
 }
 
 // get returns the listener for (id, port), starting it when needed.
@@ -254,7 +339,7 @@ func (f *forwarder) relay(tc net.Conn) {
 	if t, ok := tc.(*net.TCPConn); ok && raw {
 		// Both sockets are kernel objects: the bytes are spliced from one
 		// to the other, never copied through this process.
-		relayRaw(ac.(*net.UnixConn), t)
+		relayRaw(ac.(halfCloser), t)
 		_ = tc.Close()
 		_ = ac.Close()
 		return

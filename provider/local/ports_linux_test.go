@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -79,6 +80,27 @@ func TestExposeNoNetworkAndClose(t *testing.T) {
 	if string(body) != "offline" {
 		t.Fatalf("GET = %q", body)
 	}
+	// The agent hands over its connection to the server (the relay runs
+	// here, the agent out of the stream's path): a TCP connection whose
+	// peer is the sandbox's port.
+	m, err := rt.running(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, _, raw, err := rt.dialPort(ctx, m, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, isTCP := pc.(*net.TCPConn)
+	if !isTCP || !raw || tcp.RemoteAddr().(*net.TCPAddr).Port != port {
+		t.Fatalf("dialPort = %T to %v (raw %v), want the passed TCP connection to port %d", pc, pc.RemoteAddr(), raw, port)
+	}
+	_, _ = io.WriteString(tcp, "GET /x HTTP/1.0\r\n\r\n")
+	_ = tcp.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if all, err := io.ReadAll(tcp); err != nil || !bytes.HasSuffix(all, []byte("\r\n\r\noffline")) {
+		t.Fatalf("GET on the passed connection = %q, %v", all, err)
+	}
+	tcp.Close()
 	// The sandbox really has no network: the server is not reachable on
 	// the host's loopback at its own port.
 	if conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second); err == nil {
@@ -94,4 +116,70 @@ func TestExposeNoNetworkAndClose(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial after Client.Close: %v, want connection refused", err)
 	}
+}
+
+// TestPassedDescriptorChecked: a dial answer's descriptor is used only
+// when it is exactly one TCP socket; anything else (a pipe, a unix
+// socket, two descriptors, none) is refused and every descriptor closed,
+// so a confused or hostile agent cannot hand the host another kind of
+// file to relay into.
+func TestPassedDescriptorChecked(t *testing.T) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[1])
+	if _, err := tcpFromFDs([]int{p[0]}); err == nil {
+		t.Fatal("a pipe was taken for a TCP connection")
+	}
+	if err := syscall.Close(p[0]); !errors.Is(err, syscall.EBADF) {
+		t.Fatalf("the refused pipe was left open (close: %v)", err)
+	}
+	us, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(us[1])
+	if _, err := tcpFromFDs([]int{us[0]}); err == nil {
+		t.Fatal("a unix socket was taken for a TCP connection")
+	}
+	if _, err := tcpFromFDs(nil); err == nil {
+		t.Fatal("an answer without a descriptor was accepted")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dial := func() int {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		f, err := c.(*net.TCPConn).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := syscall.Dup(int(f.Fd()))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	a, b := dial(), dial()
+	if _, err := tcpFromFDs([]int{a, b}); err == nil {
+		t.Fatal("two descriptors were accepted")
+	}
+	for _, fd := range []int{a, b} {
+		if err := syscall.Close(fd); !errors.Is(err, syscall.EBADF) {
+			t.Fatalf("a refused descriptor was left open (close: %v)", err)
+		}
+	}
+	tc, err := tcpFromFDs([]int{dial()})
+	if err != nil {
+		t.Fatalf("one TCP socket refused: %v", err)
+	}
+	tc.Close()
 }

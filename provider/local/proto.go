@@ -53,6 +53,10 @@ type request struct {
 	// Raw (dial) asks for a raw byte stream once connected, instead of
 	// frames: see forwardPort.
 	Raw bool `json:"raw,omitempty"`
+	// Pass (dial, with Raw) asks the agent to hand over the connected
+	// socket itself (SCM_RIGHTS on the OK frame) instead of relaying: the
+	// client then moves the bytes, with one hop less.
+	Pass bool `json:"pass,omitempty"`
 
 	level Level // the level the client built the request for (not sent)
 }
