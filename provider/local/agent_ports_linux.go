@@ -52,11 +52,11 @@ type dialOK struct {
 
 // forwardPort serves a "dial" request: it relays between the client's
 // connection c and a new connection to the port until both directions are
-// done. When the client asks for it (req.Raw), the stream after the OK
-// frame is raw bytes in both directions, a half close being a shutdown of
-// the writing side: the kernel then moves the bytes between the two
-// sockets (splice), with no copy through the agent and no framing.
-// Otherwise it carries frames (see above).
+// done. When the client asks for it (req.Pass), the agent hands it the
+// connected socket instead and is out of the stream's path. Otherwise,
+// when the client asks for it (req.Raw), the stream after the OK frame is
+// raw bytes in both directions, a half close being a shutdown of the
+// writing side, with no framing; else it carries frames (see above).
 func (a *agent) forwardPort(c net.Conn, in <-chan frameMsg, fw *frameWriter, req *request) {
 	port := req.Port
 	if port < 1 || port > 65535 {
@@ -198,24 +198,44 @@ type halfCloser interface {
 
 // relayRaw copies between a and b in both directions until both ended;
 // the end of one direction (EOF) is passed on as a half close, a failure
-// ends both. io.Copy between two of *net.TCPConn and *net.UnixConn
-// splices.
+// ends both.
+//
+// The bytes go through a buffer in this process, not splice(2) (which
+// io.Copy between two sockets would use): on the hosts measured, a
+// 128 KiB read and write moved a 64 MiB download about 1.4 times as fast
+// as splicing through a pipe (BenchmarkLocalPortDownload).
 func relayRaw(a, b halfCloser) {
 	done := make(chan struct{})
 	go func() { // b → a
 		defer close(done)
-		if _, err := io.Copy(a, b); err != nil {
+		if err := copyRelay(a, b); err != nil {
 			_ = a.Close()
 			_ = b.Close()
 			return
 		}
 		_ = a.CloseWrite()
 	}()
-	if _, err := io.Copy(b, a); err != nil {
+	if err := copyRelay(b, a); err != nil {
 		_ = a.Close()
 		_ = b.Close()
 	} else {
 		_ = b.CloseWrite()
 	}
 	<-done
+}
+
+// relayBufSize is the size of each read of relayRaw.
+const relayBufSize = 128 << 10
+
+// relayBufs holds relayRaw's buffers between connections.
+var relayBufs = sync.Pool{New: func() any { return new([relayBufSize]byte) }}
+
+// copyRelay copies src to dst until EOF (nil) or a failure, through a
+// pooled buffer: the wrappers hide the connections' ReadFrom and WriteTo,
+// which would splice.
+func copyRelay(dst io.Writer, src io.Reader) error {
+	buf := relayBufs.Get().(*[relayBufSize]byte)
+	defer relayBufs.Put(buf)
+	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf[:])
+	return err
 }

@@ -337,8 +337,8 @@ func (f *forwarder) relay(tc net.Conn) {
 	}
 	defer f.untrack(ac)
 	if t, ok := tc.(*net.TCPConn); ok && raw {
-		// Both sockets are kernel objects: the bytes are spliced from one
-		// to the other, never copied through this process.
+		// A raw stream (or the sandbox's own socket, passed): bytes as
+		// they are, both ways, half closes passed on.
 		relayRaw(ac.(halfCloser), t)
 		_ = tc.Close()
 		_ = ac.Close()

@@ -73,7 +73,7 @@ func sandboxZombies(_ context.Context, t *testing.T, rt *Runtime, id string) []s
 	return out
 }
 
-// TestRelayRawHalfClose: the spliced relay of Expose passes bytes both
+// TestRelayRawHalfClose: the raw relay of Expose passes bytes both
 // ways and a half close in each direction on to the other side, in the
 // order it happened: the client's shutdown of its writing side reaches
 // the server as EOF while the server can still answer.
