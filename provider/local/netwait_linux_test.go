@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -38,5 +41,36 @@ func TestPastaFailureFailsCreate(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Errorf("a failed Create left sandbox %s (%s)", info.ID, info.State)
+	}
+}
+
+// TestPastaBinaryPrefersAVX2Build: on an x86-64 host with AVX2 the
+// spawner runs pasta's AVX2 build directly when it is installed beside
+// pasta (and executable), instead of pasta, which would exec it itself;
+// in every other case pasta.
+func TestPastaBinaryPrefersAVX2Build(t *testing.T) {
+	dir := t.TempDir()
+	pasta := filepath.Join(dir, "pasta")
+	if err := os.WriteFile(pasta, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := pastaBinary(pasta); got != pasta {
+		t.Fatalf("without an AVX2 build: %q, want %q", got, pasta)
+	}
+	if err := os.WriteFile(pasta+".avx2", []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := pastaBinary(pasta); got != pasta {
+		t.Fatalf("with a non-executable AVX2 build: %q, want %q", got, pasta)
+	}
+	if err := os.Chmod(pasta+".avx2", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := pasta
+	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 {
+		want = pasta + ".avx2"
+	}
+	if got := pastaBinary(pasta); got != want {
+		t.Fatalf("with an AVX2 build: %q, want %q (AVX2: %v)", got, want, cpu.X86.HasAVX2)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
 
@@ -262,7 +263,8 @@ func startPasta(req *spawnReq, pid, cgroupFD int, logf *os.File) netResult {
 			args = append(args, "--runas", "0")
 		}
 		args = append(args, strconv.Itoa(pid))
-		c := exec.Command(req.Pasta, args...)
+		c := exec.Command(pastaBinary(req.Pasta), args...)
+		c.Args[0] = req.Pasta // the name tells passt to act as pasta
 		c.Env = agentEnv
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if cgroupFD >= 0 {
@@ -460,4 +462,20 @@ func (s *spawner) close() error {
 		<-exited
 	}
 	return nil
+}
+
+// pastaBinary returns the build of pasta to run: on x86-64 with AVX2, its
+// AVX2 build (Debian's passt ships pasta.avx2 beside pasta), which pasta
+// would otherwise exec itself once started, so that each sandbox's
+// network costs one exec instead of two (about a tenth of a create on the
+// hosts measured); otherwise pasta itself.
+func pastaBinary(pasta string) string {
+	if runtime.GOARCH != "amd64" || !cpu.X86.HasAVX2 {
+		return pasta
+	}
+	avx2 := pasta + ".avx2"
+	if fi, err := os.Stat(avx2); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return pasta
+	}
+	return avx2
 }
