@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -182,4 +187,121 @@ func TestPassedDescriptorChecked(t *testing.T) {
 		t.Fatalf("one TCP socket refused: %v", err)
 	}
 	tc.Close()
+}
+
+// TestExposeManyConnectionsLeaveNoDescriptors: 120 downloads through one
+// endpoint, 20 at a time, half of them abandoned by the client midway,
+// each complete one byte-exact; afterwards this process holds no more
+// sockets than before (the sandbox sockets the agent hands over, and the
+// accepted ones, are all closed), and the endpoint still serves.
+func TestExposeManyConnectionsLeaveNoDescriptors(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("needs python3 (the test's server is python3 -m http.server)")
+	}
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	blob := make([]byte, 1<<20)
+	for i := range blob {
+		blob[i] = byte(i*7 + i>>9)
+	}
+	dir := sb.Home() + "/www"
+	if err := sb.WriteFile(ctx, dir+"/blob", blob); err != nil {
+		t.Fatal(err)
+	}
+	port := 20000 + rand.IntN(20000)
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := sb.WaitForPort(ctx, port); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(hc *http.Client, abandon bool) error {
+		req, _ := ep.NewRequest(ctx, http.MethodGet, "/blob", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if abandon {
+			_, err := io.CopyN(io.Discard, resp.Body, 64<<10)
+			return err // Close now drops the connection midway
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, blob) {
+			return fmt.Errorf("got %d bytes, not the %d written", len(got), len(blob))
+		}
+		return nil
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 20}
+	hc := &http.Client{Transport: tr}
+	if err := get(hc, false); err != nil {
+		t.Fatal(err)
+	}
+	tr.CloseIdleConnections()
+	before := openSockets(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 120)
+	sem := make(chan struct{}, 20)
+	for i := range 120 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := get(hc, i%2 == 1); err != nil {
+				errs <- fmt.Errorf("download %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	tr.CloseIdleConnections()
+	// The relays end once both sides closed; give them a bounded while.
+	deadline := time.Now().Add(30 * time.Second)
+	after := openSockets(t)
+	for after > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		after = openSockets(t)
+	}
+	if after > before {
+		t.Errorf("%d sockets open after the downloads, %d before: the relay leaks descriptors", after, before)
+	}
+	if err := get(&http.Client{}, false); err != nil {
+		t.Fatalf("the endpoint no longer serves: %v", err)
+	}
+}
+
+// openSockets counts this process's descriptors that are sockets.
+func openSockets(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
