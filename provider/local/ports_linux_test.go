@@ -48,23 +48,7 @@ func TestExposeNoNetworkAndClose(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	port := 20000 + rand.IntN(20000)
-	dir := sb.Home() + "/www"
-	if err := sb.WriteFile(ctx, dir+"/x", []byte("offline")); err != nil {
-		t.Fatal(err)
-	}
-	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := sb.WaitForPort(ctx, port); err != nil {
-		t.Fatal(err)
-	}
-	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, port, p := serveFile(ctx, t, sb, "x", []byte("offline"))
 	host, _, _ := net.SplitHostPort(ep.URL[len("http://"):])
 	if host != "127.0.0.1" {
 		t.Fatalf("endpoint %s is not on 127.0.0.1", ep.URL)
@@ -211,23 +195,7 @@ func TestExposeManyConnectionsLeaveNoDescriptors(t *testing.T) {
 	for i := range blob {
 		blob[i] = byte(i*7 + i>>9)
 	}
-	dir := sb.Home() + "/www"
-	if err := sb.WriteFile(ctx, dir+"/blob", blob); err != nil {
-		t.Fatal(err)
-	}
-	port := 20000 + rand.IntN(20000)
-	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := sb.WaitForPort(ctx, port); err != nil {
-		t.Fatal(err)
-	}
-	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, _, _ := serveFile(ctx, t, sb, "blob", blob)
 	get := func(hc *http.Client, abandon bool) error {
 		req, _ := ep.NewRequest(ctx, http.MethodGet, "/blob", nil)
 		resp, err := hc.Do(req)
@@ -304,4 +272,29 @@ func openSockets(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// serveFile writes data to www/name in sb's home, serves that directory
+// with python3 -m http.server on a random port of the sandbox's loopback
+// (the process is closed at the test's end) and exposes it.
+func serveFile(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name string, data []byte) (sandbox.Endpoint, int, *sandbox.Process) {
+	t.Helper()
+	dir := sb.Home() + "/www"
+	if err := sb.WriteFile(ctx, dir+"/"+name, data); err != nil {
+		t.Fatal(err)
+	}
+	port := 20000 + rand.IntN(20000)
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	if err := sb.WaitForPort(ctx, port); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep, port, p
 }
