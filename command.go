@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -84,6 +85,13 @@ const (
 type Result struct {
 	// ExitCode is the exit code; -1 when a signal or timeout ended it.
 	ExitCode int
+	// Signal is the signal that ended the command, when the provider
+	// knows it (Capabilities.ReportsSignal); ExitCode is then -1. It is 0
+	// when the command exited, when the provider cannot tell, and when a
+	// timeout ended the command: TimedOut is the one mark of a timeout,
+	// whatever signal ended the process. The number is Linux's, as in the
+	// sandbox (syscall.SIGUSR1 differs on a macOS host).
+	Signal syscall.Signal
 	// Stdout and Stderr hold the captured output, up to MaxOutput bytes
 	// each, with secret values redacted.
 	Stdout, Stderr []byte

@@ -336,12 +336,15 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 	for _, w := range p.flush {
 		flushWriter(w)
 	}
-	r := &Result{ExitCode: st.ExitCode, Duration: time.Since(started)}
+	r := &Result{ExitCode: st.ExitCode, Signal: st.Signal, Duration: time.Since(started)}
 	r.Stdout, r.StdoutTruncated = p.out.result()
 	r.Stderr, r.StderrTruncated = p.err.result()
 	if st.TimedOut {
 		r.TimedOut, r.TimeoutBy, r.Timeout = true, p.layer, p.timeout
-		r.ExitCode = -1
+		r.ExitCode, r.Signal = -1, 0
+	}
+	if r.Signal != 0 {
+		r.ExitCode = -1 // a provider's slip must not show a signal beside an exit code
 	}
 	return r
 }
@@ -408,12 +411,12 @@ func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*
 	if err != nil {
 		if be := (*boundError)(nil); ctx.Err() == nil && errors.As(err, &be) {
 			// The provider did not end the command at its timeout.
-			res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutProvider, p.timeout, -1
+			res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode, res.Signal = true, TimeoutProvider, p.timeout, -1, 0
 			return res, p, s.wrapPlan(op, p, err)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			if errors.Is(ctxErr, context.DeadlineExceeded) {
-				res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode = true, TimeoutContext, p.timeout, -1
+				res.TimedOut, res.TimeoutBy, res.Timeout, res.ExitCode, res.Signal = true, TimeoutContext, p.timeout, -1, 0
 			} else {
 				res.ExitCode = -1
 			}

@@ -117,6 +117,11 @@ type Capabilities struct {
 	Network bool
 	// Ports is true when Sandbox.Expose works.
 	Ports bool
+	// ReportsSignal is true when Result.Signal names the signal that ended
+	// a command; false when the provider sees only an exit code (Signal is
+	// then always 0 and ExitCode -1 says only that a signal ended it, if
+	// the provider can tell even that).
+	ReportsSignal bool
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -207,6 +212,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 		PauseKeepsMemory: d.PauseKeepsMemory, AttachAcrossClients: d.AttachAcrossClients,
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
 		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network,
+		ReportsSignal: d.ReportsSignal,
 	}
 }
 

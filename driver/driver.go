@@ -263,6 +263,10 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
+	// ReportsSignal is true when ExitStatus.Signal names the signal that
+	// ended a command; false when the provider sees only an exit code and
+	// cannot tell a signal from, say, exit 137 (Signal is then always 0).
+	ReportsSignal bool
 }
 
 // State is the lifecycle state of a sandbox.
@@ -335,6 +339,14 @@ type ExitStatus struct {
 	ExitCode int
 	// TimedOut is true when Command.Timeout ended the command.
 	TimedOut bool
+	// Signal is the signal that ended the command, when the provider can
+	// tell (Capabilities.ReportsSignal); ExitCode is then -1. It is 0
+	// when the command exited, when the provider cannot tell a signal
+	// from an exit code, and when TimedOut is set: the signal a provider
+	// sends to end a timed-out command is not reported, so TimedOut stays
+	// the one mark of a timeout. The number is Linux's, as the sandbox
+	// sees it, whatever the host.
+	Signal syscall.Signal
 }
 
 // FileInfo describes a file in a sandbox. Its FS method adapts it to fs.FileInfo.

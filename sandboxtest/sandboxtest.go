@@ -480,8 +480,8 @@ var execTests = []test{
 		if err != nil {
 			t.Fatalf("timed-out Exec returned error %v, want a Result", err)
 		}
-		if !r.TimedOut || r.TimeoutBy != sandbox.TimeoutCommand || r.Timeout != 2*time.Second || r.ExitCode != -1 {
-			t.Errorf("result %+v, want TimedOut by command after 2s, exit -1", r)
+		if !r.TimedOut || r.TimeoutBy != sandbox.TimeoutCommand || r.Timeout != 2*time.Second || r.ExitCode != -1 || r.Signal != 0 {
+			t.Errorf("result %+v, want TimedOut by command after 2s, exit -1, no Signal (TimedOut is a timeout's one mark)", r)
 		}
 		if string(r.Stdout) != "partial\n" || string(r.Stderr) != "e\n" {
 			t.Errorf("partial output %q / %q", r.Stdout, r.Stderr)

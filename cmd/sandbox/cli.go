@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/signame"
 )
 
 // Exit statuses of the tool itself. A command's own status passes through
@@ -25,6 +26,7 @@ const (
 	exitToolFailure = 125 // the tool failed (usage, provider, I/O)
 	exitInterrupted = 130 // the tool was interrupted (SIGINT/SIGTERM)
 	exitSignaled    = 137 // a signal the provider does not name ended the command
+	exitSignalBase  = 128 // plus the signal's number, when the provider names it
 
 )
 
@@ -142,8 +144,8 @@ daytona:// ($DAYTONA_API_KEY).
 
 Exit status: the tool's own failures exit 125 after one line naming the error's
 code; exec exits with the command's status (124 when its timeout ended it, 126
-and 127 as shells report a program that cannot run or is missing, 137 when a
-signal ended it).`,
+and 127 as shells report a program that cannot run or is missing, 128+N when
+signal N ended it, 137 when a signal the provider does not name ended it).`,
 		Example: `  id=$(sandbox create --label owner=me)
   sandbox exec "$id" -- python3 -c 'print(1)'
   sandbox cp ./data.csv "$id":data.csv
@@ -446,6 +448,7 @@ type execJSON struct {
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	TimedOut        bool   `json:"timed_out"`
+	Signal          int    `json:"signal,omitempty"` // the signal that ended the command, when the provider names it
 	DurationMS      int64  `json:"duration_ms"`
 }
 
@@ -491,9 +494,14 @@ it is not a terminal. The tool exits with the command's exit status, 124 when
 					return err
 				}
 				code := res.ExitCode
-				if res.TimedOut {
+				switch {
+				case res.TimedOut:
 					code = exitTimeout
-				} else if code < 0 || code > 255 {
+				case res.Signal > 0 && res.Signal < exitSignalBase:
+					// As a shell reports a command a signal ended.
+					code = exitSignalBase + int(res.Signal)
+					fmt.Fprintf(a.stderr, "sandbox: exec: the command was killed by signal %s (%d); exiting %d\n", signame.Name(res.Signal), int(res.Signal), code)
+				case code < 0 || code > 255:
 					// A signal ended the command and the provider does not
 					// say which: report it as a shell reports SIGKILL.
 					fmt.Fprintln(a.stderr, "sandbox: exec: the command was ended by a signal (the provider does not say which); exiting 137")
@@ -502,7 +510,7 @@ it is not a terminal. The tool exits with the command's exit status, 124 when
 				if a.jsonOut {
 					if err := a.printJSON(execJSON{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
 						StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-						TimedOut: res.TimedOut, DurationMS: res.Duration.Milliseconds()}); err != nil {
+						TimedOut: res.TimedOut, Signal: int(res.Signal), DurationMS: res.Duration.Milliseconds()}); err != nil {
 						return err
 					}
 				}

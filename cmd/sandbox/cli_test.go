@@ -201,17 +201,19 @@ func TestCLIExecExitCodes(t *testing.T) {
 				mustOK(t, invoke(t, url, strings.NewReader("echo hi\n"), "cp", "-", id+":noexec.sh"), "cp noexec")
 			}
 			for _, tc := range []struct {
-				name  string
-				args  []string
-				want  int
-				local bool // only on a real system
+				name   string
+				args   []string
+				want   int
+				local  bool   // only on a real system
+				stderr string // a line stderr must contain
 			}{
 				{name: "success", args: []string{"true"}, want: 0},
 				{name: "exit 3", args: []string{"sh", "-c", "exit 3"}, want: 3},
 				{name: "missing program", args: []string{"no-such-program-cli-test"}, want: 127},
 				{name: "timeout", args: []string{"--timeout", "1s", "--", "sleep", "60"}, want: exitTimeout},
 				{name: "not executable", args: []string{"./noexec.sh"}, want: 126, local: true},
-				{name: "signal", args: []string{"sh", "-c", "kill -9 $$"}, want: 137, local: true},
+				{name: "signal", args: []string{"sh", "-c", "kill -9 $$"}, want: 137, local: true, stderr: "killed by signal SIGKILL (9); exiting 137"},
+				{name: "SIGTERM", args: []string{"sh", "-c", "kill -TERM $$"}, want: 143, local: true, stderr: "killed by signal SIGTERM (15); exiting 143"},
 			} {
 				if tc.local && name != "local" {
 					continue
@@ -224,6 +226,9 @@ func TestCLIExecExitCodes(t *testing.T) {
 				r := invoke(t, url, nil, args...)
 				if r.code != tc.want {
 					t.Errorf("%s: exit %d, want %d (stderr %q)", tc.name, r.code, tc.want, r.stderr)
+				}
+				if !strings.Contains(r.stderr, tc.stderr) {
+					t.Errorf("%s: stderr %q, want it to say %q", tc.name, r.stderr, tc.stderr)
 				}
 				if tc.name == "timeout" {
 					t.Logf("exec --timeout 1s -- sleep 60 returned after %v", time.Since(start))

@@ -18,8 +18,13 @@
 // so that they never collide with the status of a command that exec passes
 // through: the command's own exit code, 124 when its timeout ended it (as
 // timeout(1) does), 126 and 127 as POSIX shells report a program that cannot
-// run or is missing, 137 (as for SIGKILL, with a note on stderr) when a signal
-// ended it, since providers do not say which. An interrupt (Ctrl-C) exits 130.
+// run or is missing, and 128+N as shells report a command that signal N
+// ended, with a line on stderr naming the signal ("killed by signal SIGTERM
+// (15); exiting 143"). A provider that cannot say which signal ended a
+// command (Capabilities.ReportsSignal false: docker, daytona) reports either
+// the shell's 128+N as the exit code or, when it knows only that a signal
+// ended it, exit 137 (as for SIGKILL) with a note on stderr. An interrupt
+// (Ctrl-C) exits 130.
 //
 // # MCP
 //

@@ -52,6 +52,11 @@
 //   - Background processes are toolbox session commands; their PID is the
 //     number in their session's name. Their output comes from the session
 //     logs and is not binary-safe.
+//   - Which signal ended a command is not reported (ExitStatus.Signal is
+//     always 0, Capabilities.ReportsSignal false): the wrapper sees only
+//     the shell's $?, where a signal n reads 128+n, the same as "exit
+//     128+n". An Exec killed by a signal therefore shows that code; a
+//     background process ended after Signal shows ExitCode -1.
 //   - Rename onto an existing file removes the file first (the toolbox
 //     refuses existing destinations): it is not atomic.
 //   - Every create carries a hidden label with a random token, so a

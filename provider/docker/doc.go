@@ -59,7 +59,11 @@
 //     what is left of its process group (start a background process with
 //     ProcessRuntime to keep one). An ended ctx kills every process that
 //     carries the command's token in its environment, whatever session it
-//     moved to. A command killed by a signal reports the shell's 128+N.
+//     moved to. A command killed by a signal reports the shell's 128+N:
+//     the engine's exec inspect has only an exit code (runc reports a
+//     signal n as 128+n there too), so the provider cannot tell a signal
+//     from "exit 128+n" and ExitStatus.Signal stays 0
+//     (Capabilities.ReportsSignal is false).
 //   - File methods run as the sandbox's user through exec (with the
 //     permissions of its commands), except Stat and Download, which use the
 //     engine's archive endpoint (as root: they can read what the user

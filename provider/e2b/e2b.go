@@ -326,6 +326,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
+		ReportsSignal: true,
 	}
 }
 

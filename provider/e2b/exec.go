@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/signame"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 	"github.com/sandboxkit/sandbox/sberrors"
@@ -99,9 +100,17 @@ func pump(src *eventStream, ev *events, stdout, stderr io.Writer) {
 	}
 }
 
+// exitStatus reads envd's end event. exit_code is omitted (0) on success;
+// a signal gives -1, and status is Go's os.ProcessState text, which names
+// the signal ("signal: terminated"): an unknown text leaves Signal 0.
 func exitStatus(end *process.ProcessEvent_EndEvent) driver.ExitStatus {
-	// exit_code is omitted (0) on success; a signal gives -1.
-	return driver.ExitStatus{ExitCode: int(end.GetExitCode())}
+	st := driver.ExitStatus{ExitCode: int(end.GetExitCode())}
+	if !end.GetExited() {
+		if sig := signame.FromStatus(end.GetStatus()); sig != 0 {
+			st.ExitCode, st.Signal = -1, sig
+		}
+	}
+	return st
 }
 
 // errEnvdTimedOut reports a stream that envd ended with deadline_exceeded:

@@ -729,7 +729,7 @@ func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, out, e
 	<-drained
 	ex := exitMsg{Code: ws.ExitStatus()}
 	if ws.Signaled() {
-		ex.Code = -1
+		ex.Code, ex.Signal = -1, int(ws.Signal())
 	}
 	if p.timedOut.Load() {
 		ex = exitMsg{Code: -1, TimedOut: true}

@@ -191,7 +191,11 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 			if err := json.Unmarshal(b, &x); err != nil {
 				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
 			}
-			return driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}, nil
+			st := driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}
+			if x.Signal > 0 && !x.TimedOut {
+				st.ExitCode, st.Signal = -1, syscall.Signal(x.Signal)
+			}
+			return st, nil
 		case frameFail:
 			var f failMsg
 			_ = json.Unmarshal(b, &f)

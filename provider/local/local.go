@@ -258,7 +258,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
-		DefaultLease: r.lease, Network: true,
+		DefaultLease: r.lease, Network: true, ReportsSignal: true,
 	}
 }
 

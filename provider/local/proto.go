@@ -70,6 +70,10 @@ type startedMsg struct {
 type exitMsg struct {
 	Code     int  `json:"code"`
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Signal is the number of the signal that ended the process (Code is
+	// then -1); absent when it exited or timed out, so an older client
+	// reads the frame as before.
+	Signal int `json:"signal,omitempty"`
 }
 
 // failMsg reports a request the agent could not serve.

@@ -378,6 +378,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		PauseKeepsMemory: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
+		ReportsSignal: true,
 	}
 }
 
@@ -688,7 +689,8 @@ type proc struct {
 	status driver.ExitStatus
 	out    *fanout
 	err    *fanout
-	killed bool
+	// killedBy is the signal Signal ended the process with; 0 until then.
+	killedBy syscall.Signal
 }
 
 // fanout writes to the writers currently attached to a process.
@@ -753,8 +755,8 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *driver.Command) (driv
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
-		case p.killed:
-			p.status = driver.ExitStatus{ExitCode: -1}
+		case p.killedBy != 0:
+			p.status = driver.ExitStatus{ExitCode: -1, Signal: p.killedBy}
 		case errors.Is(pctx.Err(), context.DeadlineExceeded):
 			p.status = driver.ExitStatus{ExitCode: -1, TimedOut: true}
 		case pctx.Err() != nil:
@@ -819,7 +821,9 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {
 		h.rt.mu.Lock()
-		h.p.killed = true
+		if h.p.killedBy == 0 {
+			h.p.killedBy = sig
+		}
 		h.rt.mu.Unlock()
 		h.p.cancel()
 	}

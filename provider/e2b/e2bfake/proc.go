@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/signame"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 )
 
@@ -35,7 +36,8 @@ type proc struct {
 	failed   error
 	exitedAt time.Time
 	killed   bool
-	expired  bool // the fake ended the process at its timeout
+	sent     syscall.Signal // the first signal sent through envd
+	expired  bool           // the fake ended the process at its timeout
 	kill     func()
 	signal   func(syscall.Signal) error
 	// forget drops the exited process from its sandbox's table after
@@ -114,8 +116,18 @@ func (p *proc) finish(st driver.ExitStatus, err error) {
 		p.failed = err
 	case st.TimedOut || p.expired:
 		p.timedOut = true
-	case p.killed || st.ExitCode < 0:
-		msg := "signal: killed"
+	case st.Signal != 0 || p.killed || st.ExitCode < 0:
+		// envd's status is os.ProcessState.String(): "signal: " and Go's
+		// text for the signal on Linux. A backend that does not name the
+		// signal leaves the one sent, else SIGKILL (envd's kill).
+		sig := st.Signal
+		if sig == 0 {
+			sig = p.sent
+		}
+		if sig == 0 {
+			sig = syscall.SIGKILL
+		}
+		msg := "signal: " + signame.Text(sig)
 		p.end = &process.ProcessEvent_EndEvent{ExitCode: -1, Status: msg, Error: &msg}
 	default:
 		status := fmt.Sprintf("exit status %d", st.ExitCode)
@@ -234,6 +246,9 @@ func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConf
 	p.signal = func(sg syscall.Signal) error {
 		p.mu.Lock()
 		p.killed = true
+		if p.sent == 0 {
+			p.sent = sg
+		}
 		p.mu.Unlock()
 		err := sig(sg)
 		closeIn()

@@ -1,0 +1,87 @@
+package sandboxtest
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// The signal subtests: a command or process ended by a signal reports
+// ExitCode -1 and, where the provider can tell (Capabilities.ReportsSignal),
+// the signal in Result.Signal; a provider that cannot tell reports Signal
+// 0, never a wrong signal.
+func init() {
+	execTests = append(execTests, test{name: "KilledBySignal", fn: testKilledBySignal})
+	processTests = append(processTests, test{name: "SignalNamed", needs: needsProcesses, fn: testSignalNamed})
+}
+
+// checkSignalled checks r, the Result of a command that sig ended.
+// exitCodes are the codes a provider that cannot tell may show besides -1
+// (the shell's 128+n).
+func checkSignalled(t *testing.T, s *suite, what string, r *sandbox.Result, sig syscall.Signal, exitCodes ...int) {
+	t.Helper()
+	if r.TimedOut {
+		t.Errorf("%s: TimedOut set for a command a signal ended: %+v", what, r)
+	}
+	if s.caps.ReportsSignal {
+		if r.Signal != sig || r.ExitCode != -1 {
+			t.Errorf("%s: Signal %d (%v), exit %d; want Signal %d (%v), exit -1 (the provider declares ReportsSignal)",
+				what, int(r.Signal), r.Signal, r.ExitCode, int(sig), sig)
+		}
+		return
+	}
+	if r.Signal != 0 {
+		t.Errorf("%s: Signal %d (%v) from a provider that declares it cannot report signals; want 0", what, int(r.Signal), r.Signal)
+	}
+	ok := r.ExitCode == -1
+	for _, c := range exitCodes {
+		ok = ok || r.ExitCode == c
+	}
+	if !ok {
+		t.Errorf("%s: exit %d, want -1 or one of %v", what, r.ExitCode, exitCodes)
+	}
+}
+
+// testKilledBySignal: a shell that sends itself SIGTERM ends with no
+// error, ExitCode -1 and Signal SIGTERM (or, where the provider sees only
+// the shell's $?, 143 and Signal 0).
+func testKilledBySignal(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo before; kill -TERM $$; echo after"})
+	if err != nil {
+		t.Fatalf("Exec of a command that a signal ends: %v, want a Result", err)
+	}
+	checkSignalled(t, s, "kill -TERM $$", r, syscall.SIGTERM, 128+int(syscall.SIGTERM))
+	if string(r.Stdout) != "before\n" {
+		t.Errorf("stdout %q, want %q", r.Stdout, "before\n")
+	}
+	if r.Success() {
+		t.Error("Success() true for a command a signal ended")
+	}
+}
+
+// testSignalNamed: a background process ended by Process.Signal reports
+// the signal sent, for SIGTERM and SIGKILL.
+func testSignalNamed(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		seen := make(chan struct{})
+		var once sync.Once
+		w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
+		select {
+		case <-seen:
+		case <-ctx.Done():
+			_ = p.Kill(context.WithoutCancel(ctx))
+			t.Fatal("no live output from the background process")
+		}
+		if err := p.Signal(ctx, sig); err != nil {
+			t.Fatalf("Signal(%v): %v", sig, err)
+		}
+		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+		checkSignalled(t, s, "Signal("+sig.String()+")", r, sig, 128+int(sig))
+	}
+}
