@@ -41,5 +41,9 @@ func New(opts ...Option) (*Runtime, error) {
 	return nil, errUnsupported
 }
 
+// Close does nothing on this operating system, where New returns no
+// Runtime; it lets code that closes a Runtime build here too.
+func (r *Runtime) Close() error { return nil }
+
 func spawnerMain() {}
 func agentMain()   {}
