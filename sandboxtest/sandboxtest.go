@@ -587,6 +587,24 @@ func (w *signalWriter) String() string {
 	return w.buf.String()
 }
 
+// startSleeper starts a background "sleep 60" in sb and returns once it
+// has written its first line (so it runs), killing it should that never
+// come.
+func startSleeper(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *sandbox.Process {
+	t.Helper()
+	seen := make(chan struct{})
+	var once sync.Once
+	w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		_ = p.Kill(context.WithoutCancel(ctx))
+		t.Fatal("no live output from the background process")
+	}
+	return p
+}
+
 var processTests = []test{
 	{name: "WaitExitCode", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
@@ -614,16 +632,7 @@ var processTests = []test{
 		}
 	}},
 	{name: "Kill", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
-		sb := s.create(ctx, t, nil)
-		seen := make(chan struct{})
-		var once sync.Once
-		w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
-		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
-		select {
-		case <-seen:
-		case <-ctx.Done():
-			t.Fatal("no live output from the background process")
-		}
+		p := startSleeper(ctx, t, s.create(ctx, t, nil))
 		if err := p.Kill(ctx); err != nil {
 			t.Fatalf("Kill: %v", err)
 		}

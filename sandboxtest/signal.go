@@ -2,7 +2,6 @@ package sandboxtest
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -68,16 +67,7 @@ func testKilledBySignal(ctx context.Context, t *testing.T, s *suite) {
 func testSignalNamed(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		seen := make(chan struct{})
-		var once sync.Once
-		w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
-		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
-		select {
-		case <-seen:
-		case <-ctx.Done():
-			_ = p.Kill(context.WithoutCancel(ctx))
-			t.Fatal("no live output from the background process")
-		}
+		p := startSleeper(ctx, t, sb)
 		if err := p.Signal(ctx, sig); err != nil {
 			t.Fatalf("Signal(%v): %v", sig, err)
 		}
