@@ -18,12 +18,13 @@ import (
 )
 
 // Port exposure: Expose listens on an ephemeral port of 127.0.0.1 in this
-// process and relays each connection it accepts through the sandbox's
-// agent (a "dial" request, see agent_ports_linux.go), which connects to
-// the port inside the sandbox's network namespace. So it works with the
-// network off and with the isolated network, and the sandbox is never
-// reachable beyond the host's loopback. Listeners belong to the Runtime:
-// Destroy closes a sandbox's, Close all of them.
+// process. For each connection it accepts, the sandbox's agent (a "dial"
+// request, see agent_ports_linux.go) connects to the port inside the
+// sandbox's network namespace and hands the connected socket over; this
+// process relays between the two. So it works with the network off and
+// with the isolated network, and the sandbox is never reachable beyond
+// the host's loopback. Listeners belong to the Runtime: Destroy closes a
+// sandbox's, Close all of them.
 
 // portForwards holds a Runtime's listeners, by sandbox and port.
 type portForwards struct {
