@@ -2,8 +2,8 @@ package local
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -139,42 +139,27 @@ func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, 
 }
 
 // readFrameFDs reads one frame from c, unbuffered, and the descriptors
-// sent with it (SCM_RIGHTS arrive with the read that takes the frame's
-// first byte).
+// sent with it: SCM_RIGHTS arrive with the read that takes the frame's
+// first byte, so that read is a recvmsg; readFrame reads the rest.
 func readFrameFDs(c *net.UnixConn) (typ byte, payload []byte, fds []int, err error) {
-	var hdr [5]byte
+	var first [5]byte
 	oob := make([]byte, syscall.CmsgSpace(4*4))
-	n, oobn, _, _, err := c.ReadMsgUnix(hdr[:], oob)
-	if oobn > 0 {
-		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
-		if perr == nil {
-			for i := range msgs {
-				if got, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
-					fds = append(fds, got...)
-				}
+	n, oobn, _, _, err := c.ReadMsgUnix(first[:], oob)
+	if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for i := range msgs {
+			if got, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+				fds = append(fds, got...)
 			}
 		}
 	}
-	if err == nil && n < len(hdr) {
-		_, err = io.ReadFull(c, hdr[n:])
-	} else if err == nil && n == 0 {
-		err = io.EOF
+	if err == nil {
+		typ, payload, err = readFrame(io.MultiReader(bytes.NewReader(first[:n]), c), nil)
 	}
 	if err != nil {
 		closeFDs(fds...)
 		return 0, nil, nil, err
 	}
-	size := binary.BigEndian.Uint32(hdr[1:])
-	if size > maxFrame {
-		closeFDs(fds...)
-		return 0, nil, nil, fmt.Errorf("local: protocol: frame of %d bytes", size)
-	}
-	payload = make([]byte, size)
-	if _, err := io.ReadFull(c, payload); err != nil {
-		closeFDs(fds...)
-		return 0, nil, nil, err
-	}
-	return hdr[0], payload, fds, nil
+	return typ, payload, fds, nil
 }
 
 // tcpFromFDs makes the one descriptor a passed-socket answer carries a
