@@ -592,10 +592,18 @@ func (w *signalWriter) String() string {
 // come.
 func startSleeper(ctx context.Context, t *testing.T, sb *sandbox.Sandbox) *sandbox.Process {
 	t.Helper()
+	return startAnnounced(ctx, t, sb, "echo started; sleep 60")
+}
+
+// startAnnounced starts the shell script in the background, and returns
+// once it has written "started" (the script must), killing it should that
+// never come.
+func startAnnounced(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, script string) *sandbox.Process {
+	t.Helper()
 	seen := make(chan struct{})
 	var once sync.Once
 	w := &signalWriter{want: "started", hit: func() { once.Do(func() { close(seen) }) }}
-	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo started; sleep 60", Stdout: w}))
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: script, Stdout: w}))
 	select {
 	case <-seen:
 	case <-ctx.Done():

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -14,7 +15,9 @@ import (
 // 0, never a wrong signal.
 func init() {
 	execTests = append(execTests, test{name: "KilledBySignal", fn: testKilledBySignal})
-	processTests = append(processTests, test{name: "SignalNamed", needs: needsProcesses, fn: testSignalNamed})
+	processTests = append(processTests,
+		test{name: "SignalNamed", needs: needsProcesses, fn: testSignalNamed},
+		test{name: "SignalTrapped", needs: needsProcesses, fn: testSignalTrapped})
 }
 
 // checkSignalled checks r, the Result of a command that sig ended.
@@ -73,5 +76,25 @@ func testSignalNamed(ctx context.Context, t *testing.T, s *suite) {
 		}
 		r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
 		checkSignalled(t, s, "Signal("+sig.String()+")", r, sig, 128+int(sig))
+	}
+}
+
+// testSignalTrapped: a process that traps the signal sent and then exits
+// on its own reports its own exit code and no signal: the signal was
+// handled, it did not end the process (a provider must not infer "killed"
+// from having sent a signal).
+func testSignalTrapped(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	p := startAnnounced(ctx, t, sb, `trap 'echo trapped; exit 3' TERM; echo started; while :; do sleep 0.1; done`)
+	if err := p.Signal(ctx, syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal(SIGTERM): %v", err)
+	}
+	r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+	if r.ExitCode != 3 || r.Signal != 0 || r.TimedOut {
+		t.Errorf("a process that trapped SIGTERM and exited 3: exit %d, Signal %d (%v), TimedOut %v; want exit 3, Signal 0",
+			r.ExitCode, int(r.Signal), r.Signal, r.TimedOut)
+	}
+	if !strings.Contains(string(r.Stdout), "trapped") {
+		t.Errorf("stdout %q: the trap did not run", r.Stdout)
 	}
 }

@@ -35,7 +35,6 @@ type proc struct {
 	// end event, as when envd itself fails, never with a made-up exit code.
 	failed   error
 	exitedAt time.Time
-	killed   bool
 	sent     syscall.Signal // the first signal sent through envd
 	expired  bool           // the fake ended the process at its timeout
 	kill     func()
@@ -116,10 +115,12 @@ func (p *proc) finish(st driver.ExitStatus, err error) {
 		p.failed = err
 	case st.TimedOut || p.expired:
 		p.timedOut = true
-	case st.Signal != 0 || p.killed || st.ExitCode < 0:
-		// envd's status is os.ProcessState.String(): "signal: " and Go's
-		// text for the signal on Linux. A backend that does not name the
-		// signal leaves the one sent, else SIGKILL (envd's kill).
+	case st.Signal != 0 || st.ExitCode < 0:
+		// envd's status is os.ProcessState.String() of the real wait
+		// status: "signal: " and Go's text for the signal on Linux. A
+		// backend that does not name the signal leaves the one sent, else
+		// SIGKILL (envd's kill). A process that handled the signal sent
+		// and exited on its own falls to the default: "exit status N".
 		sig := st.Signal
 		if sig == 0 {
 			sig = p.sent
@@ -241,11 +242,11 @@ func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConf
 			t.Stop()
 		}()
 	}
-	// A signal sent by envd marks the process as killed.
+	// The first signal sent names the end of a process whose backend
+	// reports a signal death without naming it.
 	sig := p.signal
 	p.signal = func(sg syscall.Signal) error {
 		p.mu.Lock()
-		p.killed = true
 		if p.sent == 0 {
 			p.sent = sg
 		}
@@ -256,9 +257,6 @@ func (s *Server) startProc(ctx context.Context, b *box, cfg *process.ProcessConf
 	}
 	kill := p.kill
 	p.kill = func() {
-		p.mu.Lock()
-		p.killed = true
-		p.mu.Unlock()
 		kill()
 		closeIn()
 	}
