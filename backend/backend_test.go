@@ -137,6 +137,7 @@ func TestResultText(t *testing.T) {
 		{(&GrepResult{}).Text(), "No matches found"},
 		{(&GrepResult{Skipped: []string{"big.bin", "hl.txt"}}).Text(), "No matches found\n[not searched (too large, or a hard link): big.bin, hl.txt]"},
 		{(&ExecuteResult{Output: "out", ExitCode: 2}).Text(), "out\n[Command exited with code 2]"},
+		{(&ExecuteResult{Output: "out\n", ExitCode: -1, Signal: "SIGKILL"}).Text(), "out\n[Command killed by signal SIGKILL]"},
 		{(&ExecuteResult{Output: "", TimedOut: true, ExitCode: -1, Truncated: true}).Text(), "[Command timed out]\n[Output truncated]"},
 		{(&WriteResult{Path: "a", Bytes: 3}).Text(), "Wrote 3 bytes to a"},
 		{(&EditResult{Path: "a", Occurrences: 2}).Text(), "Replaced 2 occurrence(s) in a"},

@@ -301,6 +301,10 @@ type ExecuteResult struct {
 	Output string
 	// ExitCode is the exit code; -1 when a signal or timeout ended the command.
 	ExitCode int
+	// Signal names the signal that ended the command ("SIGKILL"), where
+	// the sandbox's provider can tell; empty when it exited, timed out, or
+	// the provider reports only the shell's exit code (128+N).
+	Signal string
 	// TimedOut reports that the timeout ended the command.
 	TimedOut bool
 	// Truncated reports that output was cut at the backend's limit.
@@ -324,6 +328,8 @@ func (r *ExecuteResult) Text() string {
 	switch {
 	case r.TimedOut:
 		note("[Command timed out]")
+	case r.Signal != "":
+		note("[Command killed by signal " + r.Signal + "]")
 	case r.ExitCode != 0:
 		note(fmt.Sprintf("[Command exited with code %d]", r.ExitCode))
 	}

@@ -200,6 +200,7 @@ import (
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/signame"
 )
 
 // MetadataDir is the name of the backend's hidden directory at the root of
@@ -1049,10 +1050,14 @@ func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteReq
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return &backend.ExecuteResult{
+	xr := &backend.ExecuteResult{
 		Output: strings.ToValidUTF8(string(out), "\uFFFD"), ExitCode: res.ExitCode,
 		TimedOut: res.TimedOut, Truncated: truncated,
-	}, nil
+	}
+	if res.Signal != 0 {
+		xr.Signal = signame.Name(res.Signal)
+	}
+	return xr, nil
 }
 
 // batch runs f for each index, a few at a time (one at a time when

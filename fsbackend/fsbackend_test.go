@@ -556,6 +556,15 @@ func TestExecute(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, r.TimedOut)
 			require.Contains(t, r.Text(), "[Command timed out]")
+			require.Empty(t, r.Signal, "a timeout is not reported as a signal")
+
+			if name != "memory" { // memory's shell has no kill
+				r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "echo before; kill -KILL $$"})
+				require.NoError(t, err)
+				require.Equal(t, "SIGKILL", r.Signal)
+				require.Equal(t, -1, r.ExitCode)
+				require.Equal(t, "before\n[Command killed by signal SIGKILL]", r.Text())
+			}
 
 			r, err = e.b.Execute(ctx, &backend.ExecuteRequest{Command: "  "})
 			require.NoError(t, err)

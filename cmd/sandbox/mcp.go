@@ -372,6 +372,7 @@ type (
 	executeOut struct {
 		Output    string `json:"output" jsonschema:"stdout, then stderr"`
 		ExitCode  int    `json:"exit_code" jsonschema:"-1 when a signal or the timeout ended the command"`
+		Signal    string `json:"signal,omitempty" jsonschema:"the signal that ended the command (SIGKILL when out of memory, for example), where the provider can tell"`
 		TimedOut  bool   `json:"timed_out,omitempty"`
 		Truncated bool   `json:"truncated,omitempty"`
 	}
@@ -576,7 +577,7 @@ func (s *mcpServer) execute(ctx context.Context, req *mcp.CallToolRequest, _ *se
 	if r.Error != nil {
 		return executeOut{}, r.Error
 	}
-	return executeOut{Output: r.Output, ExitCode: r.ExitCode, TimedOut: r.TimedOut, Truncated: r.Truncated}, nil
+	return executeOut{Output: r.Output, ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated}, nil
 }
 
 func (a *app) mcpCmd() *cobra.Command {

@@ -220,6 +220,10 @@ func TestMCPExecuteLocal(t *testing.T) {
 	if !x.TimedOut {
 		t.Errorf("execute with timeout_seconds 1 = %+v", x)
 	}
+	x = ok[executeOut](t, cs, "execute", map[string]any{"command": "kill -KILL $$"})
+	if x.Signal != "SIGKILL" || x.ExitCode != -1 || x.TimedOut {
+		t.Errorf("execute of a command SIGKILL ended = %+v, want signal SIGKILL, exit_code -1", x)
+	}
 
 	// A secret given by env name reaches commands and no result shows it.
 	x = ok[executeOut](t, cs, "execute", map[string]any{"command": `echo "tok=$CLI_TEST_TOKEN"; echo "$CLI_TEST_TOKEN" > leak.txt`})

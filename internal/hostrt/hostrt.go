@@ -73,7 +73,7 @@ func (r *Runtime) Name() string { return "hostrt" }
 
 // Capabilities implements driver.Runtime.
 func (r *Runtime) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Isolation: "none (test host runtime)", Network: true}
+	return driver.Capabilities{Isolation: "none (test host runtime)", Network: true, ReportsSignal: reportsSignal}
 }
 
 // Create implements driver.Runtime.
@@ -202,7 +202,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *driver.Command) (drive
 	case err == nil:
 		return driver.ExitStatus{}, nil
 	case errors.As(err, &ee):
-		return driver.ExitStatus{ExitCode: ee.ExitCode()}, nil
+		return driver.ExitStatus{ExitCode: ee.ExitCode(), Signal: exitSignal(ee.ProcessState)}, nil
 	}
 	return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("hostrt: %s: %w", args[0], err)
 }
