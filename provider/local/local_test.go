@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 		}, Skip: map[string]string{
 			"Ports/HTTPServerFileByteExact": noListen, "Ports/StreamingResponse": noListen,
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,
+			"Ports/ConcurrentDownloadsAbandoned": noListen,
 		}})
 	})
 	t.Run("L1", func(t *testing.T) {

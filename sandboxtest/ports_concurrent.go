@@ -1,0 +1,250 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// Ports/ConcurrentDownloadsAbandoned: many downloads through one endpoint
+// at once, half of them dropped by the client midway. A relay that does
+// not close both of its connections when one side goes away (the leak
+// provider/local's TestExposeManyConnectionsLeaveNoDescriptors found)
+// keeps a descriptor per abandoned download; one that mixes up or cuts
+// streams under concurrency corrupts the complete ones. The relay lives in
+// this process for provider/local, and the fakes' edges (e2bfake,
+// daytonafake) serve from this process too, so the test counts this
+// process's descriptors.
+
+func init() {
+	portTests = append(portTests,
+		test{name: "ConcurrentDownloadsAbandoned", needs: needsPorts, fn: testPortConcurrentDownloads},
+	)
+}
+
+const (
+	// concDownloads downloads in all, concParallel at a time, of a file of
+	// concBlobSize bytes; every odd one is abandoned midway.
+	concDownloads = 60
+	concParallel  = 12
+	concBlobSize  = 1 << 20
+	// concFDSlack is how many more descriptors than before the downloads
+	// the process may hold once they ended: room for a provider's
+	// background work (a warm pool refilling, a keep-alive connection of a
+	// fake's edge), well under the one per abandoned download a leak
+	// leaves.
+	concFDSlack = 8
+	// concFDWait bounds the wait for the relays' connections to close
+	// (they close asynchronously, after the client's side).
+	concFDWait = 10 * time.Second
+)
+
+func testPortConcurrentDownloads(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	dir := sb.Home() + "/www"
+	blob := make([]byte, concBlobSize)
+	_, _ = rand.Read(blob)
+	check(t, sb.WriteFile(ctx, dir+"/blob.bin", blob))
+	ep, _ := startServer(ctx, t, s, sb, "exec python3 -m http.server PORT --bind 0.0.0.0 --directory "+dir)
+	hc := s.portClient(t)
+	d := &downloader{hc: hc, ep: ep, blob: blob, sum: sha256.Sum256(blob)}
+
+	// One download first, so that what the provider sets up once (its
+	// listener, a fake's transport) is counted before.
+	if err := d.get(ctx, -1); err != nil {
+		t.Fatalf("first download: %v", err)
+	}
+	hc.CloseIdleConnections()
+	before, fdsOK := openFDs()
+
+	start := time.Now()
+	errs := make([]error, concDownloads)
+	sem := make(chan struct{}, concParallel)
+	var wg sync.WaitGroup
+loop:
+	for i := range concDownloads {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			break loop
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = d.get(ctx, i)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	failed := 0
+	for i, err := range errs {
+		if err != nil {
+			failed++
+			if failed <= 10 {
+				t.Errorf("download %d (abandoned midway: %v): %v", i, abandons(i), err)
+			}
+		}
+	}
+	if failed > 10 {
+		t.Errorf("... %d downloads failed in all", failed)
+	}
+	t.Logf("%d downloads of %d bytes, %d at a time, %d abandoned midway: %v", concDownloads, concBlobSize, concParallel, concDownloads/2, took.Round(time.Millisecond))
+
+	hc.CloseIdleConnections()
+	if !fdsOK {
+		t.Logf("descriptor check skipped: /proc/self/fd is not readable on %s", runtime.GOOS)
+	} else {
+		after := waitFDs(ctx, before.total+concFDSlack)
+		if after.total > before.total+concFDSlack {
+			t.Errorf("%d descriptors open %v after the downloads ended, %d before (slack %d): the endpoint's relay leaks connections (before: %v; after: %v)",
+				after.total, concFDWait, before.total, concFDSlack, before, after)
+		} else {
+			t.Logf("descriptors: %d before, %d after", before.total, after.total)
+		}
+	}
+
+	// The endpoint still serves, byte-exact.
+	if err := d.get(ctx, -1); err != nil {
+		t.Fatalf("download after the others: %v", err)
+	}
+}
+
+// abandons reports whether download i is dropped midway.
+func abandons(i int) bool { return i%2 == 1 }
+
+// downloader fetches /blob.bin through an endpoint and checks it.
+type downloader struct {
+	hc   *http.Client
+	ep   sandbox.Endpoint
+	blob []byte
+	sum  [sha256.Size]byte
+}
+
+// get runs download i (-1: a complete one outside the batch). A complete
+// download must match the blob's digest and length; an abandoned one reads
+// a part (which must match the blob's start), then closes the body (i%4 ==
+// 1) or cancels its request (i%4 == 3). Errors after the abandonment are
+// the download's own doing and are not reported.
+func (d *downloader) get(ctx context.Context, i int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := d.ep.NewRequest(ctx, http.MethodGet, "/blob.bin", nil)
+	if err != nil {
+		return fmt.Errorf("NewRequest: %w", err)
+	}
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("status %d, body %q", resp.StatusCode, body)
+	}
+	if i >= 0 && abandons(i) {
+		// Somewhere between 64 KiB and 320 KiB in, varying by download.
+		n := 64<<10 + (i*7919)%(256<<10)
+		part := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, part); err != nil {
+			return fmt.Errorf("reading the first %d bytes: %w", n, err)
+		}
+		if !bytes.Equal(part, d.blob[:n]) {
+			return fmt.Errorf("the first %d bytes differ from the file's", n)
+		}
+		if i%4 == 3 {
+			cancel()
+		}
+		return nil // the deferred Close drops the connection midway
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		return fmt.Errorf("read after %d bytes: %w", n, err)
+	}
+	if n != int64(len(d.blob)) || !bytes.Equal(h.Sum(nil), d.sum[:]) {
+		return fmt.Errorf("got %d bytes whose SHA-256 differs from the %d-byte file's", n, len(d.blob))
+	}
+	return nil
+}
+
+// fdCount is the number of this process's open descriptors, and how many
+// of each kind (socket, pipe, anon_inode, file).
+type fdCount struct {
+	total int
+	kinds map[string]int
+}
+
+// openFDs counts this process's open descriptors from /proc/self/fd;
+// false where that is not readable (not Linux).
+func openFDs() (fdCount, bool) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fdCount{}, false
+	}
+	c := fdCount{kinds: map[string]int{}}
+	for _, e := range ents {
+		l, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err != nil {
+			continue // closed since the listing (the listing's own, too)
+		}
+		c.total++
+		kind, _, ok := strings.Cut(l, ":")
+		if !ok || strings.HasPrefix(l, "/") {
+			kind = "file"
+		}
+		c.kinds[kind]++
+	}
+	return c, true
+}
+
+// waitFDs polls openFDs until at most limit descriptors are open, for up
+// to concFDWait (or until ctx ends), and returns the last count.
+func waitFDs(ctx context.Context, limit int) fdCount {
+	ctx, cancel := context.WithTimeout(ctx, concFDWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, _ := openFDs()
+		if c.total <= limit {
+			return c
+		}
+		select {
+		case <-ctx.Done():
+			return c
+		case <-tick.C:
+		}
+	}
+}
+
+// String lists the kinds in a stable order, e.g. "file=3 socket=12".
+func (c fdCount) String() string {
+	keys := make([]string, 0, len(c.kinds))
+	for k := range c.kinds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", k, c.kinds[k])
+	}
+	return b.String()
+}
