@@ -22,6 +22,13 @@ type FaultHooks struct {
 	// Daytona's adapter downloads large outputs from files).
 	// Exec/LostOutputIsAnError uses it.
 	FailOutputFetch func(t *testing.T, c *sandbox.Client)
+	// ResetIdle resets, on the server side and with a TCP RST, every idle
+	// kept-alive connection the provider's client behind c holds, before
+	// any request on them is read, as a busy server or proxy that drops
+	// idle connections does: the client's next request finds its pooled
+	// connection dead, and nothing it sends there runs. The
+	// IdleConnectionsReset subtests (reset.go) use it.
+	ResetIdle func(t *testing.T, c *sandbox.Client)
 	// Grace is how long past Command.Timeout the provider's Exec may run
 	// whatever its connection does (the provider's documented grace;
 	// default 10 s).
