@@ -33,6 +33,16 @@ func TestConformanceMemory(t *testing.T) {
 func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest.Harness {
 	var mu sync.Mutex
 	fakes := map[*sandbox.Client]*e2bfake.Server{}
+	resets := &resetTally{}
+	fakeOf := func(t *testing.T, c *sandbox.Client) *e2bfake.Server {
+		mu.Lock()
+		defer mu.Unlock()
+		f := fakes[c]
+		if f == nil {
+			t.Fatal("fault hook: not a Client of this harness")
+		}
+		return f
+	}
 	return sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client {
 			e := newEnv(t)
@@ -45,15 +55,44 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 		Timeout: time.Minute,
 		Faults: sandboxtest.FaultHooks{
 			Stall: func(t *testing.T, c *sandbox.Client) {
-				mu.Lock()
-				f := fakes[c]
-				mu.Unlock()
-				if f == nil {
-					t.Fatal("fault hook: not a Client of this harness")
-				}
-				f.Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
+				fakeOf(t, c).Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
+			},
+			ResetIdle: func(t *testing.T, c *sandbox.Client) {
+				// "" resets the idle connections to both the control
+				// plane and envd.
+				f := fakeOf(t, c).Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission})
+				resets.add(t, f.Hits())
 			},
 			Grace: e2b.ExecGrace,
 		},
 	}
+}
+
+// resetTally sums, per test, the connections the ResetIdle hook reset, and
+// fails a test whose calls reset none: its subtest then proved nothing.
+// One call may find none (an upload's connection is sometimes not kept),
+// so the check is over the whole subtest.
+type resetTally struct {
+	mu sync.Mutex
+	n  map[*testing.T]int
+}
+
+func (r *resetTally) add(t *testing.T, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[*testing.T]int{}
+	}
+	if _, seen := r.n[t]; !seen {
+		t.Cleanup(func() {
+			r.mu.Lock()
+			total := r.n[t]
+			delete(r.n, t)
+			r.mu.Unlock()
+			if total == 0 {
+				t.Error("ResetIdle: the client never held an idle connection to the fake, so nothing was reset and the subtest proved nothing")
+			}
+		})
+	}
+	r.n[t] += n
 }
