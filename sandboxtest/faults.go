@@ -26,9 +26,10 @@ type FaultHooks struct {
 	// kept-alive connection the provider's client behind c holds, before
 	// any request on them is read, as a busy server or proxy that drops
 	// idle connections does: the client's next request finds its pooled
-	// connection dead, and nothing it sends there runs. The
-	// IdleConnectionsReset subtests (reset.go) use it.
-	ResetIdle func(t *testing.T, c *sandbox.Client)
+	// connection dead, and nothing it sends there runs. It returns how
+	// many connections it reset. The IdleConnectionsReset subtests
+	// (reset.go) use it.
+	ResetIdle func(t *testing.T, c *sandbox.Client) int
 	// Grace is how long past Command.Timeout the provider's Exec may run
 	// whatever its connection does (the provider's documented grace;
 	// default 10 s).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -20,11 +21,50 @@ func init() {
 // first time fails on a later cycle.
 const resetCycles = 5
 
-// skipNoResetIdle skips the subtest when the harness has no ResetIdle hook.
-func skipNoResetIdle(t *testing.T, s *suite) {
+// resetWait bounds how long resetter.reset waits for a connection to turn
+// idle: a server marks one idle only once its handler has returned, which
+// can come after the client already has the whole answer.
+const resetWait = 2 * time.Second
+
+// resetter calls the harness's ResetIdle hook and sums what it reset.
+type resetter struct {
+	t     *testing.T
+	s     *suite
+	total int
+}
+
+// newResetter skips the subtest when the harness has no ResetIdle hook,
+// and otherwise fails it, at its end, if no reset found a connection to
+// drop: the subtest then proved nothing.
+func newResetter(t *testing.T, s *suite) *resetter {
 	t.Helper()
 	if s.h.Faults.ResetIdle == nil {
 		t.Skip("the harness cannot reset idle connections (Harness.Faults.ResetIdle is nil)")
+	}
+	r := &resetter{t: t, s: s}
+	t.Cleanup(func() {
+		if r.total == 0 && !t.Skipped() {
+			t.Error("ResetIdle never found an idle connection to reset: the client kept none, so the subtest proved nothing")
+		}
+	})
+	return r
+}
+
+// reset resets the client's idle connections, polling for up to resetWait
+// until there is one to reset.
+func (r *resetter) reset(ctx context.Context) {
+	deadline := time.Now().Add(resetWait)
+	for {
+		n := r.s.h.Faults.ResetIdle(r.t, r.s.c)
+		r.total += n
+		if n > 0 || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -33,12 +73,12 @@ func skipNoResetIdle(t *testing.T, s *suite) {
 // command ran exactly once: no error, no silent second run, no empty
 // output with exit 0.
 func testExecIdleConnectionsReset(ctx context.Context, t *testing.T, s *suite) {
-	skipNoResetIdle(t, s)
+	r := newResetter(t, s)
 	sb := s.create(ctx, t, nil)
 	sh(ctx, t, sb, "true") // the client now pools a connection
 	var want strings.Builder
 	for i := 1; i <= resetCycles; i++ {
-		s.h.Faults.ResetIdle(t, s.c)
+		r.reset(ctx)
 		// Each run appends one line and prints the file: a run repeated
 		// behind the caller's back shows as a doubled line.
 		fmt.Fprintf(&want, "run%d\n", i)
@@ -53,7 +93,7 @@ func testExecIdleConnectionsReset(ctx context.Context, t *testing.T, s *suite) {
 		}
 	}
 	// Count the runs once more, through a connection reset too.
-	s.h.Faults.ResetIdle(t, s.c)
+	r.reset(ctx)
 	res, err := sb.Exec(ctx, sandbox.Command{Shell: "cat count.txt"})
 	if err != nil {
 		t.Fatalf("Exec cat count.txt after the server reset the idle connections: %v", err)
@@ -67,7 +107,7 @@ func testExecIdleConnectionsReset(ctx context.Context, t *testing.T, s *suite) {
 // connection, a WriteFile and then a ReadFile round-trip their bytes
 // exactly.
 func testFilesIdleConnectionsReset(ctx context.Context, t *testing.T, s *suite) {
-	skipNoResetIdle(t, s)
+	r := newResetter(t, s)
 	sb := s.create(ctx, t, nil)
 	check(t, sb.WriteFile(ctx, "reset/warm", []byte("warm"))) // the client now pools a connection
 	for i := 1; i <= resetCycles; i++ {
@@ -80,11 +120,11 @@ func testFilesIdleConnectionsReset(ctx context.Context, t *testing.T, s *suite) 
 			}
 		}
 		data = fmt.Appendf(data, "cycle %d\n", i)
-		s.h.Faults.ResetIdle(t, s.c)
+		r.reset(ctx)
 		if err := sb.WriteFile(ctx, "reset/data.bin", data); err != nil {
 			t.Fatalf("cycle %d: WriteFile after the server reset the idle connections: %v", i, err)
 		}
-		s.h.Faults.ResetIdle(t, s.c)
+		r.reset(ctx)
 		got, err := sb.ReadFile(ctx, "reset/data.bin")
 		if err != nil {
 			t.Fatalf("cycle %d: ReadFile after the server reset the idle connections: %v", i, err)
