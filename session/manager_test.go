@@ -331,8 +331,19 @@ func TestCreateReturningAfterContextEndIsDestroyed(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire = %v, want context.Canceled", err)
 	}
+	// Acquire returns as soon as its context ends; the create it led
+	// destroys the late sandbox in the background (the manager tracks it,
+	// and Close waits for it), so wait for that, bounded, and never with
+	// Close, whose own clean-up would hide a late sandbox registered as a
+	// session.
+	for deadline := time.Now().Add(10 * time.Second); rt.Live() != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if len(rt.CallsOf(memory.OpCreate)) != 1 || rt.Live() != 0 {
-		t.Fatalf("creates = %d, live = %d: the late sandbox was not destroyed", len(rt.CallsOf(memory.OpCreate)), rt.Live())
+		t.Fatalf("creates = %d, live = %d 10 s after Acquire returned: the late sandbox was not destroyed", len(rt.CallsOf(memory.OpCreate)), rt.Live())
+	}
+	if m.Len() != 0 {
+		t.Fatal("the late sandbox was registered as a session")
 	}
 }
 
