@@ -953,7 +953,8 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		name := string(out[:i])
 		out = out[i+1:]
 		j := bytes.IndexByte(out, '\n')
-		if j < 0 {
+		open := j < 0
+		if open {
 			j = len(out) // a line cut by the output cap
 		}
 		line := out[:j]
@@ -974,7 +975,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
 			continue
 		}
-		res.Matches = append(res.Matches, backend.GrepMatch{Path: p, Line: n, Text: cutLine(string(text))})
+		res.Matches = append(res.Matches, backend.GrepMatch{Path: p, Line: n, Text: b.cutLine(string(text), open)})
 	}
 	slices.SortFunc(res.Matches, func(a, b backend.GrepMatch) int {
 		if c := strings.Compare(a.Path, b.Path); c != 0 {
@@ -988,15 +989,55 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	return res, nil
 }
 
-func cutLine(s string) string {
+// cutLine cuts s after MaxLineChars characters, adding "...". The cut
+// never splits a SecretEnv value, so that a caller that redacts the values
+// from results sees none of one: a value the cut would split is cut off
+// whole. When the line is open (the output cap cut it, so more may
+// follow), a tail that may be the start of a value is cut off too.
+func (b *FilesystemBackend) cutLine(s string, open bool) string {
+	cut := len(s)
 	n := 0
 	for i := range s {
 		if n == MaxLineChars {
-			return s[:i] + "..."
+			cut = i
+			break
 		}
 		n++
 	}
+	if open {
+		for i := 0; i < cut; i++ {
+			if b.startsSecret(s[i:]) {
+				cut = i
+				break
+			}
+		}
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, v := range b.opts.SecretEnv {
+			for at := max(0, cut-len(v)+1); v != "" && at < cut; at++ {
+				if strings.HasPrefix(s[at:], v) && at+len(v) > cut {
+					cut, moved = at, true
+					break
+				}
+			}
+		}
+	}
+	if cut < len(s) {
+		return s[:cut] + "..."
+	}
 	return s
+}
+
+// startsSecret reports whether s is a non-empty proper prefix of a
+// SecretEnv value.
+func (b *FilesystemBackend) startsSecret(s string) bool {
+	for _, v := range b.opts.SecretEnv {
+		if s != "" && len(s) < len(v) && strings.HasPrefix(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Execute runs a shell command in the workspace, when Options.AllowExecute

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -36,9 +37,6 @@ const (
 	releaseTimeout = 30 * time.Second
 	// defaultProgressInterval is how often a long execute reports progress.
 	defaultProgressInterval = 2 * time.Second
-	// httpSessionIdle ends a streamable HTTP session (and releases its
-	// sandbox) after this long without a request from its client.
-	httpSessionIdle = 30 * time.Minute
 	// serverVersion is reported to MCP clients.
 	serverVersion = "0.1.0"
 )
@@ -76,6 +74,8 @@ type mcpServer struct {
 	mgr    *session.Manager
 	server *mcp.Server
 	redact func(string) string
+	// secrets redacts run_logs pages as the whole output would be.
+	secrets *secretSet
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*mcpSession
@@ -120,6 +120,7 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 		cfg:      cfg,
 		mgr:      session.NewManager(client, opts),
 		redact:   newRedactor(cfg.Secrets),
+		secrets:  newSecretSet(cfg.Secrets),
 		sessions: map[*mcp.ServerSession]*mcpSession{},
 	}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "sandbox", Title: "sandboxkit sandbox", Version: serverVersion}, &mcp.ServerOptions{
@@ -367,7 +368,7 @@ type (
 	}
 	executeIn struct {
 		Command        string `json:"command" jsonschema:"shell command line, run in the workspace"`
-		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default 120)"`
+		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default and most: the server's limit, given in the tool's description; more is lowered to it)"`
 	}
 	executeOut struct {
 		Output    string `json:"output" jsonschema:"stdout, then stderr"`
@@ -375,6 +376,10 @@ type (
 		Signal    string `json:"signal,omitempty" jsonschema:"the signal that ended the command (SIGKILL when out of memory, for example), where the provider can tell"`
 		TimedOut  bool   `json:"timed_out,omitempty"`
 		Truncated bool   `json:"truncated,omitempty"`
+		// The timeout applied, and whether timeout_seconds asked for more
+		// than the server allows.
+		TimeoutSeconds float64 `json:"timeout_seconds" jsonschema:"the timeout applied to the command, in seconds"`
+		TimeoutLowered bool    `json:"timeout_lowered,omitempty" jsonschema:"timeout_seconds was above the server's limit and was lowered to it"`
 	}
 	runStartIn struct {
 		ID            string `json:"id" jsonschema:"run id you choose; starting the same id with the same command again returns the same run"`
@@ -485,12 +490,13 @@ func (s *mcpServer) addTools() {
 	if !s.cfg.AllowExecute {
 		return
 	}
-	addTool(s, &mcp.Tool{Name: "execute", Description: "Run a shell command in the workspace and return its output and exit code. Long commands report progress."},
+	addTool(s, &mcp.Tool{Name: "execute", Description: fmt.Sprintf("Run a shell command in the workspace and return its output and exit code. Long commands report progress. "+
+		"The command ends after timeout_seconds, at most and by default %d seconds (the server's limit; a larger value is lowered to it).", int64(math.Ceil(s.executeCeiling().Seconds())))},
 		s.execute)
 	addTool(s, &mcp.Tool{Name: "run_start", Description: "Start a shell command in the background under an id of your choice; it survives this call. Poll it with run_status and run_logs."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, sess *session.Session, _ *fsbackend.FilesystemBackend, in runStartIn) (runStatusOut, error) {
-			if in.BudgetSeconds < 0 {
-				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "budget_seconds %d must not be negative", in.BudgetSeconds)
+			if in.BudgetSeconds < 0 || int64(in.BudgetSeconds) > maxSeconds {
+				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "budget_seconds %d is out of range: want 0 (the default) to %d", in.BudgetSeconds, maxSeconds)
 			}
 			if strings.TrimSpace(in.Command) == "" {
 				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "command is empty")
@@ -521,11 +527,7 @@ func (s *mcpServer) addTools() {
 			if err != nil {
 				return runLogsOut{}, err
 			}
-			ch, err := r.ReadLogs(ctx, in.Offset, in.MaxBytes)
-			if err != nil {
-				return runLogsOut{}, err
-			}
-			return runLogsOut{Output: string(ch.Data), Next: ch.Next, Done: ch.EOF}, nil
+			return s.redactedLogs(ctx, r, in.Offset, in.MaxBytes)
 		})
 }
 
@@ -541,8 +543,9 @@ func runStatus(ctx context.Context, r *run.Run) (runStatusOut, error) {
 // execute runs the command through fsbackend and, when the client asked
 // for progress, reports it every ProgressInterval until the command ends.
 func (s *mcpServer) execute(ctx context.Context, req *mcp.CallToolRequest, _ *session.Session, fsb *fsbackend.FilesystemBackend, in executeIn) (executeOut, error) {
-	if in.TimeoutSeconds < 0 {
-		return executeOut{}, sandbox.Errorf(sandbox.InvalidArgument, "timeout_seconds %d must not be negative", in.TimeoutSeconds)
+	timeout, clamped, err := s.executeTimeout(in.TimeoutSeconds)
+	if err != nil {
+		return executeOut{}, err
 	}
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 		done := make(chan struct{})
@@ -570,14 +573,48 @@ func (s *mcpServer) execute(ctx context.Context, req *mcp.CallToolRequest, _ *se
 		defer wg.Wait()
 		defer close(done)
 	}
-	r, err := fsb.Execute(ctx, &backend.ExecuteRequest{Command: in.Command, Timeout: time.Duration(in.TimeoutSeconds) * time.Second})
+	r, err := fsb.Execute(ctx, &backend.ExecuteRequest{Command: in.Command, Timeout: timeout})
 	if err != nil {
 		return executeOut{}, err
 	}
 	if r.Error != nil {
 		return executeOut{}, r.Error
 	}
-	return executeOut{Output: r.Output, ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated}, nil
+	return executeOut{
+		Output: r.Output, ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated,
+		TimeoutSeconds: timeout.Seconds(), TimeoutLowered: clamped,
+	}, nil
+}
+
+// maxSeconds is the largest count of seconds a time.Duration holds.
+const maxSeconds = int64(math.MaxInt64 / time.Second)
+
+// executeCeiling is the longest timeout execute applies: --execute-timeout,
+// else fsbackend's default.
+func (s *mcpServer) executeCeiling() time.Duration {
+	if s.cfg.ExecuteTimeout > 0 {
+		return s.cfg.ExecuteTimeout
+	}
+	return fsbackend.DefaultExecuteTimeout
+}
+
+// executeTimeout returns the timeout execute applies for timeout_seconds:
+// the ceiling when zero, the value asked for up to the ceiling, the
+// ceiling (clamped true) above it. A negative value, or one no duration
+// can hold, is an InvalidArgument error naming the argument.
+func (s *mcpServer) executeTimeout(sec int) (d time.Duration, clamped bool, err error) {
+	ceiling := s.executeCeiling()
+	if sec < 0 || int64(sec) > maxSeconds {
+		return 0, false, sandbox.Errorf(sandbox.InvalidArgument, "timeout_seconds %d is out of range: want 0 (the server's limit, %v) to %d; values above the limit are lowered to it", sec, ceiling, maxSeconds)
+	}
+	if sec == 0 {
+		return ceiling, false, nil
+	}
+	d = time.Duration(sec) * time.Second
+	if d > ceiling {
+		return ceiling, true, nil
+	}
+	return d, false, nil
 }
 
 func (a *app) mcpCmd() *cobra.Command {
@@ -585,6 +622,8 @@ func (a *app) mcpCmd() *cobra.Command {
 		httpAddr  string
 		cfg       mcpConfig
 		secretEnv []string
+		tokenFile string
+		httpOpts  httpOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -596,11 +635,23 @@ session's first tool call and destroyed when it ends. With --reuse-label NAME
 every session uses the sandbox labelled NAME, kept when the server stops and
 found again by the next one. File tools are jailed to the workspace. Values of
 the variables named by --secret-env are given to commands and redacted from
-every result. Over HTTP, a session idle for 30 minutes ends and releases its
-sandbox.`,
+every result. execute's timeout is --execute-timeout unless the model asks
+for less (timeout_seconds above it is lowered to it, and the result says so).
+
+Over HTTP (--http) every request must carry a bearer token, sent by the
+client as the header "Authorization: Bearer <token>"; a request without it,
+or with another, gets 401 before any tool runs. The token is generated at
+start and printed on stderr, unless given through --token-file (one token a
+line, each with its own session cap; the file must not be readable by other
+users) or the variable SANDBOX_MCP_TOKEN. A token is never taken from the
+command line, where other users could read it. The server listens on
+loopback only, unless a token is given that way. Each token may hold
+--max-sessions sessions at once (more get 429), and a session that sends
+nothing for --idle-timeout ends and its sandbox is released.`,
 		Example: `  sandbox mcp                                     # stdio, file tools only
   sandbox mcp --allow-execute --secret-env OPENAI_API_KEY
-  sandbox mcp --http 127.0.0.1:8931 --allow-execute
+  sandbox mcp --http 127.0.0.1:8931 --allow-execute   # prints the token to send
+  SANDBOX_MCP_TOKEN=$(cat ~/.config/sandbox-mcp-token) sandbox mcp --http 127.0.0.1:8931
   sandbox --url e2b:// mcp --reuse-label my-project --workspace /home/user/project`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -614,6 +665,32 @@ sandbox.`,
 			}
 			if cfg.Lease < 0 {
 				return usagef("--lease %v: must not be negative", cfg.Lease)
+			}
+			if cfg.ExecuteTimeout <= 0 {
+				return usagef("--execute-timeout %v: must be positive", cfg.ExecuteTimeout)
+			}
+			if httpAddr == "" {
+				for _, name := range []string{"token-file", "max-sessions", "idle-timeout"} {
+					if cmd.Flags().Changed(name) {
+						return usagef("--%s applies only with --http", name)
+					}
+				}
+			} else {
+				if httpOpts.MaxSessions < 1 {
+					return usagef("--max-sessions %d: want at least 1", httpOpts.MaxSessions)
+				}
+				if httpOpts.IdleTimeout <= 0 {
+					return usagef("--idle-timeout %v: must be positive", httpOpts.IdleTimeout)
+				}
+				toks, err := loadTokens(tokenFile, a.getenv)
+				if err != nil {
+					return err
+				}
+				httpOpts.Tokens = toks
+				// Before the client opens anything: a bad address wastes nothing.
+				if err := checkListenAddr(httpAddr, len(toks) > 0); err != nil {
+					return err
+				}
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			ctx := cmd.Context()
@@ -634,18 +711,21 @@ sandbox.`,
 			if httpAddr == "" {
 				return srv.serveIO(ctx, a.stdin, a.stdout)
 			}
-			return srv.serveHTTP(ctx, httpAddr, a.stderr)
+			return srv.serveHTTP(ctx, httpAddr, httpOpts, a.stderr)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (loopback, such as 127.0.0.1:8931) instead of stdio")
+	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on this address (loopback, such as 127.0.0.1:8931, unless a token is given) instead of stdio")
+	f.StringVar(&tokenFile, "token-file", "", "with --http: file holding the bearer token(s) clients must send, one a line (default: $SANDBOX_MCP_TOKEN, else a token generated and printed)")
+	f.IntVar(&httpOpts.MaxSessions, "max-sessions", defaultMaxSessions, "with --http: most sessions open at once per token")
+	f.DurationVar(&httpOpts.IdleTimeout, "idle-timeout", defaultHTTPIdle, "with --http: end a session, releasing its sandbox, after this long without a request")
 	f.BoolVar(&cfg.AllowExecute, "allow-execute", false, "add the execute and run_* tools")
 	f.StringVar(&cfg.ReuseLabel, "reuse-label", "", "share one sandbox labelled with this value across sessions and restarts, and keep it")
 	f.StringVar(&cfg.Workspace, "workspace", "", "workspace directory, absolute or relative to the sandbox's home (default workspace)")
 	f.StringArrayVar(&secretEnv, "secret-env", nil, "name of an environment variable to pass to commands and redact from results (repeatable)")
 	f.StringVar(&cfg.Template, "template", "", "template of the sandboxes created")
 	f.DurationVar(&cfg.Lease, "lease", 0, "lease of the sandboxes created, extended by each tool call (0: the provider's default)")
-	f.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 0, "default timeout of execute (0: 2m)")
+	f.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", fsbackend.DefaultExecuteTimeout, "default and longest timeout of execute: the model's timeout_seconds cannot exceed it")
 	return cmd
 }
 
@@ -668,32 +748,50 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// serveHTTP serves streamable HTTP on addr until ctx ends. The address
-// must be a loopback one: the tools run code.
-func (s *mcpServer) serveHTTP(ctx context.Context, addr string, logw io.Writer) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usagef("--http %q: want HOST:PORT such as 127.0.0.1:8931: %v", addr, err)
+// serveHTTP serves streamable HTTP on addr until ctx ends, announcing
+// the address on logw, and the token too when it was generated (no token
+// in o). An address beyond loopback needs a given token.
+func (s *mcpServer) serveHTTP(ctx context.Context, addr string, o httpOptions, logw io.Writer) error {
+	if err := checkListenAddr(addr, len(o.Tokens) > 0); err != nil {
+		return err
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return usagef("--http %q: the server runs code; listen on a loopback address such as 127.0.0.1", addr)
+	generated := len(o.Tokens) == 0
+	if generated {
+		o.Tokens = []string{generateToken()}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("mcp: listen %s: %w", addr, err)
 	}
 	fmt.Fprintf(logw, "sandbox mcp: serving streamable HTTP on http://%s/mcp\n", ln.Addr())
-	return s.serveListener(ctx, ln)
+	if generated {
+		fmt.Fprintf(logw, "sandbox mcp: clients must send \"Authorization: Bearer %s\"\n", o.Tokens[0])
+	} else {
+		fmt.Fprintf(logw, "sandbox mcp: clients must send \"Authorization: Bearer <token>\" with a token given to the server\n")
+	}
+	if host, _, _ := net.SplitHostPort(addr); !isLoopbackHost(host) {
+		fmt.Fprintf(logw, "sandbox mcp: warning: %s is beyond loopback and the traffic is not encrypted; put TLS in front of it\n", addr)
+	}
+	return s.serveListener(ctx, ln, o)
 }
 
 // serveListener serves streamable HTTP on ln (at /mcp and /) until ctx
-// ends, then shuts the HTTP server down.
-func (s *mcpServer) serveListener(ctx context.Context, ln net.Listener) error {
-	// A client that goes away without ending its session releases its
-	// sandbox after httpSessionIdle without a request.
+// ends, then shuts the HTTP server down. Every request must carry one of
+// o.Tokens (see httpGate); o.Tokens must not be empty.
+func (s *mcpServer) serveListener(ctx context.Context, ln net.Listener, o httpOptions) error {
+	if len(o.Tokens) == 0 {
+		ln.Close()
+		return fmt.Errorf("mcp: serving HTTP needs a token")
+	}
+	gate := newHTTPGate(s.server, o)
+	// A session whose client sends nothing for the idle limit ends, and
+	// its sandbox is released (see watch).
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server },
-		&mcp.StreamableHTTPOptions{SessionTimeout: httpSessionIdle})
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		&mcp.StreamableHTTPOptions{SessionTimeout: gate.idle})
+	// Cross-origin browser requests are refused before the token is
+	// looked at; the go-sdk handler refuses a Host that is not loopback
+	// on a loopback listener (DNS rebinding) and caps request bodies.
+	hs := &http.Server{Handler: http.NewCrossOriginProtection().Handler(gate.handler(h)), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -344,7 +344,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.serveListener(ctx, ln) }()
+	go func() { done <- srv.serveListener(ctx, ln, httpOptions{Tokens: []string{testToken}}) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -354,7 +354,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	var sessions []*mcp.ClientSession
 	for range 2 {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-test", Version: "v0"}, nil).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp"}, nil)
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp", HTTPClient: bearerClient(testToken)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +414,7 @@ func TestMCPWorkspace(t *testing.T) {
 
 func TestMCPHTTPRefusesNonLoopback(t *testing.T) {
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
-	err := srv.serveHTTP(context.Background(), "0.0.0.0:0", &strings.Builder{})
+	err := srv.serveHTTP(context.Background(), "0.0.0.0:0", httpOptions{}, &strings.Builder{})
 	if _, ok := errors.AsType[*usageError](err); !ok {
 		t.Errorf("serveHTTP on 0.0.0.0: %v, want a usage error", err)
 	}
