@@ -990,7 +990,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 }
 
 // cutLine cuts s after MaxLineChars characters, adding "...". The cut
-// never splits a SecretEnv value, so that a caller that redacts the values
+// never splits a SecretEnv value (or a line of a multi-line one), so that a caller that redacts the values
 // from results sees none of one: a value the cut would split is cut off
 // whole. When the line is open (the output cap cut it, so more may
 // follow), a tail that may be the start of a value is cut off too.
@@ -1014,11 +1014,13 @@ func (b *FilesystemBackend) cutLine(s string, open bool) string {
 	}
 	for moved := true; moved; {
 		moved = false
-		for _, v := range b.opts.SecretEnv {
-			for at := max(0, cut-len(v)+1); v != "" && at < cut; at++ {
-				if strings.HasPrefix(s[at:], v) && at+len(v) > cut {
-					cut, moved = at, true
-					break
+		for _, sv := range b.opts.SecretEnv {
+			for _, v := range strings.Split(sv, "\n") { // a line holds a line of a value at most
+				for at := max(0, cut-len(v)+1); v != "" && at < cut; at++ {
+					if strings.HasPrefix(s[at:], v) && at+len(v) > cut {
+						cut, moved = at, true
+						break
+					}
 				}
 			}
 		}
@@ -1030,11 +1032,13 @@ func (b *FilesystemBackend) cutLine(s string, open bool) string {
 }
 
 // startsSecret reports whether s is a non-empty proper prefix of a
-// SecretEnv value.
+// SecretEnv value or of a line of one.
 func (b *FilesystemBackend) startsSecret(s string) bool {
-	for _, v := range b.opts.SecretEnv {
-		if s != "" && len(s) < len(v) && strings.HasPrefix(v, s) {
-			return true
+	for _, sv := range b.opts.SecretEnv {
+		for _, v := range strings.Split(sv, "\n") {
+			if s != "" && len(s) < len(v) && strings.HasPrefix(v, s) {
+				return true
+			}
 		}
 	}
 	return false

@@ -136,12 +136,7 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 // [REDACTED], longest first so that a secret containing another is
 // replaced whole.
 func newRedactor(secrets map[string]string) func(string) string {
-	var vals []string
-	for _, v := range secrets {
-		if v != "" {
-			vals = append(vals, v)
-		}
-	}
+	vals := secretValues(secrets)
 	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
 	if len(vals) == 0 {
 		return func(s string) string { return s }
@@ -152,6 +147,33 @@ func newRedactor(secrets map[string]string) func(string) string {
 	}
 	r := strings.NewReplacer(pairs...)
 	return r.Replace
+}
+
+// minSecretLine is the shortest line of a multi-line secret redacted on
+// its own.
+const minSecretLine = 6
+
+// secretValues returns the values to redact: each secret, and each line of
+// a multi-line one (of minSecretLine bytes or more), since the line tools
+// (read_file numbers lines, grep returns single lines) never show such a
+// secret whole.
+func secretValues(secrets map[string]string) []string {
+	var vals []string
+	for _, v := range secrets {
+		if v == "" {
+			continue
+		}
+		vals = append(vals, v)
+		if !strings.Contains(v, "\n") {
+			continue
+		}
+		for _, line := range strings.Split(v, "\n") {
+			if line = strings.TrimSuffix(line, "\r"); len(line) >= minSecretLine {
+				vals = append(vals, line)
+			}
+		}
+	}
+	return vals
 }
 
 // redactValue replaces secrets in every string reachable from v, a pointer

@@ -222,10 +222,42 @@ func (g *httpGate) handler(next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("too many sessions: this token holds %d, the most allowed (--max-sessions); end one (HTTP DELETE with its %s) or let one sit idle for %v", n, sessionIDHeader, g.idle), http.StatusTooManyRequests)
 			return
 		}
-		defer g.settle(i, w)
-		bound.ServeHTTP(w, r)
+		sw := &settleWriter{ResponseWriter: w, settle: func() { g.settle(i, w) }}
+		defer sw.done()
+		bound.ServeHTTP(sw, r)
 	})
 }
+
+// settleWriter settles a session's reservation when the response's header
+// goes out (the client may go on before the handler returns), or when the
+// handler returns without writing.
+type settleWriter struct {
+	http.ResponseWriter
+	once   sync.Once
+	settle func()
+}
+
+func (w *settleWriter) done() { w.once.Do(w.settle) }
+
+func (w *settleWriter) WriteHeader(code int) {
+	w.done()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *settleWriter) Write(b []byte) (int, error) {
+	w.done()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *settleWriter) Flush() {
+	w.done()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *settleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // reserve counts a session being opened for token i, unless the token
 // already holds its cap (then it returns the count and false).

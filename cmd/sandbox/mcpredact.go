@@ -17,11 +17,9 @@ type secretSet struct {
 
 func newSecretSet(secrets map[string]string) *secretSet {
 	s := &secretSet{}
-	for _, v := range secrets {
-		if v != "" {
-			s.vals = append(s.vals, []byte(v))
-			s.maxLen = max(s.maxLen, len(v))
-		}
+	for _, v := range secretValues(secrets) {
+		s.vals = append(s.vals, []byte(v))
+		s.maxLen = max(s.maxLen, len(v))
 	}
 	return s
 }
