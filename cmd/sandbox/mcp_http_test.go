@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +278,165 @@ func TestMCPHTTPIdleReleasesSandbox(t *testing.T) {
 	// Its place is free again: a new session opens beside the busy one.
 	if _, err := httpConnect(t, endpoint, testToken); err != nil {
 		t.Errorf("no new session after the idle one ended (cap 2): %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMCPCommand runs "sandbox mcp ARGS" in process with env until the
+// test ends, and returns its stderr once the endpoint is announced.
+func startMCPCommand(t *testing.T, env map[string]string, args ...string) (endpoint string, stderr *syncBuffer) {
+	t.Helper()
+	stderr = &syncBuffer{}
+	a := newApp(strings.NewReader(""), io.Discard, stderr)
+	a.getenv = func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- a.run(ctx, append([]string{"--url", memoryURL(t), "mcp"}, args...)) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("sandbox mcp exited %d: %s", code, stderr)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if _, rest, ok := strings.Cut(line, "serving streamable HTTP on "); ok {
+				return strings.TrimSpace(rest), stderr
+			}
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("sandbox mcp exited %d: %s", code, stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("sandbox mcp announced no endpoint: %s", stderr)
+	return "", nil
+}
+
+// TestMCPHTTPGeneratedToken runs "sandbox mcp --http": the token it prints
+// on stderr opens a session, and a request without it is refused.
+func TestMCPHTTPGeneratedToken(t *testing.T) {
+	endpoint, stderr := startMCPCommand(t, nil, "--http", "127.0.0.1:0")
+	var token string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if _, rest, ok := strings.Cut(line, `"Authorization: Bearer `); ok {
+			token = strings.TrimSuffix(strings.TrimSpace(rest), `"`)
+		}
+	}
+	if len(token) < 40 || checkToken(token) != nil {
+		t.Fatalf("no usable token on stderr: %q", stderr)
+	}
+	if code, _, _ := rawPost(t, endpoint, "", "", initializeBody); code != http.StatusUnauthorized {
+		t.Errorf("initialize without the token: %d, want 401", code)
+	}
+	cs, err := httpConnect(t, endpoint, token)
+	if err != nil {
+		t.Fatalf("connect with the printed token: %v", err)
+	}
+	ok[filesOut](t, cs, "ls", map[string]any{})
+
+	// Two servers generate two different tokens.
+	_, stderr2 := startMCPCommand(t, nil, "--http", "127.0.0.1:0")
+	if strings.Contains(stderr2.String(), token) {
+		t.Errorf("a second server printed the same token")
+	}
+}
+
+// TestMCPHTTPGivenToken checks the token given through SANDBOX_MCP_TOKEN
+// or --token-file: it is not printed, it works, and a file other users can
+// read, two sources at once, a short token or an empty file are refused at
+// start without showing the token.
+func TestMCPHTTPGivenToken(t *testing.T) {
+	endpoint, stderr := startMCPCommand(t, map[string]string{tokenEnv: testToken}, "--http", "127.0.0.1:0", "--max-sessions", "1")
+	if strings.Contains(stderr.String(), testToken) {
+		t.Errorf("the given token is printed: %s", stderr)
+	}
+	if _, err := httpConnect(t, endpoint, testToken); err != nil {
+		t.Fatalf("connect with $%s: %v", tokenEnv, err)
+	}
+	if _, err := httpConnect(t, endpoint, testToken); err == nil {
+		t.Errorf("a second session opened with --max-sessions 1")
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	const second = "file-token-2-abcdefghijklmnop"
+	if err := os.WriteFile(file, []byte("# clients\n"+testToken+"\n\n  "+second+"  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	endpoint, stderr = startMCPCommand(t, nil, "--http", "127.0.0.1:0", "--token-file", file)
+	for _, tok := range []string{testToken, second} {
+		if strings.Contains(stderr.String(), tok) {
+			t.Errorf("a token of the file is printed: %s", stderr)
+		}
+		if _, err := httpConnect(t, endpoint, tok); err != nil {
+			t.Errorf("connect with a token of the file: %v", err)
+		}
+	}
+
+	bad := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"world-readable file", nil, []string{"--http", "127.0.0.1:0", "--token-file", bad("open", testToken, 0o644)}, "chmod 600"},
+		{"empty file", nil, []string{"--http", "127.0.0.1:0", "--token-file", bad("empty", "# nothing\n", 0o600)}, "no token"},
+		{"missing file", nil, []string{"--http", "127.0.0.1:0", "--token-file", filepath.Join(dir, "missing")}, "--token-file"},
+		{"short token", map[string]string{tokenEnv: "short-secret"}, []string{"--http", "127.0.0.1:0"}, "at least 16"},
+		{"token with a space", nil, []string{"--http", "127.0.0.1:0", "--token-file", bad("space", "abcdefgh ijklmnopqrst", 0o600)}, "position 9"},
+		{"both sources", map[string]string{tokenEnv: testToken}, []string{"--http", "127.0.0.1:0", "--token-file", file}, "both set"},
+		{"non-loopback, generated token", nil, []string{"--http", "0.0.0.0:0"}, "--token-file or $SANDBOX_MCP_TOKEN"},
+		{"non-loopback name, generated token", nil, []string{"--http", "example.com:8931"}, "loopback"},
+		{"token file without --http", nil, []string{"--token-file", file}, "only with --http"},
+		{"zero sessions", nil, []string{"--http", "127.0.0.1:0", "--max-sessions", "0"}, "--max-sessions"},
+		{"zero idle", nil, []string{"--http", "127.0.0.1:0", "--idle-timeout", "0s"}, "--idle-timeout"},
+		{"zero execute timeout", nil, []string{"--execute-timeout", "0s"}, "--execute-timeout"},
+	} {
+		var out, errb bytes.Buffer
+		a := newApp(strings.NewReader(""), &out, &errb)
+		a.getenv = func(k string) string { return c.env[k] }
+		r := invokeApp(t, a, memoryURL(t), append([]string{"mcp"}, c.args...)...)
+		if r.code != 125 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, testToken) || strings.Contains(r.stderr, "short-secret") {
+			t.Errorf("%s: exit %d, stderr %q; want 125 naming %q, without the token", c.name, r.code, r.stderr, c.want)
+		}
+	}
+	if err := checkListenAddr("0.0.0.0:8931", true); err != nil {
+		t.Errorf("a non-loopback address with a given token: %v", err)
+	}
+	for _, addr := range []string{"127.0.0.1:1", "[::1]:1", "localhost:1"} {
+		if err := checkListenAddr(addr, false); err != nil {
+			t.Errorf("%s with a generated token: %v", addr, err)
+		}
 	}
 }
