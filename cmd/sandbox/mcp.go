@@ -14,6 +14,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -389,8 +390,8 @@ type (
 		Skipped   []string    `json:"skipped,omitempty" jsonschema:"files not searched (too large, or hard links)"`
 	}
 	executeIn struct {
-		Command        string `json:"command" jsonschema:"shell command line, run in the workspace"`
-		TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default and most: the server's limit, given in the tool's description; more is lowered to it)"`
+		Command        string  `json:"command" jsonschema:"shell command line, run in the workspace"`
+		TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"end the command after this many seconds (default and most: the server's limit, given in the tool's description; more is lowered to it)"`
 	}
 	executeOut struct {
 		Output    string `json:"output" jsonschema:"stdout, then stderr"`
@@ -611,6 +612,15 @@ func (s *mcpServer) execute(ctx context.Context, req *mcp.CallToolRequest, _ *se
 // maxSeconds is the largest count of seconds a time.Duration holds.
 const maxSeconds = int64(math.MaxInt64 / time.Second)
 
+// formatNumber shows a JSON number as given when short, else in
+// exponent form (bounded).
+func formatNumber(f float64) string {
+	if math.Abs(f) < 1e15 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
 // executeCeiling is the longest timeout execute applies: --execute-timeout,
 // else fsbackend's default.
 func (s *mcpServer) executeCeiling() time.Duration {
@@ -624,15 +634,16 @@ func (s *mcpServer) executeCeiling() time.Duration {
 // the ceiling when zero, the value asked for up to the ceiling, the
 // ceiling (clamped true) above it. A negative value, or one no duration
 // can hold, is an InvalidArgument error naming the argument.
-func (s *mcpServer) executeTimeout(sec int) (d time.Duration, clamped bool, err error) {
+func (s *mcpServer) executeTimeout(sec float64) (d time.Duration, clamped bool, err error) {
 	ceiling := s.executeCeiling()
-	if sec < 0 || int64(sec) > maxSeconds {
-		return 0, false, sandbox.Errorf(sandbox.InvalidArgument, "timeout_seconds %d is out of range: want 0 (the server's limit, %v) to %d; values above the limit are lowered to it", sec, ceiling, maxSeconds)
+	if !(sec >= 0 && sec <= float64(maxSeconds)) {
+		return 0, false, sandbox.Errorf(sandbox.InvalidArgument, "timeout_seconds %s is out of range: want 0 (the server's limit, %v) to %d; values above the limit are lowered to it",
+			formatNumber(sec), ceiling, maxSeconds)
 	}
 	if sec == 0 {
 		return ceiling, false, nil
 	}
-	d = time.Duration(sec) * time.Second
+	d = time.Duration(sec * float64(time.Second))
 	if d > ceiling {
 		return ceiling, true, nil
 	}
