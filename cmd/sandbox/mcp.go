@@ -550,7 +550,7 @@ func (s *mcpServer) addTools() {
 			if err != nil {
 				return runLogsOut{}, err
 			}
-			return s.redactedLogs(ctx, r, in.Offset, in.MaxBytes)
+			return s.redactedLogs(ctx, r.ReadLogs, in.Offset, in.MaxBytes)
 		})
 }
 

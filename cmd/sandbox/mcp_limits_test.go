@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestMCPExecuteTimeoutCeiling checks that --execute-timeout is a ceiling:
@@ -112,4 +114,95 @@ func containsAny(s string, subs []string) string {
 		}
 	}
 	return ""
+}
+
+// waitRun polls run_status until the run exited.
+func waitRun(t *testing.T, cs *mcp.ClientSession, id string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for st := ok[runStatusOut](t, cs, "run_status", map[string]any{"id": id}); st.State != "exited"; st = ok[runStatusOut](t, cs, "run_status", map[string]any{"id": id}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: %+v after 2 minutes", id, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readAllLogs reads a run's output from offset 0 in pages of max_bytes m.
+func readAllLogs(t *testing.T, cs *mcp.ClientSession, id string, m int) []string {
+	t.Helper()
+	var pages []string
+	var off int64
+	for i := 0; ; i++ {
+		lg := ok[runLogsOut](t, cs, "run_logs", map[string]any{"id": id, "offset": off, "max_bytes": m})
+		pages = append(pages, lg.Output)
+		if lg.Done {
+			return pages
+		}
+		if lg.Next <= off || i > 1000 {
+			t.Fatalf("run_logs max_bytes %d from %d: next %d, no progress", m, off, lg.Next)
+		}
+		off = lg.Next
+	}
+}
+
+// TestMCPRunLogsRedactedAcrossPages checks, on a real run, that no page of run_logs, read
+// in order with any page size or from any offset, shows any part of a
+// secret, that pages read in order add up to the whole output redacted,
+// and that while a run goes on, the beginning of a secret it is still
+// writing (a multi-line one here) is withheld.
+func TestMCPRunLogsRedactedAcrossPages(t *testing.T) {
+	const pem = "-----BEGIN KEY-----\nzzqq77pp99\n-----END KEY-----"
+	url := localURL(t)
+	srv, _ := newTestServer(t, url, mcpConfig{AllowExecute: true, Secrets: map[string]string{"K": testSecret, "PEM": pem}})
+	cs := connect(t, srv, nil)
+
+	ok[runStatusOut](t, cs, "run_start", map[string]any{"id": "r1", "command": `printf '....%s....\n..%s%s\n.\n%s' "$K" "$K" "$K" "$K"`})
+	waitRun(t, cs, "r1")
+	raw := "...." + testSecret + "....\n.." + testSecret + testSecret + "\n.\n" + testSecret
+	whole := strings.ReplaceAll(raw, testSecret+testSecret, "[REDACTED]")
+	whole = strings.ReplaceAll(whole, testSecret, "[REDACTED]")
+	for _, m := range []int{7, 19} { // every size and offset: TestRedactedLogsPaging
+		pages := readAllLogs(t, cs, "r1", m)
+		for _, p := range pages {
+			if sh := showsPart(p, testSecret); sh != "" {
+				t.Errorf("max_bytes %d: page %q shows %q of the secret", m, p, sh)
+			}
+		}
+		if got := strings.Join(pages, ""); got != whole {
+			t.Errorf("max_bytes %d: pages add up to %q, want %q", m, got, whole)
+		}
+	}
+	for off := 3; off < 3+len(testSecret); off += 5 {
+		for _, m := range []int{6} {
+			lg := ok[runLogsOut](t, cs, "run_logs", map[string]any{"id": "r1", "offset": off, "max_bytes": m})
+			if sh := showsPart(lg.Output, testSecret); sh != "" {
+				t.Errorf("offset %d max_bytes %d: %q shows %q of the secret", off, m, lg.Output, sh)
+			}
+		}
+	}
+
+	// A multi-line secret written in two steps: its first lines are
+	// withheld until the run shows whether the rest follows.
+	ok[runStatusOut](t, cs, "run_start", map[string]any{"id": "r2", "command": `printf '%s\n' "$PEM" | head -n 2; sleep 3; printf '%s\n' "$PEM" | tail -n 1`})
+	var pages []string
+	var off int64
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		lg := ok[runLogsOut](t, cs, "run_logs", map[string]any{"id": "r2", "offset": off})
+		if sh := showsPart(lg.Output, pem); sh != "" {
+			t.Errorf("while the run writes the secret: %q shows %q of it", lg.Output, sh)
+		}
+		pages, off = append(pages, lg.Output), lg.Next
+	}
+	waitRun(t, cs, "r2")
+	for {
+		lg := ok[runLogsOut](t, cs, "run_logs", map[string]any{"id": "r2", "offset": off})
+		pages, off = append(pages, lg.Output), lg.Next
+		if lg.Done {
+			break
+		}
+	}
+	if got := strings.Join(pages, ""); got != "[REDACTED]\n" {
+		t.Errorf("the multi-line secret's run output reads %q, want %q", got, "[REDACTED]\n")
+	}
 }

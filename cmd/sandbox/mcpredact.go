@@ -83,13 +83,15 @@ func (s *secretSet) openTail(buf []byte, from int) int {
 // and while the run goes on, a tail that may be the start of a secret
 // still being written is left for the next call. Lines are kept whole
 // as run.ReadLogs keeps them, unless a line is longer than maxBytes.
-func (s *mcpServer) redactedLogs(ctx context.Context, r *run.Run, offset int64, maxBytes int) (runLogsOut, error) {
+//
+// read is run.Run.ReadLogs (a function, for the tests).
+func (s *mcpServer) redactedLogs(ctx context.Context, read func(ctx context.Context, offset int64, max int) (run.Chunk, error), offset int64, maxBytes int) (runLogsOut, error) {
 	if maxBytes <= 0 {
 		maxBytes = run.DefaultLogBytes
 	}
 	maxBytes = min(maxBytes, run.MaxLogBytes)
 	if s.secrets.maxLen == 0 {
-		ch, err := r.ReadLogs(ctx, offset, maxBytes)
+		ch, err := read(ctx, offset, maxBytes)
 		if err != nil {
 			return runLogsOut{}, err
 		}
@@ -98,13 +100,27 @@ func (s *mcpServer) redactedLogs(ctx context.Context, r *run.Run, offset int64, 
 	margin := s.secrets.maxLen - 1
 	ws := max(0, offset-int64(margin))
 	rel := int(offset - ws)
-	ch, err := r.ReadLogs(ctx, ws, rel+maxBytes+margin)
+	ch, err := read(ctx, ws, rel+maxBytes+margin)
 	if err != nil {
 		return runLogsOut{}, err
 	}
-	buf := ch.Data
+	buf, eof := ch.Data, ch.EOF
 	if len(buf) <= rel {
-		return runLogsOut{Next: max(offset, ch.Next), Done: ch.EOF}, nil
+		return runLogsOut{Next: max(offset, ch.Next), Done: eof}, nil
+	}
+	// When buf ends with what may be the start of a secret, read on to
+	// learn whether it is: the read above may have stopped at a line end
+	// (or at its size) with more output after it. A few reads at most;
+	// what stays unknown (the run has not written it yet) is withheld.
+	for tries := 0; !eof && tries < 4 && s.secrets.openTail(buf, rel) < len(buf); tries++ {
+		more, err := read(ctx, ws+int64(len(buf)), 2*s.secrets.maxLen)
+		if err != nil {
+			return runLogsOut{}, err
+		}
+		buf, eof = append(buf, more.Data...), more.EOF
+		if len(more.Data) == 0 {
+			break
+		}
 	}
 	end := min(rel+maxBytes, len(buf))
 	if end < len(buf) {
@@ -113,7 +129,7 @@ func (s *mcpServer) redactedLogs(ctx context.Context, r *run.Run, offset int64, 
 			end = rel + i + 1
 		}
 	}
-	if !ch.EOF {
+	if !eof {
 		// What follows buf is unknown: its tail may begin a secret.
 		end = min(end, s.secrets.openTail(buf, rel))
 	}
@@ -140,5 +156,5 @@ func (s *mcpServer) redactedLogs(ctx context.Context, r *run.Run, offset int64, 
 	if i < end {
 		out = append(out, buf[i:end]...)
 	}
-	return runLogsOut{Output: string(out), Next: ws + int64(end), Done: ch.EOF && end == len(buf)}, nil
+	return runLogsOut{Output: string(out), Next: ws + int64(end), Done: eof && end == len(buf)}, nil
 }
