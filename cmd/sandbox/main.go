@@ -34,6 +34,11 @@
 // 127.0.0.1:PORT, streamable HTTP. Each MCP session gets its own sandbox,
 // created on its first tool call and destroyed when the session ends, unless
 // --reuse-label names a sandbox to keep and reattach to across restarts.
+// Over HTTP every request must carry "Authorization: Bearer <token>": the
+// token is printed on stderr at start, or given through --token-file or
+// $SANDBOX_MCP_TOKEN (never argv); each token holds at most --max-sessions
+// sessions, and a session idle for --idle-timeout ends, releasing its
+// sandbox.
 package main
 
 import (
