@@ -238,7 +238,9 @@ type Options struct {
 	// file commands).
 	Env map[string]string
 	// SecretEnv is like Env, but its values are redacted from Execute's
-	// output.
+	// output. The file tools return text as written, but Grep's cut of a
+	// long line never splits a value, so that a caller redacting results
+	// sees either all of one or none of it.
 	SecretEnv map[string]string
 	// ExecuteTimeout is the default ExecuteRequest.Timeout
 	// (DefaultExecuteTimeout when 0).
