@@ -824,7 +824,9 @@ func (s *mcpServer) serveListener(ctx context.Context, ln net.Listener, o httpOp
 	// Cross-origin browser requests are refused before the token is
 	// looked at; the go-sdk handler refuses a Host that is not loopback
 	// on a loopback listener (DNS rebinding) and caps request bodies.
-	hs := &http.Server{Handler: http.NewCrossOriginProtection().Handler(gate.handler(h)), ReadHeaderTimeout: 10 * time.Second}
+	// Connections that send no request are closed: no header within 10 s,
+	// or kept alive idle for a minute.
+	hs := &http.Server{Handler: http.NewCrossOriginProtection().Handler(gate.handler(h)), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
