@@ -440,3 +440,49 @@ func TestMCPHTTPGivenToken(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPHTTPKeepsOtherChecks checks that with the right token, a foreign
+// Host header (DNS rebinding), a cross-origin browser request and a body
+// over the limit are still refused, and open no session.
+func TestMCPHTTPKeepsOtherChecks(t *testing.T) {
+	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
+	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken}})
+	send := func(body string, edit func(*http.Request)) int {
+		req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		edit(req)
+		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: time.Minute}
+		defer hc.CloseIdleConnections()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := send(initializeBody, func(r *http.Request) { r.Host = "evil.example:80" }); code != http.StatusForbidden {
+		t.Errorf("a foreign Host header: %d, want 403", code)
+	}
+	if code := send(initializeBody, func(r *http.Request) {
+		r.Header.Set("Sec-Fetch-Site", "cross-site")
+		r.Header.Set("Origin", "https://evil.example")
+	}); code != http.StatusForbidden {
+		t.Errorf("a cross-origin browser request: %d, want 403", code)
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 5<<20) + `"}}`
+	if code := send(big, func(*http.Request) {}); code != http.StatusRequestEntityTooLarge && code != http.StatusBadRequest {
+		t.Errorf("a 5 MiB body: %d, want 413 or 400", code)
+	}
+	if n := countSessions(srv); n != 0 {
+		t.Errorf("%d sessions after refused requests, want 0", n)
+	}
+	if code := send(initializeBody, func(*http.Request) {}); code != http.StatusOK {
+		t.Errorf("a plain initialize with the token: %d, want 200", code)
+	}
+}
