@@ -643,11 +643,10 @@ func (s *mcpServer) executeTimeout(sec float64) (d time.Duration, clamped bool, 
 	if sec == 0 {
 		return ceiling, false, nil
 	}
-	d = time.Duration(sec * float64(time.Second))
-	if d > ceiling {
-		return ceiling, true, nil
+	if sec > ceiling.Seconds() {
+		return ceiling, true, nil // compared as floats: no conversion to overflow
 	}
-	return d, false, nil
+	return max(time.Duration(sec*float64(time.Second)), time.Nanosecond), false, nil
 }
 
 func (a *app) mcpCmd() *cobra.Command {

@@ -19,20 +19,24 @@ func TestMCPExecuteTimeoutCeiling(t *testing.T) {
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{AllowExecute: true, ExecuteTimeout: ceiling})
 	cs := connect(t, srv, nil)
 
-	for _, sec := range []int{0, 60, 1 << 30, 9223372036} {
+	for _, sec := range []float64{0, 1.5, 60, 1 << 30, 9223372035.5, 9223372036} {
 		start := time.Now()
 		x := ok[executeOut](t, cs, "execute", map[string]any{"command": "sleep 4; echo late", "timeout_seconds": sec})
 		el := time.Since(start)
 		if !x.TimedOut || strings.Contains(x.Output, "late") || x.TimeoutSeconds != ceiling.Seconds() || x.TimeoutLowered != (sec != 0) {
-			t.Errorf("timeout_seconds %d under a 1s ceiling: %+v", sec, x)
+			t.Errorf("timeout_seconds %v under a 1s ceiling: %+v", sec, x)
 		}
 		if el > 5*ceiling {
-			t.Errorf("timeout_seconds %d under a 1s ceiling ran %v", sec, el)
+			t.Errorf("timeout_seconds %v under a 1s ceiling ran %v", sec, el)
 		}
 	}
 	x := ok[executeOut](t, cs, "execute", map[string]any{"command": "echo quick", "timeout_seconds": 1})
 	if x.TimedOut || x.Output != "quick\n" || x.TimeoutSeconds != 1 || x.TimeoutLowered {
 		t.Errorf("timeout_seconds 1 = %+v", x)
+	}
+	x = ok[executeOut](t, cs, "execute", map[string]any{"command": "sleep 4", "timeout_seconds": 0.25})
+	if !x.TimedOut || x.TimeoutSeconds != 0.25 || x.TimeoutLowered {
+		t.Errorf("timeout_seconds 0.25 = %+v", x)
 	}
 	for _, sec := range []any{-1, 9223372037, -0.5, 1e300} {
 		wantToolError(t, cs, "execute", map[string]any{"command": "echo ran", "timeout_seconds": sec}, "InvalidArgument: timeout_seconds "+fmt.Sprint(sec))
