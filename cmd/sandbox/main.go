@@ -43,6 +43,7 @@ import (
 	"syscall"
 
 	_ "github.com/sandboxkit/sandbox/provider/daytona"
+	_ "github.com/sandboxkit/sandbox/provider/docker"
 	_ "github.com/sandboxkit/sandbox/provider/e2b"
 	_ "github.com/sandboxkit/sandbox/provider/local"
 	_ "github.com/sandboxkit/sandbox/provider/memory"
