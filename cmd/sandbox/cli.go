@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -56,6 +58,9 @@ type app struct {
 	// secrets holds the values of the variables named by --secret-env in
 	// this invocation, so that printError redacts them too.
 	secrets map[string]string
+	// redactors wrap stdout and stderr from the first secret envFlags
+	// reads to the end of run; envFlags gives them each secret.
+	redactors []*redactWriter
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *app {
@@ -92,7 +97,19 @@ func usagef(format string, args ...any) error {
 
 // run executes the tool with args (without the program name) and returns
 // the process exit status.
+//
+// Once a verb reads a --secret-env variable, everything the tool prints
+// goes through redactWriters that replace its value, on top of the
+// library's own redaction of command output and errors: no path to stdout
+// or stderr can carry a secret whole.
 func (a *app) run(ctx context.Context, args []string) int {
+	stdout, stderr := a.stdout, a.stderr
+	defer func() {
+		for _, r := range a.redactors {
+			r.Flush()
+		}
+		a.stdout, a.stderr, a.redactors = stdout, stderr, nil
+	}()
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(a.stdin)
@@ -332,6 +349,13 @@ func (a *app) envFlags(env, secretNames []string) (plain, secret map[string]stri
 			a.secrets = map[string]string{}
 		}
 		a.secrets[k] = v
+		if a.redactors == nil {
+			a.redactors = []*redactWriter{newRedactWriter(a.stdout, nil), newRedactWriter(a.stderr, nil)}
+			a.stdout, a.stderr = a.redactors[0], a.redactors[1]
+		}
+		for _, r := range a.redactors {
+			r.add(v)
+		}
 	}
 	return plain, secret, nil
 }
@@ -372,6 +396,97 @@ func redactSecrets(s string, secrets map[string]string) string {
 		pairs = append(pairs, f, "[REDACTED]")
 	}
 	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// redactWriter replaces secret values in a byte stream before passing it
+// on, whatever the writes' boundaries: it holds back only a tail that may
+// still grow into a secret (a proper prefix of one) until the next Write
+// or Flush. It is safe for concurrent use.
+type redactWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	secrets [][]byte // longest first
+	pending []byte
+}
+
+// newRedactWriter returns w redacting the values of secrets; call Flush at
+// the end of the stream.
+func newRedactWriter(w io.Writer, secrets map[string]string) *redactWriter {
+	r := &redactWriter{w: w}
+	for _, v := range secrets {
+		r.add(v)
+	}
+	return r
+}
+
+// add makes r redact the value v too from now on.
+func (r *redactWriter) add(v string) {
+	if v == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secrets = append(r.secrets, []byte(v))
+	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+}
+
+// Write redacts p, with what an earlier Write held back, and writes all
+// but a tail that may be the start of a secret.
+func (r *redactWriter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.secrets) == 0 && len(r.pending) == 0 {
+		return r.w.Write(p)
+	}
+	r.pending = append(r.pending, p...)
+	out, rest := r.scan(false)
+	r.pending = append(r.pending[:0], rest...)
+	if len(out) > 0 {
+		if _, err := r.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush writes what Write held back.
+func (r *redactWriter) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return nil
+	}
+	out, _ := r.scan(true)
+	r.pending = r.pending[:0]
+	_, err := r.w.Write(out)
+	return err
+}
+
+// scan copies pending with every secret replaced, trying the longest
+// first at each position; unless final it stops where the rest of pending
+// is a proper prefix of a secret, and returns that rest.
+func (r *redactWriter) scan(final bool) (out, rest []byte) {
+	b := r.pending
+	out = make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		matched := false
+		for _, s := range r.secrets {
+			if bytes.HasPrefix(b[i:], s) {
+				out = append(out, "[REDACTED]"...)
+				i += len(s)
+				matched = true
+				break
+			}
+			if !final && len(b)-i < len(s) && bytes.HasPrefix(s, b[i:]) {
+				return out, b[i:]
+			}
+		}
+		if !matched {
+			out = append(out, b[i])
+			i++
+		}
+	}
+	return out, nil
 }
 
 // defaultCallTimeout bounds each control-plane wait unless --call-timeout

@@ -260,7 +260,7 @@ func TestCLIExecExitCodes(t *testing.T) {
 				t.Fatalf("exec --json: %v in %q", err, r.stdout)
 			}
 			if r.code != 5 || res.ExitCode != 5 || res.Stdout == nil || *res.Stdout != "out\n" || res.Stderr == nil || *res.Stderr != "err\n" ||
-		res.StdoutEncoding != "utf-8" || res.TimedOut {
+				res.StdoutEncoding != "utf-8" || res.TimedOut {
 				t.Errorf("exec --json: exit %d %+v", r.code, res)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"github.com/sandboxkit/sandbox/run"
 )
 
 // invokeEnv runs the tool with env as its environment.
@@ -140,6 +142,20 @@ func TestCLISecretEnv(t *testing.T) {
 			noLeak(t, "run logs", r)
 			if r.stdout != "run [REDACTED]\n" {
 				t.Errorf("run logs --secret-env = %q (stderr %q)", r.stdout, r.stderr)
+			}
+
+			// A secret that straddles two reads of the logs (a read returns
+			// at most run.MaxLogBytes) is redacted whole, not in halves.
+			pad := run.MaxLogBytes - 5
+			r = invokeEnv(t, url, env, nil, "run", "start", id, "straddle", "--secret-env", "TOKEN", "--", "sh", "-c",
+				fmt.Sprintf(`head -c %d /dev/zero | tr '\000' a; printf '%%s\n' "$TOKEN"`, pad))
+			if r.code != 0 {
+				t.Fatalf("run start: exit %d %q", r.code, r.stderr)
+			}
+			mustOK(t, invoke(t, url, nil, "run", "logs", "-f", "--poll", "50ms", id, "straddle"), "wait for the run")
+			r = invokeEnv(t, url, env, nil, "run", "logs", "--secret-env", "TOKEN", id, "straddle")
+			if strings.Contains(r.stdout, secret[:5]) || strings.Contains(r.stdout, secret[5:]) || r.stdout != strings.Repeat("a", pad)+"[REDACTED]\n" {
+				t.Errorf("run logs of a secret across two reads: %d bytes ending %q, want %d a's and [REDACTED]", len(r.stdout), r.stdout[max(0, len(r.stdout)-40):], pad)
 			}
 		})
 	}
@@ -369,5 +385,50 @@ func TestCLICallTimeout(t *testing.T) {
 	r := mustOK(t, invoke(t, "memory://", nil, "--help"), "--help")
 	if !strings.Contains(r.stdout, "--call-timeout") || !strings.Contains(r.stdout, "2m") {
 		t.Errorf("--help does not document --call-timeout and its default:\n%s", r.stdout)
+	}
+}
+
+// TestRedactWriterSplits checks that redactWriter redacts a secret
+// whatever the write boundaries: every split of streams that hold secrets
+// (overlapping ones, one inside another, near misses) gives the output of
+// redacting the whole stream at once.
+func TestRedactWriterSplits(t *testing.T) {
+	secrets := map[string]string{"A": "tok-123", "B": "tok-123456", "C": "xyz"}
+	streams := []string{
+		"tok-123456 and tok-123 and tok-12 and xyz",
+		"tok-tok-123tok-1234567xyzxy",
+		"no secret at all",
+		"tok-12",
+		"xyxyz",
+	}
+	whole := func(s string) string {
+		var b bytes.Buffer
+		w := newRedactWriter(&b, secrets)
+		w.Write([]byte(s))
+		w.Flush()
+		return b.String()
+	}
+	if got, want := whole(streams[0]), "[REDACTED] and [REDACTED] and tok-12 and [REDACTED]"; got != want {
+		t.Fatalf("whole stream: %q, want %q", got, want)
+	}
+	for _, s := range streams {
+		want := whole(s)
+		for i := 0; i <= len(s); i++ {
+			for j := i; j <= len(s); j++ {
+				var b bytes.Buffer
+				w := newRedactWriter(&b, secrets)
+				for _, part := range []string{s[:i], s[i:j], s[j:]} {
+					if n, err := w.Write([]byte(part)); n != len(part) || err != nil {
+						t.Fatalf("Write: %d %v", n, err)
+					}
+				}
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if b.String() != want {
+					t.Fatalf("%q split at %d,%d: %q, want %q", s, i, j, b.String(), want)
+				}
+			}
+		}
 	}
 }
