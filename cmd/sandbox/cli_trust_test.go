@@ -215,9 +215,6 @@ func decodeStream(res map[string]any, stream string) (string, error) {
 			return "", errorString(stream + " missing")
 		}
 		return s, nil
-	case nil: // no encoding given: a plain string
-		s, _ := res[stream].(string)
-		return s, nil
 	default:
 		return "", errorString(stream + "_encoding is " + strings.TrimSpace(string(must(json.Marshal(enc)))))
 	}
@@ -272,8 +269,10 @@ func TestCLIProvidersRegistered(t *testing.T) {
 		}
 		start := time.Now()
 		r := invoke(t, u, nil, "--call-timeout", "10s", "ls")
-		if strings.Contains(r.stderr, "not registered") || strings.Contains(r.stderr, "unknown flag") {
-			t.Errorf("%s: ls: exit %d %q", u, r.code, r.stderr)
+		want := map[string]string{"e2b": "PermissionDenied", "daytona": "PermissionDenied", "docker": "Unavailable"}[s]
+		if strings.Contains(r.stderr, "not registered") || want == "" && r.code != 0 ||
+			want != "" && (r.code != exitToolFailure || !strings.HasPrefix(r.stderr, "sandbox: "+want+": ")) {
+			t.Errorf("%s: ls: exit %d %q, want %s", u, r.code, r.stderr, map[bool]string{true: "success", false: want}[want == ""])
 		}
 		t.Logf("%s: ls: exit %d in %v: %s", u, r.code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(r.stderr))
 	}
