@@ -372,19 +372,30 @@ func printableArg(s string) string {
 // redactSecrets replaces each secret value in s with [REDACTED], longest
 // first so that a secret containing another is replaced whole, in the
 // forms it takes in plain text and inside a Go- or JSON-quoted string (an
-// error message quotes what it is about).
+// error message quotes what it is about). A message that shortens a long
+// input cuts it with "..." or "…": a piece of a secret (4 bytes or more)
+// that ends at such a cut, or starts right after one, is redacted too.
 func redactSecrets(s string, secrets map[string]string) string {
+	const minPiece = 4
 	var forms []string
 	for _, v := range secrets {
 		if v == "" {
 			continue
 		}
-		forms = append(forms, v)
+		vs := []string{v}
 		if q := strconv.Quote(v); q[1:len(q)-1] != v {
-			forms = append(forms, q[1:len(q)-1])
+			vs = append(vs, q[1:len(q)-1])
 		}
 		if b, err := json.Marshal(v); err == nil && string(b[1:len(b)-1]) != v {
-			forms = append(forms, string(b[1:len(b)-1]))
+			vs = append(vs, string(b[1:len(b)-1]))
+		}
+		for _, f := range vs {
+			forms = append(forms, f)
+			for k := minPiece; k < len(f); k++ {
+				for _, cut := range []string{"...", "…"} {
+					forms = append(forms, f[:k]+cut, cut+f[len(f)-k:])
+				}
+			}
 		}
 	}
 	if len(forms) == 0 {

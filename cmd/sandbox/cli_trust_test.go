@@ -431,3 +431,20 @@ func TestRedactWriterSplits(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactSecretsCut checks that an error message that shortens a long
+// input does not give away the piece of a secret at the cut.
+func TestRedactSecretsCut(t *testing.T) {
+	secrets := map[string]string{"K": "s3cr3t-Value-4242", "Q": `quo"ted`}
+	for msg, want := range map[string]string{
+		`path "/x/s3cr3t-Val..." is too long`:      `path "/x/[REDACTED]" is too long`,
+		`path "/x/s3cr3t-Value-4242/y" not found`:  `path "/x/[REDACTED]/y" not found`,
+		`path "…lue-4242/y" is too long`:           `path "[REDACTED]/y" is too long`,
+		`value "quo\"ted" and quo"ted`:             `value "[REDACTED]" and [REDACTED]`,
+		`nothing here: s3c... is too short to say`: `nothing here: s3c... is too short to say`,
+	} {
+		if got := redactSecrets(msg, secrets); got != want {
+			t.Errorf("redactSecrets(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
