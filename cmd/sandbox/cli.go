@@ -600,10 +600,20 @@ func toJSON(i sandbox.Info) infoJSON {
 	return j
 }
 
+// printJSON prints v as indented JSON, with the values of --secret-env
+// variables redacted in the forms JSON gives them.
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding JSON: %w", err)
+	}
+	out := b.Bytes()
+	if len(a.secrets) > 0 {
+		out = []byte(redactSecrets(b.String(), a.secrets))
+	}
+	if _, err := a.stdout.Write(out); err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil

@@ -68,6 +68,19 @@ func TestCLISecretEnv(t *testing.T) {
 				t.Errorf("exec --json --secret-env: %v %q", err, r.stdout)
 			}
 
+			// Output that is not UTF-8 is redacted before it is encoded.
+			mustOK(t, invoke(t, url, strings.NewReader("\xff\xfe"), "cp", "-", id+":nonutf8"), "cp")
+			r = invokeEnv(t, url, env, nil, "--json", "exec", id, "--secret-env", "TOKEN", "--",
+				"sh", "-c", `cat nonutf8; echo "$TOKEN"`)
+			noLeak(t, "exec --json of non-UTF-8 output", r)
+			res = nil
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+				t.Fatalf("exec --json: %v in %q", err, r.stdout)
+			}
+			if got, err := decodeStream(res, "stdout"); err != nil || got != "\xff\xfe[REDACTED]\n" {
+				t.Errorf("exec --json of non-UTF-8 output with a secret: %q %v", got, err)
+			}
+
 			// An error that quotes the value (here a working directory
 			// named after it), plain and --json.
 			for _, args := range [][]string{
