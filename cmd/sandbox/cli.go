@@ -173,15 +173,15 @@ daytona:// ($DAYTONA_API_KEY), docker:// (the engine at $DOCKER_HOST).
 
 Every wait on the provider's control plane (connecting, create with its
 retries of a busy or unreachable provider, attach, ls, info, pause, resume,
-rm, timeout) is bounded by --call-timeout, 2m unless given: past it the tool
-fails with DeadlineExceeded saying what timed out. A create the provider keeps
-refusing for a transient reason (busy, rate limited, unreachable) is retried
-with backoff for as long as a try can start within the bound. When a create
-times out after its request was sent, the tool first makes sure the provider
-left no sandbox behind (the providers look for it for up to 15s, then destroy
-it), so it may exit that much later. A command run by exec is bounded by its
-own --timeout instead, and a cp by its progress (it fails when no bytes move
-for 2m).
+rm, timeout, run start, run status, run kill) is bounded by --call-timeout,
+2m unless given: past it the tool fails with DeadlineExceeded saying what
+timed out. A create the provider keeps refusing for a transient reason (busy,
+rate limited, unreachable) is retried with backoff for as long as a try can
+start within the bound. When a create times out after its request was sent,
+the tool first makes sure the provider left no sandbox behind (the providers
+look for it for up to 15s, then destroy it), so it may exit that much later.
+A command run by exec is bounded by its own --timeout instead, and a cp by
+its progress (it fails when no bytes move for 2m).
 
 Exit status: the tool's own failures exit 125 after one line naming the error's
 code; exec exits with the command's status (124 when its timeout ended it, 126
@@ -197,7 +197,7 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.PersistentFlags().StringVar(&a.url, "url", "", "provider URL (default $SANDBOX_URL, else local://)")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
-	root.PersistentFlags().DurationVar(&a.callTimeout, "call-timeout", defaultCallTimeout, "bound on each wait for the provider's control plane (connect, create and its retries, attach, ls, pause, resume, rm, timeout)")
+	root.PersistentFlags().DurationVar(&a.callTimeout, "call-timeout", defaultCallTimeout, "bound on each wait for the provider's control plane (connect, create and its retries, attach, ls, info, pause, resume, rm, timeout, run start/status/kill)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if a.callTimeout <= 0 {
 			return usagef("--call-timeout %v: must be positive", a.callTimeout)
@@ -1020,7 +1020,7 @@ ever extends: a lease that already ends later is left as it is.`,
 			if err != nil || d <= 0 {
 				return usagef("timeout: DURATION %q: want a positive duration such as 30m or 2h", args[1])
 			}
-			return a.withSandboxCtl(cmd.Context(), "timeout", args[0], func(ctx context.Context, sb *sandbox.Sandbox) error {
+			return a.withSandboxCtl(cmd.Context(), "extending the lease", args[0], func(ctx context.Context, sb *sandbox.Sandbox) error {
 				if err := sb.SetTimeout(ctx, d); err != nil {
 					return err
 				}

@@ -325,6 +325,9 @@ func TestCLICallTimeout(t *testing.T) {
 			{"rm", id},
 			{"exec", id, "--", "true"},
 			{"cp", id + ":f", "-"},
+			{"run", "status", id, "job"},
+			{"run", "kill", id, "job"},
+			{"run", "start", id, "job", "--", "true"},
 		}
 	}
 	// lostCreate is how long the providers look for a sandbox whose create
@@ -356,6 +359,21 @@ func TestCLICallTimeout(t *testing.T) {
 				check(t, dURL, args, hang || args[0] == "create", map[bool]time.Duration{true: lostCreate}[hang && args[0] == "create"])
 			}
 			stop()
+		}
+	})
+	// The verb's own call hangs after the attach succeeded.
+	t.Run("daytona-op-hangs", func(t *testing.T) {
+		var stops []func()
+		for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			stops = append(stops, dfake.FailEvery(m, "", daytonafake.FaultHang))
+		}
+		defer func() {
+			for _, stop := range stops {
+				stop()
+			}
+		}()
+		for _, args := range [][]string{{"pause", dID}, {"timeout", dID, "2h"}, {"rm", dID}} {
+			check(t, dURL, args, true, 0)
 		}
 	})
 	t.Run("e2b", func(t *testing.T) {

@@ -110,8 +110,10 @@ func (a *app) runStartCmd() *cobra.Command {
 				maps.Copy(all, secrets)
 				em = all
 			}
-			ctx := cmd.Context()
-			return a.withSandbox(ctx, args[0], secrets, func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
+			// Starting is a short control action, bounded like the
+			// control plane's; starting the same id again is safe.
+			ctx, end := a.ctl(cmd.Context(), "run start")
+			return end(a.withSandbox(ctx, args[0], secrets, func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
 				r, err := run.Start(ctx, sb, run.Request{ID: args[1], Command: args[2:], Dir: dir, Env: em, Budget: budget})
 				if err != nil {
 					return err
@@ -121,7 +123,7 @@ func (a *app) runStartCmd() *cobra.Command {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory (default: the sandbox's home)")
@@ -139,13 +141,14 @@ func (a *app) runStatusCmd() *cobra.Command {
 		Args:              exactArgs(2, "ID RUN-ID"),
 		ValidArgsFunction: a.completeIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRun(cmd.Context(), args[0], args[1], nil, func(r *run.Run) error {
-				st, err := r.Status(cmd.Context())
+			ctx, end := a.ctl(cmd.Context(), "run status")
+			return end(a.withRun(ctx, args[0], args[1], nil, func(r *run.Run) error {
+				st, err := r.Status(ctx)
 				if err != nil {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 }
@@ -158,16 +161,17 @@ func (a *app) runKillCmd() *cobra.Command {
 		Args:              exactArgs(2, "ID RUN-ID"),
 		ValidArgsFunction: a.completeIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRun(cmd.Context(), args[0], args[1], nil, func(r *run.Run) error {
-				if err := r.Kill(cmd.Context()); err != nil {
+			ctx, end := a.ctl(cmd.Context(), "run kill")
+			return end(a.withRun(ctx, args[0], args[1], nil, func(r *run.Run) error {
+				if err := r.Kill(ctx); err != nil {
 					return err
 				}
-				st, err := r.Status(cmd.Context())
+				st, err := r.Status(ctx)
 				if err != nil {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 }
