@@ -291,7 +291,7 @@ func TestCLIProvidersRegistered(t *testing.T) {
 	}
 }
 
-// unreachableURL returns a loopback address nothing listens on.
+// unreachableAddr returns a loopback address nothing listens on.
 func unreachableAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -477,5 +477,22 @@ func TestRedactSecretsCut(t *testing.T) {
 		if got := redactSecrets(msg, secrets); got != want {
 			t.Errorf("redactSecrets(%q) = %q, want %q", msg, got, want)
 		}
+	}
+}
+
+// TestCLISecretEnvFromProcessEnv checks that --secret-env and --env NAME
+// read the tool's real process environment (the default getenv).
+func TestCLISecretEnvFromProcessEnv(t *testing.T) {
+	const secret = "proc-env-Secret-77"
+	t.Setenv("SANDBOX_CLI_TEST_TOKEN", secret)
+	t.Setenv("SANDBOX_CLI_TEST_PLAIN", "plain-value")
+	url := providers(t)["memory"]
+	id := createSandbox(t, url)
+	var out, errb bytes.Buffer
+	a := newApp(nil, &out, &errb)
+	r := invokeApp(t, a, url, "exec", id, "--secret-env", "SANDBOX_CLI_TEST_TOKEN", "--env", "SANDBOX_CLI_TEST_PLAIN", "--",
+		"sh", "-c", `echo "$SANDBOX_CLI_TEST_TOKEN $SANDBOX_CLI_TEST_PLAIN"`)
+	if r.code != 0 || r.stdout != "[REDACTED] plain-value\n" || strings.Contains(r.stderr, secret) {
+		t.Errorf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
