@@ -259,7 +259,8 @@ func TestCLIExecExitCodes(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 				t.Fatalf("exec --json: %v in %q", err, r.stdout)
 			}
-			if r.code != 5 || res.ExitCode != 5 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.TimedOut {
+			if r.code != 5 || res.ExitCode != 5 || res.Stdout == nil || *res.Stdout != "out\n" || res.Stderr == nil || *res.Stderr != "err\n" ||
+				res.StdoutEncoding != "utf-8" || res.TimedOut {
 				t.Errorf("exec --json: exit %d %+v", r.code, res)
 			}
 		})

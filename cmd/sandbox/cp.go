@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,12 +82,25 @@ terminal and the file is large (8 MiB or more).`,
 }
 
 func (a *app) copy(ctx context.Context, src, dst endpoint) error {
-	c, err := a.client(ctx)
-	if err != nil {
+	// Connecting, attaching and Stat are control-plane waits, bounded by
+	// --call-timeout; the transfer is bounded by its progress instead (the
+	// library's idle bound).
+	cctx, end := a.ctl(ctx, "cp: connecting")
+	c, err := a.client(cctx)
+	if err = end(err); err != nil {
 		return err
 	}
 	defer c.Close()
-	attach := func(id string) (*sandbox.Sandbox, error) { return c.Attach(ctx, id) }
+	attach := func(id string) (*sandbox.Sandbox, error) {
+		cctx, end := a.ctl(ctx, "attaching to "+id)
+		sb, err := c.Attach(cctx, id)
+		return sb, end(err)
+	}
+	stat := func(sb *sandbox.Sandbox, p string) (sandbox.FileInfo, error) {
+		cctx, end := a.ctl(ctx, "stat "+sb.ID()+":"+p)
+		fi, err := sb.Stat(cctx, p)
+		return fi, end(err)
+	}
 
 	// Open the source and learn its size.
 	var r io.Reader
@@ -98,7 +112,7 @@ func (a *app) copy(ctx context.Context, src, dst endpoint) error {
 		if err != nil {
 			return err
 		}
-		fi, err := sb.Stat(ctx, src.path)
+		fi, err := stat(sb, src.path)
 		if err != nil {
 			return err
 		}
@@ -151,8 +165,10 @@ func (a *app) copy(ctx context.Context, src, dst endpoint) error {
 				return usagef("cp: %s:%s names a directory; give a file name for stdin", dst.id, dst.path)
 			}
 			p += name
-		} else if fi, err := sb.Stat(ctx, p); err == nil && fi.IsDir() && name != "" {
+		} else if fi, err := stat(sb, p); err == nil && fi.IsDir() && name != "" {
 			p = path.Join(p, name)
+		} else if _, ok := errors.AsType[*callTimeoutError](err); ok {
+			return err
 		}
 		return sb.Upload(ctx, p, r)
 	case dst.path == "-":

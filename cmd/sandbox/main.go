@@ -26,6 +26,19 @@
 // ended it, exit 137 (as for SIGKILL) with a note on stderr. An interrupt
 // (Ctrl-C) exits 130.
 //
+// # Environment and secrets
+//
+// --env KEY=VALUE sets a variable for commands (its value is visible in the
+// process list), --env KEY takes the value of $KEY from the tool's own
+// environment, and --secret-env KEY does too and redacts the value from
+// everything the tool prints: command output, --json fields and errors.
+//
+// # Bounded waits
+//
+// Every wait on a provider's control plane is bounded by --call-timeout
+// (default 2m); past it the tool fails with DeadlineExceeded saying what
+// timed out.
+//
 // # MCP
 //
 // "sandbox mcp" serves the file tools of fsbackend (ls, read_file,
@@ -48,6 +61,7 @@ import (
 	"syscall"
 
 	_ "github.com/sandboxkit/sandbox/provider/daytona"
+	_ "github.com/sandboxkit/sandbox/provider/docker"
 	_ "github.com/sandboxkit/sandbox/provider/e2b"
 	_ "github.com/sandboxkit/sandbox/provider/local"
 	_ "github.com/sandboxkit/sandbox/provider/memory"

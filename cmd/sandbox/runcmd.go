@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,8 +68,10 @@ sandbox so that any later invocation can find them.`,
 	return cmd
 }
 
-func (a *app) withRun(ctx context.Context, id, runID string, f func(r *run.Run) error) error {
-	return a.withSandbox(ctx, id, func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
+// withRun attaches to the sandbox id (redacting secrets from what the
+// handle returns) and opens its run runID.
+func (a *app) withRun(ctx context.Context, id, runID string, secrets map[string]string, f func(r *run.Run) error) error {
+	return a.withSandbox(ctx, id, secrets, func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
 		r, err := run.Open(ctx, sb, runID)
 		if err != nil {
 			return err
@@ -79,28 +82,38 @@ func (a *app) withRun(ctx context.Context, id, runID string, f func(r *run.Run) 
 
 func (a *app) runStartCmd() *cobra.Command {
 	var dir string
-	var env []string
+	var env, secretEnv []string
 	var budget time.Duration
 	cmd := &cobra.Command{
 		Use:   "start ID RUN-ID [flags] -- PROGRAM [ARG...]",
 		Short: "Start a background run (starting the same run id again returns it)",
 		Example: `  sandbox run start sbx-1234 build -- make -j4
-  sandbox run start sbx-1234 job-7 --budget 2h --dir /work -- sh -c './long.sh > out.txt'`,
+  sandbox run start sbx-1234 job-7 --budget 2h --dir /work -- sh -c './long.sh > out.txt'
+  sandbox run start sbx-1234 deploy --secret-env DEPLOY_TOKEN -- ./deploy.sh
+  sandbox run logs --secret-env DEPLOY_TOKEN sbx-1234 deploy`,
 		Args:              minArgs(3, "ID RUN-ID -- PROGRAM [ARG...]"),
 		ValidArgsFunction: a.completeIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); dash > 2 {
 				return usagef("run start: want ID RUN-ID -- PROGRAM [ARG...], got %d arguments before --", dash)
 			}
-			em, err := parsePairs("env", env)
+			em, secrets, err := a.envFlags(env, secretEnv)
 			if err != nil {
 				return err
 			}
 			if budget < 0 {
 				return usagef("--budget %v: must not be negative", budget)
 			}
-			ctx := cmd.Context()
-			return a.withSandbox(ctx, args[0], func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
+			if len(secrets) > 0 {
+				all := make(map[string]string, len(em)+len(secrets))
+				maps.Copy(all, em)
+				maps.Copy(all, secrets)
+				em = all
+			}
+			// Starting is a short control action, bounded like the
+			// control plane's; starting the same id again is safe.
+			ctx, end := a.ctl(cmd.Context(), "run start")
+			return end(a.withSandbox(ctx, args[0], secrets, func(_ *sandbox.Client, sb *sandbox.Sandbox) error {
 				r, err := run.Start(ctx, sb, run.Request{ID: args[1], Command: args[2:], Dir: dir, Env: em, Budget: budget})
 				if err != nil {
 					return err
@@ -110,11 +123,12 @@ func (a *app) runStartCmd() *cobra.Command {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory (default: the sandbox's home)")
-	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&env, "env", nil, envHelp)
+	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, "name of a variable of the tool's environment to pass to the run, its value redacted from what this invocation prints (repeatable; never on the command line); give it to run logs too to redact the run's output")
 	cmd.Flags().DurationVar(&budget, "budget", 0, "the run's lifetime, enforced in the sandbox (0: 30m)")
 	return cmd
 }
@@ -127,13 +141,14 @@ func (a *app) runStatusCmd() *cobra.Command {
 		Args:              exactArgs(2, "ID RUN-ID"),
 		ValidArgsFunction: a.completeIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRun(cmd.Context(), args[0], args[1], func(r *run.Run) error {
-				st, err := r.Status(cmd.Context())
+			ctx, end := a.ctl(cmd.Context(), "run status")
+			return end(a.withRun(ctx, args[0], args[1], nil, func(r *run.Run) error {
+				st, err := r.Status(ctx)
 				if err != nil {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 }
@@ -146,16 +161,17 @@ func (a *app) runKillCmd() *cobra.Command {
 		Args:              exactArgs(2, "ID RUN-ID"),
 		ValidArgsFunction: a.completeIDs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withRun(cmd.Context(), args[0], args[1], func(r *run.Run) error {
-				if err := r.Kill(cmd.Context()); err != nil {
+			ctx, end := a.ctl(cmd.Context(), "run kill")
+			return end(a.withRun(ctx, args[0], args[1], nil, func(r *run.Run) error {
+				if err := r.Kill(ctx); err != nil {
 					return err
 				}
-				st, err := r.Status(cmd.Context())
+				st, err := r.Status(ctx)
 				if err != nil {
 					return err
 				}
 				return a.printRunStatus(r.ID(), st)
-			})
+			}))
 		},
 	}
 }
@@ -163,6 +179,7 @@ func (a *app) runKillCmd() *cobra.Command {
 func (a *app) runLogsCmd() *cobra.Command {
 	var follow bool
 	var poll time.Duration
+	var secretEnv []string
 	cmd := &cobra.Command{
 		Use:   "logs ID RUN-ID",
 		Short: "Print a run's combined output; -f follows it until the run ends",
@@ -174,8 +191,12 @@ func (a *app) runLogsCmd() *cobra.Command {
 			if poll <= 0 {
 				return usagef("--poll %v: must be positive", poll)
 			}
+			_, secrets, err := a.envFlags(nil, secretEnv)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			return a.withRun(ctx, args[0], args[1], func(r *run.Run) error {
+			return a.withRun(ctx, args[0], args[1], secrets, func(r *run.Run) error {
 				var off int64
 				for {
 					ch, err := r.ReadLogs(ctx, off, run.MaxLogBytes)
@@ -206,5 +227,6 @@ func (a *app) runLogsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the run ends")
 	cmd.Flags().DurationVar(&poll, "poll", 500*time.Millisecond, "how often -f asks for new output")
+	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, "name of a variable of the tool's environment whose value is redacted (as [REDACTED]) from the output (repeatable)")
 	return cmd
 }
