@@ -6,11 +6,13 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -67,14 +69,21 @@ func (s *Sandbox) wrap(op, path string, err error) error {
 	return redactErr(s.c.wrap(op, s.id, path, err), s.secrets)
 }
 
-// path validates p and resolves it against the home directory.
+// path validates p and resolves it against the home directory. A path
+// with control characters, or over the Linux limits (pathsafe.MaxPath
+// bytes in all, pathsafe.MaxName bytes per name, as given or resolved),
+// is refused with InvalidArgument naming the input, shown shortened.
 func (s *Sandbox) path(op, name, p string) (string, error) {
 	abs, err := pathsafe.Resolve(s.Home(), p)
 	if err != nil {
-		return "", invalid(op, s.c.rt.Name(), s.id, name, "%q: %v", printable(p), err)
+		return "", invalid(op, s.c.rt.Name(), s.id, name, "%s: %v", shortPath(p), err)
 	}
 	return abs, nil
 }
+
+// shortPath quotes p for a message, shortened to its first 64 bytes and
+// its length when it is longer.
+func shortPath(p string) string { return strconv.Quote(iox.Shorten(p, 64)) }
 
 // Refresh fetches the sandbox's current Info.
 func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
