@@ -17,8 +17,8 @@ import (
 // enough to log (a long path is shown shortened), and nothing is created.
 
 func init() {
-	fileTests = append(fileTests, test{name: "BadInput", fn: fileBadInput})
-	execTests = append(execTests, test{name: "BadInput", fn: execBadInput})
+	fileTests = append(fileTests, test{name: "PathLimits", fn: fileBadInput})
+	execTests = append(execTests, test{name: "PathLimits", fn: execBadInput})
 }
 
 // maxErrorMessage is the longest error message a refusal of bad input may
