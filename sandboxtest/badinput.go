@@ -133,6 +133,22 @@ func fileBadInput(ctx context.Context, t *testing.T, s *suite) {
 				t.Errorf("Stat(%s) after the refused renames: %v, want NotFound", p, err)
 			}
 		}
+		// Through a symbolic link among the new path's parents, which
+		// only the provider can see: the same code.
+		t.Run("ThroughLink", func(t *testing.T) {
+			r, err := sb.Exec(ctx, sandbox.Command{Shell: "cd bi/r && ln -s a link && echo ok"})
+			if err != nil || !strings.Contains(string(r.Stdout), "ok") {
+				t.Skipf("no symbolic link here (ln -s: %v %q)", err, r.Stderr)
+			}
+			defer func() { _ = sb.Remove(ctx, "bi/r/link") }()
+			err = sb.Rename(ctx, "bi/r/a", "bi/r/link/inner/x")
+			if msg := checkRow(err, sandbox.InvalidArgument, []error{sandbox.ErrInvalidArgument}, true); msg != "" {
+				t.Errorf("Sandbox.Rename(bi/r/a, bi/r/link/inner/x) with link -> a: %s", msg)
+			}
+			if got, err := sb.ReadFile(ctx, "bi/r/a/inner/f"); err != nil || string(got) != "stay" {
+				t.Errorf("bi/r/a/inner/f after the refused rename: %q, %v", got, err)
+			}
+		})
 		// A sibling whose name starts with the same bytes is not inside.
 		check(t, sb.Rename(ctx, "bi/r/a", "bi/r/ab"))
 		if got, err := sb.ReadFile(ctx, "bi/r/ab/inner/f"); err != nil || string(got) != "stay" {
