@@ -149,3 +149,34 @@ func TestFSViewLongNames(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentLimits: an argument, Shell line or environment string longer
+// than Linux execs (MAX_ARG_STRLEN) is InvalidArgument naming it, with a
+// short message that never shows an env value, on every provider (local
+// ran it and answered exit 127 "argument list too long"; memory ran it).
+func TestArgumentLimits(t *testing.T) {
+	ctx := context.Background()
+	sb, rt := newSandbox(t, sandbox.CreateOptions{})
+	big := strings.Repeat("a", 128<<10)
+	before := len(rt.Calls())
+	for what, cmd := range map[string]sandbox.Command{
+		"Args[1]":          {Args: []string{"echo", big}},
+		"Args[0]":          {Args: []string{big}},
+		"Shell":            {Shell: "echo " + big},
+		"env value":        {Args: []string{"true"}, Env: map[string]string{"BIG": big}},
+		"secret env value": {Args: []string{"true"}, SecretEnv: map[string]string{"TOKEN": "s3cr3t" + big}},
+	} {
+		_, err := sb.Exec(ctx, cmd)
+		if sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), what) || len(err.Error()) > 400 || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s of %d bytes: %.300v", what, len(big), err)
+		}
+	}
+	if got := rt.Calls()[before:]; len(got) != 0 {
+		t.Errorf("the provider was called %d times", len(got))
+	}
+	// One byte less is run.
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"echo", big[:128<<10-1]}})
+	if err != nil || len(r.Stdout) != 128<<10 {
+		t.Errorf("an argument at the limit: %v", err)
+	}
+}

@@ -81,6 +81,14 @@ func (s *Sandbox) path(op, name, p string) (string, error) {
 	return abs, nil
 }
 
+// maxArgBytes is the longest single argument, Shell line or NAME=value
+// environment string a command may have: Linux refuses to exec a program
+// with a longer one (MAX_ARG_STRLEN, 32 pages of 4 KiB with the NUL), and
+// every provider execs on Linux, so the portable layer refuses it first
+// with InvalidArgument rather than letting each provider fail its own way
+// (an exit 127 on one, an error on another).
+const maxArgBytes = 128<<10 - 1
+
 // shortPath quotes p for a message, shortened to its first 64 bytes and
 // its length when it is longer.
 func shortPath(p string) string { return strconv.Quote(iox.Shorten(p, 64)) }
@@ -247,9 +255,17 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background, 
 		if slices.Contains([]byte(a), 0) {
 			return nil, invalid(op, name, s.id, "command", "Args[%d] holds NUL", i)
 		}
+		if len(a) > maxArgBytes {
+			return nil, invalid(op, name, s.id, "command", "Args[%d] is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file",
+				i, len(a), maxArgBytes)
+		}
 	}
 	if slices.Contains([]byte(cmd.Shell), 0) {
 		return nil, invalid(op, name, s.id, "command", "Shell holds NUL")
+	}
+	if len(cmd.Shell) > maxArgBytes {
+		return nil, invalid(op, name, s.id, "command", "Shell is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file",
+			len(cmd.Shell), maxArgBytes)
 	}
 	if err := checkEnv(op, name, s.id, cmd.Env, false); err != nil {
 		return nil, err

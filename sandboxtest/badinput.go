@@ -173,6 +173,19 @@ func fileBadInput(ctx context.Context, t *testing.T, s *suite) {
 func execBadInput(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
 	check(t, sb.MkdirAll(ctx, "bi"))
+	// An argument, a Shell line or an environment string longer than
+	// Linux execs (MAX_ARG_STRLEN, 128 KiB) is refused alike, naming it.
+	big := strings.Repeat("a", 200<<10)
+	for what, cmd := range map[string]sandbox.Command{
+		"Args[1]": {Args: []string{"echo", big}},
+		"Shell":   {Shell: "echo " + big},
+		"env":     {Args: []string{"true"}, Env: map[string]string{"BIG": big}},
+	} {
+		_, err := sb.Exec(ctx, cmd)
+		if msg := checkBadInput(err, what); msg != "" {
+			t.Errorf("Sandbox.Exec with a %d-byte %s: %s", len(big), what, msg)
+		}
+	}
 	for what, d := range badInputs("bi") {
 		t.Run(strings.ReplaceAll(what, " ", "_"), func(t *testing.T) {
 			for _, cmd := range []sandbox.Command{{Args: []string{"pwd"}, Dir: d}, {Shell: "pwd", Dir: d}} {
