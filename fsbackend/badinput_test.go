@@ -169,3 +169,23 @@ func TestEscapeLineCut(t *testing.T) {
 	got = escapeLine([]byte("ok\x00\x7f" + strings.Repeat("é", 5)))
 	require.Equal(t, `ok\x00\x7f`+strings.Repeat("é", 5), got)
 }
+
+// TestLongPathMessages: whatever path or pattern a model sends, the
+// error it gets back is short (a 1 MiB path that climbs above the
+// workspace came back whole in the message).
+func TestLongPathMessages(t *testing.T) {
+	e := newMemoryEnv(t, Options{})
+	for _, p := range []string{strings.Repeat("../", 1<<18), strings.Repeat("a/", 1<<18), strings.Repeat("n", 1<<20), "/" + strings.Repeat("x", 300)} {
+		r, err := e.b.Read(ctx, &backend.ReadRequest{Path: p})
+		require.NoError(t, err)
+		require.NotNil(t, r.Error)
+		require.Equal(t, backend.CodeInvalidPath, r.Error.Code)
+		require.Less(t, len(r.Error.Message), 1024, "%.200s", r.Error.Message)
+	}
+	for _, glob := range []string{"[" + strings.Repeat("x", MaxGlobBytes-1)} {
+		r, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: glob})
+		require.NoError(t, err)
+		require.NotNil(t, r.Error)
+		require.Less(t, len(r.Error.Message), 1024, "%.200s", r.Error.Message)
+	}
+}

@@ -393,7 +393,7 @@ func jail(base, p string) (string, *backend.Error) {
 	}
 	rel, err := pathsafe.Rel(p)
 	if err != nil {
-		return "", backend.InvalidPath(shown, "it climbs above the workspace root")
+		return "", backend.InvalidPath(printable(shown), "it climbs above the workspace root")
 	}
 	if len(rel) > maxPathBytes {
 		return "", backend.InvalidPath(printable(shown), fmt.Sprintf("it is longer than %d bytes", maxPathBytes))
@@ -404,7 +404,7 @@ func jail(base, p string) (string, *backend.Error) {
 		}
 	}
 	if rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") {
-		return "", backend.InvalidPath(shown, "the name is reserved for the backend's metadata")
+		return "", backend.InvalidPath(printable(shown), "the name is reserved for the backend's metadata")
 	}
 	return rel, nil
 }
@@ -892,7 +892,7 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		return &backend.GlobResult{Error: perr}, nil
 	}
 	if _, err := backend.MatchGlob(req.Pattern, "x"); err != nil {
-		return &backend.GlobResult{Error: backend.InvalidPath(req.Pattern, "the glob pattern is malformed")}, nil
+		return &backend.GlobResult{Error: backend.InvalidPath(printable(req.Pattern), "the glob pattern is malformed")}, nil
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
@@ -953,7 +953,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	}
 	if req.Glob != "" {
 		if _, err := backend.MatchGlob(req.Glob, "x"); err != nil {
-			return &backend.GrepResult{Error: backend.InvalidPath(req.Glob, "the glob pattern is malformed")}, nil
+			return &backend.GrepResult{Error: backend.InvalidPath(printable(req.Glob), "the glob pattern is malformed")}, nil
 		}
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
