@@ -164,7 +164,10 @@
 // 2 min rather than the 30 s of the seed backend because the commands an
 // agent runs here include package installs and test suites, which often
 // take more than 30 s; a caller that wants the seed's bound sets
-// Options.ExecuteTimeout. The Client's default bounds of provider calls
+// Options.ExecuteTimeout. A Grep pattern is at most MaxPatternBytes
+// (16 KiB) and a glob at most MaxGlobBytes; longer ones, and negative
+// offsets, limits and counts, get backend.CodeInvalidArgument naming the
+// argument. The Client's default bounds of provider calls
 // (sandbox.CallTimeouts) and its read cap apply to every call underneath.
 //
 // # Requirements
