@@ -384,6 +384,14 @@ func checkEnv(op, provider, id string, env map[string]string, secret bool) error
 				return invalid(op, provider, id, "env value", "value of %s holds NUL", k)
 			}
 		}
+		if n := len(k) + 1 + len(env[k]); n > maxArgBytes {
+			// The value is never shown: it may be a secret.
+			what := "env value"
+			if secret {
+				what = "secret env value"
+			}
+			return invalid(op, provider, id, what, "%s=… is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file", printable(k), n, maxArgBytes)
+		}
 	}
 	return nil
 }

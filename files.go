@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
 // Upload streams r into the file at path (relative paths start at the
@@ -365,7 +366,12 @@ func (s *Sandbox) Remove(ctx context.Context, path string) error {
 	return s.wrap(op, abs, s.c.retry(ctx, op, false, nil, func() error { return s.c.rt.Remove(ctx, s.id, abs) }))
 }
 
-// Rename moves oldPath to newPath.
+// Rename moves oldPath to newPath. A newPath inside oldPath (after both
+// are resolved and cleaned: "a" to "a/b", or "a/./b") is refused with
+// InvalidArgument on every provider, as rename(2) refuses to move a
+// directory into itself (and a file has nothing inside it); a symbolic
+// link among newPath's parents that leads into oldPath is caught by the
+// provider, with the same code.
 func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
 	const op = "rename"
 	from, err := s.path(op, "old path", oldPath)
@@ -375,6 +381,10 @@ func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
 	to, err := s.path(op, "new path", newPath)
 	if err != nil {
 		return err
+	}
+	if to != from && pathsafe.Within(from, to) {
+		return invalid(op, s.c.rt.Name(), s.id, "new path", "%s is inside the old path %s: a directory cannot be moved into itself",
+			shortPath(to), shortPath(from))
 	}
 	return s.wrap(op, from, s.c.retry(ctx, op, false, nil, func() error { return s.c.rt.Rename(ctx, s.id, from, to) }))
 }

@@ -8,6 +8,9 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
 // FS returns a read-only io/fs view of the sandbox rooted at its home
@@ -25,13 +28,19 @@ type sandboxFS struct {
 
 func (f *sandboxFS) abs(op, name string) (string, error) {
 	if !fs.ValidPath(name) {
-		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		return "", pathErr(op, name, fs.ErrInvalid)
+	}
+	if err := pathsafe.CheckLength(name); err != nil {
+		return "", pathErr(op, name, invalid(op, f.sb.c.rt.Name(), f.sb.id, "name", "%v", err))
 	}
 	return path.Join(f.root, name), nil
 }
 
+// pathErr is the error of an fs.FS method about name. A name over 256
+// bytes is shown shortened in it (see iox.Shorten), so that no error
+// message grows with the caller's input.
 func pathErr(op, name string, err error) error {
-	return &fs.PathError{Op: op, Path: name, Err: err}
+	return &fs.PathError{Op: op, Path: iox.Shorten(name, 256), Err: err}
 }
 
 // Open opens the named file or directory for reading.

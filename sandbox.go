@@ -6,11 +6,13 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -67,14 +69,29 @@ func (s *Sandbox) wrap(op, path string, err error) error {
 	return redactErr(s.c.wrap(op, s.id, path, err), s.secrets)
 }
 
-// path validates p and resolves it against the home directory.
+// path validates p and resolves it against the home directory. A path
+// with control characters, or over the Linux limits (pathsafe.MaxPath
+// bytes in all, pathsafe.MaxName bytes per name, as given or resolved),
+// is refused with InvalidArgument naming the input, shown shortened.
 func (s *Sandbox) path(op, name, p string) (string, error) {
 	abs, err := pathsafe.Resolve(s.Home(), p)
 	if err != nil {
-		return "", invalid(op, s.c.rt.Name(), s.id, name, "%q: %v", printable(p), err)
+		return "", invalid(op, s.c.rt.Name(), s.id, name, "%s: %v", shortPath(p), err)
 	}
 	return abs, nil
 }
+
+// maxArgBytes is the longest single argument, Shell line or NAME=value
+// environment string a command may have: Linux refuses to exec a program
+// with a longer one (MAX_ARG_STRLEN, 32 pages of 4 KiB with the NUL), and
+// every provider execs on Linux, so the portable layer refuses it first
+// with InvalidArgument rather than letting each provider fail its own way
+// (an exit 127 on one, an error on another).
+const maxArgBytes = 128<<10 - 1
+
+// shortPath quotes p for a message, shortened to its first 64 bytes and
+// its length when it is longer.
+func shortPath(p string) string { return strconv.Quote(iox.Shorten(p, 64)) }
 
 // Refresh fetches the sandbox's current Info.
 func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
@@ -238,9 +255,17 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background, 
 		if slices.Contains([]byte(a), 0) {
 			return nil, invalid(op, name, s.id, "command", "Args[%d] holds NUL", i)
 		}
+		if len(a) > maxArgBytes {
+			return nil, invalid(op, name, s.id, "command", "Args[%d] is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file",
+				i, len(a), maxArgBytes)
+		}
 	}
 	if slices.Contains([]byte(cmd.Shell), 0) {
 		return nil, invalid(op, name, s.id, "command", "Shell holds NUL")
+	}
+	if len(cmd.Shell) > maxArgBytes {
+		return nil, invalid(op, name, s.id, "command", "Shell is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file",
+			len(cmd.Shell), maxArgBytes)
 	}
 	if err := checkEnv(op, name, s.id, cmd.Env, false); err != nil {
 		return nil, err

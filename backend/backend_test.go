@@ -133,7 +133,7 @@ func TestResultText(t *testing.T) {
 	cases := []struct{ got, want string }{
 		{(&LsResult{Files: []FileInfo{{Path: "a"}, {Path: "d", IsDir: true}}}).Text(), "a\nd/"},
 		{(&LsResult{}).Text(), "No files found"},
-		{(&GrepResult{Matches: []GrepMatch{{"a.txt", 3, "x"}}, Truncated: true}).Text(), "a.txt:3:x\n[results truncated at 1 matches]"},
+		{(&GrepResult{Matches: []GrepMatch{{Path: "a.txt", Line: 3, Text: "x"}}, Truncated: true}).Text(), "a.txt:3:x\n[results truncated at 1 matches]"},
 		{(&GrepResult{}).Text(), "No matches found"},
 		{(&GrepResult{Skipped: []string{"big.bin", "hl.txt"}}).Text(), "No matches found\n[not searched (too large, or a hard link): big.bin, hl.txt]"},
 		{(&ExecuteResult{Output: "out", ExitCode: 2}).Text(), "out\n[Command exited with code 2]"},

@@ -41,6 +41,10 @@ const (
 	CodeAmbiguousMatch Code = "ambiguous_match"
 	// CodeTooLarge: the file is larger than the backend reads in one call.
 	CodeTooLarge Code = "too_large"
+	// CodeInvalidArgument: an argument other than a path is out of range
+	// or malformed (a negative offset or limit, a pattern over its length
+	// limit); the message names the argument.
+	CodeInvalidArgument Code = "invalid_argument"
 )
 
 // Error is a failure the agent can act on. It travels in a result's Error
@@ -60,7 +64,8 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Is matches the io/fs sentinels: CodeFileNotFound is fs.ErrNotExist,
-// CodePermissionDenied fs.ErrPermission and CodeInvalidPath fs.ErrInvalid.
+// CodePermissionDenied fs.ErrPermission, and CodeInvalidPath and
+// CodeInvalidArgument fs.ErrInvalid.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case fs.ErrNotExist:
@@ -68,7 +73,7 @@ func (e *Error) Is(target error) bool {
 	case fs.ErrPermission:
 		return e.Code == CodePermissionDenied
 	case fs.ErrInvalid:
-		return e.Code == CodeInvalidPath
+		return e.Code == CodeInvalidPath || e.Code == CodeInvalidArgument
 	}
 	return false
 }
@@ -111,4 +116,11 @@ func InvalidPath(path, why string) *Error {
 // refused, such as "read as text" or "edited".
 func Binary(path, verb string) *Error {
 	return Errorf(CodeBinaryFile, path, "'%s' is a binary file and cannot be %s", path, verb)
+}
+
+// InvalidArgument returns the CodeInvalidArgument error for the argument
+// named name (such as "offset"), saying why; path is the file the call was
+// about, if any.
+func InvalidArgument(path, name, why string) *Error {
+	return Errorf(CodeInvalidArgument, path, "invalid %s: %s", name, why)
 }

@@ -48,7 +48,11 @@ func NumberLines(content string, offset, limit int) (window string, total int) {
 	if offset >= len(lines) {
 		return "", len(lines)
 	}
-	end := min(len(lines), offset+limit)
+	// Saturating: offset+limit may overflow for a limit near MaxInt.
+	end := len(lines)
+	if limit < end-offset {
+		end = offset + limit
+	}
 	var b strings.Builder
 	for i := offset; i < end; i++ {
 		if i > offset {
@@ -75,12 +79,17 @@ func CharWindow(content string, offset, maxChars int) (window string, total int)
 	if offset >= total {
 		return EndOfFile, total
 	}
+	// Saturating: offset+maxChars may overflow for a maxChars near MaxInt.
+	end := total
+	if maxChars < total-offset {
+		end = offset + maxChars
+	}
 	start, i := -1, 0
 	for bi := range content {
 		if i == offset {
 			start = bi
 		}
-		if i == offset+maxChars {
+		if i == end {
 			return content[start:bi], total
 		}
 		i++

@@ -242,8 +242,16 @@ type GrepMatch struct {
 	Path string
 	// Line is the 1-based line number.
 	Line int
-	// Text is the line without its newline.
+	// Text is the line without its newline. A line that is not text (it
+	// holds a control character other than tab, vertical tab, form feed
+	// and carriage return, or bytes that are not UTF-8, such as a
+	// terminal escape sequence) is returned escaped: each such byte is
+	// written \xNN (ESC is \x1b), and Escaped is set. Such a match is
+	// never dropped.
 	Text string
+	// Escaped reports that Text holds \xNN escapes for bytes of the line
+	// that are not text (see Text); a literal backslash is not escaped.
+	Escaped bool
 }
 
 // GrepResult lists the matches, sorted by path and line.

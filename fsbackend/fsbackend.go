@@ -164,7 +164,10 @@
 // 2 min rather than the 30 s of the seed backend because the commands an
 // agent runs here include package installs and test suites, which often
 // take more than 30 s; a caller that wants the seed's bound sets
-// Options.ExecuteTimeout. The Client's default bounds of provider calls
+// Options.ExecuteTimeout. A Grep pattern is at most MaxPatternBytes
+// (16 KiB) and a glob at most MaxGlobBytes; longer ones, and negative
+// offsets, limits and counts, get backend.CodeInvalidArgument naming the
+// argument. The Client's default bounds of provider calls
 // (sandbox.CallTimeouts) and its read cap apply to every call underneath.
 //
 // # Requirements
@@ -188,6 +191,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -195,6 +199,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
@@ -223,6 +228,16 @@ const (
 	// MaxLineChars is the longest line text Grep returns; longer lines are
 	// cut and end with "...".
 	MaxLineChars = 1000
+	// MaxPatternBytes is the longest Grep pattern: the pattern travels to
+	// the sandbox in the command's environment, which Linux caps at
+	// 128 KiB per string (and some providers quote it into one shell
+	// line, up to four times longer), so a longer one is refused with
+	// backend.CodeInvalidArgument rather than failing in the sandbox.
+	MaxPatternBytes = 16 << 10
+	// MaxGlobBytes is the longest Glob pattern (GlobRequest.Pattern,
+	// GrepRequest.Glob): longer than a path can be, so no longer pattern
+	// is needed; it is refused with backend.CodeInvalidArgument.
+	MaxGlobBytes = 4096
 )
 
 // Options configures a FilesystemBackend. The zero value is a backend with
@@ -383,7 +398,7 @@ func jail(base, p string) (string, *backend.Error) {
 	}
 	rel, err := pathsafe.Rel(p)
 	if err != nil {
-		return "", backend.InvalidPath(shown, "it climbs above the workspace root")
+		return "", backend.InvalidPath(printable(shown), "it climbs above the workspace root")
 	}
 	if len(rel) > maxPathBytes {
 		return "", backend.InvalidPath(printable(shown), fmt.Sprintf("it is longer than %d bytes", maxPathBytes))
@@ -394,7 +409,7 @@ func jail(base, p string) (string, *backend.Error) {
 		}
 	}
 	if rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") {
-		return "", backend.InvalidPath(shown, "the name is reserved for the backend's metadata")
+		return "", backend.InvalidPath(printable(shown), "the name is reserved for the backend's metadata")
 	}
 	return rel, nil
 }
@@ -664,7 +679,13 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 }
 
 // Read returns a numbered window of a text file's lines. One round trip.
+// A negative Offset or Limit is refused with backend.CodeInvalidArgument
+// naming it; a Limit of any size (up to math.MaxInt) returns the lines
+// from Offset to the end.
 func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (*backend.ReadResult, error) {
+	if perr := notNegative(req.Path, "offset", req.Offset, "limit", req.Limit); perr != nil {
+		return &backend.ReadResult{Error: perr}, nil
+	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -684,7 +705,12 @@ func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) 
 }
 
 // ReadChars returns a window of a text file's characters. One round trip.
+// A negative Offset or MaxChars is refused with
+// backend.CodeInvalidArgument naming it.
 func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadCharsRequest) (*backend.ReadCharsResult, error) {
+	if perr := notNegative(req.Path, "offset", req.Offset, "max chars", req.MaxChars); perr != nil {
+		return &backend.ReadCharsResult{Error: perr}, nil
+	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -843,11 +869,35 @@ func sortInfo(files []backend.FileInfo) {
 	slices.SortFunc(files, func(a, b backend.FileInfo) int { return strings.Compare(a.Path, b.Path) })
 }
 
+// notNegative returns the CodeInvalidArgument error for the first of the
+// named values (name, value pairs) that is negative, or nil.
+func notNegative(path string, nv ...any) *backend.Error {
+	for i := 0; i+1 < len(nv); i += 2 {
+		if v := nv[i+1].(int); v < 0 {
+			return backend.InvalidArgument(printable(path), nv[i].(string), fmt.Sprintf("%d is negative", v))
+		}
+	}
+	return nil
+}
+
+// tooLong returns the CodeInvalidArgument error for the argument named
+// name when value is longer than limit bytes, or nil.
+func tooLong(name, value string, limit int) *backend.Error {
+	if len(value) <= limit {
+		return nil
+	}
+	return backend.InvalidArgument("", name, fmt.Sprintf("%q is %d bytes, over the limit of %d", iox.Shorten(value, 64), len(value), limit))
+}
+
 // Glob returns the entries under a directory whose paths match a pattern.
-// One round trip.
+// One round trip. A pattern over MaxGlobBytes is refused with
+// backend.CodeInvalidArgument.
 func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) (*backend.GlobResult, error) {
+	if perr := tooLong("glob pattern", req.Pattern, MaxGlobBytes); perr != nil {
+		return &backend.GlobResult{Error: perr}, nil
+	}
 	if _, err := backend.MatchGlob(req.Pattern, "x"); err != nil {
-		return &backend.GlobResult{Error: backend.InvalidPath(req.Pattern, "the glob pattern is malformed")}, nil
+		return &backend.GlobResult{Error: backend.InvalidPath(printable(req.Pattern), "the glob pattern is malformed")}, nil
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
@@ -891,11 +941,24 @@ func globMatch(pattern, relToDir, relToRoot string) bool {
 	return ok
 }
 
-// Grep searches text files for a literal string. One round trip.
+// Grep searches text files for a literal string. One round trip. A
+// pattern over MaxPatternBytes, a Glob over MaxGlobBytes and a negative
+// MaxCount are refused with backend.CodeInvalidArgument naming them. A
+// matching line that is not text (a terminal escape, bytes that are not
+// UTF-8) is returned escaped, with GrepMatch.Escaped set, never dropped.
 func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) (*backend.GrepResult, error) {
+	if perr := tooLong("pattern", req.Pattern, MaxPatternBytes); perr != nil {
+		return &backend.GrepResult{Error: perr}, nil
+	}
+	if perr := tooLong("glob pattern", req.Glob, MaxGlobBytes); perr != nil {
+		return &backend.GrepResult{Error: perr}, nil
+	}
+	if perr := notNegative(req.Path, "max count", req.MaxCount); perr != nil {
+		return &backend.GrepResult{Error: perr}, nil
+	}
 	if req.Glob != "" {
 		if _, err := backend.MatchGlob(req.Glob, "x"); err != nil {
-			return &backend.GrepResult{Error: backend.InvalidPath(req.Glob, "the glob pattern is malformed")}, nil
+			return &backend.GrepResult{Error: backend.InvalidPath(printable(req.Glob), "the glob pattern is malformed")}, nil
 		}
 	}
 	base, rel, perr, err := b.prepare(ctx, req.Path)
@@ -910,7 +973,9 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	}
 	env := map[string]string{"SBX_PATH": rel, "SBX_PATTERN": req.Pattern}
 	if req.MaxCount > 0 {
-		env["SBX_MAX"] = strconv.Itoa(req.MaxCount + 1)
+		// One more than asked, to tell a cut list; saturating, as
+		// MaxCount may be math.MaxInt.
+		env["SBX_MAX"] = strconv.Itoa(min(req.MaxCount, math.MaxInt32) + 1)
 	}
 	r, err := b.run(ctx, base, "grep", env, nil, 0)
 	if err != nil {
@@ -971,13 +1036,20 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		if isFile {
 			f, known = fileRec, true
 		}
-		if isMeta(p) || !known || marks[f.key] || b.skipped(f) || !backend.IsText(text) {
+		if isMeta(p) || !known || marks[f.key] || b.skipped(f) {
 			continue
 		}
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
 			continue
 		}
-		res.Matches = append(res.Matches, backend.GrepMatch{Path: p, Line: n, Text: b.cutLine(string(text), open)})
+		m := backend.GrepMatch{Path: p, Line: n}
+		if backend.IsText(text) {
+			m.Text = b.cutLine(string(text), open)
+		} else {
+			esc, cut := escapeLine(text)
+			m.Text, m.Escaped = b.cutAt(esc, cut, open), true
+		}
+		res.Matches = append(res.Matches, m)
 	}
 	slices.SortFunc(res.Matches, func(a, b backend.GrepMatch) int {
 		if c := strings.Compare(a.Path, b.Path); c != 0 {
@@ -991,11 +1063,39 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	return res, nil
 }
 
-// cutLine cuts s after MaxLineChars characters, adding "...". The cut
-// never splits a SecretEnv value (or a line of a multi-line one), so that a caller that redacts the values
-// from results sees none of one: a value the cut would split is cut off
-// whole. When the line is open (the output cap cut it, so more may
-// follow), a tail that may be the start of a value is cut off too.
+// escapeLine renders a line that is not text: each byte of a control
+// character other than tab, vertical tab, form feed and carriage return
+// (C1 controls included), and each byte that is not UTF-8, is written
+// \xNN; the rest is kept. It returns the whole rendering and where in it
+// a cut after MaxLineChars characters of the line falls (never inside an
+// escaped one); cutAt makes the cut.
+func escapeLine(line []byte) (string, int) {
+	var sb strings.Builder
+	cut := -1
+	for n := 0; len(line) > 0; n++ {
+		if n == MaxLineChars {
+			cut = sb.Len()
+		}
+		r, size := utf8.DecodeRune(line)
+		switch {
+		case r == utf8.RuneError && size <= 1,
+			r < 0x20 && r != '\t' && r != '\v' && r != '\f' && r != '\r',
+			r == 0x7f, r >= 0x80 && r <= 0x9f:
+			for _, c := range line[:size] {
+				fmt.Fprintf(&sb, `\x%02x`, c)
+			}
+		default:
+			sb.Write(line[:size])
+		}
+		line = line[size:]
+	}
+	if cut < 0 {
+		cut = sb.Len()
+	}
+	return sb.String(), cut
+}
+
+// cutLine cuts s after MaxLineChars characters, adding "..."; see cutAt.
 func (b *FilesystemBackend) cutLine(s string, open bool) string {
 	cut := len(s)
 	n := 0
@@ -1006,6 +1106,16 @@ func (b *FilesystemBackend) cutLine(s string, open bool) string {
 		}
 		n++
 	}
+	return b.cutAt(s, cut, open)
+}
+
+// cutAt cuts s at byte cut (len(s): no cut), adding "...". The cut
+// never splits a SecretEnv value (or a line of a multi-line one), so that
+// a caller that redacts the values from results sees none of one: a value
+// the cut would split is cut off whole. When the line is open (the output
+// cap cut it, so more may follow), a tail that may be the start of a
+// value is cut off too.
+func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 	if open {
 		for i := 0; i < cut; i++ {
 			if b.startsSecret(s[i:]) {

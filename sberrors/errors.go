@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
 // Code classifies an error independently of the provider that produced it.
@@ -154,7 +155,18 @@ type Error struct {
 	Err       error
 }
 
-// Error formats the error as "sandbox: op provider id path: cause".
+// The bounds of an error message: the Path is shown cut to maxShownPath
+// bytes (with its length), as is every copy of it in the cause's text,
+// and a cause's text over maxCauseText bytes is cut, so a long input (a
+// path of a megabyte) never makes a message of a megabyte. The fields
+// keep the whole values.
+const (
+	maxShownPath = 256
+	maxCauseText = 8 << 10
+)
+
+// Error formats the error as "sandbox: op provider id path: cause", with
+// a long path and a long cause shortened (see maxShownPath).
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("sandbox: ")
@@ -169,11 +181,15 @@ func (e *Error) Error() string {
 		b.WriteString(e.SandboxID)
 	}
 	if e.Path != "" {
-		fmt.Fprintf(&b, " %q", e.Path)
+		fmt.Fprintf(&b, " %q", iox.Shorten(e.Path, maxShownPath))
 	}
 	b.WriteString(": ")
 	if e.Err != nil {
-		b.WriteString(e.Err.Error())
+		cause := e.Err.Error()
+		if len(e.Path) > maxShownPath {
+			cause = strings.ReplaceAll(cause, e.Path, iox.Shorten(e.Path, maxShownPath))
+		}
+		b.WriteString(iox.Shorten(cause, maxCauseText))
 	} else {
 		b.WriteString(e.Code.String())
 	}

@@ -119,7 +119,7 @@ func (s *Session) Path(p string) (string, error) {
 	if s.m.opts.UnconfinedPaths {
 		abs, err := pathsafe.Resolve(s.workspace, p)
 		if err != nil {
-			return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path %q: %v", p, err))
+			return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path \"%s\": %v", quoted(p), err))
 		}
 		return abs, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"strconv"
+	"unicode/utf8"
 )
 
 // CountingReader counts the bytes read from R and records its first error
@@ -36,6 +37,22 @@ func Printable(s string, max int) string {
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// Shorten returns s whole when it is at most max bytes long, and else its
+// first max bytes (cut at a character boundary) followed by "…(N bytes)",
+// N being the length of s: how a long input is shown in an error message,
+// so that the message stays short whatever the caller passed. It does not
+// quote or escape; format the result with %q.
+func Shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // UnixMode converts a raw st_mode (as stat(1) prints with %f, in hex) into

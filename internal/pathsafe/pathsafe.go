@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
 // ErrEscape reports a path whose ".." elements climb above its root.
@@ -37,11 +39,45 @@ func Check(p string) error {
 	return nil
 }
 
+// The limits of Linux on a path given to a system call: PATH_MAX is 4096
+// bytes with the terminating NUL, so a path holds at most MaxPath bytes;
+// NAME_MAX is 255 bytes for one name element. Every provider runs Linux
+// underneath, so a longer path or name fails in the sandbox with
+// ENAMETOOLONG; the portable layer and the memory fake refuse it first.
+const (
+	MaxPath = 4095
+	MaxName = 255
+)
+
+// ErrTooLong reports a path over MaxPath bytes or with a name element over
+// MaxName bytes (ENAMETOOLONG).
+var ErrTooLong = errors.New("file name too long")
+
+// CheckLength rejects a path longer than MaxPath bytes or holding a name
+// element longer than MaxName bytes. Its message stays short: a long name
+// is shown shortened (see iox.Shorten), never whole.
+func CheckLength(p string) error {
+	if len(p) > MaxPath {
+		return fmt.Errorf("%w: the path is %d bytes, over the limit of %d (PATH_MAX)", ErrTooLong, len(p), MaxPath)
+	}
+	for e := range strings.SplitSeq(p, "/") {
+		if len(e) > MaxName {
+			return fmt.Errorf("%w: the name %q is %d bytes, over the limit of %d (NAME_MAX)", ErrTooLong, iox.Shorten(e, 64), len(e), MaxName)
+		}
+	}
+	return nil
+}
+
 // Resolve returns the absolute, cleaned form of p inside a sandbox whose
 // relative paths start at home (an absolute path). Absolute paths are kept:
 // the whole sandbox filesystem is the caller's. "~" and "~/x" mean home.
+// A path that is, as given or resolved, over the limits of CheckLength is
+// refused with ErrTooLong.
 func Resolve(home, p string) (string, error) {
 	if err := Check(p); err != nil {
+		return "", err
+	}
+	if err := CheckLength(p); err != nil {
 		return "", err
 	}
 	switch {
@@ -52,7 +88,11 @@ func Resolve(home, p string) (string, error) {
 	case !strings.HasPrefix(p, "/"):
 		p = path.Join(home, p)
 	}
-	return path.Clean(p), nil
+	p = path.Clean(p)
+	if err := CheckLength(p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // Jail maps p, a path given by an untrusted caller, to a path under root.

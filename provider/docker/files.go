@@ -31,6 +31,7 @@ const (
 	fsIsDir    = 3
 	fsNotDir   = 4
 	fsDenied   = 5
+	fsInvalid  = 6 // EINVAL (a directory moved into itself), ENAMETOOLONG
 )
 
 // fsScript runs one file operation as the sandbox's user, so the file
@@ -39,7 +40,7 @@ const (
 // constants) and a message on its output.
 const fsScript = `op=$1; shift
 anc() { _q=$1; while :; do _q=${_q%/*}; [ -z "$_q" ] && return 0; if [ -e "$_q" ] && [ ! -d "$_q" ]; then return 4; fi; done; }
-fail() { echo "$1"; case $1 in *ermission*|*ead-only*|*"ot permitted"*) exit 5;; esac; exit 1; }
+fail() { echo "$1"; case $1 in *ermission*|*ead-only*|*"ot permitted"*) exit 5;; *"nvalid argument"*|*"too long"*) exit 6;; esac; exit 1; }
 mkd() { [ -d "$1" ] && return 0; if [ -e "$1" ]; then exit 4; fi; anc "$1" || exit 4; err=$(mkdir -p -- "$1" 2>&1) || fail "$err"; }
 case $op in
 mkdir) mkd "$1" ;;
@@ -148,6 +149,8 @@ func (r *Runtime) fsOp(ctx context.Context, id, op string, stdin io.Reader, stdo
 		return fmt.Errorf("docker: %s %q: not a directory%s: %w", op, args[0], detail, sberrors.ErrNotDirectory)
 	case fsDenied:
 		return fmt.Errorf("docker: %s %q: permission denied%s: %w", op, args[0], detail, sberrors.ErrPermission)
+	case fsInvalid:
+		return sberrors.Errorf(sberrors.InvalidArgument, "docker: %s %q%s", op, iox.Shorten(args[0], 64), iox.Shorten(detail, 512))
 	}
 	return fmt.Errorf("docker: %s %q: exit %d%s", op, args[0], code, detail)
 }

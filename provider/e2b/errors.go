@@ -153,6 +153,8 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 			return fmt.Errorf("e2b: %s: %s: %s: %w", op, ce.Code(), msg, sberrors.ErrNotDirectory)
 		case code == sberrors.Internal && deniedMsg(msg):
 			return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s: %s: %s", op, ce.Code(), msg)
+		case code == sberrors.Internal && invalidMsg(msg):
+			return sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s: %s: %s", op, ce.Code(), msg)
 		}
 		return sberrors.Errorf(code, "e2b: %s: %s: %s", op, ce.Code(), msg)
 	}
@@ -173,6 +175,13 @@ func (r *Runtime) gone(ctx context.Context, op, id string, se *statusError) erro
 		return fmt.Errorf("e2b: %s: %w", op, pausedErr(id))
 	}
 	return sberrors.Errorf(sberrors.Unavailable, "e2b: %s: %v", op, se)
+}
+
+// invalidMsg reports whether an envd error message carries EINVAL (a
+// directory moved into itself) or ENAMETOOLONG in Go's words: envd
+// answers them as internal errors, but the caller's input is at fault.
+func invalidMsg(msg string) bool {
+	return strings.Contains(msg, "invalid argument") || strings.Contains(msg, "file name too long")
 }
 
 // deniedMsg reports whether an envd error message carries EACCES, EPERM or

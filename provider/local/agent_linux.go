@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
 // agentConfig is what the runtime tells a new agent (through the spawner).
@@ -592,11 +594,13 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 			code = "NotDirectory"
 		case errors.Is(err, fs.ErrPermission):
 			code = "PermissionDenied"
+		case errors.Is(err, syscall.ENAMETOOLONG):
+			code = "InvalidArgument"
 		}
-		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", dir, errors.Unwrap(err))})
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", iox.Shorten(dir, 64), errors.Unwrap(err))})
 		return false, nil
 	} else if !fi.IsDir() {
-		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", dir)})
+		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", iox.Shorten(dir, 64))})
 		return false, nil
 	}
 	path, err := lookPath(req.Args[0], req.Env)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -237,6 +239,9 @@ func (r *Runtime) commandRequest(m *meta, cmd *driver.Command, op string) (*requ
 	tmp := filepath.Join(r.dir(m.ID), "tmp")
 	if m.Achieved >= L3 {
 		home, tmp = sandboxHome, "/tmp"
+	}
+	if err := pathsafe.CheckLength(cmd.Dir); err != nil {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: working directory %q: %w", iox.Shorten(cmd.Dir, 64), err)
 	}
 	req.Dir = cmd.Dir
 	if req.Dir == "" {

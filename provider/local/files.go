@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -34,6 +35,9 @@ type fsTarget struct {
 }
 
 func (r *Runtime) target(id, p string, write bool) (*fsTarget, error) {
+	if err := checkLength(p); err != nil {
+		return nil, err
+	}
 	m, err := r.readMeta(id)
 	if err != nil {
 		return nil, err
@@ -151,11 +155,29 @@ func homeRel(home, p string) (string, error) {
 	return pathsafe.Rel(rest)
 }
 
-// fsErr maps a file system error about p onto the sandbox sentinels.
+// checkLength refuses a path over the Linux limits (pathsafe.MaxPath
+// bytes, pathsafe.MaxName bytes per name) with InvalidArgument, as a
+// system call in the sandbox would with ENAMETOOLONG: os.Root walks a path
+// one name at a time, so without this a path longer than PATH_MAX would
+// be served here and nowhere else.
+func checkLength(p string) error {
+	if err := pathsafe.CheckLength(p); err != nil {
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: %s: %w", short(p), err)
+	}
+	return nil
+}
+
+// short bounds a path for a message: its first 64 bytes and its length.
+func short(p string) string { return iox.Shorten(p, 64) }
+
+// fsErr maps a file system error about p onto the sandbox sentinels. The
+// message shows p shortened, and the errno rather than the os error (which
+// would repeat the whole host path).
 func fsErr(op, p string, err error) error {
 	if err == nil {
 		return nil
 	}
+	p = short(p)
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch {
@@ -169,6 +191,10 @@ func fsErr(op, p string, err error) error {
 		return fmt.Errorf("local: %s %s: %w", op, p, sberrors.ErrNotDirectory)
 	case errno == syscall.ELOOP:
 		return sberrors.Errorf(sberrors.InvalidArgument, "local: %s %s: too many levels of symbolic links", op, p)
+	case errno == syscall.ENAMETOOLONG:
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: %s %s: file name too long", op, p)
+	case errno == syscall.EINVAL && op == "rename":
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: %s %s: a directory cannot be moved into itself", op, p)
 	case errors.Is(err, fs.ErrExist), errno == syscall.ENOTEMPTY:
 		return sberrors.Errorf(sberrors.AlreadyExists, "local: %s %s: %v", op, p, errnoOr(errno, err))
 	case errors.Is(err, fs.ErrPermission), errno == syscall.EROFS:
@@ -569,6 +595,12 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 }
 
 func (r *Runtime) renameIn(ctx context.Context, t *fsTarget, id, oldPath, newPath string) error {
+	if err := checkLength(newPath); err != nil {
+		return err
+	}
+	if newPath != oldPath && pathsafe.Within(oldPath, newPath) {
+		return sberrors.Errorf(sberrors.InvalidArgument, "local: rename %s to %s: a directory cannot be moved into itself", short(oldPath), short(newPath))
+	}
 	home := t.home
 	if !pathsafe.Within(home, newPath) {
 		return sberrors.Errorf(sberrors.PermissionDenied, "local: rename %s to %s: the local provider renames within %s only here (copy, then remove)", oldPath, newPath, home)

@@ -147,3 +147,56 @@ func TestAbsoluteLinkInHome(t *testing.T) {
 		})
 	}
 }
+
+// TestPathLimitsOnTheRuntime: local, called straight, refuses a path over
+// PATH_MAX or a name over NAME_MAX with InvalidArgument and a short
+// message, as a system call in a real sandbox would (it served a 5000-byte
+// path through os.Root, one name at a time, and answered a 1 MiB one with
+// an Internal error of 2 MiB); a directory moved into itself through a
+// symbolic link (which the portable layer cannot see) is InvalidArgument
+// too, not Internal.
+func TestPathLimitsOnTheRuntime(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, WithIsolation(L1))
+	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
+	home := sb.Home()
+	deep := home + "/" + strings.Repeat("abcdefghi/", 500)
+	for _, p := range []string{deep, home + "/" + strings.Repeat("n", 256), home + "/" + strings.Repeat("x/", 1<<19)} {
+		errs := map[string]error{
+			"MkdirAll": rt.MkdirAll(ctx, sb.ID(), p),
+			"Upload":   rt.Upload(ctx, sb.ID(), p, strings.NewReader("x")),
+			"Remove":   rt.Remove(ctx, sb.ID(), p),
+			"Rename":   rt.Rename(ctx, sb.ID(), home, p),
+		}
+		_, errs["Stat"] = rt.Stat(ctx, sb.ID(), p)
+		_, errs["ReadDir"] = rt.ReadDir(ctx, sb.ID(), p)
+		_, errs["Download"] = rt.Download(ctx, sb.ID(), p)
+		for op, err := range errs {
+			if sberrors.CodeOf(err) != sberrors.InvalidArgument || len(err.Error()) > 512 {
+				msg := ""
+				if err != nil {
+					msg = err.Error()
+				}
+				t.Errorf("%s(%d-byte path) = %v, message of %d bytes: %.300s", op, len(p), sberrors.CodeOf(err), len(msg), msg)
+			}
+		}
+		_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"pwd"}, Dir: p})
+		if sberrors.CodeOf(err) != sberrors.InvalidArgument || len(err.Error()) > 1024 {
+			t.Errorf("Exec(Dir %d bytes) = %v", len(p), err)
+		}
+	}
+	if res := run(ctx, t, sb, "mkdir -p a/in && ln -s a link && echo ok"); !strings.Contains(string(res.Stdout), "ok") {
+		t.Fatalf("setup: %q %q", res.Stdout, res.Stderr)
+	}
+	err := rt.Rename(ctx, sb.ID(), home+"/a", home+"/link/b")
+	if sberrors.CodeOf(err) != sberrors.InvalidArgument {
+		t.Errorf("Rename(a, link/b) with link -> a = %v (%v), want InvalidArgument", err, sberrors.CodeOf(err))
+	}
+	err = sb.Rename(ctx, "a", "link/in/c")
+	if sberrors.CodeOf(err) != sberrors.InvalidArgument {
+		t.Errorf("Sandbox.Rename(a, link/in/c) with link -> a = %v (%v), want InvalidArgument", err, sberrors.CodeOf(err))
+	}
+	if _, err := rt.Stat(ctx, sb.ID(), home+"/a/in"); err != nil {
+		t.Errorf("a/in after the refused renames: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -199,6 +200,9 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if err := r.begin(OpUpload, id, p); err != nil {
 		return err
 	}
+	if err := checkLength(OpUpload, p); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	b, err := r.get(id, true)
 	r.mu.Unlock()
@@ -217,10 +221,25 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	return r.putLocked(b, p, buf.Bytes())
 }
 
+// checkLength refuses, as Linux does with ENAMETOOLONG, a path over
+// pathsafe.MaxPath bytes or with a name over pathsafe.MaxName bytes, with
+// InvalidArgument: the fake refuses what every real provider refuses, so
+// a unit test over it catches what production would. The message shows
+// the path shortened.
+func checkLength(op, p string) error {
+	if err := pathsafe.CheckLength(p); err != nil {
+		return &fs.PathError{Op: op, Path: iox.Shorten(p, 64), Err: sberrors.Errorf(sberrors.InvalidArgument, "%w", err)}
+	}
+	return nil
+}
+
 // boxOp records op, then runs fn on sandbox id under the Runtime's lock;
 // live requires the sandbox to be running (not paused).
 func (r *Runtime) boxOp(op, id, p string, live bool, fn func(b *box) error) error {
 	if err := r.begin(op, id, p); err != nil {
+		return err
+	}
+	if err := checkLength(op, p); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -274,7 +293,12 @@ func (r *Runtime) Remove(_ context.Context, id, p string) error {
 
 // Rename moves a file or directory tree, replacing a file at the target.
 func (r *Runtime) Rename(_ context.Context, id, from, to string) error {
-	return r.boxOp(OpRename, id, from, true, func(b *box) error { return r.renameLocked(b, from, to) })
+	return r.boxOp(OpRename, id, from, true, func(b *box) error {
+		if err := checkLength(OpRename, to); err != nil {
+			return err
+		}
+		return r.renameLocked(b, from, to)
+	})
 }
 
 func (r *Runtime) renameLocked(b *box, from, to string) error {

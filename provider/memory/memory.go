@@ -607,6 +607,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 // checkDir checks a command's working directory: missing is NotFound, a
 // file is ErrNotDirectory, as on every provider.
 func checkDir(b *box, dir string) error {
+	if err := checkLength("chdir", dir); err != nil {
+		return err
+	}
 	_, n, err := walkLocked(b, dir, true)
 	switch {
 	case errors.Is(err, syscall.ENOTDIR):

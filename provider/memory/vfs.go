@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
 // The shell and its utilities see the sandbox's files the way a program
@@ -45,6 +47,9 @@ func walkLocked(b *box, p string, follow bool) (string, *node, error) {
 	if !strings.HasPrefix(p, "/") {
 		return "", nil, syscall.EINVAL
 	}
+	if len(p) > pathsafe.MaxPath {
+		return "", nil, syscall.ENAMETOOLONG // as the kernel refuses the string
+	}
 	cur := "/"
 	rest := splitPath(p)
 	hops := 0
@@ -57,6 +62,9 @@ func walkLocked(b *box, p string, follow bool) (string, *node, error) {
 		case "..":
 			cur = path.Dir(cur)
 			continue
+		}
+		if len(c) > pathsafe.MaxName {
+			return "", nil, syscall.ENAMETOOLONG // in the path or a link's target
 		}
 		next := path.Join(cur, c)
 		n, ok := b.files[next]

@@ -12,6 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem/filesystemconnect"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
@@ -363,6 +365,15 @@ func fsErr(err error, p string) error {
 	}
 	if errors.Is(err, sberrors.ErrNotDirectory) || errors.Is(err, sberrors.ErrIsDirectory) {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", err, p))
+	}
+	if sberrors.CodeOf(err) == sberrors.InvalidArgument {
+		// envd answers EINVAL (a directory moved into itself) and
+		// ENAMETOOLONG as internal errors, in Go's words.
+		why := "invalid argument"
+		if errors.Is(err, pathsafe.ErrTooLong) {
+			why = "file name too long"
+		}
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("error on %s: %s", iox.Shorten(p, 64), why))
 	}
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("error on %s: %w", p, err))
 }
