@@ -35,8 +35,9 @@ func init() {
 }
 
 // holdServer answers each connection's first request with a 200 whose
-// body is its third argument, then neither reads nor closes the
-// connection again: a server that leaves closing to the client.
+// body is its second argument and "Connection: close", then neither
+// reads nor closes the connection again: a server that leaves closing to
+// the client.
 const holdServer = `import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -53,7 +54,7 @@ while True:
             d = c.recv(65536)
             if not d: break
             data += d
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
     except Exception:
         pass
 `
