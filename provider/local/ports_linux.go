@@ -571,14 +571,14 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration) ([]byte, bool) 
 	buf := make([]byte, 0, 4096)
 	end := -1
 	for end < 0 {
+		if len(buf) >= maxHeaderBytes {
+			refuse(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request headers exceed %d bytes", maxHeaderBytes))
+			return nil, false
+		}
 		if len(buf) == cap(buf) {
-			if len(buf) >= maxHeaderBytes {
-				refuse(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request headers exceed %d bytes", maxHeaderBytes))
-				return nil, false
-			}
 			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
 		}
-		n, err := c.Read(buf[len(buf):cap(buf)])
+		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
 		buf = buf[:len(buf)+n]
 		end = headerEnd(buf)
 		if end < 0 && err != nil {
