@@ -20,7 +20,10 @@ type PortExposer interface {
 	// request to an idle port fails at request time (connection refused
 	// locally, an error status from a cloud edge). A sandbox that does not
 	// exist is NotFound. The endpoint stops working once the sandbox is
-	// destroyed.
+	// destroyed. It is private: a request without its Header (the access
+	// token) is refused, unless the provider's service serves it to
+	// anyone, which Public then reports. A relay on this host honours
+	// opts.MaxConns and opts.IdleTimeout and reports the limits in force.
 	Expose(ctx context.Context, id string, port int, opts ExposeOptions) (Endpoint, error)
 }
 
