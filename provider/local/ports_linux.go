@@ -79,9 +79,10 @@ const (
 
 // portForwards holds a Runtime's listeners, by sandbox and port.
 type portForwards struct {
-	mu     sync.Mutex
-	closed bool
-	m      map[string]map[int]*forwarder
+	mu      sync.Mutex
+	closed  bool
+	m       map[string]map[int]*forwarder
+	sockDir string // the sockets' directory, once one was made
 }
 
 // forwarder is one endpoint: its listeners and the connections it relays.
@@ -278,6 +279,9 @@ func (p *portForwards) get(r *Runtime, id string, port, maxConns int, idle time.
 		return nil, sberrors.Errorf(sberrors.Unavailable, "local: expose port %d of %s: %w", port, id, err)
 	}
 	sock, path, err := r.portSocket()
+	if err == nil {
+		p.sockDir = filepath.Dir(path)
+	}
 	if err != nil {
 		_ = ln.Close()
 		return nil, sberrors.Errorf(sberrors.Unavailable, "local: expose port %d of %s: unix socket: %w", port, id, err)
@@ -301,6 +305,16 @@ func (p *portForwards) get(r *Runtime, id string, port, maxConns int, idle time.
 // portSocket listens on a new unix socket in <root>/.p, a directory only
 // this process's user may enter (0700), the socket itself 0600.
 func (r *Runtime) portSocket() (net.Listener, string, error) {
+	ln, path, err := r.portSocketOnce()
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory was removed with another process's last
+		// endpoint between the two steps: once more.
+		ln, path, err = r.portSocketOnce()
+	}
+	return ln, path, err
+}
+
+func (r *Runtime) portSocketOnce() (net.Listener, string, error) {
 	dir := filepath.Join(r.root, ".p")
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, "", err
@@ -353,6 +367,14 @@ func (p *portForwards) drop(id string, all bool) {
 	for _, f := range fs {
 		f.close()
 	}
+	// The sockets' directory goes with the last endpoint (an endpoint
+	// being made meanwhile, here or in another process sharing the root,
+	// makes it again).
+	p.mu.Lock()
+	if len(p.m) == 0 && p.sockDir != "" {
+		_ = os.Remove(p.sockDir)
+	}
+	p.mu.Unlock()
 }
 
 // admit counts c in as one of the endpoint's connections and registers
