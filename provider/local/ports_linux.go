@@ -754,7 +754,8 @@ func (w *watch) copy(dst io.Writer, src io.Reader) error {
 	for {
 		n, err := src.Read(buf[:])
 		if n > 0 {
-			w.touch()
+			// Noted once the bytes are passed on: a write that stays
+			// blocked (a reader that stopped) is idleness too.
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return werr
 			}
