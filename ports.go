@@ -20,7 +20,8 @@ func checkPort(op, provider, id string, port int) error {
 
 // Expose makes port, on which a server in the sandbox listens (or will),
 // reachable from the host and returns the URL to use and the headers each
-// request must carry. The server should listen on all interfaces (0.0.0.0)
+// request must carry: an endpoint is private (Endpoint.Public false) and
+// refuses requests without them. The server should listen on all interfaces (0.0.0.0)
 // for the cloud providers; local reaches 127.0.0.1 too. Providers without
 // it (Capabilities.Ports false) return an error matching ErrUnimplemented.
 // Use WaitForPort first to know the server is listening.
@@ -31,6 +32,12 @@ func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (End
 	}
 	if opts.TTL < 0 {
 		return Endpoint{}, invalid(op, s.c.rt.Name(), s.id, "ttl", "%v is negative", opts.TTL)
+	}
+	if opts.MaxConns < 0 {
+		return Endpoint{}, invalid(op, s.c.rt.Name(), s.id, "max-conns", "%d is negative", opts.MaxConns)
+	}
+	if opts.IdleTimeout < 0 {
+		return Endpoint{}, invalid(op, s.c.rt.Name(), s.id, "idle-timeout", "%v is negative", opts.IdleTimeout)
 	}
 	p, ok := s.c.rt.(driver.PortExposer)
 	if !ok {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
@@ -57,6 +58,12 @@ func TestExposeValidatesPortAndDerivesCapability(t *testing.T) {
 	}
 	if _, err := sb.Expose(ctx, 80, sandbox.ExposeOptions{TTL: -1}); sandbox.CodeOf(err) != sandbox.InvalidArgument {
 		t.Errorf("Expose with a negative TTL = %v, want InvalidArgument", err)
+	}
+	if _, err := sb.Expose(ctx, 80, sandbox.ExposeOptions{MaxConns: -1}); sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "max-conns") {
+		t.Errorf("Expose with a negative MaxConns = %v, want InvalidArgument naming it", err)
+	}
+	if _, err := sb.Expose(ctx, 80, sandbox.ExposeOptions{IdleTimeout: -time.Second}); sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "idle-timeout") {
+		t.Errorf("Expose with a negative IdleTimeout = %v, want InvalidArgument naming it", err)
 	}
 	if rt.calls != 0 {
 		t.Fatalf("the driver was called %d times for invalid input", rt.calls)

@@ -139,12 +139,28 @@ type ExposeOptions struct {
 	// takes the provider's default. Providers whose endpoints live as long
 	// as the sandbox ignore it.
 	TTL time.Duration
+	// MaxConns caps the connections the endpoint holds at once, where the
+	// relay runs on this host (local); a connection beyond it is closed
+	// at once. 0 takes the provider's default (local: 256). Providers
+	// whose edge is a remote service (E2B, Daytona) apply its limits and
+	// report none (Endpoint.MaxConns 0). Negative is InvalidArgument.
+	MaxConns int
+	// IdleTimeout closes a connection through which no byte moved either
+	// way for this long, where the relay runs on this host (local). 0
+	// takes the provider's default (local: 5 minutes). Remote edges apply
+	// their own (Endpoint.IdleTimeout 0). Negative is InvalidArgument.
+	IdleTimeout time.Duration
 }
 
 // Endpoint is how the host reaches a port of a sandbox (Sandbox.Expose).
 //
 // Header may carry an access token: treat it as a secret. String (and so
 // %v) prints the URL and header names only.
+//
+// An endpoint is private unless Public is set: a request without Header
+// (the access token in it) is refused, so that knowing or guessing the
+// URL, or being another user of the host, is not enough to reach the
+// port. NewRequest adds Header to a request.
 type Endpoint struct {
 	// Port is the port inside the sandbox.
 	Port int
@@ -157,6 +173,22 @@ type Endpoint struct {
 	// Expires is when the endpoint stops working; zero means it lives as
 	// long as the sandbox.
 	Expires time.Time
+	// Public reports that the endpoint serves requests without Header's
+	// access token: anyone who can reach URL reaches the port (an E2B
+	// sandbox created with public traffic, a public Daytona sandbox).
+	Public bool
+	// Socket, when set, is the path of a unix socket that reaches the
+	// port too, carrying any protocol's bytes as they are (no header
+	// needed): it and its directory are accessible to this process's user
+	// only (modes 0600 and 0700). Local endpoints offer it for protocols
+	// other than HTTP/1.x, whose first request could not carry Header.
+	Socket string
+	// MaxConns is the most connections the endpoint holds at once, and
+	// IdleTimeout how long one may stay idle before it is closed, where
+	// the provider enforces them on this host (local); 0 when a remote
+	// edge applies its own limits.
+	MaxConns    int
+	IdleTimeout time.Duration
 }
 
 // String describes e without header values, which may be secrets.
@@ -218,7 +250,8 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 
 // endpointOf converts a driver's Endpoint.
 func endpointOf(e driver.Endpoint) Endpoint {
-	return Endpoint{Port: e.Port, URL: e.URL, Header: e.Header.Clone(), Expires: e.Expires}
+	return Endpoint{Port: e.Port, URL: e.URL, Header: e.Header.Clone(), Expires: e.Expires, Public: e.Public,
+		Socket: e.Socket, MaxConns: e.MaxConns, IdleTimeout: e.IdleTimeout}
 }
 
 // toDriver converts r for a CreateRequest.
@@ -227,7 +260,9 @@ func (r Resources) toDriver() driver.Resources {
 }
 
 // toDriver converts o for PortExposer.Expose.
-func (o ExposeOptions) toDriver() driver.ExposeOptions { return driver.ExposeOptions{TTL: o.TTL} }
+func (o ExposeOptions) toDriver() driver.ExposeOptions {
+	return driver.ExposeOptions{TTL: o.TTL, MaxConns: o.MaxConns, IdleTimeout: o.IdleTimeout}
+}
 
 // statesToDriver converts a ListOptions.States filter; nil stays nil.
 func statesToDriver(states []State) []driver.State {

@@ -117,9 +117,16 @@ func BenchmarkLocalPortDownload(b *testing.B) {
 	tr := &http.Transport{DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	get := func(url string) (time.Duration, error) {
+	get := func(url string, h http.Header) (time.Duration, error) {
 		t0 := time.Now()
-		resp, err := hc.Get(url + "/blob")
+		req, err := http.NewRequest(http.MethodGet, url+"/blob", nil)
+		if err != nil {
+			return 0, err
+		}
+		for k, vs := range h {
+			req.Header[k] = vs
+		}
+		resp, err := hc.Do(req)
 		if err != nil {
 			return 0, err
 		}
@@ -132,12 +139,12 @@ func BenchmarkLocalPortDownload(b *testing.B) {
 	}
 	var th, te time.Duration
 	for b.Loop() {
-		d, err := get(hostURL)
+		d, err := get(hostURL, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		th += d
-		if d, err = get(ep.URL); err != nil {
+		if d, err = get(ep.URL, ep.Header); err != nil {
 			b.Fatal(err)
 		}
 		te += d

@@ -20,7 +20,10 @@ type PortExposer interface {
 	// request to an idle port fails at request time (connection refused
 	// locally, an error status from a cloud edge). A sandbox that does not
 	// exist is NotFound. The endpoint stops working once the sandbox is
-	// destroyed.
+	// destroyed. It is private: a request without its Header (the access
+	// token) is refused, unless the provider's service serves it to
+	// anyone, which Public then reports. A relay on this host honours
+	// opts.MaxConns and opts.IdleTimeout and reports the limits in force.
 	Expose(ctx context.Context, id string, port int, opts ExposeOptions) (Endpoint, error)
 }
 
@@ -31,12 +34,29 @@ type ExposeOptions struct {
 	// takes the provider's default. Providers whose endpoints live as long
 	// as the sandbox ignore it.
 	TTL time.Duration
+	// MaxConns caps the connections the endpoint holds at once, where the
+	// relay runs on this host (local); a connection beyond it is closed
+	// at once. 0 takes the provider's default (local: 256). Providers
+	// whose edge is a remote service apply its limits and report none
+	// (Endpoint.MaxConns 0).
+	MaxConns int
+	// IdleTimeout closes a connection through which no byte moved either
+	// way for this long, where the relay runs on this host (local). 0
+	// takes the provider's default (local: 5 minutes). Providers whose
+	// edge is a remote service apply its limits and report none
+	// (Endpoint.IdleTimeout 0).
+	IdleTimeout time.Duration
 }
 
 // Endpoint is how the host reaches a port of a sandbox.
 //
 // Header may carry an access token: treat it as a secret. String (and so
 // %v) prints the URL and header names only.
+//
+// An endpoint is private unless Public is set: a request without Header
+// (the access token in it) is refused, so that knowing or guessing the
+// URL, or being another user of the host, is not enough to reach the
+// port.
 type Endpoint struct {
 	// Port is the port inside the sandbox.
 	Port int
@@ -49,6 +69,22 @@ type Endpoint struct {
 	// Expires is when the endpoint stops working; zero means it lives as
 	// long as the sandbox.
 	Expires time.Time
+	// Public reports that the endpoint serves requests without Header's
+	// access token: anyone who can reach URL reaches the port (an E2B
+	// sandbox created with public traffic, a public Daytona sandbox).
+	Public bool
+	// Socket, when set, is the path of a unix socket that reaches the
+	// port too, carrying any protocol's bytes as they are (no header
+	// needed): it and its directory are accessible to this process's user
+	// only (modes 0600 and 0700). Local endpoints offer it for protocols
+	// other than HTTP/1.x.
+	Socket string
+	// MaxConns is the most connections the endpoint holds at once, and
+	// IdleTimeout how long one may stay idle before it is closed, where
+	// the provider enforces them on this host (local); 0 when a remote
+	// edge applies its own limits.
+	MaxConns    int
+	IdleTimeout time.Duration
 }
 
 // String describes e without header values, which may be secrets.

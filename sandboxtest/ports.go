@@ -114,6 +114,12 @@ func testPort() int { return 20000 + mrand.IntN(20000) }
 // missing.
 func startServer(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sandbox, line string) (sandbox.Endpoint, *sandbox.Process) {
 	t.Helper()
+	return startServerOpts(ctx, t, s, sb, line, sandbox.ExposeOptions{})
+}
+
+// startServerOpts is startServer exposing the port with opts.
+func startServerOpts(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sandbox, line string, opts sandbox.ExposeOptions) (sandbox.Endpoint, *sandbox.Process) {
+	t.Helper()
 	if r := sh(ctx, t, sb, "command -v python3"); r.ExitCode != 0 {
 		t.Skip("python3 is not installed in the sandbox (the Ports group's servers need it)")
 	}
@@ -134,7 +140,7 @@ func startServer(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sandbo
 	if err := sb.WaitForPort(wctx, port); err != nil {
 		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
 	}
-	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	ep, err := sb.Expose(ctx, port, opts)
 	if err != nil {
 		t.Fatalf("Expose(%d): %v", port, err)
 	}

@@ -33,8 +33,11 @@ type previewLink struct {
 
 // Expose asks the API for the port's preview URL
 // (https://{port}-{sandboxId}.{proxyDomain}) and its token, sent in
-// x-daytona-preview-token. The token changes when the sandbox restarts:
-// call Expose again after a Resume. Daytona previews ports 3000-9999.
+// x-daytona-preview-token, which the preview proxy requires unless the
+// sandbox is public (OptPublic; the endpoint then reports Public, read
+// from the sandbox). The token changes when the sandbox restarts: call
+// Expose again after a Resume. Daytona previews ports 3000-9999.
+// MaxConns and IdleTimeout are the proxy's: the endpoint reports none.
 func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.ExposeOptions) (driver.Endpoint, error) {
 	const op = "preview-url"
 	u := strings.TrimRight(r.apiURL, "/") + "/sandbox/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port) + "/preview-url"
@@ -59,7 +62,13 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	if err != nil || pu.Host == "" {
 		return driver.Endpoint{}, sberrors.Errorf(sberrors.Internal, "daytona: preview-url: the API answered a URL that does not parse")
 	}
-	ep := driver.Endpoint{Port: port, URL: strings.TrimRight(link.URL, "/")}
+	// A public sandbox's previews take requests without the token: the
+	// endpoint says so (Public).
+	sb, err := r.getDTO(ctx, id)
+	if err != nil {
+		return driver.Endpoint{}, err
+	}
+	ep := driver.Endpoint{Port: port, URL: strings.TrimRight(link.URL, "/"), Public: sb.Public != nil && *sb.Public}
 	h := http.Header{}
 	if link.Token != "" {
 		h.Set(PreviewTokenHeader, link.Token)

@@ -42,6 +42,18 @@ func TestExposePreviewURL(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("preview without the token: status %d, want 401", resp.StatusCode)
 	}
+	if ep.Public {
+		t.Fatalf("endpoint of a private sandbox reports Public")
+	}
+	// A public sandbox's previews need no token: its endpoint says so.
+	pub, err := e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{daytona.OptPublic: "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Destroy(ctx)
+	if pep, err := pub.Expose(ctx, 8080, sandbox.ExposeOptions{}); err != nil || !pep.Public {
+		t.Fatalf("endpoint of a public sandbox: %v (Public %v), %v; want Public", pep, pep.Public, err)
+	}
 
 	rt, err := daytona.New(daytona.WithAPIKey(e.fake.APIKey()), daytona.WithAPIURL(e.fake.URL()))
 	if err != nil {

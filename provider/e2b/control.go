@@ -77,6 +77,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if err != nil {
 		return driver.Info{}, err
 	}
+	var publicTraffic *bool
 	for _, k := range slices.Sorted(maps.Keys(req.Options)) {
 		if k == OptName {
 			continue
@@ -91,9 +92,24 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			body.AutoResume = &api.SandboxAutoResumeConfig{Enabled: b}
 		case "secure":
 			body.Secure = &b
+		case OptPublicTraffic:
+			publicTraffic = &b
 		default:
-			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure, name)", k)
+			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown provider option %q (known: auto_resume, secure, public_traffic, name)", k)
 		}
+	}
+	// User ports are private unless asked otherwise: E2B then answers with
+	// a traffic access token, which Expose's endpoints carry. E2B allows
+	// that only for secure sandboxes.
+	switch {
+	case publicTraffic == nil && *body.Secure:
+		f := false
+		body.Network = &api.SandboxNetworkConfig{AllowPublicTraffic: &f}
+	case publicTraffic != nil && !*publicTraffic:
+		if !*body.Secure {
+			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option public_traffic=false needs secure=true (E2B restricts traffic to secure sandboxes only)")
+		}
+		body.Network = &api.SandboxNetworkConfig{AllowPublicTraffic: publicTraffic}
 	}
 	if req.Resources != (driver.Resources{}) {
 		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)

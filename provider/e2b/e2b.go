@@ -26,8 +26,16 @@
 // # Provider options
 //
 // CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
-// paused sandbox resumes it), "secure" ("false": no envd access token)
-// and OptName ("name"). E2B sandboxes have no name field: a name is kept
+// paused sandbox resumes it), "secure" ("false": no envd access token),
+// OptPublicTraffic ("public_traffic") and OptName ("name").
+//
+// A sandbox's ports are private by default: it is created with public
+// traffic off (network.allowPublicTraffic false), so E2B's edge refuses
+// a request to a user port without the traffic access token, which
+// Sandbox.Expose's endpoints carry in Header. "public_traffic"="true"
+// (or "secure"="false", since E2B restricts traffic only for secure
+// sandboxes) makes them reachable by anyone with the URL, as E2B's own
+// SDKs do by default; their endpoints then report Public. E2B sandboxes have no name field: a name is kept
 // as the metadata label "name" (NameLabel), as seed 003 names its
 // sandboxes, so it shows in Info.Labels and List finds the sandbox by it.
 // The same option names a Daytona sandbox, so one CreateOptions names a

@@ -8,6 +8,11 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 )
 
+// OptPublicTraffic is the provider option ("true"/"false") that makes a
+// sandbox's user ports reachable without the traffic access token
+// (default false when the sandbox is secure).
+const OptPublicTraffic = "public_traffic"
+
 // trafficHeader carries a sandbox's traffic access token to its user
 // ports, when it was created with public traffic restricted.
 const trafficHeader = "E2b-Traffic-Access-Token"
@@ -17,8 +22,11 @@ const trafficHeader = "E2b-Traffic-Access-Token"
 // WithSandboxURL: a local edge or a fake) it is that URL, routed by the
 // E2b-Sandbox-Id and E2b-Sandbox-Port headers as the edge proxy routes
 // requests to an IP literal or localhost. The traffic access token the
-// create answered with, if any, is sent as e2b-traffic-access-token. The
-// edge answers 502 for a port nothing listens on.
+// create answered with, if any, is sent as e2b-traffic-access-token (the
+// edge refuses a request without it with 403); a sandbox created with
+// public traffic has none and its endpoints are Public. The edge answers
+// 502 for a port nothing listens on. MaxConns and IdleTimeout are the
+// edge's: the endpoint reports none.
 func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.ExposeOptions) (driver.Endpoint, error) {
 	c, err := r.conn(ctx, id)
 	if err != nil {
@@ -39,6 +47,9 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	}
 	if c.traffic != "" {
 		h.Set(trafficHeader, c.traffic)
+	} else {
+		// Created with public traffic: the edge serves anyone.
+		ep.Public = true
 	}
 	if len(h) > 0 {
 		ep.Header = h

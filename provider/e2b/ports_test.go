@@ -1,6 +1,10 @@
 package e2b_test
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -45,5 +49,68 @@ func TestExposeHostScheme(t *testing.T) {
 	}
 	if _, err := rt.Expose(ctx, "nosuchsandbox", 8080, driver.ExposeOptions{}); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Fatalf("Expose on a missing sandbox = %v, want NotFound", err)
+	}
+}
+
+// TestExposePrivateTraffic: a sandbox is created with public traffic off
+// unless asked otherwise, so its endpoint carries the traffic access
+// token and the edge (the fake, as E2B's) refuses a request without it
+// with 403; public_traffic=true or secure=false give a Public endpoint
+// without one; public_traffic=false without secure is InvalidArgument.
+func TestExposePrivateTraffic(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := t.Context()
+	expose := func(opts map[string]string) sandbox.Endpoint {
+		t.Helper()
+		sb, err := e.client.Create(ctx, sandbox.CreateOptions{ProviderOptions: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+		ep, err := sb.Expose(ctx, 8080, sandbox.ExposeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ep
+	}
+	ep := expose(nil)
+	tok := ep.Header.Get("E2b-Traffic-Access-Token")
+	if tok == "" || ep.Public {
+		t.Fatalf("default endpoint %v (Public %v): want the traffic access token and not Public", ep, ep.Public)
+	}
+	if strings.Contains(fmt.Sprint(ep), tok) {
+		t.Fatalf("endpoint prints its token: %v", ep)
+	}
+	status := func(edit func(http.Header)) int {
+		req, err := ep.NewRequest(ctx, http.MethodGet, "/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(req.Header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := status(func(h http.Header) { h.Del("E2b-Traffic-Access-Token") }); st != http.StatusForbidden {
+		t.Fatalf("request without the traffic token: status %d, want 403", st)
+	}
+	if st := status(func(h http.Header) { h.Set("E2b-Traffic-Access-Token", tok+"x") }); st != http.StatusForbidden {
+		t.Fatalf("request with a wrong traffic token: status %d, want 403", st)
+	}
+	// With it, the edge goes on to the port (nothing listens: 502).
+	if st := status(func(http.Header) {}); st != http.StatusBadGateway {
+		t.Fatalf("request with the traffic token: status %d, want 502 (port not open)", st)
+	}
+	for _, opts := range []map[string]string{{e2b.OptPublicTraffic: "true"}, {"secure": "false"}} {
+		if ep := expose(opts); !ep.Public || ep.Header.Get("E2b-Traffic-Access-Token") != "" {
+			t.Fatalf("endpoint of a sandbox created with %v: %v (Public %v), want Public without a token", opts, ep, ep.Public)
+		}
+	}
+	_, err := e.client.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{"secure": "false", e2b.OptPublicTraffic: "false"}})
+	if sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "public_traffic") {
+		t.Fatalf("public_traffic=false with secure=false: %v, want InvalidArgument naming the option", err)
 	}
 }

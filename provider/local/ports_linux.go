@@ -4,12 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"net/http"
+	"net/textproto"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,42 +28,93 @@ import (
 )
 
 // Port exposure: Expose listens on an ephemeral port of 127.0.0.1 in this
-// process. For each connection it accepts, the sandbox's agent (a "dial"
-// request, see agent_ports_linux.go) connects to the port inside the
-// sandbox's network namespace and hands the connected socket over; this
-// process relays between the two. So it works with the network off and
-// with the isolated network, and the sandbox is never reachable beyond
+// process, and on a unix socket in a directory only this process's user
+// may enter. For each connection it accepts, the sandbox's agent (a
+// "dial" request, see agent_ports_linux.go) connects to the port inside
+// the sandbox's network namespace and hands the connected socket over;
+// this process relays between the two. So it works with the network off
+// and with the isolated network, and the sandbox is never reachable beyond
 // the host's loopback. Listeners belong to the Runtime: Destroy closes a
 // sandbox's, Close all of them.
+//
+// The loopback port is open to every local user, so it is private by a
+// token: the first HTTP/1.x request of each connection must carry the
+// endpoint's token in TokenHeader (compared in constant time) before the
+// sandbox is dialled; anything else is refused (401, or 400 for what is
+// not an HTTP request) and closed. Once admitted, a connection is relayed
+// as it is, the first request included, so keep-alive, streaming and
+// WebSocket upgrades work. The unix socket (Endpoint.Socket, mode 0600 in
+// a 0700 directory) needs no token: the file's permissions keep other
+// users out, and it carries any protocol.
+//
+// Each endpoint holds at most MaxConns connections (both listeners
+// together, connections still sending their first request included); one
+// beyond is closed at once. A connection through which no byte moved for
+// IdleTimeout is closed, and so is one of whose two directions one has
+// ended (a side closed or half-closed) and the other moved nothing for
+// halfClosedTimeout: a client that left is not kept waiting for a server
+// that never closes its side, while a client's half close after its
+// request (HTTP/1.0 style) still gets the answer.
+
+// TokenHeader is the header that carries a local endpoint's access token
+// (Endpoint.Header holds it; Endpoint.NewRequest sends it).
+const TokenHeader = "X-Sandbox-Endpoint-Token"
+
+const (
+	// DefaultMaxConns is a local endpoint's connection cap when
+	// ExposeOptions.MaxConns is 0.
+	DefaultMaxConns = 256
+	// DefaultIdleTimeout closes a local endpoint's connection idle this
+	// long, when ExposeOptions.IdleTimeout is 0.
+	DefaultIdleTimeout = 5 * time.Minute
+	// halfClosedTimeout closes a connection one of whose directions ended
+	// once the other has been idle this long (or IdleTimeout, if shorter).
+	halfClosedTimeout = 15 * time.Second
+	// headerTimeout bounds the wait for a connection's first request
+	// headers (or IdleTimeout, if shorter).
+	headerTimeout = 10 * time.Second
+	// maxHeaderBytes bounds a first request's headers (431 beyond).
+	maxHeaderBytes = 64 << 10
+)
 
 // portForwards holds a Runtime's listeners, by sandbox and port.
 type portForwards struct {
-	mu     sync.Mutex
-	closed bool
-	m      map[string]map[int]*forwarder
+	mu      sync.Mutex
+	closed  bool
+	m       map[string]map[int]*forwarder
+	sockDir string // the sockets' directory, once one was made
 }
 
-// forwarder is one listener and the connections it relays.
+// forwarder is one endpoint: its listeners and the connections it relays.
 type forwarder struct {
-	r    *Runtime
-	id   string
-	port int
-	ln   net.Listener
+	r     *Runtime
+	id    string
+	port  int
+	ln    net.Listener // TCP on 127.0.0.1, token required
+	sock  net.Listener // unix socket, owner only; nil where none could be made
+	path  string       // sock's path
+	token string
 	// ctx ends when the forwarder closes, cancelling relays being set up.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	closed bool
-	conns  map[io.Closer]struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	closed   bool
+	maxConns int
+	idle     time.Duration
+	active   int // connections admitted and not yet ended
+	conns    map[io.Closer]struct{}
+	wg       sync.WaitGroup
 }
 
 // Expose returns http://127.0.0.1:<ephemeral> relaying to port in the
-// sandbox. It checks that something accepts connections on port now
-// (FailedPrecondition otherwise, so a wrong port is a clear error at once);
-// a second Expose of the same port returns the same listener.
-func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.ExposeOptions) (driver.Endpoint, error) {
+// sandbox, with the token every request must carry in Header, and a unix
+// socket reaching it too (Socket). It checks that something accepts
+// connections on port now (FailedPrecondition otherwise, so a wrong port
+// is a clear error at once); a second Expose of the same port returns the
+// same endpoint (same token), with the limits of the later call for new
+// connections.
+func (r *Runtime) Expose(ctx context.Context, id string, port int, opts driver.ExposeOptions) (driver.Endpoint, error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
 		return driver.Endpoint{}, err
@@ -63,11 +124,22 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 		return driver.Endpoint{}, fmt.Errorf("local: expose port %d of %s: %w", port, id, err)
 	}
 	_ = c.Close()
-	f, err := r.ports.get(r, id, port)
+	maxConns, idle := opts.MaxConns, opts.IdleTimeout
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	f, err := r.ports.get(r, id, port, maxConns, idle)
 	if err != nil {
 		return driver.Endpoint{}, err
 	}
-	return driver.Endpoint{Port: port, URL: "http://" + f.ln.Addr().String()}, nil
+	return driver.Endpoint{
+		Port: port, URL: "http://" + f.ln.Addr().String(),
+		Header: http.Header{TokenHeader: {f.token}}, Socket: f.path,
+		MaxConns: maxConns, IdleTimeout: idle,
+	}, nil
 }
 
 // dialPort opens a connection to port in the sandbox through the agent.
@@ -184,21 +256,38 @@ func tcpFromFDs(fds []int) (*net.TCPConn, error) {
 	return tc, nil
 }
 
-// get returns the listener for (id, port), starting it when needed.
-func (p *portForwards) get(r *Runtime, id string, port int) (*forwarder, error) {
+// get returns the endpoint for (id, port), starting it when needed, with
+// the limits given for the connections it admits from now on.
+func (p *portForwards) get(r *Runtime, id string, port, maxConns int, idle time.Duration) (*forwarder, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, sberrors.ErrClosed
 	}
 	if f := p.m[id][port]; f != nil {
+		f.mu.Lock()
+		f.maxConns, f.idle = maxConns, idle
+		f.mu.Unlock()
 		return f, nil
+	}
+	var tok [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, sberrors.Errorf(sberrors.Internal, "local: expose port %d of %s: token: %w", port, id, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, sberrors.Errorf(sberrors.Unavailable, "local: expose port %d of %s: %w", port, id, err)
 	}
-	f := &forwarder{r: r, id: id, port: port, ln: ln, conns: map[io.Closer]struct{}{}}
+	sock, path, err := r.portSocket()
+	if err == nil {
+		p.sockDir = filepath.Dir(path)
+	}
+	if err != nil {
+		_ = ln.Close()
+		return nil, sberrors.Errorf(sberrors.Unavailable, "local: expose port %d of %s: unix socket: %w", port, id, err)
+	}
+	f := &forwarder{r: r, id: id, port: port, ln: ln, sock: sock, path: path, token: hex.EncodeToString(tok[:]),
+		maxConns: maxConns, idle: idle, conns: map[io.Closer]struct{}{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if p.m == nil {
 		p.m = map[string]map[int]*forwarder{}
@@ -207,9 +296,55 @@ func (p *portForwards) get(r *Runtime, id string, port int) (*forwarder, error) 
 		p.m[id] = map[int]*forwarder{}
 	}
 	p.m[id][port] = f
-	f.wg.Add(1)
-	go f.accept()
+	f.wg.Add(2)
+	go f.accept(ln, true)
+	go f.accept(sock, false)
 	return f, nil
+}
+
+// portSocket listens on a new unix socket in <root>/.p, a directory only
+// this process's user may enter (0700), the socket itself 0600.
+func (r *Runtime) portSocket() (net.Listener, string, error) {
+	ln, path, err := r.portSocketOnce()
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory was removed with another process's last
+		// endpoint between the two steps: once more.
+		ln, path, err = r.portSocketOnce()
+	}
+	return ln, path, err
+}
+
+func (r *Runtime) portSocketOnce() (net.Listener, string, error) {
+	dir := filepath.Join(r.root, ".p")
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return nil, "", fmt.Errorf("%s is not a directory of this process's user", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, "", err
+		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	path := filepath.Join(dir, hex.EncodeToString(b[:]))
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, "", err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, "", err
+	}
+	return ln, path, nil
 }
 
 // drop closes the listeners of id ("" for all; closing them for good
@@ -232,6 +367,40 @@ func (p *portForwards) drop(id string, all bool) {
 	for _, f := range fs {
 		f.close()
 	}
+	// The sockets' directory goes with the last endpoint (an endpoint
+	// being made meanwhile, here or in another process sharing the root,
+	// makes it again).
+	p.mu.Lock()
+	if len(p.m) == 0 && p.sockDir != "" {
+		_ = os.Remove(p.sockDir)
+	}
+	p.mu.Unlock()
+}
+
+// admit counts c in as one of the endpoint's connections and registers
+// it to be closed with f; false (c closed) when f is closed or at its
+// cap.
+func (f *forwarder) admit(c net.Conn) bool {
+	f.mu.Lock()
+	ok := !f.closed && f.active < f.maxConns
+	if ok {
+		f.active++
+		f.conns[c] = struct{}{}
+	}
+	f.mu.Unlock()
+	if !ok {
+		closeNow(c)
+	}
+	return ok
+}
+
+// release ends the admission of c.
+func (f *forwarder) release(c net.Conn) {
+	f.mu.Lock()
+	f.active--
+	delete(f.conns, c)
+	f.mu.Unlock()
+	_ = c.Close()
 }
 
 // track registers c to be closed with f; false when f is closed.
@@ -252,7 +421,14 @@ func (f *forwarder) untrack(c io.Closer) {
 	_ = c.Close()
 }
 
-// close stops the listener, ends every relayed connection and waits for
+// idleTimeout returns the idle timeout for connections admitted now.
+func (f *forwarder) idleTimeout() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.idle
+}
+
+// close stops the listeners, ends every relayed connection and waits for
 // the goroutines.
 func (f *forwarder) close() {
 	f.mu.Lock()
@@ -262,16 +438,25 @@ func (f *forwarder) close() {
 	f.mu.Unlock()
 	f.cancel()
 	_ = f.ln.Close()
+	_ = f.sock.Close()
 	for c := range conns {
 		_ = c.Close()
 	}
 	f.wg.Wait()
 }
 
-func (f *forwarder) accept() {
+// closeNow closes c at once, with a reset for TCP (no lingering data).
+func closeNow(c net.Conn) {
+	if t, ok := c.(*net.TCPConn); ok {
+		_ = t.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+func (f *forwarder) accept(ln net.Listener, auth bool) {
 	defer f.wg.Done()
 	for {
-		c, err := f.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			f.mu.Lock()
 			closed := f.closed
@@ -287,19 +472,27 @@ func (f *forwarder) accept() {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if !f.track(c) {
-			_ = c.Close()
-			return
+		if !f.admit(c) {
+			continue
 		}
 		f.wg.Add(1)
-		go f.relay(c)
+		go f.relay(c, auth)
 	}
 }
 
-// relay carries one accepted connection through the agent.
-func (f *forwarder) relay(tc net.Conn) {
+// relay carries one accepted connection through the agent, once its first
+// request showed the token (auth).
+func (f *forwarder) relay(tc net.Conn, auth bool) {
 	defer f.wg.Done()
-	defer f.untrack(tc)
+	defer f.release(tc)
+	idle := f.idleTimeout()
+	var first []byte
+	if auth {
+		var ok bool
+		if first, ok = f.authenticate(tc, min(headerTimeout, idle)); !ok {
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
 	m, err := f.r.running(ctx, f.id)
 	var ac net.Conn
@@ -312,9 +505,7 @@ func (f *forwarder) relay(tc net.Conn) {
 	if err != nil {
 		// Nothing to relay to (gone, paused, no server): a reset tells
 		// the client at once.
-		if t, ok := tc.(*net.TCPConn); ok {
-			_ = t.SetLinger(0)
-		}
+		closeNow(tc)
 		return
 	}
 	if !f.track(ac) {
@@ -322,12 +513,19 @@ func (f *forwarder) relay(tc net.Conn) {
 		return
 	}
 	defer f.untrack(ac)
-	if t, ok := tc.(*net.TCPConn); ok && raw {
-		// A raw stream (or the sandbox's own socket, passed): bytes as
-		// they are, both ways, half closes passed on.
-		relayRaw(ac.(halfCloser), t)
-		_ = tc.Close()
-		_ = ac.Close()
+	w := newWatch(idle, tc, ac)
+	defer w.stop()
+	hc, isHC := tc.(halfCloser)
+	if raw && isHC {
+		// A raw stream (or the sandbox's own socket, passed): the first
+		// request as read, then bytes as they are, both ways, half
+		// closes passed on.
+		if len(first) > 0 {
+			if _, err := ac.Write(first); err != nil {
+				return
+			}
+		}
+		w.relay(ac.(halfCloser), hc)
 		return
 	}
 	done := make(chan struct{})
@@ -335,13 +533,21 @@ func (f *forwarder) relay(tc net.Conn) {
 		defer close(done)
 		fw := &frameWriter{w: ac}
 		buf := make([]byte, 5+forwardChunk)
+		if len(first) > 0 {
+			n := copy(buf[5:], first)
+			if writeDataFrame(fw, buf, frameStdin, n) != nil {
+				return
+			}
+		}
 		for {
 			n, err := tc.Read(buf[5:])
+			w.touch()
 			if n > 0 && writeDataFrame(fw, buf, frameStdin, n) != nil {
 				return
 			}
 			if err == io.EOF {
 				_ = fw.write(frameEOF, nil)
+				w.halfClosed()
 				return
 			}
 			if err != nil {
@@ -356,11 +562,15 @@ func (f *forwarder) relay(tc net.Conn) {
 		var typ byte
 		var err error
 		typ, buf, err = readFrame(br, buf)
+		w.touch()
 		if err != nil {
 			break
 		}
 		if typ == frameEOF {
-			_ = tc.(*net.TCPConn).CloseWrite()
+			if isHC {
+				_ = hc.CloseWrite()
+			}
+			w.halfClosed()
 			continue
 		}
 		if typ != frameStdout {
@@ -373,4 +583,189 @@ func (f *forwarder) relay(tc net.Conn) {
 	_ = tc.Close()
 	_ = ac.Close()
 	<-done
+}
+
+// authenticate reads c's first request headers (for up to wait) and
+// checks that they carry the endpoint's token, answering a refusal
+// itself. It returns every byte read, to be sent on.
+func (f *forwarder) authenticate(c net.Conn, wait time.Duration) ([]byte, bool) {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, 0, 4096)
+	end := -1
+	for end < 0 {
+		if len(buf) >= maxHeaderBytes {
+			refuse(c, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request headers exceed %d bytes", maxHeaderBytes))
+			return nil, false
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
+		buf = buf[:len(buf)+n]
+		end = headerEnd(buf)
+		if end < 0 && err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				refuse(c, http.StatusRequestTimeout, fmt.Sprintf("no request headers within %v", wait))
+			}
+			return nil, false
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(buf[:end])))
+	line, err := tp.ReadLine()
+	method, rest, ok1 := strings.Cut(line, " ")
+	_, proto, ok2 := strings.Cut(rest, " ")
+	if err != nil || !ok1 || !ok2 || method == "" || !strings.HasPrefix(proto, "HTTP/1.") {
+		refuse(c, http.StatusBadRequest, "this endpoint takes HTTP/1.x requests; other protocols reach the port through Endpoint.Socket")
+		return nil, false
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		refuse(c, http.StatusBadRequest, "malformed request headers")
+		return nil, false
+	}
+	vals := h.Values(TokenHeader)
+	if len(vals) != 1 || subtle.ConstantTimeCompare([]byte(vals[0]), []byte(f.token)) != 1 {
+		refuse(c, http.StatusUnauthorized, "this endpoint needs its access token in the "+TokenHeader+" header (sandbox.Endpoint.Header)")
+		return nil, false
+	}
+	return buf, true
+}
+
+// headerEnd returns the length of the header block at the start of b
+// (through its blank line), or -1 while it is incomplete.
+func headerEnd(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\n' {
+			continue
+		}
+		if i+1 < len(b) && b[i+1] == '\n' {
+			return i + 2
+		}
+		if i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n' {
+			return i + 3
+		}
+	}
+	return -1
+}
+
+// refuse answers status with msg and closes c, reading (briefly) what
+// the client still sends so that the close does not reset the answer
+// away.
+func refuse(c net.Conn, status int, msg string) {
+	body := msg + "\n"
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+	if hc, ok := c.(halfCloser); ok {
+		_ = hc.CloseWrite()
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, maxHeaderBytes))
+	}
+	_ = c.Close()
+}
+
+// watch closes a relayed connection's two sides when it has been idle
+// too long: no byte either way for idle, or, once one direction ended,
+// none the other way for halfClosedTimeout (or idle, if shorter).
+type watch struct {
+	idle  time.Duration
+	a, b  net.Conn
+	last  atomic.Int64 // UnixNano of the last byte moved
+	half  atomic.Bool
+	done  atomic.Bool // stopped: the check does nothing
+	timer *time.Timer
+}
+
+func newWatch(idle time.Duration, a, b net.Conn) *watch {
+	w := &watch{idle: idle, a: a, b: b}
+	w.touch()
+	w.timer = time.AfterFunc(idle, w.check)
+	return w
+}
+
+func (w *watch) touch() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *watch) limit() time.Duration {
+	if w.half.Load() {
+		return min(w.idle, halfClosedTimeout)
+	}
+	return w.idle
+}
+
+// halfClosed notes that one direction ended: the other gets the shorter
+// limit from now.
+func (w *watch) halfClosed() {
+	w.touch()
+	if !w.half.Swap(true) {
+		w.timer.Reset(w.limit())
+	}
+}
+
+func (w *watch) check() {
+	if w.done.Load() {
+		return
+	}
+	left := w.limit() - time.Since(time.Unix(0, w.last.Load()))
+	if left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	_ = w.a.Close()
+	_ = w.b.Close()
+}
+
+func (w *watch) stop() {
+	w.done.Store(true)
+	w.timer.Stop()
+}
+
+// relay copies between a and b in both directions until both ended or
+// either failed, noting activity; the end of one direction (EOF) is passed
+// on as a half close, a failure ends both. It returns with both closed.
+func (w *watch) relay(a, b halfCloser) {
+	done := make(chan struct{})
+	go func() { // b → a
+		defer close(done)
+		if err := w.copy(a, b); err != nil {
+			_ = a.Close()
+			_ = b.Close()
+			return
+		}
+		_ = a.CloseWrite()
+		w.halfClosed()
+	}()
+	if err := w.copy(b, a); err != nil {
+		_ = a.Close()
+		_ = b.Close()
+	} else {
+		_ = b.CloseWrite()
+		w.halfClosed()
+	}
+	<-done
+	_ = a.Close()
+	_ = b.Close()
+}
+
+// copy copies src to dst until EOF (nil) or a failure through a pooled
+// buffer (read and write, not splice: see relayRaw), noting each move.
+func (w *watch) copy(dst io.Writer, src io.Reader) error {
+	buf := relayBufs.Get().(*[relayBufSize]byte)
+	defer relayBufs.Put(buf)
+	for {
+		n, err := src.Read(buf[:])
+		if n > 0 {
+			// Noted once the bytes are passed on: a write that stays
+			// blocked (a reader that stopped) is idleness too.
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			w.touch()
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }

@@ -113,6 +113,7 @@ type box struct {
 	paused                  bool
 	autoPause               bool
 	token                   string // "" when not secure
+	traffic                 string // traffic access token for user ports; "" when public
 	procs                   map[uint32]*proc
 }
 
@@ -558,6 +559,16 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 	if req.Secure != nil && *req.Secure {
 		b.token = randHex(32)
 	}
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
+		// Checked before the backend's create in the real API; here
+		// the backend sandbox is destroyed again.
+		if b.token == "" {
+			_ = s.backend.Destroy(context.Background(), info.ID)
+			writeError(w, http.StatusBadRequest, "You cannot create a sandbox without public access unless you enable secure mode")
+			return
+		}
+		b.traffic = randHex(32)
+	}
 	s.mu.Lock()
 	s.boxes[b.id] = b
 	s.mu.Unlock()
@@ -569,6 +580,10 @@ func (b *box) sandbox() api.Sandbox {
 	if b.token != "" {
 		t := b.token
 		out.EnvdAccessToken = &t
+	}
+	if b.traffic != "" {
+		t := b.traffic
+		out.TrafficAccessToken = &t
 	}
 	return out
 }

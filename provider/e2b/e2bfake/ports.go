@@ -1,6 +1,7 @@
 package e2bfake
 
 import (
+	"crypto/subtle"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -11,10 +12,21 @@ import (
 // proxyPort serves a request for a user port of b, as E2B's edge does: a
 // reverse proxy (WebSocket upgrades and streamed responses included) to
 // the port in the backend sandbox, reached through the backend's own
-// Expose. A port nothing listens on gets the edge's 502 JSON body.
+// Expose. A port nothing listens on gets the edge's 502 JSON body; a
+// sandbox created without public traffic refuses a request without its
+// traffic access token with 403.
 func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, b *box, port int) {
 	notOpen := func() {
 		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": b.id, "message": "The sandbox is running but port is not open", "port": port, "code": http.StatusBadGateway})
+	}
+	s.mu.Lock()
+	traffic := b.traffic
+	s.mu.Unlock()
+	if traffic != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("E2b-Traffic-Access-Token")), []byte(traffic)) != 1 {
+		// A sandbox created without public traffic: its user ports
+		// need the traffic access token (missing or wrong: 403).
+		writeJSON(w, http.StatusForbidden, map[string]any{"sandboxId": b.id, "message": "Missing or invalid traffic access token", "code": http.StatusForbidden})
+		return
 	}
 	p, ok := s.backend.(driver.PortExposer)
 	if !ok {

@@ -1,0 +1,219 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+// privateEndpoint starts a file server in a new sandbox and exposes it.
+func privateEndpoint(t *testing.T) (context.Context, sandbox.Endpoint) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed (the test's server is python3 -m http.server)")
+	}
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _, _ := serveFile(ctx, t, sb, "page", []byte("private"))
+	return ctx, ep
+}
+
+// rawRequest sends req on a new connection to ep, half-closes when
+// shut is set, and returns everything read until the endpoint closes
+// (or 30 s).
+func rawRequest(t *testing.T, ep sandbox.Endpoint, req string, shut bool) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(ep.URL, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	if shut {
+		_ = c.(*net.TCPConn).CloseWrite()
+	}
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// TestExposeTokenChecks: the first request's headers are checked however
+// they arrive, and every way of getting them wrong is refused before the
+// sandbox's server sees a byte; a client that half-closes after its
+// request still gets the answer.
+func TestExposeTokenChecks(t *testing.T) {
+	_, ep := privateEndpoint(t)
+	tok := ep.Header.Get(TokenHeader)
+	if len(tok) < 32 {
+		t.Fatalf("endpoint token %q: want 32+ characters", tok)
+	}
+	if strings.Contains(ep.String(), tok) || strings.Contains(ep.GoString(), tok) {
+		t.Fatalf("Endpoint.String shows the token: %s", ep)
+	}
+	good := "GET /page HTTP/1.0\r\nHost: x\r\n" + TokenHeader + ": " + tok + "\r\n\r\n"
+	// HTTP/1.0 with a half close after the request: the answer comes.
+	if got := rawRequest(t, ep, good, true); !strings.HasPrefix(got, "HTTP/1.0 200") || !strings.HasSuffix(got, "\r\n\r\nprivate") {
+		t.Fatalf("GET with the token, half-closed: %q", got)
+	}
+	// The headers a byte at a time.
+	c, err := net.Dial("tcp", strings.TrimPrefix(ep.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	for i := range len(good) {
+		if _, err := io.WriteString(c, good[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := io.ReadAll(c); !strings.HasSuffix(string(b), "private") {
+		t.Fatalf("GET written a byte at a time: %q", b)
+	}
+	c.Close()
+
+	for _, tc := range []struct{ name, req, status string }{
+		{"no token", "GET /page HTTP/1.1\r\nHost: x\r\n\r\n", "401"},
+		{"wrong token", "GET /page HTTP/1.1\r\nHost: x\r\n" + TokenHeader + ": " + strings.Repeat("0", len(tok)) + "\r\n\r\n", "401"},
+		{"token twice", "GET /page HTTP/1.1\r\nHost: x\r\n" + TokenHeader + ": " + tok + "\r\n" + TokenHeader + ": x\r\n\r\n", "401"},
+		{"token prefix", "GET /page HTTP/1.1\r\nHost: x\r\n" + TokenHeader + ": " + tok[:len(tok)-1] + "\r\n\r\n", "401"},
+		{"token in the body", "POST /page HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + TokenHeader + ": " + tok + "\r\n\r\n", "401"},
+		{"not HTTP", "hello " + tok + "\n\n", "400"},
+		{"HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400"},
+		{"headers too large", "GET /page HTTP/1.1\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes) + "\r\n\r\n", "431"},
+	} {
+		got := rawRequest(t, ep, tc.req, false)
+		if !strings.HasPrefix(got, "HTTP/1.1 "+tc.status) || strings.Contains(got, "private") {
+			t.Errorf("%s: answer %.200q, want a %s refusal", tc.name, got, tc.status)
+		}
+	}
+}
+
+// TestExposeOtherUser: another local user reaches neither the TCP
+// listener (no token) nor the unix socket (its directory is 0700). It
+// runs a python3 client as uid 65534, so it needs root.
+func TestExposeOtherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as another user (uid 65534)")
+	}
+	_, ep := privateEndpoint(t)
+	if ep.Socket == "" {
+		t.Fatal("local endpoint has no Socket")
+	}
+	script := `import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=20)
+s.sendall(b"GET /page HTTP/1.1\r\nHost: x\r\n\r\n")
+print(s.recv(200).decode(errors="replace").split("\r\n")[0])
+u = socket.socket(socket.AF_UNIX)
+try:
+    u.connect(sys.argv[2]); print("socket connected")
+except OSError as e:
+    print("socket refused", e.errno)
+`
+	py := "/usr/bin/python3" // a path every user may run (not a per-user shim)
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("needs %s: %v", py, err)
+	}
+	cmd := exec.Command(py, "-c", script, strings.TrimPrefix(ep.URL, "http://"), ep.Socket)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("client as uid 65534: %v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "HTTP/1.1 401") || !strings.HasPrefix(lines[1], "socket refused") {
+		t.Fatalf("uid 65534 got %q; want a 401 and a refused socket", out)
+	}
+	// Its owner reaches the port through the socket without a token.
+	u, err := net.Dial("unix", ep.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	_ = u.SetDeadline(time.Now().Add(30 * time.Second))
+	_, _ = io.WriteString(u, "GET /page HTTP/1.0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(u), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "private" {
+		t.Fatalf("GET through the socket: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestExposeDefaultCapClosesBeyond: with the default cap, connections
+// beyond DefaultMaxConns are closed at once (not held until the
+// descriptors run out), and those within it that never send a request
+// are closed after the header timeout.
+func TestExposeDefaultCapClosesBeyond(t *testing.T) {
+	_, ep := privateEndpoint(t)
+	if ep.MaxConns != DefaultMaxConns || ep.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("endpoint limits %d, %v; want the defaults %d, %v", ep.MaxConns, ep.IdleTimeout, DefaultMaxConns, DefaultIdleTimeout)
+	}
+	const extra = 64
+	addr := strings.TrimPrefix(ep.URL, "http://")
+	conns := make([]net.Conn, 0, DefaultMaxConns+extra)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	refused := 0 // reset by the endpoint before the dial returned
+	for range DefaultMaxConns + extra {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if errors.Is(err, syscall.ECONNRESET) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Within 2 s, at least extra of them are closed by the endpoint.
+	start := time.Now()
+	closed := make([]bool, len(conns))
+	nclosed := refused
+	time.Sleep(2 * time.Second)
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !os.IsTimeout(err) {
+			closed[i] = true
+			nclosed++
+		}
+	}
+	if nclosed < extra {
+		t.Fatalf("%d of %d connections closed at once with a cap of %d: want at least %d", nclosed, len(conns), DefaultMaxConns, extra)
+	}
+	// The silent ones are closed after the header timeout (5x bound).
+	for i, c := range conns {
+		if closed[i] {
+			continue
+		}
+		_ = c.SetReadDeadline(start.Add(5 * headerTimeout))
+		if _, err := c.Read(make([]byte, 512)); os.IsTimeout(err) {
+			t.Fatalf("a connection that sent nothing is still open %v after it was made (header timeout %v)", time.Since(start), headerTimeout)
+		}
+	}
+}
