@@ -96,6 +96,7 @@ type features struct {
 	NoUserNS   bool   `json:"no_userns,omitempty"`
 	LandlockV  int    `json:"landlock_abi,omitempty"`
 	UID        int    `json:"uid,omitempty"`     // host uid commands run as, when switched (L1, L2)
+	Sockets    string `json:"sockets,omitempty"` // the socket families a filter allows, "" when none applies
 	Missing    string `json:"missing,omitempty"` // "; "-joined reasons
 }
 

@@ -382,6 +382,9 @@ func (r *Runtime) agentConfigFor(id string, l Level, netMode string) agentConfig
 	if l == L2 || l == L4 {
 		c.Landlock, c.Seccomp = true, true
 	}
+	// L3 has no Landlock nor the full filter, but the address families
+	// are filtered all the same: AF_VSOCK is not network-namespaced.
+	c.SocketFilter = l == L3
 	return c
 }
 

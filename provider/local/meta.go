@@ -349,6 +349,10 @@ func (r *Runtime) info(m *meta) driver.Info {
 	if m.Features.Seccomp {
 		detail["seccomp"] = "on"
 	}
+	detail["socket_families"] = m.Features.Sockets
+	if m.Features.Sockets == "" {
+		detail["socket_families"] = "any the kernel offers (no seccomp filter applies): AF_VSOCK, which no namespace confines, reaches the host's vsock port space"
+	}
 	if m.Features.NoUserNS {
 		detail["nested_userns"] = "blocked"
 	}
