@@ -37,6 +37,7 @@ type agentConfig struct {
 	Hostname     string `json:"hostname"`
 	TmpMiB       int    `json:"tmp_mib"`
 	MaxFileMiB   int    `json:"max_file_mib"`
+	NoFile       uint64 `json:"nofile,omitempty"` // RLIMIT_NOFILE of the agent and every command; 0 leaves it
 	LeaseGrace   int64  `json:"lease_grace_ns"`
 	AutoPause    bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
 	// Key authenticates every connection (see checkAuth). It reaches the

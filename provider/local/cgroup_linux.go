@@ -29,6 +29,9 @@ type sandboxCgroups struct {
 	V1 map[string]string `json:"v1,omitempty"`
 	// Limits reports that memory and pids limits were applied.
 	Limits bool `json:"limits,omitempty"`
+	// Pids and MemMiB are the pids and memory limits applied, 0 for none.
+	Pids   int `json:"pids,omitempty"`
+	MemMiB int `json:"mem_mib,omitempty"`
 }
 
 const cgroupDirName = "sandboxkit-local"
@@ -169,6 +172,12 @@ func (cp cgroupParents) create(id string, memMiB, pids, cpus int) sandboxCgroups
 		}
 	}
 	sc.Limits = memOK && pidsOK
+	if memOK {
+		sc.MemMiB = memMiB
+	}
+	if pidsOK {
+		sc.Pids = pids
+	}
 	return sc
 }
 

@@ -97,6 +97,7 @@ type features struct {
 	LandlockV  int    `json:"landlock_abi,omitempty"`
 	UID        int    `json:"uid,omitempty"`     // host uid commands run as, when switched (L1, L2)
 	Sockets    string `json:"sockets,omitempty"` // the socket families a filter allows, "" when none applies
+	NoFile     uint64 `json:"nofile,omitempty"`  // RLIMIT_NOFILE set, 0 when none
 	Missing    string `json:"missing,omitempty"` // "; "-joined reasons
 }
 

@@ -623,7 +623,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
 			Resources: req.Resources, Level: r.level, RunAs: runAs, Network: netMode, NetNote: netNote,
-			Disk: disk, DiskNote: diskNote,
+			Disk: disk, DiskNote: diskNote, Limits: limitsFor(req.Resources.MemoryMiB, req.Resources.CPUs),
 		},
 		metaState: metaState{
 			State: driver.StateStarting, LeaseEnd: now.Add(req.Timeout),
@@ -645,11 +645,10 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 // makeCgroups creates the sandbox's cgroups (where a writable hierarchy
 // exists) with its limits, and records them in m.
 func (r *Runtime) makeCgroups(m *meta) {
-	mem := m.Resources.MemoryMiB
-	if mem == 0 {
-		mem = defaultMemoryMiB
+	if m.Limits.Pids == 0 {
+		m.Limits = limitsFor(m.Resources.MemoryMiB, m.Resources.CPUs) // made by an older version
 	}
-	m.Cgroups = r.cg.create(m.ID, mem, defaultPids, m.Resources.CPUs)
+	m.Cgroups = r.cg.create(m.ID, m.Limits.MemMiB, m.Limits.Pids, m.Limits.CPUs)
 	if m.Level == L4 && !m.Cgroups.Limits {
 		m.Achieved, m.Why = L3, why(L3, features{}, m.Why)
 	}
@@ -687,6 +686,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 		return sberrors.Errorf(sberrors.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
 	}
 	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, m.RunAs
+	cfg.NoFile = m.Limits.NoFile
 	// For an agent that cannot read meta.json (a root host's uid 65534).
 	// A pooled sandbox's AutoPause is known only once adopted: such an
 	// agent leaves its lease to the Runtimes.

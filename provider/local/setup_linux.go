@@ -32,6 +32,9 @@ func setupSandbox(cfg *agentConfig) (features, error) {
 		_ = os.Chdir(cfg.HostHome)
 	}
 	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if cfg.NoFile > 0 {
+		f.NoFile = setOpenFiles(cfg.NoFile)
+	}
 	if cfg.MaxFileMiB > 0 {
 		n := uint64(cfg.MaxFileMiB) << 20
 		_ = unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: n, Max: n})
@@ -340,13 +343,13 @@ var allowedFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.A
 // EPROTONOSUPPORT, as an unknown protocol does.
 const allowedNetlink = unix.NETLINK_ROUTE
 
-// socketFamilies describes, for Info.Detail, what allowedFamilies and
+// socketFamilies lists, for Info.Detail, the families allowedFamilies and
 // allowedNetlink let a sandbox open; hostNetOff as in seccompProgram.
 func socketFamilies(hostNetOff bool) string {
 	if hostNetOff {
-		return "unix only (network off: inet, inet6 and netlink fail with EPERM; other families with EAFNOSUPPORT)"
+		return "unix"
 	}
-	return "unix, inet, inet6, netlink (routing only); other families (vsock, packet, alg, bluetooth...) fail with EAFNOSUPPORT"
+	return "unix, inet, inet6, netlink (routing)"
 }
 
 // socketSyscalls are the calls that make a socket of a chosen family.
