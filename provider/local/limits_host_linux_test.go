@@ -247,3 +247,31 @@ func TestResourcesBeyondHostLowered(t *testing.T) {
 		t.Errorf("Isolation %q, want L4 (limits applied)", got)
 	}
 }
+
+// TestAllSandboxesPidsCapped checks that the cgroup every sandbox's is made
+// under caps the pids of all of them together at half the host's tasks:
+// however many sandboxes run, the rest of the host keeps that many.
+func TestAllSandboxesPidsCapped(t *testing.T) {
+	tasks := min(readSysctl(t, "kernel/pid_max"), readSysctl(t, "kernel/threads-max"))
+	rt, err := New(WithRoot(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	checked := 0
+	for _, dir := range []string{rt.cg.V2, rt.cg.V1["pids"]} {
+		b, err := os.ReadFile(filepath.Join(dir, "pids.max"))
+		if dir == "" || err != nil {
+			continue
+		}
+		checked++
+		got := strings.TrimSpace(string(b))
+		n, err := strconv.ParseUint(got, 10, 64)
+		if err != nil || n > tasks/2 {
+			t.Errorf("%s/pids.max = %q, want at most %d (half the host's %d tasks)", dir, got, tasks/2, tasks)
+		}
+	}
+	if checked == 0 {
+		t.Skip("no writable pids controller on this host")
+	}
+}

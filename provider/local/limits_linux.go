@@ -21,6 +21,10 @@ import (
 // the host keeps 7/8 of the processes and of the open files it allows.
 const limitShare = 8
 
+// allSandboxesShare is the share of the host's tasks all sandboxes
+// together may take (the pids.max of their parent cgroups): 1/2.
+const allSandboxesShare = 2
+
 // Bounds of the per-sandbox limits. The open files per process default to
 // the usual soft limit, 1024, lowering the sandbox's pids (down to
 // minSandboxPids) where the file table's share would not cover them, and
@@ -116,7 +120,7 @@ func computeLimits(v procValues) sandboxLimits {
 	var basis []string
 	if tasks > 0 {
 		pids = min(pids, max(tasks/limitShare, 1))
-		basis = append(basis, fmt.Sprintf("pids_max at most 1/%d of the host's %d tasks (min of kernel.pid_max and kernel.threads-max)", limitShare, tasks))
+		basis = append(basis, fmt.Sprintf("pids_max at most 1/%d of the host's %d tasks (min of kernel.pid_max and kernel.threads-max), all sandboxes together 1/%d", limitShare, tasks, allSandboxesShare))
 	}
 	nofile := uint64(defaultOpenFiles)
 	if v.fileMax > 0 {

@@ -41,7 +41,9 @@ const sandboxHome = "/home/user"
 // sandboxUID is the uid (and gid) of commands in a namespaced sandbox.
 const sandboxUID = 1000
 
-// Default resource limits, applied where a writable cgroup exists.
+// Default resource limits, applied where a writable cgroup exists: the
+// memory limit unless Resources.MemoryMiB is set, and the most pids a
+// sandbox gets (fewer where the host's tables are small: see limitsFor).
 const (
 	defaultMemoryMiB = 2048
 	defaultPids      = 4096
