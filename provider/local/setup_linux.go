@@ -403,7 +403,10 @@ func seccompProgram(full, hostNetOff bool) ([]bpf.RawInstruction, error) {
 	if has("socketcall") {
 		enosys.Names = append(enosys.Names, "socketcall")
 	}
-	groups := []seccomp.SyscallGroup{deny, enosys}
+	// The unconditional group first: the library's program does not reload
+	// the syscall number once a condition (clone's flags) has loaded an
+	// argument, so a group after it would compare that argument.
+	groups := []seccomp.SyscallGroup{enosys, deny}
 	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 	insts, err := policy.Assemble()
 	if err != nil {
