@@ -114,7 +114,11 @@
 // command, which cannot raise it) is such that pids.max times it stays
 // within 1/8 of fs.file-max: 1024 open files per process, with pids.max
 // lowered (down to 256) where the file table is too small for both, and
-// more files (up to 65536, and fs.nr_open) where it is large. A host
+// more files (up to 65536, and fs.nr_open) where it is large. Linux has
+// no per-cgroup count of open files, so pids.max times the per-process
+// limit is the sandbox's total; the memory limit, which charges the
+// kernel memory of open files to the sandbox, bounds them too but more
+// loosely (some 450 bytes a file: 2 GiB is room for millions). A host
 // with fs.file-max 2,466,248 and pid_max 32768 gives 301 processes of
 // 1024 files. All sandboxes together (the cgroup their cgroups are made
 // under, shared by every Runtime of the host user's cgroup) hold at most
