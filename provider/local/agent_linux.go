@@ -24,20 +24,24 @@ import (
 
 // agentConfig is what the runtime tells a new agent (through the spawner).
 type agentConfig struct {
-	Namespaces bool   `json:"namespaces"`
-	Landlock   bool   `json:"landlock"`
-	Seccomp    bool   `json:"seccomp"`
-	NoNetwork  bool   `json:"no_network"` // no sockets but unix ones (L2)
-	NewNet     bool   `json:"new_net"`    // own network namespace (L3, L4)
-	HostHome   string `json:"host_home"`  // host path of the home
-	HomeTree   bool   `json:"home_tree"`  // fd 5 is a detached mount of the home
-	HostTmp    string `json:"host_tmp"`   // private temporary directory (L1/L2)
-	Home       string `json:"home"`       // home as commands see it
-	Hostname   string `json:"hostname"`
-	TmpMiB     int    `json:"tmp_mib"`
-	MaxFileMiB int    `json:"max_file_mib"`
-	LeaseGrace int64  `json:"lease_grace_ns"`
-	AutoPause  bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
+	Namespaces bool `json:"namespaces"`
+	Landlock   bool `json:"landlock"`
+	Seccomp    bool `json:"seccomp"`
+	// SocketFilter asks, without Seccomp, for a filter of the socket
+	// rules alone (address families, io_uring): L3's.
+	SocketFilter bool   `json:"socket_filter,omitempty"`
+	NoNetwork    bool   `json:"no_network"` // no sockets but unix ones (L2)
+	NewNet       bool   `json:"new_net"`    // own network namespace (L3, L4)
+	HostHome     string `json:"host_home"`  // host path of the home
+	HomeTree     bool   `json:"home_tree"`  // fd 5 is a detached mount of the home
+	HostTmp      string `json:"host_tmp"`   // private temporary directory (L1/L2)
+	Home         string `json:"home"`       // home as commands see it
+	Hostname     string `json:"hostname"`
+	TmpMiB       int    `json:"tmp_mib"`
+	MaxFileMiB   int    `json:"max_file_mib"`
+	NoFile       uint64 `json:"nofile,omitempty"` // RLIMIT_NOFILE of the agent and every command; 0 leaves it
+	LeaseGrace   int64  `json:"lease_grace_ns"`
+	AutoPause    bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
 	// Key authenticates every connection (see checkAuth). It reaches the
 	// agent only through the spawner's socket pair, never a file the
 	// sandbox can read.
@@ -214,7 +218,7 @@ func agentMain() {
 		var lsm features
 		a, lsm = newAgent(&cfg)
 		feat.Landlock, feat.LandlockV, feat.Seccomp = lsm.Landlock, lsm.LandlockV, lsm.Seccomp
-		feat.Missing, feat.UID = lsm.Missing, lsm.UID
+		feat.Missing, feat.UID, feat.Sockets = lsm.Missing, lsm.UID, lsm.Sockets
 		if cfg.UID != 0 && lsm.UID != cfg.UID {
 			// Never run commands as root when another user was asked for.
 			err = fmt.Errorf("switching commands to uid %d: %s", cfg.UID, lsm.Missing)
@@ -299,11 +303,18 @@ func (a *agent) forker(ready chan<- features) {
 			f.Landlock, f.LandlockV = true, abi
 		}
 	}
-	if a.cfg.Seccomp {
-		if err := applySeccomp(a.cfg); err != nil {
+	switch {
+	case a.cfg.Seccomp:
+		if err := applySeccomp(a.cfg, true); err != nil {
 			missing = append(missing, "seccomp: "+err.Error())
 		} else {
-			f.Seccomp = true
+			f.Seccomp, f.Sockets = true, socketFamilies(a.cfg.hostNetOff())
+		}
+	case a.cfg.SocketFilter:
+		if err := applySeccomp(a.cfg, false); err != nil {
+			missing = append(missing, "socket filter (seccomp): "+err.Error())
+		} else {
+			f.Sockets = socketFamilies(a.cfg.hostNetOff())
 		}
 	}
 	f.Missing = strings.Join(missing, "; ")

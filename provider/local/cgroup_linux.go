@@ -29,6 +29,9 @@ type sandboxCgroups struct {
 	V1 map[string]string `json:"v1,omitempty"`
 	// Limits reports that memory and pids limits were applied.
 	Limits bool `json:"limits,omitempty"`
+	// Pids and MemMiB are the pids and memory limits applied, 0 for none.
+	Pids   int `json:"pids,omitempty"`
+	MemMiB int `json:"mem_mib,omitempty"`
 }
 
 const cgroupDirName = "sandboxkit-local"
@@ -109,7 +112,32 @@ func detectCgroups() cgroupParents {
 	if !cp.limits() {
 		cp.Why = "cgroup: no writable memory and pids controllers (needs root or a delegated cgroup)"
 	}
+	cp.capAllPids()
 	return cp
+}
+
+// capAllPids limits the pids of all the sandboxes under the parents
+// together (every Runtime of this host that shares them) to
+// 1/allSandboxesShare of the host's tasks, so that sandboxes, however
+// many, leave the rest of the host that many processes.
+func (cp cgroupParents) capAllPids() {
+	v := readProcValues()
+	tasks := v.pidMax
+	if v.threadsMax > 0 && (tasks == 0 || v.threadsMax < tasks) {
+		tasks = v.threadsMax
+	}
+	if tasks == 0 {
+		return
+	}
+	n := []byte(strconv.FormatUint(max(tasks/allSandboxesShare, 1), 10))
+	for _, dir := range []string{cp.V2, cp.V1["pids"]} {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(dir + "/pids.max"); err == nil {
+			_ = os.WriteFile(dir+"/pids.max", n, 0)
+		}
+	}
 }
 
 func writable(dir string) bool {
@@ -169,6 +197,12 @@ func (cp cgroupParents) create(id string, memMiB, pids, cpus int) sandboxCgroups
 		}
 	}
 	sc.Limits = memOK && pidsOK
+	if memOK {
+		sc.MemMiB = memMiB
+	}
+	if pidsOK {
+		sc.Pids = pids
+	}
 	return sc
 }
 

@@ -36,7 +36,9 @@
 // real set-up (sysctls and AppArmor states lie), and every sandbox reports
 // what it achieved in Info.Isolation ("L4 full", "L3 namespaces", ...) and
 // Info.Detail: "level", "isolation_missing" (why not more), "landlock"
-// ("ABI 7"), "seccomp", "cgroup_limits", "nested_userns", "network"
+// ("ABI 7"), "seccomp", "socket_families", "cgroup_limits", "memory_max",
+// "pids_max", "open_files_max", "limits_basis", "limits_note",
+// "nested_userns", "network"
 // ("isolated ...", "host" or "off", with "network_note" saying why),
 // "host_home", "root", "user" (at L1 and L2 on a root host: the uid
 // commands run as, or why root), "cgroup_escape" and, when paused,
@@ -66,8 +68,9 @@
 //     temporary directory, $TMPDIR, in which files may be renamed and
 //     linked across directories but never out) with signals and abstract
 //     sockets scoped to the sandbox, and a seccomp filter (no ptrace, mount, bpf, io_uring,
-//     kernel keyrings, namespaces...; with the network off, the default
-//     at L2, no sockets but unix ones). Host processes stay visible in /proc. On a root host
+//     kernel keyrings, namespaces...; sockets of the allowed address
+//     families only, see below; with the network off, the default at L2,
+//     no sockets but unix ones). Host processes stay visible in /proc. On a root host
 //     commands run as their sandbox's own uid, as at L1.
 //   - L3 namespaces: user, mount, pid, uts, ipc and (unless the network is
 //     the host's) net namespaces; a tmpfs root holding read-only binds of /usr, /etc and
@@ -75,10 +78,56 @@
 //     /dev; the home bound read-write at /home/user; pivot_root; commands run
 //     as uid 1000 with no capabilities and cannot create user namespaces.
 //     On a root host the sandbox user is mapped to the unprivileged uid
-//     65534, never to root.
+//     65534, never to root. No namespace confines AF_VSOCK, so L3 applies
+//     the seccomp filter's socket rules alone (see below): io_uring and
+//     the 32-bit (i386, x32) syscall interfaces fail at L3 too. Where the
+//     kernel has no seccomp, Detail "socket_families" says so, and a
+//     sandbox at L3 reaches the host's vsock port space.
 //   - L4 full: L3 plus Landlock, seccomp and cgroup limits (memory, default
-//     2 GiB or Resources.MemoryMiB; pids, 4096; CPUs when Resources.CPUs is
-//     set), which need a writable cgroup hierarchy (root or delegation).
+//     2 GiB or Resources.MemoryMiB; pids, see below; CPUs when
+//     Resources.CPUs is set), which need a writable cgroup hierarchy (root
+//     or delegation).
+//
+// # Address families
+//
+// With seccomp (L2, L3, L4) a sandbox opens sockets (socket, socketpair)
+// of an allow-list of address families, those of its own network: unix,
+// inet, inet6 and netlink with the routing protocol only (interfaces,
+// addresses and routes, as getaddrinfo, ip and Go's net.Interfaces read
+// them). Every other family fails with EAFNOSUPPORT, as on a kernel
+// without it, and every other netlink protocol with EPROTONOSUPPORT; at
+// L2 with the network off, inet, inet6 and netlink fail with EPERM. The
+// families left out reach past the sandbox's network namespace or into
+// rarely used kernel code: AF_VSOCK is not network-namespaced (its port
+// space is the host's, where a hypervisor's services listen on a VM host),
+// AF_PACKET, AF_XDP and AF_KEY need privileges, and AF_ALG, AF_TIPC,
+// AF_RDS, AF_BLUETOOTH, AF_CAN and others load kernel modules on demand.
+// Detail "socket_families" lists what a sandbox may open.
+//
+// # Limits
+//
+// Every sandbox's limits are computed at Create from the host's tables,
+// read from /proc then, so that no sandbox can exhaust them for the rest
+// of the host: its cgroup's pids.max is at most 1/8 of the host's tasks
+// (the lower of kernel.pid_max and kernel.threads-max) and at most 4096,
+// and RLIMIT_NOFILE (soft and hard alike, for the agent and every
+// command, which cannot raise it) is such that pids.max times it stays
+// within 1/8 of fs.file-max: 1024 open files per process, with pids.max
+// lowered (down to 256) where the file table is too small for both, and
+// more files (up to 65536, and fs.nr_open) where it is large. Linux has
+// no per-cgroup count of open files, so pids.max times the per-process
+// limit is the sandbox's total; the memory limit, which charges the
+// kernel memory of open files to the sandbox, bounds them too but more
+// loosely (some 450 bytes a file: 2 GiB is room for millions). A host
+// with fs.file-max 2,466,248 and pid_max 32768 gives 301 processes of
+// 1024 files. All sandboxes together (the cgroup their cgroups are made
+// under, shared by every Runtime of the host user's cgroup) hold at most
+// half the host's tasks. The open files apply at every level; pids.max and the
+// memory limit (2 GiB by default) where a writable cgroup hierarchy
+// exists (at L0 and L1 from the first command). Memory and CPUs asked in
+// Resources beyond what the host has (MemTotal, its CPUs) are lowered to
+// it, with a note: Detail "memory_max", "pids_max", "open_files_max",
+// "limits_basis" (the host's values) and "limits_note" report them.
 //
 // Landlock, seccomp, no_new_privs and the capability drop confine the
 // agent's forking thread, from which every command descends (the agent's

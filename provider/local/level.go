@@ -24,15 +24,19 @@ const (
 	L1
 	// L2 adds Landlock (file system allow-list: read-only system
 	// directories, read-write home and a private temporary directory) and
-	// seccomp (no ptrace, mount, bpf, io_uring, namespaces...; no IP sockets
-	// when the network is off). No namespaces are needed.
+	// seccomp (no ptrace, mount, bpf, io_uring, namespaces...; sockets of
+	// the sandbox's own address families only, and no IP sockets when the
+	// network is off). No namespaces are needed.
 	L2
 	// L3 runs the sandbox in its own user, mount, pid, uts, ipc and
 	// (unless the network is the host's) net namespaces: a tmpfs root with read-only binds
 	// of /usr and /etc, the home bound read-write at /home/user, pivot_root,
-	// uid 1000 without capabilities.
+	// uid 1000 without capabilities. A seccomp filter of socket rules
+	// alone keeps it to its own address families (AF_VSOCK is not
+	// namespaced).
 	L3
-	// L4 is L3 plus Landlock, seccomp and cgroup limits (memory, pids).
+	// L4 is L3 plus Landlock, seccomp and cgroup limits (memory, pids;
+	// see the package documentation for their defaults).
 	L4
 )
 
@@ -96,6 +100,8 @@ type features struct {
 	NoUserNS   bool   `json:"no_userns,omitempty"`
 	LandlockV  int    `json:"landlock_abi,omitempty"`
 	UID        int    `json:"uid,omitempty"`     // host uid commands run as, when switched (L1, L2)
+	Sockets    string `json:"sockets,omitempty"` // the socket families a filter allows, "" when none applies
+	NoFile     uint64 `json:"nofile,omitempty"`  // RLIMIT_NOFILE set, 0 when none
 	Missing    string `json:"missing,omitempty"` // "; "-joined reasons
 }
 

@@ -41,7 +41,9 @@ const sandboxHome = "/home/user"
 // sandboxUID is the uid (and gid) of commands in a namespaced sandbox.
 const sandboxUID = 1000
 
-// Default resource limits, applied where a writable cgroup exists.
+// Default resource limits, applied where a writable cgroup exists: the
+// memory limit unless Resources.MemoryMiB is set, and the most pids a
+// sandbox gets (fewer where the host's tables are small: see limitsFor).
 const (
 	defaultMemoryMiB = 2048
 	defaultPids      = 4096
@@ -382,6 +384,9 @@ func (r *Runtime) agentConfigFor(id string, l Level, netMode string) agentConfig
 	if l == L2 || l == L4 {
 		c.Landlock, c.Seccomp = true, true
 	}
+	// L3 has no Landlock nor the full filter, but the address families
+	// are filtered all the same: AF_VSOCK is not network-namespaced.
+	c.SocketFilter = l == L3
 	return c
 }
 
@@ -620,7 +625,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			ID: id, Template: req.Template, Labels: maps.Clone(req.Labels), Env: maps.Clone(req.Env),
 			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
 			Resources: req.Resources, Level: r.level, RunAs: runAs, Network: netMode, NetNote: netNote,
-			Disk: disk, DiskNote: diskNote,
+			Disk: disk, DiskNote: diskNote, Limits: limitsFor(req.Resources.MemoryMiB, req.Resources.CPUs),
 		},
 		metaState: metaState{
 			State: driver.StateStarting, LeaseEnd: now.Add(req.Timeout),
@@ -642,11 +647,10 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 // makeCgroups creates the sandbox's cgroups (where a writable hierarchy
 // exists) with its limits, and records them in m.
 func (r *Runtime) makeCgroups(m *meta) {
-	mem := m.Resources.MemoryMiB
-	if mem == 0 {
-		mem = defaultMemoryMiB
+	if m.Limits.Pids == 0 {
+		m.Limits = limitsFor(m.Resources.MemoryMiB, m.Resources.CPUs) // made by an older version
 	}
-	m.Cgroups = r.cg.create(m.ID, mem, defaultPids, m.Resources.CPUs)
+	m.Cgroups = r.cg.create(m.ID, m.Limits.MemMiB, m.Limits.Pids, m.Limits.CPUs)
 	if m.Level == L4 && !m.Cgroups.Limits {
 		m.Achieved, m.Why = L3, why(L3, features{}, m.Why)
 	}
@@ -684,6 +688,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 		return sberrors.Errorf(sberrors.Internal, "local: sandbox %s: mounting its disk: %w", m.ID, err)
 	}
 	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, m.RunAs
+	cfg.NoFile = m.Limits.NoFile
 	// For an agent that cannot read meta.json (a root host's uid 65534).
 	// A pooled sandbox's AutoPause is known only once adopted: such an
 	// agent leaves its lease to the Runtimes.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ type metaStatic struct {
 	// Resources.DiskGiB; DiskNote says why not, when DiskGiB was asked.
 	Disk     string `json:"disk,omitempty"`
 	DiskNote string `json:"disk_note,omitempty"`
+	// Limits are the sandbox's limits, computed from the host's tables
+	// and Resources at create (zero for sandboxes of older versions).
+	Limits sandboxLimits `json:"limits,omitempty"`
 }
 
 type metaState struct {
@@ -349,11 +353,33 @@ func (r *Runtime) info(m *meta) driver.Info {
 	if m.Features.Seccomp {
 		detail["seccomp"] = "on"
 	}
+	detail["socket_families"] = m.Features.Sockets + ": other families (vsock, packet, alg, bluetooth...) fail with EAFNOSUPPORT"
+	if m.Features.Sockets == "unix" {
+		detail["socket_families"] = "unix (network off: inet, inet6 and netlink fail with EPERM, other families with EAFNOSUPPORT)"
+	}
+	if m.Features.Sockets == "" {
+		detail["socket_families"] = "any the kernel offers (no seccomp filter applies): AF_VSOCK, which no namespace confines, reaches the host's vsock port space"
+	}
 	if m.Features.NoUserNS {
 		detail["nested_userns"] = "blocked"
 	}
 	if m.Cgroups.Limits {
 		detail["cgroup_limits"] = "memory,pids"
+	}
+	if m.Cgroups.MemMiB > 0 {
+		detail["memory_max"] = fmt.Sprintf("%d MiB", m.Cgroups.MemMiB)
+	}
+	if m.Cgroups.Pids > 0 {
+		detail["pids_max"] = strconv.Itoa(m.Cgroups.Pids)
+	}
+	if m.Features.NoFile > 0 {
+		detail["open_files_max"] = fmt.Sprintf("%d per process", m.Features.NoFile)
+	}
+	if m.Limits.Basis != "" && (m.Cgroups.Pids > 0 || m.Features.NoFile > 0) {
+		detail["limits_basis"] = m.Limits.Basis
+	}
+	if m.Limits.Note != "" {
+		detail["limits_note"] = m.Limits.Note
 	}
 	if m.Achieved <= L1 && m.RunAs == 0 {
 		detail["cgroup_escape"] = "possible: commands run as the owner of the sandbox's cgroup and can move out of it; " +

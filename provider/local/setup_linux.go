@@ -1,6 +1,7 @@
 package local
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,9 @@ func setupSandbox(cfg *agentConfig) (features, error) {
 		_ = os.Chdir(cfg.HostHome)
 	}
 	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if cfg.NoFile > 0 {
+		f.NoFile = setOpenFiles(cfg.NoFile)
+	}
 	if cfg.MaxFileMiB > 0 {
 		n := uint64(cfg.MaxFileMiB) << 20
 		_ = unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: n, Max: n})
@@ -317,26 +321,72 @@ func seccompErrno(e unix.Errno) seccomp.Action {
 	return seccomp.Action(uint32(unix.SECCOMP_RET_ERRNO) | uint32(e))
 }
 
-// seccompProgram assembles the filter: every syscall of an architecture
-// other than the native one (say the i386 interface, int $0x80, of an
-// x86-64 process) and every x32 syscall fails with ENOSYS, whatever its
-// number; clone3 fails with ENOSYS too, so libc falls back to clone, whose
-// flags the filter can see; deniedSyscalls, clone with namespace flags
-// and (with netOff) sockets other than AF_UNIX fail with EPERM; the rest is
-// allowed.
-func seccompProgram(netOff bool) ([]bpf.RawInstruction, error) {
+// allowedFamilies are the only address families a sandbox with a filter
+// may open sockets of (an allow-list: a family the list does not name,
+// known today or added to the kernel later, is refused): unix sockets, and
+// those of its network, IPv4, IPv6 and netlink (allowedNetlink only). The
+// others reach beyond the sandbox's network namespace or the kernel's
+// common paths: AF_VSOCK is not namespaced at all (its port space is the
+// host's, where a hypervisor's services listen on a VM host); AF_PACKET,
+// AF_XDP and AF_KEY need privileges a sandbox lacks; AF_ALG, AF_TIPC,
+// AF_RDS, AF_BLUETOOTH, AF_CAN and the like are rarely used protocols
+// whose modules the kernel would load on demand. A refused family fails
+// with EAFNOSUPPORT, as on a kernel built without it, which programs
+// already handle.
+var allowedFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// allowedNetlink is the one netlink protocol allowed: routing, which reads
+// (and, with privileges the sandbox lacks, changes) the interfaces,
+// addresses and routes of the sandbox's network namespace; getaddrinfo,
+// ip and Go's net.Interfaces use it. The others (generic netlink and its
+// many families, audit, uevents, netfilter, xfrm, sock_diag...) fail with
+// EPROTONOSUPPORT, as an unknown protocol does.
+const allowedNetlink = unix.NETLINK_ROUTE
+
+// socketFamilies lists, for Info.Detail, the families allowedFamilies and
+// allowedNetlink let a sandbox open; hostNetOff as in seccompProgram.
+func socketFamilies(hostNetOff bool) string {
+	if hostNetOff {
+		return "unix"
+	}
+	return "unix, inet, inet6, netlink (routing)"
+}
+
+// socketSyscalls are the calls that make a socket of a chosen family.
+var socketSyscalls = []string{"socket", "socketpair"}
+
+// ioUringSyscalls can open sockets (and more) past a filter on socket.
+var ioUringSyscalls = []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}
+
+// seccompProgram assembles the filter. In every form, every syscall of an
+// architecture other than the native one (say the i386 interface, int
+// $0x80, of an x86-64 process) and every x32 syscall fails with ENOSYS,
+// whatever its number, and so does socketcall where the architecture has
+// it, so that sockets are made through socket and socketpair alone, whose
+// family the filter checks against allowedFamilies; io_uring fails with
+// EPERM. With hostNetOff (the host's network namespace, network off) IP and
+// netlink sockets fail with EPERM too. With full (L2, L4) clone3 fails with
+// ENOSYS, so libc falls back to clone, whose flags the filter can see;
+// deniedSyscalls and clone with namespace flags fail with EPERM. The rest
+// is allowed.
+func seccompProgram(full, hostNetOff bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo(runtime.GOARCH)
 	if err != nil {
 		return nil, err
 	}
+	has := func(n string) bool { _, ok := info.SyscallNames[n]; return ok }
 	var names []string
-	for _, n := range deniedSyscalls {
-		if _, ok := info.SyscallNames[n]; ok {
+	denied := ioUringSyscalls
+	if full {
+		denied = deniedSyscalls
+	}
+	for _, n := range denied {
+		if has(n) {
 			names = append(names, n)
 		}
 	}
 	deny := seccomp.SyscallGroup{Action: seccompErrno(unix.EPERM), Names: names}
-	if _, ok := info.SyscallNames["clone"]; ok {
+	if full && has("clone") {
 		flagsArg := uint32(0) // clone's flags come first, but for s390x
 		if runtime.GOARCH == "s390x" {
 			flagsArg = 1
@@ -346,16 +396,17 @@ func seccompProgram(netOff bool) ([]bpf.RawInstruction, error) {
 			Conditions: seccomp.ArgumentConditions{{Argument: flagsArg, Operation: seccomp.BitsSet, Value: cloneNewFlags}},
 		})
 	}
-	if netOff {
-		deny.NamesWithCondtions = append(deny.NamesWithCondtions, seccomp.NameWithConditions{
-			Name:       "socket",
-			Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}},
-		})
+	enosys := seccomp.SyscallGroup{Action: seccompErrno(unix.ENOSYS)}
+	if full && has("clone3") {
+		enosys.Names = append(enosys.Names, "clone3")
 	}
-	groups := []seccomp.SyscallGroup{deny}
-	if _, ok := info.SyscallNames["clone3"]; ok {
-		groups = append(groups, seccomp.SyscallGroup{Action: seccompErrno(unix.ENOSYS), Names: []string{"clone3"}})
+	if has("socketcall") {
+		enosys.Names = append(enosys.Names, "socketcall")
 	}
+	// The unconditional group first: the library's program does not reload
+	// the syscall number once a condition (clone's flags) has loaded an
+	// argument, so a group after it would compare that argument.
+	groups := []seccomp.SyscallGroup{enosys, deny}
 	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 	insts, err := policy.Assemble()
 	if err != nil {
@@ -377,22 +428,134 @@ func seccompProgram(netOff bool) ([]bpf.RawInstruction, error) {
 			bpf.RetConstant{Val: uint32(seccompErrno(unix.ENOSYS))},
 		)
 	}
+	rules, err := socketRules(info, hostNetOff)
+	if err != nil {
+		return nil, err
+	}
+	prog = append(prog, rules...)
 	prog = append(prog, insts...) // it loads what it needs itself
 	return bpf.Assemble(prog)
 }
+
+// socketRules returns the filter's checks of socket and socketpair, which
+// fall through to what follows for an allowed socket or another syscall.
+// They are written here rather than as conditions of the library's
+// policy: its program does not reload the syscall number after an
+// argument check fails, so a second conditional rule for the same call
+// would compare an argument with syscall numbers and let the call through.
+// Every argument is compared whole (64 bits): a family or protocol with
+// high bits set, which the kernel would drop, matches no allowed value.
+func socketRules(info *arch.Info, hostNetOff bool) ([]bpf.Instruction, error) {
+	type ins struct {
+		bpf.Instruction
+		jt, jf string // targets by label ("" falls through)
+		label  string // label of this instruction
+	}
+	var code []ins
+	add := func(i bpf.Instruction, jt, jf string) { code = append(code, ins{Instruction: i, jt: jt, jf: jf}) }
+	label := func(l string) { code = append(code, ins{label: l}) }
+	ret := func(e unix.Errno) { add(bpf.RetConstant{Val: uint32(seccompErrno(e))}, "", "") }
+	lo, hi := uint32(0), uint32(4)
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		lo, hi = 4, 0
+	}
+	arg := func(n uint32) (uint32, uint32) { return seccompDataArgs + 8*n + lo, seccompDataArgs + 8*n + hi }
+	add(bpf.LoadAbsolute{Off: seccompDataNr, Size: 4}, "", "")
+	for _, n := range socketSyscalls {
+		if nr, ok := info.SyscallNames[n]; ok {
+			add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr)}, "check", "")
+		}
+	}
+	add(bpf.Jump{}, "out", "")
+	label("check")
+	famLo, famHi := arg(0)
+	add(bpf.LoadAbsolute{Off: famHi, Size: 4}, "", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0}, "", "nofamily")
+	add(bpf.LoadAbsolute{Off: famLo, Size: 4}, "", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_UNIX}, "out", "")
+	if hostNetOff {
+		for _, f := range []uint32{unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK} {
+			add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: f}, "perm", "")
+		}
+	}
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET}, "out", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET6}, "out", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_NETLINK}, "netlink", "")
+	label("nofamily")
+	ret(unix.EAFNOSUPPORT)
+	label("perm")
+	ret(unix.EPERM)
+	label("netlink")
+	protoLo, protoHi := arg(2)
+	add(bpf.LoadAbsolute{Off: protoHi, Size: 4}, "", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0}, "", "noproto")
+	add(bpf.LoadAbsolute{Off: protoLo, Size: 4}, "", "")
+	add(bpf.JumpIf{Cond: bpf.JumpEqual, Val: allowedNetlink}, "out", "")
+	label("noproto")
+	ret(unix.EPROTONOSUPPORT)
+	label("out")
+
+	// Resolve the labels into forward skips.
+	pos := map[string]int{}
+	var out []ins
+	for _, c := range code {
+		if c.label != "" {
+			pos[c.label] = len(out)
+			continue
+		}
+		out = append(out, c)
+	}
+	skip := func(from int, l string) (uint32, error) {
+		if l == "" {
+			return 0, nil
+		}
+		to, ok := pos[l]
+		if !ok || to <= from || to-from-1 > 255 {
+			return 0, fmt.Errorf("socket rules: bad jump to %q", l)
+		}
+		return uint32(to - from - 1), nil
+	}
+	prog := make([]bpf.Instruction, len(out))
+	for i, c := range out {
+		t, err := skip(i, c.jt)
+		if err != nil {
+			return nil, err
+		}
+		f, err := skip(i, c.jf)
+		if err != nil {
+			return nil, err
+		}
+		switch x := c.Instruction.(type) {
+		case bpf.JumpIf:
+			x.SkipTrue, x.SkipFalse = uint8(t), uint8(f)
+			prog[i] = x
+		case bpf.Jump:
+			x.Skip = t
+			prog[i] = x
+		default:
+			prog[i] = c.Instruction
+		}
+	}
+	return prog, nil
+}
+
+// hostNetOff reports whether the sandbox shares the host's network
+// namespace with its network off (L2): IP sockets would be the host's.
+func (cfg *agentConfig) hostNetOff() bool { return cfg.NoNetwork && !cfg.NewNet }
 
 // Offsets in struct seccomp_data, and x86-64's __X32_SYSCALL_BIT.
 const (
 	seccompDataNr   = 0
 	seccompDataArch = 4
+	seccompDataArgs = 16
 	x32SyscallBit   = 0x40000000
 )
 
-// applySeccomp installs the filter on the calling thread only (no TSYNC:
-// the forker thread, which every command descends from), with
-// no_new_privs set.
-func applySeccomp(cfg *agentConfig) error {
-	raw, err := seccompProgram(cfg.NoNetwork && !cfg.Namespaces)
+// applySeccomp installs the filter (the full one, or with full false the
+// socket rules alone) on the calling thread only (no TSYNC: the forker
+// thread, which every command descends from), with no_new_privs set.
+func applySeccomp(cfg *agentConfig, full bool) error {
+	raw, err := seccompProgram(full, cfg.hostNetOff())
 	if err != nil {
 		return fmt.Errorf("assembling the filter: %w", err)
 	}
