@@ -468,6 +468,7 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 	var (
 		off     int64
 		submit  = true
+		sent    bool // the interrupt reached the cell
 		base    = ctx // polls' context: ctx, or once it ended a detached one
 		ctxErr  error // ctx's error, once it ended
 		killAt  time.Time
@@ -480,7 +481,7 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 		if ctxErr == nil && ctx.Err() != nil {
 			ctxErr = ctx.Err()
 			base = context.WithoutCancel(ctx)
-			k.interrupt(base, dir, n)
+			sent = k.interrupt(base, dir, n)
 			if g := time.Now().Add(opts.TimeoutGrace); killAt.IsZero() || g.Before(killAt) {
 				killAt, timeout = g, false
 			}
@@ -492,15 +493,14 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 		if !killAt.IsZero() {
 			pctx, cancel = context.WithDeadline(base, killAt)
 		}
-		if ctxErr != nil {
-			// The kernel drops an interrupt that came before the cell began:
-			// send it again while waiting.
-			k.interrupt(pctx, dir, n)
+		if ctxErr != nil && !sent {
+			// The cell had not begun: interrupt it once it has.
+			sent = k.interrupt(pctx, dir, n)
 		}
 		st, data, redact, err := k.poll(pctx, dir, n, off, submit, req, pollTicks)
 		cancel()
 		if err != nil {
-			if (ctxErr == nil && ctx.Err() != nil) || (!killAt.IsZero() && !time.Now().Before(killAt)) {
+			if atDeadline(base, pctx) || (ctxErr == nil && ctx.Err() != nil) || (!killAt.IsZero() && !time.Now().Before(killAt)) {
 				continue // the loop's head interrupts or kills
 			}
 			c.finish()
@@ -528,6 +528,28 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 			return c.ex, wrap(op, errors.Join(ctxErr, fmt.Errorf("the kernel's answer to cell %d ended early", n)))
 		}
 	}
+}
+
+// atDeadline reports whether a poll that failed ran into the deadline of
+// its context pctx (derived from base), which a provider may end a moment
+// before the deadline itself; it then waits for that deadline to pass, so
+// that the caller sees it passed.
+func atDeadline(base, pctx context.Context) bool {
+	dl, ok := pctx.Deadline()
+	if !ok || time.Until(dl) > 250*time.Millisecond {
+		return false
+	}
+	wait := max(time.Until(dl), 0)
+	if bdl, ok := base.Deadline(); ok && !bdl.After(dl) {
+		wait += time.Second // base's own: it reports its end in a moment
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-base.Done():
+	}
+	return true
 }
 
 // shipCap is how much of a stream the kernel sends at most: the cap plus
@@ -561,6 +583,9 @@ func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off 
 		k.stale = true
 	}
 	k.mu.Unlock()
+	if k.opts.Language == Bash {
+		k.bashOutput(lctx, c, dir)
+	}
 	stopErr := k.stop(lctx, dir)
 	c.finish()
 	c.ex.Interrupted, c.ex.Restarted = true, true
@@ -576,6 +601,30 @@ func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off 
 		err = errors.Join(err, serr)
 	}
 	return c.ex, wrap(op, err)
+}
+
+// bashOutput collects what a Bash cell that is to be killed has printed:
+// its kernel sends a cell's output only when the cell ends.
+func (k *Kernel) bashOutput(ctx context.Context, c *collector, dir string) {
+	shipped := max(c.out.ship, c.err.ship)
+	if c.out.ship < 0 || c.err.ship < 0 {
+		shipped = int64(c.opts.MaxOutput) + slack // no later output to hand on
+		c.out.ship, c.err.ship = shipped, shipped
+	}
+	out, redact, err := k.exec(ctx, outputScript, nil, "", nil, int(shipped*2+1024), dir, strconv.FormatInt(shipped, 10))
+	if err != nil {
+		return
+	}
+	lines := strings.SplitN(string(out), "\n", 3)
+	if len(lines) < 2 {
+		return
+	}
+	c.redact = redact
+	for i, s := range []*outStream{&c.out, &c.err} {
+		if b, err := base64.StdEncoding.DecodeString(lines[i]); err == nil {
+			c.stream(s, b, false)
+		}
+	}
 }
 
 // restartStale starts a fresh kernel when the current one was killed.
@@ -637,12 +686,13 @@ func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit 
 	return st, data, redact, nil
 }
 
-// interrupt sends SIGINT to the kernel if cell n still runs. ctx must not
-// have ended.
-func (k *Kernel) interrupt(ctx context.Context, dir string, n int) {
+// interrupt sends SIGINT to the kernel if cell n runs, and reports whether
+// it did. ctx must not have ended.
+func (k *Kernel) interrupt(ctx context.Context, dir string, n int) bool {
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, _, _ = k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	return err == nil && strings.TrimSpace(string(out)) == "sent"
 }
 
 // Interrupt interrupts the cell that runs now, if any, as Ctrl-C would:
