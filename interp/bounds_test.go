@@ -61,6 +61,19 @@ func TestEventsLargerThanAPoll(t *testing.T) {
 		assert.Equal(t, 1200, img.Bounds().Dy())
 		run(t, k, "plt.close('all')")
 	})
+	t.Run("Node", func(t *testing.T) {
+		if _, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"node", "-e", ""}}); err != nil {
+			t.Skipf("node does not run in the sandbox: %v", err)
+		}
+		kn := newKernel(t, sb, interp.Options{Language: interp.Node})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		ex, err := kn.Run(ctx, "({ _repr_html_: () => '<p>' + 'h'.repeat(6 << 20) })", interp.RunOptions{})
+		require.NoError(t, err)
+		require.Nil(t, ex.Error)
+		require.Len(t, ex.Results, 1)
+		assert.Equal(t, "<p>"+strings.Repeat("h", 6<<20), ex.Results[0].HTML)
+	})
 }
 
 // A cell that catches or ignores its interrupt is still ended by Timeout:

@@ -468,7 +468,7 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 	var (
 		off     int64
 		submit  = true
-		sent    bool // the interrupt reached the cell
+		sent    bool  // the interrupt reached the cell
 		base    = ctx // polls' context: ctx, or once it ended a detached one
 		ctxErr  error // ctx's error, once it ended
 		killAt  time.Time
