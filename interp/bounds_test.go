@@ -283,6 +283,30 @@ func TestOutputBounded(t *testing.T) {
 		assert.True(t, ex.ResultsTruncated)
 		run(t, k, "plt.close('all')")
 	})
+	t.Run("KernelPastItsCaps", func(t *testing.T) {
+		// The cell's code reaches the kernel's own event writer: Run keeps
+		// its caps whatever the kernel sends.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var ex *interp.Execution
+		var err error
+		grew := heapPeak(func() {
+			ex, err = k.Run(ctx, "import sys, base64\nkm = sys.modules['__main__']\n"+
+				"km.emit({'type': 'result', 'main': True, 'data': {'text/plain': 'q' * (24 << 20)}})\n"+
+				"km.emit({'type': 'result', 'main': False, 'data': {'text/plain': 'r' * (3 << 20)}})\n"+
+				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'w' * (3 << 20)).decode()})\n"+
+				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'v' * (3 << 20)).decode()})",
+				interp.RunOptions{MaxOutput: 1 << 20, MaxResultBytes: 1 << 20})
+		})
+		require.NoError(t, err)
+		t.Logf("a kernel sending 33 MiB past the caps grew the heap by %d MiB at most", grew>>20)
+		require.Len(t, ex.Results, 1, "the 24 MiB result is dropped")
+		assert.Equal(t, strings.Repeat("r", 1<<20), ex.Results[0].Text)
+		assert.True(t, ex.ResultsTruncated)
+		assert.Equal(t, strings.Repeat("w", 1<<20), ex.Stdout)
+		assert.True(t, ex.StdoutTruncated)
+		assert.Less(t, grew, uint64(64<<20))
+	})
 	t.Run("Bash", func(t *testing.T) {
 		kb := newKernel(t, sb, interp.Options{Language: interp.Bash})
 		ex, err := kb.Run(t.Context(), "head -c 67108864 /dev/zero | tr '\\0' y; echo err >&2", interp.RunOptions{MaxOutput: 1 << 20})

@@ -824,7 +824,7 @@ func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
 			switch {
 			case c.skip:
 			case len(c.line)+len(data) > c.maxLine:
-				c.dropLine(append(c.line, data...))
+				c.dropLine(c.line, data)
 				c.line, c.skip = nil, true
 			default:
 				c.line = append(c.line, data...)
@@ -839,7 +839,7 @@ func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
 			continue
 		case len(c.line) > 0:
 			if len(c.line)+len(line) > c.maxLine {
-				c.dropLine(append(c.line, line...))
+				c.dropLine(c.line, line)
 				c.line = nil
 				continue
 			}
@@ -855,8 +855,8 @@ func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
 
 // dropLine notes an event too long to be held: no kernel keeping the caps
 // sends one, so it is dropped and counted as output past the caps.
-func (c *collector) dropLine(start []byte) {
-	start = start[:min(len(start), 64)]
+func (c *collector) dropLine(held, more []byte) {
+	start := append(held[:min(len(held), 64):min(len(held), 64)], more[:min(len(more), 64)]...)
 	switch {
 	case bytes.Contains(start, []byte(`"stdout"`)):
 		c.ex.StdoutTruncated = true

@@ -84,11 +84,10 @@ class Stream:
             raise TypeError("write() argument must be str, not %s" % type(s).__name__)
         with self.mu:
             if self.limit >= 0:
-                room = self.limit - self.sent - len(self.buf)
+                room = max(self.limit - self.sent - len(self.buf), 0)
                 if room < len(s) * 4 and len(s.encode("utf-8", "surrogateescape")) > room:
                     self.cut = True
-                    s = s[:max(room, 0)]
-                    b = s.encode("utf-8", "surrogateescape")[:max(room, 0)]
+                    b = s[:room].encode("utf-8", "surrogateescape")[:room]
                 else:
                     b = s.encode("utf-8", "surrogateescape")
             else:
