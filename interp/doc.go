@@ -36,9 +36,10 @@
 // is past a cap is dropped and flagged (StdoutTruncated, StderrTruncated,
 // ResultsTruncated, Result.Truncated); the callbacks still get all the
 // output. The kernel itself stops sending a stream past its cap (when no
-// callback wants it) and cuts or drops results past theirs, and Run holds
-// no more than the caps whatever the kernel sends, so a cell that prints
-// without end costs the caller bounded memory. A cut never shows part of a
+// callback wants it) and cuts or drops results past theirs, and Run's
+// memory stays within a small multiple of the caps whatever the kernel
+// sends (an event line longer than any the caps allow is skipped unread),
+// so a cell that prints without end costs the caller bounded memory. A cut never shows part of a
 // secret: text is redacted before it is cut, and where the kernel cut it,
 // the last 64 KiB before the kernel's cut are left out up to the last
 // place where no secret runs across.

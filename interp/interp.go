@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -792,7 +793,10 @@ func newCollector(opts RunOptions) *collector {
 	// The longest event a kernel that keeps the caps sends: a result's
 	// text, cut at the cap and a margin, each character escaped as \uXXXX
 	// at worst.
-	c.maxLine = 6*(opts.MaxResultBytes+slack) + 1<<20
+	c.maxLine = math.MaxInt
+	if opts.MaxResultBytes < (math.MaxInt-1<<20)/6-slack {
+		c.maxLine = 6*(opts.MaxResultBytes+slack) + 1<<20
+	}
 	return c
 }
 

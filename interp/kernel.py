@@ -199,7 +199,8 @@ def emit_result(main, data):
     lim = room + State.slack
     out = {}
     cut = False
-    for mime, v in data.items():
+    # text/plain first: it is the form the room goes to first.
+    for mime, v in sorted(data.items(), key=lambda kv: kv[0] != "text/plain"):
         if mime in ("image/png", "image/jpeg"):
             size = len(v) // 4 * 3
         else:
