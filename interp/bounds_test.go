@@ -157,7 +157,7 @@ func TestTimeoutEndsCellForSure(t *testing.T) {
 		run(t, k, "kept = 1")
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
-		ex, err := k.Run(ctx, "import time\ntime.sleep(60)", interp.RunOptions{})
+		ex, err := k.Run(ctx, "import time\ntime.sleep(60)", interp.RunOptions{TimeoutGrace: coopGrace})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.False(t, errors.Is(err, interp.ErrRestarted), "a cell that ends on its interrupt keeps its kernel")
 		assert.True(t, ex.Interrupted)

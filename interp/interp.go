@@ -90,7 +90,12 @@ type RunOptions struct {
 	Timeout time.Duration
 	// TimeoutGrace is how long a cell may take to end once interrupted,
 	// by Timeout or by the end of Run's ctx, before its kernel is killed;
-	// zero means DefaultTimeoutGrace.
+	// zero means DefaultTimeoutGrace. Run counts it on the caller's clock
+	// from when it submits the cell plus Timeout, so it also covers the
+	// transport's latency and the kernel's report of the end (a Bash
+	// kernel starts a few programs for it): on a heavily loaded host or a
+	// slow link, a larger grace keeps a cell that does end on its interrupt
+	// from costing its kernel.
 	TimeoutGrace time.Duration
 	// MaxOutput caps the bytes of each stream kept in Execution.Stdout and
 	// Execution.Stderr; zero means DefaultMaxOutput. Output past the cap
