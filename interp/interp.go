@@ -575,13 +575,38 @@ func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off 
 	const op = "run"
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if st, data, redact, err := k.poll(lctx, dir, n, off, false, nil, 0); err == nil {
-		if err := c.feed(data, redact); err == nil && c.done && st.state != "dead" {
+	// Last looks: the deadline may have cut a poll that would have seen
+	// the end; and a look's round trip, the transport's latency that the
+	// caller's clock counted against the grace, is given once more.
+	var lat time.Duration
+	for look := 0; look < 2; look++ {
+		if look == 1 {
+			t := time.NewTimer(min(lat, c.opts.TimeoutGrace))
+			select {
+			case <-t.C:
+			case <-lctx.Done():
+			}
+			t.Stop()
+		}
+		start := time.Now()
+		st, data, redact, err := k.poll(lctx, dir, n, off, false, nil, 0)
+		lat = time.Since(start)
+		if err != nil {
+			break
+		}
+		off += int64(len(data))
+		if err := c.feed(data, redact); err != nil {
+			break
+		}
+		if c.done && st.state != "dead" {
 			c.finish()
 			if ctxErr != nil {
 				return c.ex, wrap(op, ctxErr)
 			}
 			return c.ex, nil
+		}
+		if st.state != "run" {
+			break
 		}
 	}
 	k.mu.Lock()
