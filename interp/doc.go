@@ -19,7 +19,30 @@
 // concurrently, while the cells of one kernel run one at a time. A cell's
 // RunOptions.Timeout, or the end of Run's ctx, interrupts the cell
 // (SIGINT: KeyboardInterrupt in Python) and keeps the kernel and its state.
-// [Kernel.Restart] starts afresh; [Kernel.Close] ends the kernel.
+// A cell that has not ended RunOptions.TimeoutGrace later (2 s by default:
+// it caught or ignored the interrupt, or is stuck in a call no signal
+// breaks) is ended for sure: its kernel is killed and a fresh one started,
+// and Run's error matches [ErrRestarted] (Execution.Restarted is set), so
+// that the caller knows the state is gone and the next cell never waits
+// behind a runaway one. [Kernel.Restart] starts afresh; [Kernel.Close]
+// ends the kernel.
+//
+// # Limits
+//
+// What Run keeps of a cell is capped, as Exec's output is: each stream at
+// RunOptions.MaxOutput ([DefaultMaxOutput], 10 MiB, Exec's own default),
+// the results at MaxResults ([DefaultMaxResults], 100) and MaxResultBytes
+// ([DefaultMaxResultBytes], 10 MiB: text forms and images together). What
+// is past a cap is dropped and flagged (StdoutTruncated, StderrTruncated,
+// ResultsTruncated, Result.Truncated); the callbacks still get all the
+// output. The kernel itself stops sending a stream past its cap (when no
+// callback wants it) and cuts or drops results past theirs, and Run's
+// memory stays within a small multiple of the caps whatever the kernel
+// sends (an event line longer than any the caps allow is skipped unread),
+// so a cell that prints without end costs the caller bounded memory. A cut never shows part of a
+// secret: text is redacted before it is cut, and where the kernel cut it,
+// the last 64 KiB before the kernel's cut are left out up to the last
+// place where no secret runs across.
 //
 // # Languages
 //
@@ -57,14 +80,19 @@
 //     not binary-safe), ending with a "done" event, and then wakes the
 //     client, which prints the events. While a cell runs, the kernel wakes
 //     the client when there is new output (at most every 200 ms), and the
-//     client returns what there is, read from a byte offset; Run follows
-//     with another Exec from the last complete line's offset. That is how
+//     client returns what there is, at most 4 MiB read from a byte offset;
+//     Run follows with another Exec from where that ended, holding a line
+//     that is not complete yet until the rest comes, so that an event of
+//     any size (a large value, a large figure) is read in parts. That is how
 //     output streams to RunOptions.OnStdout (Python; Bash output comes
 //     when the cell ends). A client whose transport failed is run again
 //     from the same offset, and a request is never run twice.
 //   - Interrupt is an Exec of kill -INT for the kernel's process group,
 //     sent only while that cell runs; a Timeout is enforced by the kernel
-//     itself, so it holds even while no client waits.
+//     itself, so it holds even while no client waits, and by Run, which
+//     kills the kernel's process group once the grace after it is over (a
+//     Bash cell's output, which its kernel sends only when the cell ends,
+//     is read from its files first).
 //   - A kernel that died (killed, out of memory) is reported by its
 //     monitor, or found missing by its pid (a sandbox resumed without its
 //     memory); Run returns [ErrDied], now or on the next call. A paused

@@ -11,11 +11,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -68,19 +70,61 @@ type Options struct {
 }
 
 // RunOptions configure one Run. The zero value runs the cell without a
-// time limit other than ctx's.
+// time limit other than ctx's, with the default caps on what is kept.
 type RunOptions struct {
 	// OnStdout and OnStderr, when non-nil, receive the cell's output while
 	// it runs, in order, with secret values redacted. They are called from
-	// Run's goroutine, one at a time.
+	// Run's goroutine, one at a time. They receive all of the output, past
+	// MaxOutput too, as Command.Stdout does for Exec: a line is handed on
+	// whole, or in pieces of about 192 KiB when it is longer than 256 KiB.
 	OnStdout func(text string)
 	OnStderr func(text string)
 	// Timeout, when positive, interrupts the cell after that long, as
 	// Interrupt does: the cell ends with a KeyboardInterrupt (for Bash, the
 	// cell's commands get SIGINT), Execution.TimedOut is set and the
-	// kernel's state is kept.
+	// kernel's state is kept. A cell that has not ended TimeoutGrace after
+	// that (it caught or ignored the interrupt, or is stuck in a call that
+	// signals cannot break) is ended for sure: the kernel is killed and a
+	// fresh one started, and Run returns an error matching ErrRestarted
+	// with Execution.Restarted set.
 	Timeout time.Duration
+	// TimeoutGrace is how long a cell may take to end once interrupted,
+	// by Timeout or by the end of Run's ctx, before its kernel is killed;
+	// zero means DefaultTimeoutGrace. Run counts it on the caller's clock
+	// from when it submits the cell plus Timeout, so it also covers the
+	// transport's latency and the kernel's report of the end (a Bash
+	// kernel starts a few programs for it): on a heavily loaded host or a
+	// slow link, a larger grace keeps a cell that does end on its interrupt
+	// from costing its kernel.
+	TimeoutGrace time.Duration
+	// MaxOutput caps the bytes of each stream kept in Execution.Stdout and
+	// Execution.Stderr; zero means DefaultMaxOutput. Output past the cap
+	// is dropped from the Execution (StdoutTruncated or StderrTruncated is
+	// set) but still reaches OnStdout and OnStderr; without a callback the
+	// kernel does not send it at all.
+	MaxOutput int
+	// MaxResults caps the number of results kept in Execution.Results
+	// (the main value comes first, then figures); zero means
+	// DefaultMaxResults. Results past it are dropped and ResultsTruncated
+	// is set.
+	MaxResults int
+	// MaxResultBytes caps the total size of the results kept for the cell:
+	// the bytes of every text form and every image; zero means
+	// DefaultMaxResultBytes. A result's text/plain form is cut to what
+	// room is left, and its other forms are kept only whole: a form that
+	// does not fit is dropped. Result.Truncated and
+	// Execution.ResultsTruncated say so.
+	MaxResultBytes int
 }
+
+// The defaults of RunOptions' caps. DefaultMaxOutput is Exec's own default
+// cap per stream (sandbox.DefaultMaxOutput).
+const (
+	DefaultMaxOutput      = sandbox.DefaultMaxOutput
+	DefaultMaxResults     = 100
+	DefaultMaxResultBytes = 10 << 20
+	DefaultTimeoutGrace   = 2 * time.Second
+)
 
 // Execution is the outcome of one cell.
 type Execution struct {
@@ -102,6 +146,15 @@ type Execution struct {
 	// Interrupted reports that the cell was interrupted (Timeout, Interrupt
 	// or the end of Run's ctx); TimedOut that Timeout did it.
 	Interrupted, TimedOut bool
+	// Restarted reports that the cell did not end within TimeoutGrace of
+	// its interrupt, so its kernel was killed: the kernel's state is lost
+	// and the next cell runs in a fresh kernel (its Count starts at 1).
+	// Run's error then matches ErrRestarted.
+	Restarted bool
+	// StdoutTruncated and StderrTruncated report output dropped by
+	// RunOptions.MaxOutput; ResultsTruncated reports results, or forms of
+	// them, dropped or cut by MaxResults or MaxResultBytes.
+	StdoutTruncated, StderrTruncated, ResultsTruncated bool
 }
 
 // Text returns the text/plain form of the main result (the value of the
@@ -131,6 +184,9 @@ type Result struct {
 	// PNG and JPEG hold image bytes: every matplotlib figure, and objects
 	// with _repr_png_ or _repr_jpeg_.
 	PNG, JPEG []byte
+	// Truncated reports that Text was cut or other forms were dropped by
+	// RunOptions.MaxResultBytes.
+	Truncated bool
 }
 
 // Formats lists the MIME types r holds.
@@ -173,6 +229,13 @@ func (e *Error) String() string { return e.Name + ": " + e.Value }
 // Restart starts a fresh one.
 var ErrDied = errors.New("interp: the kernel is not running")
 
+// ErrRestarted is matched (errors.Is) by the error of a Run whose cell did
+// not end within RunOptions.TimeoutGrace of its interrupt (by Timeout or
+// by the end of ctx): its kernel was killed, so every variable, import and
+// working directory of the kernel is lost. The next Run starts on a fresh
+// kernel.
+var ErrRestarted = errors.New("interp: the cell ignored its interrupt; the kernel was killed and restarted, its state is lost")
+
 // ErrClosed is matched by the error of a call on a closed Kernel.
 var ErrClosed = errors.New("interp: the kernel is closed")
 
@@ -189,6 +252,7 @@ type Kernel struct {
 	mu     sync.Mutex
 	dir    string // the current kernel's directory
 	seq    int    // requests submitted to the current kernel
+	stale  bool   // the kernel was killed: start one before the next cell
 	closed bool
 }
 
@@ -274,7 +338,7 @@ func (k *Kernel) start(ctx context.Context) error {
 		k.mu.Lock()
 		closed := k.closed
 		if !closed {
-			k.dir, k.seq = path.Join(k.base, kid), 0
+			k.dir, k.seq, k.stale = path.Join(k.base, kid), 0, false
 		}
 		k.mu.Unlock()
 		if closed { // closed while this kernel started: end it too
@@ -335,16 +399,49 @@ func (k *Kernel) next() (dir string, n int, err error) {
 
 // Run runs code as the kernel's next cell and returns its Execution. It
 // returns an error only when the cell could not be run or followed: the
-// kernel is gone (ErrDied), the transport failed, or ctx ended; then the
-// cell is interrupted (when ctx ended) and the Execution, when non-nil,
-// holds what was seen so far. An exception in the code is Execution.Error.
+// kernel is gone (ErrDied), the transport failed, ctx ended, or the cell
+// had to be ended by killing its kernel (ErrRestarted); the Execution,
+// when non-nil, then holds what was seen so far. An exception in the code
+// is Execution.Error.
+//
+// When ctx ends, the cell is interrupted and Run waits up to
+// RunOptions.TimeoutGrace for it to end, so that the next cell finds the
+// kernel idle; a cell that is still running then is ended by killing the
+// kernel, and the error matches both ctx's error and ErrRestarted.
 func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execution, error) {
 	const op = "run"
-	if opts.Timeout < 0 {
-		return nil, wrap(op, sandbox.Errorf(sandbox.InvalidArgument, "RunOptions.Timeout %v is negative", opts.Timeout))
+	for _, f := range []struct {
+		name string
+		bad  bool
+		v    any
+	}{
+		{"Timeout", opts.Timeout < 0, opts.Timeout},
+		{"TimeoutGrace", opts.TimeoutGrace < 0, opts.TimeoutGrace},
+		{"MaxOutput", opts.MaxOutput < 0, opts.MaxOutput},
+		{"MaxResults", opts.MaxResults < 0, opts.MaxResults},
+		{"MaxResultBytes", opts.MaxResultBytes < 0, opts.MaxResultBytes},
+	} {
+		if f.bad {
+			return nil, wrap(op, sandbox.Errorf(sandbox.InvalidArgument, "RunOptions.%s %v is negative", f.name, f.v))
+		}
+	}
+	if opts.TimeoutGrace == 0 {
+		opts.TimeoutGrace = DefaultTimeoutGrace
+	}
+	if opts.MaxOutput == 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxResults == 0 {
+		opts.MaxResults = DefaultMaxResults
+	}
+	if opts.MaxResultBytes == 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	k.run.Lock()
 	defer k.run.Unlock()
+	if err := k.restartStale(ctx); err != nil {
+		return nil, wrap(op, err)
+	}
 	dir, n, err := k.next()
 	if err != nil {
 		return nil, wrap(op, err)
@@ -353,9 +450,17 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 	if opts.Timeout > 0 {
 		secs = float64(max(opts.Timeout.Milliseconds(), 1)) / 1000
 	}
-	head, _ := json.Marshal(map[string]float64{"timeout": secs})
+	ship := func(cb func(string)) int64 { return shipCap(opts, cb) }
+	head, _ := json.Marshal(map[string]any{
+		"timeout":          secs,
+		"max_stdout":       ship(opts.OnStdout),
+		"max_stderr":       ship(opts.OnStderr),
+		"max_results":      opts.MaxResults,
+		"max_result_bytes": opts.MaxResultBytes,
+		"slack":            slack,
+	})
 	req := append(append(head, '\n'), code...)
-	c := &collector{ex: &Execution{}, opts: opts}
+	c := newCollector(opts)
 	if len(req) > maxArgRequest || bytes.IndexByte(req, 0) >= 0 {
 		// Too long for an argument (or holding a NUL): a file of its own.
 		if err := k.sb.WriteFile(ctx, path.Join(dir, "req", strconv.Itoa(n)), req); err != nil {
@@ -363,42 +468,205 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 		}
 		req = nil
 	}
-	var off int64
-	submit := true
+	if err := ctx.Err(); err != nil {
+		return c.ex, wrap(op, err) // nothing submitted
+	}
+	var (
+		off     int64
+		submit  = true
+		sent    bool  // the interrupt reached the cell
+		base    = ctx // polls' context: ctx, or once it ended a detached one
+		ctxErr  error // ctx's error, once it ended
+		killAt  time.Time
+		timeout = opts.Timeout > 0
+	)
+	if timeout {
+		killAt = time.Now().Add(opts.Timeout + opts.TimeoutGrace)
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			k.interrupt(ctx, dir, n)
-			c.finish()
-			return c.ex, wrap(op, err)
+		if ctxErr == nil && ctx.Err() != nil {
+			ctxErr = ctx.Err()
+			base = context.WithoutCancel(ctx)
+			sent = k.interrupt(base, dir, n)
+			if g := time.Now().Add(opts.TimeoutGrace); killAt.IsZero() || g.Before(killAt) {
+				killAt, timeout = g, false
+			}
 		}
-		st, data, redact, err := k.poll(ctx, dir, n, off, submit, req)
+		if !killAt.IsZero() && !time.Now().Before(killAt) {
+			return k.kill(ctx, c, dir, n, off, timeout, ctxErr)
+		}
+		pctx, cancel := base, context.CancelFunc(func() {})
+		if !killAt.IsZero() {
+			pctx, cancel = context.WithDeadline(base, killAt)
+		}
+		if ctxErr != nil && !sent {
+			// The cell had not begun: interrupt it once it has.
+			sent = k.interrupt(pctx, dir, n)
+		}
+		st, data, redact, err := k.poll(pctx, dir, n, off, submit, req, pollTicks)
+		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				k.interrupt(ctx, dir, n)
+			if atDeadline(base, pctx) || (ctxErr == nil && ctx.Err() != nil) || (!killAt.IsZero() && !time.Now().Before(killAt)) {
+				continue // the loop's head interrupts or kills
 			}
 			c.finish()
-			return c.ex, wrap(op, err)
+			return c.ex, wrap(op, errors.Join(ctxErr, err))
 		}
 		submit = false
-		// Consume whole lines only: the kernel may be half-way through one.
-		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-			if err := c.events(data[:i+1], redact); err != nil {
-				return c.ex, wrap(op, err)
-			}
-			off += int64(i + 1)
+		off += int64(len(data))
+		if err := c.feed(data, redact); err != nil {
+			c.finish()
+			return c.ex, wrap(op, errors.Join(ctxErr, err))
 		}
 		if c.done {
 			c.finish()
+			if ctxErr != nil {
+				return c.ex, wrap(op, ctxErr)
+			}
 			return c.ex, nil
 		}
 		switch {
 		case st.state == "dead":
 			c.finish()
-			return c.ex, wrap(op, fmt.Errorf("%w: cell %d did not finish", ErrDied, n))
-		case st.state == "done" && off >= st.size:
-			return c.ex, wrap(op, fmt.Errorf("the kernel's answer to cell %d ended early", n))
+			return c.ex, wrap(op, errors.Join(ctxErr, fmt.Errorf("%w: cell %d did not finish", ErrDied, n)))
+		case st.state == "done" && (off >= st.size || len(data) == 0):
+			c.finish()
+			return c.ex, wrap(op, errors.Join(ctxErr, fmt.Errorf("the kernel's answer to cell %d ended early", n)))
 		}
 	}
+}
+
+// atDeadline reports whether a poll that failed ran into the deadline of
+// its context pctx (derived from base), which a provider may end a moment
+// before the deadline itself; it then waits for that deadline to pass, so
+// that the caller sees it passed.
+func atDeadline(base, pctx context.Context) bool {
+	dl, ok := pctx.Deadline()
+	if !ok || time.Until(dl) > 250*time.Millisecond {
+		return false
+	}
+	wait := max(time.Until(dl), 0)
+	if bdl, ok := base.Deadline(); ok && !bdl.After(dl) {
+		wait += time.Second // base's own: it reports its end in a moment
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-base.Done():
+	}
+	return true
+}
+
+// shipCap is how much of a stream the kernel sends at most: the cap plus
+// a margin (so that a secret the cap cuts through is still whole for
+// redaction), or all of it (-1) for a callback.
+func shipCap(opts RunOptions, cb func(string)) int64 {
+	if cb != nil {
+		return -1
+	}
+	return int64(opts.MaxOutput) + slack
+}
+
+// kill ends cell n for sure once its grace is over: a last look for its
+// end, then the kernel is killed, and a fresh one started unless ctx ended
+// (then the next call starts it).
+func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off int64, timedOut bool, ctxErr error) (*Execution, error) {
+	const op = "run"
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	// Last looks: the deadline may have cut a poll that would have seen
+	// the end; and a look's round trip, the transport's latency that the
+	// caller's clock counted against the grace, is given once more.
+	var lat time.Duration
+	for look := 0; look < 2; look++ {
+		if look == 1 {
+			t := time.NewTimer(min(lat, c.opts.TimeoutGrace))
+			select {
+			case <-t.C:
+			case <-lctx.Done():
+			}
+			t.Stop()
+		}
+		start := time.Now()
+		st, data, redact, err := k.poll(lctx, dir, n, off, false, nil, 0)
+		lat = time.Since(start)
+		if err != nil {
+			break
+		}
+		off += int64(len(data))
+		if err := c.feed(data, redact); err != nil {
+			break
+		}
+		if c.done && st.state != "dead" {
+			c.finish()
+			if ctxErr != nil {
+				return c.ex, wrap(op, ctxErr)
+			}
+			return c.ex, nil
+		}
+		if st.state != "run" {
+			break
+		}
+	}
+	k.mu.Lock()
+	if k.dir == dir {
+		k.stale = true
+	}
+	k.mu.Unlock()
+	if k.opts.Language == Bash {
+		k.bashOutput(lctx, c, dir)
+	}
+	stopErr := k.stop(lctx, dir)
+	c.finish()
+	c.ex.Interrupted, c.ex.Restarted = true, true
+	c.ex.TimedOut = timedOut
+	err := fmt.Errorf("cell %d did not end within %v of its interrupt: %w", n, c.opts.TimeoutGrace, ErrRestarted)
+	if stopErr != nil {
+		err = errors.Join(err, fmt.Errorf("killing the kernel: %w", stopErr))
+	}
+	if ctxErr != nil {
+		return c.ex, wrap(op, errors.Join(ctxErr, err))
+	}
+	if serr := k.restartStale(ctx); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	return c.ex, wrap(op, err)
+}
+
+// bashOutput collects what a Bash cell that is to be killed has printed:
+// its kernel sends a cell's output only when the cell ends.
+func (k *Kernel) bashOutput(ctx context.Context, c *collector, dir string) {
+	shipped := max(c.out.ship, c.err.ship)
+	if c.out.ship < 0 || c.err.ship < 0 {
+		shipped = int64(c.opts.MaxOutput) + slack // no later output to hand on
+		c.out.ship, c.err.ship = shipped, shipped
+	}
+	out, redact, err := k.exec(ctx, outputScript, nil, "", nil, int(shipped*2+1024), dir, strconv.FormatInt(shipped, 10))
+	if err != nil {
+		return
+	}
+	lines := strings.SplitN(string(out), "\n", 3)
+	if len(lines) < 2 {
+		return
+	}
+	c.redact = redact
+	for i, s := range []*outStream{&c.out, &c.err} {
+		if b, err := base64.StdEncoding.DecodeString(lines[i]); err == nil {
+			c.stream(s, b, false)
+		}
+	}
+}
+
+// restartStale starts a fresh kernel when the current one was killed.
+func (k *Kernel) restartStale(ctx context.Context) error {
+	k.mu.Lock()
+	stale, closed := k.stale, k.closed
+	k.mu.Unlock()
+	if !stale || closed {
+		return nil
+	}
+	return k.start(ctx)
 }
 
 type pollState struct {
@@ -410,15 +678,20 @@ const (
 	pollMax       = 4 << 20  // bytes of events one poll returns at most
 	pollTicks     = 25       // seconds a poll waits at most for news
 	maxArgRequest = 64 << 10 // longer requests go by WriteFile
+	// slack is how far past a cap the kernel sends a stream or a text, and
+	// how much of an unfinished piece of text is held back from redaction:
+	// a secret up to that long that a cut goes through is still redacted
+	// whole, never handed on in part.
+	slack = 64 << 10
 )
 
 // poll runs runScript once, retrying once a call whose transport failed
 // (safe: events are read by offset and a submission is never repeated).
-func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit bool, req []byte) (pollState, []byte, func([]byte) []byte, error) {
+func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit bool, req []byte, ticks int) (pollState, []byte, func([]byte) []byte, error) {
 	var out []byte
 	var redact func([]byte) []byte
 	var err error
-	args := []string{dir, strconv.Itoa(n), strconv.FormatInt(off, 10), strconv.Itoa(pollMax), strconv.Itoa(pollTicks), "0"}
+	args := []string{dir, strconv.Itoa(n), strconv.FormatInt(off, 10), strconv.Itoa(pollMax), strconv.Itoa(ticks), "0"}
 	if submit {
 		args[5] = "1"
 		if req != nil {
@@ -444,12 +717,13 @@ func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit 
 	return st, data, redact, nil
 }
 
-// interrupt sends SIGINT to the kernel if cell n still runs, with a
-// context of its own since ctx may have ended.
-func (k *Kernel) interrupt(ctx context.Context, dir string, n int) {
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+// interrupt sends SIGINT to the kernel if cell n runs, and reports whether
+// it did. ctx must not have ended.
+func (k *Kernel) interrupt(ctx context.Context, dir string, n int) bool {
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, _, _ = k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	return err == nil && strings.TrimSpace(string(out)) == "sent"
 }
 
 // Interrupt interrupts the cell that runs now, if any, as Ctrl-C would:
@@ -511,118 +785,377 @@ func (k *Kernel) stop(ctx context.Context, dir string) error {
 
 // collector turns events into an Execution, redacting text field by field
 // and stream output line by line (a secret split across two events is
-// still found).
+// still found), and keeping no more than the caps of its RunOptions: what
+// it holds at any time is bounded by them, whatever the kernel sends.
 type collector struct {
 	ex       *Execution
 	opts     RunOptions
-	out, err bytes.Buffer // stream text not yet handed on: an unfinished line
-	stdout   strings.Builder
-	stderr   strings.Builder
+	out, err outStream
 	redact   func([]byte) []byte
+	line     []byte // an event line not yet complete
+	skip     bool   // the current event line is over maxLine: dropped
+	maxLine  int
+	rbytes   int // bytes of results kept
 	done     bool
+}
+
+// outStream is one output stream of a cell.
+type outStream struct {
+	pending   []byte // raw output not yet handed on: an unfinished line
+	kept      strings.Builder
+	max       int
+	truncated bool
+	cut       bool  // the kernel reported it stopped sending at its cap
+	ship      int64 // what the kernel sends at most, or -1
+	got       int64 // what it sent
+	cb        func(string)
+}
+
+const (
+	maxPending = 256 << 10 // an unfinished line longer than this is handed on in part
+	maxHeld    = 4 << 20   // an unfinished line that cannot be split safely is dropped past this
+)
+
+func newCollector(opts RunOptions) *collector {
+	c := &collector{ex: &Execution{}, opts: opts, redact: func(b []byte) []byte { return b }}
+	c.out = outStream{max: opts.MaxOutput, cb: opts.OnStdout, ship: shipCap(opts, opts.OnStdout)}
+	c.err = outStream{max: opts.MaxOutput, cb: opts.OnStderr, ship: shipCap(opts, opts.OnStderr)}
+	// The longest event a kernel that keeps the caps sends: a result's
+	// text, cut at the cap and a margin, each character escaped as \uXXXX
+	// at worst.
+	c.maxLine = math.MaxInt
+	if opts.MaxResultBytes < (math.MaxInt-1<<20)/6-slack {
+		c.maxLine = 6*(opts.MaxResultBytes+slack) + 1<<20
+	}
+	return c
 }
 
 type event struct {
 	Type        string          `json:"type"`
 	Data        json.RawMessage `json:"data"`
 	Main        bool            `json:"main"`
+	Cut         bool            `json:"cut"`
 	Name        string          `json:"name"`
 	Value       string          `json:"value"`
 	Traceback   []string        `json:"traceback"`
 	Count       int             `json:"count"`
 	Interrupted bool            `json:"interrupted"`
 	TimedOut    bool            `json:"timed_out"`
+	StdoutCut   bool            `json:"stdout_cut"`
+	StderrCut   bool            `json:"stderr_cut"`
+	ResultsCut  bool            `json:"results_cut"`
 }
 
-func (c *collector) events(lines []byte, redact func([]byte) []byte) error {
-	c.redact = redact
-	red := func(s string) string { return string(redact([]byte(s))) }
-	for _, line := range bytes.Split(bytes.TrimSuffix(lines, []byte("\n")), []byte("\n")) {
-		var ev event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return fmt.Errorf("bad event from the kernel: %w", err)
+// feed takes the next bytes of the event file, wherever they end: a line
+// that is not complete yet waits for the rest.
+func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
+	if redact != nil {
+		c.redact = redact
+	}
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			switch {
+			case c.skip:
+			case len(c.line)+len(data) > c.maxLine:
+				c.dropLine(c.line, data)
+				c.line, c.skip = nil, true
+			default:
+				c.line = append(c.line, data...)
+			}
+			return nil
 		}
-		switch ev.Type {
-		case "stdout", "stderr":
-			var s string
-			if err := json.Unmarshal(ev.Data, &s); err != nil {
-				return fmt.Errorf("bad %s event: %w", ev.Type, err)
+		line := data[:i]
+		data = data[i+1:]
+		switch {
+		case c.skip:
+			c.skip = false
+			continue
+		case len(c.line) > 0:
+			if len(c.line)+len(line) > c.maxLine {
+				c.dropLine(c.line, line)
+				c.line = nil
+				continue
 			}
-			b, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				return fmt.Errorf("bad %s event: %w", ev.Type, err)
-			}
-			if ev.Type == "stdout" {
-				c.stream(&c.out, &c.stdout, c.opts.OnStdout, b, false)
-			} else {
-				c.stream(&c.err, &c.stderr, c.opts.OnStderr, b, false)
-			}
-		case "result":
-			var data map[string]string
-			if err := json.Unmarshal(ev.Data, &data); err != nil {
-				return fmt.Errorf("bad result event: %w", err)
-			}
-			r := Result{Main: ev.Main, Text: red(data["text/plain"]), HTML: red(data["text/html"]),
-				Markdown: red(data["text/markdown"]), LaTeX: red(data["text/latex"]), SVG: red(data["image/svg+xml"])}
-			if j := data["application/json"]; j != "" {
-				r.JSON = json.RawMessage(red(j))
-			}
-			var err error
-			if r.PNG, err = decode64(data["image/png"]); err != nil {
-				return fmt.Errorf("bad image/png result: %w", err)
-			}
-			if r.JPEG, err = decode64(data["image/jpeg"]); err != nil {
-				return fmt.Errorf("bad image/jpeg result: %w", err)
-			}
-			c.ex.Results = append(c.ex.Results, r)
-		case "error":
-			e := &Error{Name: red(ev.Name), Value: red(ev.Value)}
-			for _, t := range ev.Traceback {
-				e.Traceback = append(e.Traceback, red(t))
-			}
-			c.ex.Error = e
-		case "done":
-			c.ex.Count, c.ex.Interrupted, c.ex.TimedOut = ev.Count, ev.Interrupted, ev.TimedOut
-			c.done = true
+			line = append(c.line, line...)
+			c.line = nil
+		}
+		if err := c.event(line); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func decode64(s string) ([]byte, error) {
-	if s == "" {
-		return nil, nil
+// dropLine notes an event too long to be held: no kernel keeping the caps
+// sends one, so it is dropped and counted as output past the caps.
+func (c *collector) dropLine(held, more []byte) {
+	start := append(held[:min(len(held), 64):min(len(held), 64)], more[:min(len(more), 64)]...)
+	switch {
+	case bytes.Contains(start, []byte(`"stdout"`)):
+		c.ex.StdoutTruncated = true
+	case bytes.Contains(start, []byte(`"stderr"`)):
+		c.ex.StderrTruncated = true
+	default:
+		c.ex.ResultsTruncated = true
 	}
-	return base64.StdEncoding.DecodeString(s)
 }
 
-// stream hands on the complete lines of pending+b (all of it when final),
-// redacted, to the collected text and the callback.
-func (c *collector) stream(pending *bytes.Buffer, all *strings.Builder, cb func(string), b []byte, final bool) {
-	pending.Write(b)
-	p := pending.Bytes()
-	cut := len(p)
-	if !final {
-		cut = bytes.LastIndexByte(p, '\n') + 1
+func (c *collector) event(line []byte) error {
+	red := func(s string) string { return string(c.redact([]byte(s))) }
+	var ev event
+	if err := json.Unmarshal(line, &ev); err != nil {
+		return fmt.Errorf("bad event from the kernel: %w", err)
 	}
-	if cut == 0 {
+	switch ev.Type {
+	case "stdout", "stderr":
+		var s string
+		if err := json.Unmarshal(ev.Data, &s); err != nil {
+			return fmt.Errorf("bad %s event: %w", ev.Type, err)
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return fmt.Errorf("bad %s event: %w", ev.Type, err)
+		}
+		if ev.Type == "stdout" {
+			c.stream(&c.out, b, false)
+		} else {
+			c.stream(&c.err, b, false)
+		}
+	case "result":
+		var data map[string]string
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			return fmt.Errorf("bad result event: %w", err)
+		}
+		return c.result(ev, data)
+	case "error":
+		e := &Error{Name: red(ev.Name), Value: red(ev.Value)}
+		for _, t := range ev.Traceback {
+			e.Traceback = append(e.Traceback, red(t))
+		}
+		c.ex.Error = e
+	case "done":
+		c.ex.Count, c.ex.Interrupted, c.ex.TimedOut = ev.Count, ev.Interrupted, ev.TimedOut
+		c.out.cut, c.err.cut = ev.StdoutCut, ev.StderrCut
+		if ev.ResultsCut {
+			c.ex.ResultsTruncated = true
+		}
+		c.done = true
+	}
+	return nil
+}
+
+// result keeps what fits of one result: its text/plain form cut to the
+// room left, its other forms whole or not at all.
+func (c *collector) result(ev event, data map[string]string) error {
+	if len(c.ex.Results) >= c.opts.MaxResults {
+		c.ex.ResultsTruncated = true
+		return nil
+	}
+	room := c.opts.MaxResultBytes - c.rbytes
+	r := Result{Main: ev.Main}
+	if t, ok := data["text/plain"]; ok {
+		var s string
+		if ev.Cut { // cut by the kernel: its end may hold part of a secret
+			s = string(c.safePrefix([]byte(t)))
+			r.Truncated = true
+		} else {
+			s = string(c.redact([]byte(t)))
+		}
+		if len(s) > room {
+			s, r.Truncated = cutString(s, room), true
+		}
+		r.Text = s
+		room -= len(s)
+	}
+	text := func(mime string, dst *string) {
+		v, ok := data[mime]
+		if !ok || v == "" {
+			return
+		}
+		if len(v) > room+slack { // larger than the room even if redaction shrank it
+			r.Truncated = true
+			return
+		}
+		if v = string(c.redact([]byte(v))); len(v) > room {
+			r.Truncated = true
+			return
+		}
+		*dst, room = v, room-len(v)
+	}
+	text("text/html", &r.HTML)
+	text("text/markdown", &r.Markdown)
+	text("text/latex", &r.LaTeX)
+	text("image/svg+xml", &r.SVG)
+	var js string
+	text("application/json", &js)
+	if js != "" {
+		r.JSON = json.RawMessage(js)
+	}
+	image := func(mime string, dst *[]byte) error {
+		v := data[mime]
+		if v == "" {
+			return nil
+		}
+		if base64.StdEncoding.DecodedLen(len(v)) > room+3 {
+			r.Truncated = true
+			return nil
+		}
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return fmt.Errorf("bad %s result: %w", mime, err)
+		}
+		if len(b) > room {
+			r.Truncated = true
+			return nil
+		}
+		*dst, room = b, room-len(b)
+		return nil
+	}
+	if err := image("image/png", &r.PNG); err != nil {
+		return err
+	}
+	if err := image("image/jpeg", &r.JPEG); err != nil {
+		return err
+	}
+	c.rbytes = c.opts.MaxResultBytes - room
+	if r.Truncated {
+		c.ex.ResultsTruncated = true
+	}
+	c.ex.Results = append(c.ex.Results, r)
+	return nil
+}
+
+// cutString returns s cut to at most n bytes, at the start of a character.
+func cutString(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// split finds where p can be cut so that redacting its two parts apart
+// gives what redacting it whole does, at least slack bytes before its end,
+// and returns that place with the redacted first part. Without knowing the
+// secrets, that is the test that no secret found in p runs across the cut,
+// and any secret shorter than slack that runs past p's end starts after it.
+// It tries the places just before the first one (a secret runs across
+// that one) and then further back.
+func (c *collector) split(p []byte) (int, []byte, bool) {
+	if len(p) <= slack {
+		return 0, nil, false
+	}
+	whole := c.redact(p)
+	k0 := len(p) - slack
+	for try := 0; try < 48; try++ {
+		k := k0 - try
+		if try >= 32 {
+			k = k0 - 32 - (try-31)*4093
+		}
+		for k > 0 && !utf8.RuneStart(p[k]) {
+			k--
+		}
+		if k <= 0 {
+			break
+		}
+		a := c.redact(p[:k])
+		if !bytes.HasPrefix(whole, a) {
+			continue
+		}
+		if b := c.redact(p[k:]); len(a)+len(b) == len(whole) && bytes.HasSuffix(whole, b) {
+			return k, a, true
+		}
+	}
+	return 0, nil, false
+}
+
+// safePrefix returns the redaction of p cut where no part of a secret can
+// follow: p's end may be a cut through a secret (up to slack bytes long),
+// so what is kept is what redacting p whole and redacting it without its
+// last slack bytes agree on. That is the image of p's bytes before the
+// last slack, up to a secret that runs across that place.
+func (c *collector) safePrefix(p []byte) []byte {
+	if len(p) <= slack {
+		return nil
+	}
+	whole, a := c.redact(p), c.redact(p[:len(p)-slack])
+	n := 0
+	for n < len(a) && n < len(whole) && a[n] == whole[n] {
+		n++
+	}
+	for n > 0 && n < len(whole) && !utf8.RuneStart(whole[n]) {
+		n--
+	}
+	return whole[:n]
+}
+
+// stream hands on the complete lines of the stream's pending output and b
+// (all of it when final), redacted, to the kept text and the callback. An
+// unfinished line that grows past maxPending is handed on in part, cut
+// where no secret runs across.
+func (c *collector) stream(s *outStream, b []byte, final bool) {
+	s.got += int64(len(b))
+	s.pending = append(s.pending, b...)
+	p := s.pending
+	var cut int
+	var out []byte
+	switch {
+	case final && len(p) > 0 && (s.cut || (s.ship >= 0 && s.got >= s.ship)):
+		// The kernel stopped sending at its cap: what is left may end in
+		// part of a secret, and is past the cap anyway.
+		out = c.safePrefix(p)
+		cut, s.truncated = len(p), true
+	case final:
+		cut = len(p)
+		out = c.redact(p)
+	default:
+		cut = bytes.LastIndexByte(p, '\n') + 1
+		if cut > 0 {
+			out = c.redact(p[:cut])
+		} else if len(p) > maxPending {
+			var ok bool
+			if cut, out, ok = c.split(p); !ok {
+				cut, out = 0, nil
+				if len(p) > maxHeld { // never found a safe cut: drop rather than leak
+					cut, s.truncated = len(p)-slack, true
+				}
+			}
+		}
+	}
+	if cut > 0 {
+		n := copy(s.pending, p[cut:])
+		s.pending = s.pending[:n]
+		if cap(s.pending) > 2*maxHeld && n < maxPending {
+			s.pending = append([]byte(nil), s.pending...)
+		}
+	}
+	if len(out) == 0 {
 		return
 	}
-	redact := c.redact
-	if redact == nil {
-		redact = func(b []byte) []byte { return b }
+	str := string(out)
+	if room := s.max - s.kept.Len(); len(str) > room {
+		s.kept.WriteString(cutString(str, room))
+		s.truncated = true
+	} else {
+		s.kept.WriteString(str)
 	}
-	s := string(redact(p[:cut]))
-	pending.Next(cut)
-	all.WriteString(s)
-	if cb != nil {
-		cb(s)
+	if s.cb != nil {
+		s.cb(str)
 	}
 }
 
 // finish hands on unfinished lines and fills the Execution's streams.
 func (c *collector) finish() {
-	c.stream(&c.out, &c.stdout, c.opts.OnStdout, nil, true)
-	c.stream(&c.err, &c.stderr, c.opts.OnStderr, nil, true)
-	c.ex.Stdout, c.ex.Stderr = c.stdout.String(), c.stderr.String()
+	c.stream(&c.out, nil, true)
+	c.stream(&c.err, nil, true)
+	c.ex.Stdout, c.ex.Stderr = c.out.kept.String(), c.err.kept.String()
+	c.ex.StdoutTruncated = c.ex.StdoutTruncated || c.out.truncated || c.out.cut
+	c.ex.StderrTruncated = c.ex.StderrTruncated || c.err.truncated || c.err.cut
+	c.line = nil
 }

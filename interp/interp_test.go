@@ -174,7 +174,7 @@ func TestPython(t *testing.T) {
 			t.Run("TimeoutKeepsState", func(t *testing.T) {
 				run(t, k, "kept = 'yes'")
 				start := time.Now()
-				ex, err := k.Run(t.Context(), "import time\nprint('start', flush=True)\ntime.sleep(60)", interp.RunOptions{Timeout: time.Second})
+				ex, err := k.Run(t.Context(), "import time\nprint('start', flush=True)\ntime.sleep(60)", interp.RunOptions{Timeout: time.Second, TimeoutGrace: coopGrace})
 				require.NoError(t, err)
 				took := time.Since(start)
 				assert.Less(t, took, 30*time.Second)
@@ -189,7 +189,7 @@ func TestPython(t *testing.T) {
 			t.Run("CancelInterrupts", func(t *testing.T) {
 				run(t, k, "kept = 'yes'")
 				ctx, cancel := context.WithCancel(t.Context())
-				ex, err := k.Run(ctx, "import time\nprint('go', flush=True)\ntime.sleep(60)", interp.RunOptions{OnStdout: func(string) { cancel() }})
+				ex, err := k.Run(ctx, "import time\nprint('go', flush=True)\ntime.sleep(60)", interp.RunOptions{OnStdout: func(string) { cancel() }, TimeoutGrace: coopGrace})
 				require.ErrorIs(t, err, context.Canceled)
 				assert.Equal(t, "go\n", ex.Stdout)
 				start := time.Now()
@@ -280,6 +280,11 @@ func TestBadInput(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// coopGrace is the TimeoutGrace of the tests of cells that do end on their
+// interrupt: wide enough that a loaded host never mistakes one for a cell
+// that ignores it (which TestTimeoutEndsCellForSure covers).
+const coopGrace = 15 * time.Second
+
 func TestBash(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
@@ -310,7 +315,7 @@ func TestBash(t *testing.T) {
 			assert.Equal(t, ex.Stdout, live.String())
 
 			start := time.Now()
-			ex, err = k.Run(t.Context(), "echo start\nsleep 60\necho not-reached", interp.RunOptions{Timeout: time.Second})
+			ex, err = k.Run(t.Context(), "echo start\nsleep 60\necho not-reached", interp.RunOptions{Timeout: time.Second, TimeoutGrace: coopGrace})
 			require.NoError(t, err)
 			t.Logf("a 1 s timeout ended the bash cell after %v", time.Since(start))
 			assert.True(t, ex.TimedOut)
@@ -341,13 +346,13 @@ func TestNode(t *testing.T) {
 			assert.Equal(t, "TypeError", ex.Error.Name)
 			assert.Contains(t, strings.Join(ex.Error.Traceback, ""), "<cell-3>:1")
 			start := time.Now()
-			ex, err := k.Run(t.Context(), "console.log('start'); for (;;) {}", interp.RunOptions{Timeout: time.Second})
+			ex, err := k.Run(t.Context(), "console.log('start'); for (;;) {}", interp.RunOptions{Timeout: time.Second, TimeoutGrace: coopGrace})
 			require.NoError(t, err)
 			t.Logf("a 1 s timeout ended the node cell after %v", time.Since(start))
 			assert.True(t, ex.TimedOut)
 			assert.Equal(t, "start\n", ex.Stdout)
 			ctx, cancel := context.WithCancel(t.Context())
-			_, err = k.Run(ctx, "console.log('go'); for (;;) {}", interp.RunOptions{OnStdout: func(string) { cancel() }})
+			_, err = k.Run(ctx, "console.log('go'); for (;;) {}", interp.RunOptions{OnStdout: func(string) { cancel() }, TimeoutGrace: coopGrace})
 			require.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, "41", run(t, k, "x + 1").Text(), "state survives interrupts")
 		})

@@ -13,6 +13,10 @@ const CHUNK = 32 << 10;
 let ev = null; // fd of the current cell's event file
 let cur = '0';
 let lastWake = 0;
+// The current cell's caps (from its request) and what it sent.
+const caps = { stdout: -1, stderr: -1, results: 100, resultBytes: 10 << 20, slack: 64 << 10 };
+const sent = { stdout: 0, stderr: 0, results: 0, resultBytes: 0 };
+const cut = { stdout: false, stderr: false, results: false };
 
 function wake(n, what) {
   let fd;
@@ -30,7 +34,15 @@ function emit(obj) {
 }
 
 function stream(name, data) {
-  const b = Buffer.isBuffer(data) ? data : Buffer.from(String(data), 'utf8');
+  let b = Buffer.isBuffer(data) ? data : Buffer.from(String(data), 'utf8');
+  if (caps[name] >= 0) {
+    const room = Math.max(caps[name] - sent[name], 0);
+    if (b.length > room) {
+      cut[name] = true;
+      b = b.subarray(0, room);
+    }
+    sent[name] += b.length;
+  }
   for (let i = 0; i < b.length; i += CHUNK) {
     emit({ type: name, data: b.subarray(i, i + CHUNK).toString('base64') });
   }
@@ -64,6 +76,40 @@ function bundle(v) {
   return data;
 }
 
+// emitResult emits a result within the cell's caps: past the count it is
+// dropped; text/plain is cut at the room left (and a margin the client
+// needs to redact it), other forms larger than that are dropped.
+function emitResult(main, data) {
+  if (sent.results >= caps.results) {
+    cut.results = true;
+    return;
+  }
+  sent.results++;
+  let room = Math.max(caps.resultBytes - sent.resultBytes, 0);
+  const lim = room + caps.slack;
+  const out = {};
+  let textCut = false;
+  for (const [mime, v0] of Object.entries(data)) {
+    let v = v0;
+    let size = Buffer.byteLength(v, 'utf8');
+    if (size > lim) {
+      if (mime !== 'text/plain') {
+        cut.results = true;
+        continue;
+      }
+      v = Buffer.from(v, 'utf8').subarray(0, lim).toString('utf8').replace(/\ufffd$/, '');
+      size = lim;
+      textCut = true;
+    }
+    out[mime] = v;
+    room -= Math.min(size, room);
+  }
+  sent.resultBytes = caps.resultBytes - room;
+  const e = { type: 'result', main, data: out };
+  if (textCut) e.cut = true;
+  emit(e);
+}
+
 let count = 0;
 function run(n, code, timeout) {
   count++;
@@ -78,7 +124,7 @@ function run(n, code, timeout) {
     const v = script.runInContext(context, opts);
     if (v !== undefined) {
       sandbox._ = v;
-      emit({ type: 'result', main: true, data: bundle(v) });
+      emitResult(true, bundle(v));
     }
   } catch (e) {
     error = e;
@@ -111,12 +157,20 @@ function serve(n) {
   const old = path.join(D, 'ev', String(Number(n) - 2));
   fs.rmSync(old, { force: true });
   fs.rmSync(old + '.done', { force: true });
+  const num = (v, d) => (Number.isSafeInteger(v) ? v : d);
+  caps.stdout = num(opts.max_stdout, -1);
+  caps.stderr = num(opts.max_stderr, -1);
+  caps.results = num(opts.max_results, 100);
+  caps.resultBytes = num(opts.max_result_bytes, 10 << 20);
+  caps.slack = num(opts.slack, 64 << 10);
+  sent.stdout = sent.stderr = sent.results = sent.resultBytes = 0;
+  cut.stdout = cut.stderr = cut.results = false;
   ev = fs.openSync(evp, 'a', 0o600);
   cur = n;
   lastWake = Date.now();
   fs.writeFileSync(path.join(D, 'running'), n + '\n');
   const r = run(n, code, Number(opts.timeout) || 0);
-  emit({ type: 'done', count, interrupted: r.interrupted, timed_out: r.timedOut });
+  emit({ type: 'done', count, interrupted: r.interrupted, timed_out: r.timedOut, stdout_cut: cut.stdout, stderr_cut: cut.stderr, results_cut: cut.results });
   const size = fs.fstatSync(ev).size;
   fs.closeSync(ev);
   ev = null;

@@ -28,6 +28,13 @@ class State:
     n = "0"  # the current request's number
     out = False  # stream events written since the last wake
     lock = threading.Lock()
+    # The current cell's caps (from its request) and what it sent.
+    max_results = 100
+    max_result_bytes = 10 << 20
+    slack = 64 << 10
+    results = 0
+    result_bytes = 0
+    results_cut = False
 
 
 def wake(n, what):
@@ -54,7 +61,8 @@ def emit(obj):
 
 class Stream:
     """A text stream whose writes become base64 events, flushed at least
-    every 50 ms and at CHUNK bytes."""
+    every 50 ms and at CHUNK bytes. A cell's output past its cap (limit,
+    -1 for none) is dropped here, and cut records that."""
 
     def __init__(self, name):
         self.name = name
@@ -62,12 +70,28 @@ class Stream:
         self.mu = threading.Lock()
         self.encoding = "utf-8"
         self.errors = "replace"
+        self.limit = -1
+        self.sent = 0
+        self.cut = False
+
+    def reset(self, limit):
+        with self.mu:
+            self._flush()
+            self.limit, self.sent, self.cut = limit, 0, False
 
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError("write() argument must be str, not %s" % type(s).__name__)
-        b = s.encode("utf-8", "surrogateescape")
         with self.mu:
+            if self.limit >= 0:
+                room = max(self.limit - self.sent - len(self.buf), 0)
+                if room < len(s) * 4 and len(s.encode("utf-8", "surrogateescape")) > room:
+                    self.cut = True
+                    b = s[:room].encode("utf-8", "surrogateescape")[:room]
+                else:
+                    b = s.encode("utf-8", "surrogateescape")
+            else:
+                b = s.encode("utf-8", "surrogateescape")
             self.buf += b
             if len(self.buf) >= CHUNK:
                 self._flush()
@@ -77,6 +101,7 @@ class Stream:
         while self.buf:
             part = bytes(self.buf[:CHUNK])
             del self.buf[:CHUNK]
+            self.sent += len(part)
             emit({"type": self.name, "data": base64.b64encode(part).decode("ascii")})
             State.out = True
 
@@ -162,6 +187,42 @@ def bundle(obj):
     return data
 
 
+def emit_result(main, data):
+    """Emits a result, keeping the cell's caps on results: past the count
+    it is dropped; text/plain is cut at the room left (and a margin the
+    client needs to redact it), other forms larger than that are dropped."""
+    if State.results >= State.max_results:
+        State.results_cut = True
+        return
+    State.results += 1
+    room = max(State.max_result_bytes - State.result_bytes, 0)
+    lim = room + State.slack
+    out = {}
+    cut = False
+    # text/plain first: it is the form the room goes to first.
+    for mime, v in sorted(data.items(), key=lambda kv: kv[0] != "text/plain"):
+        if mime in ("image/png", "image/jpeg"):
+            size = len(v) // 4 * 3
+        else:
+            size = len(v) if len(v) * 4 <= lim else len(v.encode("utf-8", "surrogatepass"))
+        if size > lim:
+            if mime != "text/plain":
+                State.results_cut = True
+                continue
+            t = v[:lim]
+            b = t.encode("utf-8", "surrogatepass")
+            if len(b) > lim:
+                t = b[:lim].decode("utf-8", "ignore")
+            v, size, cut = t, lim, True
+        out[mime] = v
+        room -= min(size, room)
+    State.result_bytes = State.max_result_bytes - room
+    ev = {"type": "result", "main": main, "data": out}
+    if cut:
+        ev["cut"] = True
+    emit(ev)
+
+
 FIGS = {}  # figure number -> digest of its last PNG
 
 
@@ -188,9 +249,8 @@ def figures():
         if FIGS.get(n) == h:
             continue
         FIGS[n] = h
-        emit({"type": "result", "main": False,
-              "data": {"image/png": base64.b64encode(png).decode("ascii"),
-                       "text/plain": "<Figure %d>" % n}})
+        emit_result(False, {"text/plain": "<Figure %d>" % n,
+                            "image/png": base64.b64encode(png).decode("ascii")})
 
 
 NS = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -222,7 +282,7 @@ def run(code, timeout):
                 v = eval(expr, NS)
                 if v is not None:
                     NS["_"] = v
-                    emit({"type": "result", "main": True, "data": bundle(v)})
+                    emit_result(True, bundle(v))
         except BaseException as e:
             err = e
         finally:
@@ -294,6 +354,17 @@ def serve(n):
             os.remove(os.path.join(D, "ev", f))
         except OSError:
             pass
+    def num(name, default):
+        try:
+            return int(opts.get(name, default))
+        except (TypeError, ValueError):
+            return default
+    OUT.reset(num("max_stdout", -1))
+    ERR.reset(num("max_stderr", -1))
+    State.max_results = num("max_results", 100)
+    State.max_result_bytes = num("max_result_bytes", 10 << 20)
+    State.slack = num("slack", 64 << 10)
+    State.results, State.result_bytes, State.results_cut = 0, 0, False
     with State.lock:
         State.ev = os.open(evp, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         State.n, State.out = n, False
@@ -306,7 +377,8 @@ def serve(n):
         err = e
     emit({"type": "done", "count": State.count,
           "interrupted": isinstance(err, KeyboardInterrupt),
-          "timed_out": State.timed_out and isinstance(err, KeyboardInterrupt)})
+          "timed_out": State.timed_out and isinstance(err, KeyboardInterrupt),
+          "stdout_cut": OUT.cut, "stderr_cut": ERR.cut, "results_cut": State.results_cut})
     with State.lock:
         size = os.fstat(State.ev).st_size
         os.close(State.ev)

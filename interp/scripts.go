@@ -142,16 +142,27 @@ fi
 `
 
 // interruptScript sends SIGINT to the kernel's process group when
-// request N runs. Arguments: D N.
+// request N runs, and then prints "sent". Arguments: D N.
 const interruptScript = prelude + `d=$1 n=$2
 IFS= read -r g < "$d/group" || exit 0
 IFS= read -r r < "$d/running" || exit 0
 if [ "$r" = "$n" ]; then
 	# The cell's commands get the signal too, as from a terminal's Ctrl-C.
 	# The monitor ignores it.
-	kill -INT "-$g" 2>/dev/null
+	kill -INT "-$g" 2>/dev/null && echo sent
 fi
 exit 0
+`
+
+// outputScript prints, in base64 on one line each, the first MAX bytes of
+// the files a Bash kernel collects a cell's stdout and stderr in (MAX -1:
+// all of them). Arguments: D MAX.
+const outputScript = prelude + `d=$1 max=$2
+for f in o e; do
+	if [ ! -s "$d/$f" ]; then echo; continue; fi
+	if [ "$max" -ge 0 ]; then head -c "$max" "$d/$f"; else cat "$d/$f"; fi | base64 | tr -d '\n'
+	echo
+done
 `
 
 // stopScript reports the kernel dead to its clients, ends it and
