@@ -1,0 +1,168 @@
+package docker
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/moby/moby/client"
+
+	"github.com/sandboxkit/sandbox/sberrors"
+)
+
+// ownerPrefix starts the name of the file that proves a container was made
+// by this provider: ownerPrefix + hex(HMAC-SHA256(key, ownerDomain + id)),
+// written into the container (root's, mode 0444) by Create, between the
+// engine's create and start.
+const ownerPrefix = stateDir + "/owner."
+
+// ownerDomain separates this MAC from any other use of the key.
+const ownerDomain = "sandboxkit/docker/owner/v1\x00"
+
+// keyBytes is the size of the owner key.
+const keyBytes = 32
+
+// DefaultKeyFile returns where the owner key lives unless WithKeyFile says
+// otherwise: $XDG_STATE_HOME/sandboxkit/docker/key, else
+// ~/.local/state/sandboxkit/docker/key.
+func DefaultKeyFile() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "sandboxkit", "docker", "key"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return "", fmt.Errorf("docker: no state directory for the owner key (%v): set XDG_STATE_HOME, or give the key's file with WithKeyFile or ?keyfile=: %w", err, sberrors.ErrFailedPrecondition)
+	}
+	return filepath.Join(home, ".local", "state", "sandboxkit", "docker", "key"), nil
+}
+
+// loadKey reads the owner key from path, creating it (with its directory,
+// mode 0700) when missing: 32 random bytes, hex-encoded, in a file of mode
+// 0600. Concurrent first calls agree on one key: each writes a temporary
+// file and links it into place, and the losers read the winner's.
+func loadKey(path string) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		key, err := readKey(path)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == 3 {
+			return key, err
+		}
+		if err := writeKey(path); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	}
+}
+
+func readKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("docker: owner key %s: %v: %w", path, err, sberrors.ErrPermission)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("docker: owner key %s: %v: %w", path, err, sberrors.ErrPermission)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("docker: owner key %s is not a regular file: %w", path, sberrors.ErrFailedPrecondition)
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("docker: owner key %s is open to other users (mode %#o): anyone who reads it can make containers this provider adopts; chmod 600 it: %w", path, st.Mode().Perm(), sberrors.ErrPermission)
+	}
+	text, err := io.ReadAll(io.LimitReader(f, 4*keyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("docker: owner key %s: %v: %w", path, err, sberrors.ErrPermission)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(text)))
+	if err != nil || len(key) != keyBytes {
+		return nil, fmt.Errorf("docker: owner key %s: want %d hex digits, found something else (remove the file to make a new key; the sandboxes made with the old one are then no longer this provider's): %w", path, 2*keyBytes, sberrors.ErrFailedPrecondition)
+	}
+	return key, nil
+}
+
+func writeKey(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("docker: owner key: %v: %w", err, sberrors.ErrPermission)
+	}
+	key := make([]byte, keyBytes)
+	rand.Read(key)
+	tmp, err := os.CreateTemp(dir, ".key-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("docker: owner key: %v: %w", err, sberrors.ErrPermission)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(key) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("docker: owner key %s: %v: %w", path, err, sberrors.ErrPermission)
+	}
+	// A link, unlike a rename, never replaces a key another process has
+	// just written.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		return fmt.Errorf("docker: owner key %s: %v: %w", path, err, sberrors.ErrPermission)
+	}
+	return nil
+}
+
+// ownerFile is the path, in the container with this id, of the file that
+// proves this provider (holding r.key) made it.
+func (r *Runtime) ownerFile(id string) string {
+	m := hmac.New(sha256.New, r.key)
+	m.Write([]byte(ownerDomain))
+	m.Write([]byte(id))
+	return ownerPrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// owns checks that the container with this full id was made by this
+// provider with the same key: its owner file is there. A container without
+// it (made outside the provider, whatever labels it copied, or whose
+// Create never wrote its files) is NotFound. Proven ids are remembered.
+func (r *Runtime) owns(ctx context.Context, id string) error {
+	if _, ok := r.owned.Load(id); ok {
+		return nil
+	}
+	_, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: r.ownerFile(id)})
+	if err != nil {
+		err = r.wrap(ctx, "get", err)
+		if errors.Is(err, sberrors.ErrNotFound) {
+			return r.notFound(id)
+		}
+		return err
+	}
+	r.owned.Store(id, struct{}{})
+	return nil
+}
+
+// notFound is the error for an id that names no sandbox of this provider.
+func (r *Runtime) notFound(id string) error {
+	return fmt.Errorf("docker: no sandbox %s on the engine at %s: %w", shortID(id), r.host, sberrors.ErrNotFound)
+}
+
+// shortID bounds an id shown in an error.
+func shortID(id string) string {
+	if len(id) > 80 {
+		return fmt.Sprintf("%q...", id[:64])
+	}
+	return fmt.Sprintf("%q", id)
+}
