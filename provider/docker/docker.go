@@ -39,7 +39,7 @@ const (
 	labelUser      = "dev.sandboxkit.user"
 	labelHome      = "dev.sandboxkit.home"
 	labelCreate    = "dev.sandboxkit.create-token" // finds a container whose Create was cancelled
-	labelMemory    = "dev.sandboxkit.memory-mib"    // the limits set at Create
+	labelMemory    = "dev.sandboxkit.memory-mib"   // the limits set at Create
 	labelCPUs      = "dev.sandboxkit.cpus"
 	labelPids      = "dev.sandboxkit.pids-limit"
 	labelPrefix    = "dev.sandboxkit.label."
