@@ -88,7 +88,7 @@ type Runtime struct {
 	reaperWG sync.WaitGroup
 	bg       sync.WaitGroup // clean-ups after cancelled calls
 	gates    sync.Map       // container id -> *execGate
-	owned    sync.Map       // container id -> struct{}: proven (or made) by this Runtime
+	owned    sync.Map       // container id -> time.Time it was proven (or made) by this Runtime
 }
 
 // config is what the options set.

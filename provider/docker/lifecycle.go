@@ -158,7 +158,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	// This Runtime made it: it may clean it up even if the owner file
 	// below is never written.
-	r.owned.Store(created.ID, struct{}{})
+	r.owned.Store(created.ID, time.Now())
 	info := driver.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: driver.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
@@ -712,11 +712,18 @@ func (r *Runtime) reaper() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, reapEvery)
-		tok := ""
+		tok, since, seen := "", time.Now(), map[string]bool{}
 		for {
 			// List enforces the leases of what it lists.
-			_, next, err := r.List(ctx, &driver.ListRequest{PageSize: 100, PageToken: tok})
-			if err != nil || next == "" {
+			page, next, err := r.List(ctx, &driver.ListRequest{PageSize: 100, PageToken: tok})
+			if err != nil {
+				break
+			}
+			for _, info := range page {
+				seen[info.ID] = true
+			}
+			if next == "" {
+				r.forgetGone(since, seen)
 				break
 			}
 			tok = next

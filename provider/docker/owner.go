@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -150,7 +151,7 @@ func (r *Runtime) owns(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	r.owned.Store(id, struct{}{})
+	r.owned.Store(id, time.Now())
 	return nil
 }
 
@@ -165,4 +166,16 @@ func shortID(id string) string {
 		return fmt.Sprintf("%q...", id[:64])
 	}
 	return fmt.Sprintf("%q", id)
+}
+
+// forgetGone drops from the proven ids those a complete listing that began
+// at since did not see (removed by another client or by hand). An id
+// proven after since stays: its Create may still be under way.
+func (r *Runtime) forgetGone(since time.Time, seen map[string]bool) {
+	r.owned.Range(func(k, v any) bool {
+		if at, _ := v.(time.Time); !seen[k.(string)] && at.Before(since) {
+			r.owned.Delete(k)
+		}
+		return true
+	})
 }

@@ -1,0 +1,40 @@
+package docker
+
+import (
+	"testing"
+	"time"
+)
+
+// forgetGone drops proven ids a complete listing no longer saw, but keeps
+// those proven after the listing began (a Create under way, not yet
+// listed), so that Create's clean-up can still remove its container.
+func TestForgetGone(t *testing.T) {
+	r := &Runtime{}
+	since := time.Now()
+	r.owned.Store("gone", since.Add(-time.Minute))
+	r.owned.Store("listed", since.Add(-time.Minute))
+	r.owned.Store("creating", since.Add(time.Millisecond))
+	r.forgetGone(since, map[string]bool{"listed": true})
+	for id, want := range map[string]bool{"gone": false, "listed": true, "creating": true} {
+		if _, ok := r.owned.Load(id); ok != want {
+			t.Errorf("%s: kept = %v, want %v", id, ok, want)
+		}
+	}
+}
+
+// The owner file's name depends on the key and on the container's id, so
+// neither another key nor another id gives the same name.
+func TestOwnerFileName(t *testing.T) {
+	a := &Runtime{key: make([]byte, keyBytes)}
+	b := &Runtime{key: append(make([]byte, keyBytes-1), 1)}
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if a.ownerFile(id) == b.ownerFile(id) {
+		t.Error("two keys gave one owner file name")
+	}
+	if a.ownerFile(id) == a.ownerFile(id[:63]+"0") {
+		t.Error("two ids gave one owner file name")
+	}
+	if got := a.ownerFile(id); len(got) != len(ownerPrefix)+64 || got[:len(ownerPrefix)] != ownerPrefix {
+		t.Errorf("owner file %q", got)
+	}
+}
