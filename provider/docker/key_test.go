@@ -118,6 +118,17 @@ func TestOwnershipFollowsKey(t *testing.T) {
 	info, err := sb.Refresh(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.StateRunning, info.State)
+	// A fresh Runtime proves a paused sandbox its own too (the archive
+	// endpoint reads a frozen container) and resumes it.
+	require.NoError(t, sb.Pause(ctx))
+	fresh := newClient(t)
+	got, err = fresh.Attach(ctx, sb.ID())
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.StatePaused, got.Info().State)
+	require.NoError(t, got.Resume(ctx))
+	res, err = got.Exec(ctx, sandbox.Command{Shell: "echo resumed"})
+	require.NoError(t, err)
+	assert.Equal(t, "resumed\n", string(res.Stdout))
 }
 
 // A new process of the same user adopts the sandboxes of an earlier one:

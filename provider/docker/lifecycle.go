@@ -485,10 +485,13 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		}
 		c := items[i]
 		if err := r.owns(ctx, c.ID); err != nil {
-			if errors.Is(err, sberrors.ErrNotFound) {
-				continue // not this provider's (or gone meanwhile)
+			if ctx.Err() != nil {
+				return nil, "", err
 			}
-			return nil, "", err
+			// Not this provider's, gone meanwhile, or in a state where
+			// the engine cannot read its files: unproven, so left out
+			// (one such container must not fail the whole List).
+			continue
 		}
 		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)

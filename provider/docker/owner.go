@@ -143,13 +143,17 @@ func (r *Runtime) owns(ctx context.Context, id string) error {
 	if _, ok := r.owned.Load(id); ok {
 		return nil
 	}
-	_, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: r.ownerFile(id)})
+	res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: r.ownerFile(id)})
 	if err != nil {
 		err = r.wrap(ctx, "get", err)
 		if errors.Is(err, sberrors.ErrNotFound) {
 			return r.notFound(id)
 		}
 		return err
+	}
+	// What Create writes: an empty regular file (not a link to one).
+	if st := res.Stat; !st.Mode.IsRegular() || st.LinkTarget != "" || st.Size != 0 {
+		return r.notFound(id)
 	}
 	r.owned.Store(id, time.Now())
 	return nil
