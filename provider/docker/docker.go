@@ -78,7 +78,9 @@ type Runtime struct {
 	config
 	cli  *client.Client
 	pids int64
-	key  []byte // proves which containers this provider made (see owner.go)
+
+	keyMu sync.Mutex
+	key   []byte // proves which containers this provider made (see owner.go); nil until read
 
 	ncpuMu sync.Mutex
 	ncpu   int // the engine's CPU count, 0 until known
@@ -227,8 +229,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 
 // New returns a Runtime for the engine at DOCKER_HOST (or WithHost). It
 // does not contact the engine; Ping does, and the first call negotiates the
-// API version. It reads the owner key (WithKeyFile), creating it the first
-// time.
+// API version. Nor does it read the owner key (WithKeyFile): the first
+// call that needs it does, creating it the first time.
 func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{config: config{host: os.Getenv("DOCKER_HOST"), network: "none"}, pids: DefaultPidsLimit}
 	if img := os.Getenv("SANDBOX_DOCKER_IMAGE"); img != "" {
@@ -243,18 +245,6 @@ func New(opts ...Option) (*Runtime, error) {
 	if r.host == "" {
 		r.host = client.DefaultDockerHost
 	}
-	if r.keyFile == "" {
-		f, err := DefaultKeyFile()
-		if err != nil {
-			return nil, err
-		}
-		r.keyFile = f
-	}
-	key, err := loadKey(r.keyFile)
-	if err != nil {
-		return nil, err
-	}
-	r.key = key
 	// The engine's API version is negotiated (client.WithAPIVersionNegotiation)
 	// so one client speaks to Debian's 20.10 engine (1.41) as to current ones;
 	// Ping refuses engines older than MinAPIVersion.

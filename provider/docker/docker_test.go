@@ -3,7 +3,9 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -53,9 +55,12 @@ func TestUnreachableEngineNamesSocket(t *testing.T) {
 	assert.Equal(t, sandbox.Unavailable, sandbox.CodeOf(err), "error: %v", err)
 	assert.Contains(t, err.Error(), "/nonexistent/sandboxkit-test/docker.sock")
 
-	_, err = sandbox.Open(ctx, "docker://?host="+sock)
+	// Opening an engine that is not there leaves no owner key behind.
+	keyFile := filepath.Join(t.TempDir(), "key")
+	_, err = sandbox.Open(ctx, "docker://?host="+sock+"&keyfile="+url.QueryEscape(keyFile))
 	require.Error(t, err)
 	assert.Equal(t, sandbox.Unavailable, sandbox.CodeOf(err), "Open: %v", err)
+	assert.NoFileExists(t, keyFile)
 }
 
 // Bad URL parameters are InvalidArgument, naming the parameter.

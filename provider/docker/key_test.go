@@ -2,13 +2,10 @@ package docker_test
 
 import (
 	"context"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,70 +16,6 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/docker"
 )
-
-// The owner key is made once, owner-only, and read back by every later
-// Runtime; racing first Runtimes agree on one key; a key others can read,
-// or a damaged one, is refused with an error naming the file.
-func TestOwnerKeyFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "state", "sandboxkit", "key")
-	const racers = 8
-	var wg sync.WaitGroup
-	errs := make([]error, racers)
-	for i := range racers {
-		wg.Go(func() {
-			r, err := docker.New(docker.WithHost("unix:///nonexistent/docker.sock"), docker.WithKeyFile(path))
-			errs[i] = err
-			if err == nil {
-				r.Close()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	first, err := os.ReadFile(path)
-	require.NoError(t, err)
-	key, err := hex.DecodeString(strings.TrimSpace(string(first)))
-	require.NoError(t, err, "key file %q", first)
-	assert.Len(t, key, 32)
-	entries, err := os.ReadDir(filepath.Dir(path))
-	require.NoError(t, err)
-	assert.Len(t, entries, 1, "files left beside the key: %v", entries)
-	if runtime.GOOS != "windows" {
-		st, err := os.Stat(path)
-		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-		st, err = os.Stat(filepath.Dir(path))
-		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
-	}
-
-	// Later Runtimes use it as it is.
-	r, err := docker.New(docker.WithHost("unix:///nonexistent/docker.sock"), docker.WithKeyFile(path))
-	require.NoError(t, err)
-	r.Close()
-	again, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, first, again)
-
-	if runtime.GOOS != "windows" {
-		require.NoError(t, os.Chmod(path, 0o644))
-		_, err = docker.New(docker.WithHost("unix:///nonexistent/docker.sock"), docker.WithKeyFile(path))
-		assert.Equal(t, sandbox.PermissionDenied, sandbox.CodeOf(err), "a key readable by others: %v", err)
-		assert.ErrorContains(t, err, path)
-		require.NoError(t, os.Chmod(path, 0o600))
-	}
-	require.NoError(t, os.WriteFile(path, []byte("not a key\n"), 0o600))
-	_, err = docker.New(docker.WithHost("unix:///nonexistent/docker.sock"), docker.WithKeyFile(path))
-	assert.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err), "a damaged key: %v", err)
-	assert.ErrorContains(t, err, path)
-
-	_, err = docker.New(docker.WithKeyFile(""))
-	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err))
-	assert.ErrorContains(t, err, "WithKeyFile")
-}
 
 // Runtimes that share the owner key share the sandboxes; a Runtime with
 // another key (another user) sees none of them, and cannot run a command

@@ -48,6 +48,11 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
+	// Before the container exists: it must get its owner file.
+	key, err := r.ownerKey()
+	if err != nil {
+		return driver.Info{}, err
+	}
 	img, err := r.cli.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -164,7 +169,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		info.Labels = map[string]string{}
 	}
 	entries := append(initEntries(user, home, leaseEnd, req.Env),
-		tarEntry{name: r.ownerFile(created.ID), mode: 0o444, mtime: time.Now()})
+		tarEntry{name: ownerFile(key, created.ID), mode: 0o444, mtime: time.Now()})
 	for _, d := range dests {
 		if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
 			DestinationPath: d, Content: tarOf(d, entries),
@@ -445,6 +450,11 @@ func (r *Runtime) enforceLease(ctx context.Context, info driver.Info) (driver.In
 // the engine, oldest first, one page at a time. A container carrying the
 // labels without the owner file for its id is left out, and left alone.
 func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
+	// Without the key nothing can be proven: say why, rather than list
+	// nothing.
+	if _, err := r.ownerKey(); err != nil {
+		return nil, "", err
+	}
 	f := client.Filters{}
 	f.Add("label", labelManaged+"=1")
 	for k, v := range req.Labels {

@@ -126,10 +126,33 @@ func writeKey(path string) error {
 	return nil
 }
 
+// ownerKey returns the owner key, reading (or making) it on first use. A
+// failure is not remembered: the next call tries again.
+func (r *Runtime) ownerKey() ([]byte, error) {
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	if r.key != nil {
+		return r.key, nil
+	}
+	path := r.keyFile
+	if path == "" {
+		var err error
+		if path, err = DefaultKeyFile(); err != nil {
+			return nil, err
+		}
+	}
+	key, err := loadKey(path)
+	if err != nil {
+		return nil, err
+	}
+	r.key = key
+	return key, nil
+}
+
 // ownerFile is the path, in the container with this id, of the file that
-// proves this provider (holding r.key) made it.
-func (r *Runtime) ownerFile(id string) string {
-	m := hmac.New(sha256.New, r.key)
+// proves the holder of key made it.
+func ownerFile(key []byte, id string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(ownerDomain))
 	m.Write([]byte(id))
 	return ownerPrefix + hex.EncodeToString(m.Sum(nil))
@@ -143,7 +166,11 @@ func (r *Runtime) owns(ctx context.Context, id string) error {
 	if _, ok := r.owned.Load(id); ok {
 		return nil
 	}
-	res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: r.ownerFile(id)})
+	key, err := r.ownerKey()
+	if err != nil {
+		return err
+	}
+	res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: ownerFile(key, id)})
 	if err != nil {
 		err = r.wrap(ctx, "get", err)
 		if errors.Is(err, sberrors.ErrNotFound) {

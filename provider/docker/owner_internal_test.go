@@ -25,16 +25,16 @@ func TestForgetGone(t *testing.T) {
 // The owner file's name depends on the key and on the container's id, so
 // neither another key nor another id gives the same name.
 func TestOwnerFileName(t *testing.T) {
-	a := &Runtime{key: make([]byte, keyBytes)}
-	b := &Runtime{key: append(make([]byte, keyBytes-1), 1)}
+	a := make([]byte, keyBytes)
+	b := append(make([]byte, keyBytes-1), 1)
 	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	if a.ownerFile(id) == b.ownerFile(id) {
+	if ownerFile(a, id) == ownerFile(b, id) {
 		t.Error("two keys gave one owner file name")
 	}
-	if a.ownerFile(id) == a.ownerFile(id[:63]+"0") {
+	if ownerFile(a, id) == ownerFile(a, id[:63]+"0") {
 		t.Error("two ids gave one owner file name")
 	}
-	if got := a.ownerFile(id); len(got) != len(ownerPrefix)+64 || got[:len(ownerPrefix)] != ownerPrefix {
+	if got := ownerFile(a, id); len(got) != len(ownerPrefix)+64 || got[:len(ownerPrefix)] != ownerPrefix {
 		t.Errorf("owner file %q", got)
 	}
 }
