@@ -341,7 +341,8 @@ func shellQuote(s string) string {
 }
 
 // Get returns the sandbox's Info; a container this provider did not create
-// (one without the owner file for its id: see the package doc) is NotFound. A sandbox whose lease ended is destroyed (or paused, with
+// (one without the owner file for its id: see the package doc) is
+// NotFound. A sandbox whose lease ended is destroyed (or paused, with
 // AutoPause) here, lazily, as the reaper would.
 func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	info, err := r.inspect(ctx, id)
