@@ -72,7 +72,6 @@ func TestOwnershipAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sb := create(ctx, t, a, sandbox.CreateOptions{Timeout: time.Hour})
-	a.Close()
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestOwnershipChildProcess$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+sb.ID(), "SANDBOX_TEST_DOCKER="+host, "SANDBOX_TEST_DOCKER_IMAGE="+image)
