@@ -24,7 +24,7 @@
 //
 // # Mapping onto the sandbox contract
 //
-//   - A sandbox is a container named sandboxkit-<random> whose main process
+//   - A sandbox is a container named sandboxkit-<MAC> whose main process
 //     only keeps it running, under the engine's init (--init), with every
 //     capability dropped, no-new-privileges, limits, and a disk size where
 //     the storage driver allows it (else Create fails, saying so). Labels
@@ -101,37 +101,39 @@
 // Anyone who may use the engine can create a container carrying this
 // provider's labels, copied from a real sandbox, on a container that runs
 // as root with extra capabilities. Labels therefore prove nothing: the
-// provider treats as its own only a container holding an owner file, a
-// root-owned empty file in its state directory named
-// /.sandboxkit/owner.<HMAC-SHA256(key, container id)>. Create writes it
-// between the engine's create (which chooses the id) and the start, with
-// the sandbox's other files. The key is 32 random bytes in the user's
-// state directory ($XDG_STATE_HOME/sandboxkit/docker/key, else
-// ~/.local/state/sandboxkit/docker/key; WithKeyFile or ?keyfile= to
-// choose another), made on first use with mode 0600 in a 0700 directory; a
-// key file others may read is refused (PermissionDenied). Copying the
-// owner file, the whole state directory or its volume into another
-// container proves nothing, since the name covers the id, which the engine
-// chooses and never reuses; making a valid name for a new id needs the
-// key.
+// provider treats as its own only a container whose name is
+// sandboxkit-<hex HMAC-SHA256(key, container id)>. Create makes the
+// container under a temporary name (sandboxkit-<create token>) and, once
+// the engine has chosen the id, renames it to that owner name, before it
+// writes the sandbox's files and starts it. A name is engine metadata: no
+// command in any container can change it, and copying a sandbox's name
+// (once it is free), labels, files or volumes to another container proves
+// nothing, since the MAC covers the id, which the engine chooses and never
+// reuses; making the name for a new id needs the key.
+//
+// The key is 32 random bytes in the user's state directory
+// ($XDG_STATE_HOME/sandboxkit/docker/key, else
+// ~/.local/state/sandboxkit/docker/key; WithKeyFile or ?keyfile= to choose
+// another), made by the first call that needs it, with mode 0600 in a 0700
+// directory; a key file others may read is refused (PermissionDenied).
 //
 // Every call that names a container (Get, Exec, Start, Attach, the file
-// methods, SetTimeout, Pause, Resume, Destroy) checks the owner file first
-// (once per container and Runtime: one stat through the archive
-// endpoint), and List checks each container its label filter finds. A
-// container without the owner file is never listed, adopted by
-// GetOrCreate, run in, paused, resumed or removed: Get of its id is
-// NotFound and Destroy leaves it alone, as the lease reaper does.
+// methods, SetTimeout, Pause, Resume, Destroy) checks its name first (once
+// per container and Runtime), and List checks each container its label
+// filter finds (from the same listing: no extra request). A container
+// without its owner name is never listed, adopted by GetOrCreate, run in,
+// paused, resumed or removed: Get of its id is NotFound and Destroy leaves
+// it alone, as the lease reaper does.
 //
 // Runtimes with the same key file see the same sandboxes, across process
 // restarts; those of another user (another key) see none of them. To share
-// sandboxes between users or machines using one engine, give them the
-// same key file. A Create whose process died between the engine's create
-// and writing the files leaves a container without an owner file, which
-// no Runtime touches: remove it with docker rm (its name starts with
-// sandboxkit-). A Create cancelled at that moment removes its container
-// itself, found by its name. Containers made before this check existed
-// are not adopted either.
+// sandboxes between users or machines using one engine, give them the same
+// key file. A Create whose process died between the engine's create and
+// the rename leaves a container under its temporary name, which no Runtime
+// touches: remove it with docker rm. A Create cancelled at that moment
+// removes its container itself, found by the temporary name. Containers
+// made before this check existed, or whose key is lost, are not adopted
+// either (nor ended by a lease): remove them with docker rm.
 //
 // # gVisor
 //

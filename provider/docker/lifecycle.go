@@ -48,7 +48,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
-	// Before the container exists: it must get its owner file.
+	// Before the container exists: it must get its owner name.
 	key, err := r.ownerKey()
 	if err != nil {
 		return driver.Info{}, err
@@ -161,15 +161,17 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		}
 		return driver.Info{}, r.wrap(ctx, op, err)
 	}
-	// This Runtime made it: it may clean it up even if the owner file
-	// below is never written.
+	// This Runtime made it: it may clean it up even if the rename below
+	// fails. The owner name proves it to every other Runtime with the key.
 	r.owned.Store(created.ID, time.Now())
+	if _, err := r.cli.ContainerRename(ctx, created.ID, client.ContainerRenameOptions{NewName: ownerName(key, created.ID)}); err != nil {
+		return driver.Info{ID: created.ID, Provider: Scheme}, r.wrap(ctx, op+": naming the container", err)
+	}
 	info := driver.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: driver.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}
-	entries := append(initEntries(user, home, leaseEnd, req.Env),
-		tarEntry{name: ownerFile(key, created.ID), mode: 0o444, mtime: time.Now()})
+	entries := initEntries(user, home, leaseEnd, req.Env)
 	for _, d := range dests {
 		if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
 			DestinationPath: d, Content: tarOf(d, entries),
@@ -190,8 +192,9 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	return info, nil
 }
 
-// namePrefix starts the name of every container Create makes; the rest is
-// the create token.
+// namePrefix starts the name of every container Create makes: followed by
+// the create token until the engine has chosen the id, then by the owner
+// MAC (ownerName).
 const namePrefix = "sandboxkit-"
 
 // removeByToken removes the container a cancelled Create may have made, on
@@ -341,7 +344,7 @@ func shellQuote(s string) string {
 }
 
 // Get returns the sandbox's Info; a container this provider did not create
-// (one without the owner file for its id: see the package doc) is
+// (one without the owner name for its id: see the package doc) is
 // NotFound. A sandbox whose lease ended is destroyed (or paused, with
 // AutoPause) here, lazily, as the reaper would.
 func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
@@ -370,8 +373,15 @@ func (r *Runtime) inspect(ctx context.Context, id string) (driver.Info, error) {
 	}
 	for _, c := range res.Items {
 		if c.ID == id {
-			if err := r.owns(ctx, id); err != nil {
-				return driver.Info{}, err
+			if _, ok := r.owned.Load(id); !ok {
+				key, err := r.ownerKey()
+				if err != nil {
+					return driver.Info{}, err
+				}
+				if !proven(key, c) {
+					break
+				}
+				r.owned.Store(id, time.Now())
 			}
 			info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 			info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
@@ -449,11 +459,12 @@ func (r *Runtime) enforceLease(ctx context.Context, info driver.Info) (driver.In
 
 // List returns the sandboxes this provider created, filtered by labels on
 // the engine, oldest first, one page at a time. A container carrying the
-// labels without the owner file for its id is left out, and left alone.
+// labels without the owner name for its id is left out, and left alone.
 func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	// Without the key nothing can be proven: say why, rather than list
 	// nothing.
-	if _, err := r.ownerKey(); err != nil {
+	owner, err := r.ownerKey()
+	if err != nil {
 		return nil, "", err
 	}
 	f := client.Filters{}
@@ -495,14 +506,8 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			break
 		}
 		c := items[i]
-		if err := r.owns(ctx, c.ID); err != nil {
-			if ctx.Err() != nil {
-				return nil, "", err
-			}
-			// Not this provider's, gone meanwhile, or in a state where
-			// the engine cannot read its files: unproven, so left out
-			// (one such container must not fail the whole List).
-			continue
+		if !proven(owner, c) {
+			continue // not this provider's: left out, and left alone
 		}
 		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)

@@ -13,19 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxkit/sandbox/sberrors"
 )
-
-// ownerPrefix starts the name of the file that proves a container was made
-// by this provider: ownerPrefix + hex(HMAC-SHA256(key, ownerDomain + id)),
-// written into the container (root's, mode 0444) by Create, between the
-// engine's create and start.
-const ownerPrefix = stateDir + "/owner."
 
 // ownerDomain separates this MAC from any other use of the key.
 const ownerDomain = "sandboxkit/docker/owner/v1\x00"
@@ -149,19 +145,27 @@ func (r *Runtime) ownerKey() ([]byte, error) {
 	return key, nil
 }
 
-// ownerFile is the path, in the container with this id, of the file that
-// proves the holder of key made it.
-func ownerFile(key []byte, id string) string {
+// ownerName is the name of the container with this id when the holder of
+// key made it: namePrefix + hex(HMAC-SHA256(key, ownerDomain + id)). Create
+// renames the container to it once the engine has chosen the id.
+func ownerName(key []byte, id string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(ownerDomain))
 	m.Write([]byte(id))
-	return ownerPrefix + hex.EncodeToString(m.Sum(nil))
+	return namePrefix + hex.EncodeToString(m.Sum(nil))
+}
+
+// proven reports whether a listed container carries the owner name for its
+// id under key.
+func proven(key []byte, c container.Summary) bool {
+	return slices.Contains(c.Names, "/"+ownerName(key, c.ID))
 }
 
 // owns checks that the container with this full id was made by this
-// provider with the same key: its owner file is there. A container without
-// it (made outside the provider, whatever labels it copied, or whose
-// Create never wrote its files) is NotFound. Proven ids are remembered.
+// provider with the same key: it carries the owner name for its id. A
+// container without it (made outside the provider, whatever labels it
+// copied, or whose Create never renamed it) is NotFound. Proven ids are
+// remembered.
 func (r *Runtime) owns(ctx context.Context, id string) error {
 	if _, ok := r.owned.Load(id); ok {
 		return nil
@@ -170,20 +174,19 @@ func (r *Runtime) owns(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: ownerFile(key, id)})
+	f := client.Filters{}
+	f.Add("id", id)
+	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		err = r.wrap(ctx, "get", err)
-		if errors.Is(err, sberrors.ErrNotFound) {
-			return r.notFound(id)
+		return r.wrap(ctx, "get", err)
+	}
+	for _, c := range res.Items {
+		if c.ID == id && proven(key, c) {
+			r.owned.Store(id, time.Now())
+			return nil
 		}
-		return err
 	}
-	// What Create writes: an empty regular file (not a link to one).
-	if st := res.Stat; !st.Mode.IsRegular() || st.LinkTarget != "" || st.Size != 0 {
-		return r.notFound(id)
-	}
-	r.owned.Store(id, time.Now())
-	return nil
+	return r.notFound(id)
 }
 
 // notFound is the error for an id that names no sandbox of this provider.

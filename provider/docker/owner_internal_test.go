@@ -22,19 +22,19 @@ func TestForgetGone(t *testing.T) {
 	}
 }
 
-// The owner file's name depends on the key and on the container's id, so
-// neither another key nor another id gives the same name.
-func TestOwnerFileName(t *testing.T) {
+// The owner name depends on the key and on the container's id, so neither
+// another key nor another id gives the same name.
+func TestOwnerName(t *testing.T) {
 	a := make([]byte, keyBytes)
 	b := append(make([]byte, keyBytes-1), 1)
 	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	if ownerFile(a, id) == ownerFile(b, id) {
-		t.Error("two keys gave one owner file name")
+	if ownerName(a, id) == ownerName(b, id) {
+		t.Error("two keys gave one owner name")
 	}
-	if ownerFile(a, id) == ownerFile(a, id[:63]+"0") {
-		t.Error("two ids gave one owner file name")
+	if ownerName(a, id) == ownerName(a, id[:63]+"0") {
+		t.Error("two ids gave one owner name")
 	}
-	if got := ownerFile(a, id); len(got) != len(ownerPrefix)+64 || got[:len(ownerPrefix)] != ownerPrefix {
-		t.Errorf("owner file %q", got)
+	if got := ownerName(a, id); len(got) != len(namePrefix)+64 || got[:len(namePrefix)] != namePrefix {
+		t.Errorf("owner name %q", got)
 	}
 }

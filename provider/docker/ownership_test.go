@@ -24,7 +24,7 @@ import (
 // provider, as a hostile user of the same engine would: root, the engine's
 // default capabilities plus SYS_PTRACE, carrying labels. It is removed
 // with the test.
-func foreign(ctx context.Context, t *testing.T, raw *client.Client, image string, labels map[string]string, hc *container.HostConfig) string {
+func foreign(ctx context.Context, t *testing.T, raw *client.Client, image, name string, labels map[string]string, hc *container.HostConfig) string {
 	t.Helper()
 	if hc == nil {
 		hc = &container.HostConfig{}
@@ -36,7 +36,7 @@ func foreign(ctx context.Context, t *testing.T, raw *client.Client, image string
 			Image: image, User: "0:0", Labels: labels,
 			Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"while :; do sleep 3600; done"},
 		},
-		HostConfig: hc,
+		HostConfig: hc, Name: name,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -49,9 +49,9 @@ func foreign(ctx context.Context, t *testing.T, raw *client.Client, image string
 	return res.ID
 }
 
-// copyTree copies the directory dir (as an archive) from one container into
-// another, as `docker cp` would.
-func copyTree(ctx context.Context, t *testing.T, raw *client.Client, from, to, dir string) {
+// archive reads the directory dir of a container as an archive, as `docker
+// cp` would.
+func archive(ctx context.Context, t *testing.T, raw *client.Client, from, dir string) []byte {
 	t.Helper()
 	res, err := raw.CopyFromContainer(ctx, from, client.CopyFromContainerOptions{SourcePath: dir})
 	require.NoError(t, err)
@@ -59,8 +59,7 @@ func copyTree(ctx context.Context, t *testing.T, raw *client.Client, from, to, d
 	var buf bytes.Buffer
 	_, err = io.Copy(&buf, res.Content)
 	require.NoError(t, err)
-	_, err = raw.CopyToContainer(ctx, to, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf})
-	require.NoError(t, err)
+	return buf.Bytes()
 }
 
 // untouched checks through the engine that a foreign container is still
@@ -92,7 +91,8 @@ func notFound(t *testing.T, err error, format string, args ...any) {
 // exec'd into, paused or removed, whatever labels it carries: labels copied
 // from a real sandbox (with its state directory copied in too), copied
 // labels whose lease has passed (which List would end, or pause with
-// AutoPause), or only the managed label. Every call naming its id is
+// AutoPause), or only the managed label; the first also takes the real
+// sandbox's name once it is free. Every call naming its id is
 // NotFound, for the Runtime that made the copied sandbox and for another.
 func TestForeignContainersAreNotAdopted(t *testing.T) {
 	_, image := engine(t)
@@ -105,27 +105,29 @@ func TestForeignContainersAreNotAdopted(t *testing.T) {
 	app := "foreign-" + strings.ReplaceAll(t.Name(), "/", "-")
 	labels := map[string]string{"app": app, "dockertest": t.Name()}
 
-	// A real sandbox, whose labels and state directory the attacker
+	// A real sandbox, whose labels, name and state directory the attacker
 	// copies; it is then destroyed, so GetOrCreate has nothing of its own
 	// to find by these labels.
 	genuine := create(ctx, t, c1, sandbox.CreateOptions{Labels: maps.Clone(labels), Timeout: time.Hour})
 	ins, err := raw.ContainerInspect(ctx, genuine.ID(), client.ContainerInspectOptions{})
 	require.NoError(t, err)
-	copied := ins.Container.Config.Labels
+	copied, name := ins.Container.Config.Labels, strings.TrimPrefix(ins.Container.Name, "/")
 	require.NotEmpty(t, copied)
+	state := archive(ctx, t, raw, genuine.ID(), "/.sandboxkit")
+	require.NoError(t, genuine.Destroy(ctx))
 
-	fCopied := foreign(ctx, t, raw, image, copied, nil)
-	copyTree(ctx, t, raw, genuine.ID(), fCopied, "/.sandboxkit")
+	fCopied := foreign(ctx, t, raw, image, name, copied, nil)
+	_, err = raw.CopyToContainer(ctx, fCopied, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(state)})
+	require.NoError(t, err)
 	expired := maps.Clone(copied)
 	expired["dev.sandboxkit.lease-end"] = "1"
-	fExpired := foreign(ctx, t, raw, image, expired, nil)
+	fExpired := foreign(ctx, t, raw, image, "", expired, nil)
 	autopause := maps.Clone(expired)
 	autopause["dev.sandboxkit.autopause"] = "1"
-	fAutoPause := foreign(ctx, t, raw, image, autopause, nil)
-	fManaged := foreign(ctx, t, raw, image, map[string]string{"dev.sandboxkit.managed": "1"}, nil)
-	foreigners := map[string]string{"copied labels": fCopied, "copied labels, lease passed": fExpired,
+	fAutoPause := foreign(ctx, t, raw, image, "", autopause, nil)
+	fManaged := foreign(ctx, t, raw, image, "", map[string]string{"dev.sandboxkit.managed": "1"}, nil)
+	foreigners := map[string]string{"copied labels and name": fCopied, "copied labels, lease passed": fExpired,
 		"copied labels, lease passed, autopause": fAutoPause, "managed label only": fManaged}
-	require.NoError(t, genuine.Destroy(ctx))
 
 	rt2 := newRuntime(t) // another process of the same user
 	c2 := sandbox.NewClient(rt2)
@@ -217,7 +219,7 @@ func TestForeignContainerWithBorrowedVolumes(t *testing.T) {
 	genuine := create(ctx, t, c, sandbox.CreateOptions{Timeout: time.Hour})
 	ins, err := raw.ContainerInspect(ctx, genuine.ID(), client.ContainerInspectOptions{})
 	require.NoError(t, err)
-	f := foreign(ctx, t, raw, image, ins.Container.Config.Labels, &container.HostConfig{VolumesFrom: []string{genuine.ID()}})
+	f := foreign(ctx, t, raw, image, "", ins.Container.Config.Labels, &container.HostConfig{VolumesFrom: []string{genuine.ID()}})
 
 	for info, err := range c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"dockertest": t.Name()}}) {
 		require.NoError(t, err)
