@@ -18,17 +18,23 @@
 // (runsc for gVisor), network (the network joined when
 // CreateOptions.NoNetwork is false; default none, so a sandbox never
 // reaches the engine's default bridge unless asked), readonly (1: a
-// read-only root file system; WithReadOnlyRoot). The provider never pulls:
-// the image must be on the engine.
+// read-only root file system; WithReadOnlyRoot), keyfile (the owner key:
+// see below; WithKeyFile). The provider never pulls: the image must be on
+// the engine.
 //
 // # Mapping onto the sandbox contract
 //
-//   - A sandbox is a container whose main process only keeps it running,
-//     under the engine's init (--init), with every capability dropped,
-//     no-new-privileges, a pids limit (DefaultPidsLimit), CPUs and memory
-//     from Resources, and a disk size where the storage driver allows it
-//     (else Create fails, saying so). Labels are Docker labels (prefixed
-//     dev.sandboxkit.label.), so List filters on the engine.
+//   - A sandbox is a container named sandboxkit-<MAC> whose main process
+//     only keeps it running, under the engine's init (--init), with every
+//     capability dropped, no-new-privileges, limits, and a disk size where
+//     the storage driver allows it (else Create fails, saying so). Labels
+//     are Docker labels (prefixed dev.sandboxkit.label.), so List filters
+//     on the engine.
+//   - Limits: Resources.MemoryMiB, else DefaultMemoryMiB (2 GiB, as the
+//     local provider's L4), with swap equal to it (no swap on top, so the
+//     limit holds); Resources.CPUs, else DefaultCPUs (2, or the engine's
+//     CPU count when smaller); DefaultPidsLimit processes. Info.Detail
+//     reports them as set at Create: "memory_mib", "cpus", "pids_limit".
 //   - With readonly=1 the root file system is read-only: /tmp, the
 //     provider's state directory and the home directory's parent (the
 //     home itself when its parent is /) are anonymous volumes, each
@@ -85,9 +91,49 @@
 //     with AutoPause) a sandbox whose lease passed, and each Runtime runs a
 //     reaper that does the same every 30 s until Close.
 //   - Containers outlive the Client: a new process finds them with List
-//     and Get. Destroy removes the container and its anonymous volumes.
+//     and Get (see below). Destroy removes the container and its anonymous
+//     volumes.
 //
 // Info.Isolation is "container", or "gvisor" with runtime=runsc.
+//
+// # Which containers are sandboxes
+//
+// Anyone who may use the engine can create a container carrying this
+// provider's labels, copied from a real sandbox, on a container that runs
+// as root with extra capabilities. Labels therefore prove nothing: the
+// provider treats as its own only a container whose name is
+// sandboxkit-<hex HMAC-SHA256(key, container id)>. Create makes the
+// container under a temporary name (sandboxkit-<create token>) and, once
+// the engine has chosen the id, renames it to that owner name, before it
+// writes the sandbox's files and starts it. A name is engine metadata: no
+// command in any container can change it, and copying a sandbox's name
+// (once it is free), labels, files or volumes to another container proves
+// nothing, since the MAC covers the id, which the engine chooses and never
+// reuses; making the name for a new id needs the key.
+//
+// The key is 32 random bytes in the user's state directory
+// ($XDG_STATE_HOME/sandboxkit/docker/key, else
+// ~/.local/state/sandboxkit/docker/key; WithKeyFile or ?keyfile= to choose
+// another), made by the first call that needs it, with mode 0600 in a 0700
+// directory; a key file others may read is refused (PermissionDenied).
+//
+// Every call that names a container (Get, Exec, Start, Attach, the file
+// methods, SetTimeout, Pause, Resume, Destroy) checks its name first (once
+// per container and Runtime), and List checks each container its label
+// filter finds (from the same listing: no extra request). A container
+// without its owner name is never listed, adopted by GetOrCreate, run in,
+// paused, resumed or removed: Get of its id is NotFound and Destroy leaves
+// it alone, as the lease reaper does.
+//
+// Runtimes with the same key file see the same sandboxes, across process
+// restarts; those of another user (another key) see none of them. To share
+// sandboxes between users or machines using one engine, give them the same
+// key file. A Create whose process died between the engine's create and
+// the rename leaves a container under its temporary name, which no Runtime
+// touches: remove it with docker rm. A Create cancelled at that moment
+// removes its container itself, found by the temporary name. Containers
+// made before this check existed, or whose key is lost, are not adopted
+// either (nor ended by a lease): remove them with docker rm.
 //
 // # gVisor
 //

@@ -39,6 +39,9 @@ const (
 	labelUser      = "dev.sandboxkit.user"
 	labelHome      = "dev.sandboxkit.home"
 	labelCreate    = "dev.sandboxkit.create-token" // finds a container whose Create was cancelled
+	labelMemory    = "dev.sandboxkit.memory-mib"   // the limits set at Create
+	labelCPUs      = "dev.sandboxkit.cpus"
+	labelPids      = "dev.sandboxkit.pids-limit"
 	labelPrefix    = "dev.sandboxkit.label."
 )
 
@@ -54,8 +57,16 @@ const DefaultUser = "1000:1000"
 // DefaultHome is the home of DefaultUser when the image names none.
 const DefaultHome = "/home/sandbox"
 
-// DefaultPidsLimit bounds the processes of a sandbox (fork bombs).
-const DefaultPidsLimit = 1024
+// Default limits of a sandbox created with zero Resources (each zero field
+// takes its default). The memory limit equals the local provider's, and
+// swap is not allowed beyond it; the CPU limit is DefaultCPUs or the
+// engine's CPU count, whichever is smaller; the pids limit stops fork
+// bombs.
+const (
+	DefaultMemoryMiB = 2048
+	DefaultCPUs      = 2
+	DefaultPidsLimit = 1024
+)
 
 // reapEvery is how often the reaper looks for sandboxes whose lease ended.
 const reapEvery = 30 * time.Second
@@ -68,11 +79,18 @@ type Runtime struct {
 	cli  *client.Client
 	pids int64
 
+	keyMu sync.Mutex
+	key   []byte // proves which containers this provider made (see owner.go); nil until read
+
+	ncpuMu sync.Mutex
+	ncpu   int // the engine's CPU count, 0 until known
+
 	ctx      context.Context // ends at Close: bounds the reaper
 	cancel   context.CancelFunc
 	reaperWG sync.WaitGroup
 	bg       sync.WaitGroup // clean-ups after cancelled calls
 	gates    sync.Map       // container id -> *execGate
+	owned    sync.Map       // container id -> time.Time it was proven (or made) by this Runtime
 }
 
 // config is what the options set.
@@ -83,6 +101,7 @@ type config struct {
 	home    string
 	runtime string // OCI runtime: "" (engine default, runc) or "runsc"
 	network string // network mode when the caller allows network; default "none"
+	keyFile string // the owner key's file; "" = DefaultKeyFile
 	// readOnly makes the root file system read-only, with volumes for
 	// home, /tmp and the provider's state.
 	readOnly bool
@@ -137,6 +156,19 @@ func WithNetwork(name string) Option { return func(c *config) { c.network = name
 // its parent is /). Writing elsewhere is PermissionDenied.
 func WithReadOnlyRoot(on bool) Option { return func(c *config) { c.readOnly = on } }
 
+// WithKeyFile sets the file holding the key that proves which containers
+// this provider made (see the package doc); the default is DefaultKeyFile.
+// Runtimes given the same key see the same sandboxes; a Runtime with
+// another key sees none of them.
+func WithKeyFile(path string) Option {
+	return func(c *config) {
+		if path == "" {
+			c.bad.Invalid("WithKeyFile", "empty path")
+		}
+		c.keyFile = path
+	}
+}
+
 func init() {
 	driver.Register(Scheme, openURL)
 }
@@ -144,7 +176,7 @@ func init() {
 // openURL opens "docker://" URLs. Query parameters: host (the engine's
 // address, default DOCKER_HOST), image (the default template), user, home,
 // runtime (runsc for gVisor), network (default none), readonly (1: a
-// read-only root file system).
+// read-only root file system), keyfile (the owner key's file).
 func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 	var opts []Option
 	for k, v := range u.Query() {
@@ -162,6 +194,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 			opts = append(opts, WithRuntime(val))
 		case "network":
 			opts = append(opts, WithNetwork(val))
+		case "keyfile":
+			opts = append(opts, WithKeyFile(val))
 		case "readonly":
 			on, err := strconv.ParseBool(val)
 			if err != nil {
@@ -169,7 +203,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 			}
 			opts = append(opts, WithReadOnlyRoot(on))
 		default:
-			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network, readonly): %w", k, sberrors.ErrInvalidArgument)
+			return nil, fmt.Errorf("docker: unknown URL parameter %q (known: host, image, user, home, runtime, network, readonly, keyfile): %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
@@ -195,7 +229,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
 
 // New returns a Runtime for the engine at DOCKER_HOST (or WithHost). It
 // does not contact the engine; Ping does, and the first call negotiates the
-// API version.
+// API version. Nor does it read the owner key (WithKeyFile): the first
+// call that needs it does, creating it the first time.
 func New(opts ...Option) (*Runtime, error) {
 	r := &Runtime{config: config{host: os.Getenv("DOCKER_HOST"), network: "none"}, pids: DefaultPidsLimit}
 	if img := os.Getenv("SANDBOX_DOCKER_IMAGE"); img != "" {
@@ -424,4 +459,20 @@ func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// engineCPUs returns the engine's CPU count (asked once), which bounds the
+// default CPU limit: the engine refuses a limit above it.
+func (r *Runtime) engineCPUs(ctx context.Context) (int, error) {
+	r.ncpuMu.Lock()
+	defer r.ncpuMu.Unlock()
+	if r.ncpu > 0 {
+		return r.ncpu, nil
+	}
+	res, err := r.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return 0, r.wrap(ctx, "create: reading the engine's CPU count", err)
+	}
+	r.ncpu = max(res.Info.NCPU, 1)
+	return r.ncpu, nil
 }

@@ -3,6 +3,9 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,7 +18,28 @@ import (
 	"github.com/sandboxkit/sandbox/provider/docker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain keeps the owner keys of the tests' Runtimes out of the user's
+// own state directory: every Runtime of this test process (and its
+// children) shares a key under a temporary XDG_STATE_HOME, as the
+// processes of one user share theirs.
+func TestMain(m *testing.M) {
+	if os.Getenv(stateEnv) == "" {
+		dir, err := os.MkdirTemp("", "sandboxkit-docker-test-state-")
+		if err != nil {
+			panic(err)
+		}
+		os.Setenv("XDG_STATE_HOME", dir)
+		os.Setenv(stateEnv, dir)
+		goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+			os.RemoveAll(dir)
+			os.Exit(code)
+		}))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// stateEnv marks a test process whose XDG_STATE_HOME TestMain set.
+const stateEnv = "SANDBOXKIT_DOCKER_TEST_STATE"
 
 // An engine that is not there is Unavailable, and the error names the
 // socket so the user knows what to start.
@@ -31,9 +55,12 @@ func TestUnreachableEngineNamesSocket(t *testing.T) {
 	assert.Equal(t, sandbox.Unavailable, sandbox.CodeOf(err), "error: %v", err)
 	assert.Contains(t, err.Error(), "/nonexistent/sandboxkit-test/docker.sock")
 
-	_, err = sandbox.Open(ctx, "docker://?host="+sock)
+	// Opening an engine that is not there leaves no owner key behind.
+	keyFile := filepath.Join(t.TempDir(), "key")
+	_, err = sandbox.Open(ctx, "docker://?host="+sock+"&keyfile="+url.QueryEscape(keyFile))
 	require.Error(t, err)
 	assert.Equal(t, sandbox.Unavailable, sandbox.CodeOf(err), "Open: %v", err)
+	assert.NoFileExists(t, keyFile)
 }
 
 // Bad URL parameters are InvalidArgument, naming the parameter.

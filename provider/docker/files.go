@@ -250,6 +250,9 @@ func (r *Runtime) wrapPath(ctx context.Context, op, p string, err error) error {
 // Stat describes path through the engine's archive endpoint, following
 // symbolic links (up to 40, as the kernel does).
 func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, error) {
+	if err := r.owns(ctx, id); err != nil {
+		return driver.FileInfo{}, err
+	}
 	cur := p
 	for range 40 {
 		res, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: cur})

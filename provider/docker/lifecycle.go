@@ -48,6 +48,11 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, fmt.Errorf("docker: create: environment variable name %q is not a shell name: %w", k, sberrors.ErrInvalidArgument)
 		}
 	}
+	// Before the container exists: it must get its owner name.
+	key, err := r.ownerKey()
+	if err != nil {
+		return driver.Info{}, err
+	}
 	img, err := r.cli.ImageInspect(ctx, image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -73,11 +78,23 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			home = DefaultHome
 		}
 	}
+	mem, cpus := req.Resources.MemoryMiB, req.Resources.CPUs
+	if mem <= 0 {
+		mem = DefaultMemoryMiB
+	}
+	if cpus <= 0 {
+		ncpu, err := r.engineCPUs(ctx)
+		if err != nil {
+			return driver.Info{}, err
+		}
+		cpus = min(DefaultCPUs, ncpu)
+	}
 	leaseEnd := time.Now().Add(req.Timeout).Truncate(time.Second).Add(time.Second)
 	token := newToken()
 	labels := map[string]string{
 		labelManaged: "1", labelTemplate: image, labelUser: user, labelCreate: token, labelHome: home,
-		labelLease: strconv.FormatInt(leaseEnd.Unix(), 10),
+		labelLease:  strconv.FormatInt(leaseEnd.Unix(), 10),
+		labelMemory: strconv.Itoa(mem), labelCPUs: strconv.Itoa(cpus), labelPids: strconv.FormatInt(r.pids, 10),
 	}
 	if req.AutoPause {
 		labels[labelAutoPause] = "1"
@@ -99,8 +116,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		Runtime:     r.runtime,
 		Resources: container.Resources{
 			PidsLimit: &pids,
-			NanoCPUs:  int64(req.Resources.CPUs) * 1e9,
-			Memory:    int64(req.Resources.MemoryMiB) << 20,
+			NanoCPUs:  int64(cpus) * 1e9,
+			Memory:    int64(mem) << 20,
+			// Swap equal to the memory limit: no swap, so the limit holds.
+			MemorySwap: int64(mem) << 20,
 		},
 	}
 	if req.Resources.DiskGiB > 0 {
@@ -128,7 +147,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		// Download) cannot see into it: a volume keeps one view.
 		cfg.Volumes = map[string]struct{}{"/tmp": {}}
 	}
-	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc})
+	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cfg, HostConfig: hc, Name: namePrefix + token})
 	if err != nil {
 		if ctx.Err() != nil {
 			// The engine may have created it as ctx ended: find it by
@@ -141,6 +160,12 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			}()
 		}
 		return driver.Info{}, r.wrap(ctx, op, err)
+	}
+	// This Runtime made it: it may clean it up even if the rename below
+	// fails. The owner name proves it to every other Runtime with the key.
+	r.owned.Store(created.ID, time.Now())
+	if _, err := r.cli.ContainerRename(ctx, created.ID, client.ContainerRenameOptions{NewName: ownerName(key, created.ID)}); err != nil {
+		return driver.Info{ID: created.ID, Provider: Scheme}, r.wrap(ctx, op+": naming the container", err)
 	}
 	info := driver.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: driver.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
 	if info.Labels == nil {
@@ -167,18 +192,30 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	return info, nil
 }
 
-// removeByToken removes the containers carrying a create token, on its own
-// deadline (the caller's ctx has ended).
+// namePrefix starts the name of every container Create makes: followed by
+// the create token until the engine has chosen the id, then by the owner
+// MAC (ownerName).
+const namePrefix = "sandboxkit-"
+
+// removeByToken removes the container a cancelled Create may have made, on
+// its own deadline (the caller's ctx has ended). It is the container named
+// after the create token and carrying it as a label: names are unique on
+// an engine, and the token was random and unseen before that container
+// existed, so no other container can be that one.
 func (r *Runtime) removeByToken(token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := client.Filters{}
 	f.Add("label", labelCreate+"="+token)
+	f.Add("name", namePrefix+token)
 	// A create still in flight on the engine shows up a moment later.
 	for range 3 {
 		res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 		if err == nil {
 			for _, c := range res.Items {
+				if !slices.Contains(c.Names, "/"+namePrefix+token) {
+					continue
+				}
 				r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 			}
 		}
@@ -307,7 +344,8 @@ func shellQuote(s string) string {
 }
 
 // Get returns the sandbox's Info; a container this provider did not create
-// is NotFound. A sandbox whose lease ended is destroyed (or paused, with
+// (one without the owner name for its id: see the package doc) is
+// NotFound. A sandbox whose lease ended is destroyed (or paused, with
 // AutoPause) here, lazily, as the reaper would.
 func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	info, err := r.inspect(ctx, id)
@@ -320,10 +358,11 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	return info, nil
 }
 
-// inspect reads a container into an Info, with its lease. It lists the
-// container rather than inspecting it: the engine's list takes no lock on
-// the container, where an inspect waits behind an exec the runtime could
-// not start in a container being paused, until the container is resumed.
+// inspect reads a container this provider made into an Info, with its
+// lease; any other is NotFound. It lists the container rather than
+// inspecting it: the engine's list takes no lock on the container, where
+// an inspect waits behind an exec the runtime could not start in a
+// container being paused, until the container is resumed.
 func (r *Runtime) inspect(ctx context.Context, id string) (driver.Info, error) {
 	f := client.Filters{}
 	f.Add("id", id)
@@ -334,12 +373,22 @@ func (r *Runtime) inspect(ctx context.Context, id string) (driver.Info, error) {
 	}
 	for _, c := range res.Items {
 		if c.ID == id {
+			if _, ok := r.owned.Load(id); !ok {
+				key, err := r.ownerKey()
+				if err != nil {
+					return driver.Info{}, err
+				}
+				if !proven(key, c) {
+					break
+				}
+				r.owned.Store(id, time.Now())
+			}
 			info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 			info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
 			return info, nil
 		}
 	}
-	return driver.Info{}, fmt.Errorf("docker: get: no sandbox %s on the engine at %s: %w", id, r.host, sberrors.ErrNotFound)
+	return driver.Info{}, r.notFound(id)
 }
 
 // info builds an Info from a container's labels and state.
@@ -347,6 +396,12 @@ func (r *Runtime) info(id string, labels map[string]string, status container.Con
 	info := driver.Info{ID: id, Provider: Scheme, Template: labels[labelTemplate], Labels: map[string]string{},
 		State: mapState(status), CreatedAt: created, Home: labels[labelHome], Isolation: r.isolation(),
 		Detail: map[string]string{"status": string(status), "user": labels[labelUser], "autopause": labels[labelAutoPause]}}
+	// The limits set at Create (`docker update` could change them since).
+	for k, l := range map[string]string{"memory_mib": labelMemory, "cpus": labelCPUs, "pids_limit": labelPids} {
+		if v, ok := labels[l]; ok {
+			info.Detail[k] = v
+		}
+	}
 	for k, v := range labels {
 		if name, ok := strings.CutPrefix(k, labelPrefix); ok {
 			info.Labels[name] = v
@@ -403,8 +458,15 @@ func (r *Runtime) enforceLease(ctx context.Context, info driver.Info) (driver.In
 }
 
 // List returns the sandboxes this provider created, filtered by labels on
-// the engine, oldest first, one page at a time.
+// the engine, oldest first, one page at a time. A container carrying the
+// labels without the owner name for its id is left out, and left alone.
 func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
+	// Without the key nothing can be proven: say why, rather than list
+	// nothing.
+	owner, err := r.ownerKey()
+	if err != nil {
+		return nil, "", err
+	}
 	f := client.Filters{}
 	f.Add("label", labelManaged+"=1")
 	for k, v := range req.Labels {
@@ -444,6 +506,9 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			break
 		}
 		c := items[i]
+		if !proven(owner, c) {
+			continue // not this provider's: left out, and left alone
+		}
 		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
 		info, gone, err := r.enforceLease(ctx, info)
@@ -472,6 +537,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")) {
 		return r.wrap(ctx, "destroy", err)
 	}
+	r.owned.Delete(id)
 	return nil
 }
 
@@ -531,6 +597,10 @@ func (r *Runtime) gate(id string) *execGate {
 // engine reports its process) until the caller calls done, once its stream
 // ended.
 func (r *Runtime) startExec(ctx context.Context, id string, opts client.ExecCreateOptions) (att client.ExecAttachResult, execID string, done func(), err error) {
+	// Nothing runs in a container this provider did not make.
+	if err := r.owns(ctx, id); err != nil {
+		return att, "", nil, err
+	}
 	g := r.gate(id)
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -661,11 +731,18 @@ func (r *Runtime) reaper() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, reapEvery)
-		tok := ""
+		tok, since, seen := "", time.Now(), map[string]bool{}
 		for {
 			// List enforces the leases of what it lists.
-			_, next, err := r.List(ctx, &driver.ListRequest{PageSize: 100, PageToken: tok})
-			if err != nil || next == "" {
+			page, next, err := r.List(ctx, &driver.ListRequest{PageSize: 100, PageToken: tok})
+			if err != nil {
+				break
+			}
+			for _, info := range page {
+				seen[info.ID] = true
+			}
+			if next == "" {
+				r.forgetGone(since, seen)
 				break
 			}
 			tok = next

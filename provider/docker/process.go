@@ -149,6 +149,9 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 	if pid <= 0 {
 		return nil, fmt.Errorf("docker: attach: pid %d: %w", pid, sberrors.ErrInvalidArgument)
 	}
+	if err := r.owns(ctx, id); err != nil {
+		return nil, err
+	}
 	if _, err := r.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: fmt.Sprintf("%s/%d/ready", procDir, pid)}); err != nil {
 		err = r.wrap(ctx, "attach", err)
 		if errors.Is(err, sberrors.ErrNotFound) {
