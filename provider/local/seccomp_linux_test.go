@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,15 +112,7 @@ func TestSeccompForeignABIs(t *testing.T) {
 	} {
 		t.Run(tc.level.String()+"/nonet="+strconv.FormatBool(tc.opts.NoNetwork), func(t *testing.T) {
 			ctx := context.Background()
-			rt, err := New(WithRoot(t.TempDir()), WithIsolation(tc.level))
-			var ie *IsolationError
-			if errors.As(err, &ie) {
-				t.Skipf("no %s on this host: %v", tc.level, err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = rt.Close() })
+			rt := levelRuntime(t, tc.level)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), tc.opts)
 			if err := sb.WriteFile(ctx, "probe", probe); err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,15 +85,7 @@ func TestSocketFamilies(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			rt, err := New(WithRoot(t.TempDir()), WithIsolation(tc.level))
-			var ie *IsolationError
-			if errors.As(err, &ie) {
-				t.Skipf("no %s on this host: %v", tc.level, err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = rt.Close() })
+			rt := levelRuntime(t, tc.level)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), tc.opts)
 			if err := sb.WriteFile(ctx, "probe.py", []byte(familyProbe)); err != nil {
 				t.Fatal(err)
