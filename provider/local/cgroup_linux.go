@@ -117,19 +117,13 @@ func detectCgroups() cgroupParents {
 }
 
 // capAllPids limits the pids of all the sandboxes under the parents
-// together (every Runtime of this host that shares them) to
-// 1/allSandboxesShare of the host's tasks, so that sandboxes, however
-// many, leave the rest of the host that many processes.
+// together (every Runtime of this host that shares them); see allPids.
 func (cp cgroupParents) capAllPids() {
-	v := readProcValues()
-	tasks := v.pidMax
-	if v.threadsMax > 0 && (tasks == 0 || v.threadsMax < tasks) {
-		tasks = v.threadsMax
-	}
-	if tasks == 0 {
+	all := allPids(readProcValues())
+	if all == 0 {
 		return
 	}
-	n := []byte(strconv.FormatUint(max(tasks/allSandboxesShare, 1), 10))
+	n := []byte(strconv.FormatUint(all, 10))
 	for _, dir := range []string{cp.V2, cp.V1["pids"]} {
 		if dir == "" {
 			continue

@@ -122,7 +122,9 @@
 // with fs.file-max 2,466,248 and pid_max 32768 gives 301 processes of
 // 1024 files. All sandboxes together (the cgroup their cgroups are made
 // under, shared by every Runtime of the host user's cgroup) hold at most
-// half the host's tasks. The open files apply at every level; pids.max and the
+// half the host's tasks, and at most as many processes as keep their open
+// files within half of fs.file-max (1204 on that host), so that many
+// sandboxes at their own limits cannot fill the file table either. The open files apply at every level; pids.max and the
 // memory limit (2 GiB by default) where a writable cgroup hierarchy
 // exists (at L0 and L1 from the first command). Memory and CPUs asked in
 // Resources beyond what the host has (MemTotal, its CPUs) are lowered to

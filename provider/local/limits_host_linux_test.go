@@ -249,8 +249,9 @@ func TestResourcesBeyondHostLowered(t *testing.T) {
 }
 
 // TestAllSandboxesPidsCapped checks that the cgroup every sandbox's is made
-// under caps the pids of all of them together at half the host's tasks:
-// however many sandboxes run, the rest of the host keeps that many.
+// under caps the pids of all of them together at half the host's tasks,
+// and their open files at half the host's file table: however many
+// sandboxes run, the rest of the host keeps that many.
 func TestAllSandboxesPidsCapped(t *testing.T) {
 	tasks := min(readSysctl(t, "kernel/pid_max"), readSysctl(t, "kernel/threads-max"))
 	rt, err := New(WithRoot(t.TempDir()))
@@ -269,6 +270,9 @@ func TestAllSandboxesPidsCapped(t *testing.T) {
 		n, err := strconv.ParseUint(got, 10, 64)
 		if err != nil || n > tasks/2 {
 			t.Errorf("%s/pids.max = %q, want at most %d (half the host's %d tasks)", dir, got, tasks/2, tasks)
+		}
+		if fileMax := readSysctl(t, "fs/file-max"); n*computeLimits(readProcValues()).NoFile > fileMax/2 {
+			t.Errorf("%s/pids.max = %d x %d open files each is above half the host's fs.file-max %d", dir, n, computeLimits(readProcValues()).NoFile, fileMax)
 		}
 	}
 	if checked == 0 {

@@ -21,8 +21,8 @@ import (
 // the host keeps 7/8 of the processes and of the open files it allows.
 const limitShare = 8
 
-// allSandboxesShare is the share of the host's tasks all sandboxes
-// together may take (the pids.max of their parent cgroups): 1/2.
+// allSandboxesShare is the share of the host's tasks, and of its file
+// table, that all sandboxes together may take: 1/2 of each (see allPids).
 const allSandboxesShare = 2
 
 // Bounds of the per-sandbox limits. The open files per process default to
@@ -120,7 +120,7 @@ func computeLimits(v procValues) sandboxLimits {
 	var basis []string
 	if tasks > 0 {
 		pids = min(pids, max(tasks/limitShare, 1))
-		basis = append(basis, fmt.Sprintf("pids_max at most 1/%d of the host's %d tasks (min of kernel.pid_max and kernel.threads-max), all sandboxes together 1/%d", limitShare, tasks, allSandboxesShare))
+		basis = append(basis, fmt.Sprintf("pids_max at most 1/%d of the host's %d tasks (min of kernel.pid_max and kernel.threads-max), all sandboxes together 1/%d of them and of fs.file-max", limitShare, tasks, allSandboxesShare))
 	}
 	nofile := uint64(defaultOpenFiles)
 	if v.fileMax > 0 {
@@ -135,6 +135,33 @@ func computeLimits(v procValues) sandboxLimits {
 		nofile = min(nofile, v.nrOpen)
 	}
 	return sandboxLimits{Pids: int(pids), NoFile: nofile, Basis: strings.Join(basis, "; "), FileMax: v.fileMax, TasksMax: tasks}
+}
+
+// allPids returns the pids.max of the cgroup all sandboxes are made
+// under (0 when the host's tables are unreadable): 1/allSandboxesShare of
+// the host's tasks, and no more than keeps their processes' open files
+// (each process holds at most the per-sandbox RLIMIT_NOFILE) within
+// 1/allSandboxesShare of fs.file-max. Linux counts no open files per
+// cgroup, so this is what bounds the files of many sandboxes together, as
+// pids.max times RLIMIT_NOFILE bounds one sandbox's: however many
+// sandboxes run, the rest of the host keeps half its processes and half
+// its file table. It is never below one sandbox's pids.max.
+func allPids(v procValues) uint64 {
+	l := computeLimits(v)
+	all := uint64(0)
+	if l.TasksMax > 0 {
+		all = max(l.TasksMax/allSandboxesShare, 1)
+	}
+	if v.fileMax > 0 && l.NoFile > 0 {
+		byFiles := v.fileMax / allSandboxesShare / l.NoFile
+		if all == 0 || byFiles < all {
+			all = byFiles
+		}
+	}
+	if all > 0 {
+		all = max(all, uint64(l.Pids))
+	}
+	return all
 }
 
 // setOpenFiles sets RLIMIT_NOFILE (soft and hard) to n, or to the hard
