@@ -68,6 +68,11 @@ const (
 	DefaultPidsLimit = 1024
 )
 
+// minMemoryMiB is the lowest memory limit the engine accepts (it refuses
+// less than 6 MB); a smaller Resources.MemoryMiB is InvalidArgument,
+// named, before anything is created.
+const minMemoryMiB = 6
+
 // reapEvery is how often the reaper looks for sandboxes whose lease ended.
 const reapEvery = 30 * time.Second
 

@@ -81,6 +81,8 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	mem, cpus := req.Resources.MemoryMiB, req.Resources.CPUs
 	if mem <= 0 {
 		mem = DefaultMemoryMiB
+	} else if mem < minMemoryMiB {
+		return driver.Info{}, fmt.Errorf("docker: Resources.MemoryMiB %d is below the engine's minimum memory limit, %d MiB: %w", mem, minMemoryMiB, sberrors.ErrInvalidArgument)
 	}
 	if cpus <= 0 {
 		ncpu, err := r.engineCPUs(ctx)

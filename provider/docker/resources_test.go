@@ -66,3 +66,24 @@ func mustGet(ctx context.Context, t *testing.T, c *sandbox.Client, id string) sa
 	require.NoError(t, err)
 	return sb.Info()
 }
+
+// TestMemoryBelowEngineMinimum: a memory limit the engine would refuse is
+// InvalidArgument naming Resources.MemoryMiB, before any container is
+// made (the engine's own answer named neither the field nor the unit).
+func TestMemoryBelowEngineMinimum(t *testing.T) {
+	c := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	label := map[string]string{"test": "memory-minimum-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Labels: label, Resources: sandbox.Resources{MemoryMiB: 1}})
+	if err == nil {
+		_ = sb.Destroy(ctx)
+		t.Fatal("Create with Resources.MemoryMiB 1 succeeded")
+	}
+	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err), "%v", err)
+	assert.Contains(t, err.Error(), "Resources.MemoryMiB")
+	for info, err := range c.List(ctx, sandbox.ListOptions{Labels: label}) {
+		require.NoError(t, err)
+		t.Errorf("a refused create left %s", info.ID)
+	}
+}
