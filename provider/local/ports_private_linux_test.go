@@ -221,12 +221,14 @@ func TestExposeDefaultCapClosesBeyond(t *testing.T) {
 }
 
 // floodScript holds its first argument's number of connections to the
-// endpoint at its second argument open, sending nothing, each redialled
-// as soon as the endpoint closes it; it prints "ready" once every one
-// connected once.
+// endpoint at its second argument open, sending its third argument (the
+// start of a request that never ends, or nothing) and then nothing more,
+// each redialled as soon as the endpoint closes it; it prints "ready"
+// once every one connected once.
 const floodScript = `import socket, sys, threading, time
 host, port = sys.argv[2].rsplit(":", 1)
 n = int(sys.argv[1])
+prefix = sys.argv[3].encode()
 up = threading.Semaphore(0)
 def hold():
     first = True
@@ -236,6 +238,8 @@ def hold():
             if first:
                 up.release(); first = False
             s.settimeout(None)
+            if prefix:
+                s.sendall(prefix)
             while s.recv(4096):
                 pass
         except OSError:
@@ -261,23 +265,33 @@ func openFDs(t *testing.T) int {
 	return len(es)
 }
 
-// TestExposeIdleFloodDoesNotDenyOwner: connections that never send a
+// TestExposeIdleFloodDoesNotDenyOwner: connections that never complete a
 // request (another local user's, run as uid 65534 when the test is root)
 // do not take the endpoint from its owner. 300 of them, more than
 // DefaultMaxConns, are held open and redialled when closed while the
 // owner makes 20 requests with the token over TCP and 20 through the
 // unix socket: every one is answered, and the relay's descriptors stay
-// within the pending bound.
+// within the pending bound. The flood sends nothing, or the start of a
+// request whose headers never end.
 func TestExposeIdleFloodDoesNotDenyOwner(t *testing.T) {
 	py := "/usr/bin/python3" // a path every user may run (not a per-user shim)
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("needs %s: %v", py, err)
 	}
+	for _, tc := range []struct{ name, prefix string }{
+		{"silent", ""},
+		{"unfinished headers", "GET /page HTTP/1.1\r\nHost: x\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testIdleFlood(t, py, tc.prefix) })
+	}
+}
+
+func testIdleFlood(t *testing.T, py, prefix string) {
 	_, ep := privateEndpoint(t)
 	addr := strings.TrimPrefix(ep.URL, "http://")
 	base := openFDs(t)
 	const flood = DefaultMaxConns + 44
-	cmd := exec.Command(py, "-c", floodScript, fmt.Sprint(flood), addr)
+	cmd := exec.Command(py, "-c", floodScript, fmt.Sprint(flood), addr, prefix)
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	}
