@@ -34,9 +34,11 @@ type ExposeOptions struct {
 	// takes the provider's default. Providers whose endpoints live as long
 	// as the sandbox ignore it.
 	TTL time.Duration
-	// MaxConns caps the connections the endpoint holds at once, where the
-	// relay runs on this host (local); a connection beyond it is closed
-	// at once. 0 takes the provider's default (local: 256). Providers
+	// MaxConns caps the connections the endpoint relays at once, where
+	// the relay runs on this host (local); a connection admitted beyond it
+	// (past the credential check) is closed at once. Connections that have
+	// not yet sent their credentials do not count: local holds them apart,
+	// in a small bounded set. 0 takes the provider's default (local: 256). Providers
 	// whose edge is a remote service apply its limits and report none
 	// (Endpoint.MaxConns 0).
 	MaxConns int

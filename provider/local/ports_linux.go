@@ -3,6 +3,7 @@ package local
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
+	"golang.org/x/sys/unix"
 )
 
 // Port exposure: Expose listens on an ephemeral port of 127.0.0.1 in this
@@ -47,9 +49,17 @@ import (
 // a 0700 directory) needs no token: the file's permissions keep other
 // users out, and it carries any protocol.
 //
-// Each endpoint holds at most MaxConns connections (both listeners
-// together, connections still sending their first request included); one
-// beyond is closed at once. A connection through which no byte moved for
+// Each endpoint relays at most MaxConns admitted connections (both
+// listeners together: a TCP connection once its token was checked, a unix
+// socket connection at once); one beyond is closed at once. TCP
+// connections still sending their first request's headers are not
+// admitted yet and do not count: they are held apart, at most maxPending
+// of them, and a new one beyond closes the oldest waiting one that has
+// no byte queued unread (the oldest, if all have). So any local user can
+// open connections and send nothing, but never take the endpoint from its
+// owner: a client that sends its request at once is read before a flood
+// pushes it out, the unix socket is never held up by TCP connections, and
+// the descriptors a flood costs stay bounded. A connection through which no byte moved for
 // IdleTimeout is closed, and so is one of whose two directions one has
 // ended (a side closed or half-closed) and the other moved nothing for
 // halfClosedTimeout: a client that left is not kept waiting for a server
@@ -75,6 +85,9 @@ const (
 	headerTimeout = 10 * time.Second
 	// maxHeaderBytes bounds a first request's headers (431 beyond).
 	maxHeaderBytes = 64 << 10
+	// maxPending bounds an endpoint's TCP connections waiting for their
+	// first request's headers, apart from MaxConns.
+	maxPending = 64
 )
 
 // portForwards holds a Runtime's listeners, by sandbox and port.
@@ -104,7 +117,12 @@ type forwarder struct {
 	idle     time.Duration
 	active   int // connections admitted and not yet ended
 	conns    map[io.Closer]struct{}
-	wg       sync.WaitGroup
+	// pending holds the TCP connections waiting for their first
+	// request's headers, oldest first (at most maxPending); pendingAt
+	// finds their elements.
+	pending   *list.List
+	pendingAt map[net.Conn]*list.Element
+	wg        sync.WaitGroup
 }
 
 // Expose returns http://127.0.0.1:<ephemeral> relaying to port in the
@@ -287,7 +305,8 @@ func (p *portForwards) get(r *Runtime, id string, port, maxConns int, idle time.
 		return nil, sberrors.Errorf(sberrors.Unavailable, "local: expose port %d of %s: unix socket: %w", port, id, err)
 	}
 	f := &forwarder{r: r, id: id, port: port, ln: ln, sock: sock, path: path, token: hex.EncodeToString(tok[:]),
-		maxConns: maxConns, idle: idle, conns: map[io.Closer]struct{}{}}
+		maxConns: maxConns, idle: idle, conns: map[io.Closer]struct{}{},
+		pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if p.m == nil {
 		p.m = map[string]map[int]*forwarder{}
@@ -394,6 +413,68 @@ func (f *forwarder) admit(c net.Conn) bool {
 	return ok
 }
 
+// hold adds c to the connections waiting for their first request's
+// headers; at maxPending, the oldest waiting one with no byte queued
+// unread (a client that sent nothing more), or else the oldest, is closed
+// to make room. False (c closed) when f is closed.
+func (f *forwarder) hold(c net.Conn) bool {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		closeNow(c)
+		return false
+	}
+	var out net.Conn
+	if f.pending.Len() >= maxPending {
+		e := f.pending.Front()
+		for x := e; x != nil; x = x.Next() {
+			if queued(x.Value.(net.Conn)) == 0 {
+				e = x
+				break
+			}
+		}
+		out = f.pending.Remove(e).(net.Conn)
+		delete(f.pendingAt, out)
+	}
+	f.pendingAt[c] = f.pending.PushBack(c)
+	f.mu.Unlock()
+	if out != nil {
+		closeNow(out) // its reader fails and returns
+	}
+	return true
+}
+
+// unhold removes c from the waiting connections: false when it was no
+// longer there (closed to make room, or f closed).
+func (f *forwarder) unhold(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.pendingAt[c]
+	if ok {
+		f.pending.Remove(e)
+		delete(f.pendingAt, c)
+	}
+	return ok
+}
+
+// queued returns the number of bytes received on c and not read yet (0
+// when it cannot tell).
+func queued(c net.Conn) int {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	})
+	return n
+}
+
 // release ends the admission of c.
 func (f *forwarder) release(c net.Conn) {
 	f.mu.Lock()
@@ -435,11 +516,17 @@ func (f *forwarder) close() {
 	f.closed = true
 	conns := f.conns
 	f.conns = map[io.Closer]struct{}{}
+	pending := f.pendingAt
+	f.pending.Init()
+	f.pendingAt = map[net.Conn]*list.Element{}
 	f.mu.Unlock()
 	f.cancel()
 	_ = f.ln.Close()
 	_ = f.sock.Close()
 	for c := range conns {
+		_ = c.Close()
+	}
+	for c := range pending {
 		_ = c.Close()
 	}
 	f.wg.Wait()
@@ -472,7 +559,9 @@ func (f *forwarder) accept(ln net.Listener, auth bool) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if !f.admit(c) {
+		// A TCP connection waits apart until its token is checked; a
+		// unix socket connection (owner only) is admitted at once.
+		if auth && !f.hold(c) || !auth && !f.admit(c) {
 			continue
 		}
 		f.wg.Add(1)
@@ -481,18 +570,24 @@ func (f *forwarder) accept(ln net.Listener, auth bool) {
 }
 
 // relay carries one accepted connection through the agent, once its first
-// request showed the token (auth).
+// request showed the token and it was admitted (auth; a connection that
+// needs no token comes admitted).
 func (f *forwarder) relay(tc net.Conn, auth bool) {
 	defer f.wg.Done()
-	defer f.release(tc)
 	idle := f.idleTimeout()
 	var first []byte
 	if auth {
 		var ok bool
-		if first, ok = f.authenticate(tc, min(headerTimeout, idle)); !ok {
+		first, ok = f.authenticate(tc, min(headerTimeout, idle))
+		if !f.unhold(tc) || !ok {
+			_ = tc.Close()
+			return
+		}
+		if !f.admit(tc) {
 			return
 		}
 	}
+	defer f.release(tc)
 	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
 	m, err := f.r.running(ctx, f.id)
 	var ac net.Conn
