@@ -33,12 +33,31 @@ func liveProcs(t *testing.T, sb *sandbox.Sandbox, pids []string) []string {
 func TestKillEndsHostileDescendants(t *testing.T) {
 	const timeout = 2 * time.Second
 	const bound = 5 * (timeout + interp.DefaultTimeoutGrace)
-	sb := providers[0].new(t)
-	k := newKernel(t, sb, interp.Options{})
-	pids := strings.Fields(run(t, k, "import os\nprint(os.getpid(), os.getppid())").Stdout)
-	require.Len(t, pids, 2)
-	pidFile := fmt.Sprintf("/tmp/sk-hostile-%d.pids", time.Now().UnixNano())
-	cell := fmt.Sprintf(`import sys, os, glob, time
+	cells := map[string]string{
+		// The writer of issue 29 as found: it fails on the kernel's
+		// subdirectories and lives on as a second copy of the kernel.
+		"as-found": `import sys, os, glob, time
+st = sys.modules['__main__'].State
+d = os.path.dirname(os.readlink('/proc/self/fd/%%d' %% st.ev))
+w = os.fork()
+if w == 0:
+    os.setsid()
+    while True:
+        for f in glob.glob(d+'/*'): open(f,'ab').write(b'x'*4096)
+        time.sleep(0.01)
+r, wr = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(wr, b'%%d\n' %% os.getpid())
+        while True:
+            time.sleep(0.05)
+    os._exit(0)
+open(%q, 'w').write('%%d %%s' %% (w, os.read(r, 64).decode().strip()))
+1
+`,
+		// A writer that keeps at it, and a cell that ignores its interrupt.
+		"persistent": `import sys, os, glob, time
 st = sys.modules['__main__'].State
 d = os.path.dirname(os.readlink('/proc/self/fd/%%d' %% st.ev))
 def writer():
@@ -56,37 +75,46 @@ if w == 0:
 r, wr = os.pipe()
 if os.fork() == 0:
     os.setsid()
-    g = os.fork()
-    if g == 0:
+    if os.fork() == 0:
         os.write(wr, b'%%d\n' %% os.getpid())
         while True:
             time.sleep(0.05)
     os._exit(0)
-orphan = os.read(r, 64).decode().strip()
-open(%q, 'w').write('%%d %%s' %% (w, orphan))
+open(%q, 'w').write('%%d %%s' %% (w, os.read(r, 64).decode().strip()))
 while True:
     try:
         time.sleep(0.1)
     except BaseException:
         pass
-`, pidFile)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	ex, err := k.Run(ctx, cell, interp.RunOptions{Timeout: timeout})
-	took := time.Since(start)
-	t.Logf("the hostile cell ended after %v: %v", took, err)
-	assert.Less(t, took, bound, "the kill is bounded")
-	require.ErrorIs(t, err, interp.ErrRestarted)
-	require.NotNil(t, ex)
-	assert.True(t, ex.Restarted)
-	res, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"cat", pidFile}})
-	require.NoError(t, err)
-	f := strings.Fields(string(res.Stdout))
-	require.Len(t, f, 2, "the cell wrote its children's pids: %q %s", res.Stdout, res.Stderr)
-	pids = append(pids, f...)
-	assert.Empty(t, liveProcs(t, sb, pids), "of the old kernel's processes (kernel, monitor, writer, orphan) %v", pids)
-	assert.Equal(t, "2", run(t, k, "1+1").Text(), "the next cell runs")
+`,
+	}
+	for name, cell := range cells {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sb := providers[0].new(t)
+			k := newKernel(t, sb, interp.Options{})
+			pids := strings.Fields(run(t, k, "import os\nprint(os.getpid(), os.getppid())").Stdout)
+			require.Len(t, pids, 2)
+			pidFile := fmt.Sprintf("/tmp/sk-hostile-%d.pids", time.Now().UnixNano())
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+			defer cancel()
+			start := time.Now()
+			ex, err := k.Run(ctx, fmt.Sprintf(cell, pidFile), interp.RunOptions{Timeout: timeout})
+			took := time.Since(start)
+			t.Logf("the hostile cell ended after %v: %v", took, err)
+			assert.Less(t, took, bound, "the kill is bounded")
+			require.ErrorIs(t, err, interp.ErrRestarted)
+			require.NotNil(t, ex)
+			assert.True(t, ex.Restarted)
+			res, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"cat", pidFile}})
+			require.NoError(t, err)
+			f := strings.Fields(string(res.Stdout))
+			require.Len(t, f, 2, "the cell wrote its children's pids: %q %s", res.Stdout, res.Stderr)
+			pids = append(pids, f...)
+			assert.Empty(t, liveProcs(t, sb, pids), "of the old kernel's processes (kernel, monitor, writer, orphan) %v", pids)
+			assert.Equal(t, "2", run(t, k, "1+1").Text(), "the next cell runs")
+		})
+	}
 }
 
 // A result form dropped for being over MaxResultBytes marks the result
