@@ -265,8 +265,9 @@ type Kernel struct {
 
 // New starts a kernel in sb. It needs a sandbox that runs commands with a
 // POSIX sh and the usual tools (cat, mv, mkdir, mkfifo, tail, head, wc,
-// sleep, kill, setsid or nohup), the language's interpreter (python3, or
-// bash) and, for the kernel's liveness, /proc. Close ends the kernel; a
+// grep, sleep, kill, setsid or nohup), the language's interpreter
+// (python3, bash or node) and, for the kernel's liveness and for finding
+// every process it started when it is killed, /proc. Close ends the kernel; a
 // Kernel dropped without Close lives on until the sandbox ends.
 func New(ctx context.Context, sb *sandbox.Sandbox, opts Options) (*Kernel, error) {
 	if sb == nil {
@@ -414,7 +415,8 @@ func (k *Kernel) next() (dir string, n int, err error) {
 // Run runs code as the kernel's next cell and returns its Execution. It
 // returns an error only when the cell could not be run or followed: the
 // kernel is gone (ErrDied), the transport failed, ctx ended, or the cell
-// had to be ended by killing its kernel (ErrRestarted); the Execution,
+// had to be ended by killing its kernel (ErrRestarted, or ErrNotKilled
+// when some of its processes survived the kill); the Execution,
 // when non-nil, then holds what was seen so far. An exception in the code
 // is Execution.Error.
 //
