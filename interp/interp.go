@@ -770,7 +770,7 @@ func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit 
 func (k *Kernel) interrupt(ctx context.Context, dir string, n int) bool {
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
 	return err == nil && strings.TrimSpace(string(out)) == "sent"
 }
 
@@ -783,7 +783,7 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 	if closed {
 		return wrap("interrupt", ErrClosed)
 	}
-	_, _, err := k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	_, _, err := k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
 	if err != nil {
 		return wrap("interrupt", err)
 	}
@@ -824,18 +824,24 @@ func (k *Kernel) Close(ctx context.Context) error {
 	return nil
 }
 
+// groupOf returns the pid of the monitor of the kernel of dir, as its
+// launcher reported it (its file in dir is writable by cells), or "" when
+// dir is not the current kernel's.
+func (k *Kernel) groupOf(dir string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dir == dir {
+		return k.group
+	}
+	return ""
+}
+
 // stop ends the kernel of directory dir and every process it started. It
 // fails when some of them could not be killed.
 func (k *Kernel) stop(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	k.mu.Lock()
-	g := ""
-	if k.dir == dir {
-		g = k.group
-	}
-	k.mu.Unlock()
-	out, _, err := k.exec(ctx, stopScript, nil, "", nil, 64<<10, dir, path.Base(dir), g)
+	out, _, err := k.exec(ctx, stopScript, nil, "", nil, 64<<10, dir, path.Base(dir), k.groupOf(dir))
 	if err != nil {
 		return err
 	}

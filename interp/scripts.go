@@ -150,9 +150,12 @@ fi
 `
 
 // interruptScript sends SIGINT to the kernel's process group when
-// request N runs, and then prints "sent". Arguments: D N.
-const interruptScript = prelude + `d=$1 n=$2
-IFS= read -r g < "$d/group" || exit 0
+// request N runs, and then prints "sent". G is the group's pid as the
+// launcher reported it (the file in D is writable by cells); when empty,
+// the file is read. Arguments: D N [G].
+const interruptScript = prelude + `d=$1 n=$2 g=$3
+case $g in ''|*[!0-9]*) IFS= read -r g < "$d/group" || exit 0 ;; esac
+case $g in ''|*[!0-9]*) exit 0 ;; esac
 IFS= read -r r < "$d/running" || exit 0
 if [ "$r" = "$n" ]; then
 	# The cell's commands get the signal too, as from a terminal's Ctrl-C.
