@@ -120,12 +120,26 @@ while True:
 // A result form dropped for being over MaxResultBytes marks the result
 // Truncated, as its doc says, not only the Execution.
 func TestDroppedResultFormTruncates(t *testing.T) {
-	sb := providers[0].new(t)
-	k := newKernel(t, sb, interp.Options{})
-	ex := run(t, k, "class P:\n def _repr_html_(self): return 'h'*(11<<20)\nP()")
-	require.Len(t, ex.Results, 1)
-	assert.Empty(t, ex.Results[0].HTML, "the form over the cap is dropped")
-	assert.NotEmpty(t, ex.Results[0].Text, "text/plain is kept")
-	assert.True(t, ex.ResultsTruncated)
-	assert.True(t, ex.Results[0].Truncated, "a dropped form sets Result.Truncated")
+	cells := map[interp.Language]string{
+		interp.Python: "class P:\n def _repr_html_(self): return 'h'*(11<<20)\nP()",
+		interp.Node:   "({ _repr_html_() { return 'h'.repeat(11 << 20); } })",
+	}
+	for lang, cell := range cells {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			sb := providers[0].new(t)
+			if lang == interp.Node {
+				if _, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"node", "-e", ""}}); err != nil {
+					t.Skipf("node does not run in the sandbox: %v", err)
+				}
+			}
+			k := newKernel(t, sb, interp.Options{Language: lang})
+			ex := run(t, k, cell)
+			require.Len(t, ex.Results, 1)
+			assert.Empty(t, ex.Results[0].HTML, "the form over the cap is dropped")
+			assert.NotEmpty(t, ex.Results[0].Text, "text/plain is kept")
+			assert.True(t, ex.ResultsTruncated)
+			assert.True(t, ex.Results[0].Truncated, "a dropped form sets Result.Truncated")
+		})
+	}
 }
