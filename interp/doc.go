@@ -90,9 +90,18 @@
 //   - Interrupt is an Exec of kill -INT for the kernel's process group,
 //     sent only while that cell runs; a Timeout is enforced by the kernel
 //     itself, so it holds even while no client waits, and by Run, which
-//     kills the kernel's process group once the grace after it is over (a
-//     Bash cell's output, which its kernel sends only when the cell ends,
-//     is read from its files first).
+//     kills the kernel once the grace after it is over (a Bash cell's
+//     output, which its kernel sends only when the cell ends, is read from
+//     its files first, bounded in size and time).
+//   - Killing a kernel ends every process its cells started, also those
+//     that left its session (setsid) or lost their parent: each inherits
+//     an environment variable naming its kernel, and the killer walks
+//     /proc for it, for the monitor's session and process group and for
+//     their descendants, stopping what it finds before killing it so that
+//     nothing forks past it. A kill that leaves any alive is reported as
+//     [ErrNotKilled], never as a restart. Events that make no sense (a
+//     cell may write to its kernel's files) end the kernel the same way:
+//     a cell is never left running unseen.
 //   - A kernel that died (killed, out of memory) is reported by its
 //     monitor, or found missing by its pid (a sandbox resumed without its
 //     memory); Run returns [ErrDied], now or on the next call. A paused

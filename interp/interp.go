@@ -236,6 +236,12 @@ var ErrDied = errors.New("interp: the kernel is not running")
 // kernel.
 var ErrRestarted = errors.New("interp: the cell ignored its interrupt; the kernel was killed and restarted, its state is lost")
 
+// ErrNotKilled is matched by the error of a Run, Restart or Close that
+// could not end the kernel, or a process one of its cells started: it may
+// still run in the sandbox, with its state. A Run that reports it does not
+// report ErrRestarted.
+var ErrNotKilled = errors.New("interp: the kernel could not be killed")
+
 // ErrClosed is matched by the error of a call on a closed Kernel.
 var ErrClosed = errors.New("interp: the kernel is closed")
 
@@ -251,6 +257,7 @@ type Kernel struct {
 
 	mu     sync.Mutex
 	dir    string // the current kernel's directory
+	group  string // the pid of the current kernel's monitor
 	seq    int    // requests submitted to the current kernel
 	stale  bool   // the kernel was killed: start one before the next cell
 	closed bool
@@ -258,8 +265,9 @@ type Kernel struct {
 
 // New starts a kernel in sb. It needs a sandbox that runs commands with a
 // POSIX sh and the usual tools (cat, mv, mkdir, mkfifo, tail, head, wc,
-// sleep, kill, setsid or nohup), the language's interpreter (python3, or
-// bash) and, for the kernel's liveness, /proc. Close ends the kernel; a
+// grep, sleep, kill, setsid or nohup), the language's interpreter
+// (python3, bash or node) and, for the kernel's liveness and for finding
+// every process it started when it is killed, /proc. Close ends the kernel; a
 // Kernel dropped without Close lives on until the sandbox ends.
 func New(ctx context.Context, sb *sandbox.Sandbox, opts Options) (*Kernel, error) {
 	if sb == nil {
@@ -332,13 +340,20 @@ func (k *Kernel) start(ctx context.Context) error {
 	line, rest, _ := strings.Cut(string(out), "\n")
 	switch {
 	case strings.HasPrefix(line, "ok "):
-		if _, err := strconv.Atoi(strings.TrimSpace(line[3:])); err != nil {
+		f := strings.Fields(line[3:])
+		if len(f) != 2 {
+			return wrap(op, fmt.Errorf("bad launcher answer %q", line))
+		}
+		if _, err := strconv.Atoi(f[0]); err != nil {
+			return wrap(op, fmt.Errorf("bad launcher answer %q", line))
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
 			return wrap(op, fmt.Errorf("bad launcher answer %q", line))
 		}
 		k.mu.Lock()
 		closed := k.closed
 		if !closed {
-			k.dir, k.seq, k.stale = path.Join(k.base, kid), 0, false
+			k.dir, k.group, k.seq, k.stale = path.Join(k.base, kid), f[1], 0, false
 		}
 		k.mu.Unlock()
 		if closed { // closed while this kernel started: end it too
@@ -400,7 +415,8 @@ func (k *Kernel) next() (dir string, n int, err error) {
 // Run runs code as the kernel's next cell and returns its Execution. It
 // returns an error only when the cell could not be run or followed: the
 // kernel is gone (ErrDied), the transport failed, ctx ended, or the cell
-// had to be ended by killing its kernel (ErrRestarted); the Execution,
+// had to be ended by killing its kernel (ErrRestarted, or ErrNotKilled
+// when some of its processes survived the kill); the Execution,
 // when non-nil, then holds what was seen so far. An exception in the code
 // is Execution.Error.
 //
@@ -515,8 +531,11 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execut
 		submit = false
 		off += int64(len(data))
 		if err := c.feed(data, redact); err != nil {
-			c.finish()
-			return c.ex, wrap(op, errors.Join(ctxErr, err))
+			// Events that make no sense (a cell may write to the
+			// kernel's files) leave the cell unfollowable, perhaps still
+			// running: its kernel is ended, so that no cell runs on
+			// unseen.
+			return k.end(ctx, c, dir, false, ctxErr, fmt.Errorf("cell %d: %w", n, err))
 		}
 		if c.done {
 			c.finish()
@@ -573,7 +592,10 @@ func shipCap(opts RunOptions, cb func(string)) int64 {
 // (then the next call starts it).
 func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off int64, timedOut bool, ctxErr error) (*Execution, error) {
 	const op = "run"
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The last looks and the collection of kept output are bounded, by
+	// time as by size (a hostile cell may keep its files growing or its
+	// FIFOs full): the kill must follow soon whatever they meet.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.TimeoutGrace+lookTime)
 	defer cancel()
 	// Last looks: the deadline may have cut a poll that would have seen
 	// the end; and a look's round trip, the transport's latency that the
@@ -609,22 +631,44 @@ func (k *Kernel) kill(ctx context.Context, c *collector, dir string, n int, off 
 			break
 		}
 	}
+	if k.opts.Language == Bash {
+		k.bashOutput(lctx, c, dir)
+	}
+	c.ex.Interrupted = true
+	cause := fmt.Errorf("cell %d did not end within %v of its interrupt", n, c.opts.TimeoutGrace)
+	return k.end(ctx, c, dir, timedOut, ctxErr, cause)
+}
+
+// end kills the kernel of dir, whose cell is not to be followed further
+// (for cause), and starts a fresh one unless ctx ended (then the next call
+// starts it). It reports the kernel restarted only once the old one and
+// everything it started are gone.
+func (k *Kernel) end(ctx context.Context, c *collector, dir string, timedOut bool, ctxErr, cause error) (*Execution, error) {
+	const op = "run"
 	k.mu.Lock()
 	if k.dir == dir {
 		k.stale = true
 	}
 	k.mu.Unlock()
-	if k.opts.Language == Bash {
-		k.bashOutput(lctx, c, dir)
-	}
-	stopErr := k.stop(lctx, dir)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), killTime)
+	stopErr := k.stop(sctx, dir)
+	scancel()
 	c.finish()
-	c.ex.Interrupted, c.ex.Restarted = true, true
 	c.ex.TimedOut = timedOut
-	err := fmt.Errorf("cell %d did not end within %v of its interrupt: %w", n, c.opts.TimeoutGrace, ErrRestarted)
 	if stopErr != nil {
-		err = errors.Join(err, fmt.Errorf("killing the kernel: %w", stopErr))
+		// Never reported as restarted: the old kernel may live on, and
+		// a fresh one next to it would hide that.
+		err := fmt.Errorf("%w, and killing its kernel failed: %w", cause, stopErr)
+		if !errors.Is(err, ErrNotKilled) {
+			err = fmt.Errorf("%w: %w", ErrNotKilled, err)
+		}
+		if ctxErr != nil {
+			err = errors.Join(ctxErr, err)
+		}
+		return c.ex, wrap(op, err)
 	}
+	c.ex.Restarted = true
+	err := fmt.Errorf("%w: %w", cause, ErrRestarted)
 	if ctxErr != nil {
 		return c.ex, wrap(op, errors.Join(ctxErr, err))
 	}
@@ -683,6 +727,10 @@ const (
 	// a secret up to that long that a cut goes through is still redacted
 	// whole, never handed on in part.
 	slack = 64 << 10
+	// lookTime is how long a kill's last looks and output collection take
+	// at most past the grace; killTime, how long killing takes at most.
+	lookTime = 3 * time.Second
+	killTime = 20 * time.Second
 )
 
 // poll runs runScript once, retrying once a call whose transport failed
@@ -722,7 +770,7 @@ func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit 
 func (k *Kernel) interrupt(ctx context.Context, dir string, n int) bool {
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	out, _, err := k.exec(ictx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
 	return err == nil && strings.TrimSpace(string(out)) == "sent"
 }
 
@@ -735,7 +783,7 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 	if closed {
 		return wrap("interrupt", ErrClosed)
 	}
-	_, _, err := k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n))
+	_, _, err := k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
 	if err != nil {
 		return wrap("interrupt", err)
 	}
@@ -776,11 +824,35 @@ func (k *Kernel) Close(ctx context.Context) error {
 	return nil
 }
 
+// groupOf returns the pid of the monitor of the kernel of dir, as its
+// launcher reported it (its file in dir is writable by cells), or "" when
+// dir is not the current kernel's.
+func (k *Kernel) groupOf(dir string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dir == dir {
+		return k.group
+	}
+	return ""
+}
+
+// stop ends the kernel of directory dir and every process it started. It
+// fails when some of them could not be killed.
 func (k *Kernel) stop(ctx context.Context, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	_, _, err := k.exec(ctx, stopScript, nil, "", nil, 1024, dir)
-	return err
+	out, _, err := k.exec(ctx, stopScript, nil, "", nil, 64<<10, dir, path.Base(dir), k.groupOf(dir))
+	if err != nil {
+		return err
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	switch {
+	case line == "ok":
+		return nil
+	case strings.HasPrefix(line, "alive"):
+		return fmt.Errorf("%w: processes of the kernel survived being killed: pids%s", ErrNotKilled, cutString(line[len("alive"):], 200))
+	}
+	return fmt.Errorf("bad answer from the kernel's stopper: %q", cutString(line, 200))
 }
 
 // collector turns events into an Execution, redacting text field by field
@@ -835,6 +907,7 @@ type event struct {
 	Data        json.RawMessage `json:"data"`
 	Main        bool            `json:"main"`
 	Cut         bool            `json:"cut"`
+	Dropped     bool            `json:"dropped"` // a form over the cap was left out
 	Name        string          `json:"name"`
 	Value       string          `json:"value"`
 	Traceback   []string        `json:"traceback"`
@@ -953,7 +1026,7 @@ func (c *collector) result(ev event, data map[string]string) error {
 		return nil
 	}
 	room := c.opts.MaxResultBytes - c.rbytes
-	r := Result{Main: ev.Main}
+	r := Result{Main: ev.Main, Truncated: ev.Dropped}
 	if t, ok := data["text/plain"]; ok {
 		var s string
 		if ev.Cut { // cut by the kernel: its end may hold part of a secret

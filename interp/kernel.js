@@ -89,12 +89,13 @@ function emitResult(main, data) {
   const lim = room + caps.slack;
   const out = {};
   let textCut = false;
+  let dropped = false;
   for (const [mime, v0] of Object.entries(data)) {
     let v = v0;
     let size = Buffer.byteLength(v, 'utf8');
     if (size > lim) {
       if (mime !== 'text/plain') {
-        cut.results = true;
+        cut.results = dropped = true;
         continue;
       }
       v = Buffer.from(v, 'utf8').subarray(0, lim).toString('utf8').replace(/\ufffd$/, '');
@@ -107,6 +108,7 @@ function emitResult(main, data) {
   sent.resultBytes = caps.resultBytes - room;
   const e = { type: 'result', main, data: out };
   if (textCut) e.cut = true;
+  if (dropped) e.dropped = true;
   emit(e);
 }
 

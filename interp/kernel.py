@@ -198,7 +198,7 @@ def emit_result(main, data):
     room = max(State.max_result_bytes - State.result_bytes, 0)
     lim = room + State.slack
     out = {}
-    cut = False
+    cut = dropped = False
     # text/plain first: it is the form the room goes to first.
     for mime, v in sorted(data.items(), key=lambda kv: kv[0] != "text/plain"):
         if mime in ("image/png", "image/jpeg"):
@@ -207,7 +207,7 @@ def emit_result(main, data):
             size = len(v) if len(v) * 4 <= lim else len(v.encode("utf-8", "surrogatepass"))
         if size > lim:
             if mime != "text/plain":
-                State.results_cut = True
+                State.results_cut = dropped = True
                 continue
             t = v[:lim]
             b = t.encode("utf-8", "surrogatepass")
@@ -220,6 +220,8 @@ def emit_result(main, data):
     ev = {"type": "result", "main": main, "data": out}
     if cut:
         ev["cut"] = True
+    if dropped:
+        ev["dropped"] = True
     emit(ev)
 
 

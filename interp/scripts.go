@@ -1,5 +1,11 @@
 package interp
 
+// kernelMarker is the environment variable every kernel process, and every
+// process a cell starts, inherits: its value names the kernel, so that
+// killing the kernel finds the processes a cell started even when they
+// left its process group and session.
+const kernelMarker = "SANDBOXKIT_INTERP_KERNEL"
+
 // The fixed POSIX sh programs this package runs in the sandbox. None is
 // assembled from caller input: paths and numbers reach them as positional
 // arguments of `sh -c <script> <name> args...`, the kernel's source on
@@ -65,7 +71,8 @@ if env --default-signal=INT true > /dev/null 2>&1; then dflt='env --default-sign
 # tree leaves it alone.
 (
 	MPLBACKEND=Agg PYTHONIOENCODING=utf-8 PYTHONDONTWRITEBYTECODE=1
-	export MPLBACKEND PYTHONIOENCODING PYTHONDONTWRITEBYTECODE
+	` + kernelMarker + `=$kid
+	export MPLBACKEND PYTHONIOENCODING PYTHONDONTWRITEBYTECODE ` + kernelMarker + `
 	$detach sh -c 'd=$1
 		shift
 		echo $$ > "$d/group"
@@ -78,7 +85,8 @@ while [ ! -e "$d/ready" ] && [ ! -e "$d/dead" ]; do
 done
 if [ -e "$d/ready" ]; then
 	IFS= read -r pid < "$d/ready"
-	echo "ok $pid"
+	IFS= read -r g < "$d/group"
+	echo "ok $pid $g"
 else
 	echo failed
 	tail -c 4000 "$d/log" 2>/dev/null
@@ -119,7 +127,7 @@ fi
 i=0 st=
 while :; do
 	if [ -e "$ev.done" ]; then st=done; break; fi
-	if [ -e "$d/dead" ]; then
+	if [ -e "$d/dead" ] || [ ! -d "$d" ]; then
 		if [ -e "$ev.done" ]; then st=done; else st=dead; fi
 		break
 	fi
@@ -142,9 +150,12 @@ fi
 `
 
 // interruptScript sends SIGINT to the kernel's process group when
-// request N runs, and then prints "sent". Arguments: D N.
-const interruptScript = prelude + `d=$1 n=$2
-IFS= read -r g < "$d/group" || exit 0
+// request N runs, and then prints "sent". G is the group's pid as the
+// launcher reported it (the file in D is writable by cells); when empty,
+// the file is read. Arguments: D N [G].
+const interruptScript = prelude + `d=$1 n=$2 g=$3
+case $g in ''|*[!0-9]*) IFS= read -r g < "$d/group" || exit 0 ;; esac
+case $g in ''|*[!0-9]*) exit 0 ;; esac
 IFS= read -r r < "$d/running" || exit 0
 if [ "$r" = "$n" ]; then
 	# The cell's commands get the signal too, as from a terminal's Ctrl-C.
@@ -165,17 +176,91 @@ for f in o e; do
 done
 `
 
-// stopScript reports the kernel dead to its clients, ends it and
-// everything it started (its process group), and removes its directory.
-// Arguments: D.
-const stopScript = prelude + `d=$1
-[ -d "$d" ] || exit 0
-: > "$d/dead"
-if [ -p "$d/out" ]; then printf '0 dead\n' 1<> "$d/out"; fi
-if IFS= read -r g < "$d/group"; then
-	kill -KILL "-$g" 2>/dev/null || kill -KILL "$g" 2>/dev/null
+// stopScript ends the kernel and every process it started, then reports
+// the kernel dead to its clients and removes its directory. A cell may
+// have started processes that left the kernel's process group and session
+// (setsid) or whose parent exited: they are found by the marker variable
+// every process the kernel starts inherits in its environment
+// (kernelMarker=KID), by the session and process group the monitor leads
+// (pid G), and by descent from any process found. Found processes are
+// stopped first, so that none can fork past the sweep, then killed; sweeps
+// repeat until none is left or a bounded number of rounds is spent. The
+// wake-up to the clients is written from a job of its own, since a hostile
+// cell may have filled the FIFO. It prints "ok", or "alive PIDS" when some
+// of the kernel's processes survived. Arguments: D KID G (G may be empty).
+const stopScript = prelude + `d=$1 kid=$2 g=$3
+case $g in ''|*[!0-9]*)
+	g=
+	if [ -r "$d/group" ]; then IFS= read -r g < "$d/group"; fi
+	case $g in ''|*[!0-9]*) g= ;; esac ;;
+esac
+[ ! -d "$d" ] || : > "$d/dead" 2>/dev/null
+me=$$
+found=
+# sweep sets found to the pids of the kernel's live processes.
+sweep() {
+	found=' '
+	if [ -n "$kid" ]; then
+		for f in $(grep -l -a -F -e "` + kernelMarker + `=$kid" /proc/[0-9]*/environ 2>/dev/null); do
+			p=${f#/proc/}
+			found="$found${p%/environ} "
+		done
+	fi
+	table=
+	for s in /proc/[0-9]*/stat; do
+		l=
+		IFS= read -r l < "$s" 2>/dev/null || [ -n "$l" ] || continue
+		p=${s#/proc/}
+		p=${p%/stat}
+		set -- ${l##*) }
+		[ "$#" -ge 4 ] || continue
+		[ "$1" != Z ] && [ "$1" != X ] || continue
+		table="$table$p $2
+"
+		if [ -n "$g" ] && { [ "$p" = "$g" ] || [ "$3" = "$g" ] || [ "$4" = "$g" ]; }; then
+			found="$found$p "
+		fi
+	done
+	more=1
+	while [ "$more" = 1 ]; do
+		more=0
+		while read -r p pp; do
+			[ -n "$p" ] || continue
+			case $found in *" $p "*) continue ;; esac
+			case $found in *" $pp "*) found="$found$p " more=1 ;; esac
+		done <<EOF
+$table
+EOF
+	done
+	live=' '
+	for p in $found; do
+		[ "$p" != "$me" ] && [ -d "/proc/$p" ] && live="$live$p "
+	done
+	found=$live
+}
+i=0
+while [ "$i" -lt 20 ]; do
+	sweep
+	[ "$found" != ' ' ] || break
+	# Stopped, a process cannot fork; the second sweep finds what the
+	# first one's processes started meanwhile.
+	kill -STOP $found 2>/dev/null
+	all=$found
+	sweep
+	kill -STOP $found 2>/dev/null
+	kill -KILL $all $found 2>/dev/null
+	i=$((i + 1))
+	sweep
+	[ "$found" != ' ' ] || break
+	sleep 0.05 2>/dev/null || sleep 1
+done
+w=
+if [ -p "$d/out" ]; then
+	(printf '0 dead\n' 1<> "$d/out") 2>/dev/null &
+	w=$!
 fi
-if IFS= read -r p < "$d/ready"; then kill -KILL "$p" 2>/dev/null; fi
-rm -rf "$d"
+rm -rf "$d" 2>/dev/null
+[ -z "$w" ] || kill -KILL "$w" 2>/dev/null
+if [ "$found" != ' ' ]; then echo "alive$found"; else echo ok; fi
 exit 0
 `
