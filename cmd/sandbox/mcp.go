@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -133,8 +134,42 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 			map[bool]string{true: ", and execute and run_* to run shell commands in it.", false: "."}[cfg.AllowExecute],
 		Logger: cfg.Logger,
 	})
+	s.server.AddReceivingMiddleware(boundToolErrors)
 	s.addTools()
 	return s, nil
+}
+
+// maxToolError bounds the text of a tool's error result.
+const maxToolError = 4 << 10
+
+// boundToolErrors cuts the text of every tool error result to
+// maxToolError bytes, with a note: the go-sdk's checks of a tool's input
+// quote the input, which may be as large as a request (a 200 KB argument
+// came back whole in its error).
+func boundToolErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok && len(tc.Text) > maxToolError {
+					tc.Text = truncateUTF8(tc.Text, maxToolError) + fmt.Sprintf(" ... [error cut: %d bytes in all]", len(tc.Text))
+				}
+			}
+		}
+		return res, err
+	}
+}
+
+// truncateUTF8 returns the longest prefix of s of at most n bytes that
+// does not end inside a UTF-8 sequence.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // newRedactor returns a function that replaces every secret value with
