@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -61,6 +62,10 @@ type mcpConfig struct {
 	Secrets map[string]string
 	// ExecuteTimeout is execute's default timeout (fsbackend's when zero).
 	ExecuteTimeout time.Duration
+	// RunBudget is the longest lifetime run_start gives a run
+	// (defaultRunBudget when zero): the model's budget_seconds cannot
+	// exceed it.
+	RunBudget time.Duration
 	// ProgressInterval is how often a long execute reports progress
 	// (defaultProgressInterval when zero).
 	ProgressInterval time.Duration
@@ -129,8 +134,42 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 			map[bool]string{true: ", and execute and run_* to run shell commands in it.", false: "."}[cfg.AllowExecute],
 		Logger: cfg.Logger,
 	})
+	s.server.AddReceivingMiddleware(boundToolErrors)
 	s.addTools()
 	return s, nil
+}
+
+// maxToolError bounds the text of a tool's error result.
+const maxToolError = 4 << 10
+
+// boundToolErrors cuts the text of every tool error result to
+// maxToolError bytes, with a note: the go-sdk's checks of a tool's input
+// quote the input, which may be as large as a request (a 200 KB argument
+// came back whole in its error).
+func boundToolErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok && len(tc.Text) > maxToolError {
+					tc.Text = truncateUTF8(tc.Text, maxToolError) + fmt.Sprintf(" ... [error cut: %d bytes in all]", len(tc.Text))
+				}
+			}
+		}
+		return res, err
+	}
+}
+
+// truncateUTF8 returns the longest prefix of s of at most n bytes that
+// does not end inside a UTF-8 sequence.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // newRedactor returns a function that replaces every secret value with
@@ -407,7 +446,7 @@ type (
 	runStartIn struct {
 		ID            string `json:"id" jsonschema:"run id you choose; starting the same id with the same command again returns the same run"`
 		Command       string `json:"command" jsonschema:"shell command line, run in the workspace in the background"`
-		BudgetSeconds int    `json:"budget_seconds,omitempty" jsonschema:"the run's lifetime in seconds (default 1800)"`
+		BudgetSeconds int    `json:"budget_seconds,omitempty" jsonschema:"the run's lifetime in seconds (default 1800, most: the server's limit, given in the tool's description; more is lowered to it)"`
 	}
 	runIDIn struct {
 		ID string `json:"id" jsonschema:"the run id given to run_start"`
@@ -418,6 +457,10 @@ type (
 		ExitCode       *int   `json:"exit_code,omitempty" jsonschema:"set once the run is exited or lost"`
 		Killed         bool   `json:"killed,omitempty"`
 		BudgetExceeded bool   `json:"budget_exceeded,omitempty"`
+		// Set by run_start: the budget applied, and whether budget_seconds
+		// asked for more than the server's limit.
+		BudgetSeconds int64 `json:"budget_seconds,omitempty" jsonschema:"run_start: the run's lifetime applied, in seconds"`
+		BudgetLowered bool  `json:"budget_lowered,omitempty" jsonschema:"run_start: budget_seconds was above the server's limit and was lowered to it"`
 	}
 	runLogsIn struct {
 		ID       string `json:"id" jsonschema:"the run id given to run_start"`
@@ -516,22 +559,31 @@ func (s *mcpServer) addTools() {
 	addTool(s, &mcp.Tool{Name: "execute", Description: fmt.Sprintf("Run a shell command in the workspace and return its output and exit code. Long commands report progress. "+
 		"The command ends after timeout_seconds, at most and by default %d seconds (the server's limit; a larger value is lowered to it).", int64(math.Ceil(s.executeCeiling().Seconds())))},
 		s.execute)
-	addTool(s, &mcp.Tool{Name: "run_start", Description: "Start a shell command in the background under an id of your choice; it survives this call. Poll it with run_status and run_logs."},
+	addTool(s, &mcp.Tool{Name: "run_start", Description: fmt.Sprintf("Start a shell command in the background under an id of your choice; it survives this call. Poll it with run_status and run_logs. "+
+		"The run ends after budget_seconds, by default %d and at most %d seconds (the server's limit; a larger value is lowered to it).", int64(s.runBudget(0).Seconds()), int64(s.runCeiling().Seconds()))},
 		func(ctx context.Context, _ *mcp.CallToolRequest, sess *session.Session, _ *fsbackend.FilesystemBackend, in runStartIn) (runStatusOut, error) {
-			if in.BudgetSeconds < 0 || int64(in.BudgetSeconds) > maxSeconds {
-				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "budget_seconds %d is out of range: want 0 (the default) to %d", in.BudgetSeconds, maxSeconds)
+			if in.BudgetSeconds < 0 {
+				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "budget_seconds %d is out of range: want 0 (the default, %v) to %d; values above the server's limit are lowered to it",
+					in.BudgetSeconds, s.runBudget(0), int64(s.runCeiling().Seconds()))
 			}
+			budget := s.runBudget(int64(in.BudgetSeconds))
 			if strings.TrimSpace(in.Command) == "" {
 				return runStatusOut{}, sandbox.Errorf(sandbox.InvalidArgument, "command is empty")
 			}
 			r, err := run.Start(ctx, sess.Sandbox(), run.Request{
 				ID: in.ID, Command: []string{"sh", "-c", in.Command}, Dir: sess.Workspace(),
-				Env: s.cfg.Secrets, Budget: time.Duration(in.BudgetSeconds) * time.Second,
+				Env: s.cfg.Secrets, Budget: budget,
 			})
 			if err != nil {
 				return runStatusOut{}, err
 			}
-			return runStatus(ctx, r)
+			out, err := runStatus(ctx, r)
+			if err != nil {
+				return runStatusOut{}, err
+			}
+			out.BudgetSeconds = int64(budget / time.Second)
+			out.BudgetLowered = int64(in.BudgetSeconds) > int64(s.runCeiling()/time.Second)
+			return out, nil
 		})
 	addTool(s, &mcp.Tool{Name: "run_status", Description: "Report a background run's state and, once it ended, its exit code."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, sess *session.Session, _ *fsbackend.FilesystemBackend, in runIDIn) (runStatusOut, error) {
@@ -630,6 +682,37 @@ func (s *mcpServer) executeCeiling() time.Duration {
 	return fsbackend.DefaultExecuteTimeout
 }
 
+// defaultRunBudget is the default of --run-budget; maxRunBudget is the
+// longest --run-budget accepted (a run that long outlives any watcher).
+const (
+	defaultRunBudget = time.Hour
+	maxRunBudget     = 30 * 24 * time.Hour
+)
+
+// runCeiling is the longest lifetime run_start gives a run: --run-budget,
+// else defaultRunBudget.
+func (s *mcpServer) runCeiling() time.Duration {
+	if s.cfg.RunBudget > 0 {
+		return min(s.cfg.RunBudget, maxRunBudget)
+	}
+	return defaultRunBudget
+}
+
+// runBudget returns the budget run_start applies for budget_seconds sec
+// (not negative): run.DefaultBudget, within the ceiling, when zero; sec up
+// to the ceiling; the ceiling above it. The comparison is in seconds, so
+// no value overflows a duration.
+func (s *mcpServer) runBudget(sec int64) time.Duration {
+	ceiling := s.runCeiling()
+	if sec == 0 {
+		return min(run.DefaultBudget, ceiling)
+	}
+	if sec >= int64(ceiling/time.Second) {
+		return ceiling
+	}
+	return time.Duration(sec) * time.Second
+}
+
 // executeTimeout returns the timeout execute applies for timeout_seconds:
 // the ceiling when zero, the value asked for up to the ceiling, the
 // ceiling (clamped true) above it. A negative value, or one no duration
@@ -668,7 +751,9 @@ every session uses the sandbox labelled NAME, kept when the server stops and
 found again by the next one. File tools are jailed to the workspace. Values of
 the variables named by --secret-env are given to commands and redacted from
 every result. execute's timeout is --execute-timeout unless the model asks
-for less (timeout_seconds above it is lowered to it, and the result says so).
+for less (timeout_seconds above it is lowered to it, and the result says so);
+likewise a run_start run lives at most --run-budget (budget_seconds above it is
+lowered to it, and the result says so).
 
 Over HTTP (--http) every request must carry a bearer token, sent by the
 client as the header "Authorization: Bearer <token>"; a request without it,
@@ -697,6 +782,9 @@ nothing for --idle-timeout ends and its sandbox is released.`,
 			}
 			if cfg.Lease < 0 {
 				return usagef("--lease %v: must not be negative", cfg.Lease)
+			}
+			if cfg.RunBudget < time.Second || cfg.RunBudget > maxRunBudget {
+				return usagef("--run-budget %v: want 1s to %v", cfg.RunBudget, maxRunBudget)
 			}
 			if cfg.ExecuteTimeout <= 0 {
 				return usagef("--execute-timeout %v: must be positive", cfg.ExecuteTimeout)
@@ -757,6 +845,7 @@ nothing for --idle-timeout ends and its sandbox is released.`,
 	f.StringArrayVar(&secretEnv, "secret-env", nil, "name of an environment variable to pass to commands and redact from results (repeatable)")
 	f.StringVar(&cfg.Template, "template", "", "template of the sandboxes created")
 	f.DurationVar(&cfg.Lease, "lease", 0, "lease of the sandboxes created, extended by each tool call (0: the provider's default)")
+	f.DurationVar(&cfg.RunBudget, "run-budget", defaultRunBudget, "longest lifetime of a run_start run: the model's budget_seconds cannot exceed it (its default is the smaller of 30m and this)")
 	f.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", fsbackend.DefaultExecuteTimeout, "default and longest timeout of execute: the model's timeout_seconds cannot exceed it")
 	return cmd
 }

@@ -32,3 +32,28 @@ func TestMCPBadInput(t *testing.T) {
 		t.Errorf("grep of a line with ESC = %+v", g)
 	}
 }
+
+// TestMCPToolErrorBounded checks that a tool error stays a few KiB when
+// the input it complains about is large: a 200 KB string as
+// timeout_seconds, or as a run id, was quoted whole by the go-sdk's
+// input checks; the error still names the argument.
+func TestMCPToolErrorBounded(t *testing.T) {
+	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{AllowExecute: true})
+	cs := connect(t, srv, nil)
+	big := strings.Repeat("9", 200<<10)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"execute", map[string]any{"command": "true", "timeout_seconds": big}, "timeout_seconds"},
+		{"run_logs", map[string]any{"id": "r", "offset": big}, "offset"},
+		{"read_file", map[string]any{"path": "a", "limit": []any{big}}, "limit"},
+	} {
+		res := call(t, cs, c.tool, c.args)
+		msg := text(res)
+		if !res.IsError || len(msg) > maxToolError+100 || !strings.Contains(msg, c.want) {
+			t.Errorf("%s with a 200 KB %s: isError=%v, %d bytes, %.200q", c.tool, c.want, res.IsError, len(msg), msg)
+		}
+	}
+}

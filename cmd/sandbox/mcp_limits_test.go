@@ -44,7 +44,7 @@ func TestMCPExecuteTimeoutCeiling(t *testing.T) {
 	for _, sec := range []int64{-9223372036854775808, 9223372036854775807} {
 		wantToolError(t, cs, "execute", map[string]any{"command": "echo ran", "timeout_seconds": sec}, "InvalidArgument: timeout_seconds ")
 	}
-	for _, sec := range []int64{-1, 9223372037} {
+	for _, sec := range []int64{-1} {
 		wantToolError(t, cs, "run_start", map[string]any{"id": "r", "command": "true", "budget_seconds": sec}, "InvalidArgument: budget_seconds "+fmt.Sprint(sec))
 	}
 	// The tool tells the model the limit.
@@ -208,5 +208,54 @@ func TestMCPRunLogsRedactedAcrossPages(t *testing.T) {
 	}
 	if got := strings.Join(pages, ""); got != "[REDACTED]\n" {
 		t.Errorf("the multi-line secret's run output reads %q, want %q", got, "[REDACTED]\n")
+	}
+}
+
+// TestMCPRunBudgetCeiling checks that --run-budget is a ceiling the model
+// cannot raise: a larger budget_seconds, up to the largest integer, is
+// lowered to it (the result says so) and the run ends within it, never an
+// overflowed lifetime or an error from deeper down; a number no integer
+// holds is an error naming budget_seconds.
+func TestMCPRunBudgetCeiling(t *testing.T) {
+	const ceiling = 2 * time.Second
+	srv, _ := newTestServer(t, localURL(t), mcpConfig{AllowExecute: true, RunBudget: ceiling})
+	cs := connect(t, srv, nil)
+	for i, sec := range []int64{3, 2147483648, 9223372035} {
+		id := fmt.Sprint("b", i)
+		st := ok[runStatusOut](t, cs, "run_start", map[string]any{"id": id, "command": "sleep 60", "budget_seconds": sec})
+		if st.BudgetSeconds != 2 || !st.BudgetLowered {
+			t.Errorf("budget_seconds %d under a 2s ceiling: %+v, want budget_seconds 2, lowered", sec, st)
+		}
+		deadline := time.Now().Add(5 * (ceiling + 2*time.Second))
+		for st.State != "exited" && st.State != "lost" {
+			if time.Now().After(deadline) {
+				t.Fatalf("budget_seconds %d under a 2s ceiling: the run still %s after %v", sec, st.State, 5*(ceiling+2*time.Second))
+			}
+			time.Sleep(100 * time.Millisecond)
+			st = ok[runStatusOut](t, cs, "run_status", map[string]any{"id": id})
+		}
+		if !st.BudgetExceeded {
+			t.Errorf("budget_seconds %d: the run ended without its budget: %+v", sec, st)
+		}
+	}
+	st := ok[runStatusOut](t, cs, "run_start", map[string]any{"id": "small", "command": "true", "budget_seconds": 1})
+	if st.BudgetSeconds != 1 || st.BudgetLowered {
+		t.Errorf("budget_seconds 1 under a 2s ceiling: %+v", st)
+	}
+	st = ok[runStatusOut](t, cs, "run_start", map[string]any{"id": "default", "command": "true"})
+	if st.BudgetSeconds != 2 || st.BudgetLowered {
+		t.Errorf("no budget_seconds under a 2s ceiling: %+v, want the ceiling, not lowered", st)
+	}
+	for _, sec := range []any{1e300, 9223372036854775808.0} {
+		wantToolError(t, cs, "run_start", map[string]any{"id": "big", "command": "true", "budget_seconds": sec}, "budget_seconds")
+	}
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "run_start" && !strings.Contains(tool.Description, "at most 2 seconds") {
+			t.Errorf("run_start's description does not give the limit: %q", tool.Description)
+		}
 	}
 }

@@ -157,12 +157,12 @@ type httpGate struct {
 	idle   time.Duration
 
 	mu      sync.Mutex
-	owner   map[string]int // session id -> token index
-	pending []int          // per token: sessions being created
+	owner   map[*mcp.ServerSession]int // open session -> token index
+	pending []int                      // per token: sessions being created
 }
 
 func newHTTPGate(server *mcp.Server, o httpOptions) *httpGate {
-	g := &httpGate{server: server, max: o.MaxSessions, idle: o.IdleTimeout, owner: map[string]int{}, pending: make([]int, len(o.Tokens))}
+	g := &httpGate{server: server, max: o.MaxSessions, idle: o.IdleTimeout, owner: map[*mcp.ServerSession]int{}, pending: make([]int, len(o.Tokens))}
 	if g.max <= 0 {
 		g.max = defaultMaxSessions
 	}
@@ -260,20 +260,23 @@ func (w *settleWriter) Flush() {
 func (w *settleWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // reserve counts a session being opened for token i, unless the token
-// already holds its cap (then it returns the count and false).
+// already holds its cap (then it returns the count and false). The count
+// is of reservations not yet settled and of sessions settled that have not
+// ended: a session leaves the go-sdk's list only when it ends (DELETE,
+// idle close, the server closing it), and settle records only sessions it
+// found in that list, so absence from it is a definite end.
 func (g *httpGate) reserve(i int) (int, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// Under g.mu, so that no session settles between the two looks.
-	live := map[string]bool{}
+	live := map[*mcp.ServerSession]bool{}
 	for ss := range g.server.Sessions() {
-		live[ss.ID()] = true
+		live[ss] = true
 	}
 	n := g.pending[i]
-	for id, owner := range g.owner {
+	for ss, owner := range g.owner {
 		switch {
-		case !live[id]:
-			delete(g.owner, id) // ended
+		case !live[ss]:
+			delete(g.owner, ss) // ended
 		case owner == i:
 			n++
 		}
@@ -285,12 +288,21 @@ func (g *httpGate) reserve(i int) (int, bool) {
 	return n, true
 }
 
-// settle records the session the request opened, if it did.
+// settle turns the reservation of token i into the session the request
+// opened, if it opened one that is still open; otherwise it releases the
+// reservation.
 func (g *httpGate) settle(i int, w http.ResponseWriter) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pending[i]--
-	if id := w.Header().Get(sessionIDHeader); id != "" {
-		g.owner[id] = i
+	id := w.Header().Get(sessionIDHeader)
+	if id == "" {
+		return
+	}
+	for ss := range g.server.Sessions() {
+		if ss.ID() == id {
+			g.owner[ss] = i
+			return
+		}
 	}
 }

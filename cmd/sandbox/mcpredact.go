@@ -105,6 +105,29 @@ func (s *mcpServer) redactedLogs(ctx context.Context, read func(ctx context.Cont
 		return runLogsOut{}, err
 	}
 	buf, eof := ch.Data, ch.EOF
+	if len(buf) <= rel && !eof {
+		// run.ReadLogs cut the read back to a line end inside the margin:
+		// the line from offset is longer than the read, or not yet ended.
+		// Read the rest of the margin (it holds no line end, so it comes
+		// whole) and then the page alone, as without secrets, so that a
+		// long line is paged through rather than read back to the margin
+		// forever.
+		if len(buf) < rel {
+			m, err := read(ctx, ws+int64(len(buf)), rel-len(buf))
+			if err != nil {
+				return runLogsOut{}, err
+			}
+			if len(buf)+len(m.Data) < rel {
+				return runLogsOut{Next: offset, Done: m.EOF}, nil
+			}
+			buf = append(buf[:len(buf):len(buf)], m.Data[:rel-len(buf)]...)
+		}
+		pg, err := read(ctx, offset, maxBytes)
+		if err != nil {
+			return runLogsOut{}, err
+		}
+		buf, eof = append(buf[:rel:rel], pg.Data...), pg.EOF
+	}
 	if len(buf) <= rel {
 		return runLogsOut{Next: max(offset, ch.Next), Done: eof}, nil
 	}
@@ -112,7 +135,9 @@ func (s *mcpServer) redactedLogs(ctx context.Context, read func(ctx context.Cont
 	// learn whether it is: the read above may have stopped at a line end
 	// (or at its size) with more output after it. A few reads at most;
 	// what stays unknown (the run has not written it yet) is withheld.
-	for tries := 0; !eof && tries < 4 && s.secrets.openTail(buf, rel) < len(buf); tries++ {
+	// A tail that begins before the page counts too: the page would then
+	// lie inside a secret being written.
+	for tries := 0; !eof && tries < 4 && s.secrets.openTail(buf, 0) < len(buf); tries++ {
 		more, err := read(ctx, ws+int64(len(buf)), 2*s.secrets.maxLen)
 		if err != nil {
 			return runLogsOut{}, err
@@ -131,7 +156,7 @@ func (s *mcpServer) redactedLogs(ctx context.Context, read func(ctx context.Cont
 	}
 	if !eof {
 		// What follows buf is unknown: its tail may begin a secret.
-		end = min(end, s.secrets.openTail(buf, rel))
+		end = max(rel, min(end, s.secrets.openTail(buf, 0)))
 	}
 	ivs := s.secrets.intervals(buf)
 	for _, iv := range ivs {

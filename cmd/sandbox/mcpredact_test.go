@@ -55,6 +55,12 @@ func TestRedactedLogsPaging(t *testing.T) {
 		strings.Repeat(".", 40) + testSecret + strings.Repeat(".", 40),
 		"ab\n" + pem + "\n..\n",
 		"\n" + pem,
+		// Lines longer than the page and the margin, secrets inside and
+		// across them: a margin reaching back over a line end must not
+		// stop the paging.
+		"hi\n" + strings.Repeat("x", 120) + "\nend\n",
+		"ab\n" + strings.Repeat("x", 70) + testSecret + strings.Repeat("y", 70) + testSecret + "\n..",
+		"\n" + strings.Repeat("x", 60) + pem + strings.Repeat("y", 60) + "\n",
 	}
 	for _, o := range outputs {
 		whole := redact(o)
