@@ -45,6 +45,9 @@
 //     write, edit and download unless every link is inside the workspace
 //     (outside its metadata); grep and get-all pass over it (grep says so
 //     in GrepResult.Skipped).
+//   - A file or directory grep or glob cannot read (no permission, an I/O
+//     error) is reported in GrepResult.Unreadable (and Skipped) or
+//     GlobResult.Unreadable, never silently left out of the result.
 //   - Named pipes, sockets and devices are refused before they are opened
 //     (a read never blocks on a FIFO); a file larger than
 //     Options.MaxReadBytes is refused by read from its size, without being
