@@ -11,8 +11,9 @@ import (
 // TestUnreadableReported: grep and glob report each file and directory
 // they cannot read (GrepResult.Unreadable, also in Skipped;
 // GlobResult.Unreadable), never silently leave it out. A file with mode
-// 000 and a directory with mode 000 or 400 (listed, not entered) were neither a match nor listed as
-// skipped, while a grep of the file itself said permission_denied.
+// 000 and a directory with mode 000 or 400 (listed, not entered) were
+// neither a match nor listed as skipped, while a grep of the file itself
+// said permission_denied.
 func TestUnreadableReported(t *testing.T) {
 	for name, e := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
