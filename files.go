@@ -372,6 +372,12 @@ func (s *Sandbox) Remove(ctx context.Context, path string) error {
 // directory into itself (and a file has nothing inside it); a symbolic
 // link among newPath's parents that leads into oldPath is caught by the
 // provider, with the same code.
+//
+// A rename of a path onto itself (the same path after cleaning: "dir" and
+// "dir/", or an absolute and a relative spelling) changes nothing and
+// returns nil when the path exists, and NotFound when it does not, as
+// rename(2) does, on every provider alike; the provider is not asked to
+// rename, only to stat the path.
 func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
 	const op = "rename"
 	from, err := s.path(op, "old path", oldPath)
@@ -382,7 +388,11 @@ func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
 	if err != nil {
 		return err
 	}
-	if to != from && pathsafe.Within(from, to) {
+	if to == from {
+		_, err := s.stat(ctx, op, from)
+		return err
+	}
+	if pathsafe.Within(from, to) {
 		return invalid(op, s.c.rt.Name(), s.id, "new path", "%s is inside the old path %s: a directory cannot be moved into itself",
 			shortPath(to), shortPath(from))
 	}

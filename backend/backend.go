@@ -47,7 +47,10 @@
 //   - Grep: one match per line, "path:line:text"; nothing found is
 //     "No matches found"; a result cut at MaxCount ends with the line
 //     "[results truncated at N matches]"; files passed over (GrepResult.Skipped)
-//     add a last line "[not searched (too large, or a hard link): a, b]".
+//     add a line "[not searched (too large, or a hard link): a, b]", and
+//     files and directories it could not read (GrepResult.Unreadable, also
+//     GlobResult.Unreadable for Glob) a last line
+//     "[could not be read (permission denied or an I/O error): d/, f]".
 //   - Write: "Wrote N bytes to path"; Edit: "Replaced N occurrence(s) in path".
 //   - Execute: the combined output, then "[Command exited with code N]" on
 //     a line of its own when N is not 0, "[Command timed out]" when it

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -210,7 +211,11 @@ type GlobRequest struct {
 // GlobResult lists the matches.
 type GlobResult struct {
 	Files []FileInfo
-	Error *Error
+	// Unreadable lists, sorted, the directories (each ending in "/")
+	// that could not be opened, for lack of permission or another error:
+	// what they hold is not in Files, and is not known to be absent.
+	Unreadable []string
+	Error      *Error
 }
 
 // Text renders the matches for the model.
@@ -218,7 +223,22 @@ func (r *GlobResult) Text() string {
 	if r.Error != nil {
 		return r.Error.Text()
 	}
-	return infoText(r.Files)
+	return infoText(r.Files) + unreadableText(r.Unreadable)
+}
+
+// unreadableText renders the entries a search could not read, at most 10
+// of them, on a line of its own ("" when there are none).
+func unreadableText(list []string) string {
+	n := len(list)
+	if n == 0 {
+		return ""
+	}
+	shown := list[:min(n, 10)]
+	more := ""
+	if n > len(shown) {
+		more = fmt.Sprintf(" and %d more", n-len(shown))
+	}
+	return fmt.Sprintf("\n[could not be read (permission denied or an I/O error): %s%s]", strings.Join(shown, ", "), more)
 }
 
 // GrepRequest asks for the lines containing a literal string.
@@ -260,9 +280,15 @@ type GrepResult struct {
 	// Truncated reports that more matches existed than were returned.
 	Truncated bool
 	// Skipped lists the files that were not searched, sorted: files larger
-	// than the backend reads, and hard links to files with other names.
+	// than the backend reads, hard links to files with other names, and
+	// the entries of Unreadable.
 	Skipped []string
-	Error   *Error
+	// Unreadable lists, sorted, the files and directories (a directory
+	// ends in "/") that could not be read, for lack of permission or
+	// another error: they were not searched, and what a directory holds
+	// is not known. Each is also in Skipped.
+	Unreadable []string
+	Error      *Error
 }
 
 // Text renders the matches for the model.
@@ -283,14 +309,24 @@ func (r *GrepResult) Text() string {
 	if r.Truncated {
 		fmt.Fprintf(&b, "\n[results truncated at %d matches]", len(r.Matches))
 	}
-	if n := len(r.Skipped); n > 0 {
-		shown := r.Skipped[:min(n, 10)]
+	passed := r.Skipped
+	if len(r.Unreadable) > 0 {
+		passed = nil
+		for _, p := range r.Skipped {
+			if !slices.Contains(r.Unreadable, p) {
+				passed = append(passed, p)
+			}
+		}
+	}
+	if n := len(passed); n > 0 {
+		shown := passed[:min(n, 10)]
 		more := ""
 		if n > len(shown) {
 			more = fmt.Sprintf(" and %d more", n-len(shown))
 		}
 		fmt.Fprintf(&b, "\n[not searched (too large, or a hard link): %s%s]", strings.Join(shown, ", "), more)
 	}
+	b.WriteString(unreadableText(r.Unreadable))
 	return b.String()
 }
 

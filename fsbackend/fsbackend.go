@@ -45,6 +45,9 @@
 //     write, edit and download unless every link is inside the workspace
 //     (outside its metadata); grep and get-all pass over it (grep says so
 //     in GrepResult.Skipped).
+//   - A file or directory grep or glob cannot read (no permission, an I/O
+//     error) is reported in GrepResult.Unreadable (and Skipped) or
+//     GlobResult.Unreadable, never silently left out of the result.
 //   - Named pipes, sockets and devices are refused before they are opened
 //     (a read never blocks on a FIFO); a file larger than
 //     Options.MaxReadBytes is refused by read from its size, without being
@@ -806,9 +809,13 @@ type entry struct {
 	isDir bool
 	size  int64
 	mtime time.Time
+	// denied marks a directory the walk could not open ("!d" record,
+	// after the directory's own entry).
+	denied bool
 }
 
-// parseEntries parses "%y%Y %s %T@ %p\0" records (paths "./name").
+// parseEntries parses "%y%Y %s %T@ %p\0" records (paths "./name"), and
+// the "!d 0 0 %p\0" records of directories a walk could not open.
 func parseEntries(out []byte) []entry {
 	var list []entry
 	for rec := range bytes.SplitSeq(out, []byte{0}) {
@@ -816,7 +823,7 @@ func parseEntries(out []byte) []entry {
 		if len(f) != 4 || len(f[0]) != 2 || f[3] == "" {
 			continue
 		}
-		e := entry{rel: strings.TrimPrefix(f[3], "./"), isDir: f[0][1] == 'd'}
+		e := entry{rel: strings.TrimPrefix(f[3], "./"), isDir: f[0][1] == 'd', denied: f[0][0] == '!'}
 		if !e.isDir {
 			e.size, _ = strconv.ParseInt(f[1], 10, 64)
 		}
@@ -856,7 +863,7 @@ func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (*ba
 	files := []backend.FileInfo{}
 	for _, e := range parseEntries(r.stdout) {
 		p := joinRel(rel, e.rel)
-		if isMeta(p) {
+		if isMeta(p) || e.denied {
 			continue
 		}
 		files = append(files, backend.FileInfo{Path: p, IsDir: e.isDir, Size: e.size, ModTime: e.mtime})
@@ -918,9 +925,14 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		return &backend.GlobResult{Error: backend.Errorf(backend.CodeTooLarge, shown, "the listing of '%s' exceeds %d bytes; glob a smaller directory", shown, b.opts.MaxReadBytes)}, nil
 	}
 	files := []backend.FileInfo{}
+	var unreadable []string
 	for _, e := range parseEntries(r.stdout) {
 		p := joinRel(rel, e.rel)
 		if isMeta(p) {
+			continue
+		}
+		if e.denied {
+			unreadable = append(unreadable, p+"/")
 			continue
 		}
 		if globMatch(req.Pattern, e.rel, p) {
@@ -928,7 +940,8 @@ func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) 
 		}
 	}
 	sortInfo(files)
-	return &backend.GlobResult{Files: files}, nil
+	slices.Sort(unreadable)
+	return &backend.GlobResult{Files: files, Unreadable: slices.Compact(unreadable)}, nil
 }
 
 // globMatch matches a pattern against a path relative to the searched
@@ -1007,6 +1020,32 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	for name, f := range recs {
 		relToDir, p := toRoot(name)
 		if b.skipped(f) && !isMeta(p) && (req.Glob == "" || globMatch(req.Glob, relToDir, p)) {
+			res.Skipped = append(res.Skipped, p)
+		}
+	}
+	// What could not be read is reported, never silently left out: a
+	// file (if the glob would keep it) or a directory, whose content is
+	// unknown whatever the glob.
+	for _, v := range r.kv["u"] {
+		kind, name, ok := strings.Cut(v, " ")
+		if !ok || (kind != "d" && kind != "f") {
+			continue
+		}
+		relToDir, p := toRoot(name)
+		if isMeta(p) {
+			continue
+		}
+		if kind == "d" {
+			p += "/"
+		} else if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
+			continue
+		}
+		res.Unreadable = append(res.Unreadable, p)
+	}
+	slices.Sort(res.Unreadable)
+	res.Unreadable = slices.Compact(res.Unreadable)
+	for _, p := range res.Unreadable {
+		if !slices.Contains(res.Skipped, p) {
 			res.Skipped = append(res.Skipped, p)
 		}
 	}

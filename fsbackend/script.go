@@ -51,7 +51,10 @@ package fsbackend
 // file, kind=file|dir for grep, mark=<key> (one per entry of the binary
 // index), f=<links> <size> <key> <path> (a regular file grep or tar covers;
 // the backend passes over those with several links or above SBX_LIMIT),
-// tar=<file>, warning=<text>, error=<text>. The exit code is 0 for success, one of the
+// u=d <path> and u=f <path> (a directory grep cannot open, a file it
+// cannot read), tar=<file>, warning=<text>, error=<text>. The walk
+// operation marks a directory it cannot open with a "!d 0 0 <path>" entry
+// after the directory's own. The exit code is 0 for success, one of the
 // exit* constants below for a failure the agent can act on, anything else
 // for an unexpected failure.
 //
@@ -72,7 +75,8 @@ package fsbackend
 // # Requirements
 //
 // A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, chmod, GNU find
-// (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size), GNU grep (-r
+// (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size, -readable,
+// -executable, -prune), GNU grep (-r
 // -F -I -H -n --null --devices=skip, -c -x) and GNU tar (--anchored
 // --no-wildcards --exclude-from): Debian, Ubuntu and the E2B and Daytona
 // default images have them, as does the memory provider's shell. /proc
@@ -315,7 +319,9 @@ ls|walk)
   if [ "$SBX_OP" = ls ]; then
     ontops pre find -maxdepth 0 -printf '%y%Y %s %T@ %p\0' 2>/dev/null
   else
-    ontops pre find -printf '%y%Y %s %T@ %p\0' 2>/dev/null
+    # A directory that cannot be opened is listed, then marked "!d" so
+    # that its missing content is reported, not silently left out.
+    ontops pre find -printf '%y%Y %s %T@ %p\0' \( -type d ! \( -readable -executable \) -printf '!d 0 0 %p\0' -prune \) 2>/dev/null
   fi
   exit 0 ;;
 grep)
@@ -325,6 +331,7 @@ grep)
   if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
     rec kind file
     regular || die "$?" "not a regular file"
+    [ -r "$name" ] || die 104 "permission denied"
     marks
     g=$*
     openv || die "$?" "changed while it was being opened"
@@ -339,8 +346,11 @@ grep)
     exit 0
   fi
   intodir || die "$?" "not found"
+  { [ -r . ] && [ -x . ]; } || die 104 "permission denied"
   rec kind dir
-  ontops pre find -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' >&2 2>/dev/null
+  # u= records name what grep cannot read (a file, or a directory it
+  # cannot open), so that it is reported rather than silently left out.
+  ontops pre find \( -type d ! \( -readable -executable \) -printf 'u=d %p\0' -prune \) -o \( -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' ! -readable -printf 'u=f %p\0' \) >&2 2>/dev/null
   marks
   ontops post grep -r "$@" -e "$SBX_PATTERN" -- 2>/dev/null
   [ $? -le 2 ] || die 73 "grep failed"

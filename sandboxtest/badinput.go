@@ -149,6 +149,29 @@ func fileBadInput(ctx context.Context, t *testing.T, s *suite) {
 				t.Errorf("bi/r/a/inner/f after the refused rename: %q, %v", got, err)
 			}
 		})
+		// A path renamed onto itself is a no-op that succeeds, as
+		// rename(2) makes it, on every provider alike: a directory
+		// (with a trailing slash, or spelled absolute on one side), a
+		// file; a missing path is NotFound.
+		selfRows := [][2]string{
+			{"bi/r/a", "bi/r/a"},
+			{"bi/r/a/", "bi/r/a"},
+			{"bi/r/a", "bi/r/a/"},
+			{"bi/r/a/./inner/..", "bi/r/a"},
+			{path.Join(home, "bi/r/a"), "bi/r/a"},
+			{"bi/r/a/inner/f", "bi/r/a/inner/f"},
+		}
+		for _, row := range selfRows {
+			if err := sb.Rename(ctx, row[0], row[1]); err != nil {
+				t.Errorf("Sandbox.Rename(%s, %s) onto itself: %v, want nil (a no-op, as rename(2))", row[0], row[1], err)
+			}
+		}
+		if err := sb.Rename(ctx, "bi/r/missing", "bi/r/missing/"); sandbox.CodeOf(err) != sandbox.NotFound {
+			t.Errorf("Sandbox.Rename(bi/r/missing, bi/r/missing/): %v, want NotFound", err)
+		}
+		if got, err := sb.ReadFile(ctx, "bi/r/a/inner/f"); err != nil || string(got) != "stay" {
+			t.Errorf("bi/r/a/inner/f after the renames onto itself: %q, %v", got, err)
+		}
 		// A sibling whose name starts with the same bytes is not inside.
 		check(t, sb.Rename(ctx, "bi/r/a", "bi/r/ab"))
 		if got, err := sb.ReadFile(ctx, "bi/r/ab/inner/f"); err != nil || string(got) != "stay" {

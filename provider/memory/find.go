@@ -229,6 +229,12 @@ func (fp *findParser) primary(t string) findExpr {
 			}
 			return typeLetter(f.fi.mode) == 'f' && f.fi.size == 0
 		}
+	case "-readable", "-writable", "-executable":
+		// As GNU find: the sandbox user's rights, as access(2) checks
+		// them (following a link).
+		return func(f *findFile) bool {
+			return fp.v.access(f.p, t == "-readable", t == "-writable", t == "-executable") == nil
+		}
 	case "-prune":
 		return func(f *findFile) bool { f.prune = true; return true }
 	case "-print", "-print0", "-fprint", "-fprint0":

@@ -514,29 +514,47 @@ func prove(s *unix.Stat_t) bool {
 			n++
 		}
 		return true
-	})
+	}, nil)
 	return n == uint64(s.Nlink)
 }
 
 // walkTree visits every entry under the directory dir (rel is its path
 // prefix, "" for the place itself) in depth-first order without following
 // links, passing over the metadata directory; visit returns false to stop.
-// It reports whether the walk ran to the end.
-func walkTree(dir int, rel string, visit func(dir int, name, rel string, s *unix.Stat_t) bool) bool {
+// It reports whether the walk ran to the end. denied (if not nil) is
+// told of each entry the walk could not read: a directory it could not
+// open or list (rel "" for dir itself), an entry it could not stat.
+func walkTree(dir int, rel string, visit func(dir int, name, rel string, s *unix.Stat_t) bool, denied func(rel string, isDir bool)) bool {
+	if denied == nil {
+		denied = func(string, bool) {}
+	}
 	fd, err := openIn(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			denied(rel, true)
+		}
 		return true
 	}
 	f := os.NewFile(uintptr(fd), "dir")
 	defer f.Close()
 	ds := fstat(fd)
-	names, _ := f.Readdirnames(-1)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		denied(rel, true)
+	}
 	for _, name := range names {
 		if identOf(&ds) == st.rootID && name == st.meta {
 			continue
 		}
 		s, err := fstatat(fd, name, unix.AT_SYMLINK_NOFOLLOW)
 		if err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				p := name
+				if rel != "" {
+					p = rel + "/" + name
+				}
+				denied(p, false)
+			}
 			continue
 		}
 		if s.Mode&unix.S_IFMT == unix.S_IFDIR && st.metaID != (ident{}) && identOf(&s) == st.metaID {
@@ -552,9 +570,12 @@ func walkTree(dir int, rel string, visit func(dir int, name, rel string, s *unix
 		if s.Mode&unix.S_IFMT == unix.S_IFDIR {
 			sub, err := openIn(fd, name, unix.O_PATH|unix.O_DIRECTORY)
 			if err != nil {
+				if !errors.Is(err, unix.ENOENT) {
+					denied(p, true)
+				}
 				continue
 			}
-			ok := walkTree(sub, p, visit)
+			ok := walkTree(sub, p, visit, denied)
 			unix.Close(sub)
 			if !ok {
 				return false
@@ -855,7 +876,17 @@ func opList(recursive bool) {
 		return out.write(line)
 	}
 	if recursive {
-		walkTree(w.dir(), "", emit)
+		// A directory that cannot be opened is marked with a "!d"
+		// entry, as the shell path does.
+		walkTree(w.dir(), "", emit, func(rel string, isDir bool) {
+			if rel == "" || !isDir {
+				return
+			}
+			line = append(line[:0], "!d 0 0 ./"...)
+			line = append(line, rel...)
+			line = append(line, 0)
+			out.write(line)
+		})
 		return
 	}
 	ds := fstat(w.dir())
@@ -874,26 +905,30 @@ func fileRec(s *unix.Stat_t, rel string) {
 
 // contentOf reads a regular file met in a walk, by name in its held
 // directory, if it is still the same inode, has one link and fits the
-// limit; ok is false otherwise.
-func contentOf(dir int, name string, s *unix.Stat_t) ([]byte, bool) {
+// limit; ok is false otherwise, and unreadable is true when it could not
+// be opened or read (for lack of permission, or an I/O error).
+func contentOf(dir int, name string, s *unix.Stat_t) (data []byte, ok, unreadable bool) {
 	if s.Nlink > 1 || s.Size > st.lim {
-		return nil, false
+		return nil, false, false
 	}
 	fd, err := openIn(dir, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return nil, false
+		return nil, false, !errors.Is(err, unix.ENOENT)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	now := fstat(fd)
 	if now.Mode&unix.S_IFMT != unix.S_IFREG || identOf(&now) != identOf(s) || now.Nlink > 1 {
-		return nil, false
+		return nil, false, false
 	}
-	data, err := io.ReadAll(io.LimitReader(f, st.lim+1))
-	if err != nil || int64(len(data)) > st.lim {
-		return nil, false
+	data, err = io.ReadAll(io.LimitReader(f, st.lim+1))
+	if err != nil {
+		return nil, false, true
 	}
-	return data, true
+	if int64(len(data)) > st.lim {
+		return nil, false, false
+	}
+	return data, true, false
 }
 
 // grepData writes the lines of data holding pattern, as grep -H -n --null
@@ -953,9 +988,25 @@ func opGrep() {
 		return
 	}
 	w.intoDir()
+	if fd, err := openIn(w.dir(), ".", unix.O_RDONLY|unix.O_DIRECTORY); err != nil {
+		die(exitDenied, "permission denied")
+	} else {
+		unix.Close(fd)
+	}
 	rec("kind", "dir")
 	set := marks()
 	full := false
+	// What cannot be read is reported (u=d, u=f), never silently left out.
+	denied := func(rel string, isDir bool) {
+		if rel == "" {
+			rel = "."
+		}
+		kind := "f "
+		if isDir {
+			kind = "d "
+		}
+		rec("u", kind+"./"+rel)
+	}
 	walkTree(w.dir(), "", func(dir int, name, rel string, s *unix.Stat_t) bool {
 		if s.Mode&unix.S_IFMT != unix.S_IFREG {
 			return true
@@ -964,11 +1015,14 @@ func opGrep() {
 		if full || set[key(s)] {
 			return true
 		}
-		if data, ok := contentOf(dir, name, s); ok {
+		data, ok, unreadable := contentOf(dir, name, s)
+		if ok {
 			full = !grepData(&out, "./"+rel, data, pattern, max)
+		} else if unreadable {
+			denied(rel, false)
 		}
 		return true
-	})
+	}, denied)
 }
 
 func opTar() {
@@ -1004,7 +1058,7 @@ func opTar() {
 		if s.Mode&unix.S_IFMT != unix.S_IFREG {
 			return true
 		}
-		data, ok := contentOf(dir, n, s)
+		data, ok, _ := contentOf(dir, n, s)
 		if !ok {
 			fileRec(s, rel) // passed over: the backend says so
 			return true
@@ -1015,7 +1069,7 @@ func opTar() {
 			_, werr = tw.Write(data)
 		}
 		return werr == nil
-	})
+	}, nil)
 	if werr == nil {
 		werr = tw.Close()
 	}
