@@ -426,7 +426,7 @@ type (
 	grepOut struct {
 		Matches   []grepMatch `json:"matches"`
 		Truncated bool        `json:"truncated,omitempty"`
-		Skipped   []string    `json:"skipped,omitempty" jsonschema:"files not searched (too large, or hard links)"`
+		Skipped   []string    `json:"skipped,omitempty" jsonschema:"files not searched: too large, hard links, or not readable (permission denied or an I/O error; a directory ends in /)"`
 	}
 	executeIn struct {
 		Command        string  `json:"command" jsonschema:"shell command line, run in the workspace"`
