@@ -53,8 +53,7 @@
 //
 //   - Command timeout: DefaultCommandTimeout (10 min) when neither the
 //     Command nor WithCommandTimeout sets one; ctx's deadline bounds it too.
-//     Seed 003 gives its commands a 30 min budget, but that budget is the
-//     lifetime of a background run, which package run keeps (its
+//     A 30 min budget suits the lifetime of a background run, which package run keeps (its
 //     DefaultBudget is 30 min). A synchronous Exec holds its caller and a
 //     connection for the command's whole life, so its default is shorter:
 //     a hung command surfaces after 10 min instead of 30, and work that

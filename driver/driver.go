@@ -100,10 +100,9 @@ type Runtime interface {
 	// exit code 127.
 	//
 	// A transport failure is always an error, never an ExitStatus: the
-	// status describes only a command the provider saw end. (Seeds 000 and
-	// 001 also retried when a result's text carried a stale-transport
-	// marker, because their SDKs folded some transport failures into
-	// results; this contract forbids that, so the portable layer's single
+	// status describes only a command the provider saw end. (Some SDKs fold
+	// transport failures into results, so callers retried when a result's
+	// text carried a stale-transport marker; this contract forbids that, so the portable layer's single
 	// retry looks at errors only and no Result can hide a dead transport.)
 	//
 	// The output rule: when Exec returns a nil error, every byte the command

@@ -15,7 +15,7 @@
 // matching [ErrConflict] (Code AlreadyExists). Ids may hold any bytes: the
 // directory name is a collision-free, filesystem-safe encoding of the id.
 // A request without an id gets a fresh one, "run-<sandbox id>-<Unix
-// milliseconds>-<random hex>" (seed 003's default plus a random part), so
+// milliseconds>-<random hex>" (a random part keeps two runs started in one millisecond apart), so
 // it is never deduplicated: retry with [Run.ID], or choose the id, to be
 // idempotent.
 //

@@ -50,7 +50,7 @@ type Request struct {
 	// MaxIDLen). Starting an id again with the same request returns the
 	// same run.
 	//
-	// Empty means a fresh id, as seed 003 gives a run without one:
+	// Empty means a fresh id:
 	// "run-<sandbox id>-<Unix milliseconds>-<8 random hex digits>" (the
 	// random part keeps two Starts in one millisecond apart). A Start
 	// without an id is therefore never deduplicated: called twice, it

@@ -36,8 +36,7 @@
 // (or "secure"="false", since E2B restricts traffic only for secure
 // sandboxes) makes them reachable by anyone with the URL, as E2B's own
 // SDKs do by default; their endpoints then report Public. E2B sandboxes have no name field: a name is kept
-// as the metadata label "name" (NameLabel), as seed 003 names its
-// sandboxes, so it shows in Info.Labels and List finds the sandbox by it.
+// as the metadata label "name" (NameLabel), so it shows in Info.Labels and List finds the sandbox by it.
 // The same option names a Daytona sandbox, so one CreateOptions names a
 // sandbox on both.
 //
