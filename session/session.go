@@ -39,8 +39,8 @@
 // against injection and installed after create with an argv (never a shell
 // line) under a timeout, skipped when the template already ships them.
 //
-// Templates are not built on demand. Seed 001 builds a code-interpreter
-// template on E2B when the requested one is missing; here a missing
+// Templates are not built on demand (a build takes minutes and belongs
+// outside a request): a missing
 // template falls back or fails fast, as above, and the image is the
 // caller's to prepare: with E2B's template build (e2b template build, from
 // a Dockerfile) ahead of time, or on Daytona with the provider option
@@ -56,8 +56,8 @@
 // # Per-call templates
 //
 // A call may ask for another template than the session's with
-// WithTemplate (Exec, Do, WriteFile, ReadFile) or RunOptions.Template, as
-// seed 001's execute(template=...) does. The session then holds a second
+// WithTemplate (Exec, Do, WriteFile, ReadFile) or RunOptions.Template.
+// The session then holds a second
 // sandbox for that template, made on first use like its own (template
 // policy, packages, workspace) and reused by later calls; it is keyed by
 // the session key and the template (labels LabelKey+".of" and

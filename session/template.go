@@ -20,7 +20,7 @@ type callConfig struct {
 }
 
 // WithTemplate runs the call in the session's sandbox for template rather
-// than in its own, as seed 001's execute(template=...) does: the first
+// than in its own (a tool that runs one snippet on another image): the first
 // such call creates that sandbox (reattaching one a previous process left,
 // set up like the session's own: workspace, packages, template policy),
 // later calls reuse it. "" names the provider's default template. The
