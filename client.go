@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
-	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"golang.org/x/sync/singleflight"
@@ -344,7 +343,6 @@ type CreateOptions struct {
 var (
 	idRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
-	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func checkID(op, provider, id string) error {
@@ -365,32 +363,6 @@ func checkLabels(op, provider string, labels map[string]string) error {
 		v := labels[k]
 		if len(v) > 256 || hasControl(v) {
 			return invalid(op, provider, "", "label value", "for key %q: at most 256 bytes without control characters", k)
-		}
-	}
-	return nil
-}
-
-// checkEnv validates env keys and values; secret values are never quoted.
-func checkEnv(op, provider, id string, env map[string]string, secret bool) error {
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !envKeyRE.MatchString(k) {
-			return invalid(op, provider, id, "env name", "%q must match %s", printable(k), envKeyRE)
-		}
-		for _, r := range env[k] {
-			if r == 0 {
-				if secret {
-					return invalid(op, provider, id, "secret env value", "value of %s holds NUL", k)
-				}
-				return invalid(op, provider, id, "env value", "value of %s holds NUL", k)
-			}
-		}
-		if n := len(k) + 1 + len(env[k]); n > maxArgBytes {
-			// The value is never shown: it may be a secret.
-			what := "env value"
-			if secret {
-				what = "secret env value"
-			}
-			return invalid(op, provider, id, what, "%s=… is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file", printable(k), n, maxArgBytes)
 		}
 	}
 	return nil
@@ -839,18 +811,6 @@ func (c *Client) wake(ctx context.Context, info Info) (Info, error) {
 	return sb.Info(), nil
 }
 
-func secretValues(env map[string]string) [][]byte {
-	var out [][]byte
-	for _, v := range env {
-		if v != "" {
-			out = append(out, []byte(v))
-		}
-	}
-	// Longest first, so a secret that contains another is redacted whole.
-	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
-	return out
-}
-
 // redactErr hides secret values in the text of every error of err's tree
 // (see internal/errscrub), keeping what errors.Is and CodeOf match.
 func redactErr(err error, secrets [][]byte) error {
@@ -873,6 +833,3 @@ func withQuoted(secrets [][]byte) [][]byte {
 	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
 	return out
 }
-
-// printable quotes s safely for an error message, bounded in length.
-func printable(s string) string { return iox.Printable(s, 80) }
