@@ -672,10 +672,10 @@ func matches(in Info, opts ListOptions) bool {
 // try again.
 //
 // Across Clients and OS processes the guarantee is the provider's
-// ([KeyedCreator]); see each provider's documentation: local takes a lock
+// ([driver.KeyedCreator]); see each provider's documentation: local takes a lock
 // in its root directory, Daytona names the sandbox after the key, E2B
 // checks after creating and keeps the oldest. memory has no other
-// process. Without KeyedCreator, two processes may both create.
+// process. Without a KeyedCreator, two processes may both create.
 func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	const op = "get-or-create"
 	name := c.rt.Name()

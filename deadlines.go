@@ -19,8 +19,9 @@ import (
 // by progress, not by a total time: they fail only when no bytes move for
 // Idle, so a large transfer on a slow link is never cut off.
 type CallTimeouts struct {
-	// Create bounds Create and the create of GetOrCreate (default 2m: the
-	// seeds allow 60-120 s for a cold start).
+	// Create bounds Create and the create of GetOrCreate (default 2m: a
+	// cold start, when the provider first pulls a template's image, takes
+	// 60-120 s).
 	Create time.Duration
 	// CreateRetry bounds how long Create (and GetOrCreate) keeps retrying
 	// a create the provider refused for a transient reason (429, 503, no

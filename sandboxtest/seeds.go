@@ -10,8 +10,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// Subtests for behaviours the project's seeds had (issue 22): read caps,
-// verified batch writes.
+// Subtests for read caps and verified batch writes.
 func init() {
 	fileTests = append(fileTests,
 		test{name: "ReadFileCap", fn: testReadFileCap},

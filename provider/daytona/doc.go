@@ -30,9 +30,8 @@
 //   - Auto-delete is off by default: a stopped sandbox keeps its files
 //     (and its storage bill) until it is destroyed or archived. Setting
 //     the provider option OptAutoDelete ("autoDeleteInterval", minutes) to
-//     SeedAutoDeleteMinutes (60, the value the seeds use) deletes a
-//     sandbox that has stayed stopped that long, so a leaked sandbox stops
-//     costing storage. It is not the default because Pause here is a stop:
+//     RecommendedAutoDeleteMinutes (60) deletes a sandbox that has stayed
+//     stopped that long, so a leaked sandbox stops costing storage. It is not the default because Pause here is a stop:
 //     a paused sandbox would be deleted behind its owner's back once the
 //     interval passed. "0" deletes as soon as the sandbox stops.
 //   - Pause is stop and Resume is start: processes end, files stay

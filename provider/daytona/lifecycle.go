@@ -40,10 +40,12 @@ const (
 	OptAutoDelete = "autoDeleteInterval"
 )
 
-// SeedAutoDeleteMinutes is the auto-delete interval (OptAutoDelete) the
-// project's seeds use: a sandbox stopped for an hour is deleted. It is not
-// applied by default; see "Auto-delete" in the package documentation.
-const SeedAutoDeleteMinutes = 60
+// RecommendedAutoDeleteMinutes is an auto-delete interval (OptAutoDelete)
+// for sandboxes that may leak: a sandbox stopped for an hour is deleted,
+// so it stops costing storage, while one paused for a short break
+// survives. It is not applied by default; see "Auto-delete" in the
+// package documentation.
+const RecommendedAutoDeleteMinutes = 60
 
 // createTokenLabel is the label Create puts on every sandbox, with a
 // random value, to find a sandbox whose create response was lost. It is
