@@ -74,9 +74,11 @@
 //
 // A failed look-up is not a reason to create: a look-up, attach or wake
 // that fails for a transient reason (Unavailable, ResourceExhausted,
-// DeadlineExceeded, Internal) is retried with jittered backoff within the
-// ctx's deadline, or ReattachTimeout when it has none, and Acquire fails if
-// it never succeeds. A fresh sandbox is created only after a look-up that
+// DeadlineExceeded, Internal, Unknown) is retried with jittered backoff
+// within the ctx's deadline, or ReattachTimeout when it has none, and
+// Acquire fails if it never succeeds. Unknown, an error no layer
+// classified, counts as transient because it does not say the sandbox is
+// gone: creating on it could leave two sandboxes for one key. A fresh sandbox is created only after a look-up that
 // succeeded found nothing usable. A candidate is skipped only when the
 // provider says it is gone or in the error state.
 //

@@ -56,8 +56,11 @@
 //     the shell's $?, where a signal n reads 128+n, the same as "exit
 //     128+n". An Exec killed by a signal therefore shows that code; a
 //     background process ended after Signal shows ExitCode -1.
-//   - Rename onto an existing file removes the file first (the toolbox
-//     refuses existing destinations): it is not atomic.
+//   - Rename onto an existing file is atomic, as on the other providers:
+//     the toolbox's move refuses an existing destination, so the file is
+//     then replaced by rename(2) in the sandbox (mv through the execute
+//     endpoint), and a reader sees the old file or the new one, never
+//     neither. A directory at the destination is refused.
 //   - Every create carries a hidden label with a random token, so a
 //     sandbox whose create answer was lost is found and destroyed.
 //   - GetOrCreate names the sandbox "sbx-" and 32 hex digits of its key
