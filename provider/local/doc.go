@@ -1,6 +1,10 @@
 // Package local is the embedded default provider: sandboxes on this
 // machine, with no account and no server, isolated as far as the host
-// allows (Linux only for now).
+// allows (Linux only for now: its isolation is built on Linux's
+// namespaces, Landlock, seccomp and cgroups). On other systems New, and
+// sandbox.Open of "" or "local://", fail with Unimplemented; use
+// docker:// (provider/docker), memory:// for tests, or a cloud provider
+// there.
 //
 // Importing the package registers the "local" scheme, which is also the
 // default of sandbox.Open:
