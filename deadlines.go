@@ -20,8 +20,8 @@ import (
 // Idle, so a large transfer on a slow link is never cut off.
 type CallTimeouts struct {
 	// Create bounds Create and the create of GetOrCreate (default 2m: a
-	// cold start, when the provider first pulls a template's image, takes
-	// 60-120 s).
+	// cold start, when the provider first pulls a template's image, can
+	// take 60-120 s).
 	Create time.Duration
 	// CreateRetry bounds how long Create (and GetOrCreate) keeps retrying
 	// a create the provider refused for a transient reason (429, 503, no

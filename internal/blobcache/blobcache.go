@@ -5,7 +5,7 @@
 // A blob's path in the sandbox ends in its SHA-256, so a file already at
 // that path is that blob: callers check for it inside the command they
 // already run (a test -x folded into its script, no extra round trip) and
-// call Ensure only when it is missing. Ensure writes it with one Exec (the
+// call Ensure only when it is missing. Ensure writes it with one command (the
 // content on stdin, written to a temporary file, its size checked, made
 // executable and renamed into place, so a reader never sees half a file),
 // at most once per sandbox and path at a time across the process;
