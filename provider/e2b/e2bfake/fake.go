@@ -572,7 +572,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home, version: s.envdVersion,
 		env: env, startedAt: now, endAt: now.Add(lease), procs: map[uint32]*proc{},
 		autoPause: req.AutoPause != nil && *req.AutoPause,
-		internet: req.AllowInternetAccess, allowOut: allowOut, denyOut: denyOut,
+		internet:  req.AllowInternetAccess, allowOut: allowOut, denyOut: denyOut,
 	}
 	if b.home == "" {
 		b.home = "/"
