@@ -261,8 +261,14 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true, ReportsSignal: true,
-		NetworkPolicy: netSupport(r.level >= L2),
+		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2),
 	}
+}
+
+// allowAll reports whether a sandbox created without NoNetwork gets a
+// network by default (see networkFor).
+func (r *Runtime) allowAll() bool {
+	return r.level <= L1 || r.network == NetworkHost || r.level >= L3 && r.pasta != ""
 }
 
 // Level returns the isolation level new sandboxes get, and why not more.

@@ -11,12 +11,15 @@ const netNote = "domain and CIDR allow-lists and deny-lists need the egress prox
 
 // netSupport is what the local provider can enforce: allow-all, and
 // deny-all where it can cut a sandbox off (L2 and up).
-func netSupport(denyAll bool) driver.NetworkSupport {
+func netSupport(allowAll, denyAll bool) driver.NetworkSupport {
 	note := netNote
 	if !denyAll {
 		note = "deny-all needs isolation L2 or higher (a network namespace or seccomp); " + note
 	}
-	return driver.NetworkSupport{AllowAll: true, DenyAll: denyAll, Note: note}
+	if !allowAll {
+		note = "allow-all needs an isolated network (pasta, Debian package passt) or ?network=host; " + note
+	}
+	return driver.NetworkSupport{AllowAll: allowAll, DenyAll: denyAll, Note: note}
 }
 
 // checkNetworkPolicy refuses a policy with entries, which nothing here
