@@ -66,6 +66,11 @@
 // except the read-only system directories of ReadOnlyDirs (/etc, /usr...),
 // owned by root: writing there is PermissionDenied, for commands and the
 // file API alike.
+// There is no network. A network policy (CreateOptions.Network) is
+// accepted whatever it says, recorded, reported in Info and shown to
+// Handlers in Call.Network, and never enforced: Capabilities.NetworkPolicy
+// declares every kind with NotEnforced set, so code can tell.
+//
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
 //
