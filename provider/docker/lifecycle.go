@@ -182,6 +182,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}
+	info.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+	if netMode == "none" {
+		info.Network.Mode = driver.NetworkDenyAll
+	}
 	entries := initEntries(user, home, leaseEnd, req.Env)
 	for _, d := range dests {
 		if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
