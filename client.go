@@ -170,6 +170,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.Pause = rt.(driver.Pauser)
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
+	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	return caps
@@ -333,8 +334,14 @@ type CreateOptions struct {
 	AutoPause bool
 	// Resources requests CPU, memory and disk; zero fields take defaults.
 	Resources Resources
-	// NoNetwork cuts the sandbox off from the network.
+	// NoNetwork cuts the sandbox off from the network: the shorthand for
+	// Network with Mode NetworkDenyAll.
 	NoNetwork bool
+	// Network is the sandbox's egress policy; nil means the provider's
+	// default network (none with NoNetwork). A policy the provider cannot
+	// enforce is refused with FailedPrecondition before anything is
+	// created; see NetworkPolicy.
+	Network *NetworkPolicy
 	// ProviderOptions holds provider-specific settings by key, documented
 	// by each provider.
 	ProviderOptions map[string]string
@@ -515,12 +522,20 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if c.caps.MaxLease > 0 && lease > c.caps.MaxLease {
 		return nil, invalid(op, name, "", "timeout", "%v exceeds the provider's maximum lease %v", lease, c.caps.MaxLease)
 	}
+	np, err := normalizeNetwork(op, name, "", opts.Network, opts.NoNetwork)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkNetworkSupport(op, "", np); err != nil {
+		return nil, err
+	}
 	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
 	maps.Copy(env, opts.Env)
 	maps.Copy(env, opts.SecretEnv)
 	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
-		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(), NoNetwork: opts.NoNetwork,
+		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(),
+		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np,
 		Options: maps.Clone(opts.ProviderOptions),
 	}, nil
 }

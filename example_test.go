@@ -487,3 +487,42 @@ func ExampleCodeOf() {
 	// InvalidArgument
 	// NotFound
 }
+
+// A sandbox that may reach PyPI and nothing else. On memory:// the policy
+// is recorded and reported, not enforced (Capabilities.NetworkPolicy
+// .NotEnforced); a provider that cannot enforce a policy refuses it at
+// Create with FailedPrecondition.
+func ExampleNetworkPolicy() {
+	ctx := context.Background()
+	client, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	sb, err := client.Create(ctx, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{
+		Allow: []string{"PyPI.org", "*.pythonhosted.org", "files.example.com"},
+		Deny:  []string{"files.example.com"}, // deny wins: it leaves the allow-list
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	n := sb.Info().Network
+	fmt.Println(n.Mode, n.Allow, n.Deny)
+	fmt.Println("enforced:", !client.Capabilities().NetworkPolicy.NotEnforced)
+
+	// The owner may change it while the sandbox runs.
+	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkDenyAll}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sb.Info().Network.Mode)
+
+	_, err = client.Create(ctx, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"bad host"}}})
+	fmt.Println(errors.Is(err, sandbox.ErrInvalidArgument))
+	// Output:
+	// allow-list [*.pythonhosted.org pypi.org] []
+	// enforced: false
+	// deny-all
+	// true
+}

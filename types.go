@@ -39,6 +39,9 @@ type Info struct {
 	// Detail holds provider-specific facts worth showing (for example why a
 	// local sandbox got a lower isolation level).
 	Detail map[string]string
+	// Network is the egress policy in force as the provider reports it,
+	// normalised (see NetworkPolicy); nil when the provider reports none.
+	Network *NetworkPolicy
 }
 
 // State is the lifecycle state of a sandbox.
@@ -115,6 +118,12 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
+	// NetworkPolicy declares which egress policies (CreateOptions.Network)
+	// the provider can enforce; NetworkPolicy.NotEnforced marks a provider
+	// that only records them.
+	NetworkPolicy NetworkSupport
+	// NetworkUpdate is true when Sandbox.SetNetwork works.
+	NetworkUpdate bool
 	// Ports is true when Sandbox.Expose works.
 	Ports bool
 	// ReportsSignal is true when Result.Signal names the signal that ended
@@ -228,7 +237,7 @@ func infoOf(in driver.Info) Info {
 	return Info{
 		ID: in.ID, Provider: in.Provider, Template: in.Template, Labels: maps.Clone(in.Labels),
 		State: State(in.State), CreatedAt: in.CreatedAt, LeaseEnd: in.LeaseEnd, Home: in.Home,
-		Isolation: in.Isolation, Detail: maps.Clone(in.Detail),
+		Isolation: in.Isolation, Detail: maps.Clone(in.Detail), Network: networkPolicyOf(in.Network),
 	}
 }
 
@@ -243,7 +252,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 	return Capabilities{
 		PauseKeepsMemory: d.PauseKeepsMemory, AttachAcrossClients: d.AttachAcrossClients,
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
-		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network,
+		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
 		ReportsSignal: d.ReportsSignal,
 	}
 }

@@ -102,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrency", concurrencyTests},
 		{"Stress", stressTests},
 		{"Ports", portTests},
+		{"Network", networkTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -138,6 +138,7 @@ func (r *Runtime) info(sb *api.Sandbox) driver.Info {
 	if e := str(sb.ErrorReason); e != "" {
 		in.Detail["daytona.errorReason"] = e
 	}
+	in.Network = policyOf(sb)
 	if t := str(sb.Target); t != "" {
 		in.Detail["daytona.target"] = t
 	}
@@ -217,10 +218,8 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	as := minutes(req.Timeout)
 	body.AutoStopInterval = &as
-	if req.NoNetwork {
-		t := true
-		body.NetworkBlockAll = &t
-	}
+	ns := networkSettings(req.Network, req.NoNetwork)
+	body.NetworkBlockAll, body.NetworkAllowList, body.DomainAllowList = ns.NetworkBlockAll, ns.NetworkAllowList, ns.DomainAllowList
 	if r.target != "" {
 		body.Target = &r.target
 	}

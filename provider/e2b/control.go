@@ -67,7 +67,8 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	secs := seconds(lease)
 	body.Timeout = &secs
-	secure, internet := true, !req.NoNetwork
+	secure := true
+	internet, allowOut, denyOut := egress(req.Network, req.NoNetwork)
 	body.Secure, body.AllowInternetAccess = &secure, &internet
 	if req.AutoPause {
 		t := true
@@ -110,6 +111,12 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option public_traffic=false needs secure=true (E2B restricts traffic to secure sandboxes only)")
 		}
 		body.Network = &api.SandboxNetworkConfig{AllowPublicTraffic: publicTraffic}
+	}
+	if allowOut != nil || denyOut != nil {
+		if body.Network == nil {
+			body.Network = &api.SandboxNetworkConfig{}
+		}
+		body.Network.AllowOut, body.Network.DenyOut = allowOut, denyOut
 	}
 	if req.Resources != (driver.Resources{}) {
 		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
@@ -158,6 +165,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
 		State: driver.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
 		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
+		Network: policyOf(&internet, body.Network),
 	}
 	home, err := r.home(ctx, sb.SandboxID, c)
 	if err != nil {
@@ -307,6 +315,7 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 		return driver.Info{}, err
 	}
 	in := r.info(d.SandboxID, d.TemplateID, deref(d.Alias), d.Metadata, d.State, d.StartedAt, d.EndAt, d.EnvdVersion)
+	in.Network = policyOf(d.AllowInternetAccess, d.Network)
 	if c := r.cached(id); c != nil && c.home == "" && in.State == driver.StateRunning {
 		if home, err := r.home(ctx, id, c); err == nil {
 			in.Home = home

@@ -333,7 +333,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
-		ReportsSignal: true,
+		ReportsSignal: true, NetworkPolicy: networkSupport,
 	}
 }
 

@@ -67,10 +67,16 @@
 //   - Rate limits come only from Fault429; repeated bad keys are not
 //     throttled.
 //   - Download honours only "Range: bytes=N-".
+//   - networkBlockAll is enforced (the backend sandbox gets no network).
+//     networkAllowList (IPv4 addresses and CIDRs, at most 10) and
+//     domainAllowList are validated, recorded, echoed in the Sandbox DTO
+//     and changed by POST /sandbox/{id}/network-settings, but NOT
+//     enforced: with an allow-list the backend sandbox keeps the network
+//     the backend gives it.
 //   - A destroyed or unknown id on the toolbox gives 404 with a gin body
 //     "failed to get sandbox" (the real proxy's exact answer is unverified).
 //   - Not served: fork, snapshot, volumes, preview and signed URLs, SSH,
-//     resize, recover, VM pause, network settings, bulk upload and
+//     resize, recover, VM pause, bulk upload and
 //     download, find/search/replace/permissions, git, LSP, PTY, code-run,
 //     ports, build logs.
 package daytonafake
