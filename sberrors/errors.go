@@ -254,7 +254,7 @@ func nameByte(c byte) bool {
 	return c == '_' || c == '-' || c == '.' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// dropRepeats says once a phrase (lower-case words only, such as
+// dropRepeats says once a phrase (two or more lower-case words, such as
 // "invalid path" or "not found") that two layers both put between
 // colons: "invalid path: "x": invalid path: empty" becomes
 // "invalid path: "x": empty". Anything else (names, paths, quoted
@@ -278,9 +278,10 @@ func dropRepeats(s string) string {
 	return strings.Join(out, ": ")
 }
 
-// phrase reports whether s is a few lower-case words.
+// phrase reports whether s is two or more lower-case words (a single
+// word may well be a name).
 func phrase(s string) bool {
-	if s == "" || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+	if !strings.Contains(s, " ") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
 		return false
 	}
 	for _, c := range []byte(s) {
