@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -125,8 +126,11 @@ func exitError(res *Result, callErr error) error {
 // that does not succeed (a non-zero exit, a signal, a timeout) returns an
 // *ExitError carrying its status and the tail of its standard error, with
 // whatever output it wrote; any other failure is an *Error, as from Exec.
-// When the caller's context ends the command, the *ExitError also matches
-// the context's error.
+// A timeout is an *ExitError with TimedOut set that matches
+// context.DeadlineExceeded (CodeOf gives DeadlineExceeded); when it was
+// the caller's context deadline, it also wraps Exec's *Error. A canceled
+// context is Exec's *Error alone: the command did not fail, it was
+// abandoned.
 func (s *Sandbox) Output(ctx context.Context, cmd Command) ([]byte, error) {
 	res, err := s.Exec(ctx, cmd)
 	if res == nil {
@@ -138,7 +142,8 @@ func (s *Sandbox) Output(ctx context.Context, cmd Command) ([]byte, error) {
 // RunOptions names the files [Sandbox.Run] writes before its command and
 // reads back after it. Relative paths are resolved against the command's
 // working directory (Command.Dir, itself relative to the home; the home
-// when empty), which is where the command finds them.
+// when empty), which is where the command finds them; absolute paths and
+// paths starting with "~/" are taken as every Sandbox method takes them.
 type RunOptions struct {
 	// Files are written (creating parents) before the command runs.
 	Files []File
@@ -173,11 +178,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command, opts RunOptions) (*RunRe
 	files := make([]File, len(opts.Files))
 	seen := make(map[string]string, len(opts.Files))
 	for i, f := range opts.Files {
-		p := f.Path
-		if !path.IsAbs(p) && p != "" {
-			p = path.Join(dir, p)
-		}
-		abs, err := s.path(op, "file path", p)
+		abs, err := s.path(op, "file path", inDir(dir, f.Path))
 		if err != nil {
 			return nil, err
 		}
@@ -189,11 +190,7 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command, opts RunOptions) (*RunRe
 	}
 	outs := make([]string, len(opts.Outputs))
 	for i, o := range opts.Outputs {
-		p := o
-		if !path.IsAbs(p) && p != "" {
-			p = path.Join(dir, p)
-		}
-		abs, err := s.path(op, "output path", p)
+		abs, err := s.path(op, "output path", inDir(dir, o))
 		if err != nil {
 			return nil, err
 		}
@@ -221,6 +218,15 @@ func (s *Sandbox) Run(ctx context.Context, cmd Command, opts RunOptions) (*RunRe
 		rr.Files[opts.Outputs[i]] = data
 	}
 	return rr, errors.Join(errs...)
+}
+
+// inDir resolves a relative path p against dir; other paths (absolute,
+// "~", "~/...", and "" so that it is refused as empty) are left as given.
+func inDir(dir, p string) string {
+	if p == "" || path.IsAbs(p) || p == "~" || strings.HasPrefix(p, "~/") {
+		return p
+	}
+	return path.Join(dir, p)
 }
 
 // *ExitError is rebuilt with its stderr tail redacted, so errors.As still

@@ -156,6 +156,13 @@ func TestRun(t *testing.T) {
 	if got, _ := sb.ReadFile(ctx, "work/in.txt"); string(got) != "data" {
 		t.Errorf("the input is not in the command's dir: %q", got)
 	}
+	res, err = sb.Run(ctx, sandbox.Command{Shell: "cat ~/home.txt /tmp/abs.txt > ~/o.txt", Dir: "work"}, sandbox.RunOptions{
+		Files:   []sandbox.File{{Path: "~/home.txt", Data: []byte("h")}, {Path: "/tmp/abs.txt", Data: []byte("a")}},
+		Outputs: []string{"~/o.txt"},
+	})
+	if err != nil || string(res.Files["~/o.txt"]) != "ha" {
+		t.Fatalf("home and absolute paths: %+v, %v", res, err)
+	}
 
 	res, err = sb.Run(ctx, sandbox.Command{Shell: "echo out; echo boom >&2; echo x > o; exit 2"}, sandbox.RunOptions{Outputs: []string{"o"}})
 	var ee *sandbox.ExitError
