@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
@@ -191,5 +193,21 @@ func TestRun(t *testing.T) {
 	}
 	if got := rt.Calls()[before:]; len(got) != 0 {
 		t.Errorf("refused inputs reached the provider: %v", got)
+	}
+}
+
+// TestExitErrorRedactedChain: a layer that redacts an error chain (as
+// Sandbox does with its secrets) keeps the *ExitError for errors.As, with
+// the secret gone from its stderr tail and its message.
+func TestExitErrorRedactedChain(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.CreateOptions{})
+	_, err := sb.Output(context.Background(), sandbox.Command{Shell: "echo 'token tok-9a7c2 refused' >&2; exit 1"})
+	red := errscrub.Chain(fmt.Errorf("step 2: %w", err), func(s string) string { return strings.ReplaceAll(s, "tok-9a7c2", "[REDACTED]") })
+	var ee *sandbox.ExitError
+	if !errors.As(red, &ee) || ee.ExitCode != 1 || bytes.Contains(ee.Stderr, []byte("tok-9a7c2")) || strings.Contains(red.Error(), "tok-9a7c2") {
+		t.Fatalf("redacted chain: %v (%+v)", red, ee)
+	}
+	if red.Error() != "step 2: exit status 1: token [REDACTED] refused" {
+		t.Errorf("message %q", red)
 	}
 }
