@@ -526,3 +526,62 @@ func ExampleNetworkPolicy() {
 	// deny-all
 	// true
 }
+
+// Run is the main job in one call: put the inputs next to the command, run
+// it, and read back what it wrote. A command that fails is an
+// *sandbox.ExitError whose message ends with the last line of its stderr.
+// On a provider with Python the command would be
+// Args: []string{"python3", "stats.py"}; memory:// runs a shell script.
+func ExampleSandbox_Run() {
+	a, b := []byte("id,v\n1,2\n2,3\n"), []byte("id,v\n3,4\n")
+	script := []byte(`printf '{"rows": %d}\n' $(( $(cat a.csv b.csv | wc -l) - 2 )) > stats.json`)
+
+	ctx := context.Background()
+	client, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	sb, err := client.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	res, err := sb.Run(ctx, sandbox.Command{Args: []string{"sh", "stats.sh"}}, sandbox.RunOptions{
+		Files:   []sandbox.File{{Path: "a.csv", Data: a}, {Path: "b.csv", Data: b}, {Path: "stats.sh", Data: script}},
+		Outputs: []string{"stats.json"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s", res.Files["stats.json"])
+	// Output: {"rows": 3}
+}
+
+// Output returns a command's stdout; a command that fails is an error
+// carrying its exit status and the tail of its stderr.
+func ExampleSandbox_Output() {
+	ctx := context.Background()
+	client, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	sb, err := client.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+
+	out, err := sb.Output(ctx, sandbox.Command{Shell: "echo 42"})
+	fmt.Printf("%q %v\n", out, err)
+
+	_, err = sb.Output(ctx, sandbox.Command{Shell: "echo 'no such table: users' >&2; exit 1"})
+	var ee *sandbox.ExitError
+	if errors.As(err, &ee) {
+		fmt.Println(ee.ExitCode, err)
+	}
+	// Output:
+	// "42\n" <nil>
+	// 1 exit status 1: no such table: users
+}

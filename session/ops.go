@@ -468,13 +468,7 @@ func (m *Manager) maxRead() int64 {
 // upload writes files (absolute paths) a few at a time, then checks that
 // each one has the expected size in the sandbox.
 func upload(ctx context.Context, sb *sandbox.Sandbox, files []sandbox.File) error {
-	var errs []error
-	for _, r := range sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{}) {
-		if r.Err != nil {
-			errs = append(errs, r.Err)
-		}
-	}
-	return errors.Join(errs...)
+	return sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{})
 }
 
 // RunOptions configures Session.Run. The zero value runs main.py with
