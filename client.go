@@ -645,15 +645,20 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 		}
 		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
 		seen := map[string]bool{}
+		// The Lookup bound covers the whole look-up, every page of it,
+		// but not the time the caller's loop spends between pages.
+		var spent time.Duration
 		for {
 			var page []driver.Info
 			var next string
-			ctx, end := bound(ctx, op, c.calls.Lookup)
+			ctx, end := boundLeft(ctx, op, c.calls.Lookup, spent)
+			t0 := time.Now()
 			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
 				page, next, err = c.rt.List(ctx, req)
 				return err
 			}))
+			spent += time.Since(t0)
 			if err != nil {
 				yield(Info{}, c.wrap(op, "", "", err))
 				return

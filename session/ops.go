@@ -200,6 +200,8 @@ func (s *Session) check(ctx context.Context) health {
 		return healthUnknown
 	case in.State == sandbox.StateError:
 		return healthGone
+	case in.State == sandbox.StateUnknown:
+		return healthUnknown
 	case in.State == sandbox.StatePaused:
 		if err := s.sb.Resume(ctx); err != nil {
 			if sandbox.CodeOf(err) == sandbox.NotFound {
