@@ -25,7 +25,7 @@ func checkPort(op, provider, id string, port int) error {
 // refuses requests without them. The server should listen on all interfaces (0.0.0.0)
 // for the cloud providers; local reaches 127.0.0.1 too. Providers without
 // it (Capabilities.Ports false) return an error matching ErrUnimplemented.
-// Use WaitForPort first to know the server is listening.
+// Use Process.WaitForPort first to know the server is listening.
 func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (Endpoint, error) {
 	const op = "expose"
 	if err := checkPort(op, s.c.rt.Name(), s.id, port); err != nil {
