@@ -785,7 +785,9 @@ func providerKey(fkey string) string {
 func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey string) (flight, error) {
 	const op = "get-or-create"
 	var found []Info
-	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting}}) {
+	// A sandbox in a state the provider did not name is taken too: creating
+	// beside it could leave two for one key.
+	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting, StateUnknown}}) {
 		if err != nil {
 			return flight{}, err
 		}

@@ -590,7 +590,9 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 		lctx, cancel = context.WithTimeout(ctx, m.opts.ReattachTimeout)
 		defer cancel()
 	}
-	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting}
+	// StateUnknown too: a sandbox whose state the provider did not name is
+	// no reason to create a second one for the key.
+	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting, sandbox.StateUnknown}
 	var cands []sandbox.Info
 	err := m.retryTransient(lctx, "look-up", key, "", func() error {
 		cands = cands[:0]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
+	"github.com/sandboxkit/sandbox/session"
 )
 
 // An empty or unknown state from the API is never read as running.
@@ -93,5 +94,39 @@ func TestListLookupBoundCoversAllPages(t *testing.T) {
 	}
 	if took > 1500*time.Millisecond {
 		t.Errorf("List ran %v past a 1s bound", took)
+	}
+}
+
+// A sandbox in an unknown state is found again by GetOrCreate and by a
+// session's reattach, not duplicated.
+func TestUnknownStateIsNotDuplicated(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := t.Context()
+	m1 := session.NewManager(e.client, session.Options{ReapInterval: -1})
+	s1, err := m1.Acquire(ctx, "conv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Sandbox().Destroy(context.Background())
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.RewriteState, Path: "GET /v2/sandboxes", State: "snapshotting", Times: 100})
+	// A second process: it must adopt the sandbox, whatever its state.
+	c2 := sandbox.NewClient(e.rt)
+	m2 := session.NewManager(c2, session.Options{ReapInterval: -1})
+	defer m2.Close(context.Background())
+	s2, err := m2.Acquire(ctx, "conv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.ID() != s1.ID() {
+		defer s2.Sandbox().Destroy(context.Background())
+		t.Fatalf("reattach beside a sandbox in an unknown state made %s, want %s", s2.ID(), s1.ID())
+	}
+	sb, created, err := c2.GetOrCreate(ctx, sandbox.CreateOptions{Labels: map[string]string{session.DefaultLabelKey: "conv"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created || sb.ID() != s1.ID() {
+		defer sb.Destroy(context.Background())
+		t.Fatalf("GetOrCreate beside a sandbox in an unknown state gave %s (created %v), want %s", sb.ID(), created, s1.ID())
 	}
 }
