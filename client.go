@@ -632,15 +632,20 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 		}
 		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
 		seen := map[string]bool{}
+		// The Lookup bound covers the whole look-up, every page of it,
+		// but not the time the caller's loop spends between pages.
+		var spent time.Duration
 		for {
 			var page []driver.Info
 			var next string
-			ctx, end := bound(ctx, op, c.calls.Lookup)
+			ctx, end := boundLeft(ctx, op, c.calls.Lookup, spent)
+			t0 := time.Now()
 			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
 				page, next, err = c.rt.List(ctx, req)
 				return err
 			}))
+			spent += time.Since(t0)
 			if err != nil {
 				yield(Info{}, c.wrap(op, "", "", err))
 				return
@@ -767,7 +772,9 @@ func providerKey(fkey string) string {
 func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey string) (flight, error) {
 	const op = "get-or-create"
 	var found []Info
-	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting}}) {
+	// A sandbox in a state the provider did not name is taken too: creating
+	// beside it could leave two for one key.
+	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting, StateUnknown}}) {
 		if err != nil {
 			return flight{}, err
 		}

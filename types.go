@@ -53,6 +53,10 @@ const (
 	StateRunning  State = "running"
 	StatePaused   State = "paused" // paused, stopped or archived: Resume brings it back
 	StateError    State = "error"
+	// StateUnknown is a state the provider reported that this library does
+	// not know (or none at all); Info.Detail["state"] holds what it said.
+	// It is never taken for running: a later look-up may tell more.
+	StateUnknown State = "unknown"
 )
 
 // FileInfo describes a file in a sandbox. Its FS method adapts it to fs.FileInfo.

@@ -292,8 +292,15 @@ func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, st
 		in.Labels = maps.Clone(map[string]string(*meta))
 		delete(in.Labels, createTokenLabel)
 	}
-	if state == "paused" {
+	switch state {
+	case "running":
+	case "paused":
 		in.State = driver.StatePaused
+	default:
+		// An empty state, or one newer than this client, says nothing
+		// about whether the sandbox runs.
+		in.State = driver.StateUnknown
+		in.Detail["state"] = string(state)
 	}
 	if c := r.cached(id); c != nil && c.home != "" {
 		in.Home = c.home
@@ -343,6 +350,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		params.Metadata = &m
 	}
 	var states []api.SandboxState
+	unknown := slices.Contains(req.States, driver.StateUnknown)
 	for _, s := range req.States {
 		switch s {
 		case driver.StateRunning:
@@ -351,10 +359,10 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			states = append(states, "paused")
 		}
 	}
-	if len(req.States) > 0 && len(states) == 0 {
+	if len(req.States) > 0 && len(states) == 0 && !unknown {
 		return nil, "", nil // E2B has no sandboxes in the other states
 	}
-	if len(states) > 0 {
+	if len(states) > 0 && !unknown { // a state E2B cannot filter on: the caller filters
 		params.State = &states
 	}
 	limit := int32(min(max(req.PageSize, 1), 100))

@@ -40,6 +40,13 @@
 // The same option names a Daytona sandbox, so one CreateOptions names a
 // sandbox on both.
 //
+// E2B reports a sandbox as "running" or "paused" (StateRunning,
+// StatePaused). Any other state, or none, reads as StateUnknown with what
+// E2B said in Info.Detail["state"]: never as running, since it says
+// nothing of whether commands can run. List can ask for StateUnknown; E2B
+// cannot filter on it, so such a List fetches every state and keeps the
+// unknown ones.
+//
 // # Lost creates and GetOrCreate
 //
 // Every create carries a hidden metadata token ("sandboxkit.create-token",
