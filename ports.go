@@ -234,8 +234,15 @@ func (e *serverExitedError) Error() string {
 	return b.String()
 }
 
-// Unwrap makes the error match ErrFailedPrecondition.
-func (e *serverExitedError) Unwrap() error { return ErrFailedPrecondition }
+// Unwrap makes the error match ErrFailedPrecondition and, when the server
+// did not succeed (a non-zero exit, a signal, a timeout), lets errors.As
+// find its *ExitError, as Output's callers do.
+func (e *serverExitedError) Unwrap() []error {
+	if ee := exitError(e.res, nil); ee != nil {
+		return []error{ErrFailedPrecondition, ee}
+	}
+	return []error{ErrFailedPrecondition}
+}
 
 // tail returns the last n bytes of p (or fewer, to start on a UTF-8
 // boundary), marked with "…" when cut.
