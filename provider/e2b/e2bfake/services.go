@@ -393,7 +393,13 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	}
 	fi.Path = p
 	e := entry(fi)
-	e.Owner, e.Group = f.s.owner(ctx, b, p)
+	var stickyBit bool
+	e.Owner, e.Group, stickyBit = f.s.owner(ctx, b, p)
+	if stickyBit && fi.Mode&fs.ModeSticky == 0 {
+		// envd's permission string shows it ("dtrwxrwxrwx"); a backend's
+		// FileInfo may leave it out.
+		e.Permissions = (fi.Mode | fs.ModeSticky).String()
+	}
 	return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
 }
 
@@ -523,22 +529,25 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 }
 
 // ownerScript prints the numeric owner and group of $1 (not following a
-// link, as envd's lstat), then their names.
-const ownerScript = `exec stat -c '%u %g %U %G' -- "$1"`
+// link, as envd's lstat), their names, and its octal mode.
+const ownerScript = `exec stat -c '%u %g %U %G %a' -- "$1"`
 
 // owner reports who owns p as envd does: user and group names, or the
-// numeric ids where the sandbox has no name for them. The backend's file
-// API does not say, so a command in the sandbox asks; where it cannot,
-// the default user is reported.
-func (s *Server) owner(ctx context.Context, b *box, p string) (user, group string) {
+// numeric ids where the sandbox has no name for them; and whether p has
+// the sticky bit. The backend's file API does not say, so a command in
+// the sandbox asks; where it cannot, the default user is reported.
+func (s *Server) owner(ctx context.Context, b *box, p string) (user, group string, sticky bool) {
 	var out bytes.Buffer
 	st, err := s.backend.Exec(ctx, b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", ownerScript, "sh", p}, Dir: b.home, Env: map[string]string{},
 		Stdout: &out, Stderr: io.Discard, Timeout: time.Minute,
 	})
 	f := strings.Fields(out.String())
-	if err != nil || st.ExitCode != 0 || len(f) != 4 {
-		return defaultUser, defaultUser
+	if err != nil || st.ExitCode != 0 || len(f) != 5 {
+		return defaultUser, defaultUser, false
+	}
+	if m, err := strconv.ParseUint(f[4], 8, 32); err == nil {
+		sticky = m&0o1000 != 0
 	}
 	user, group = f[2], f[3]
 	if user == "UNKNOWN" {
@@ -547,5 +556,5 @@ func (s *Server) owner(ctx context.Context, b *box, p string) (user, group strin
 	if group == "UNKNOWN" {
 		group = f[1]
 	}
-	return user, group
+	return user, group, sticky
 }
