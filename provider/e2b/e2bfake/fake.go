@@ -23,9 +23,10 @@
 //   - Users: "user" (the default) and "root" are accepted, others refused
 //     as envd does, but the backend runs everything as its own user, and
 //     relative paths resolve against the backend sandbox's home whatever
-//     the user. Stat reports a path's owner and group as the sandbox
-//     names them (found with a stat command run in the sandbox, one per
-//     Stat); ListDir, MakeDir and Move report "user".
+//     the user. Stat reports a directory's owner and group as the
+//     sandbox names them (found with a stat command run in the sandbox,
+//     one per Stat); files, and the entries of ListDir, MakeDir and Move,
+//     are reported as "user"'s.
 //   - envd's file API (/files and the Filesystem RPCs) acts as root: it
 //     writes where the sandbox's user may not and hands what it creates
 //     to the user. The fake acts with its backend's file rights: over

@@ -386,7 +386,7 @@ func TestFilesWriteAsRootLikeEnvd(t *testing.T) {
 		t.Fatalf("upload to /usr/x as user: %d %s, want 200 as envd", st, b)
 	}
 	h["Content-Type"] = "application/json"
-	for p, want := range map[string]string{"/usr": "root", "/usr/x": "user", "/home/user": "user"} {
+	for p, want := range map[string]string{"/usr": "root", "/usr/bin": "root", "/home/user": "user"} {
 		st, _, b := r.do("POST", r.SandboxURL()+"/filesystem.Filesystem/Stat", h, []byte(`{"path":"`+p+`"}`))
 		var out struct {
 			Entry struct{ Owner, Group string } `json:"entry"`

@@ -393,6 +393,12 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	}
 	fi.Path = p
 	e := entry(fi)
+	if !fi.IsDir() {
+		// Only a directory's owner is asked for (one command per Stat is
+		// costly over a backend of real processes); a file is reported as
+		// the default user's.
+		return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
+	}
 	var stickyBit bool
 	e.Owner, e.Group, stickyBit = f.s.owner(ctx, b, p)
 	if stickyBit && fi.Mode&fs.ModeSticky == 0 {
