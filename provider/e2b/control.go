@@ -243,16 +243,18 @@ func (r *Runtime) home(ctx context.Context, id string, c *conn) (string, error) 
 	if c.home != "" {
 		return c.home, nil
 	}
-	fi, err := r.stat(ctx, id, c, "~")
+	e, err := r.statEntry(ctx, id, c, "~")
 	if err != nil {
 		return "", err
 	}
-	home := fi.Path
+	home := e.GetPath()
 	if home == "" {
 		// envd before 0.1.x answered Stat with the name and type only.
 		home = r.homeFor()
 	}
-	r.setHome(id, home)
+	// The home is its user's: its owner and group are who the sandbox's
+	// user is, for the file methods' permission check (access.go).
+	r.setHome(id, home, e.GetOwner(), e.GetGroup())
 	return home, nil
 }
 

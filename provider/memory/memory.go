@@ -192,11 +192,12 @@ type node struct {
 }
 
 type box struct {
-	info  driver.Info
-	env   map[string]string
-	auto  bool
-	files map[string]*node
-	procs map[int]*proc
+	info      driver.Info
+	env       map[string]string
+	auto      bool
+	rootFiles bool // the file methods act as root (WithRootFileAccess)
+	files     map[string]*node
+	procs     map[int]*proc
 }
 
 type fault struct {
@@ -206,8 +207,9 @@ type fault struct {
 
 // Runtime is the in-memory provider. It is safe for concurrent use.
 type Runtime struct {
-	now     func() time.Time
-	badOpts error // the invalid options given to New: every call fails with it
+	now       func() time.Time
+	rootFiles bool  // WithRootFileAccess
+	badOpts   error // the invalid options given to New: every call fails with it
 
 	mu       sync.Mutex
 	boxes    map[string]*box
@@ -230,8 +232,20 @@ type Option func(*options)
 
 // options are what the Options set.
 type options struct {
-	now func() time.Time
-	bad opts.Errors
+	now       func() time.Time
+	rootFiles bool
+	bad       opts.Errors
+}
+
+// WithRootFileAccess makes the file methods (Upload, MkdirAll, Remove,
+// Rename) act with root's rights, as the file daemons of some services do
+// (E2B's envd writes as root and hands what it creates to the requested
+// user): they write in the read-only system directories of ReadOnlyDirs,
+// and what they create belongs to the sandbox's user. Commands keep the
+// user's rights. It lets a fake of such a service (e2bfake) answer as the
+// real daemon does.
+func WithRootFileAccess() Option {
+	return func(o *options) { o.rootFiles = true }
 }
 
 // WithClock sets the clock used for leases and timestamps. It must not be
@@ -252,7 +266,7 @@ func New(opts ...Option) *Runtime {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Runtime{now: o.now, badOpts: o.bad.Err("memory"), boxes: map[string]*box{}, handlers: map[string]Handler{},
+	return &Runtime{now: o.now, rootFiles: o.rootFiles, badOpts: o.bad.Err("memory"), boxes: map[string]*box{}, handlers: map[string]Handler{},
 		faults: map[string]*fault{}, nextPID: 100}
 }
 
@@ -428,7 +442,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			State: driver.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
 			Home: Home, Isolation: "none", Network: req.Network.Clone(),
 		},
-		env: maps.Clone(req.Env), auto: req.AutoPause,
+		env: maps.Clone(req.Env), auto: req.AutoPause, rootFiles: r.rootFiles,
 		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
 		procs: map[int]*proc{},
 	}

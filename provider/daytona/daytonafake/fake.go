@@ -53,7 +53,8 @@
 //   - The daemon's working directory (the base of relative paths,
 //     /work-dir, /user-home-dir) is the backend's home. Paths the backend
 //     does not serve (provider/local serves only the home) fail with its
-//     error mapped to 403/404/400. FileInfo owner and group are "1001".
+//     error mapped to 403/404/400 (/files/folder: 400 for every failure, as
+//     the daemon). FileInfo owner and group are "1001".
 //   - /process/execute runs bash when the backend has it, else sh (the
 //     daemon picks zsh, then bash, from /etc/shells). A client that
 //     disconnects leaves the command running, as the daemon does.

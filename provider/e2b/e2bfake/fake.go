@@ -21,9 +21,19 @@
 //     the backend as a shell line, so the backend's shell runs it, not a
 //     login bash; other commands go to the backend as an argv.
 //   - Users: "user" (the default) and "root" are accepted, others refused
-//     as envd does, but the backend runs everything as its own user, owner
-//     and group are reported as "user", and relative paths resolve against
-//     the backend sandbox's home whatever the user.
+//     as envd does, but the backend runs everything as its own user, and
+//     relative paths resolve against the backend sandbox's home whatever
+//     the user. Stat reports a directory's owner and group as the
+//     sandbox names them (found with a stat command run in the sandbox,
+//     one per Stat); files, and the entries of ListDir, MakeDir and Move,
+//     are reported as "user"'s.
+//   - envd's file API (/files and the Filesystem RPCs) acts as root: it
+//     writes where the sandbox's user may not and hands what it creates
+//     to the user. The fake acts with its backend's file rights: over
+//     provider/memory with memory.WithRootFileAccess those are root's and
+//     the fake answers as envd does; over a backend whose file methods
+//     have the user's rights (provider/local) such a write is refused, as
+//     envd's own open fails (500 "permission denied").
 //   - Stat follows symbolic links when the backend does (envd uses lstat).
 //   - /files: no Range or conditional requests, no signed URLs (signature
 //     query parameters), no X-Metadata headers, no 507.
