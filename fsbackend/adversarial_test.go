@@ -3,6 +3,7 @@ package fsbackend
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"runtime"
 	"strings"
@@ -160,10 +161,14 @@ func TestAdversarialWorkspaceSwap(t *testing.T) {
 			r := readText(t, b, "/etc/passwd")
 			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error), "read through a workspace swapped for / : %q", r.Content)
 			require.Contains(t, r.Text(), "replaced")
-			w, err := b.Write(ctx, &backend.WriteRequest{Path: "tmp/x", Content: "x"})
+			// A name no one else uses: at L1 the sandbox shares the
+			// host's /tmp, where another program may own any short name.
+			name := fmt.Sprintf("tmp/sbx-swap-%d-%d", os.Getpid(), time.Now().UnixNano())
+			require.True(t, !e.try("test -e /"+name), "/%s exists before the write", name)
+			w, err := b.Write(ctx, &backend.WriteRequest{Path: name, Content: "x"})
 			require.NoError(t, err)
 			require.Equal(t, backend.CodeInvalidPath, codeOf(w.Error))
-			require.True(t, !e.try("test -e /tmp/x"), "a write landed in /tmp")
+			require.True(t, !e.try("test -e /"+name), "a write landed in /tmp")
 			ls, err := b.Ls(ctx, &backend.LsRequest{Path: "/"})
 			require.NoError(t, err)
 			require.Equal(t, backend.CodeInvalidPath, codeOf(ls.Error), "ls of a swapped workspace: %s", ls.Text())
