@@ -29,10 +29,18 @@
 //     next to the workspace (".<name>.fsbackend-pin" in its parent), outside
 //     it, where no file tool reaches and a swap of the workspace does not
 //     move it; a new backend instance over the same sandbox reads it. A
-//     workspace later replaced (by a symbolic link, another directory, or
-//     removed) is refused by every tool with CodeInvalidPath until it is
-//     restored. A pin file the sandbox cannot write (a workspace whose
-//     parent is read-only, or "/") protects only the instance that took it.
+//     workspace later removed, or replaced by a symbolic link, by anything
+//     other than a directory, by a directory another user owns, or by a
+//     directory whose physical path differs from the one pinned (reached
+//     through a linked parent), is refused by every tool with
+//     CodeInvalidPath. A workspace removed and recreated (rm -rf and
+//     mkdir, a fresh clone) as a plain directory the sandbox user owns, at
+//     the physical path the pin was taken at, is pinned anew by the next
+//     call of any instance, and the tools go on: recreating the workspace
+//     is an ordinary thing for an agent to do, and such a directory gives
+//     the tools nothing the old one did not. A pin file the sandbox cannot
+//     write (a workspace whose parent is read-only, or "/") protects only
+//     the instance that took it.
 //   - The target is reached one element at a time from the pinned
 //     directory (cd -P relative to it), and after each step the directory
 //     reached must lie in the workspace and outside its metadata; symbolic
@@ -289,6 +297,7 @@ type FilesystemBackend struct {
 	ready   bool       // the workspace is known to exist
 	pin     string     // the workspace's device and inode; "" until seen
 	pinBase string     // the workspace pin belongs to
+	pinPath string     // the workspace's physical path when pinned
 
 	// The in-sandbox helper (helper.go), guarded by mu.
 	helperState   int
@@ -541,6 +550,9 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	b.mu.Lock()
 	if b.pin != "" && b.pinBase == base {
 		e["SBX_PIN"] = b.pin
+		if b.pinPath != "" {
+			e["SBX_PINPATH"] = b.pinPath
+		}
 	}
 	b.mu.Unlock()
 	gen := b.helperEnv(base, e)
@@ -578,6 +590,9 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	b.ready = true // the helper created the workspace
 	if pin := r.get("pin"); b.base == base && pin != "" && strings.Trim(pin, "0123456789-") == "" {
 		b.pin, b.pinBase = pin, base
+		if pb := r.get("pbase"); strings.HasPrefix(pb, "/") {
+			b.pinPath = pb
+		}
 	}
 	b.mu.Unlock()
 	return r, nil
@@ -602,7 +617,7 @@ func pathError(r *opResult, shown, verb string, limit int) *backend.Error {
 	case exitBinary:
 		return backend.Binary(shown, verb)
 	case exitReplaced:
-		return backend.Errorf(backend.CodeInvalidPath, shown, "the workspace directory %s was replaced or removed since the backend first used it (%s); the file tools stay off until it is restored", printable(path.Clean("/"+r.base)), r.errText)
+		return backend.Errorf(backend.CodeInvalidPath, shown, "the workspace directory %s was replaced or removed since the backend first used it (%s); the file tools resume once it is a plain directory again (not a symbolic link), owned by the sandbox user, at the same place", printable(path.Clean("/"+r.base)), r.errText)
 	case exitNotRegular:
 		return backend.InvalidPath(shown, "it is not a regular file (a named pipe, socket or device); the file tools handle regular files and directories only")
 	case exitHardLink:

@@ -97,6 +97,31 @@ if ! cd -P -- "$SBX_BASE" 2>/dev/null; then
   fi
 fi
 pbase=$PWD
+ppath=${SBX_PINPATH:-}
+# savepin writes the pin file: the workspace's identity and its physical
+# path, written aside and renamed, so that a concurrent first call never
+# reads a pin file that is created but not yet written.
+savepin() {
+  { printf '%s\n%s\n' "$1" "$pbase" > "$SBX_PINFILE.$$" && mv -f -- "$SBX_PINFILE.$$" "$SBX_PINFILE"; } 2>/dev/null || { rm -f -- "$SBX_PINFILE.$$" 2>/dev/null; rec warning "cannot persist the workspace pin"; }
+}
+# repin accepts a workspace recreated since it was pinned (its identity $1
+# differs from the pin) when it is a plain directory, not a symbolic link,
+# owned by the sandbox user, at the physical path the pin was taken at (or
+# at SBX_BASE itself when the pin does not say): then it is pinned anew.
+repin() {
+  why="the workspace directory was replaced"
+  case $1 in ''|*[!0-9-]*) return 1;; esac
+  if [ -L "$SBX_BASE" ]; then why="$why by a symbolic link"; return 1; fi
+  if [ ! -d "$pbase" ] || [ ! -O "$pbase" ]; then why="$why by a directory the sandbox user does not own"; return 1; fi
+  if [ -z "$ppath" ] && [ -n "${SBX_PINFILE:-}" ] && [ -f "$SBX_PINFILE" ] && [ ! -L "$SBX_PINFILE" ]; then
+    { IFS= read -r _; IFS= read -r ppath || :; } < "$SBX_PINFILE" 2>/dev/null || :
+  fi
+  [ -n "$ppath" ] || ppath=$SBX_BASE
+  if [ "$pbase" != "$ppath" ]; then why="$why by a directory elsewhere"; return 1; fi
+  [ -z "${SBX_PINFILE:-}" ] || savepin "$1"
+  rec repin "$1"
+  return 0
+}
 late=
 if [ -n "${SBX_PIN:-}" ] && [ "$SBX_OP" = read ]; then
   # A read checks the pin in the same find that checks the opened file.
@@ -110,16 +135,14 @@ else
     if [ -L "$SBX_PINFILE" ] || { [ -e "$SBX_PINFILE" ] && [ ! -f "$SBX_PINFILE" ]; }; then
       die 106 "the workspace pin is not a regular file"
     elif [ -f "$SBX_PINFILE" ]; then
-      IFS= read -r pin < "$SBX_PINFILE" 2>/dev/null || :
+      { IFS= read -r pin; IFS= read -r ppath || :; } < "$SBX_PINFILE" 2>/dev/null || :
       case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
     else
       pin=$id
-      # Written aside and renamed, so that a concurrent first call never
-      # reads a pin file that is created but not yet written.
-      { printf '%s\n' "$id" > "$SBX_PINFILE.$$" && mv -f -- "$SBX_PINFILE.$$" "$SBX_PINFILE"; } 2>/dev/null || { rm -f -- "$SBX_PINFILE.$$" 2>/dev/null; rec warning "cannot persist the workspace pin"; }
+      savepin "$id"
     fi
   fi
-  [ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
+  [ -z "$pin" ] || [ "$id" = "$pin" ] || repin "$id" || die 106 "$why"
   rec pin "$id"
   rec pbase "$pbase"
 fi
@@ -233,7 +256,7 @@ openv() {
   if [ -n "$late" ]; then
     fp=${st%%//*}; st=${st#*//}
     set -- $fp
-    [ "${5:-}" = "$SBX_PIN" ] || die 106 "the workspace directory was replaced"
+    if [ "${5:-}" != "$SBX_PIN" ]; then repin "${5:-}" || die 106 "$why"; rec pin "${5:-}"; fi
   fi
   if [ -n "$proc" ]; then
     fp=${st%%//*}; fp=${fp#* * * * * }; st=${st#*//}

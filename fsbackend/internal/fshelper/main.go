@@ -225,23 +225,6 @@ func openWorkspace() {
 	s := fstat(fd)
 	st.root, st.rootID = fd, identOf(&s)
 	id := st.rootID.String()
-	if pin == "" && pinFile != "" {
-		ps, err := fstatat(unix.AT_FDCWD, pinFile, unix.AT_SYMLINK_NOFOLLOW)
-		switch {
-		case err == nil && ps.Mode&unix.S_IFMT != unix.S_IFREG:
-			die(exitReplaced, "the workspace pin is not a regular file")
-		case err == nil:
-			pin = readPin(pinFile)
-		default:
-			pin = id
-			if !writePin(pinFile, id) {
-				rec("warning", "cannot persist the workspace pin")
-			}
-		}
-	}
-	if pin != "" && pin != id {
-		die(exitReplaced, "the workspace directory was replaced")
-	}
 	// The physical path, from the kernel (getcwd, not $PWD).
 	if err := unix.Fchdir(fd); err != nil {
 		die(exitInternal, "cannot enter the workspace directory")
@@ -251,33 +234,96 @@ func openWorkspace() {
 		die(exitInternal, "cannot name the workspace directory")
 	}
 	st.pbase = wd
+	pinPath := env("SBX_PINPATH")
+	if pin == "" && pinFile != "" {
+		ps, err := fstatat(unix.AT_FDCWD, pinFile, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case err == nil && ps.Mode&unix.S_IFMT != unix.S_IFREG:
+			die(exitReplaced, "the workspace pin is not a regular file")
+		case err == nil:
+			pin, pinPath = readPin(pinFile)
+		default:
+			pin = id
+			if !writePin(pinFile, id, wd, false) {
+				rec("warning", "cannot persist the workspace pin")
+			}
+		}
+	}
+	if pin != "" && pin != id {
+		repin(base, pinFile, pinPath, &s)
+	}
 	rec("pin", id)
 	rec("pbase", wd)
 }
 
-func readPin(name string) string {
+// repin accepts a workspace recreated since it was pinned (its identity
+// differs from the pin) when it is a plain directory, not a symbolic link,
+// owned by the sandbox user, at the physical path the pin was taken at
+// (base itself when the pin does not say), and pins it anew; otherwise it
+// dies. The checks are made on the directory held open (s, st.pbase), so a
+// swap after them changes nothing: the helper works on what it checked.
+func repin(base, pinFile, pinPath string, s *unix.Stat_t) {
+	const why = "the workspace directory was replaced"
+	if ls, err := fstatat(unix.AT_FDCWD, base, unix.AT_SYMLINK_NOFOLLOW); err == nil && ls.Mode&unix.S_IFMT == unix.S_IFLNK {
+		die(exitReplaced, why+" by a symbolic link")
+	}
+	if s.Mode&unix.S_IFMT != unix.S_IFDIR || int(s.Uid) != unix.Geteuid() {
+		die(exitReplaced, why+" by a directory the sandbox user does not own")
+	}
+	if pinPath == "" {
+		pinPath = base
+	}
+	if st.pbase != pinPath {
+		die(exitReplaced, why+" by a directory elsewhere")
+	}
+	id := st.rootID.String()
+	if pinFile != "" && !writePin(pinFile, id, st.pbase, true) {
+		rec("warning", "cannot persist the workspace pin")
+	}
+	rec("repin", id)
+}
+
+// readPin reads the pin file: the workspace's identity, and the physical
+// path it was pinned at ("" in a pin file that does not say).
+func readPin(name string) (pin, pinPath string) {
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		die(exitReplaced, "the workspace pin is corrupt")
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 128)
+	buf := make([]byte, 8192)
 	n, _ := unix.Read(fd, buf)
-	line, _, _ := bytes.Cut(buf[:max(n, 0)], []byte{'\n'})
-	pin := string(line)
+	line, rest, _ := bytes.Cut(buf[:max(n, 0)], []byte{'\n'})
+	pin = string(line)
 	if pin == "" || strings.Trim(pin, "0123456789-") != "" {
 		die(exitReplaced, "the workspace pin is corrupt")
 	}
-	return pin
+	if p, _, ok := bytes.Cut(rest, []byte{'\n'}); ok && bytes.HasPrefix(p, []byte{'/'}) {
+		pinPath = string(p)
+	}
+	return pin, pinPath
 }
 
-func writePin(name, id string) bool {
-	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+// writePin writes the pin file: exclusively at first contact, so that
+// concurrent first calls keep the first pin; aside and renamed over the
+// old one when replace is set (a re-pin).
+func writePin(name, id, pbase string, replace bool) bool {
+	tmp := name
+	if replace {
+		tmp = name + "." + strconv.Itoa(os.Getpid())
+	}
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
 	if err != nil {
 		return false
 	}
-	defer unix.Close(fd)
-	_, err = unix.Write(fd, []byte(id+"\n"))
+	_, err = unix.Write(fd, []byte(id+"\n"+pbase+"\n"))
+	unix.Close(fd)
+	if err == nil && replace {
+		err = unix.Rename(tmp, name)
+	}
+	if err != nil && replace {
+		_ = unix.Unlink(tmp)
+	}
 	return err == nil
 }
 
