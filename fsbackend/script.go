@@ -41,7 +41,14 @@ package fsbackend
 // the root), already checked element-wise; SBX_LIMIT, the largest file read,
 // searched or archived, in bytes; SBX_TEXT=1, refuse a file marked binary;
 // SBX_BINARY=1, mark the written file binary (otherwise a write clears its
-// mark); SBX_PATTERN and SBX_MAX for grep.
+// mark); SBX_LINES=1 with SBX_FROM (1-based) and SBX_COUNT, read a
+// window of lines of a file larger than SBX_LIMIT rather than refuse it
+// (records window=1 and lines=<count>); SBX_PATTERN, SBX_MAX, SBX_REGEX=1 (a regular expression: grep
+// -P where it has PCRE, else -E), SBX_ICASE=1 (-i), SBX_BEFORE and
+// SBX_AFTER (-B, -A) for grep; SBX_PINPATH, the workspace's physical path
+// when pinned (see repin). A grep line is "<name>\0<line>:<text>" for a
+// match and "<name>\0<line>-<text>" for context (without group
+// separators).
 //
 // # Outputs
 //
@@ -77,7 +84,8 @@ package fsbackend
 // A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, chmod, GNU find
 // (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size, -readable,
 // -executable, -prune), GNU grep (-r
-// -F -I -H -n --null --devices=skip, -c -x) and GNU tar (--anchored
+// -F -E -I -H -n -i -A -B --null --devices=skip --no-group-separator,
+// -c -x; -P where built with PCRE) and GNU tar (--anchored
 // --no-wildcards --exclude-from): Debian, Ubuntu and the E2B and Daytona
 // default images have them, as does the memory provider's shell. /proc
 // (for the checks through /proc/self/fd) where the kernel has it.
@@ -280,10 +288,28 @@ read)
   [ -r "$name" ] || die 104 "permission denied"
   openv || die "$?" "changed while it was being opened"
   [ "$links" -gt 1 ] && ! prove "$key" "$links" && die 108 "has other hard links"
-  [ "$size" -gt "$lim" ] && die 109 "too large"
+  window=
+  if [ "$size" -gt "$lim" ]; then
+    [ "${SBX_LINES:-}" = 1 ] || die 109 "too large"
+    window=1
+  fi
   if marked "$key"; then
     [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
     rec binary 1
+  fi
+  if [ -n "$window" ]; then
+    # A line window of a file larger than the cap: only the window's
+    # lines are sent (at most the cap and a byte), then the line count
+    # (newlines, and one more for a last line without one), read from the
+    # open file again through /proc when there is one.
+    if [ -n "$proc" ]; then src=/proc/self/fd/3; else src=./$name; fi
+    tail -n "+${SBX_FROM:-1}" < "$src" 2>/dev/null | head -n "${SBX_COUNT:-2000}" | head -c "$((lim + 1))"
+    n=$(wc -l < "$src" 2>/dev/null) || die 104 "cannot be read"
+    n=$((n + 0))
+    [ "$(tail -c 1 < "$src" | wc -l)" -eq 0 ] && n=$((n + 1))
+    rec window 1
+    rec lines "$n"
+    exit 0
   fi
   if [ -n "$proc" ]; then exec head -c "$((lim + 1))" <&3; fi
   exec head -c "$((lim + 1))" -- "./$name" ;;
@@ -349,8 +375,20 @@ ls|walk)
   exit 0 ;;
 grep)
   resolve || die "$?" "cannot be reached"
-  set -- -H -n -I -F --null --devices=skip
+  # A regular expression runs with -P (PCRE, which reads RE2's
+  # constructs alike) where grep has it, else -E; a literal with -F.
+  mode=-F
+  if [ "${SBX_REGEX:-}" = 1 ]; then
+    mode=-E
+    grep -P -e x -- /dev/null >/dev/null 2>&1
+    [ $? -eq 1 ] && mode=-P
+  fi
+  set -- -H -n -I "$mode" --null --devices=skip
   [ "${SBX_MAX:-0}" -gt 0 ] && set -- "$@" -m "$SBX_MAX"
+  [ "${SBX_ICASE:-}" = 1 ] && set -- "$@" -i
+  [ "${SBX_BEFORE:-0}" -gt 0 ] && set -- "$@" -B "$SBX_BEFORE"
+  [ "${SBX_AFTER:-0}" -gt 0 ] && set -- "$@" -A "$SBX_AFTER"
+  if [ "${SBX_BEFORE:-0}" -gt 0 ] || [ "${SBX_AFTER:-0}" -gt 0 ]; then set -- "$@" --no-group-separator; fi
   if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
     rec kind file
     regular || die "$?" "not a regular file"

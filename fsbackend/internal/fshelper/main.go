@@ -41,6 +41,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -731,8 +732,12 @@ func opRead() {
 	if w.stat.Nlink > 1 && !prove(&w.stat) {
 		die(exitHardLink, "has other hard links")
 	}
+	window := false
 	if w.stat.Size > st.lim {
-		die(exitTooLarge, "too large")
+		if env("SBX_LINES") != "1" {
+			die(exitTooLarge, "too large")
+		}
+		window = true
 	}
 	if marked(key(&w.stat)) {
 		if env("SBX_TEXT") == "1" {
@@ -740,9 +745,55 @@ func opRead() {
 		}
 		rec("binary", "1")
 	}
+	if window {
+		readWindow(f)
+		return
+	}
 	if _, err := io.Copy(stdout, io.LimitReader(f, st.lim+1)); err != nil {
 		die(exitDenied, "read: "+errText(err))
 	}
+}
+
+// readWindow streams a file larger than the cap: it writes the lines
+// SBX_FROM (1-based) to SBX_FROM+SBX_COUNT-1, at most the cap and a byte
+// of them, and records window=1 and lines=<the file's line count>.
+func readWindow(f *os.File) {
+	num := func(k string, def int64) int64 {
+		n, err := strconv.ParseInt(env(k), 10, 64)
+		if err != nil || n < 1 {
+			return def
+		}
+		return n
+	}
+	from, count := num("SBX_FROM", 1), num("SBX_COUNT", 2000)
+	r := bufio.NewReaderSize(f, 256<<10)
+	var total, written int64
+	ended := true // the last byte read was a newline (or none was read)
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if line := total + 1; line >= from && line-from < count && written <= st.lim {
+				part := chunk[:min(int64(len(chunk)), st.lim+1-written)]
+				stdout.Write(part)
+				written += int64(len(part))
+			}
+			ended = chunk[len(chunk)-1] == '\n'
+			if ended {
+				total++
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			die(exitDenied, "read: "+errText(err))
+		}
+	}
+	if !ended {
+		total++
+	}
+	rec("window", "1")
+	rec("lines", strconv.FormatInt(total, 10))
 }
 
 func errText(err error) string {
@@ -977,46 +1028,113 @@ func contentOf(dir int, name string, s *unix.Stat_t) (data []byte, ok, unreadabl
 	return data, true, false
 }
 
-// grepData writes the lines of data holding pattern, as grep -H -n --null
-// does, at most max of them (0: all); it skips data holding a NUL byte, as
-// grep -I does. It returns false when the output is full.
-func grepData(out *limited, name string, data, pattern []byte, max int) bool {
+// grepOpts are the search's options: the line matcher, the cap on
+// matches per file (0: none) and the context lines.
+type grepOpts struct {
+	match         func([]byte) bool
+	max           int
+	before, after int
+}
+
+// grepOptions reads the search's options: SBX_PATTERN, a literal unless
+// SBX_REGEX=1 (Go's regexp, RE2 syntax), SBX_ICASE=1 to ignore case,
+// SBX_MAX, SBX_BEFORE and SBX_AFTER.
+func grepOptions() grepOpts {
+	num := func(k string) int {
+		n, _ := strconv.Atoi(env(k))
+		return max(n, 0)
+	}
+	o := grepOpts{max: num("SBX_MAX"), before: num("SBX_BEFORE"), after: num("SBX_AFTER")}
+	pattern := env("SBX_PATTERN")
+	regex, icase := env("SBX_REGEX") == "1", env("SBX_ICASE") == "1"
+	if !regex && !icase {
+		p := []byte(pattern)
+		o.match = func(l []byte) bool { return bytes.Contains(l, p) }
+		return o
+	}
+	if !regex {
+		pattern = regexp.QuoteMeta(pattern)
+	}
+	if icase {
+		pattern = "(?i)" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		die(exitUsage, "invalid regular expression: "+err.Error())
+	}
+	o.match = re.Match
+	return o
+}
+
+// grepData writes the lines of data that match, as grep -H -n --null
+// does, at most o.max of them (0: all), with o.before and o.after lines
+// of context ("<name>\0<n>-<text>", each line once, no group separators);
+// it skips data holding a NUL byte, as grep -I does. It returns false
+// when the output is full.
+func grepData(out *limited, name string, data []byte, o grepOpts) bool {
 	if bytes.IndexByte(data, 0) >= 0 {
 		return true
 	}
-	n, found := 0, 0
+	n, found, pendingAfter := 0, 0, 0
 	var line []byte
+	var prev [][]byte // the lines just before this one not yet written, at most o.before
+	emit := func(num int, l []byte, mark byte) bool {
+		line = append(line[:0], name...)
+		line = append(line, 0)
+		line = strconv.AppendInt(line, int64(num), 10)
+		line = append(line, mark)
+		line = append(line, l...)
+		line = append(line, '\n')
+		return out.write(line)
+	}
 	for len(data) > 0 {
 		l, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
 		n++
-		if !bytes.Contains(l, pattern) {
+		if o.max > 0 && found >= o.max {
+			// The trailing context of the last match is still written.
+			if pendingAfter > 0 && !o.match(l) {
+				pendingAfter--
+				if !emit(n, l, '-') {
+					return false
+				}
+				continue
+			}
+			return true
+		}
+		if !o.match(l) {
+			switch {
+			case pendingAfter > 0:
+				pendingAfter--
+				if !emit(n, l, '-') {
+					return false
+				}
+			case o.before > 0:
+				if len(prev) == o.before {
+					prev = prev[1:]
+				}
+				prev = append(prev, l)
+			}
 			continue
 		}
-		line = append(line[:0], name...)
-		line = append(line, 0)
-		line = strconv.AppendInt(line, int64(n), 10)
-		line = append(line, ':')
-		line = append(line, l...)
-		line = append(line, '\n')
-		if !out.write(line) {
+		for i, pl := range prev {
+			if !emit(n-len(prev)+i, pl, '-') {
+				return false
+			}
+		}
+		prev = prev[:0]
+		if !emit(n, l, ':') {
 			return false
 		}
 		found++
-		if max > 0 && found >= max {
-			return true
-		}
+		pendingAfter = o.after
 	}
 	return true
 }
 
 func opGrep() {
 	w := mustResolve(false)
-	pattern := []byte(env("SBX_PATTERN"))
-	max := 0
-	if v := env("SBX_MAX"); v != "" {
-		max, _ = strconv.Atoi(v)
-	}
+	o := grepOptions()
 	var out limited
 	if w.name != "." && w.exists && w.stat.Mode&unix.S_IFMT != unix.S_IFDIR {
 		rec("kind", "file")
@@ -1029,7 +1147,7 @@ func opGrep() {
 		}
 		data, err := io.ReadAll(io.LimitReader(f, st.lim+1))
 		if err == nil && int64(len(data)) <= st.lim {
-			grepData(&out, "./"+w.name, data, pattern, max)
+			grepData(&out, "./"+w.name, data, o)
 		}
 		return
 	}
@@ -1063,7 +1181,7 @@ func opGrep() {
 		}
 		data, ok, unreadable := contentOf(dir, name, s)
 		if ok {
-			full = !grepData(&out, "./"+rel, data, pattern, max)
+			full = !grepData(&out, "./"+rel, data, o)
 		} else if unreadable {
 			denied(rel, false)
 		}
