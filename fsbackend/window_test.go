@@ -160,3 +160,32 @@ i=1; while [ $i -le 10 ]; do echo "tail $i"; i=$((i+1)); done >> big.txt`)
 		})
 	}
 }
+
+// TestWorkspaceRecreatedEveryShell checks the re-pin of a workspace
+// removed and recreated on every environment, the memory provider's shell
+// included.
+func TestWorkspaceRecreatedEveryShell(t *testing.T) {
+	for name, e := range envsBothPaths(t, Options{}) {
+		t.Run(name, func(t *testing.T) {
+			write(t, e.b, "a.txt", "old")
+			e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && echo new > "+e.base+"/b.txt")
+			require.Equal(t, "     1\tnew", readText(t, e.b, "b.txt").Content)
+			require.Equal(t, "     1\tnew", readText(t, e.reopen(t), "b.txt").Content)
+			e.sh(t, "rm -rf "+e.base+" && ln -s "+e.out+" "+e.base)
+			r := readText(t, e.b, "b.txt")
+			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
+			require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.reopen(t), "b.txt").Error))
+			// A directory another user owns, where the sandbox may chown
+			// (the host runtime, run as root).
+			if e.try("rm -f " + e.base + " && mkdir " + e.base + " && chown 65534 " + e.base) {
+				for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+					r := readText(t, b, "b.txt")
+					require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
+					require.Contains(t, r.Text(), "does not own")
+				}
+			} else {
+				t.Log("the sandbox cannot chown: the other-owner case is not exercised here")
+			}
+		})
+	}
+}
