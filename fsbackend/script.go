@@ -275,6 +275,15 @@ openv() {
   [ "${1:-}" = f ] || return 103
   links=$2 key=$3 size=$4
 }
+# latepin makes a read's pin check (otherwise made with the opened file's,
+# see openv) before the read reports that its file cannot be reached, so
+# that a replaced workspace is reported as such, not as a missing file.
+latepin() {
+  [ -n "$late" ] || return 0
+  set -- $(find "$pbase" -maxdepth 0 -printf '%D-%i' 2>/dev/null)
+  if [ "${1:-}" != "$SBX_PIN" ]; then repin "${1:-}" || die 106 "$why"; rec pin "$1"; fi
+  late=
+}
 marked() { [ -n "$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ] && [ -f "$meta/binary/$1" ]; }
 proc=
 [ -d /proc/self/fd ] && proc=1
@@ -283,9 +292,9 @@ case $SBX_OP in
 pin)
   exit 0 ;;
 read)
-  resolve || die "$?" "cannot be reached"
-  regular || die "$?" "not a regular file"
-  [ -r "$name" ] || die 104 "permission denied"
+  resolve || { c=$?; latepin; die "$c" "cannot be reached"; }
+  regular || { c=$?; latepin; die "$c" "not a regular file"; }
+  [ -r "$name" ] || { latepin; die 104 "permission denied"; }
   openv || die "$?" "changed while it was being opened"
   [ "$links" -gt 1 ] && ! prove "$key" "$links" && die 108 "has other hard links"
   window=

@@ -171,10 +171,16 @@ func TestWorkspaceRecreatedEveryShell(t *testing.T) {
 			e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && echo new > "+e.base+"/b.txt")
 			require.Equal(t, "     1\tnew", readText(t, e.b, "b.txt").Content)
 			require.Equal(t, "     1\tnew", readText(t, e.reopen(t), "b.txt").Content)
-			e.sh(t, "rm -rf "+e.base+" && ln -s "+e.out+" "+e.base)
-			r := readText(t, e.b, "b.txt")
-			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
-			require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.reopen(t), "b.txt").Error))
+			// A link to elsewhere: refused, whether the file named is
+			// there or not.
+			e.sh(t, "rm -rf "+e.base+" && echo SECRET > "+e.out+"/s.txt && ln -s "+e.out+" "+e.base)
+			for _, p := range []string{"s.txt", "b.txt"} {
+				for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+					r := readText(t, b, p)
+					require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error), "read %s through a linked workspace: %q", p, r.Content)
+					require.Contains(t, r.Text(), "symbolic link")
+				}
+			}
 			// A directory another user owns, where the sandbox may chown
 			// (the host runtime, run as root).
 			if e.try("rm -f " + e.base + " && mkdir " + e.base + " && chown 65534 " + e.base) {
