@@ -40,11 +40,17 @@
 //   - Read: one line per file line, "%6d\t%s" (the 1-based line number
 //     right-aligned in six columns, a tab, the line without its newline),
 //     lines joined by "\n". A window past the end, or an empty file, is "".
+//     A window cut at the backend's read size limit (ReadResult.Truncated)
+//     ends with the line "[Output truncated at the read size limit: read
+//     on with a later offset or fewer lines]".
 //   - ReadChars: the characters themselves; a window starting at or past
 //     the end of a non-empty file is "[End of file reached]".
 //   - Ls and Glob: one entry per line, "path" for a file and "path/" for a
 //     directory, sorted by path; nothing found is "No files found".
-//   - Grep: one match per line, "path:line:text"; nothing found is
+//   - Grep: one match per line, "path:line:text"; with context lines
+//     (GrepRequest.Before, After), as grep -A/-B prints them: a context
+//     line is "path-line-text", and a line "--" separates groups of lines
+//     that are not adjacent; nothing found is
 //     "No matches found"; a result cut at MaxCount ends with the line
 //     "[results truncated at N matches]"; files passed over (GrepResult.Skipped)
 //     add a line "[not searched (too large, or a hard link): a, b]", and
@@ -96,8 +102,9 @@ type Backend interface {
 	// match a glob pattern, sorted by path.
 	Glob(ctx context.Context, req *GlobRequest) (*GlobResult, error)
 
-	// Grep searches text files for a literal string (not a regular
-	// expression) and returns the matching lines.
+	// Grep searches text files for a literal string, or a regular
+	// expression (RE2 syntax) when Regex is set, optionally ignoring case,
+	// and returns the matching lines with the context lines asked for.
 	Grep(ctx context.Context, req *GrepRequest) (*GrepResult, error)
 
 	// Execute runs a shell command with the workspace root as its working

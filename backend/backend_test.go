@@ -135,6 +135,11 @@ func TestResultText(t *testing.T) {
 		{(&LsResult{}).Text(), "No files found"},
 		{(&GrepResult{Matches: []GrepMatch{{Path: "a.txt", Line: 3, Text: "x"}}, Truncated: true}).Text(), "a.txt:3:x\n[results truncated at 1 matches]"},
 		{(&GrepResult{}).Text(), "No matches found"},
+		{(&GrepResult{Matches: []GrepMatch{
+			{Path: "a.txt", Line: 1, Text: "before", Context: true}, {Path: "a.txt", Line: 2, Text: "hit"},
+			{Path: "a.txt", Line: 3, Text: "after", Context: true}, {Path: "a.txt", Line: 9, Text: "hit"},
+			{Path: "b.txt", Line: 10, Text: "hit"}, {Path: "b.txt", Line: 11, Text: "after", Context: true},
+		}, Truncated: true}).Text(), "a.txt-1-before\na.txt:2:hit\na.txt-3-after\n--\na.txt:9:hit\n--\nb.txt:10:hit\nb.txt-11-after\n[results truncated at 3 matches]"},
 		{(&GrepResult{Skipped: []string{"big.bin", "hl.txt"}}).Text(), "No matches found\n[not searched (too large, or a hard link): big.bin, hl.txt]"},
 		{(&ExecuteResult{Output: "out", ExitCode: 2}).Text(), "out\n[Command exited with code 2]"},
 		{(&ExecuteResult{Output: "out\n", ExitCode: -1, Signal: "SIGKILL"}).Text(), "out\n[Command killed by signal SIGKILL]"},

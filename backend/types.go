@@ -84,13 +84,22 @@ type ReadResult struct {
 	Content string
 	// TotalLines is the number of lines in the file.
 	TotalLines int
-	Error      *Error
+	// Truncated reports that the lines asked for exceed the backend's cap
+	// on the bytes one read returns: Content ends at the last whole line
+	// that fit (or holds the start of a single longer line), and a later
+	// Offset reads on.
+	Truncated bool
+	Error     *Error
 }
 
-// Text returns Content, or the error.
+// Text returns Content, or the error, with a note when the window was
+// cut.
 func (r *ReadResult) Text() string {
 	if r.Error != nil {
 		return r.Error.Text()
+	}
+	if r.Truncated {
+		return r.Content + "\n[Output truncated at the read size limit: read on with a later offset or fewer lines]"
 	}
 	return r.Content
 }
@@ -241,22 +250,41 @@ func unreadableText(list []string) string {
 	return fmt.Sprintf("\n[could not be read (permission denied or an I/O error): %s%s]", strings.Join(shown, ", "), more)
 }
 
-// GrepRequest asks for the lines containing a literal string.
+// GrepRequest asks for the lines containing a literal string, or
+// matching a regular expression, with optional context lines around each
+// match, all in one search.
 type GrepRequest struct {
-	// Pattern is a literal string, not a regular expression. A pattern
+	// Pattern is a literal string unless Regex is set. A literal pattern
 	// holding a newline matches nothing (lines have none).
 	Pattern string
+	// Regex makes Pattern a regular expression in RE2 syntax, the syntax
+	// of Go's regexp package (https://golang.org/s/re2syntax): it matches
+	// anywhere in a line unless anchored with ^ or $, and has no
+	// backreferences or lookaround. A pattern that does not compile is
+	// refused with CodeInvalidArgument naming it, before any search.
+	Regex bool
+	// IgnoreCase matches letters regardless of case (grep -i), for a
+	// literal pattern or a regular expression.
+	IgnoreCase bool
+	// Before is the number of lines of context returned before each
+	// match (grep -B); 0 means none.
+	Before int
+	// After is the number of lines of context returned after each match
+	// (grep -A); 0 means none.
+	After int
 	// Path is a directory to search recursively, or one file; "" means the
 	// workspace root.
 	Path string
 	// Glob, when set, keeps only files matching it (see MatchGlob).
 	Glob string
 	// MaxCount caps the number of matches returned; 0 means no cap beyond
-	// the backend's own output limit.
+	// the backend's own output limit. Context lines do not count: those
+	// of the matches returned are returned with them.
 	MaxCount int
 }
 
-// GrepMatch is one matching line.
+// GrepMatch is one matching line, or a line of context around one
+// (Context set).
 type GrepMatch struct {
 	// Path is relative to the workspace root.
 	Path string
@@ -272,10 +300,16 @@ type GrepMatch struct {
 	// Escaped reports that Text holds \xNN escapes for bytes of the line
 	// that are not text (see Text); a literal backslash is not escaped.
 	Escaped bool
+	// Context reports a line returned as context (GrepRequest.Before or
+	// After) of a match near it, that does not match itself. Each line
+	// appears once, however many matches it is near.
+	Context bool
 }
 
 // GrepResult lists the matches, sorted by path and line.
 type GrepResult struct {
+	// Matches holds the matching lines and, when context was asked for,
+	// the context lines around them (GrepMatch.Context set), in order.
 	Matches []GrepMatch
 	// Truncated reports that more matches existed than were returned.
 	Truncated bool
@@ -300,14 +334,29 @@ func (r *GrepResult) Text() string {
 	if len(r.Matches) == 0 {
 		b.WriteString("No matches found")
 	}
+	hasContext := slices.ContainsFunc(r.Matches, func(m GrepMatch) bool { return m.Context })
+	found := 0
 	for i, m := range r.Matches {
 		if i > 0 {
 			b.WriteByte('\n')
+			// As grep -A/-B/-C: "--" between groups of lines that are
+			// not adjacent.
+			if p := r.Matches[i-1]; hasContext && (p.Path != m.Path || p.Line+1 != m.Line) {
+				b.WriteString("--\n")
+			}
 		}
-		fmt.Fprintf(&b, "%s:%d:%s", m.Path, m.Line, m.Text)
+		// As grep: "path:line:text" for a match, "path-line-text" for a
+		// context line.
+		sep := ':'
+		if m.Context {
+			sep = '-'
+		} else {
+			found++
+		}
+		fmt.Fprintf(&b, "%s%c%d%c%s", m.Path, sep, m.Line, sep, m.Text)
 	}
 	if r.Truncated {
-		fmt.Fprintf(&b, "\n[results truncated at %d matches]", len(r.Matches))
+		fmt.Fprintf(&b, "\n[results truncated at %d matches]", found)
 	}
 	passed := r.Skipped
 	if len(r.Unreadable) > 0 {

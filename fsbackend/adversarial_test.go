@@ -188,15 +188,62 @@ func TestAdversarialWorkspaceSwap(t *testing.T) {
 			refusedAll(t, e, b, "secret.txt")
 			requireReplacedGetFiles(t, b)
 		}
-		// A fresh directory in its place is a replacement too.
-		e.sh(t, "cd "+parent+" && rm workspace && mkdir workspace && printf SECRET > workspace/s.txt")
-		for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
-			require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, b, "s.txt").Error))
-		}
 		// Restored, the workspace works again.
 		e.sh(t, "cd "+parent+" && rm -r workspace && mv ws_real workspace")
 		require.Equal(t, "     1\tinside", readText(t, e.b, "a.txt").Content)
 		require.Equal(t, "     1\tinside", readText(t, e.reopen(t), "a.txt").Content)
+	})
+}
+
+// TestWorkspaceRecreated checks that a workspace removed and recreated as
+// a plain directory the sandbox user owns is pinned anew, by the instance
+// that pinned it and by a new one, while a symbolic link, a file or a
+// directory elsewhere in its place stays refused.
+func TestWorkspaceRecreated(t *testing.T) {
+	forEach(t, Options{}, func(t *testing.T, e *env) {
+		parent := path.Dir(e.base)
+		write(t, e.b, "a.txt", "old")
+		e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && printf 'new\\n' > "+e.base+"/b.txt")
+		require.Equal(t, "     1\tnew", readText(t, e.b, "b.txt").Content, "the same instance, after rm -rf and mkdir")
+		write(t, e.b, "c.txt", "written")
+		require.Equal(t, "written", e.sh(t, "cat "+e.base+"/c.txt"))
+		// Again, the first call of the instance being a write.
+		e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base)
+		write(t, e.b, "d.txt", "again")
+		// A new instance reads the pin file, which now names the new one.
+		e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && printf 'clone\\n' > "+e.base+"/e.txt")
+		b2 := e.reopen(t)
+		require.Equal(t, "     1\tclone", readText(t, b2, "e.txt").Content, "a new instance")
+		ls, err := b2.Ls(ctx, &backend.LsRequest{})
+		require.NoError(t, err)
+		require.Nil(t, ls.Error)
+		require.Equal(t, "     1\tclone", readText(t, e.b, "e.txt").Content, "the first instance after the second re-pinned")
+
+		// A symbolic link to elsewhere in its place is refused, by both.
+		e.sh(t, "cd "+parent+" && mv workspace ws_real && printf SECRET > "+e.out+"/secret.txt && ln -s "+e.out+" workspace")
+		for _, b := range []*FilesystemBackend{e.b, b2, e.reopen(t)} {
+			r := readText(t, b, "secret.txt")
+			require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error), "read through a workspace swapped for a link: %q", r.Content)
+			require.Contains(t, r.Text(), "symbolic link")
+			refusedAll(t, e, b, "secret.txt")
+		}
+		// So is a file in its place.
+		e.sh(t, "cd "+parent+" && rm workspace && printf x > workspace")
+		require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.b, "e.txt").Error))
+		require.Equal(t, backend.CodeInvalidPath, codeOf(readText(t, e.reopen(t), "e.txt").Error))
+		e.sh(t, "cd "+parent+" && rm workspace && mv ws_real workspace")
+		require.Equal(t, "     1\tclone", readText(t, e.b, "e.txt").Content, "the pinned directory back")
+
+		// A directory another user owns, where the sandbox may chown.
+		if e.try("rm -rf " + e.base + " && mkdir " + e.base + " && chown 65534 " + e.base) {
+			for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
+				r := readText(t, b, "e.txt")
+				require.Equal(t, backend.CodeInvalidPath, codeOf(r.Error))
+				require.Contains(t, r.Text(), "does not own")
+			}
+		} else {
+			t.Log("the sandbox cannot chown: the other-owner case is not exercised here")
+		}
 	})
 }
 

@@ -29,10 +29,18 @@
 //     next to the workspace (".<name>.fsbackend-pin" in its parent), outside
 //     it, where no file tool reaches and a swap of the workspace does not
 //     move it; a new backend instance over the same sandbox reads it. A
-//     workspace later replaced (by a symbolic link, another directory, or
-//     removed) is refused by every tool with CodeInvalidPath until it is
-//     restored. A pin file the sandbox cannot write (a workspace whose
-//     parent is read-only, or "/") protects only the instance that took it.
+//     workspace later removed, or replaced by a symbolic link, by anything
+//     other than a directory, by a directory another user owns, or by a
+//     directory whose physical path differs from the one pinned (reached
+//     through a linked parent), is refused by every tool with
+//     CodeInvalidPath. A workspace removed and recreated (rm -rf and
+//     mkdir, a fresh clone) as a plain directory the sandbox user owns, at
+//     the physical path the pin was taken at, is pinned anew by the next
+//     call of any instance, and the tools go on: recreating the workspace
+//     is an ordinary thing for an agent to do, and such a directory gives
+//     the tools nothing the old one did not. A pin file the sandbox cannot
+//     write (a workspace whose parent is read-only, or "/") protects only
+//     the instance that took it.
 //   - The target is reached one element at a time from the pinned
 //     directory (cd -P relative to it), and after each step the directory
 //     reached must lie in the workspace and outside its metadata; symbolic
@@ -50,8 +58,9 @@
 //     GlobResult.Unreadable, never silently left out of the result.
 //   - Named pipes, sockets and devices are refused before they are opened
 //     (a read never blocks on a FIFO); a file larger than
-//     Options.MaxReadBytes is refused by read from its size, without being
-//     read, and grep and get-all pass over it.
+//     Options.MaxReadBytes is refused by the whole-file reads from its
+//     size, without being read, read streams only a window of its lines,
+//     and grep and get-all pass over it.
 //   - A read opens the file and then checks, before sending a byte, that
 //     the open file is the regular file named, with one link (the kernel's
 //     path of the open file, /proc/self/fd, must be the name reached); a
@@ -160,8 +169,9 @@
 //
 // In one place: the workspace is $HOME/workspace (FallbackBaseDir when
 // $HOME is unusable), probed once with a command bounded by ProbeTimeout
-// (10 s); a single read returns at most DefaultMaxReadBytes (32 MiB) and
-// larger files get CodeTooLarge; Execute is disabled unless
+// (10 s); a single read returns at most DefaultMaxReadBytes (32 MiB):
+// larger files get CodeTooLarge from ReadChars, ReadBytes, Edit and
+// downloads, while Read streams a window of lines from a file of any size; Execute is disabled unless
 // Options.AllowExecute, and then bounded by DefaultExecuteTimeout (2 min)
 // with DefaultMaxExecuteOutput (256 KiB) of output. The execute default is
 // 2 min rather than the 30 s agent file backends often use, because the
@@ -196,6 +206,7 @@ import (
 	"maps"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,7 +280,8 @@ type Options struct {
 	// MaxReadBytes caps the size of a file read in one call and of Grep's
 	// raw output (DefaultMaxReadBytes when 0); larger files get
 	// backend.CodeTooLarge, and Grep and GetFiles pass over them (Grep
-	// lists them in GrepResult.Skipped).
+	// lists them in GrepResult.Skipped). For Read it caps the bytes of the
+	// lines returned: Read streams a window of a larger file.
 	MaxReadBytes int
 	// Logger receives warnings about a damaged binary index or a workspace
 	// pin that could not be persisted. Nil discards them.
@@ -289,6 +301,7 @@ type FilesystemBackend struct {
 	ready   bool       // the workspace is known to exist
 	pin     string     // the workspace's device and inode; "" until seen
 	pinBase string     // the workspace pin belongs to
+	pinPath string     // the workspace's physical path when pinned
 
 	// The in-sandbox helper (helper.go), guarded by mu.
 	helperState   int
@@ -541,6 +554,9 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	b.mu.Lock()
 	if b.pin != "" && b.pinBase == base {
 		e["SBX_PIN"] = b.pin
+		if b.pinPath != "" {
+			e["SBX_PINPATH"] = b.pinPath
+		}
 	}
 	b.mu.Unlock()
 	gen := b.helperEnv(base, e)
@@ -578,6 +594,9 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	b.ready = true // the helper created the workspace
 	if pin := r.get("pin"); b.base == base && pin != "" && strings.Trim(pin, "0123456789-") == "" {
 		b.pin, b.pinBase = pin, base
+		if pb := r.get("pbase"); strings.HasPrefix(pb, "/") {
+			b.pinPath = pb
+		}
 	}
 	b.mu.Unlock()
 	return r, nil
@@ -602,7 +621,7 @@ func pathError(r *opResult, shown, verb string, limit int) *backend.Error {
 	case exitBinary:
 		return backend.Binary(shown, verb)
 	case exitReplaced:
-		return backend.Errorf(backend.CodeInvalidPath, shown, "the workspace directory %s was replaced or removed since the backend first used it (%s); the file tools stay off until it is restored", printable(path.Clean("/"+r.base)), r.errText)
+		return backend.Errorf(backend.CodeInvalidPath, shown, "the workspace directory %s was replaced or removed since the backend first used it (%s); the file tools resume once it is a plain directory again (not a symbolic link), owned by the sandbox user, at the same place", printable(path.Clean("/"+r.base)), r.errText)
 	case exitNotRegular:
 		return backend.InvalidPath(shown, "it is not a regular file (a named pipe, socket or device); the file tools handle regular files and directories only")
 	case exitHardLink:
@@ -684,7 +703,14 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 // Read returns a numbered window of a text file's lines. One round trip.
 // A negative Offset or Limit is refused with backend.CodeInvalidArgument
 // naming it; a Limit of any size (up to math.MaxInt) returns the lines
-// from Offset to the end.
+// from Offset to the end. The file may be of any size: MaxReadBytes caps
+// the bytes of the lines returned, not the file. A file larger than the
+// cap is streamed in the sandbox, which sends only the window and the
+// line count; a window larger than the cap ends at the last whole line
+// that fits (the start of a single longer line), with
+// ReadResult.Truncated set. A file up to the cap must be text as a whole
+// (backend.CodeBinaryFile otherwise); of a larger one, the lines returned
+// must be.
 func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (*backend.ReadResult, error) {
 	if perr := notNegative(req.Path, "offset", req.Offset, "limit", req.Limit); perr != nil {
 		return &backend.ReadResult{Error: perr}, nil
@@ -696,15 +722,83 @@ func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) 
 	if perr != nil {
 		return &backend.ReadResult{Error: perr}, nil
 	}
-	data, _, perr, err := b.readFile(ctx, base, rel, true, "read as text")
+	return b.readLines(ctx, base, rel, req.Offset, req.Limit)
+}
+
+// readLines reads a window of a text file's lines: one round trip. A file
+// up to MaxReadBytes travels whole and the window is cut here; a larger one
+// is streamed in the sandbox, which sends only the window's lines (at most
+// MaxReadBytes of them) and the file's line count.
+func (b *FilesystemBackend) readLines(ctx context.Context, base, rel string, offset, limit int) (*backend.ReadResult, error) {
+	shown := shownPath(rel)
+	if rel == "." {
+		return &backend.ReadResult{Error: backend.IsDirectory(shown)}, nil
+	}
+	if limit <= 0 {
+		limit = backend.DefaultReadLimit
+	}
+	lim := b.opts.MaxReadBytes
+	from := offset + 1 // 1-based, as tail -n +N; saturating
+	if offset == math.MaxInt {
+		from = offset
+	}
+	env := map[string]string{"SBX_PATH": rel, "SBX_TEXT": "1", "SBX_LINES": "1",
+		"SBX_FROM": strconv.Itoa(from),
+		// More lines than bytes fit in the cap cannot be sent anyway.
+		"SBX_COUNT": strconv.Itoa(min(limit, lim+1))}
+	r, err := b.run(ctx, base, "read", env, nil, lim+1)
 	if err != nil {
 		return nil, err
 	}
-	if perr != nil {
-		return &backend.ReadResult{Error: perr}, nil
+	if r.code != 0 {
+		return &backend.ReadResult{Error: pathError(r, shown, "read as text", lim)}, nil
 	}
-	window, total := backend.NumberLines(string(data), req.Offset, req.Limit)
-	return &backend.ReadResult{Content: window, TotalLines: total}, nil
+	data := r.stdout
+	if r.get("window") != "1" {
+		if r.truncated || len(data) > lim {
+			r.code = exitTooLarge
+			return &backend.ReadResult{Error: pathError(r, shown, "read as text", lim)}, nil
+		}
+		if !backend.IsText(data) {
+			return &backend.ReadResult{Error: backend.Binary(shown, "read as text")}, nil
+		}
+		window, total := backend.NumberLines(string(data), offset, limit)
+		return &backend.ReadResult{Content: window, TotalLines: total}, nil
+	}
+	// A streamed window: the file's line count comes from the sandbox.
+	total, err := strconv.Atoi(r.get("lines"))
+	if err != nil || total < 0 {
+		return nil, sandbox.Errorf(sandbox.Internal, "fsbackend: read: the sandbox sent no line count for %q", shown)
+	}
+	cut := r.truncated || len(data) > lim
+	if cut {
+		data = data[:min(len(data), lim)]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1] // the whole lines that fit
+		} else {
+			// One line longer than the cap: its start, whole characters.
+			for len(data) > 0 && !utf8.Valid(data) {
+				data = data[:len(data)-1]
+			}
+		}
+	}
+	if !backend.IsText(data) {
+		return &backend.ReadResult{Error: backend.Binary(shown, "read as text")}, nil
+	}
+	window, _ := backend.NumberLines(string(data), 0, math.MaxInt)
+	if offset > 0 && window != "" {
+		// Renumber: the window's first line is line offset+1.
+		var sb strings.Builder
+		for i, l := range strings.Split(window, "\n") {
+			if i > 0 {
+				sb.WriteByte('\n')
+			}
+			_, text, _ := strings.Cut(l, "\t")
+			fmt.Fprintf(&sb, "%6d\t%s", offset+i+1, text)
+		}
+		window = sb.String()
+	}
+	return &backend.ReadResult{Content: window, TotalLines: total, Truncated: cut}, nil
 }
 
 // ReadChars returns a window of a text file's characters. One round trip.
@@ -954,11 +1048,27 @@ func globMatch(pattern, relToDir, relToRoot string) bool {
 	return ok
 }
 
-// Grep searches text files for a literal string. One round trip. A
-// pattern over MaxPatternBytes, a Glob over MaxGlobBytes and a negative
-// MaxCount are refused with backend.CodeInvalidArgument naming them. A
-// matching line that is not text (a terminal escape, bytes that are not
-// UTF-8) is returned escaped, with GrepMatch.Escaped set, never dropped.
+// Grep searches text files for a literal string or, with Regex, a
+// regular expression, optionally ignoring case and with context lines
+// (Before, After): one round trip whatever the options. A pattern over
+// MaxPatternBytes, a regular expression that does not compile (RE2
+// syntax, as Go's regexp) or that holds a newline or NUL character, a
+// Glob over MaxGlobBytes and a negative MaxCount, Before or After are
+// refused with backend.CodeInvalidArgument naming them, before any call
+// to the sandbox. A matching line that is not text (a terminal escape,
+// bytes that are not UTF-8) is returned escaped, with GrepMatch.Escaped
+// set, never dropped; context lines are treated the same way, cut the
+// same way (MaxLineChars, never splitting a SecretEnv value), and count
+// toward the output cap but not toward MaxCount.
+//
+// The helper matches with Go's regexp itself. On the shell path (no
+// helper: the memory provider, another architecture, a noexec file
+// system) the sandbox's grep matches: with -P (PCRE) where GNU grep has
+// it, which reads RE2's constructs alike, else with -E (POSIX extended),
+// which lacks Perl classes such as \d and lazy repetition; the memory
+// provider's grep uses Go's regexp for both. There, IgnoreCase folds
+// ASCII letters only (the file tools run grep in the C locale), where
+// the helper folds Unicode letters.
 func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) (*backend.GrepResult, error) {
 	if perr := tooLong("pattern", req.Pattern, MaxPatternBytes); perr != nil {
 		return &backend.GrepResult{Error: perr}, nil
@@ -966,8 +1076,20 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	if perr := tooLong("glob pattern", req.Glob, MaxGlobBytes); perr != nil {
 		return &backend.GrepResult{Error: perr}, nil
 	}
-	if perr := notNegative(req.Path, "max count", req.MaxCount); perr != nil {
+	if perr := notNegative(req.Path, "max count", req.MaxCount, "before", req.Before, "after", req.After); perr != nil {
 		return &backend.GrepResult{Error: perr}, nil
+	}
+	if req.Regex {
+		if strings.ContainsAny(req.Pattern, "\n\x00") {
+			return &backend.GrepResult{Error: backend.InvalidArgument("", "pattern", fmt.Sprintf("%q holds a newline or NUL character, which no line holds; write \\n or \\x00 to match them (never found in a line)", iox.Shorten(req.Pattern, 64)))}, nil
+		}
+		expr := req.Pattern
+		if req.IgnoreCase {
+			expr = "(?i)" + expr
+		}
+		if _, err := regexp.Compile(expr); err != nil {
+			return &backend.GrepResult{Error: backend.InvalidArgument("", "pattern", fmt.Sprintf("%q is not a valid regular expression (RE2 syntax): %v", iox.Shorten(req.Pattern, 64), err))}, nil
+		}
 	}
 	if req.Glob != "" {
 		if _, err := backend.MatchGlob(req.Glob, "x"); err != nil {
@@ -981,7 +1103,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 	if perr != nil {
 		return &backend.GrepResult{Error: perr}, nil
 	}
-	if strings.Contains(req.Pattern, "\n") || strings.ContainsRune(req.Pattern, 0) {
+	if !req.Regex && (strings.Contains(req.Pattern, "\n") || strings.ContainsRune(req.Pattern, 0)) {
 		return &backend.GrepResult{Matches: []backend.GrepMatch{}}, nil // no line holds a newline
 	}
 	env := map[string]string{"SBX_PATH": rel, "SBX_PATTERN": req.Pattern}
@@ -989,6 +1111,20 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		// One more than asked, to tell a cut list; saturating, as
 		// MaxCount may be math.MaxInt.
 		env["SBX_MAX"] = strconv.Itoa(min(req.MaxCount, math.MaxInt32) + 1)
+	}
+	if req.Regex {
+		env["SBX_REGEX"] = "1"
+	}
+	if req.IgnoreCase {
+		env["SBX_ICASE"] = "1"
+	}
+	// Saturating: more context than the output cap holds lines is the
+	// same as all of it.
+	if req.Before > 0 {
+		env["SBX_BEFORE"] = strconv.Itoa(min(req.Before, math.MaxInt32))
+	}
+	if req.After > 0 {
+		env["SBX_AFTER"] = strconv.Itoa(min(req.After, math.MaxInt32))
 	}
 	r, err := b.run(ctx, base, "grep", env, nil, 0)
 	if err != nil {
@@ -1065,9 +1201,18 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		}
 		line := out[:j]
 		out = out[min(j+1, len(out)):]
-		num, text, ok := bytes.Cut(line, []byte{':'})
-		n, err := strconv.Atoi(string(num))
-		if !ok || err != nil {
+		// "<line>:<text>" for a match, "<line>-<text>" for a context
+		// line (grep -A/-B).
+		k := 0
+		for k < len(line) && line[k] >= '0' && line[k] <= '9' {
+			k++
+		}
+		if k == len(line) || (line[k] != ':' && line[k] != '-') {
+			continue
+		}
+		isContext, text := line[k] == '-', line[k+1:]
+		n, err := strconv.Atoi(string(line[:k]))
+		if err != nil {
 			continue
 		}
 		relToDir, p := toRoot(name)
@@ -1081,7 +1226,7 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		if req.Glob != "" && !globMatch(req.Glob, relToDir, p) {
 			continue
 		}
-		m := backend.GrepMatch{Path: p, Line: n}
+		m := backend.GrepMatch{Path: p, Line: n, Context: isContext}
 		if backend.IsText(text) {
 			m.Text = b.cutLine(string(text), open)
 		} else {
@@ -1096,10 +1241,41 @@ func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) 
 		}
 		return a.Line - b.Line
 	})
-	if req.MaxCount > 0 && len(res.Matches) > req.MaxCount {
-		res.Matches, res.Truncated = res.Matches[:req.MaxCount], true
+	if req.MaxCount > 0 {
+		res.Matches, res.Truncated = capMatches(res.Matches, req.MaxCount, req.After, res.Truncated)
 	}
 	return res, nil
+}
+
+// capMatches keeps the first max matches of a sorted list and the context
+// lines of those: a context line after the last match kept is kept only
+// when it is within after lines of it (the rest was the next match's).
+// It reports whether matches were dropped, or truncated already was.
+func capMatches(list []backend.GrepMatch, max, after int, truncated bool) ([]backend.GrepMatch, bool) {
+	found := 0
+	for i, m := range list {
+		if m.Context {
+			continue
+		}
+		if found++; found > max {
+			list, truncated = list[:i], true
+			break
+		}
+	}
+	last := -1
+	for i, m := range list {
+		if !m.Context {
+			last = i
+		}
+	}
+	if last < 0 {
+		return list[:0], truncated
+	}
+	end := last + 1
+	for end < len(list) && list[end].Path == list[last].Path && list[end].Line-list[last].Line <= after {
+		end++
+	}
+	return list[:end], truncated
 }
 
 // escapeLine renders a line that is not text: each byte of a control

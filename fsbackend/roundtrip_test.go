@@ -79,6 +79,13 @@ func TestRoundTripsPerOperation(t *testing.T) {
 					}
 					return err
 				}},
+				{"grep with a regular expression, case and context", 1, func() error {
+					r, err := b.Grep(ctx, &backend.GrepRequest{Pattern: "NEE+DLE", Regex: true, IgnoreCase: true, Before: 2, After: 2})
+					if err == nil && len(r.Matches) < n {
+						err = fmt.Errorf("grep found %d lines", len(r.Matches))
+					}
+					return err
+				}},
 				{"get all", 3, func() error {
 					r, err := b.GetFiles(ctx, &backend.GetFilesRequest{})
 					if err == nil && len(r.Files) < n {

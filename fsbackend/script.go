@@ -41,7 +41,14 @@ package fsbackend
 // the root), already checked element-wise; SBX_LIMIT, the largest file read,
 // searched or archived, in bytes; SBX_TEXT=1, refuse a file marked binary;
 // SBX_BINARY=1, mark the written file binary (otherwise a write clears its
-// mark); SBX_PATTERN and SBX_MAX for grep.
+// mark); SBX_LINES=1 with SBX_FROM (1-based) and SBX_COUNT, read a
+// window of lines of a file larger than SBX_LIMIT rather than refuse it
+// (records window=1 and lines=<count>); SBX_PATTERN, SBX_MAX, SBX_REGEX=1 (a regular expression: grep
+// -P where it has PCRE, else -E), SBX_ICASE=1 (-i), SBX_BEFORE and
+// SBX_AFTER (-B, -A) for grep; SBX_PINPATH, the workspace's physical path
+// when pinned (see repin). A grep line is "<name>\0<line>:<text>" for a
+// match and "<name>\0<line>-<text>" for context (without group
+// separators).
 //
 // # Outputs
 //
@@ -77,7 +84,8 @@ package fsbackend
 // A POSIX sh, cat, head -c, mkdir, mktemp, mv, readlink, rm, chmod, GNU find
 // (-printf with %D %i %n %T@ %l %p, -fprintf, -links, -size, -readable,
 // -executable, -prune), GNU grep (-r
-// -F -I -H -n --null --devices=skip, -c -x) and GNU tar (--anchored
+// -F -E -I -H -n -i -A -B --null --devices=skip --no-group-separator,
+// -c -x; -P where built with PCRE) and GNU tar (--anchored
 // --no-wildcards --exclude-from): Debian, Ubuntu and the E2B and Daytona
 // default images have them, as does the memory provider's shell. /proc
 // (for the checks through /proc/self/fd) where the kernel has it.
@@ -97,6 +105,31 @@ if ! cd -P -- "$SBX_BASE" 2>/dev/null; then
   fi
 fi
 pbase=$PWD
+ppath=${SBX_PINPATH:-}
+# savepin writes the pin file: the workspace's identity and its physical
+# path, written aside and renamed, so that a concurrent first call never
+# reads a pin file that is created but not yet written.
+savepin() {
+  { printf '%s\n%s\n' "$1" "$pbase" > "$SBX_PINFILE.$$" && mv -f -- "$SBX_PINFILE.$$" "$SBX_PINFILE"; } 2>/dev/null || { rm -f -- "$SBX_PINFILE.$$" 2>/dev/null; rec warning "cannot persist the workspace pin"; }
+}
+# repin accepts a workspace recreated since it was pinned (its identity $1
+# differs from the pin) when it is a plain directory, not a symbolic link,
+# owned by the sandbox user, at the physical path the pin was taken at (or
+# at SBX_BASE itself when the pin does not say): then it is pinned anew.
+repin() {
+  why="the workspace directory was replaced"
+  case $1 in ''|*[!0-9-]*) return 1;; esac
+  if [ -L "$SBX_BASE" ]; then why="$why by a symbolic link"; return 1; fi
+  if [ ! -d "$pbase" ] || [ ! -O "$pbase" ]; then why="$why by a directory the sandbox user does not own"; return 1; fi
+  if [ -z "$ppath" ] && [ -n "${SBX_PINFILE:-}" ] && [ -f "$SBX_PINFILE" ] && [ ! -L "$SBX_PINFILE" ]; then
+    { IFS= read -r _; IFS= read -r ppath || :; } < "$SBX_PINFILE" 2>/dev/null || :
+  fi
+  [ -n "$ppath" ] || ppath=$SBX_BASE
+  if [ "$pbase" != "$ppath" ]; then why="$why by a directory elsewhere"; return 1; fi
+  [ -z "${SBX_PINFILE:-}" ] || savepin "$1"
+  rec repin "$1"
+  return 0
+}
 late=
 if [ -n "${SBX_PIN:-}" ] && [ "$SBX_OP" = read ]; then
   # A read checks the pin in the same find that checks the opened file.
@@ -110,16 +143,14 @@ else
     if [ -L "$SBX_PINFILE" ] || { [ -e "$SBX_PINFILE" ] && [ ! -f "$SBX_PINFILE" ]; }; then
       die 106 "the workspace pin is not a regular file"
     elif [ -f "$SBX_PINFILE" ]; then
-      IFS= read -r pin < "$SBX_PINFILE" 2>/dev/null || :
+      { IFS= read -r pin; IFS= read -r ppath || :; } < "$SBX_PINFILE" 2>/dev/null || :
       case $pin in ''|*[!0-9-]*) die 106 "the workspace pin is corrupt";; esac
     else
       pin=$id
-      # Written aside and renamed, so that a concurrent first call never
-      # reads a pin file that is created but not yet written.
-      { printf '%s\n' "$id" > "$SBX_PINFILE.$$" && mv -f -- "$SBX_PINFILE.$$" "$SBX_PINFILE"; } 2>/dev/null || { rm -f -- "$SBX_PINFILE.$$" 2>/dev/null; rec warning "cannot persist the workspace pin"; }
+      savepin "$id"
     fi
   fi
-  [ -z "$pin" ] || [ "$id" = "$pin" ] || die 106 "the workspace directory was replaced"
+  [ -z "$pin" ] || [ "$id" = "$pin" ] || repin "$id" || die 106 "$why"
   rec pin "$id"
   rec pbase "$pbase"
 fi
@@ -233,7 +264,7 @@ openv() {
   if [ -n "$late" ]; then
     fp=${st%%//*}; st=${st#*//}
     set -- $fp
-    [ "${5:-}" = "$SBX_PIN" ] || die 106 "the workspace directory was replaced"
+    if [ "${5:-}" != "$SBX_PIN" ]; then repin "${5:-}" || die 106 "$why"; rec pin "${5:-}"; fi
   fi
   if [ -n "$proc" ]; then
     fp=${st%%//*}; fp=${fp#* * * * * }; st=${st#*//}
@@ -244,6 +275,15 @@ openv() {
   [ "${1:-}" = f ] || return 103
   links=$2 key=$3 size=$4
 }
+# latepin makes a read's pin check (otherwise made with the opened file's,
+# see openv) before the read reports that its file cannot be reached, so
+# that a replaced workspace is reported as such, not as a missing file.
+latepin() {
+  [ -n "$late" ] || return 0
+  set -- $(find "$pbase" -maxdepth 0 -printf '%D-%i' 2>/dev/null)
+  if [ "${1:-}" != "$SBX_PIN" ]; then repin "${1:-}" || die 106 "$why"; rec pin "$1"; fi
+  late=
+}
 marked() { [ -n "$1" ] && [ ! -L "$meta" ] && [ ! -L "$meta/binary" ] && [ -f "$meta/binary/$1" ]; }
 proc=
 [ -d /proc/self/fd ] && proc=1
@@ -252,15 +292,33 @@ case $SBX_OP in
 pin)
   exit 0 ;;
 read)
-  resolve || die "$?" "cannot be reached"
-  regular || die "$?" "not a regular file"
-  [ -r "$name" ] || die 104 "permission denied"
+  resolve || { c=$?; latepin; die "$c" "cannot be reached"; }
+  regular || { c=$?; latepin; die "$c" "not a regular file"; }
+  [ -r "$name" ] || { latepin; die 104 "permission denied"; }
   openv || die "$?" "changed while it was being opened"
   [ "$links" -gt 1 ] && ! prove "$key" "$links" && die 108 "has other hard links"
-  [ "$size" -gt "$lim" ] && die 109 "too large"
+  window=
+  if [ "$size" -gt "$lim" ]; then
+    [ "${SBX_LINES:-}" = 1 ] || die 109 "too large"
+    window=1
+  fi
   if marked "$key"; then
     [ "${SBX_TEXT:-}" = 1 ] && die 105 "binary"
     rec binary 1
+  fi
+  if [ -n "$window" ]; then
+    # A line window of a file larger than the cap: only the window's
+    # lines are sent (at most the cap and a byte), then the line count
+    # (newlines, and one more for a last line without one), read from the
+    # open file again through /proc when there is one.
+    if [ -n "$proc" ]; then src=/proc/self/fd/3; else src=./$name; fi
+    tail -n "+${SBX_FROM:-1}" < "$src" 2>/dev/null | head -n "${SBX_COUNT:-2000}" | head -c "$((lim + 1))"
+    n=$(wc -l < "$src" 2>/dev/null) || die 104 "cannot be read"
+    n=$((n + 0))
+    [ "$(tail -c 1 < "$src" | wc -l)" -eq 0 ] && n=$((n + 1))
+    rec window 1
+    rec lines "$n"
+    exit 0
   fi
   if [ -n "$proc" ]; then exec head -c "$((lim + 1))" <&3; fi
   exec head -c "$((lim + 1))" -- "./$name" ;;
@@ -326,8 +384,20 @@ ls|walk)
   exit 0 ;;
 grep)
   resolve || die "$?" "cannot be reached"
-  set -- -H -n -I -F --null --devices=skip
+  # A regular expression runs with -P (PCRE, which reads RE2's
+  # constructs alike) where grep has it, else -E; a literal with -F.
+  mode=-F
+  if [ "${SBX_REGEX:-}" = 1 ]; then
+    mode=-E
+    grep -P -e x -- /dev/null >/dev/null 2>&1
+    [ $? -eq 1 ] && mode=-P
+  fi
+  set -- -H -n -I "$mode" --null --devices=skip
   [ "${SBX_MAX:-0}" -gt 0 ] && set -- "$@" -m "$SBX_MAX"
+  [ "${SBX_ICASE:-}" = 1 ] && set -- "$@" -i
+  [ "${SBX_BEFORE:-0}" -gt 0 ] && set -- "$@" -B "$SBX_BEFORE"
+  [ "${SBX_AFTER:-0}" -gt 0 ] && set -- "$@" -A "$SBX_AFTER"
+  if [ "${SBX_BEFORE:-0}" -gt 0 ] || [ "${SBX_AFTER:-0}" -gt 0 ]; then set -- "$@" --no-group-separator; fi
   if [ "$name" != . ] && [ -e "$name" ] && [ ! -d "$name" ]; then
     rec kind file
     regular || die "$?" "not a regular file"

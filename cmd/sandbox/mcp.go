@@ -389,6 +389,7 @@ type (
 	readOut struct {
 		Content    string `json:"content" jsonschema:"the lines, numbered"`
 		TotalLines int    `json:"total_lines"`
+		Truncated  bool   `json:"truncated,omitempty" jsonschema:"the lines asked for exceed the read size limit: content ends at the last whole line that fit; read on with a later offset"`
 	}
 	writeIn struct {
 		Path    string `json:"path" jsonschema:"file relative to the workspace; parents are created"`
@@ -413,15 +414,20 @@ type (
 		Path    string `json:"path,omitempty" jsonschema:"directory to search; empty for the workspace root"`
 	}
 	grepIn struct {
-		Pattern  string `json:"pattern" jsonschema:"literal text to find (not a regular expression)"`
-		Path     string `json:"path,omitempty" jsonschema:"directory or file to search; empty for the workspace root"`
-		Glob     string `json:"glob,omitempty" jsonschema:"only search files matching this glob"`
-		MaxCount int    `json:"max_count,omitempty" jsonschema:"return at most this many matches"`
+		Pattern    string `json:"pattern" jsonschema:"text to find: literal, or a regular expression with regex"`
+		Regex      bool   `json:"regex,omitempty" jsonschema:"pattern is a regular expression in RE2 syntax (Go regexp: no backreferences or lookaround)"`
+		IgnoreCase bool   `json:"ignore_case,omitempty" jsonschema:"match letters regardless of case"`
+		Before     int    `json:"before,omitempty" jsonschema:"lines of context to return before each match (as grep -B)"`
+		After      int    `json:"after,omitempty" jsonschema:"lines of context to return after each match (as grep -A)"`
+		Path       string `json:"path,omitempty" jsonschema:"directory or file to search; empty for the workspace root"`
+		Glob       string `json:"glob,omitempty" jsonschema:"only search files matching this glob"`
+		MaxCount   int    `json:"max_count,omitempty" jsonschema:"return at most this many matches (context lines do not count)"`
 	}
 	grepMatch struct {
-		Path string `json:"path"`
-		Line int    `json:"line"`
-		Text string `json:"text"`
+		Path    string `json:"path"`
+		Line    int    `json:"line"`
+		Text    string `json:"text"`
+		Context bool   `json:"context,omitempty" jsonschema:"a context line near a match (before/after), not a match"`
 	}
 	grepOut struct {
 		Matches   []grepMatch `json:"matches"`
@@ -512,7 +518,7 @@ func (s *mcpServer) addTools() {
 			if err != nil {
 				return readOut{}, err
 			}
-			return readOut{Content: r.Content, TotalLines: r.TotalLines}, resultErr(r.Error)
+			return readOut{Content: r.Content, TotalLines: r.TotalLines, Truncated: r.Truncated}, resultErr(r.Error)
 		})
 	addTool(s, &mcp.Tool{Name: "write_file", Description: "Create or replace a text file in the workspace, creating parent directories."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ *session.Session, fsb *fsbackend.FilesystemBackend, in writeIn) (writeOut, error) {
@@ -538,18 +544,19 @@ func (s *mcpServer) addTools() {
 			}
 			return toEntries(r.Files), resultErr(r.Error)
 		})
-	addTool(s, &mcp.Tool{Name: "grep", Description: "Find the lines of text files of the workspace that contain a literal string."},
+	addTool(s, &mcp.Tool{Name: "grep", Description: "Find the lines of text files of the workspace that contain a literal string, or match a regular expression (regex), optionally ignoring case, with lines of context before and after each match."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ *session.Session, fsb *fsbackend.FilesystemBackend, in grepIn) (grepOut, error) {
 			if in.MaxCount < 0 {
 				return grepOut{}, backend.Errorf(backend.CodeInvalidPath, in.Path, "max_count %d must not be negative", in.MaxCount)
 			}
-			r, err := fsb.Grep(ctx, &backend.GrepRequest{Pattern: in.Pattern, Path: in.Path, Glob: in.Glob, MaxCount: in.MaxCount})
+			r, err := fsb.Grep(ctx, &backend.GrepRequest{Pattern: in.Pattern, Regex: in.Regex, IgnoreCase: in.IgnoreCase,
+				Before: in.Before, After: in.After, Path: in.Path, Glob: in.Glob, MaxCount: in.MaxCount})
 			if err != nil {
 				return grepOut{}, err
 			}
 			out := grepOut{Matches: make([]grepMatch, 0, len(r.Matches)), Truncated: r.Truncated, Skipped: r.Skipped}
 			for _, m := range r.Matches {
-				out.Matches = append(out.Matches, grepMatch{Path: m.Path, Line: m.Line, Text: m.Text})
+				out.Matches = append(out.Matches, grepMatch{Path: m.Path, Line: m.Line, Text: m.Text, Context: m.Context})
 			}
 			return out, resultErr(r.Error)
 		})

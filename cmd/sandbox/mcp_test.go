@@ -170,6 +170,15 @@ func exerciseFileTools(t *testing.T, cs *mcp.ClientSession) {
 	if len(gr.Matches) != 1 || gr.Matches[0].Line != 2 || gr.Matches[0].Path != "src/app.py" {
 		t.Errorf("grep = %+v", gr)
 	}
+	// A regular expression, ignoring case, with context lines; a bad
+	// expression is an isError result naming it.
+	gr = ok[grepOut](t, cs, "grep", map[string]any{"pattern": `^PRINT\('b'\)$`, "regex": true, "ignore_case": true, "before": 1, "after": 1})
+	if len(gr.Matches) != 3 || gr.Matches[1].Line != 2 || gr.Matches[1].Context || !gr.Matches[0].Context || gr.Matches[0].Line != 1 ||
+		!gr.Matches[2].Context || gr.Matches[2].Text != "print('c')" {
+		t.Errorf("grep with regex, ignore_case, before, after = %+v", gr)
+	}
+	wantToolError(t, cs, "grep", map[string]any{"pattern": "print(", "regex": true}, "print(")
+	wantToolError(t, cs, "grep", map[string]any{"pattern": "x", "before": -1}, "before")
 	wantToolError(t, cs, "read_file", map[string]any{"path": "missing.txt"}, "file_not_found")
 	// Escapes come back as isError results, not protocol errors.
 	for _, p := range []string{"../../../etc/passwd", "src/../../outside", "..", "/../../etc/hostname"} {

@@ -352,6 +352,34 @@ func TestDescriptorsAndNoclobber(t *testing.T) {
 	}
 }
 
+// TestGrepContextAndRegex checks grep's -E, -i, -A, -B, -C and group
+// separators against what GNU grep prints for the same input.
+func TestGrepContextAndRegex(t *testing.T) {
+	sb, _ := newSandbox(t)
+	run(t, sb, `printf '1\nfoo\n3\n4\n5\n6\nFOO\n8\n' > g.txt && printf 'foo\n' > h.txt`)
+	steps := []struct{ line, out string }{
+		{`grep -n -A1 -B1 -i foo g.txt`, "1-1\n2:foo\n3-3\n--\n6-6\n7:FOO\n8-8\n"},
+		{`grep -n -C1 -E 'f(o)+' g.txt`, "1-1\n2:foo\n3-3\n"},
+		{`grep -n --context=1 -E 'f(o)+' g.txt`, "1-1\n2:foo\n3-3\n"},
+		{`grep -n -A1 -m1 foo g.txt`, "2:foo\n3-3\n"},
+		{`grep -H -n --null -B2 --no-group-separator -i foo g.txt | tr '\0' '|'`, "g.txt|1-1\ng.txt|2:foo\ng.txt|5-5\ng.txt|6-6\ng.txt|7:FOO\n"},
+		{`grep -n -B1 -i -e 3 -e 4 g.txt`, "2-foo\n3:3\n4:4\n"},
+		{`grep -A1 foo g.txt h.txt`, "g.txt:foo\ng.txt-3\n--\nh.txt:foo\n"},
+		{`grep -c -A3 -i foo g.txt`, "2\n"},
+	}
+	for _, s := range steps {
+		if out, errOut, code := run(t, sb, s.line); out != s.out || code != 0 {
+			t.Errorf("%q: out %q err %q exit %d; want %q", s.line, out, errOut, code, s.out)
+		}
+	}
+	if _, errOut, code := run(t, sb, `grep -E 'a(' g.txt`); code != 2 || errOut == "" {
+		t.Errorf("an invalid pattern: exit %d, stderr %q; want 2 and a message", code, errOut)
+	}
+	if _, errOut, code := run(t, sb, `grep -A x foo g.txt`); code != 2 || !strings.Contains(errOut, "context") {
+		t.Errorf("a bad context length: exit %d, stderr %q; want 2 and a message", code, errOut)
+	}
+}
+
 // find's expression, grep's and tar's options as fsbackend's helper uses
 // them.
 func TestFindGrepTarOptions(t *testing.T) {

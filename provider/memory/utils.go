@@ -797,7 +797,8 @@ func uGrep(ctx context.Context, c *Call) int {
 		}
 		pats, ops = strings.Split(ops[0], "\n"), ops[1:]
 	}
-	fixed, ext, fold := has(set, "F", "-fixed-strings"), has(set, "E", "-extended-regexp"), has(set, "i", "-ignore-case")
+	// -P (Perl) is read as Go's regexp, RE2, the nearest syntax at hand.
+	fixed, ext, fold := has(set, "F", "-fixed-strings"), has(set, "E", "-extended-regexp", "P", "-perl-regexp"), has(set, "i", "-ignore-case")
 	var res []*regexp.Regexp
 	for _, p := range pats {
 		switch {
@@ -831,6 +832,46 @@ func uGrep(ctx context.Context, c *Call) int {
 			return fail(c, 2, "invalid max count")
 		}
 	}
+	// Context lines, as GNU and busybox grep print them: -C N (or
+	// --context=N) for both sides, -B N and -A N (--before-context,
+	// --after-context) for one, overriding -C.
+	ctxArg := func(names ...string) (int, error) {
+		n := -1
+		for _, name := range names {
+			if v := last(set, name); v != "" || has(set, name) {
+				k, err := strconv.Atoi(v)
+				if err != nil || k < 0 {
+					return 0, fmt.Errorf("%s: invalid context length argument", v)
+				}
+				n = k
+			}
+		}
+		return n, nil
+	}
+	both, err := ctxArg("C", "-context")
+	if err != nil {
+		return fail(c, 2, "%v", err)
+	}
+	before, err := ctxArg("B", "-before-context")
+	if err != nil {
+		return fail(c, 2, "%v", err)
+	}
+	after, err := ctxArg("A", "-after-context")
+	if err != nil {
+		return fail(c, 2, "%v", err)
+	}
+	if before < 0 {
+		before = max(both, 0)
+	}
+	if after < 0 {
+		after = max(both, 0)
+	}
+	groupSep := "--"
+	if v := set["-group-separator"]; len(v) > 0 {
+		groupSep = v[len(v)-1]
+	}
+	noGroupSep := has(set, "-no-group-separator")
+	printedAny := false // a line was printed, in any file: the next group is separated
 	if len(ops) == 0 {
 		if rec {
 			ops = []string{"."}
@@ -883,25 +924,56 @@ func uGrep(ctx context.Context, c *Call) int {
 		if len(data) == 0 {
 			lines = nil
 		}
+		show := !quiet && !count && !list
+		// printLine writes line i (0-based), marked ':' for a match and
+		// '-' for context, as grep -A/-B/-C do.
+		printed := -1 // the last line printed in this file
+		printLine := func(i int, mark string) {
+			if names {
+				if null {
+					out.WriteString(name + "\x00")
+				} else {
+					out.WriteString(name + mark)
+				}
+			}
+			if lineNo {
+				fmt.Fprintf(out, "%d%s", i+1, mark)
+			}
+			out.WriteString(lines[i] + "\n")
+			printed, printedAny = i, true
+		}
+		pendingAfter := 0
 		for i, l := range lines {
 			if maxCount >= 0 && n >= maxCount {
+				// Trailing context of the last match is still printed.
+				if show && pendingAfter > 0 && !match(l) {
+					printLine(i, "-")
+					pendingAfter--
+					continue
+				}
 				break
 			}
 			if !match(l) {
+				if show && pendingAfter > 0 {
+					printLine(i, "-")
+					pendingAfter--
+				}
 				continue
 			}
 			n++
 			matched = true
-			if quiet || count || list {
+			if !show {
 				continue
 			}
-			if names {
-				out.WriteString(name + sep)
+			from := max(i-before, printed+1)
+			if (before > 0 || after > 0) && printedAny && !noGroupSep && (printed < 0 || from > printed+1) {
+				out.WriteString(groupSep + "\n")
 			}
-			if lineNo {
-				fmt.Fprintf(out, "%d:", i+1)
+			for j := from; j < i; j++ {
+				printLine(j, "-")
 			}
-			out.WriteString(l + "\n")
+			printLine(i, ":")
+			pendingAfter = after
 		}
 		switch {
 		case quiet:

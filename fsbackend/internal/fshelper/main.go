@@ -41,6 +41,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -225,23 +226,6 @@ func openWorkspace() {
 	s := fstat(fd)
 	st.root, st.rootID = fd, identOf(&s)
 	id := st.rootID.String()
-	if pin == "" && pinFile != "" {
-		ps, err := fstatat(unix.AT_FDCWD, pinFile, unix.AT_SYMLINK_NOFOLLOW)
-		switch {
-		case err == nil && ps.Mode&unix.S_IFMT != unix.S_IFREG:
-			die(exitReplaced, "the workspace pin is not a regular file")
-		case err == nil:
-			pin = readPin(pinFile)
-		default:
-			pin = id
-			if !writePin(pinFile, id) {
-				rec("warning", "cannot persist the workspace pin")
-			}
-		}
-	}
-	if pin != "" && pin != id {
-		die(exitReplaced, "the workspace directory was replaced")
-	}
 	// The physical path, from the kernel (getcwd, not $PWD).
 	if err := unix.Fchdir(fd); err != nil {
 		die(exitInternal, "cannot enter the workspace directory")
@@ -251,33 +235,96 @@ func openWorkspace() {
 		die(exitInternal, "cannot name the workspace directory")
 	}
 	st.pbase = wd
+	pinPath := env("SBX_PINPATH")
+	if pin == "" && pinFile != "" {
+		ps, err := fstatat(unix.AT_FDCWD, pinFile, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case err == nil && ps.Mode&unix.S_IFMT != unix.S_IFREG:
+			die(exitReplaced, "the workspace pin is not a regular file")
+		case err == nil:
+			pin, pinPath = readPin(pinFile)
+		default:
+			pin = id
+			if !writePin(pinFile, id, wd, false) {
+				rec("warning", "cannot persist the workspace pin")
+			}
+		}
+	}
+	if pin != "" && pin != id {
+		repin(base, pinFile, pinPath, &s)
+	}
 	rec("pin", id)
 	rec("pbase", wd)
 }
 
-func readPin(name string) string {
+// repin accepts a workspace recreated since it was pinned (its identity
+// differs from the pin) when it is a plain directory, not a symbolic link,
+// owned by the sandbox user, at the physical path the pin was taken at
+// (base itself when the pin does not say), and pins it anew; otherwise it
+// dies. The checks are made on the directory held open (s, st.pbase), so a
+// swap after them changes nothing: the helper works on what it checked.
+func repin(base, pinFile, pinPath string, s *unix.Stat_t) {
+	const why = "the workspace directory was replaced"
+	if ls, err := fstatat(unix.AT_FDCWD, base, unix.AT_SYMLINK_NOFOLLOW); err == nil && ls.Mode&unix.S_IFMT == unix.S_IFLNK {
+		die(exitReplaced, why+" by a symbolic link")
+	}
+	if s.Mode&unix.S_IFMT != unix.S_IFDIR || int(s.Uid) != unix.Geteuid() {
+		die(exitReplaced, why+" by a directory the sandbox user does not own")
+	}
+	if pinPath == "" {
+		pinPath = base
+	}
+	if st.pbase != pinPath {
+		die(exitReplaced, why+" by a directory elsewhere")
+	}
+	id := st.rootID.String()
+	if pinFile != "" && !writePin(pinFile, id, st.pbase, true) {
+		rec("warning", "cannot persist the workspace pin")
+	}
+	rec("repin", id)
+}
+
+// readPin reads the pin file: the workspace's identity, and the physical
+// path it was pinned at ("" in a pin file that does not say).
+func readPin(name string) (pin, pinPath string) {
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		die(exitReplaced, "the workspace pin is corrupt")
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 128)
+	buf := make([]byte, 8192)
 	n, _ := unix.Read(fd, buf)
-	line, _, _ := bytes.Cut(buf[:max(n, 0)], []byte{'\n'})
-	pin := string(line)
+	line, rest, _ := bytes.Cut(buf[:max(n, 0)], []byte{'\n'})
+	pin = string(line)
 	if pin == "" || strings.Trim(pin, "0123456789-") != "" {
 		die(exitReplaced, "the workspace pin is corrupt")
 	}
-	return pin
+	if p, _, ok := bytes.Cut(rest, []byte{'\n'}); ok && bytes.HasPrefix(p, []byte{'/'}) {
+		pinPath = string(p)
+	}
+	return pin, pinPath
 }
 
-func writePin(name, id string) bool {
-	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+// writePin writes the pin file: exclusively at first contact, so that
+// concurrent first calls keep the first pin; aside and renamed over the
+// old one when replace is set (a re-pin).
+func writePin(name, id, pbase string, replace bool) bool {
+	tmp := name
+	if replace {
+		tmp = name + "." + strconv.Itoa(os.Getpid())
+	}
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
 	if err != nil {
 		return false
 	}
-	defer unix.Close(fd)
-	_, err = unix.Write(fd, []byte(id+"\n"))
+	_, err = unix.Write(fd, []byte(id+"\n"+pbase+"\n"))
+	unix.Close(fd)
+	if err == nil && replace {
+		err = unix.Rename(tmp, name)
+	}
+	if err != nil && replace {
+		_ = unix.Unlink(tmp)
+	}
 	return err == nil
 }
 
@@ -685,8 +732,12 @@ func opRead() {
 	if w.stat.Nlink > 1 && !prove(&w.stat) {
 		die(exitHardLink, "has other hard links")
 	}
+	window := false
 	if w.stat.Size > st.lim {
-		die(exitTooLarge, "too large")
+		if env("SBX_LINES") != "1" {
+			die(exitTooLarge, "too large")
+		}
+		window = true
 	}
 	if marked(key(&w.stat)) {
 		if env("SBX_TEXT") == "1" {
@@ -694,9 +745,55 @@ func opRead() {
 		}
 		rec("binary", "1")
 	}
+	if window {
+		readWindow(f)
+		return
+	}
 	if _, err := io.Copy(stdout, io.LimitReader(f, st.lim+1)); err != nil {
 		die(exitDenied, "read: "+errText(err))
 	}
+}
+
+// readWindow streams a file larger than the cap: it writes the lines
+// SBX_FROM (1-based) to SBX_FROM+SBX_COUNT-1, at most the cap and a byte
+// of them, and records window=1 and lines=<the file's line count>.
+func readWindow(f *os.File) {
+	num := func(k string, def int64) int64 {
+		n, err := strconv.ParseInt(env(k), 10, 64)
+		if err != nil || n < 1 {
+			return def
+		}
+		return n
+	}
+	from, count := num("SBX_FROM", 1), num("SBX_COUNT", 2000)
+	r := bufio.NewReaderSize(f, 256<<10)
+	var total, written int64
+	ended := true // the last byte read was a newline (or none was read)
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if line := total + 1; line >= from && line-from < count && written <= st.lim {
+				part := chunk[:min(int64(len(chunk)), st.lim+1-written)]
+				stdout.Write(part)
+				written += int64(len(part))
+			}
+			ended = chunk[len(chunk)-1] == '\n'
+			if ended {
+				total++
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			die(exitDenied, "read: "+errText(err))
+		}
+	}
+	if !ended {
+		total++
+	}
+	rec("window", "1")
+	rec("lines", strconv.FormatInt(total, 10))
 }
 
 func errText(err error) string {
@@ -931,46 +1028,113 @@ func contentOf(dir int, name string, s *unix.Stat_t) (data []byte, ok, unreadabl
 	return data, true, false
 }
 
-// grepData writes the lines of data holding pattern, as grep -H -n --null
-// does, at most max of them (0: all); it skips data holding a NUL byte, as
-// grep -I does. It returns false when the output is full.
-func grepData(out *limited, name string, data, pattern []byte, max int) bool {
+// grepOpts are the search's options: the line matcher, the cap on
+// matches per file (0: none) and the context lines.
+type grepOpts struct {
+	match         func([]byte) bool
+	max           int
+	before, after int
+}
+
+// grepOptions reads the search's options: SBX_PATTERN, a literal unless
+// SBX_REGEX=1 (Go's regexp, RE2 syntax), SBX_ICASE=1 to ignore case,
+// SBX_MAX, SBX_BEFORE and SBX_AFTER.
+func grepOptions() grepOpts {
+	num := func(k string) int {
+		n, _ := strconv.Atoi(env(k))
+		return max(n, 0)
+	}
+	o := grepOpts{max: num("SBX_MAX"), before: num("SBX_BEFORE"), after: num("SBX_AFTER")}
+	pattern := env("SBX_PATTERN")
+	regex, icase := env("SBX_REGEX") == "1", env("SBX_ICASE") == "1"
+	if !regex && !icase {
+		p := []byte(pattern)
+		o.match = func(l []byte) bool { return bytes.Contains(l, p) }
+		return o
+	}
+	if !regex {
+		pattern = regexp.QuoteMeta(pattern)
+	}
+	if icase {
+		pattern = "(?i)" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		die(exitUsage, "invalid regular expression: "+err.Error())
+	}
+	o.match = re.Match
+	return o
+}
+
+// grepData writes the lines of data that match, as grep -H -n --null
+// does, at most o.max of them (0: all), with o.before and o.after lines
+// of context ("<name>\0<n>-<text>", each line once, no group separators);
+// it skips data holding a NUL byte, as grep -I does. It returns false
+// when the output is full.
+func grepData(out *limited, name string, data []byte, o grepOpts) bool {
 	if bytes.IndexByte(data, 0) >= 0 {
 		return true
 	}
-	n, found := 0, 0
+	n, found, pendingAfter := 0, 0, 0
 	var line []byte
+	var prev [][]byte // the lines just before this one not yet written, at most o.before
+	emit := func(num int, l []byte, mark byte) bool {
+		line = append(line[:0], name...)
+		line = append(line, 0)
+		line = strconv.AppendInt(line, int64(num), 10)
+		line = append(line, mark)
+		line = append(line, l...)
+		line = append(line, '\n')
+		return out.write(line)
+	}
 	for len(data) > 0 {
 		l, rest, _ := bytes.Cut(data, []byte{'\n'})
 		data = rest
 		n++
-		if !bytes.Contains(l, pattern) {
+		if o.max > 0 && found >= o.max {
+			// The trailing context of the last match is still written.
+			if pendingAfter > 0 && !o.match(l) {
+				pendingAfter--
+				if !emit(n, l, '-') {
+					return false
+				}
+				continue
+			}
+			return true
+		}
+		if !o.match(l) {
+			switch {
+			case pendingAfter > 0:
+				pendingAfter--
+				if !emit(n, l, '-') {
+					return false
+				}
+			case o.before > 0:
+				if len(prev) == o.before {
+					prev = prev[1:]
+				}
+				prev = append(prev, l)
+			}
 			continue
 		}
-		line = append(line[:0], name...)
-		line = append(line, 0)
-		line = strconv.AppendInt(line, int64(n), 10)
-		line = append(line, ':')
-		line = append(line, l...)
-		line = append(line, '\n')
-		if !out.write(line) {
+		for i, pl := range prev {
+			if !emit(n-len(prev)+i, pl, '-') {
+				return false
+			}
+		}
+		prev = prev[:0]
+		if !emit(n, l, ':') {
 			return false
 		}
 		found++
-		if max > 0 && found >= max {
-			return true
-		}
+		pendingAfter = o.after
 	}
 	return true
 }
 
 func opGrep() {
 	w := mustResolve(false)
-	pattern := []byte(env("SBX_PATTERN"))
-	max := 0
-	if v := env("SBX_MAX"); v != "" {
-		max, _ = strconv.Atoi(v)
-	}
+	o := grepOptions()
 	var out limited
 	if w.name != "." && w.exists && w.stat.Mode&unix.S_IFMT != unix.S_IFDIR {
 		rec("kind", "file")
@@ -983,7 +1147,7 @@ func opGrep() {
 		}
 		data, err := io.ReadAll(io.LimitReader(f, st.lim+1))
 		if err == nil && int64(len(data)) <= st.lim {
-			grepData(&out, "./"+w.name, data, pattern, max)
+			grepData(&out, "./"+w.name, data, o)
 		}
 		return
 	}
@@ -1017,7 +1181,7 @@ func opGrep() {
 		}
 		data, ok, unreadable := contentOf(dir, name, s)
 		if ok {
-			full = !grepData(&out, "./"+rel, data, pattern, max)
+			full = !grepData(&out, "./"+rel, data, o)
 		} else if unreadable {
 			denied(rel, false)
 		}
