@@ -833,7 +833,7 @@ func (c *Client) wake(ctx context.Context, info Info) (Info, error) {
 		return info, nil
 	}
 	sb := c.handle(info, nil)
-	if err := sb.Resume(ctx); err != nil {
+	if err := sb.resume(ctx); err != nil {
 		return info, err
 	}
 	return sb.Info(), nil
