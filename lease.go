@@ -107,17 +107,48 @@ func (s *Sandbox) extendLease(ctx context.Context, d time.Duration, onlyLeased b
 
 // lostToLease turns the error of a command that failed because the
 // sandbox or the connection to it went away into one matching
-// ErrLeaseExpired, when a look-up (bounded by leaseLookupTimeout) finds
-// the sandbox gone, or paused by AutoPause, and the lease the handle knew
-// had ended. Any other error, or any other finding, returns err as it is.
-// ctx must still be live.
+// ErrLeaseExpired, when leaseEnded finds that the lease ended. Any other
+// error, or any other finding, returns err as it is. ctx must still be
+// live.
 func (s *Sandbox) lostToLease(ctx context.Context, op string, err error) error {
 	if err == nil || ctx.Err() != nil || !lostSandbox(err) {
 		return err
 	}
+	if lerr := s.leaseEnded(ctx, op, err); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// killedByLease returns the error matching ErrLeaseExpired for a command
+// that was killed (the provider kills what runs in a sandbox it ends: a
+// signal, or exit status -1 or 137 where the provider reports no signal)
+// when leaseEnded finds that the lease ended, and nil otherwise.
+func (s *Sandbox) killedByLease(ctx context.Context, op string, res *Result) error {
+	if res == nil || res.TimedOut || ctx.Err() != nil {
+		return nil
+	}
+	var cause error
+	switch {
+	case res.Signal != 0:
+		cause = fmt.Errorf("the command was killed (signal %v)", res.Signal)
+	case res.ExitCode < 0 || res.ExitCode == 128+9:
+		cause = fmt.Errorf("the command was killed (exit status %d)", res.ExitCode)
+	default:
+		return nil
+	}
+	return s.leaseEnded(ctx, op, cause)
+}
+
+// leaseEnded returns an error matching ErrLeaseExpired, with cause, when
+// the lease the handle knows has ended and a look-up (bounded by
+// leaseLookupTimeout) finds the sandbox gone, or paused by AutoPause; nil
+// otherwise. A handle that knows of no lease, or of one that has not
+// ended, makes no call.
+func (s *Sandbox) leaseEnded(ctx context.Context, op string, cause error) error {
 	end := s.leaseEnd()
 	if end.IsZero() || time.Now().Before(end.Add(-leaseSlack)) {
-		return err // no lease, or one that has not ended: no look-up
+		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, leaseLookupTimeout)
 	defer cancel()
@@ -126,14 +157,14 @@ func (s *Sandbox) lostToLease(ctx context.Context, op string, err error) error {
 	case CodeOf(gerr) == NotFound:
 		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: NotFound,
 			Err: fmt.Errorf("%w at %s while the command ran, and the provider destroyed the sandbox (extend the lease with SetTimeout, or create the sandbox with a longer CreateOptions.Timeout): %w",
-				ErrLeaseExpired, end.UTC().Format(time.RFC3339), err)}
+				ErrLeaseExpired, end.UTC().Format(time.RFC3339), cause)}
 	case gerr == nil && State(in.State) == StatePaused:
 		s.setInfo(infoOf(in))
 		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: FailedPrecondition,
 			Err: fmt.Errorf("%w at %s while the command ran, and the provider paused the sandbox (AutoPause; Resume it to go on): %w: %w",
-				ErrLeaseExpired, end.UTC().Format(time.RFC3339), ErrPaused, err)}
+				ErrLeaseExpired, end.UTC().Format(time.RFC3339), ErrPaused, cause)}
 	}
-	return err
+	return nil
 }
 
 // lostSandbox reports whether err is how a provider reports that the

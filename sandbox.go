@@ -394,7 +394,8 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 // lease can still outlive it). A command that fits costs no extra call. A
 // handle that does not own its sandbox (see Owned) never extends the
 // lease: its commands run within the lease the owner set. When a lease
-// ends while the command runs anyway, the error matches ErrLeaseExpired. When cmd.Timeout (or the Client default) expires,
+// ends while the command runs anyway, the error matches ErrLeaseExpired
+// (with the partial Result when the provider reported the command killed). When cmd.Timeout (or the Client default) expires,
 // the command is ended and Exec returns a Result with TimedOut set, the
 // output produced so far and a nil error. When ctx ends first, Exec returns
 // the partial Result (TimedOut set, TimeoutBy TimeoutContext when ctx had a
@@ -471,6 +472,9 @@ func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*
 			return res, p, s.wrapPlan(op, p, ctxErr)
 		}
 		return nil, p, s.wrapPlan(op, p, s.lostToLease(ctx, op, err))
+	}
+	if lerr := s.killedByLease(ctx, op, res); lerr != nil {
+		return res, p, s.wrapPlan(op, p, lerr)
 	}
 	return res, p, nil
 }
@@ -583,6 +587,9 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	r := p.result
 	p.mu.Unlock()
 	_ = p.Close()
+	if lerr := p.sb.killedByLease(ctx, op, r); lerr != nil {
+		return r, p.sb.wrapPlan(op, p.plan, lerr)
+	}
 	return r, nil
 }
 
