@@ -41,8 +41,9 @@ func (s *Sandbox) leaseEnd() time.Time {
 }
 
 // coverLease makes the lease last for a command of the given timeout:
-// when the lease the handle knows ends before timeout plus
-// CommandLeaseGrace from now, it extends it that far (at most to the
+// when the lease the handle knows ends before timeout plus half of
+// CommandLeaseGrace from now, it extends it to timeout plus
+// CommandLeaseGrace (at most to the
 // provider's MaxLease), once, through the SetTimeout path. A command that
 // fits costs no call. A handle that does not own its sandbox never
 // extends (the owner keeps charge of the lease), nor does a sandbox
@@ -52,12 +53,15 @@ func (s *Sandbox) coverLease(ctx context.Context, op string, timeout time.Durati
 	if !s.owned || timeout <= 0 {
 		return nil
 	}
-	d := timeout + CommandLeaseGrace
+	d, need := timeout+CommandLeaseGrace, timeout+CommandLeaseGrace/2
 	if m := s.c.caps.MaxLease; m > 0 && d > m {
-		d = m
+		d, need = m, m
 	}
+	// A lease that covers the command and half the grace is left as it
+	// is, so that a caller that just extended it (the session package
+	// does, by the timeout and a minute) does not pay for another call.
 	end := s.leaseEnd()
-	if end.IsZero() || !end.Before(time.Now().Add(d)) {
+	if end.IsZero() || !end.Before(time.Now().Add(need)) {
 		return nil
 	}
 	if err := s.extendLease(ctx, d, true); err != nil {

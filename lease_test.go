@@ -53,8 +53,20 @@ func TestExecExtendsLeaseToCoverTimeout(t *testing.T) {
 	if in, _ := sb.Refresh(ctx); in.LeaseEnd.Before(end) {
 		t.Fatalf("lease moved back from %v to %v", end, in.LeaseEnd)
 	}
+	// A lease just extended by the timeout and a minute (as the session
+	// package does before a command) is not extended again.
+	if err := sb.SetTimeout(ctx, 2*time.Hour+time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sets := len(rt.CallsOf(memory.OpSetTimeout))
+	if _, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Timeout: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rt.CallsOf(memory.OpSetTimeout)); n != sets {
+		t.Fatalf("a command within a lease just extended for it extended it again (%d calls)", n-sets)
+	}
 	// The client's default command timeout counts as the command's.
-	c2 := sandbox.NewClient(rt, sandbox.WithCommandTimeout(time.Hour))
+	c2 := sandbox.NewClient(rt, sandbox.WithCommandTimeout(3*time.Hour))
 	sb2, err := c2.AttachWith(ctx, sb.ID(), sandbox.AttachOptions{Own: true})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +74,7 @@ func TestExecExtendsLeaseToCoverTimeout(t *testing.T) {
 	if _, err := sb2.Exec(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	leaseAtLeast(ctx, t, sb, time.Hour)
+	leaseAtLeast(ctx, t, sb, 3*time.Hour)
 }
 
 func TestStartExtendsLeaseToCoverTimeout(t *testing.T) {

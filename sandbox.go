@@ -388,8 +388,8 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 //
 // The lease covers the command: when the lease this handle knows (from
 // Create, Attach, Refresh, Resume or SetTimeout) ends before the command's
-// effective timeout plus CommandLeaseGrace from now, Exec first extends it
-// that far, once, as SetTimeout does (extend-only; at most the provider's
+// effective timeout plus half of CommandLeaseGrace from now, Exec first
+// extends it to the timeout plus CommandLeaseGrace, once, as SetTimeout does (extend-only; at most the provider's
 // Capabilities.MaxLease, so a longer command on a provider with a maximum
 // lease can still outlive it). A command that fits costs no extra call. A
 // handle that does not own its sandbox (see Owned) never extends the
