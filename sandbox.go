@@ -112,7 +112,10 @@ func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 
 // Owned reports whether the handle owns its sandbox: it was made by
 // Create (or by the GetOrCreate call that reported created), or attached
-// with AttachOptions.Own. Only an owner's Destroy destroys.
+// with AttachOptions.Own. Only an owner's Destroy destroys; only an owner
+// may Pause, Resume or SetTimeout (other handles get FailedPrecondition);
+// only an owner's Exec and Start extend the lease to cover the command.
+// Every handle may run commands and move files.
 func (s *Sandbox) Owned() bool { return s.owned }
 
 // Destroy ends the sandbox if the handle owns it (see Owned). On a handle
