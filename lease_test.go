@@ -303,3 +303,27 @@ func TestLifecycleNeedsOwner(t *testing.T) {
 		t.Fatalf("GetOrCreate of a paused sandbox: %v, %v", found, err)
 	}
 }
+
+func TestProcessLeaseEndsWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(memory.New())
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := c.Attach(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := att.Start(ctx, sandbox.Command{Shell: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	res, err := p.Wait(wctx)
+	if !errors.Is(err, sandbox.ErrLeaseExpired) || sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("Wait on a process whose lease ended: %+v, %v; want ErrLeaseExpired, NotFound", res, err)
+	}
+}

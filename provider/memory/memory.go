@@ -215,7 +215,6 @@ func endExecsLocked(b *box) {
 // ends the lease (and with it the Exec) when it runs out while the Exec
 // runs. stop unregisters it.
 func (r *Runtime) trackExec(id string, lost context.CancelCauseFunc) (stop func()) {
-	e := &liveExec{lost: lost}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.boxes[id]
@@ -223,6 +222,12 @@ func (r *Runtime) trackExec(id string, lost context.CancelCauseFunc) (stop func(
 		lost(errSandboxEnded)
 		return func() {}
 	}
+	return r.trackLocked(id, b, lost)
+}
+
+// trackLocked is trackExec for sandbox b, with r.mu held.
+func (r *Runtime) trackLocked(id string, b *box, lost context.CancelCauseFunc) (stop func()) {
+	e := &liveExec{lost: lost}
 	if b.execs == nil {
 		b.execs = map[*liveExec]struct{}{}
 	}
@@ -831,10 +836,13 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *driver.Command) (driv
 	p.cancel = cancel
 	c := r.newCall(id, b, cmd, p.out, p.err)
 	b.procs[p.pid] = p
+	// The end of the lease ends the process as it ends an Exec.
+	untrack := r.trackLocked(id, b, func(error) { cancel() })
 	go func() {
 		defer close(p.done)
 		defer cancel()
 		code := r.runTop(pctx, c)
+		untrack()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
