@@ -64,10 +64,21 @@ func (s *Sandbox) coverLease(ctx context.Context, op string, timeout time.Durati
 	if end.IsZero() || !end.Before(time.Now().Add(need)) {
 		return nil
 	}
-	if err := s.extendLease(ctx, d, true); err != nil {
+	err := s.extendLease(ctx, d, true)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil || CodeOf(err) == NotFound {
+		// The caller gave up, or the sandbox is gone: the command cannot run.
 		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: CodeOf(err),
 			Err: fmt.Errorf("extending the lease by %v to cover the command's timeout: %w", d, err)}
 	}
+	// Any other failure (a paused sandbox, a flaky control plane) must not
+	// stop a command that may well fit: it runs, and should the lease end
+	// while it does, its error says so (ErrLeaseExpired). The cause's text
+	// is not logged: it may quote a secret.
+	s.c.log.Warn("sandbox: could not extend the lease to cover a command; running it anyway", "op", op,
+		"provider", s.c.rt.Name(), "id", s.id, "want", d, "code", CodeOf(err))
 	return nil
 }
 

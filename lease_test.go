@@ -327,3 +327,26 @@ func TestProcessLeaseEndsWhileRunning(t *testing.T) {
 		t.Fatalf("Wait on a process whose lease ended: %+v, %v; want ErrLeaseExpired, NotFound", res, err)
 	}
 }
+
+func TestExecRunsWhenLeaseExtensionFails(t *testing.T) {
+	ctx := context.Background()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.FailNext(memory.OpSetTimeout, 1, sandbox.Errorf(sandbox.Unavailable, "control plane down"))
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "echo ran", Timeout: 30 * time.Minute})
+	if err != nil || string(res.Stdout) != "ran\n" {
+		t.Fatalf("Exec after a failed lease extension: %v, %v; want it to run", res, err)
+	}
+	// A sandbox that is gone fails the call before it runs.
+	if err := c.Destroy(ctx, sb.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Exec(ctx, sandbox.Command{Shell: "echo ran", Timeout: 30 * time.Minute}); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("Exec on a destroyed sandbox: %v, want NotFound", err)
+	}
+}
