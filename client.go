@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
-	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"golang.org/x/sync/singleflight"
@@ -171,6 +170,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.Pause = rt.(driver.Pauser)
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
+	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	return caps
@@ -334,8 +334,14 @@ type CreateOptions struct {
 	AutoPause bool
 	// Resources requests CPU, memory and disk; zero fields take defaults.
 	Resources Resources
-	// NoNetwork cuts the sandbox off from the network.
+	// NoNetwork cuts the sandbox off from the network: the shorthand for
+	// Network with Mode NetworkDenyAll.
 	NoNetwork bool
+	// Network is the sandbox's egress policy; nil means the provider's
+	// default network (none with NoNetwork). A policy the provider cannot
+	// enforce is refused with FailedPrecondition before anything is
+	// created; see NetworkPolicy.
+	Network *NetworkPolicy
 	// ProviderOptions holds provider-specific settings by key, documented
 	// by each provider.
 	ProviderOptions map[string]string
@@ -344,7 +350,6 @@ type CreateOptions struct {
 var (
 	idRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
-	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 func checkID(op, provider, id string) error {
@@ -365,32 +370,6 @@ func checkLabels(op, provider string, labels map[string]string) error {
 		v := labels[k]
 		if len(v) > 256 || hasControl(v) {
 			return invalid(op, provider, "", "label value", "for key %q: at most 256 bytes without control characters", k)
-		}
-	}
-	return nil
-}
-
-// checkEnv validates env keys and values; secret values are never quoted.
-func checkEnv(op, provider, id string, env map[string]string, secret bool) error {
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !envKeyRE.MatchString(k) {
-			return invalid(op, provider, id, "env name", "%q must match %s", printable(k), envKeyRE)
-		}
-		for _, r := range env[k] {
-			if r == 0 {
-				if secret {
-					return invalid(op, provider, id, "secret env value", "value of %s holds NUL", k)
-				}
-				return invalid(op, provider, id, "env value", "value of %s holds NUL", k)
-			}
-		}
-		if n := len(k) + 1 + len(env[k]); n > maxArgBytes {
-			// The value is never shown: it may be a secret.
-			what := "env value"
-			if secret {
-				what = "secret env value"
-			}
-			return invalid(op, provider, id, what, "%s=… is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file", printable(k), n, maxArgBytes)
 		}
 	}
 	return nil
@@ -543,12 +522,20 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if c.caps.MaxLease > 0 && lease > c.caps.MaxLease {
 		return nil, invalid(op, name, "", "timeout", "%v exceeds the provider's maximum lease %v", lease, c.caps.MaxLease)
 	}
+	np, err := normalizeNetwork(op, name, "", opts.Network, opts.NoNetwork)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkNetworkSupport(op, "", np); err != nil {
+		return nil, err
+	}
 	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
 	maps.Copy(env, opts.Env)
 	maps.Copy(env, opts.SecretEnv)
 	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
-		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(), NoNetwork: opts.NoNetwork,
+		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(),
+		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np,
 		Options: maps.Clone(opts.ProviderOptions),
 	}, nil
 }
@@ -650,15 +637,20 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 		}
 		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
 		seen := map[string]bool{}
+		// The Lookup bound covers the whole look-up, every page of it,
+		// but not the time the caller's loop spends between pages.
+		var spent time.Duration
 		for {
 			var page []driver.Info
 			var next string
-			ctx, end := bound(ctx, op, c.calls.Lookup)
+			ctx, end := boundLeft(ctx, op, c.calls.Lookup, spent)
+			t0 := time.Now()
 			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
 				page, next, err = c.rt.List(ctx, req)
 				return err
 			}))
+			spent += time.Since(t0)
 			if err != nil {
 				yield(Info{}, c.wrap(op, "", "", err))
 				return
@@ -705,10 +697,10 @@ func matches(in Info, opts ListOptions) bool {
 // try again.
 //
 // Across Clients and OS processes the guarantee is the provider's
-// ([KeyedCreator]); see each provider's documentation: local takes a lock
+// ([driver.KeyedCreator]); see each provider's documentation: local takes a lock
 // in its root directory, Daytona names the sandbox after the key, E2B
 // checks after creating and keeps the oldest. memory has no other
-// process. Without KeyedCreator, two processes may both create.
+// process. Without a KeyedCreator, two processes may both create.
 func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	const op = "get-or-create"
 	name := c.rt.Name()
@@ -785,7 +777,9 @@ func providerKey(fkey string) string {
 func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey string) (flight, error) {
 	const op = "get-or-create"
 	var found []Info
-	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting}}) {
+	// A sandbox in a state the provider did not name is taken too: creating
+	// beside it could leave two for one key.
+	for info, err := range c.List(ctx, ListOptions{Labels: opts.Labels, States: []State{StateRunning, StatePaused, StateStarting, StateUnknown}}) {
 		if err != nil {
 			return flight{}, err
 		}
@@ -844,18 +838,6 @@ func (c *Client) wake(ctx context.Context, info Info) (Info, error) {
 	return sb.Info(), nil
 }
 
-func secretValues(env map[string]string) [][]byte {
-	var out [][]byte
-	for _, v := range env {
-		if v != "" {
-			out = append(out, []byte(v))
-		}
-	}
-	// Longest first, so a secret that contains another is redacted whole.
-	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
-	return out
-}
-
 // redactErr hides secret values in the text of every error of err's tree
 // (see internal/errscrub), keeping what errors.Is and CodeOf match.
 func redactErr(err error, secrets [][]byte) error {
@@ -878,6 +860,3 @@ func withQuoted(secrets [][]byte) [][]byte {
 	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
 	return out
 }
-
-// printable quotes s safely for an error message, bounded in length.
-func printable(s string) string { return iox.Printable(s, 80) }

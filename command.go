@@ -3,9 +3,14 @@ package sandbox
 import (
 	"bytes"
 	"io"
+	"maps"
+	"regexp"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandboxkit/sandbox/internal/iox"
 )
 
 // Command describes a command to run in a sandbox. Set exactly one of Args
@@ -61,6 +66,49 @@ const DefaultCommandTimeout = 10 * time.Minute
 // DefaultMaxOutput is the per-stream capture cap used when neither the
 // Command nor the Client sets one.
 const DefaultMaxOutput = 10 << 20
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkEnv validates env keys and values; secret values are never quoted.
+func checkEnv(op, provider, id string, env map[string]string, secret bool) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !envKeyRE.MatchString(k) {
+			return invalid(op, provider, id, "env name", "%q must match %s", printable(k), envKeyRE)
+		}
+		for _, r := range env[k] {
+			if r == 0 {
+				if secret {
+					return invalid(op, provider, id, "secret env value", "value of %s holds NUL", k)
+				}
+				return invalid(op, provider, id, "env value", "value of %s holds NUL", k)
+			}
+		}
+		if n := len(k) + 1 + len(env[k]); n > maxArgBytes {
+			// The value is never shown: it may be a secret.
+			what := "env value"
+			if secret {
+				what = "secret env value"
+			}
+			return invalid(op, provider, id, what, "%s=… is %d bytes, over the limit of %d (MAX_ARG_STRLEN); pass large data on Stdin or in a file", printable(k), n, maxArgBytes)
+		}
+	}
+	return nil
+}
+
+func secretValues(env map[string]string) [][]byte {
+	var out [][]byte
+	for _, v := range env {
+		if v != "" {
+			out = append(out, []byte(v))
+		}
+	}
+	// Longest first, so a secret that contains another is redacted whole.
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return out
+}
+
+// printable quotes s safely for an error message, bounded in length.
+func printable(s string) string { return iox.Printable(s, 80) }
 
 // TimeoutLayer says which layer's deadline ended a command.
 type TimeoutLayer string

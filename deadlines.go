@@ -19,8 +19,9 @@ import (
 // by progress, not by a total time: they fail only when no bytes move for
 // Idle, so a large transfer on a slow link is never cut off.
 type CallTimeouts struct {
-	// Create bounds Create and the create of GetOrCreate (default 2m: the
-	// seeds allow 60-120 s for a cold start).
+	// Create bounds Create and the create of GetOrCreate (default 2m: a
+	// cold start, when the provider first pulls a template's image, can
+	// take 60-120 s).
 	Create time.Duration
 	// CreateRetry bounds how long Create (and GetOrCreate) keeps retrying
 	// a create the provider refused for a transient reason (429, 503, no
@@ -30,8 +31,9 @@ type CallTimeouts struct {
 	// invalid input are never retried. Unlike the other fields it applies
 	// whether or not ctx has a deadline.
 	CreateRetry time.Duration
-	// Lookup bounds Get (Attach, Refresh) and each page of List
-	// (default 10s).
+	// Lookup bounds Get (Attach, Refresh) and a whole List, all its pages
+	// together, leaving out the time the caller's loop spends between
+	// pages (default 10s).
 	Lookup time.Duration
 	// Destroy bounds Destroy (default 1m).
 	Destroy time.Duration
@@ -105,6 +107,21 @@ func bound(ctx context.Context, op string, d time.Duration) (bctx context.Contex
 		return ctx, func(err error) error { return err }
 	}
 	bctx, cancel := context.WithTimeoutCause(ctx, d, &boundError{op: op, d: d})
+	return bctx, func(err error) error {
+		err = explain(ctx, bctx, err)
+		cancel()
+		return err
+	}
+}
+
+// boundLeft is bound for one step of a call made of several (the pages of
+// a List): the steps share one bound d, of which spent is used up. When
+// none is left the step's ctx has ended already, with the bound as cause.
+func boundLeft(ctx context.Context, op string, d, spent time.Duration) (bctx context.Context, end func(error) error) {
+	if _, ok := ctx.Deadline(); ok || d <= 0 {
+		return ctx, func(err error) error { return err }
+	}
+	bctx, cancel := context.WithTimeoutCause(ctx, max(d-spent, 0), &boundError{op: op, d: d})
 	return bctx, func(err error) error {
 		err = explain(ctx, bctx, err)
 		cancel()

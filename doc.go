@@ -103,7 +103,7 @@
 //
 // Client.GetOrCreate creates at most one sandbox per key (template and
 // labels) among concurrent callers on one Client. Across Clients and OS
-// processes it is the provider's guarantee ([KeyedCreator]): local takes a
+// processes it is the provider's guarantee ([driver.KeyedCreator]): local takes a
 // lock file per key in its root; Daytona names the sandbox after the key
 // and attaches on the 409 for a taken name; E2B, which has no unique
 // names, checks after creating and keeps the oldest sandbox with the

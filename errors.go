@@ -73,5 +73,5 @@ func Errorf(code Code, format string, args ...any) error {
 // invalid builds the InvalidArgument *Error for a bad input named name.
 func invalid(op, provider, id, name, format string, args ...any) error {
 	return &Error{Op: op, Provider: provider, SandboxID: id, Code: InvalidArgument,
-		Err: fmt.Errorf("invalid %s: %s: %w", name, fmt.Sprintf(format, args...), ErrInvalidArgument)}
+		Err: Errorf(InvalidArgument, "invalid %s: %s", name, fmt.Sprintf(format, args...))}
 }

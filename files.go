@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -215,30 +216,32 @@ type File struct {
 	Data []byte
 }
 
-// FileResult is the outcome of one file of a batch; Err is nil on success.
-type FileResult struct {
-	Path string
-	Err  error
+// WriteFiles writes a batch of files, a few at a time, creating parents.
+// A failure does not stop the others. The error is nil when every file was
+// written; otherwise it joins (errors.Join) one error per failed file, in
+// input order, each an *Error that names its path, so a single check
+// covers the batch, errors.Is and CodeOf see each failure's code, and the
+// Unwrap() []error of the joined error lists which files failed.
+func (s *Sandbox) WriteFiles(ctx context.Context, files []File) error {
+	return errors.Join(s.writeFiles(ctx, files)...)
 }
 
-// WriteFiles writes a batch of files, a few at a time, and returns one
-// result per file in input order. A failure does not stop the others.
-func (s *Sandbox) WriteFiles(ctx context.Context, files []File) []FileResult {
-	res := make([]FileResult, len(files))
+// writeFiles writes files and returns one error (nil on success) per file.
+func (s *Sandbox) writeFiles(ctx context.Context, files []File) []error {
+	errs := make([]error, len(files))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for i, f := range files {
-		res[i].Path = f.Path
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res[i].Err = s.WriteFile(ctx, f.Path, f.Data)
+			errs[i] = s.WriteFile(ctx, f.Path, f.Data)
 		}()
 	}
 	wg.Wait()
-	return res
+	return errs
 }
 
 // VerifyOptions configures WriteFilesVerified.
@@ -252,16 +255,15 @@ type VerifyOptions struct {
 // that each one the sandbox accepted is there as written: a regular file
 // of the written size (and, with opts.SHA256, the same SHA-256). A file
 // that does not match gets an Internal error naming what the sandbox has
-// and what was written. Results are in input order.
-func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) []FileResult {
-	res := s.WriteFiles(ctx, files)
+// and what was written. The failures are joined as by WriteFiles.
+func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) error {
+	errs := s.writeFiles(ctx, files)
 	for i, f := range files {
-		if res[i].Err != nil {
-			continue
+		if errs[i] == nil {
+			errs[i] = s.verify(ctx, f, opts)
 		}
-		res[i].Err = s.verify(ctx, f, opts)
 	}
-	return res
+	return errors.Join(errs...)
 }
 
 // verify checks one written file against its data.

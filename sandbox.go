@@ -43,6 +43,11 @@ func (s *Sandbox) Info() Info {
 	in := s.info
 	in.Labels = maps.Clone(in.Labels)
 	in.Detail = maps.Clone(in.Detail)
+	if in.Network != nil {
+		n := *in.Network
+		n.Allow, n.Deny = slices.Clone(n.Allow), slices.Clone(n.Deny)
+		in.Network = &n
+	}
 	return in
 }
 

@@ -39,6 +39,9 @@ type Info struct {
 	// Detail holds provider-specific facts worth showing (for example why a
 	// local sandbox got a lower isolation level).
 	Detail map[string]string
+	// Network is the egress policy in force as the provider reports it,
+	// normalised (see NetworkPolicy); nil when the provider reports none.
+	Network *NetworkPolicy
 }
 
 // State is the lifecycle state of a sandbox.
@@ -50,6 +53,10 @@ const (
 	StateRunning  State = "running"
 	StatePaused   State = "paused" // paused, stopped or archived: Resume brings it back
 	StateError    State = "error"
+	// StateUnknown is a state the provider reported that this library does
+	// not know (or none at all); Info.Detail["state"] holds what it said.
+	// It is never taken for running: a later look-up may tell more.
+	StateUnknown State = "unknown"
 )
 
 // FileInfo describes a file in a sandbox. Its FS method adapts it to fs.FileInfo.
@@ -115,6 +122,12 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
+	// NetworkPolicy declares which egress policies (CreateOptions.Network)
+	// the provider can enforce; NetworkPolicy.NotEnforced marks a provider
+	// that only records them.
+	NetworkPolicy NetworkSupport
+	// NetworkUpdate is true when Sandbox.SetNetwork works.
+	NetworkUpdate bool
 	// Ports is true when Sandbox.Expose works.
 	Ports bool
 	// ReportsSignal is true when Result.Signal names the signal that ended
@@ -228,7 +241,7 @@ func infoOf(in driver.Info) Info {
 	return Info{
 		ID: in.ID, Provider: in.Provider, Template: in.Template, Labels: maps.Clone(in.Labels),
 		State: State(in.State), CreatedAt: in.CreatedAt, LeaseEnd: in.LeaseEnd, Home: in.Home,
-		Isolation: in.Isolation, Detail: maps.Clone(in.Detail),
+		Isolation: in.Isolation, Detail: maps.Clone(in.Detail), Network: networkPolicyOf(in.Network),
 	}
 }
 
@@ -243,7 +256,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 	return Capabilities{
 		PauseKeepsMemory: d.PauseKeepsMemory, AttachAcrossClients: d.AttachAcrossClients,
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
-		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network,
+		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
 		ReportsSignal: d.ReportsSignal,
 	}
 }

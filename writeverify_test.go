@@ -45,24 +45,32 @@ func TestWriteFilesVerified(t *testing.T) {
 		{Path: "ok/empty", Data: nil},
 	}
 	// WriteFiles trusts the provider's acknowledgement.
-	for _, r := range sb.WriteFiles(ctx, files) {
-		if r.Err != nil {
-			t.Fatalf("WriteFiles %s: %v", r.Path, r.Err)
-		}
+	if err := sb.WriteFiles(ctx, files); err != nil {
+		t.Fatalf("WriteFiles: %v", err)
 	}
-	sizes := sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{})
-	hashes := sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{SHA256: true})
-	for i, f := range files {
-		wantSize := !strings.Contains(f.Path, "cut")
-		wantHash := wantSize && !strings.Contains(f.Path, "flip")
-		if (sizes[i].Err == nil) != wantSize || (hashes[i].Err == nil) != wantHash || sizes[i].Path != f.Path {
-			t.Fatalf("%s: size check %v, hash check %v; want ok=%v/%v", f.Path, sizes[i].Err, hashes[i].Err, wantSize, wantHash)
-		}
+	sizes := failures(sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{}))
+	hashes := failures(sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{SHA256: true}))
+	if len(sizes) != 1 || len(hashes) != 2 {
+		t.Fatalf("size check failures %v, hash check failures %v; want 1 and 2", sizes, hashes)
 	}
-	if err := sizes[1].Err; sandbox.CodeOf(err) != sandbox.Internal || !strings.Contains(err.Error(), "4 bytes") || !strings.Contains(err.Error(), "5 were written") {
+	if !strings.Contains(sizes[0].Error(), "cut/b.txt") || !strings.Contains(hashes[0].Error(), "cut/b.txt") || !strings.Contains(hashes[1].Error(), "flip/c.txt") {
+		t.Fatalf("failures do not name their files: %v; %v", sizes, hashes)
+	}
+	if err := sizes[0]; sandbox.CodeOf(err) != sandbox.Internal || !strings.Contains(err.Error(), "4 bytes") || !strings.Contains(err.Error(), "5 were written") {
 		t.Fatalf("size mismatch error: %v", err)
 	}
-	if err := hashes[2].Err; sandbox.CodeOf(err) != sandbox.Internal || !strings.Contains(err.Error(), "SHA-256") {
+	if err := hashes[1]; sandbox.CodeOf(err) != sandbox.Internal || !strings.Contains(err.Error(), "SHA-256") {
 		t.Fatalf("hash mismatch error: %v", err)
 	}
+}
+
+// failures returns the errors joined in err (none for nil).
+func failures(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -57,7 +57,7 @@ import (
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
-// [KeyedCreator], [PortExposer]); Capabilities declares only what their
+// [KeyedCreator], [PortExposer], [NetworkSetter]); Capabilities declares only what their
 // presence cannot show.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
@@ -262,6 +262,9 @@ type Capabilities struct {
 	MaxLease time.Duration
 	// Network is true when sandboxes can reach the network.
 	Network bool
+	// NetworkPolicy declares which egress policies the provider can put in
+	// force (see NetworkSupport).
+	NetworkPolicy NetworkSupport
 	// ReportsSignal is true when ExitStatus.Signal names the signal that
 	// ended a command; false when the provider sees only an exit code and
 	// cannot tell a signal from, say, exit 137 (Signal is then always 0).
@@ -277,6 +280,10 @@ const (
 	StateRunning  State = "running"
 	StatePaused   State = "paused" // paused, stopped or archived: Resume brings it back
 	StateError    State = "error"
+	// StateUnknown is a state the provider reported that this library does
+	// not know (or none at all); Info.Detail["state"] holds what it said.
+	// It is never taken for running: a later look-up may tell more.
+	StateUnknown State = "unknown"
 )
 
 // Info describes a sandbox.
@@ -298,6 +305,9 @@ type Info struct {
 	// Detail holds provider-specific facts worth showing (for example why a
 	// local sandbox got a lower isolation level).
 	Detail map[string]string
+	// Network is the egress policy in force as the provider reports it;
+	// nil when it reports none.
+	Network *NetworkPolicy
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -317,7 +327,14 @@ type CreateRequest struct {
 	Timeout   time.Duration     // lease; > 0
 	AutoPause bool              // pause instead of destroy when the lease ends
 	Resources Resources
+	// NoNetwork cuts the sandbox off from the network. It is true whenever
+	// Network is in NetworkDenyAll mode, so a driver that knows only
+	// NoNetwork still cuts it off.
 	NoNetwork bool
+	// Network is the egress policy, validated, normalised and checked
+	// against Capabilities.NetworkPolicy; nil means the provider's default
+	// (the network NoNetwork says).
+	Network *NetworkPolicy
 	// Options carries provider-specific settings by key (documented by
 	// each provider); unknown keys are an InvalidArgument error.
 	Options map[string]string

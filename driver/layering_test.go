@@ -11,9 +11,11 @@ import (
 
 const module = "github.com/sandboxkit/sandbox"
 
-// TestLayering enforces the split of issue 17: no package under provider/,
-// and neither driver nor sberrors, depends on the user package (directly or
-// through another package of the module), and sberrors is a leaf that
+// TestLayering enforces the split of issue 17: no package under provider/
+// or internal/, and neither driver nor sberrors, depends on the user
+// package (directly or through another package of the module): internal
+// packages serve the layers above and never call up into the user API.
+// sberrors is a leaf that
 // depends on nothing of the module but internal packages. It reads the
 // import clauses of the non-test files for more than one GOOS, so a file
 // with a build constraint cannot hide an import.
@@ -69,18 +71,23 @@ func TestLayering(t *testing.T) {
 		}
 		var checked []string
 		check := []string{module + "/driver", module + "/sberrors"}
-		err := filepath.WalkDir(filepath.Join(root, "provider"), func(p string, d fs.DirEntry, err error) error {
+		for _, top := range []string{"provider", "internal"} {
+			err := filepath.WalkDir(filepath.Join(root, top), func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if d.IsDir() && d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				if d.IsDir() {
+					rel, _ := filepath.Rel(root, p)
+					check = append(check, module+"/"+filepath.ToSlash(rel))
+				}
+				return nil
+			})
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			if d.IsDir() && d.Name() != "testdata" {
-				rel, _ := filepath.Rel(root, p)
-				check = append(check, module+"/"+filepath.ToSlash(rel))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 		for _, pkg := range check {
 			pkgDir := filepath.Join(root, strings.TrimPrefix(pkg, module+"/"))
@@ -90,8 +97,13 @@ func TestLayering(t *testing.T) {
 			checked = append(checked, pkg)
 			deps := closure(pkg)
 			if by, ok := deps[module]; ok {
-				t.Errorf("GOOS=%s: %s depends on the user package %s (imported by %s); drivers import %s/driver and %s/sberrors",
-					goos, pkg, module, by, module, module)
+				if strings.HasPrefix(pkg, module+"/internal/") {
+					t.Errorf("GOOS=%s: %s depends on the user package %s (imported by %s); an internal package serves the layers above: take what it needs as a small interface",
+						goos, pkg, module, by)
+				} else {
+					t.Errorf("GOOS=%s: %s depends on the user package %s (imported by %s); drivers import %s/driver and %s/sberrors",
+						goos, pkg, module, by, module, module)
+				}
 			}
 			if pkg == module+"/sberrors" {
 				for d := range deps {
@@ -101,7 +113,7 @@ func TestLayering(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{"/provider/local", "/provider/memory", "/provider/e2b", "/provider/daytona", "/provider/e2b/e2bfake", "/provider/daytona/daytonafake", "/driver", "/sberrors"} {
+		for _, want := range []string{"/provider/local", "/provider/memory", "/provider/e2b", "/provider/daytona", "/provider/e2b/e2bfake", "/provider/daytona/daytonafake", "/driver", "/sberrors", "/internal/blobcache", "/internal/iox"} {
 			if !slices.Contains(checked, module+want) {
 				t.Errorf("GOOS=%s: %s was not checked (checked %v)", goos, module+want, checked)
 			}

@@ -164,10 +164,10 @@
 // larger files get CodeTooLarge; Execute is disabled unless
 // Options.AllowExecute, and then bounded by DefaultExecuteTimeout (2 min)
 // with DefaultMaxExecuteOutput (256 KiB) of output. The execute default is
-// 2 min rather than the 30 s of the seed backend because the commands an
-// agent runs here include package installs and test suites, which often
-// take more than 30 s; a caller that wants the seed's bound sets
-// Options.ExecuteTimeout. A Grep pattern is at most MaxPatternBytes
+// 2 min rather than the 30 s agent file backends often use, because the
+// commands an agent runs here include package installs and test suites,
+// which often take more than 30 s; a caller that wants a tighter bound
+// sets Options.ExecuteTimeout. A Grep pattern is at most MaxPatternBytes
 // (16 KiB) and a glob at most MaxGlobBytes; longer ones, and negative
 // offsets, limits and counts, get backend.CodeInvalidArgument naming the
 // argument. The Client's default bounds of provider calls

@@ -9,8 +9,27 @@ import (
 	"path"
 	"sync"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/blobcache"
 )
+
+// blobSandbox gives internal/blobcache the two calls it makes on the
+// sandbox (its ID, and a command run with stdin), so that the internal
+// package does not depend on the user package.
+type blobSandbox struct{ sb *sandbox.Sandbox }
+
+func (s blobSandbox) ID() string { return s.sb.ID() }
+
+func (s blobSandbox) Run(ctx context.Context, args []string, stdin io.Reader) (int, []byte, error) {
+	res, err := s.sb.Exec(ctx, sandbox.Command{Args: args, Stdin: stdin, MaxOutput: 4096})
+	if err != nil {
+		return 0, nil, err
+	}
+	if !res.Success() && res.ExitCode == 0 {
+		return -1, res.Stderr, nil // ended by a timeout
+	}
+	return res.ExitCode, res.Stderr, nil
+}
 
 // The in-sandbox helper (internal/fshelper), built for each architecture
 // below by the go generate step and embedded compressed; helperbin/SHA256SUMS
@@ -160,7 +179,7 @@ func (b *FilesystemBackend) afterRun(ctx context.Context, base string, gen int, 
 	if vanished {
 		blobcache.Default.Forget(b.sb.ID(), blob.Path(helperDir(base)))
 	}
-	p, err := blobcache.Default.Ensure(ctx, b.sb, helperDir(base), blob)
+	p, err := blobcache.Default.Ensure(ctx, blobSandbox{b.sb}, helperDir(base), blob)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {

@@ -32,6 +32,8 @@ func init() {
 		test{name: "WebSocketEcho", needs: needsPorts, fn: testPortWebSocket},
 		test{name: "UnknownPort", needs: needsPorts, fn: testPortUnknown},
 		test{name: "FailsAfterDestroy", needs: needsPorts, fn: testPortAfterDestroy},
+		test{name: "WaitForPortServerDied", needs: needsProcesses, fn: testWaitForPortServerDied},
+		test{name: "WaitForPortBoundedWithoutDeadline", needs: needsProcesses, fn: testWaitForPortBounded},
 	)
 }
 
@@ -137,7 +139,7 @@ func startServerOpts(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sa
 	})
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := sb.WaitForPort(wctx, port); err != nil {
+	if err := p.WaitForPort(wctx, port); err != nil {
 		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
 	}
 	ep, err := sb.Expose(ctx, port, opts)
@@ -341,6 +343,60 @@ func testPortAfterDestroy(ctx context.Context, t *testing.T, s *suite) {
 		if resp.StatusCode < 400 {
 			t.Fatalf("GET after Destroy: status %d, want a failure", resp.StatusCode)
 		}
+	}
+}
+
+// testWaitForPortServerDied waits for a port whose server exits at once:
+// the wait ends within a few poll intervals (not at ctx's end), with
+// FailedPrecondition naming the exit code and the server's last stderr.
+func testWaitForPortServerDied(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "echo 'bind: address already in use' >&2; exit 7"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer p.Close()
+	start := time.Now()
+	err = p.WaitForPort(ctx, testPort())
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("WaitForPort for a server that exited returned nil")
+	}
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition {
+		t.Errorf("WaitForPort = %v (code %v), want FailedPrecondition", err, sandbox.CodeOf(err))
+	}
+	for _, want := range []string{"exited with code 7", "address already in use"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("WaitForPort error %q does not say %q", err, want)
+		}
+	}
+	if took > 10*time.Second {
+		t.Errorf("WaitForPort took %v to notice the server had exited", took)
+	}
+}
+
+// testWaitForPortBounded waits, with a context without deadline, for a
+// port nothing listens on: the wait ends at its bound (here overridden to
+// 1s) with DeadlineExceeded naming the port.
+func testWaitForPortBounded(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	port := testPort()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- sb.WaitForPortWith(context.WithoutCancel(ctx), port, sandbox.WaitForPortOptions{Timeout: time.Second})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("WaitForPortWith with a 1s bound did not return before the test's deadline")
+	}
+	if took := time.Since(start); took < time.Second || took > 40*time.Second {
+		t.Errorf("WaitForPortWith returned after %v, want about its 1s bound", took)
+	}
+	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded || !strings.Contains(err.Error(), fmt.Sprintf("port %d", port)) {
+		t.Fatalf("WaitForPortWith = %v, want DeadlineExceeded naming port %d", err, port)
 	}
 }
 

@@ -102,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrency", concurrencyTests},
 		{"Stress", stressTests},
 		{"Ports", portTests},
+		{"Network", networkTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -779,20 +780,25 @@ var fileTests = []test{
 		sb := s.create(ctx, t, nil)
 		check(t, sb.MkdirAll(ctx, "adir"))
 		files := []sandbox.File{{Path: "b1.txt", Data: []byte("1")}, {Path: "adir", Data: []byte("x")}, {Path: "c/c2.txt", Data: []byte("2")}, {Path: "bad\x00", Data: nil}}
-		res := sb.WriteFiles(ctx, files)
-		if len(res) != len(files) {
-			t.Fatalf("%d results for %d files", len(res), len(files))
+		err := sb.WriteFiles(ctx, files)
+		// One joined error, one entry per failed file in input order,
+		// each naming its path.
+		j, ok := err.(interface{ Unwrap() []error })
+		if !ok || len(j.Unwrap()) != 2 {
+			t.Fatalf("WriteFiles: want 2 joined failures, got %v", err)
 		}
-		for i, r := range res {
-			if r.Path != files[i].Path {
-				t.Errorf("result %d is for %q, want %q", i, r.Path, files[i].Path)
-			}
+		errs := j.Unwrap()
+		if !errors.Is(errs[0], sandbox.ErrIsDirectory) || !strings.Contains(errs[0].Error(), "adir") {
+			t.Errorf("directory in the way: %v", errs[0])
 		}
-		if res[0].Err != nil || res[2].Err != nil {
-			t.Errorf("good files failed: %v, %v", res[0].Err, res[2].Err)
+		if sandbox.CodeOf(errs[1]) != sandbox.InvalidArgument || !strings.Contains(errs[1].Error(), `bad\x00`) {
+			t.Errorf("bad path: %v", errs[1])
 		}
-		if !errors.Is(res[1].Err, sandbox.ErrIsDirectory) || sandbox.CodeOf(res[3].Err) != sandbox.InvalidArgument {
-			t.Errorf("bad files: %v, %v", res[1].Err, res[3].Err)
+		if !errors.Is(err, sandbox.ErrIsDirectory) || !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("the joined error does not match each failure's code: %v", err)
+		}
+		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "b1.txt")); string(got) != "1" {
+			t.Errorf("b1.txt = %q", got)
 		}
 		if got := must[[]byte](t, "ReadFile")(sb.ReadFile(ctx, "c/c2.txt")); string(got) != "2" {
 			t.Errorf("c/c2.txt = %q", got)

@@ -172,35 +172,167 @@ const (
 	maxCauseText = 8 << 10
 )
 
-// Error formats the error as "sandbox: op provider id path: cause", with
-// a long path and a long cause shortened (see maxShownPath).
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("sandbox: ")
-	b.WriteString(e.Op)
+// Error formats the error as "sandbox: op (provider) sandbox id "path":
+// cause", with a long path and a long cause shortened (see maxShownPath).
+// Each fact is said once: a fact the cause states already (the provider's
+// name leading it, the sandbox id, the path) is left out of the prefix or
+// cut from the cause, a cause that is itself an *Error leaves out what
+// this one shows, a phrase repeated between colons is said once, and a
+// trailing code text (": invalid argument") that the message already
+// states is dropped.
+func (e *Error) Error() string { return e.format(nil) }
+
+// format renders e; outer, when non-nil, is the *Error whose cause e is,
+// whose facts are shown already.
+func (e *Error) format(outer *Error) string {
+	var cause string
+	switch inner := e.Err.(type) {
+	case nil:
+		cause = e.Code.String()
+	case *Error:
+		cause = inner.format(e)
+	default:
+		cause = e.Err.Error()
+	}
 	if e.Provider != "" {
+		cause = strings.TrimPrefix(cause, e.Provider+": ")
+	}
+	cause = strings.TrimPrefix(cause, "sandbox: ")
+	if e.SandboxID != "" {
+		cause = strings.TrimPrefix(cause, "sandbox "+e.SandboxID+": ")
+	}
+	cause = dropRepeats(cause)
+	if e.Err != nil {
+		cause = dropCodeText(cause, e.Code)
+	}
+	if len(e.Path) > maxShownPath {
+		cause = strings.ReplaceAll(cause, e.Path, iox.Shorten(e.Path, maxShownPath))
+	}
+	cause = iox.Shorten(cause, maxCauseText)
+
+	var b strings.Builder
+	if outer == nil {
+		b.WriteString("sandbox: ")
+	}
+	if outer == nil || e.Op != outer.Op {
+		b.WriteString(e.Op)
+	}
+	if e.Provider != "" && (outer == nil || e.Provider != outer.Provider) {
 		b.WriteString(" (")
 		b.WriteString(e.Provider)
 		b.WriteString(")")
 	}
-	if e.SandboxID != "" {
+	if e.SandboxID != "" && (outer == nil || e.SandboxID != outer.SandboxID) && !hasToken(cause, e.SandboxID) {
 		b.WriteString(" sandbox ")
 		b.WriteString(e.SandboxID)
 	}
-	if e.Path != "" {
+	if e.Path != "" && (outer == nil || e.Path != outer.Path) && !hasToken(cause, iox.Shorten(e.Path, maxShownPath)) {
 		fmt.Fprintf(&b, " %q", iox.Shorten(e.Path, maxShownPath))
 	}
-	b.WriteString(": ")
-	if e.Err != nil {
-		cause := e.Err.Error()
-		if len(e.Path) > maxShownPath {
-			cause = strings.ReplaceAll(cause, e.Path, iox.Shorten(e.Path, maxShownPath))
-		}
-		b.WriteString(iox.Shorten(cause, maxCauseText))
-	} else {
-		b.WriteString(e.Code.String())
+	head := strings.TrimSpace(b.String())
+	if head == "" {
+		return cause
 	}
-	return b.String()
+	return head + ": " + cause
+}
+
+// hasToken reports whether s holds tok as a whole word: not as part of a
+// longer name, path or id.
+func hasToken(s, tok string) bool {
+	if tok == "" {
+		return false
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], tok)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(tok)
+		if (j == 0 || !nameByte(s[j-1])) && (end == len(s) || !nameByte(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// nameByte reports whether c can continue a name, path or id.
+func nameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == '/' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// dropRepeats says once a phrase (two or more lower-case words, such as
+// "invalid path" or "not found") that two layers both put between
+// colons: "invalid path: "x": invalid path: empty" becomes
+// "invalid path: "x": empty". Anything else (names, paths, quoted
+// values) is kept as it is.
+func dropRepeats(s string) string {
+	parts := strings.Split(s, ": ")
+	if len(parts) < 3 {
+		return s
+	}
+	seen := map[string]bool{}
+	out := parts[:0]
+	for _, p := range parts {
+		if phrase(p) {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ": ")
+}
+
+// phrase reports whether s is two or more lower-case words (a single
+// word may well be a name).
+func phrase(s string) bool {
+	if !strings.Contains(s, " ") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ") {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == ' ' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// codeStated lists, per code, words by which a message states its code
+// itself, besides the code's sentinel text.
+var codeStated = map[Code][]string{
+	InvalidArgument:   {"invalid", "must ", "empty", "too long", "negative"},
+	NotFound:          {"not found", "no such", "not exist", "doesn't exist", "not_found"},
+	AlreadyExists:     {"exist"},
+	PermissionDenied:  {"denied", "forbidden", "not permitted", "unauthorized"},
+	ResourceExhausted: {"limit", "quota", "too many", "too large", "exhausted"},
+	Unavailable:       {"unavailable", "unreachable"},
+	Unimplemented:     {"not implemented", "unimplemented", "not supported"},
+}
+
+// dropCodeText removes a trailing ": <sentinel text of code>" from s when
+// the rest of s states the code already.
+func dropCodeText(s string, code Code) string {
+	sent, ok := codeSentinels[code]
+	if !ok {
+		return s
+	}
+	suffix := ": " + sent.Error()
+	rest, found := strings.CutSuffix(s, suffix)
+	if !found {
+		return s
+	}
+	low := strings.ToLower(rest)
+	if strings.Contains(low, sent.Error()) {
+		return rest
+	}
+	for _, w := range codeStated[code] {
+		if strings.Contains(low, w) {
+			return rest
+		}
+	}
+	return s
 }
 
 // Unwrap returns the cause.

@@ -6,10 +6,10 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// Diagnostics describes the sandbox behind a session's results, as seed
-// 001 attached to every result: which sandbox ran the call, on which
-// provider, whether the fallback template was used, whether the sandbox
-// was adopted after a restart, and its lease. Every Result of Exec and Run
+// Diagnostics describes the sandbox behind a session's results, so that a
+// caller can tell from a result alone where it came from: which sandbox
+// ran the call, on which provider, whether the fallback template was used,
+// whether the sandbox was adopted after a restart, and its lease. Every Result of Exec and Run
 // carries the Diagnostics of the sandbox that ran it (with Attempts);
 // Session.Diagnostics describes a session's sandbox between calls.
 type Diagnostics struct {

@@ -140,7 +140,7 @@ func TestAcquireWaiterNotBoundByLeaderContext(t *testing.T) {
 
 func TestAcquireInvalidKey(t *testing.T) {
 	m, rt := newManager(t, session.Options{})
-	for _, key := range []string{"", "a b", "../etc", "-rf", "x;rm", "ключ", "k\n", strings.Repeat("a", 129)} {
+	for _, key := range []string{"", "a b", "../etc", "a/b", "/", "x;rm", "ключ", "k\n", "k\x00", strings.Repeat("a", 129)} {
 		_, err := m.Acquire(context.Background(), key)
 		if !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Acquire(%q) = %v, want InvalidArgument", key, err)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/fsbackend"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -73,7 +74,17 @@ func (s *Session) Key() string { return s.key }
 func (s *Session) ID() string { return s.sb.ID() }
 
 // Sandbox returns the session's sandbox. Calls made on it directly do not
-// extend the lease or classify failures; prefer the Session's methods or Do.
+// extend the lease or classify failures, and are not confined to the
+// workspace; prefer the Session's methods or Do.
+//
+// Relative paths differ between the two: the Session's methods (WriteFile,
+// ReadFile, ReadDir, Remove, Path, and Exec's default directory) start at
+// the workspace, while the Sandbox's start at its home directory
+// (Sandbox.Home), of which the workspace is a subdirectory by default
+// (Options.Workspace). A file written with Session.WriteFile("a.txt") is
+// Sandbox.ReadFile(path.Join(s.Workspace(), "a.txt")), not
+// Sandbox.ReadFile("a.txt"): give the Sandbox absolute paths, from
+// Workspace or Path.
 func (s *Session) Sandbox() *sandbox.Sandbox { return s.sb }
 
 // Owned reports whether the manager owns the sandbox, so that Release,
@@ -95,7 +106,10 @@ func (s *Session) Template() string { return s.template }
 // Options.Create.Template (always true when none was requested).
 func (s *Session) UsedRequestedTemplate() bool { return s.usedRequested }
 
-// Workspace returns the absolute path of the session's workspace directory.
+// Workspace returns the absolute path of the session's workspace directory:
+// where the Session's relative paths start. Join it to a relative path
+// before handing the path to Sandbox() or to a command run elsewhere than
+// the workspace (Path does so and applies the jail too).
 func (s *Session) Workspace() string { return s.workspace }
 
 // Packages returns the packages installed (or found installed) at setup,
@@ -200,6 +214,8 @@ func (s *Session) check(ctx context.Context) health {
 		return healthUnknown
 	case in.State == sandbox.StateError:
 		return healthGone
+	case in.State == sandbox.StateUnknown:
+		return healthUnknown
 	case in.State == sandbox.StatePaused:
 		if err := s.sb.Resume(ctx); err != nil {
 			if sandbox.CodeOf(err) == sandbox.NotFound {
@@ -457,6 +473,62 @@ func (s *Session) ReadFile(ctx context.Context, p string, opts ...CallOption) ([
 	return data, err
 }
 
+// ReadDir lists the directory at path (relative to the workspace, see
+// "Paths" in the package documentation), sorted by name, with the jail of
+// ReadFile and WriteFile: a path outside the workspace is refused before
+// the provider is asked. The file tools' metadata directory is left out of
+// the workspace's listing, as Path refuses to name it. The FileInfo paths
+// are absolute. With WithTemplate, it lists in the session's sandbox for
+// that template.
+func (s *Session) ReadDir(ctx context.Context, p string, opts ...CallOption) ([]sandbox.FileInfo, error) {
+	s, err := s.target(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := s.Path(p)
+	if err != nil {
+		return nil, err
+	}
+	var list []sandbox.FileInfo
+	err = s.do(ctx, "readdir", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		var err error
+		list, err = sb.ReadDir(ctx, abs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if abs == s.workspace && !s.m.opts.UnconfinedPaths {
+		list = slices.DeleteFunc(list, func(fi sandbox.FileInfo) bool { return path.Base(fi.Path) == fsbackend.MetadataDir })
+	}
+	return list, nil
+}
+
+// Remove removes the file or directory tree at path (relative to the
+// workspace, see "Paths" in the package documentation), with the jail of
+// ReadFile and WriteFile: a path outside the workspace is refused before
+// the provider is asked, and so is the workspace itself ("", ".", "/" or
+// its absolute path), which the session needs. A missing path is an error
+// matching sandbox.ErrNotFound and fs.ErrNotExist. With WithTemplate, it
+// removes in the session's sandbox for that template.
+func (s *Session) Remove(ctx context.Context, p string, opts ...CallOption) error {
+	s, err := s.target(ctx, opts)
+	if err != nil {
+		return err
+	}
+	abs, err := s.Path(p)
+	if err != nil {
+		return err
+	}
+	if abs == s.workspace {
+		return s.m.wrap("remove", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument,
+			"session: invalid path \"%s\": it is the workspace itself", quoted(p)))
+	}
+	return s.do(ctx, "remove", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		return sb.Remove(ctx, abs)
+	})
+}
+
 // maxRead is the cap ReadFile applies (zero or less: none).
 func (m *Manager) maxRead() int64 {
 	if m.opts.MaxReadFile == 0 {
@@ -468,13 +540,7 @@ func (m *Manager) maxRead() int64 {
 // upload writes files (absolute paths) a few at a time, then checks that
 // each one has the expected size in the sandbox.
 func upload(ctx context.Context, sb *sandbox.Sandbox, files []sandbox.File) error {
-	var errs []error
-	for _, r := range sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{}) {
-		if r.Err != nil {
-			errs = append(errs, r.Err)
-		}
-	}
-	return errors.Join(errs...)
+	return sb.WriteFilesVerified(ctx, files, sandbox.VerifyOptions{})
 }
 
 // RunOptions configures Session.Run. The zero value runs main.py with

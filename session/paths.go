@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"errors"
 	"path"
 	"strconv"
@@ -27,7 +28,7 @@ func confine(ws, p string) (string, error) {
 		return "", backend.InvalidPath(shown, "it holds control characters or is not UTF-8")
 	}
 	if ws != "/" && (q == ws || strings.HasPrefix(q, ws+"/")) {
-		q = strings.TrimPrefix(q, ws)
+		q = cmp.Or(strings.TrimPrefix(q, ws), ".") // the workspace itself is "."
 	}
 	rel, err := pathsafe.Rel(q)
 	if errors.Is(err, pathsafe.ErrEscape) {

@@ -82,6 +82,22 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 	if err != nil || string(res.Stdout) != "persisted" {
 		t.Fatalf("cat: %+v %v", res, err)
 	}
+	// Listing and removing stay in the workspace.
+	if err := s1.WriteFile(ctx, "notes/b.txt", []byte("scratch")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Remove(ctx, "/notes/b.txt"); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if list, err := s1.ReadDir(ctx, "notes"); err != nil || len(list) != 1 || list[0].Path != s1.Workspace()+"/notes/a.txt" {
+		t.Fatalf("ReadDir(notes) = %+v, %v; want a.txt alone", list, err)
+	}
+	if _, err := s1.ReadDir(ctx, "../.."); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Fatalf("ReadDir(../..) = %v, want ErrPathEscape", err)
+	}
+	if err := s1.Remove(ctx, "notes/../../x"); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Fatalf("Remove(notes/../../x) = %v, want ErrPathEscape", err)
+	}
 	if python {
 		res, err := s1.Run(ctx, "from __future__ import annotations\nimport sys\nprint('hi', sys.argv[1], open('in.txt').read())\n",
 			session.RunOptions{Prelude: "import os", Args: []string{"there"}, Files: []sandbox.File{{Path: "in.txt", Data: []byte("file")}}})

@@ -21,7 +21,7 @@
 //
 // # Paths
 //
-// WriteFile, ReadFile and Path confine their path to the workspace with the
+// WriteFile, ReadFile, ReadDir, Remove and Path confine their path to the workspace with the
 // rules fsbackend's file tools use, so that a model-chosen path reaches no
 // further through a Session than through the file tools: a relative path
 // starts at the workspace; an absolute path is re-rooted under it (the
@@ -33,6 +33,10 @@
 // backend.CodeInvalidPath (an escape also matches sandbox.ErrPathEscape).
 // Symbolic links are not resolved: the jail is lexical, like Run's.
 // Trusted callers opt out with Options.UnconfinedPaths.
+//
+// Session.Sandbox() is not confined, and its relative paths start at the
+// sandbox's home, not at the workspace (a subdirectory of it by default):
+// hand it absolute paths, from Session.Workspace or Session.Path.
 //
 // Setup follows one policy for every provider: a missing template either
 // falls back to a configured template or fails fast; packages are validated
@@ -74,9 +78,11 @@
 //
 // A failed look-up is not a reason to create: a look-up, attach or wake
 // that fails for a transient reason (Unavailable, ResourceExhausted,
-// DeadlineExceeded, Internal) is retried with jittered backoff within the
-// ctx's deadline, or ReattachTimeout when it has none, and Acquire fails if
-// it never succeeds. A fresh sandbox is created only after a look-up that
+// DeadlineExceeded, Internal, Unknown) is retried with jittered backoff
+// within the ctx's deadline, or ReattachTimeout when it has none, and
+// Acquire fails if it never succeeds. Unknown, an error no layer
+// classified, counts as transient because it does not say the sandbox is
+// gone: creating on it could leave two sandboxes for one key. A fresh sandbox is created only after a look-up that
 // succeeded found nothing usable. A candidate is skipped only when the
 // provider says it is gone or in the error state.
 //
@@ -284,7 +290,10 @@ type Manager struct {
 }
 
 var (
-	keyRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	// A key is only ever a label value (and shown in errors and logs),
+	// never a file name or a command argument, so any of these characters
+	// may start it.
+	keyRE      = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
 )
 
@@ -583,7 +592,9 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 		lctx, cancel = context.WithTimeout(ctx, m.opts.ReattachTimeout)
 		defer cancel()
 	}
-	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting}
+	// StateUnknown too: a sandbox whose state the provider did not name is
+	// no reason to create a second one for the key.
+	states := []sandbox.State{sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStarting, sandbox.StateUnknown}
 	var cands []sandbox.Info
 	err := m.retryTransient(lctx, "look-up", key, "", func() error {
 		cands = cands[:0]

@@ -714,10 +714,10 @@ func (a *app) lsCmd() *cobra.Command {
 			var st []sandbox.State
 			for _, s := range states {
 				switch sandbox.State(s) {
-				case sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused, sandbox.StateError:
+				case sandbox.StateStarting, sandbox.StateRunning, sandbox.StatePaused, sandbox.StateError, sandbox.StateUnknown:
 					st = append(st, sandbox.State(s))
 				default:
-					return usagef("--state %q: want starting, running, paused or error", s)
+					return usagef("--state %q: want starting, running, paused, error or unknown", s)
 				}
 			}
 			list := []infoJSON{}

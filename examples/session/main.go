@@ -10,7 +10,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
@@ -21,12 +23,12 @@ import (
 func main() {
 	url := flag.String("url", "", "provider URL (empty: $SANDBOX_URL, then local://)")
 	flag.Parse()
-	if err := run(*url); err != nil {
+	if err := run(os.Stdout, *url); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(url string) error {
+func run(w io.Writer, url string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	client, err := sandbox.Open(ctx, url)
@@ -40,7 +42,7 @@ func run(url string) error {
 		IdleTimeout: 10 * time.Minute,
 	}
 	m := session.NewManager(client, opts)
-	defer m.Close(context.WithoutCancel(ctx)) // destroys what m created
+	defer m.Close(context.WithoutCancel(ctx)) // destroys the sandboxes m owns
 
 	// Two turns of one conversation share a sandbox (and its files).
 	turns := []string{
@@ -57,7 +59,7 @@ func run(url string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("turn %d in %s (%v): %s", i+1, s.ID(), time.Since(start).Round(time.Millisecond), res.Stdout)
+		fmt.Fprintf(w, "turn %d in %s (%v): %s", i+1, s.ID(), time.Since(start).Round(time.Millisecond), res.Stdout)
 	}
 
 	// A runaway program is ended by its timeout; the Result says whose.
@@ -65,19 +67,25 @@ func run(url string) error {
 	if err != nil {
 		return err
 	}
+	first := s.ID()
 	res, err := s.Run(ctx, "while True: pass\n", session.RunOptions{Timeout: 500 * time.Millisecond})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("runaway: timed out=%v by %s after %v\n", res.TimedOut, res.TimeoutBy, res.Timeout)
+	fmt.Fprintf(w, "runaway: timed out=%v by %s after %v\n", res.TimedOut, res.TimeoutBy, res.Timeout)
 
-	// A restarted process finds the same sandbox by its label.
+	// A restarted process finds the same sandbox by its label and adopts
+	// it: it now owns it (Owned is true), so its Close destroys it as it
+	// would one it created, and nothing leaks when the old process is gone.
+	// (Here the old manager still runs in this process; whichever Close
+	// comes first ends the sandbox, and the other finds it gone.)
 	restarted := session.NewManager(client, opts)
-	defer restarted.Close(context.WithoutCancel(ctx)) // forgets what it attached to
+	defer restarted.Close(context.WithoutCancel(ctx)) // destroys what it created or adopted
 	again, err := restarted.Acquire(ctx, "conversation-42")
 	if err != nil {
 		return err
 	}
-	fmt.Printf("after restart: %s (created by this manager: %v)\n", again.ID(), again.Owned())
+	fmt.Fprintf(w, "after restart: %s (same sandbox: %v, adopted: %v, created by this manager: %v)\n",
+		again.ID(), again.ID() == first, again.Adopted(), !again.Adopted())
 	return nil
 }

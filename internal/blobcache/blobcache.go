@@ -5,7 +5,7 @@
 // A blob's path in the sandbox ends in its SHA-256, so a file already at
 // that path is that blob: callers check for it inside the command they
 // already run (a test -x folded into its script, no extra round trip) and
-// call Ensure only when it is missing. Ensure writes it with one Exec (the
+// call Ensure only when it is missing. Ensure writes it with one command (the
 // content on stdin, written to a temporary file, its size checked, made
 // executable and renamed into place, so a reader never sees half a file),
 // at most once per sandbox and path at a time across the process;
@@ -15,6 +15,10 @@
 // allows execution (a sandbox user's home usually does; /tmp may be
 // mounted noexec) and out of reach of anything the sandbox's agent may
 // write through a tool that is not a command.
+//
+// Like every internal package, blobcache serves the layers above and never
+// imports the user package: a caller hands it a [Sandbox], the two calls
+// it makes, usually a small adapter over its *sandbox.Sandbox.
 package blobcache
 
 import (
@@ -23,14 +27,27 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
+
+// Sandbox is what a Cache needs of a sandbox.
+type Sandbox interface {
+	// ID identifies the sandbox; the cache remembers uploads per ID.
+	ID() string
+	// Run runs args (an argv, no shell) with stdin as its standard input
+	// and waits for it to end. For a command that ran, exit is its exit
+	// status (0 for success, -1 when a signal or a timeout ended it) and
+	// stderr the start of its standard error; err is non-nil only when
+	// the command could not run or its outcome is unknown.
+	Run(ctx context.Context, args []string, stdin io.Reader) (exit int, stderr []byte, err error)
+}
 
 // Blob is an executable's content and its address.
 type Blob struct {
@@ -89,10 +106,10 @@ trap - EXIT`
 // missing since calls Forget first). It returns the path. Concurrent
 // calls for the same sandbox and path wait for one upload; a failed upload
 // is not remembered.
-func (c *Cache) Ensure(ctx context.Context, sb *sandbox.Sandbox, dir string, b *Blob) (string, error) {
+func (c *Cache) Ensure(ctx context.Context, sb Sandbox, dir string, b *Blob) (string, error) {
 	p := b.Path(dir)
 	if !strings.HasPrefix(dir, "/") || pathsafe.Check(dir) != nil {
-		return "", sandbox.Errorf(sandbox.InvalidArgument, "blobcache: directory %q must be a clean absolute path", dir)
+		return "", sberrors.Errorf(sberrors.InvalidArgument, "blobcache: directory %q must be a clean absolute path", dir)
 	}
 	k := sb.ID() + "\x00" + p
 	for {
@@ -141,17 +158,13 @@ func (c *Cache) Forget(sandboxID, p string) {
 	}
 }
 
-func put(ctx context.Context, sb *sandbox.Sandbox, p string, data []byte) error {
-	res, err := sb.Exec(ctx, sandbox.Command{
-		Args:      []string{"sh", "-c", putScript, "sh", p, strconv.Itoa(len(data))},
-		Stdin:     bytes.NewReader(data),
-		MaxOutput: 4096,
-	})
+func put(ctx context.Context, sb Sandbox, p string, data []byte) error {
+	exit, stderr, err := sb.Run(ctx, []string{"sh", "-c", putScript, "sh", p, strconv.Itoa(len(data))}, bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("blobcache: upload %s: %w", path.Base(p), err)
 	}
-	if !res.Success() {
-		return sandbox.Errorf(sandbox.Internal, "blobcache: upload %s: exit %d: %s", path.Base(p), res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	if exit != 0 {
+		return sberrors.Errorf(sberrors.Internal, "blobcache: upload %s: exit %d: %s", path.Base(p), exit, strings.TrimSpace(string(stderr)))
 	}
 	return nil
 }

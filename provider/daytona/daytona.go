@@ -231,7 +231,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		AttachAcrossClients: true,
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
-		Network: true,
+		Network: true, NetworkPolicy: networkSupport,
 	}
 }
 

@@ -30,9 +30,8 @@
 //   - Auto-delete is off by default: a stopped sandbox keeps its files
 //     (and its storage bill) until it is destroyed or archived. Setting
 //     the provider option OptAutoDelete ("autoDeleteInterval", minutes) to
-//     SeedAutoDeleteMinutes (60, the value the seeds use) deletes a
-//     sandbox that has stayed stopped that long, so a leaked sandbox stops
-//     costing storage. It is not the default because Pause here is a stop:
+//     RecommendedAutoDeleteMinutes (60) deletes a sandbox that has stayed
+//     stopped that long, so a leaked sandbox stops costing storage. It is not the default because Pause here is a stop:
 //     a paused sandbox would be deleted behind its owner's back once the
 //     interval passed. "0" deletes as soon as the sandbox stops.
 //   - Pause is stop and Resume is start: processes end, files stay
@@ -57,8 +56,11 @@
 //     the shell's $?, where a signal n reads 128+n, the same as "exit
 //     128+n". An Exec killed by a signal therefore shows that code; a
 //     background process ended after Signal shows ExitCode -1.
-//   - Rename onto an existing file removes the file first (the toolbox
-//     refuses existing destinations): it is not atomic.
+//   - Rename onto an existing file is atomic, as on the other providers:
+//     the toolbox's move refuses an existing destination, so the file is
+//     then replaced by rename(2) in the sandbox (mv through the execute
+//     endpoint), and a reader sees the old file or the new one, never
+//     neither. A directory at the destination is refused.
 //   - Every create carries a hidden label with a random token, so a
 //     sandbox whose create answer was lost is found and destroyed.
 //   - GetOrCreate names the sandbox "sbx-" and 32 hex digits of its key

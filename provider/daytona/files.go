@@ -125,18 +125,7 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
 		// The daemon answers 400 with an empty body for a file where a
 		// parent should be, a place it may not write, and other failures.
-		for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
-			if fi, serr := r.Stat(ctx, id, dir); serr == nil {
-				if !fi.IsDir() {
-					return fmt.Errorf("daytona: upload %q: %s: %w", p, dir, sberrors.ErrNotDirectory)
-				}
-				break
-			}
-		}
-		if r.notWritable(ctx, id, path.Dir(p)) {
-			return sberrors.Errorf(sberrors.PermissionDenied, "daytona: upload %q: the sandbox's user may not create it", p)
-		}
-		return r.clean(err)
+		return r.classifyRefusal(ctx, id, "upload", p, path.Dir(p), err)
 	}
 	if !errors.Is(err, sberrors.ErrStaleTransport) && sberrors.CodeOf(err) != sberrors.NotFound && !errors.Is(err, sberrors.ErrPaused) {
 		r.removeTemp(ctx, id, tmp)
@@ -329,7 +318,9 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo,
 }
 
 // MkdirAll creates path and its parents (POST /files/folder, which is
-// idempotent). A file in the way is ErrNotDirectory.
+// idempotent). The daemon answers 400 with an empty body for every
+// failure, so the adapter looks: a file in the way is ErrNotDirectory, a
+// place the sandbox's user may not write is PermissionDenied.
 func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	mode := "0755"
 	resp, err := r.toolboxCall(ctx, id, "mkdir", true, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
@@ -338,12 +329,34 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	if err != nil {
 		var he *HTTPError
 		if asHTTP(err, &he) && he.Status == http.StatusBadRequest && !errors.Is(err, sberrors.ErrPaused) {
-			return fmt.Errorf("daytona: mkdir %q: a file is in the way: %w", p, sberrors.ErrNotDirectory)
+			return r.classifyRefusal(ctx, id, "mkdir", p, p, err)
 		}
 		return r.clean(err)
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// classifyRefusal tells apart what the daemon's 400 with an empty body
+// (err) leaves unsaid for an operation creating p: a non-directory at
+// from or at one of its parents is ErrNotDirectory; else a nearest
+// existing directory the sandbox's user may not write is
+// PermissionDenied; else err as it is.
+func (r *Runtime) classifyRefusal(ctx context.Context, id, op, p, from string, err error) error {
+	for dir := from; dir != "/" && dir != "." && dir != ""; dir = path.Dir(dir) {
+		fi, serr := r.Stat(ctx, id, dir)
+		if serr != nil {
+			continue
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("daytona: %s %q: %s is not a directory: %w", op, p, dir, sberrors.ErrNotDirectory)
+		}
+		break
+	}
+	if r.notWritable(ctx, id, from) {
+		return sberrors.Errorf(sberrors.PermissionDenied, "daytona: %s %q: the sandbox's user may not create it", op, p)
+	}
+	return r.clean(err)
 }
 
 // Remove deletes path, recursively (DELETE /files?recursive=true).

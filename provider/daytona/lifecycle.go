@@ -40,10 +40,12 @@ const (
 	OptAutoDelete = "autoDeleteInterval"
 )
 
-// SeedAutoDeleteMinutes is the auto-delete interval (OptAutoDelete) the
-// project's seeds use: a sandbox stopped for an hour is deleted. It is not
-// applied by default; see "Auto-delete" in the package documentation.
-const SeedAutoDeleteMinutes = 60
+// RecommendedAutoDeleteMinutes is an auto-delete interval (OptAutoDelete)
+// for sandboxes that may leak: a sandbox stopped for an hour is deleted,
+// so it stops costing storage, while one paused for a short break
+// survives. It is not applied by default; see "Auto-delete" in the
+// package documentation.
+const RecommendedAutoDeleteMinutes = 60
 
 // createTokenLabel is the label Create puts on every sandbox, with a
 // random value, to find a sandbox whose create response was lost. It is
@@ -136,6 +138,7 @@ func (r *Runtime) info(sb *api.Sandbox) driver.Info {
 	if e := str(sb.ErrorReason); e != "" {
 		in.Detail["daytona.errorReason"] = e
 	}
+	in.Network = policyOf(sb)
 	if t := str(sb.Target); t != "" {
 		in.Detail["daytona.target"] = t
 	}
@@ -215,10 +218,8 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	as := minutes(req.Timeout)
 	body.AutoStopInterval = &as
-	if req.NoNetwork {
-		t := true
-		body.NetworkBlockAll = &t
-	}
+	ns := networkSettings(req.Network, req.NoNetwork)
+	body.NetworkBlockAll, body.NetworkAllowList, body.DomainAllowList = ns.NetworkBlockAll, ns.NetworkAllowList, ns.DomainAllowList
 	if r.target != "" {
 		body.Target = &r.target
 	}

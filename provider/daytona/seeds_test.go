@@ -78,7 +78,7 @@ func TestCreateRetries429HonouringRetryAfter(t *testing.T) {
 }
 
 // Auto-delete is off by default (a paused sandbox is a stopped one and
-// must not vanish), and OptAutoDelete at the seeds' value deletes a
+// must not vanish), and OptAutoDelete at the recommended value deletes a
 // sandbox stopped for an hour (issue 22 item 7).
 func TestAutoDeleteOffByDefaultAndOptIn(t *testing.T) {
 	e := newEnv(t, nil)
@@ -89,7 +89,7 @@ func TestAutoDeleteOffByDefaultAndOptIn(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = plain.Destroy(context.Background()) })
 	opted, err := e.c.Create(ctx, sandbox.CreateOptions{ProviderOptions: map[string]string{
-		daytona.OptAutoDelete: strconv.Itoa(daytona.SeedAutoDeleteMinutes)}})
+		daytona.OptAutoDelete: strconv.Itoa(daytona.RecommendedAutoDeleteMinutes)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +99,11 @@ func TestAutoDeleteOffByDefaultAndOptIn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.fake.Advance(time.Duration(daytona.SeedAutoDeleteMinutes+1) * time.Minute)
+	e.fake.Advance(time.Duration(daytona.RecommendedAutoDeleteMinutes+1) * time.Minute)
 	if in, err := plain.Refresh(ctx); err != nil || in.State != sandbox.StatePaused {
 		t.Fatalf("default sandbox after an hour paused: %+v %v, want still paused", in.State, err)
 	}
 	if _, err := opted.Refresh(ctx); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Fatalf("sandbox with auto-delete %d after an hour stopped: %v, want deleted", daytona.SeedAutoDeleteMinutes, err)
+		t.Fatalf("sandbox with auto-delete %d after an hour stopped: %v, want deleted", daytona.RecommendedAutoDeleteMinutes, err)
 	}
 }

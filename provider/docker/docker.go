@@ -43,6 +43,7 @@ const (
 	labelCPUs      = "dev.sandboxkit.cpus"
 	labelPids      = "dev.sandboxkit.pids-limit"
 	labelPrefix    = "dev.sandboxkit.label."
+	labelNetwork   = "dev.sandboxkit.network" // the network mode joined at Create
 )
 
 // stateDir is the directory in every sandbox that holds the provider's own
@@ -297,6 +298,10 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		Isolation:    r.isolation(),
 		DefaultLease: 15 * time.Minute,
 		Network:      r.network != "none",
+		// Deny-all is the none network; allow-all needs a network to
+		// join (WithNetwork). Lists need the egress proxy.
+		NetworkPolicy: driver.NetworkSupport{AllowAll: r.network != "none", DenyAll: true,
+			Note: "allow-all needs a network to join (?network=); domain and CIDR allow-lists and deny-lists need the egress proxy, not available on this provider yet"},
 	}
 }
 

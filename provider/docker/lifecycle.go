@@ -108,6 +108,15 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if req.NoNetwork {
 		netMode = "none"
 	}
+	if p := req.Network; p != nil {
+		if len(p.AllowDomains)+len(p.AllowCIDRs)+len(p.DenyDomains)+len(p.DenyCIDRs) > 0 || p.Mode == driver.NetworkAllowList {
+			return driver.Info{}, fmt.Errorf("docker: create: network policy %s with entries cannot be enforced: domain and CIDR allow-lists and deny-lists need the egress proxy, not available on this provider yet: %w", p.Mode, sberrors.ErrFailedPrecondition)
+		}
+		if p.Mode == driver.NetworkAllowAll && netMode == "none" {
+			return driver.Info{}, fmt.Errorf("docker: create: network policy allow-all needs a network to join (?network=); this Runtime joins none: %w", sberrors.ErrFailedPrecondition)
+		}
+	}
+	labels[labelNetwork] = netMode
 	yes := true
 	pids := r.pids
 	hc := &container.HostConfig{
@@ -172,6 +181,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	info := driver.Info{ID: created.ID, Provider: Scheme, Template: image, Labels: maps.Clone(req.Labels), State: driver.StateStarting, Home: home, LeaseEnd: leaseEnd, Isolation: r.isolation()}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
+	}
+	info.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+	if netMode == "none" {
+		info.Network.Mode = driver.NetworkDenyAll
 	}
 	entries := initEntries(user, home, leaseEnd, req.Env)
 	for _, d := range dests {
@@ -403,6 +416,12 @@ func (r *Runtime) info(id string, labels map[string]string, status container.Con
 		if v, ok := labels[l]; ok {
 			info.Detail[k] = v
 		}
+	}
+	switch n := labels[labelNetwork]; {
+	case n == "none":
+		info.Network = &driver.NetworkPolicy{Mode: driver.NetworkDenyAll}
+	case n != "":
+		info.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
 	}
 	for k, v := range labels {
 		if name, ok := strings.CutPrefix(k, labelPrefix); ok {

@@ -67,7 +67,8 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	secs := seconds(lease)
 	body.Timeout = &secs
-	secure, internet := true, !req.NoNetwork
+	secure := true
+	internet, allowOut, denyOut := egress(req.Network, req.NoNetwork)
 	body.Secure, body.AllowInternetAccess = &secure, &internet
 	if req.AutoPause {
 		t := true
@@ -110,6 +111,12 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: provider option public_traffic=false needs secure=true (E2B restricts traffic to secure sandboxes only)")
 		}
 		body.Network = &api.SandboxNetworkConfig{AllowPublicTraffic: publicTraffic}
+	}
+	if allowOut != nil || denyOut != nil {
+		if body.Network == nil {
+			body.Network = &api.SandboxNetworkConfig{}
+		}
+		body.Network.AllowOut, body.Network.DenyOut = allowOut, denyOut
 	}
 	if req.Resources != (driver.Resources{}) {
 		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
@@ -158,6 +165,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
 		State: driver.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
 		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
+		Network: policyOf(&internet, body.Network),
 	}
 	home, err := r.home(ctx, sb.SandboxID, c)
 	if err != nil {
@@ -235,16 +243,18 @@ func (r *Runtime) home(ctx context.Context, id string, c *conn) (string, error) 
 	if c.home != "" {
 		return c.home, nil
 	}
-	fi, err := r.stat(ctx, id, c, "~")
+	e, err := r.statEntry(ctx, id, c, "~")
 	if err != nil {
 		return "", err
 	}
-	home := fi.Path
+	home := e.GetPath()
 	if home == "" {
 		// envd before 0.1.x answered Stat with the name and type only.
 		home = r.homeFor()
 	}
-	r.setHome(id, home)
+	// The home is its user's: its owner and group are who the sandbox's
+	// user is, for the file methods' permission check (access.go).
+	r.setHome(id, home, e.GetOwner(), e.GetGroup())
 	return home, nil
 }
 
@@ -284,8 +294,15 @@ func (r *Runtime) info(id, template, alias string, meta *api.SandboxMetadata, st
 		in.Labels = maps.Clone(map[string]string(*meta))
 		delete(in.Labels, createTokenLabel)
 	}
-	if state == "paused" {
+	switch state {
+	case "running":
+	case "paused":
 		in.State = driver.StatePaused
+	default:
+		// An empty state, or one newer than this client, says nothing
+		// about whether the sandbox runs.
+		in.State = driver.StateUnknown
+		in.Detail["state"] = string(state)
 	}
 	if c := r.cached(id); c != nil && c.home != "" {
 		in.Home = c.home
@@ -307,6 +324,7 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 		return driver.Info{}, err
 	}
 	in := r.info(d.SandboxID, d.TemplateID, deref(d.Alias), d.Metadata, d.State, d.StartedAt, d.EndAt, d.EnvdVersion)
+	in.Network = policyOf(d.AllowInternetAccess, d.Network)
 	if c := r.cached(id); c != nil && c.home == "" && in.State == driver.StateRunning {
 		if home, err := r.home(ctx, id, c); err == nil {
 			in.Home = home
@@ -334,6 +352,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		params.Metadata = &m
 	}
 	var states []api.SandboxState
+	unknown := slices.Contains(req.States, driver.StateUnknown)
 	for _, s := range req.States {
 		switch s {
 		case driver.StateRunning:
@@ -342,10 +361,10 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			states = append(states, "paused")
 		}
 	}
-	if len(req.States) > 0 && len(states) == 0 {
+	if len(req.States) > 0 && len(states) == 0 && !unknown {
 		return nil, "", nil // E2B has no sandboxes in the other states
 	}
-	if len(states) > 0 {
+	if len(states) > 0 && !unknown { // a state E2B cannot filter on: the caller filters
 		params.State = &states
 	}
 	limit := int32(min(max(req.PageSize, 1), 100))

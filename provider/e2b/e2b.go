@@ -19,9 +19,10 @@
 //
 //	e2b://?template=base&domain=e2b.app&user=root
 //
-// Query parameters: template, domain, api_url, sandbox_url, user, and
-// api_key_env (the name of an environment variable holding the key). An
-// API key in the URL itself is refused.
+// Query parameters: template, domain, api_url, sandbox_url, user,
+// file_access ("user", the default, or "root": see WithRootFileAccess),
+// and api_key_env (the name of an environment variable holding the key).
+// An API key in the URL itself is refused.
 //
 // # Provider options
 //
@@ -39,6 +40,13 @@
 // as the metadata label "name" (NameLabel), so it shows in Info.Labels and List finds the sandbox by it.
 // The same option names a Daytona sandbox, so one CreateOptions names a
 // sandbox on both.
+//
+// E2B reports a sandbox as "running" or "paused" (StateRunning,
+// StatePaused). Any other state, or none, reads as StateUnknown with what
+// E2B said in Info.Detail["state"]: never as running, since it says
+// nothing of whether commands can run. List can ask for StateUnknown; E2B
+// cannot filter on it, so such a List fetches every state and keeps the
+// unknown ones.
 //
 // # Lost creates and GetOrCreate
 //
@@ -72,11 +80,27 @@
 // and envd's Move, a rename(2), replaces the target after the last byte.
 // On failure the temporary file is removed; should envd open it after that
 // removal (a request abandoned before envd read its headers), a hidden
-// temporary file can stay behind, never the target. envd acts as root on
-// files: unlike a command run as the sandbox's user, its uploads and
-// MakeDir can write places that user cannot (a known difference from the
-// contract's "same permissions"; the error table's read-only row holds for
-// E2B only where envd itself is refused).
+// temporary file can stay behind, never the target.
+//
+// envd runs as root and its file API acts as root: an upload, MakeDir,
+// Move or Remove succeeds where the sandbox's user may not write (an
+// upload to /usr/x as "user" is written, then given to "user"). The
+// contract says a place the sandbox's user may not write is
+// PermissionDenied for the file methods as for a command, so before
+// Upload, MkdirAll, Rename and Remove change a directory the adapter
+// checks, from envd's Stat of it (owner, group, mode; the sticky bit for
+// an entry replaced or removed), that the sandbox's user may, and refuses
+// with PermissionDenied naming the path otherwise. Who the user is comes
+// from the owner and group of its home, looked up once per sandbox. Where
+// the mode alone cannot say (a directory writable by its group but not by
+// others, or the reverse, of a group other than the user's own), a
+// `test -w` run as the user decides. This check is made by the SDK, not a
+// security boundary: code in the sandbox runs as that user anyway and
+// could call envd itself. It costs one Stat per change (Upload: three
+// round trips instead of two), none when the user is root.
+// WithRootFileAccess (URL: file_access=root) turns it off, for callers who
+// want envd's root rights. Either way a file written through the SDK is
+// owned by the sandbox's user, as envd makes it.
 package e2b
 
 import (
@@ -163,6 +187,9 @@ type conn struct {
 	domain  string
 	home    string
 	version string
+	// owner and group own the home: the sandbox's user and its primary
+	// group, as envd names them ("" until the home was looked up).
+	owner, group string
 }
 
 type rpcClients struct {
@@ -177,6 +204,7 @@ type config struct {
 	sandboxURL string
 	template   string
 	user       string
+	rootFiles  bool // WithRootFileAccess: no permission check before file writes
 	transport  http.RoundTripper
 	bad        opts.Errors // invalid option values, reported by New
 }
@@ -209,6 +237,17 @@ func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
 // WithUser sets the Linux user commands and file operations run as (default:
 // the template's default user, "user" on E2B's templates).
 func WithUser(u string) Option { return func(c *config) { c.user = u } }
+
+// WithRootFileAccess lets the file methods write with envd's own rights,
+// which are root's: envd writes as root and then gives what it created to
+// the sandbox's user, so Upload, MkdirAll, Rename and Remove succeed in
+// places (/usr, /etc, another user's files) where the sandbox's commands
+// get "Permission denied". By default the adapter holds the file methods
+// to the contract instead: before a change it checks, from envd's Stat
+// (owner, group, mode), that the sandbox's user may make it, and refuses
+// with PermissionDenied otherwise (see Files in the package doc). The URL
+// parameter file_access=root sets it too.
+func WithRootFileAccess() Option { return func(c *config) { c.rootFiles = true } }
 
 // WithTransport sets the http.RoundTripper under the Runtime's own
 // http.Client (default: a clone of http.DefaultTransport); rt must not be
@@ -309,6 +348,14 @@ func openURL(u *url.URL) (*Runtime, error) {
 			opts = append(opts, WithSandboxURL(v))
 		case "user":
 			opts = append(opts, WithUser(v))
+		case "file_access":
+			switch v {
+			case "root":
+				opts = append(opts, WithRootFileAccess())
+			case "user":
+			default:
+				return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: URL parameter file_access=%q: want \"user\" (the default) or \"root\"", v)
+			}
 		case "api_key_env":
 			key := os.Getenv(v)
 			if key == "" {
@@ -318,7 +365,7 @@ func openURL(u *url.URL) (*Runtime, error) {
 		case "api_key", "key", "apikey", "token":
 			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: an API key in the URL is refused; set E2B_API_KEY or use api_key_env")
 		default:
-			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown URL parameter %q (known: template, domain, api_url, sandbox_url, user, api_key_env)", k)
+			return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: unknown URL parameter %q (known: template, domain, api_url, sandbox_url, user, file_access, api_key_env)", k)
 		}
 	}
 	return New(opts...)
@@ -333,7 +380,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
-		ReportsSignal: true,
+		ReportsSignal: true, NetworkPolicy: networkSupport,
 	}
 }
 
@@ -438,12 +485,12 @@ func (r *Runtime) remember(id string, token, domain *string, version string) *co
 	return &nc
 }
 
-func (r *Runtime) setHome(id, home string) {
+func (r *Runtime) setHome(id, home, owner, group string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := r.conns[id]; c != nil {
 		nc := *c
-		nc.home = home
+		nc.home, nc.owner, nc.group = home, owner, group
 		r.conns[id] = &nc
 	}
 }

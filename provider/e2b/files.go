@@ -76,6 +76,9 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 	if err != nil {
 		return err
 	}
+	if err := r.mayCreate(ctx, id, c, "upload", p, path.Dir(p), p, false); err != nil {
+		return err
+	}
 	tmp := pathsafe.TempSibling(p)
 	err = r.put(ctx, id, c, p, tmp, src)
 	if err == nil {
@@ -265,16 +268,28 @@ func (r *Runtime) fsCall(ctx context.Context, op, id string, c *conn, h http.Hea
 
 // stat is envd's Stat (lstat semantics).
 func (r *Runtime) stat(ctx context.Context, id string, c *conn, p string) (driver.FileInfo, error) {
+	e, err := r.statEntry(ctx, id, c, p)
+	if err != nil {
+		return driver.FileInfo{}, err
+	}
+	return fileInfo(e), nil
+}
+
+// statEntry is envd's Stat, with the entry as envd gives it.
+func (r *Runtime) statEntry(ctx context.Context, id string, c *conn, p string) (*filesystem.EntryInfo, error) {
 	req := connect.NewRequest(&filesystem.StatRequest{Path: p})
-	var fi driver.FileInfo
+	var e *filesystem.EntryInfo
 	err := r.fsCall(ctx, "stat", id, c, req.Header(), func(ctx context.Context) error {
 		resp, err := r.clients(r.envdBase(id, c)).fs.Stat(ctx, req)
 		if err == nil {
-			fi = fileInfo(resp.Msg.GetEntry())
+			e = resp.Msg.GetEntry()
 		}
 		return err
 	})
-	return fi, err
+	if err == nil && e == nil {
+		e = &filesystem.EntryInfo{}
+	}
+	return e, err
 }
 
 // Stat describes p, following symbolic links.
@@ -329,11 +344,16 @@ func (r *Runtime) ReadDir(ctx context.Context, id, p string) ([]driver.FileInfo,
 	return out, nil
 }
 
-// MkdirAll creates p and its parents; an existing directory is fine.
+// MkdirAll creates p and its parents; an existing directory is fine. A
+// missing directory whose nearest existing parent the sandbox's user may
+// not write is PermissionDenied (see the package doc's Files).
 func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 	const op = "mkdir"
 	c, err := r.conn(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := r.mayCreate(ctx, id, c, op, p, p, "", true); err != nil {
 		return err
 	}
 	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: p})
@@ -351,14 +371,20 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 }
 
 // Remove removes p and everything below it. envd treats a missing path as
-// success, so the adapter checks first: a missing path is NotFound.
+// success, so the adapter checks first: a missing path is NotFound. An
+// entry the sandbox's user may not remove (its directory is not writable
+// by the user, or sticky and neither is the user's) is PermissionDenied.
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	const op = "remove"
 	c, err := r.conn(ctx, id)
 	if err != nil {
 		return err
 	}
-	if _, err := r.stat(ctx, id, c, p); err != nil {
+	e, err := r.statEntry(ctx, id, c, p)
+	if err != nil {
+		return err
+	}
+	if err := r.mayRemove(ctx, id, c, op, p, e); err != nil {
 		return err
 	}
 	req := connect.NewRequest(&filesystem.RemoveRequest{Path: p})
@@ -368,11 +394,16 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	})
 }
 
-// Rename moves from to to, replacing a file at to.
+// Rename moves from to to, replacing a file at to, when the sandbox's user
+// may (see Remove; envd creates missing parents of to, so the nearest
+// existing one must be writable); else PermissionDenied.
 func (r *Runtime) Rename(ctx context.Context, id, from, to string) error {
 	const op = "rename"
 	c, err := r.conn(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := r.mayRename(ctx, id, c, op, from, to); err != nil {
 		return err
 	}
 	req := connect.NewRequest(&filesystem.MoveRequest{Source: from, Destination: to})

@@ -22,10 +22,10 @@ type env struct {
 }
 
 // newMemoryEnv starts a fake over provider/memory and an adapter pointed
-// at it.
+// at it. The memory sandboxes' file methods act as root, as envd's do.
 func newMemoryEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	t.Helper()
-	return newEnvOver(t, memory.New(), fakeOpts...)
+	return newEnvOver(t, memory.New(memory.WithRootFileAccess()), fakeOpts...)
 }
 
 // newEnv starts a fake over provider/local (commands and files are real)

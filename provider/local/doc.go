@@ -1,6 +1,10 @@
 // Package local is the embedded default provider: sandboxes on this
 // machine, with no account and no server, isolated as far as the host
-// allows (Linux only for now).
+// allows (Linux only for now: its isolation is built on Linux's
+// namespaces, Landlock, seccomp and cgroups). On other systems New, and
+// sandbox.Open of "" or "local://", fail with Unimplemented; use
+// docker:// (provider/docker), memory:// for tests, or a cloud provider
+// there.
 //
 // Importing the package registers the "local" scheme, which is also the
 // default of sandbox.Open:
@@ -215,6 +219,25 @@
 // environment, and is not dumpable. The socket itself is 0600 in a
 // directory only the host user may list.
 //
+// # Ports
+//
+// Runtime.Expose (sandbox.Sandbox.Expose) makes a port of a sandbox
+// reachable from the host without giving the sandbox any network: it
+// returns http://127.0.0.1:<ephemeral port> with a per-endpoint token
+// that every request must carry in the header TokenHeader, and a unix
+// socket (Endpoint.Socket, 0600 in a 0700 directory) for protocols other
+// than HTTP/1.x. Each connection is opened by the sandbox's agent inside
+// the sandbox (its network namespace at L3 and L4) and relayed on the
+// host, so it works with CreateOptions.NoNetwork and with the isolated
+// network, and never listens beyond loopback. The loopback port is open
+// to every user of the host, so the relay checks the token of each TCP
+// connection's first request before the sandbox's server sees a byte.
+// Expose checks at once that something accepts connections on the port
+// (FailedPrecondition otherwise); at most ExposeOptions.MaxConns
+// connections (DefaultMaxConns) are relayed at once, and one idle for
+// ExposeOptions.IdleTimeout (DefaultIdleTimeout) is closed. Destroy and
+// Runtime.Close close the endpoints.
+//
 // # Commands
 //
 // Exec and Start send the command to the sandbox's agent, which forks it
@@ -320,6 +343,6 @@
 // With network=host a sandbox reaches every service of the host's
 // loopback and, at L3, the host's abstract unix sockets; an isolated
 // network does not filter the private ranges of the host's own network.
-// Port exposure and a network allow-list are not implemented. Templates
-// are not supported: the sandbox runs the host's /usr and /etc.
+// A network allow-list is not implemented. Templates are not supported:
+// the sandbox runs the host's /usr and /etc.
 package local

@@ -49,7 +49,7 @@ func ExampleRuntime_Expose() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	if err := sb.WaitForPort(ctx, 8765); err != nil {
+	if err := srv.WaitForPort(ctx, 8765); err != nil { // fails at once if the server dies
 		log.Fatal(err)
 	}
 	ep, err := sb.Expose(ctx, 8765, sandbox.ExposeOptions{})

@@ -261,7 +261,14 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true, ReportsSignal: true,
+		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2),
 	}
+}
+
+// allowAll reports whether a sandbox created without NoNetwork gets a
+// network by default (see networkFor).
+func (r *Runtime) allowAll() bool {
+	return r.level <= L1 || r.network == NetworkHost || r.level >= L3 && r.pasta != ""
 }
 
 // Level returns the isolation level new sandboxes get, and why not more.
@@ -346,9 +353,18 @@ func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err 
 		}
 		want = v
 	}
+	if err := checkNetworkPolicy(req.Network); err != nil {
+		return "", "", err
+	}
 	if req.NoNetwork {
 		return "off", "", nil
 	}
+	defer func() {
+		// An explicit allow-all must not come out cut off: say why not.
+		if err == nil && mode == "off" && req.Network != nil && req.Network.Mode == driver.NetworkAllowAll {
+			mode, err = "", sberrors.Errorf(sberrors.FailedPrecondition, "local: network policy allow-all cannot be had here: %s", note)
+		}
+	}()
 	switch want {
 	case NetworkHost:
 		return NetworkHost, "the host's network, as asked: the host's loopback services are reachable", nil

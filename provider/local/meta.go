@@ -397,7 +397,7 @@ func (r *Runtime) info(m *meta) driver.Info {
 	return driver.Info{
 		ID: m.ID, Provider: "local", Template: m.Template, Labels: maps.Clone(m.Labels),
 		State: m.State, CreatedAt: m.CreatedAt, LeaseEnd: m.LeaseEnd, Home: home,
-		Isolation: m.Achieved.Describe(), Detail: detail,
+		Isolation: m.Achieved.Describe(), Detail: detail, Network: netPolicy(m.netMode() != "off"),
 	}
 }
 

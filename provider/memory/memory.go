@@ -66,6 +66,11 @@
 // except the read-only system directories of ReadOnlyDirs (/etc, /usr...),
 // owned by root: writing there is PermissionDenied, for commands and the
 // file API alike.
+// There is no network. A network policy (CreateOptions.Network) is
+// accepted whatever it says, recorded, reported in Info and shown to
+// Handlers in Call.Network, and never enforced: Capabilities.NetworkPolicy
+// declares every kind with NotEnforced set, so code can tell.
+//
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
 //
@@ -134,6 +139,7 @@ const (
 	OpRename     = "rename"
 	OpPause      = "pause"
 	OpResume     = "resume"
+	OpSetNetwork = "set-network"
 )
 
 // Handler answers a command and returns its exit code. It writes output to
@@ -158,6 +164,11 @@ type Call struct {
 	Stderr     io.Writer
 	// Files reads and writes the sandbox's files.
 	Files *Files
+	// Network is the sandbox's network policy as recorded when the
+	// command started (nil when none was given), so that a Handler
+	// standing in for a network client can act on it. The memory provider
+	// itself has no network and enforces nothing.
+	Network *driver.NetworkPolicy
 
 	bash bool // Shell is bash syntax
 }
@@ -181,12 +192,13 @@ type node struct {
 }
 
 type box struct {
-	info  driver.Info
-	env   map[string]string
-	auto  bool
-	files map[string]*node
-	procs map[int]*proc
-	execs map[*liveExec]struct{} // running Execs, ended with the sandbox
+	info      driver.Info
+	env       map[string]string
+	auto      bool
+	rootFiles bool // the file methods act as root (WithRootFileAccess)
+	files     map[string]*node
+	procs     map[int]*proc
+	execs     map[*liveExec]struct{} // running Execs, ended with the sandbox
 }
 
 // liveExec is a running Exec. Ending its sandbox (Destroy, the end of the
@@ -271,8 +283,9 @@ type fault struct {
 
 // Runtime is the in-memory provider. It is safe for concurrent use.
 type Runtime struct {
-	now     func() time.Time
-	badOpts error // the invalid options given to New: every call fails with it
+	now       func() time.Time
+	rootFiles bool  // WithRootFileAccess
+	badOpts   error // the invalid options given to New: every call fails with it
 
 	mu       sync.Mutex
 	boxes    map[string]*box
@@ -295,8 +308,20 @@ type Option func(*options)
 
 // options are what the Options set.
 type options struct {
-	now func() time.Time
-	bad opts.Errors
+	now       func() time.Time
+	rootFiles bool
+	bad       opts.Errors
+}
+
+// WithRootFileAccess makes the file methods (Upload, MkdirAll, Remove,
+// Rename) act with root's rights, as the file daemons of some services do
+// (E2B's envd writes as root and hands what it creates to the requested
+// user): they write in the read-only system directories of ReadOnlyDirs,
+// and what they create belongs to the sandbox's user. Commands keep the
+// user's rights. It lets a fake of such a service (e2bfake) answer as the
+// real daemon does.
+func WithRootFileAccess() Option {
+	return func(o *options) { o.rootFiles = true }
 }
 
 // WithClock sets the clock used for leases and timestamps. It must not be
@@ -317,7 +342,7 @@ func New(opts ...Option) *Runtime {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Runtime{now: o.now, badOpts: o.bad.Err("memory"), boxes: map[string]*box{}, handlers: map[string]Handler{},
+	return &Runtime{now: o.now, rootFiles: o.rootFiles, badOpts: o.bad.Err("memory"), boxes: map[string]*box{}, handlers: map[string]Handler{},
 		faults: map[string]*fault{}, nextPID: 100}
 }
 
@@ -456,6 +481,13 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
 		ReportsSignal: true,
+		// Every policy is accepted and recorded, none enforced: there is
+		// no network to enforce it on. NotEnforced says so.
+		NetworkPolicy: driver.NetworkSupport{
+			AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
+			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, NotEnforced: true,
+			Note: "the memory provider records policies without enforcing them",
+		},
 	}
 }
 
@@ -485,9 +517,9 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		info: driver.Info{
 			ID: newID(), Provider: Scheme, Template: tmpl, Labels: maps.Clone(req.Labels),
 			State: driver.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
-			Home: Home, Isolation: "none",
+			Home: Home, Isolation: "none", Network: req.Network.Clone(),
 		},
-		env: maps.Clone(req.Env), auto: req.AutoPause,
+		env: maps.Clone(req.Env), auto: req.AutoPause, rootFiles: r.rootFiles,
 		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
 		procs: map[int]*proc{},
 	}
@@ -505,6 +537,7 @@ func dirNode(t time.Time) *node { return &node{mode: fs.ModeDir | 0o755, mtime: 
 func cloneInfo(in driver.Info) driver.Info {
 	in.Labels = maps.Clone(in.Labels)
 	in.Detail = maps.Clone(in.Detail)
+	in.Network = in.Network.Clone()
 	return in
 }
 
@@ -609,6 +642,15 @@ func (r *Runtime) SetTimeout(_ context.Context, id string, d time.Duration) erro
 	})
 }
 
+// SetNetwork records p as the sandbox's network policy: Get reports it
+// and Handlers see it in Call.Network. Nothing is enforced.
+func (r *Runtime) SetNetwork(_ context.Context, id string, p *driver.NetworkPolicy) error {
+	return r.boxOp(OpSetNetwork, id, string(p.Mode), false, func(b *box) error {
+		b.info.Network = p.Clone()
+		return nil
+	})
+}
+
 // Pause marks the sandbox paused: commands and file calls fail with
 // sberrors.ErrPaused until Resume. Background processes keep their state.
 func (r *Runtime) Pause(_ context.Context, id string) error {
@@ -649,7 +691,8 @@ func (r *Runtime) newCall(id string, b *box, cmd *driver.Command, stdout, stderr
 		stdin = cmd.Stdin
 	}
 	return &Call{SandboxID: id, Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: cmd.Dir, Env: env,
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, dir: cmd.Dir}}
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, dir: cmd.Dir},
+		Network: b.info.Network.Clone()}
 }
 
 // Exec runs cmd through the registered handlers or the built-in shell.

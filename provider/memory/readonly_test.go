@@ -58,3 +58,35 @@ func TestReadOnlySystemDirs(t *testing.T) {
 		}
 	}
 }
+
+// WithRootFileAccess gives the file methods root's rights, as E2B's envd
+// has: they write the system directories, and what they create is the
+// user's; commands still may not write there.
+func TestRootFileAccess(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(memory.New(memory.WithRootFileAccess()))
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if err := sb.WriteFile(ctx, "/usr/new/x", []byte("x")); err != nil {
+		t.Fatalf("WriteFile(/usr/new/x): %v", err)
+	}
+	if err := sb.MkdirAll(ctx, "/etc/app"); err != nil {
+		t.Errorf("MkdirAll(/etc/app): %v", err)
+	}
+	if err := sb.Rename(ctx, "/usr/new/x", "/etc/x"); err != nil {
+		t.Errorf("Rename(/usr/new/x, /etc/x): %v", err)
+	}
+	if err := sb.Remove(ctx, "/etc/x"); err != nil {
+		t.Errorf("Remove(/etc/x): %v", err)
+	}
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: `stat -c '%U %a' /usr/new; touch /usr/y 2>/dev/null || echo touch-refused`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(r.Stdout), "user 755\ntouch-refused\n"; got != want {
+		t.Errorf("commands: got %q, want %q (stderr %q)", got, want, r.Stderr)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +34,7 @@ type sbx struct {
 	id, name, snapshot, user, target  string
 	env, labels                       map[string]string
 	public, netBlock                  bool
+	netAllow, domainAllow             string
 	cpu, mem, disk                    int
 	stored                            string
 	errorReason                       string
@@ -72,6 +75,14 @@ func (s *Server) dto(b *sbx, state string) api.Sandbox {
 		Cpu: &cpu, Memory: &mem, Disk: &disk, Gpu: &gpu, State: &st,
 		AutoStopInterval: &as, AutoArchiveInterval: &aa, AutoDeleteInterval: &ad,
 		CreatedAt: &created, UpdatedAt: &updated, LastActivityAt: &act,
+	}
+	if b.netAllow != "" {
+		v := b.netAllow
+		out.NetworkAllowList = &v
+	}
+	if b.domainAllow != "" {
+		v := b.domainAllow
+		out.DomainAllowList = &v
 	}
 	if b.errorReason != "" {
 		r := b.errorReason
@@ -208,6 +219,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	b.public = req.Public != nil && *req.Public
 	b.netBlock = req.NetworkBlockAll != nil && *req.NetworkBlockAll
+	if msg := checkAllowLists(req.NetworkAllowList, req.DomainAllowList); msg != "" {
+		nestError(w, r, 400, msg)
+		return
+	}
+	b.netAllow, b.domainAllow = str(req.NetworkAllowList), str(req.DomainAllowList)
 	for dst, v := range map[*int]*int{&b.cpu: req.Cpu, &b.mem: req.Memory, &b.disk: req.Disk, &b.autoStop: req.AutoStopInterval, &b.autoArchive: req.AutoArchiveInterval, &b.autoDelete: req.AutoDeleteInterval} {
 		if v != nil {
 			*dst = *v
@@ -485,6 +501,32 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		out := s.dto(b, b.stored)
 		s.mu.Unlock()
 		writeJSON(w, 200, out)
+	case "POST network-settings":
+		var req api.NetworkSettings
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			s.mu.Unlock()
+			nestError(w, r, 400, "Invalid request body")
+			return
+		}
+		if msg := checkAllowLists(req.NetworkAllowList, req.DomainAllowList); msg != "" {
+			s.mu.Unlock()
+			nestError(w, r, 400, msg)
+			return
+		}
+		// A field sent replaces the stored one; one left out is kept.
+		if req.NetworkBlockAll != nil {
+			b.netBlock = *req.NetworkBlockAll
+		}
+		if req.NetworkAllowList != nil {
+			b.netAllow = *req.NetworkAllowList
+		}
+		if req.DomainAllowList != nil {
+			b.domainAllow = *req.DomainAllowList
+		}
+		b.updated = now
+		out := s.dto(b, b.stored)
+		s.mu.Unlock()
+		writeJSON(w, 200, out)
 	case "POST autostop/*", "POST autoarchive/*", "POST autodelete/*":
 		n, err := strconv.Atoi(rest[1])
 		if err != nil {
@@ -534,4 +576,59 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		s.mu.Unlock()
 		nestError(w, r, 404, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
 	}
+}
+
+// maxNetworkAllow is how many entries networkAllowList may hold.
+const maxNetworkAllow = 10
+
+var hostLabelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// checkAllowLists validates networkAllowList (comma-separated IPv4
+// addresses and CIDRs, at most 10) and domainAllowList (comma-separated
+// host names) as the API does; it returns the 400 message, or "".
+func checkAllowLists(netList, domains *string) string {
+	if netList != nil {
+		var n []string
+		for _, e := range strings.Split(*netList, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				n = append(n, e)
+			}
+		}
+		if len(n) > maxNetworkAllow {
+			return fmt.Sprintf("Network allow list cannot contain more than %d networks", maxNetworkAllow)
+		}
+		for _, e := range n {
+			p, err := netip.ParsePrefix(e)
+			if err != nil {
+				if a, aerr := netip.ParseAddr(e); aerr == nil {
+					p, err = netip.PrefixFrom(a, 32), nil
+				}
+			}
+			if err != nil || !p.Addr().Is4() {
+				return fmt.Sprintf("Invalid network allow list entry: %q. Must be an IPv4 address or IPv4 CIDR", e)
+			}
+		}
+	}
+	if domains != nil {
+		for _, e := range strings.Split(*domains, ",") {
+			if e = strings.TrimSpace(e); e == "" {
+				continue
+			}
+			ok := len(e) <= 253
+			for _, l := range strings.Split(e, ".") {
+				ok = ok && hostLabelRE.MatchString(l)
+			}
+			if !ok {
+				return fmt.Sprintf("Invalid domain allow list entry: %q", e)
+			}
+		}
+	}
+	return ""
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -53,7 +53,8 @@
 //   - The daemon's working directory (the base of relative paths,
 //     /work-dir, /user-home-dir) is the backend's home. Paths the backend
 //     does not serve (provider/local serves only the home) fail with its
-//     error mapped to 403/404/400. FileInfo owner and group are "1001".
+//     error mapped to 403/404/400 (/files/folder: 400 for every failure, as
+//     the daemon). FileInfo owner and group are "1001".
 //   - /process/execute runs bash when the backend has it, else sh (the
 //     daemon picks zsh, then bash, from /etc/shells). A client that
 //     disconnects leaves the command running, as the daemon does.
@@ -67,10 +68,16 @@
 //   - Rate limits come only from Fault429; repeated bad keys are not
 //     throttled.
 //   - Download honours only "Range: bytes=N-".
+//   - networkBlockAll is enforced (the backend sandbox gets no network).
+//     networkAllowList (IPv4 addresses and CIDRs, at most 10) and
+//     domainAllowList are validated, recorded, echoed in the Sandbox DTO
+//     and changed by POST /sandbox/{id}/network-settings, but NOT
+//     enforced: with an allow-list the backend sandbox keeps the network
+//     the backend gives it.
 //   - A destroyed or unknown id on the toolbox gives 404 with a gin body
 //     "failed to get sandbox" (the real proxy's exact answer is unverified).
 //   - Not served: fork, snapshot, volumes, preview and signed URLs, SSH,
-//     resize, recover, VM pause, network settings, bulk upload and
+//     resize, recover, VM pause, bulk upload and
 //     download, find/search/replace/permissions, git, LSP, PTY, code-run,
 //     ports, build logs.
 package daytonafake

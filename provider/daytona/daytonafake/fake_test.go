@@ -329,6 +329,13 @@ func TestFilesLikeTheDaemon(t *testing.T) {
 	if st, _, _ := r.do("POST", r.tb(id)+"/files/folder?path="+dir+"/new&mode=0755", nil, ""); st != 201 {
 		t.Errorf("folder again: %d", st)
 	}
+	// Every /files/folder failure is 400 with an empty body, a file in
+	// the way and a place the daemon's user may not write alike.
+	for _, p := range []string{dir + "/a/sub", "/usr/daytonafake-" + id} {
+		if st, _, b := r.do("POST", r.tb(id)+"/files/folder?path="+p+"&mode=0755", nil, ""); st != 400 || len(b) != 0 {
+			t.Errorf("folder %s: %d %q, want 400 with an empty body", p, st, b)
+		}
+	}
 	if st, _, _ := r.do("POST", r.tb(id)+"/files/move?source="+dir+"/a&destination="+dir+"/new", nil, ""); st != 409 {
 		t.Errorf("move onto existing: %d, want 409", st)
 	}

@@ -287,7 +287,10 @@ func (t *tb) folder() {
 		}
 	}
 	if err := t.s.backend.MkdirAll(t.ctx(), t.b.backendID, t.abs(q.Get("path"))); err != nil {
-		emptyError(t.w, fileStatus(err))
+		// The daemon answers 400 with an empty body for every failure
+		// here: a file in the way and a place its user may not write
+		// alike (research/daemons.md).
+		emptyError(t.w, http.StatusBadRequest)
 		return
 	}
 	t.w.WriteHeader(http.StatusCreated)

@@ -21,9 +21,19 @@
 //     the backend as a shell line, so the backend's shell runs it, not a
 //     login bash; other commands go to the backend as an argv.
 //   - Users: "user" (the default) and "root" are accepted, others refused
-//     as envd does, but the backend runs everything as its own user, owner
-//     and group are reported as "user", and relative paths resolve against
-//     the backend sandbox's home whatever the user.
+//     as envd does, but the backend runs everything as its own user, and
+//     relative paths resolve against the backend sandbox's home whatever
+//     the user. Stat reports a directory's owner and group as the
+//     sandbox names them (found with a stat command run in the sandbox,
+//     one per Stat); files, and the entries of ListDir, MakeDir and Move,
+//     are reported as "user"'s.
+//   - envd's file API (/files and the Filesystem RPCs) acts as root: it
+//     writes where the sandbox's user may not and hands what it creates
+//     to the user. The fake acts with its backend's file rights: over
+//     provider/memory with memory.WithRootFileAccess those are root's and
+//     the fake answers as envd does; over a backend whose file methods
+//     have the user's rights (provider/local) such a write is refused, as
+//     envd's own open fails (500 "permission denied").
 //   - Stat follows symbolic links when the backend does (envd uses lstat).
 //   - /files: no Range or conditional requests, no signed URLs (signature
 //     query parameters), no X-Metadata headers, no 507.
@@ -36,9 +46,16 @@
 //     never resumes a paused sandbox on envd traffic (the proxy's 502 is
 //     always returned). The envd access token is regenerated on resume.
 //   - Pause keeps processes only if the backend's Pause does.
-//   - Only the v2 list, create, get, kill, timeout, pause and connect
-//     endpoints exist (no v1 list, refreshes, deprecated resume, snapshots,
-//     network, metrics or logs). cpuCount, memoryMB and diskSizeMB are
+//   - Egress rules (allow_internet_access, network.allowOut and denyOut on
+//     create, PUT /sandboxes/{id}/network) are validated as the API does
+//     (an allowOut entry must be an IP, CIDR or domain, a denyOut entry an
+//     IP or CIDR: 400 otherwise), recorded and reported back by GET, but
+//     NOT enforced: commands in a fake sandbox reach whatever the backend
+//     lets them reach. Header-transform rules and egressProxy are not
+//     modelled.
+//   - Only the v2 list, create, get, kill, timeout, pause, connect and
+//     network endpoints exist (no v1 list, refreshes, deprecated resume,
+//     snapshots, metrics or logs). cpuCount, memoryMB and diskSizeMB are
 //     constants; clientID is the constant the API returns for paused
 //     sandboxes; the Hobby plan's 1 h max lease is the default limit
 //     (WithMaxLease).
@@ -55,6 +72,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -114,6 +132,8 @@ type box struct {
 	autoPause               bool
 	token                   string // "" when not secure
 	traffic                 string // traffic access token for user ports; "" when public
+	internet                *bool  // allow_internet_access as last sent
+	allowOut, denyOut       []string
 	procs                   map[uint32]*proc
 }
 
@@ -528,6 +548,19 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("you have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, please visit 'https://e2b.dev/docs/billing'", s.maxSandboxes))
 		return
 	}
+	var allowOut, denyOut []string
+	if n := req.Network; n != nil {
+		if n.AllowOut != nil {
+			allowOut = slices.Clone(*n.AllowOut)
+		}
+		if n.DenyOut != nil {
+			denyOut = slices.Clone(*n.DenyOut)
+		}
+	}
+	if err := checkEgress(allowOut, denyOut); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	env := map[string]string{}
 	if req.EnvVars != nil {
 		env = maps.Clone(*req.EnvVars)
@@ -549,6 +582,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home, version: s.envdVersion,
 		env: env, startedAt: now, endAt: now.Add(lease), procs: map[uint32]*proc{},
 		autoPause: req.AutoPause != nil && *req.AutoPause,
+		internet:  req.AllowInternetAccess, allowOut: allowOut, denyOut: denyOut,
 	}
 	if b.home == "" {
 		b.home = "/"
@@ -630,8 +664,88 @@ func (c controlPlane) GetSandbox(w http.ResponseWriter, r *http.Request, id api.
 		t := b.token
 		d.EnvdAccessToken = &t
 	}
+	if b.internet != nil {
+		v := *b.internet
+		d.AllowInternetAccess = &v
+	}
+	if len(b.allowOut) > 0 || len(b.denyOut) > 0 || b.traffic != "" {
+		n := &api.SandboxNetworkConfig{}
+		if len(b.allowOut) > 0 {
+			a := slices.Clone(b.allowOut)
+			n.AllowOut = &a
+		}
+		if len(b.denyOut) > 0 {
+			dn := slices.Clone(b.denyOut)
+			n.DenyOut = &dn
+		}
+		if b.traffic != "" {
+			f := false
+			n.AllowPublicTraffic = &f
+		}
+		d.Network = n
+	}
 	c.s.mu.Unlock()
 	writeJSON(w, http.StatusOK, d)
+}
+
+// PutSandboxNetwork replaces the sandbox's egress rules: a field left out
+// is cleared (allow_internet_access back to its default, true).
+func (c controlPlane) PutSandboxNetwork(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	var req api.SandboxNetworkUpdateConfig
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	var allowOut, denyOut []string
+	if req.AllowOut != nil {
+		allowOut = slices.Clone(*req.AllowOut)
+	}
+	if req.DenyOut != nil {
+		denyOut = slices.Clone(*req.DenyOut)
+	}
+	if err := checkEgress(allowOut, denyOut); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	b, ok := c.lookup(w, id)
+	if !ok {
+		return
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if b.paused {
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is not running", id))
+		return
+	}
+	b.internet, b.allowOut, b.denyOut = req.AllowInternetAccess, allowOut, denyOut
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// domainRE is what the API takes for a domain in allowOut: labels of
+// letters, digits and hyphens, optionally led by a "*." wildcard.
+var domainRE = regexp.MustCompile(`^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+
+// checkEgress validates allowOut and denyOut entries, with the API's
+// messages.
+func checkEgress(allowOut, denyOut []string) error {
+	for _, e := range allowOut {
+		if !isCIDROrIP(e) && !domainRE.MatchString(e) {
+			return fmt.Errorf("invalid allowOut entry: %q is not a valid CIDR, IP, or domain", e)
+		}
+	}
+	for _, e := range denyOut {
+		if !isCIDROrIP(e) {
+			return fmt.Errorf("domains are not supported in denyOut: %q is not a valid CIDR or IP address", e)
+		}
+	}
+	return nil
+}
+
+func isCIDROrIP(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 func (c controlPlane) DeleteSandbox(w http.ResponseWriter, r *http.Request, id api.SandboxID) {

@@ -370,3 +370,29 @@ func TestFilesystemAnswersAsEnvd(t *testing.T) {
 		t.Errorf("file as cwd: %q / %s", msgs, end)
 	}
 }
+
+// envd's file API acts as root: over sandboxes whose file methods have
+// root's rights, an upload to a directory the user may not write
+// succeeds, and the file is the user's; Stat names the real owners.
+func TestFilesWriteAsRootLikeEnvd(t *testing.T) {
+	f := e2bfake.New(memory.New(memory.WithRootFileAccess()))
+	t.Cleanup(f.Close)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	r := &rawFake{f, t}
+	c := r.create(`{"templateID":"base"}`)
+	h := r.envdHeaders(c)
+	h["Content-Type"] = "application/octet-stream"
+	if st, _, b := r.do("POST", r.SandboxURL()+"/files?path=/usr/x&username=user", h, []byte("x")); st != 200 {
+		t.Fatalf("upload to /usr/x as user: %d %s, want 200 as envd", st, b)
+	}
+	h["Content-Type"] = "application/json"
+	for p, want := range map[string]string{"/usr": "root", "/usr/bin": "root", "/home/user": "user"} {
+		st, _, b := r.do("POST", r.SandboxURL()+"/filesystem.Filesystem/Stat", h, []byte(`{"path":"`+p+`"}`))
+		var out struct {
+			Entry struct{ Owner, Group string } `json:"entry"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil || st != 200 || out.Entry.Owner != want || out.Entry.Group != want {
+			t.Errorf("Stat(%s): %d %s, want owner and group %s", p, st, b, want)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package e2bfake
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // FaultKind is a kind of injected failure.
@@ -46,6 +49,15 @@ const (
 	// is written) but nothing more reaches the client, and the connection
 	// stays open until the client gives up or the server closes.
 	StallStream
+	// SlowAnswer waits Fault.Delay (or until the client gives up) before
+	// running the handler, as an API under load answers late.
+	SlowAnswer
+	// RewriteState runs the handler and answers every sandbox's "state"
+	// as Fault.State (the empty string included), as a newer API with
+	// states this client does not know, or a response missing the field,
+	// would. It applies to the JSON answers of the control plane
+	// (GET /sandboxes/{id}, GET /v2/sandboxes).
+	RewriteState
 )
 
 // Fault is one injected failure. Path selects the requests it applies to:
@@ -56,6 +68,10 @@ type Fault struct {
 	Kind  FaultKind
 	Path  string
 	Times int
+	// Delay is how long SlowAnswer waits.
+	Delay time.Duration
+	// State is the state RewriteState answers.
+	State string
 
 	mu   sync.Mutex
 	hits int
@@ -138,6 +154,23 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			case <-r.Context().Done():
 			case <-s.closing:
 			}
+		case SlowAnswer:
+			t := time.NewTimer(f.Delay)
+			select {
+			case <-t.C:
+				next.ServeHTTP(w, r)
+			case <-r.Context().Done():
+				t.Stop()
+			case <-s.closing:
+				t.Stop()
+			}
+		case RewriteState:
+			rec := &recordWriter{header: w.Header(), code: http.StatusOK}
+			next.ServeHTTP(rec, r)
+			body := rewriteState(rec.body.Bytes(), f.State)
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.code)
+			_, _ = w.Write(body)
 		case TooManyRequests:
 			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
 		default:
@@ -269,3 +302,39 @@ func (fw *freezeWriter) Flush() {
 }
 
 func (fw *freezeWriter) Unwrap() http.ResponseWriter { return fw.ResponseWriter }
+
+// recordWriter keeps a response to rewrite it before it is sent.
+type recordWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (rw *recordWriter) Header() http.Header         { return rw.header }
+func (rw *recordWriter) Write(p []byte) (int, error) { return rw.body.Write(p) }
+func (rw *recordWriter) WriteHeader(code int)        { rw.code = code }
+
+// rewriteState sets the "state" field of a JSON object, or of each object
+// of a JSON array, to state; other bodies are returned as they are.
+func rewriteState(body []byte, state string) []byte {
+	var one map[string]any
+	if json.Unmarshal(body, &one) == nil {
+		if _, ok := one["state"]; ok {
+			one["state"] = state
+		}
+		if b, err := json.Marshal(one); err == nil {
+			return b
+		}
+		return body
+	}
+	var many []map[string]any
+	if json.Unmarshal(body, &many) == nil {
+		for _, m := range many {
+			m["state"] = state
+		}
+		if b, err := json.Marshal(many); err == nil {
+			return b
+		}
+	}
+	return body
+}

@@ -1,12 +1,15 @@
 package e2bfake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -389,7 +392,21 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 		return nil, fsErr(err, p)
 	}
 	fi.Path = p
-	return connect.NewResponse(&filesystem.StatResponse{Entry: entry(fi)}), nil
+	e := entry(fi)
+	if !fi.IsDir() {
+		// Only a directory's owner is asked for (one command per Stat is
+		// costly over a backend of real processes); a file is reported as
+		// the default user's.
+		return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
+	}
+	var stickyBit bool
+	e.Owner, e.Group, stickyBit = f.s.owner(ctx, b, p)
+	if stickyBit && fi.Mode&fs.ModeSticky == 0 {
+		// envd's permission string shows it ("dtrwxrwxrwx"); a backend's
+		// FileInfo may leave it out.
+		e.Permissions = (fi.Mode | fs.ModeSticky).String()
+	}
+	return connect.NewResponse(&filesystem.StatResponse{Entry: e}), nil
 }
 
 func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
@@ -515,4 +532,35 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 		return nil, fsErr(err, p)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
+
+// ownerScript prints the numeric owner and group of $1 (not following a
+// link, as envd's lstat), their names, and its octal mode.
+const ownerScript = `exec stat -c '%u %g %U %G %a' -- "$1"`
+
+// owner reports who owns p as envd does: user and group names, or the
+// numeric ids where the sandbox has no name for them; and whether p has
+// the sticky bit. The backend's file API does not say, so a command in
+// the sandbox asks; where it cannot, the default user is reported.
+func (s *Server) owner(ctx context.Context, b *box, p string) (user, group string, sticky bool) {
+	var out bytes.Buffer
+	st, err := s.backend.Exec(ctx, b.backendID, &driver.Command{
+		Args: []string{"sh", "-c", ownerScript, "sh", p}, Dir: b.home, Env: map[string]string{},
+		Stdout: &out, Stderr: io.Discard, Timeout: time.Minute,
+	})
+	f := strings.Fields(out.String())
+	if err != nil || st.ExitCode != 0 || len(f) != 5 {
+		return defaultUser, defaultUser, false
+	}
+	if m, err := strconv.ParseUint(f[4], 8, 32); err == nil {
+		sticky = m&0o1000 != 0
+	}
+	user, group = f[2], f[3]
+	if user == "UNKNOWN" {
+		user = f[0]
+	}
+	if group == "UNKNOWN" {
+		group = f[1]
+	}
+	return user, group, sticky
 }

@@ -151,18 +151,24 @@ type CreateSandbox struct {
 	Cpu              *int             `json:"cpu,omitempty"`
 
 	// Disk GiB.
-	Disk   *int    `json:"disk,omitempty"`
-	Env    *Labels `json:"env,omitempty"`
-	Labels *Labels `json:"labels,omitempty"`
+	Disk *int `json:"disk,omitempty"`
+
+	// DomainAllowList Comma-separated domains the sandbox may reach.
+	DomainAllowList *string `json:"domainAllowList,omitempty"`
+	Env             *Labels `json:"env,omitempty"`
+	Labels          *Labels `json:"labels,omitempty"`
 
 	// Memory GiB.
-	Memory          *int    `json:"memory,omitempty"`
-	Name            *string `json:"name,omitempty"`
-	NetworkBlockAll *bool   `json:"networkBlockAll,omitempty"`
-	Public          *bool   `json:"public,omitempty"`
-	Snapshot        *string `json:"snapshot,omitempty"`
-	Target          *string `json:"target,omitempty"`
-	User            *string `json:"user,omitempty"`
+	Memory *int    `json:"memory,omitempty"`
+	Name   *string `json:"name,omitempty"`
+
+	// NetworkAllowList Comma-separated IPv4 CIDRs the sandbox may reach.
+	NetworkAllowList *string `json:"networkAllowList,omitempty"`
+	NetworkBlockAll  *bool   `json:"networkBlockAll,omitempty"`
+	Public           *bool   `json:"public,omitempty"`
+	Snapshot         *string `json:"snapshot,omitempty"`
+	Target           *string `json:"target,omitempty"`
+	User             *string `json:"user,omitempty"`
 }
 
 // Error The NestJS error body. message is usually a string; validation errors may carry a list, so it is left untyped.
@@ -176,6 +182,13 @@ type Error struct {
 
 // Labels defines model for Labels.
 type Labels map[string]string
+
+// NetworkSettings defines model for NetworkSettings.
+type NetworkSettings struct {
+	DomainAllowList  *string `json:"domainAllowList,omitempty"`
+	NetworkAllowList *string `json:"networkAllowList,omitempty"`
+	NetworkBlockAll  *bool   `json:"networkBlockAll,omitempty"`
+}
 
 // PaginatedSandboxes The cursor page of GET /sandbox (since May 2026). Older servers answer a plain array of Sandbox instead; clients accept both.
 type PaginatedSandboxes struct {
@@ -193,24 +206,30 @@ type Sandbox struct {
 	DaemonVersion       *string              `json:"daemonVersion,omitempty"`
 	DesiredState        *SandboxDesiredState `json:"desiredState,omitempty"`
 	Disk                *float64             `json:"disk,omitempty"`
-	Env                 *Labels              `json:"env,omitempty"`
-	ErrorReason         *string              `json:"errorReason,omitempty"`
-	Gpu                 *float64             `json:"gpu,omitempty"`
-	Id                  string               `json:"id"`
-	Labels              *Labels              `json:"labels,omitempty"`
-	LastActivityAt      *string              `json:"lastActivityAt,omitempty"`
-	Memory              *float64             `json:"memory,omitempty"`
-	Name                string               `json:"name"`
-	NetworkBlockAll     *bool                `json:"networkBlockAll,omitempty"`
-	OrganizationId      *string              `json:"organizationId,omitempty"`
-	Public              *bool                `json:"public,omitempty"`
-	Recoverable         *bool                `json:"recoverable,omitempty"`
-	Snapshot            *string              `json:"snapshot,omitempty"`
-	State               *SandboxState        `json:"state,omitempty"`
-	Target              *string              `json:"target,omitempty"`
-	ToolboxProxyUrl     *string              `json:"toolboxProxyUrl,omitempty"`
-	UpdatedAt           *string              `json:"updatedAt,omitempty"`
-	User                *string              `json:"user,omitempty"`
+
+	// DomainAllowList Comma-separated domains the sandbox may reach.
+	DomainAllowList *string  `json:"domainAllowList,omitempty"`
+	Env             *Labels  `json:"env,omitempty"`
+	ErrorReason     *string  `json:"errorReason,omitempty"`
+	Gpu             *float64 `json:"gpu,omitempty"`
+	Id              string   `json:"id"`
+	Labels          *Labels  `json:"labels,omitempty"`
+	LastActivityAt  *string  `json:"lastActivityAt,omitempty"`
+	Memory          *float64 `json:"memory,omitempty"`
+	Name            string   `json:"name"`
+
+	// NetworkAllowList Comma-separated IPv4 CIDRs the sandbox may reach.
+	NetworkAllowList *string       `json:"networkAllowList,omitempty"`
+	NetworkBlockAll  *bool         `json:"networkBlockAll,omitempty"`
+	OrganizationId   *string       `json:"organizationId,omitempty"`
+	Public           *bool         `json:"public,omitempty"`
+	Recoverable      *bool         `json:"recoverable,omitempty"`
+	Snapshot         *string       `json:"snapshot,omitempty"`
+	State            *SandboxState `json:"state,omitempty"`
+	Target           *string       `json:"target,omitempty"`
+	ToolboxProxyUrl  *string       `json:"toolboxProxyUrl,omitempty"`
+	UpdatedAt        *string       `json:"updatedAt,omitempty"`
+	User             *string       `json:"user,omitempty"`
 }
 
 // SandboxDesiredState defines model for SandboxDesiredState.
@@ -259,6 +278,9 @@ type CreateSandboxJSONRequestBody = CreateSandbox
 
 // ReplaceLabelsJSONRequestBody defines body for ReplaceLabels for application/json ContentType.
 type ReplaceLabelsJSONRequestBody = SandboxLabels
+
+// UpdateNetworkSettingsJSONRequestBody defines body for UpdateNetworkSettings for application/json ContentType.
+type UpdateNetworkSettingsJSONRequestBody = NetworkSettings
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -373,6 +395,14 @@ type ClientInterface interface {
 	// ReplaceLabels performs a PUT /sandbox/{sandboxIdOrName}/labels (the `ReplaceLabels` operationId) request.
 	// Takes a body of the `application/json` content type.
 	ReplaceLabels(ctx context.Context, sandboxIdOrName SandboxIdOrName, body ReplaceLabelsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateNetworkSettingsWithBody performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request,
+	// with any type of body and a specified content type.
+	UpdateNetworkSettingsWithBody(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateNetworkSettings performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request.
+	// Takes a body of the `application/json` content type.
+	UpdateNetworkSettings(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StartSandbox performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 	StartSandbox(ctx context.Context, sandboxIdOrName SandboxIdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -537,6 +567,34 @@ func (c *Client) ReplaceLabelsWithBody(ctx context.Context, sandboxIdOrName Sand
 // Takes a body of the `application/json` content type.
 func (c *Client) ReplaceLabels(ctx context.Context, sandboxIdOrName SandboxIdOrName, body ReplaceLabelsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplaceLabelsRequest(c.Server, sandboxIdOrName, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateNetworkSettingsWithBody performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) UpdateNetworkSettingsWithBody(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateNetworkSettingsRequestWithBody(c.Server, sandboxIdOrName, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateNetworkSettings performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) UpdateNetworkSettings(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateNetworkSettingsRequest(c.Server, sandboxIdOrName, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1040,6 +1098,53 @@ func NewReplaceLabelsRequestWithBody(server string, sandboxIdOrName SandboxIdOrN
 	return req, nil
 }
 
+// NewUpdateNetworkSettingsRequest calls the generic UpdateNetworkSettings builder with application/json body
+func NewUpdateNetworkSettingsRequest(server string, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateNetworkSettingsRequestWithBody(server, sandboxIdOrName, "application/json", bodyReader)
+}
+
+// NewUpdateNetworkSettingsRequestWithBody constructs an http.Request for the UpdateNetworkSettings method, with any body, and a specified content type
+func NewUpdateNetworkSettingsRequestWithBody(server string, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxIdOrName", sandboxIdOrName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandbox/%s/network-settings", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewStartSandboxRequest constructs an http.Request for the StartSandbox method
 func NewStartSandboxRequest(server string, sandboxIdOrName SandboxIdOrName) (*http.Request, error) {
 	var err error
@@ -1306,6 +1411,16 @@ type ClientWithResponsesInterface interface {
 	// ReplaceLabelsWithResponse performs a PUT /sandbox/{sandboxIdOrName}/labels (the `ReplaceLabels` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	ReplaceLabelsWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body ReplaceLabelsJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceLabelsResponse, error)
+
+	// UpdateNetworkSettingsWithBodyWithResponse performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	UpdateNetworkSettingsWithBodyWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateNetworkSettingsResponse, error)
+
+	// UpdateNetworkSettingsWithResponse performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	UpdateNetworkSettingsWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateNetworkSettingsResponse, error)
 
 	// StartSandboxWithResponse performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 	//
@@ -1843,6 +1958,54 @@ func (r ReplaceLabelsResponse) ContentType() string {
 	return ""
 }
 
+type UpdateNetworkSettingsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateNetworkSettingsResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r UpdateNetworkSettingsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateNetworkSettingsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateNetworkSettingsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateNetworkSettingsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateNetworkSettingsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type StartSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2172,6 +2335,28 @@ func (c *ClientWithResponses) ReplaceLabelsWithResponse(ctx context.Context, san
 		return nil, err
 	}
 	return ParseReplaceLabelsResponse(rsp)
+}
+
+// UpdateNetworkSettingsWithBodyWithResponse performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) UpdateNetworkSettingsWithBodyWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateNetworkSettingsResponse, error) {
+	rsp, err := c.UpdateNetworkSettingsWithBody(ctx, sandboxIdOrName, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateNetworkSettingsResponse(rsp)
+}
+
+// UpdateNetworkSettingsWithResponse performs a POST /sandbox/{sandboxIdOrName}/network-settings (the `UpdateNetworkSettings` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) UpdateNetworkSettingsWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateNetworkSettingsResponse, error) {
+	rsp, err := c.UpdateNetworkSettings(ctx, sandboxIdOrName, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateNetworkSettingsResponse(rsp)
 }
 
 // StartSandboxWithResponse performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
@@ -2559,6 +2744,39 @@ func ParseReplaceLabelsResponse(rsp *http.Response) (*ReplaceLabelsResponse, err
 	}
 
 	response := &ReplaceLabelsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateNetworkSettingsResponse parses an HTTP response from a UpdateNetworkSettingsWithResponse call
+func ParseUpdateNetworkSettingsResponse(rsp *http.Response) (*UpdateNetworkSettingsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateNetworkSettingsResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -109,20 +109,22 @@ type SandboxAutoResumeConfig struct {
 
 // SandboxDetail defines model for SandboxDetail.
 type SandboxDetail struct {
-	Alias           *string          `json:"alias,omitempty"`
-	ClientID        string           `json:"clientID"`
-	CpuCount        int32            `json:"cpuCount"`
-	DiskSizeMB      int32            `json:"diskSizeMB"`
-	Domain          *string          `json:"domain,omitempty"`
-	EndAt           time.Time        `json:"endAt"`
-	EnvdAccessToken *string          `json:"envdAccessToken,omitempty"`
-	EnvdVersion     string           `json:"envdVersion"`
-	MemoryMB        int32            `json:"memoryMB"`
-	Metadata        *SandboxMetadata `json:"metadata,omitempty"`
-	SandboxID       string           `json:"sandboxID"`
-	StartedAt       time.Time        `json:"startedAt"`
-	State           SandboxState     `json:"state"`
-	TemplateID      string           `json:"templateID"`
+	Alias               *string               `json:"alias,omitempty"`
+	AllowInternetAccess *bool                 `json:"allowInternetAccess,omitempty"`
+	ClientID            string                `json:"clientID"`
+	CpuCount            int32                 `json:"cpuCount"`
+	DiskSizeMB          int32                 `json:"diskSizeMB"`
+	Domain              *string               `json:"domain,omitempty"`
+	EndAt               time.Time             `json:"endAt"`
+	EnvdAccessToken     *string               `json:"envdAccessToken,omitempty"`
+	EnvdVersion         string                `json:"envdVersion"`
+	MemoryMB            int32                 `json:"memoryMB"`
+	Metadata            *SandboxMetadata      `json:"metadata,omitempty"`
+	Network             *SandboxNetworkConfig `json:"network,omitempty"`
+	SandboxID           string                `json:"sandboxID"`
+	StartedAt           time.Time             `json:"startedAt"`
+	State               SandboxState          `json:"state"`
+	TemplateID          string                `json:"templateID"`
 }
 
 // SandboxMetadata defines model for SandboxMetadata.
@@ -133,6 +135,13 @@ type SandboxNetworkConfig struct {
 	AllowOut           *[]string `json:"allowOut,omitempty"`
 	AllowPublicTraffic *bool     `json:"allowPublicTraffic,omitempty"`
 	DenyOut            *[]string `json:"denyOut,omitempty"`
+}
+
+// SandboxNetworkUpdateConfig PUT /sandboxes/{id}/network replaces the egress rules; an omitted field is cleared.
+type SandboxNetworkUpdateConfig struct {
+	AllowOut            *[]string `json:"allowOut,omitempty"`
+	AllowInternetAccess *bool     `json:"allow_internet_access,omitempty"`
+	DenyOut             *[]string `json:"denyOut,omitempty"`
 }
 
 // SandboxState defines model for SandboxState.
@@ -160,6 +169,9 @@ type PostSandboxesJSONRequestBody = NewSandbox
 
 // PostSandboxConnectJSONRequestBody defines body for PostSandboxConnect for application/json ContentType.
 type PostSandboxConnectJSONRequestBody = ConnectSandbox
+
+// PutSandboxNetworkJSONRequestBody defines body for PutSandboxNetwork for application/json ContentType.
+type PutSandboxNetworkJSONRequestBody = SandboxNetworkUpdateConfig
 
 // PostSandboxPauseJSONRequestBody defines body for PostSandboxPause for application/json ContentType.
 type PostSandboxPauseJSONRequestBody = PauseRequest
@@ -266,6 +278,14 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	PostSandboxConnect(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutSandboxNetworkWithBody performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
+	// with any type of body and a specified content type.
+	PutSandboxNetworkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSandboxNetwork performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request.
+	// Takes a body of the `application/json` content type.
+	PutSandboxNetwork(ctx context.Context, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostSandboxPauseWithBody performs a POST /sandboxes/{sandboxID}/pause (the `PostSandboxPause` operationId) request,
 	// with any type of body and a specified content type.
 	PostSandboxPauseWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -371,6 +391,34 @@ func (c *Client) PostSandboxConnectWithBody(ctx context.Context, sandboxID Sandb
 // Takes a body of the `application/json` content type.
 func (c *Client) PostSandboxConnect(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxConnectRequest(c.Server, sandboxID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSandboxNetworkWithBody performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) PutSandboxNetworkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSandboxNetworkRequestWithBody(c.Server, sandboxID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSandboxNetwork performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) PutSandboxNetwork(ctx context.Context, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSandboxNetworkRequest(c.Server, sandboxID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -623,6 +671,53 @@ func NewPostSandboxConnectRequestWithBody(server string, sandboxID SandboxID, co
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPutSandboxNetworkRequest calls the generic PutSandboxNetwork builder with application/json body
+func NewPutSandboxNetworkRequest(server string, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutSandboxNetworkRequestWithBody(server, sandboxID, "application/json", bodyReader)
+}
+
+// NewPutSandboxNetworkRequestWithBody constructs an http.Request for the PutSandboxNetwork method, with any body, and a specified content type
+func NewPutSandboxNetworkRequestWithBody(server string, sandboxID SandboxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxID", sandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandboxes/%s/network", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
@@ -894,6 +989,16 @@ type ClientWithResponsesInterface interface {
 	// PostSandboxConnectWithResponse performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	PostSandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error)
+
+	// PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	PutSandboxNetworkWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSandboxNetworkResponse, error)
+
+	// PutSandboxNetworkWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	PutSandboxNetworkWithResponse(ctx context.Context, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSandboxNetworkResponse, error)
 
 	// PostSandboxPauseWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/pause (the `PostSandboxPause` operationId) request,
 	// with any type of body and a specified content type.
@@ -1245,6 +1350,75 @@ func (r PostSandboxConnectResponse) ContentType() string {
 	return ""
 }
 
+type PutSandboxNetworkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutSandboxNetworkResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutSandboxNetworkResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutSandboxNetworkResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PutSandboxNetworkResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutSandboxNetworkResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSandboxNetworkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSandboxNetworkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSandboxNetworkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSandboxNetworkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PostSandboxPauseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1521,6 +1695,28 @@ func (c *ClientWithResponses) PostSandboxConnectWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParsePostSandboxConnectResponse(rsp)
+}
+
+// PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PutSandboxNetworkWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSandboxNetworkResponse, error) {
+	rsp, err := c.PutSandboxNetworkWithBody(ctx, sandboxID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSandboxNetworkResponse(rsp)
+}
+
+// PutSandboxNetworkWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PutSandboxNetworkWithResponse(ctx context.Context, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSandboxNetworkResponse, error) {
+	rsp, err := c.PutSandboxNetwork(ctx, sandboxID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSandboxNetworkResponse(rsp)
 }
 
 // PostSandboxPauseWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/pause (the `PostSandboxPause` operationId) request,
@@ -1827,6 +2023,63 @@ func ParsePostSandboxConnectResponse(rsp *http.Response) (*PostSandboxConnectRes
 	return response, nil
 }
 
+// ParsePutSandboxNetworkResponse parses an HTTP response from a PutSandboxNetworkWithResponse call
+func ParsePutSandboxNetworkResponse(rsp *http.Response) (*PutSandboxNetworkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSandboxNetworkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePostSandboxPauseResponse parses an HTTP response from a PostSandboxPauseWithResponse call
 func ParsePostSandboxPauseResponse(rsp *http.Response) (*PostSandboxPauseResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2019,6 +2272,9 @@ type ServerInterface interface {
 	// (POST /sandboxes/{sandboxID}/connect)
 	PostSandboxConnect(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
+	// (PUT /sandboxes/{sandboxID}/network)
+	PutSandboxNetwork(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
+
 	// (POST /sandboxes/{sandboxID}/pause)
 	PostSandboxPause(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
@@ -2135,6 +2391,32 @@ func (siw *ServerInterfaceWrapper) PostSandboxConnect(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostSandboxConnect(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSandboxNetwork operation middleware
+func (siw *ServerInterfaceWrapper) PutSandboxNetwork(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sandboxID" -------------
+	var sandboxID SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sandboxID", r.PathValue("sandboxID"), &sandboxID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSandboxNetwork(w, r, sandboxID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2394,6 +2676,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.DeleteSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.GetSandbox)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/timeout", wrapper.PostSandboxTimeout)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/sandboxes/{sandboxID}/network", wrapper.PutSandboxNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/pause", wrapper.PostSandboxPause)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/connect", wrapper.PostSandboxConnect)
 

@@ -1,0 +1,211 @@
+package e2b
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
+	"github.com/sandboxkit/sandbox/sberrors"
+)
+
+// envd acts as root on files; the contract wants the sandbox user's
+// rights. The checks below refuse, before anything is written, a change
+// the sandbox's user could not make (see the package doc's Files).
+
+// who is the sandbox's user as envd names file owners.
+type who struct {
+	user, group string // "" when unknown
+	root        bool
+}
+
+// identity returns who the sandbox's user is: the owner and group of its
+// home, looked up once per sandbox (Create already does it).
+func (r *Runtime) identity(ctx context.Context, id string, c *conn) (who, error) {
+	if r.cfg.user == "root" {
+		return who{user: "root", group: "root", root: true}, nil
+	}
+	if c.owner == "" {
+		if c.home != "" {
+			// Looked up, but this envd names no owner.
+			return who{}, nil
+		}
+		if _, err := r.home(ctx, id, c); err != nil {
+			return who{}, err
+		}
+		if nc := r.cached(id); nc != nil {
+			c = nc
+		}
+	}
+	return who{user: c.owner, group: c.group, root: c.owner == "root" || c.owner == "0"}, nil
+}
+
+// sticky reports whether envd's entry has the sticky bit, which envd's
+// numeric mode leaves out but its permission string shows ("dtrwxrwxrwx").
+func sticky(e *filesystem.EntryInfo) bool {
+	s := e.GetPermissions()
+	return len(s) > 9 && strings.ContainsAny(s[:len(s)-9], "t")
+}
+
+// abs makes p absolute against the home, as envd resolves it.
+func abs(c *conn, p string) string {
+	switch {
+	case p == "~":
+		return c.home
+	case strings.HasPrefix(p, "~/"):
+		return path.Join(c.home, p[2:])
+	case !path.IsAbs(p):
+		return path.Join(c.home, p)
+	}
+	return path.Clean(p)
+}
+
+// writableScript exits 0 when the user running it may create and remove
+// entries of directory $1.
+const writableScript = `test -w "$1" && test -x "$1"`
+
+// mayWriteDir reports whether u may create and remove entries of the
+// directory d, described by e: from owner, group and mode where they say,
+// else by asking a command run as the user.
+func (r *Runtime) mayWriteDir(ctx context.Context, id string, c *conn, u who, d string, e *filesystem.EntryInfo) (bool, error) {
+	if u.root {
+		return true, nil
+	}
+	mode := e.GetMode()
+	wx := func(shift uint) bool { return (mode>>shift)&3 == 3 }
+	switch {
+	case u.user != "" && e.GetOwner() == u.user:
+		return wx(6), nil
+	case u.group != "" && e.GetGroup() == u.group:
+		return wx(3), nil
+	case u.user != "" && wx(3) == wx(0):
+		// In the group or not, the answer is the same.
+		return wx(0), nil
+	}
+	// The user may be in the directory's group through a supplementary
+	// group, which Stat does not tell: ask.
+	st, err := r.Exec(ctx, id, &driver.Command{Args: []string{"sh", "-c", writableScript, "sh", d}, Dir: c.home,
+		Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: 30 * time.Second})
+	if err != nil {
+		return false, err
+	}
+	return st.ExitCode == 0, nil
+}
+
+// ownedBy reports whether u owns envd's entry e.
+func ownedBy(u who, e *filesystem.EntryInfo) bool { return u.user != "" && e.GetOwner() == u.user }
+
+// denied is the error for a change of p the sandbox's user may not make
+// because of directory d.
+func denied(op, p, d string, u who) error {
+	name := u.user
+	if name == "" {
+		name = "the sandbox's user"
+	}
+	return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s %s: %s may not write %s (the SDK applies the user's permissions; see WithRootFileAccess)", op, p, name, d)
+}
+
+// mayCreate checks that the sandbox's user may create p: it finds the
+// nearest existing directory at or above start (p's parent for a file;
+// p itself for MkdirAll, where existingOK says an existing p needs no
+// change) and checks that the user may write it. When start exists, is
+// sticky and replaced names an existing entry of it, the user must own
+// that entry or the directory. Where something other than a directory is
+// in the way, envd's own answer says so: no check then.
+func (r *Runtime) mayCreate(ctx context.Context, id string, c *conn, op, p, start, replaced string, existingOK bool) error {
+	if r.cfg.rootFiles {
+		return nil
+	}
+	u, err := r.identity(ctx, id, c)
+	if err != nil || u.root {
+		return err
+	}
+	if nc := r.cached(id); nc != nil {
+		c = nc
+	}
+	start = abs(c, start)
+	for d := start; ; d = path.Dir(d) {
+		e, err := r.statEntry(ctx, id, c, d)
+		switch {
+		case sberrors.CodeOf(err) == sberrors.NotFound && d != "/":
+			continue
+		case err != nil:
+			if errors.Is(err, sberrors.ErrStaleTransport) || errors.Is(err, sberrors.ErrPaused) ||
+				sberrors.CodeOf(err) == sberrors.Canceled || sberrors.CodeOf(err) == sberrors.DeadlineExceeded || ctx.Err() != nil {
+				return err
+			}
+			return nil // a file in the path (envd: internal "not a directory"): envd answers
+		case e.GetType() != filesystem.FileType_FILE_TYPE_DIRECTORY:
+			return nil
+		case existingOK && d == start:
+			return nil
+		}
+		ok, err := r.mayWriteDir(ctx, id, c, u, d, e)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return denied(op, p, d, u)
+		}
+		if replaced != "" && d == start && sticky(e) && !ownedBy(u, e) {
+			t, err := r.statEntry(ctx, id, c, abs(c, replaced))
+			if err == nil && !ownedBy(u, t) {
+				return denied(op, p, d, u)
+			}
+		}
+		return nil
+	}
+}
+
+// mayRemove checks that the sandbox's user may remove (or move away) p,
+// described by e: its directory must be writable by the user and, when
+// sticky, the user must own p or the directory.
+func (r *Runtime) mayRemove(ctx context.Context, id string, c *conn, op, p string, e *filesystem.EntryInfo) error {
+	if r.cfg.rootFiles {
+		return nil
+	}
+	u, err := r.identity(ctx, id, c)
+	if err != nil || u.root {
+		return err
+	}
+	if nc := r.cached(id); nc != nil {
+		c = nc
+	}
+	d := path.Dir(abs(c, p))
+	de, err := r.statEntry(ctx, id, c, d)
+	if err != nil {
+		return err
+	}
+	ok, err := r.mayWriteDir(ctx, id, c, u, d, de)
+	if err != nil {
+		return err
+	}
+	if !ok || (sticky(de) && !ownedBy(u, de) && !ownedBy(u, e)) {
+		return denied(op, p, d, u)
+	}
+	return nil
+}
+
+// mayRename checks that the sandbox's user may move from to to: remove
+// from (mayRemove) and create to, replacing what is there (mayCreate;
+// envd creates missing parents of to).
+func (r *Runtime) mayRename(ctx context.Context, id string, c *conn, op, from, to string) error {
+	if r.cfg.rootFiles {
+		return nil
+	}
+	e, err := r.statEntry(ctx, id, c, from)
+	if sberrors.CodeOf(err) == sberrors.NotFound {
+		return nil // envd's Move answers not_found
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.mayRemove(ctx, id, c, op, from, e); err != nil {
+		return err
+	}
+	return r.mayCreate(ctx, id, c, op, to, path.Dir(to), to, false)
+}
