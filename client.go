@@ -560,8 +560,10 @@ func (c *Client) handle(info Info, secrets [][]byte) *Sandbox {
 // Attach returns a handle on an existing sandbox by id. It does not change
 // the sandbox's lease or state; a paused sandbox stays paused. The handle
 // does not own the sandbox: its Destroy leaves the sandbox running (use
-// AttachOptions.Own or Client.Destroy to destroy it). A sandbox
-// that does not exist is NotFound.
+// AttachOptions.Own or Client.Destroy to destroy it), its Pause, Resume and
+// SetTimeout fail with FailedPrecondition, and its commands run within the
+// lease the owner set (see Sandbox.Owned). A sandbox that does not exist
+// is NotFound.
 func (c *Client) Attach(ctx context.Context, id string) (*Sandbox, error) {
 	return c.AttachWith(ctx, id, AttachOptions{})
 }
@@ -573,8 +575,11 @@ type AttachOptions struct {
 	// creating handle did.
 	SecretEnv map[string]string
 	// Own makes the handle the sandbox's owner, as if this process had
-	// created it: its Destroy destroys the sandbox. Without it, Destroy on
-	// the handle only forgets the sandbox (see Sandbox.Destroy).
+	// created it: its Destroy destroys the sandbox, and it may Pause,
+	// Resume and SetTimeout, and extend the lease for its commands.
+	// Without it, Destroy on the handle only forgets the sandbox (see
+	// Sandbox.Destroy) and the other lifecycle calls fail with
+	// FailedPrecondition.
 	Own bool
 }
 
@@ -827,7 +832,7 @@ func (c *Client) wake(ctx context.Context, info Info) (Info, error) {
 		return info, nil
 	}
 	sb := c.handle(info, nil)
-	if err := sb.Resume(ctx); err != nil {
+	if err := sb.resume(ctx); err != nil {
 		return info, err
 	}
 	return sb.Info(), nil

@@ -48,6 +48,7 @@ var (
 	ErrNotDirectory       = sberrors.ErrNotDirectory
 	ErrOutcomeUnknown     = sberrors.ErrOutcomeUnknown
 	ErrClosed             = sberrors.ErrClosed
+	ErrLeaseExpired       = sberrors.ErrLeaseExpired
 	// ErrStaleTransport reports a call that failed before the provider could
 	// have acted on it; the portable layer resets the transport and retries
 	// such a call once, so callers see it only when the retry failed too.

@@ -29,6 +29,12 @@ const DefaultScheme = "local"
 //	import _ "github.com/sandboxkit/sandbox/provider/local"
 //
 // Query parameters are provider options documented by each provider.
+// The Client's options reach the provider too: the logger given with
+// WithLogger receives the provider's own events (the local provider's
+// warnings about degraded isolation or commands run as root, the leases
+// it ends), as the provider's own WithLogger would. The call bounds
+// (WithCallTimeouts, WithCommandTimeout, WithCleanupTimeout) are applied
+// by the Client to every call it makes on the provider.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	const op = "open"
 	o := newOptions(opts)
@@ -66,7 +72,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		return nil, invalid(op, "", "", "URL scheme", "%q is not registered (registered: %s)%s",
 			printable(u.Scheme), strings.Join(Schemes(), ", "), hint)
 	}
-	rt, err := opener(ctx, u)
+	rt, err := opener(ctx, u, driver.OpenOptions{Logger: o.log})
 	if err != nil {
 		return nil, &Error{Op: op, Provider: u.Scheme, Code: CodeOf(err), Err: err}
 	}

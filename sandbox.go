@@ -117,7 +117,10 @@ func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
 
 // Owned reports whether the handle owns its sandbox: it was made by
 // Create (or by the GetOrCreate call that reported created), or attached
-// with AttachOptions.Own. Only an owner's Destroy destroys.
+// with AttachOptions.Own. Only an owner's Destroy destroys; only an owner
+// may Pause, Resume or SetTimeout (other handles get FailedPrecondition);
+// only an owner's Exec and Start extend the lease to cover the command.
+// Every handle may run commands and move files.
 func (s *Sandbox) Owned() bool { return s.owned }
 
 // Destroy ends the sandbox if the handle owns it (see Owned). On a handle
@@ -161,7 +164,12 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 
 // SetTimeout makes the lease end no sooner than d from now. It only ever
 // extends: when the lease already ends later, it does nothing (a shorter
-// value never cuts a lease another caller extended).
+// value never cuts a lease another caller extended). Only a handle that
+// owns its sandbox (see Owned) may change its lease: on any other handle
+// SetTimeout fails with FailedPrecondition and changes nothing, so that
+// code that attached to look at a sandbox cannot keep it alive (and
+// billed) behind its owner's back; attach with AttachOptions.Own to take
+// charge of a sandbox deliberately.
 func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 	const op = "set-timeout"
 	if d <= 0 {
@@ -170,36 +178,27 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 	if m := s.c.caps.MaxLease; m > 0 && d > m {
 		return invalid(op, s.c.rt.Name(), s.id, "timeout", "%v exceeds the provider's maximum lease %v", d, m)
 	}
-	want := time.Now().Add(d)
-	// Read the current end first (never a cached one: a resume elsewhere
-	// may have shortened it), and only ever move it later.
-	in, err := s.Refresh(ctx)
-	if err != nil {
+	if !s.owned {
+		return s.notOwned(op, "extend the lease of")
+	}
+	if err := s.c.checkOpen(op, s.id); err != nil {
 		return err
 	}
-	if !in.LeaseEnd.IsZero() && !in.LeaseEnd.Before(want) {
-		return nil
-	}
-	ctx, end := bound(ctx, op, s.c.calls.Lease)
-	err = end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.SetTimeout(ctx, s.id, time.Until(want)) }))
-	if err != nil {
-		return s.wrap(op, "", err)
-	}
-	s.mu.Lock()
-	if s.info.LeaseEnd.Before(want) {
-		s.info.LeaseEnd = want
-	}
-	s.mu.Unlock()
-	return nil
+	return s.wrap(op, "", s.extendLease(ctx, d, false))
 }
 
 // Pause freezes the sandbox (see Capabilities.PauseKeepsMemory). Providers
-// without pause return an error matching ErrUnimplemented.
+// without pause return an error matching ErrUnimplemented. Only a handle
+// that owns its sandbox (see Owned) may pause it: on any other handle
+// Pause fails with FailedPrecondition and leaves the sandbox running.
 func (s *Sandbox) Pause(ctx context.Context) error {
 	const op = "pause"
 	p, ok := s.c.rt.(driver.Pauser)
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
+	}
+	if !s.owned {
+		return s.notOwned(op, "pause")
 	}
 	ctx, end := bound(ctx, op, s.c.calls.Pause)
 	err := end(s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) }))
@@ -213,7 +212,20 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 }
 
 // Resume thaws a paused sandbox. Resuming a running sandbox does nothing.
+// Only a handle that owns its sandbox (see Owned) may resume it: on any
+// other handle Resume fails with FailedPrecondition and leaves the
+// sandbox as it is.
 func (s *Sandbox) Resume(ctx context.Context) error {
+	const op = "resume"
+	if _, ok := s.c.rt.(driver.Pauser); ok && !s.owned {
+		return s.notOwned(op, "resume")
+	}
+	return s.resume(ctx)
+}
+
+// resume is Resume without the ownership check, for GetOrCreate, which
+// wakes the sandbox it hands out.
+func (s *Sandbox) resume(ctx context.Context) error {
 	const op = "resume"
 	p, ok := s.c.rt.(driver.Pauser)
 	if !ok {
@@ -380,7 +392,18 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 }
 
 // Exec runs cmd in the sandbox and waits for it. A non-zero exit code is a
-// Result, not an error. When cmd.Timeout (or the Client default) expires,
+// Result, not an error.
+//
+// The lease covers the command: when the lease this handle knows (from
+// Create, Attach, Refresh, Resume or SetTimeout) ends before the command's
+// effective timeout plus half of CommandLeaseGrace from now, Exec first
+// extends it to the timeout plus CommandLeaseGrace, once, as SetTimeout does (extend-only; at most the provider's
+// Capabilities.MaxLease, so a longer command on a provider with a maximum
+// lease can still outlive it). A command that fits costs no extra call. A
+// handle that does not own its sandbox (see Owned) never extends the
+// lease: its commands run within the lease the owner set. When a lease
+// ends while the command runs anyway, the error matches ErrLeaseExpired
+// (with the partial Result when the provider reported the command killed). When cmd.Timeout (or the Client default) expires,
 // the command is ended and Exec returns a Result with TimedOut set, the
 // output produced so far and a nil error. When ctx ends first, Exec returns
 // the partial Result (TimedOut set, TimeoutBy TimeoutContext when ctx had a
@@ -420,6 +443,10 @@ func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.coverLease(ctx, op, p.timeout); err != nil {
+		p.stdin.close()
+		return nil, p, s.wrapPlan(op, p, err)
+	}
 	started := time.Now()
 	var st driver.ExitStatus
 	// Without a ctx deadline the provider gets the command's timeout plus
@@ -452,7 +479,10 @@ func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*
 			}
 			return res, p, s.wrapPlan(op, p, ctxErr)
 		}
-		return nil, p, s.wrapPlan(op, p, err)
+		return nil, p, s.wrapPlan(op, p, s.lostToLease(ctx, op, err))
+	}
+	if lerr := s.killedByLease(ctx, op, res); lerr != nil {
+		return res, p, s.wrapPlan(op, p, lerr)
 	}
 	return res, p, nil
 }
@@ -464,7 +494,9 @@ func (s *Sandbox) wrapPlan(op string, p *execPlan, err error) error {
 
 // Start starts cmd in the background and returns at once. The process
 // outlives ctx (which bounds only the start); cmd.Timeout, when set, bounds
-// its lifetime. Its output is captured (up to MaxOutput per stream) for
+// its lifetime, and the lease is extended to cover it as for Exec (a
+// process without a Timeout gets no extension: it may run for ever). Its
+// output is captured (up to MaxOutput per stream) for
 // Wait and streamed to cmd.Stdout and cmd.Stderr. Close the Process (or
 // Wait for it) to release its stream. Providers without background
 // processes return an error matching ErrUnimplemented.
@@ -477,6 +509,10 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	p, err := s.plan(ctx, op, cmd, true, false)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.coverLease(ctx, op, p.timeout); err != nil {
+		p.stdin.close()
+		return nil, s.wrapPlan(op, p, err)
 	}
 	var h driver.ProcessHandle
 	err = s.c.retry(ctx, op, false, func() bool { return p.stdin.consumed() == 0 }, func() error {
@@ -550,7 +586,7 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	p.mu.Unlock()
 	st, err := p.h.Wait(ctx)
 	if err != nil {
-		return nil, p.sb.wrapPlan(op, p.plan, err)
+		return nil, p.sb.wrapPlan(op, p.plan, p.sb.lostToLease(ctx, op, err))
 	}
 	p.mu.Lock()
 	if p.result == nil { // the first Wait to see the exit builds the Result
@@ -559,6 +595,9 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 	r := p.result
 	p.mu.Unlock()
 	_ = p.Close()
+	if lerr := p.sb.killedByLease(ctx, op, r); lerr != nil {
+		return r, p.sb.wrapPlan(op, p.plan, lerr)
+	}
 	return r, nil
 }
 

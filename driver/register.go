@@ -3,14 +3,27 @@ package driver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"regexp"
 	"slices"
 	"sync"
 )
 
-// Opener opens a provider from a URL whose scheme it was registered for.
-type Opener func(ctx context.Context, u *url.URL) (Runtime, error)
+// Opener opens a provider from a URL whose scheme it was registered for,
+// configured by o as well as by the URL.
+type Opener func(ctx context.Context, u *url.URL, o OpenOptions) (Runtime, error)
+
+// OpenOptions are the settings sandbox.Open hands to an Opener from the
+// options it was given, so that a provider opened by URL reports and
+// behaves as one its own constructor made with the same settings would.
+type OpenOptions struct {
+	// Logger receives the provider's own events (degraded isolation, a
+	// lease it enforced, a failed clean-up): the logger given to
+	// sandbox.Open with sandbox.WithLogger. It is never nil (a logger that
+	// discards when none was given).
+	Logger *slog.Logger
+}
 
 var (
 	registryMu sync.RWMutex

@@ -197,7 +197,8 @@ func home(sb *sandbox.Sandbox) string {
 // is safe.
 //
 // Start extends the sandbox's lease to cover the budget (up to the
-// provider's maximum lease).
+// provider's maximum lease) when sb owns the sandbox (sandbox.Sandbox.Owned);
+// through a handle that only attached, the lease stays its owner's to set.
 func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) {
 	const op = "start"
 	if sb == nil {
@@ -287,8 +288,13 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) 
 }
 
 // extendLease makes the sandbox's lease cover budget, as far as the
-// provider allows.
+// provider allows, through a handle that owns the sandbox; a handle that
+// only attached leaves the lease to the sandbox's owner (see
+// sandbox.Sandbox.SetTimeout).
 func extendLease(ctx context.Context, sb *sandbox.Sandbox, budget time.Duration) error {
+	if !sb.Owned() {
+		return nil
+	}
 	lease := budget + time.Minute
 	if m := sb.Client().Capabilities().MaxLease; m > 0 && lease > m {
 		lease = m

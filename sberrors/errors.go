@@ -126,6 +126,13 @@ var (
 	ErrOutcomeUnknown error = &codeError{Unavailable, "outcome unknown: the request may have been executed"}
 	// ErrClosed reports a call on a closed Client or Process (FailedPrecondition).
 	ErrClosed error = &codeError{FailedPrecondition, "closed"}
+	// ErrLeaseExpired reports a command (or another call) that failed
+	// because the sandbox's lease ended while it ran: the provider
+	// destroyed the sandbox (NotFound, the Code of this sentinel) or, with
+	// AutoPause, paused it (the error then has Code FailedPrecondition and
+	// matches ErrPaused too). Extend the lease with SetTimeout, or create
+	// the sandbox with a longer lease.
+	ErrLeaseExpired error = &codeError{NotFound, "the sandbox's lease ended"}
 )
 
 // ErrStaleTransport is returned by drivers when a request could not have

@@ -136,7 +136,7 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 
 	// A sandbox paused behind the session's back is woken for the next call.
 	if c2.Capabilities().Pause {
-		other, err := newClient(t).Attach(ctx, s3.ID())
+		other, err := newClient(t).AttachWith(ctx, s3.ID(), sandbox.AttachOptions{Own: true}) // pausing takes the owner
 		if err != nil {
 			t.Fatal(err)
 		}

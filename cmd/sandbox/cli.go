@@ -243,13 +243,18 @@ func (a *app) providerScheme() string {
 // secrets are the --secret-env values the handle redacts from the output
 // and errors of what f does with it.
 func (a *app) withSandbox(ctx context.Context, id string, secrets map[string]string, f func(c *sandbox.Client, sb *sandbox.Sandbox) error) error {
+	return a.attach(ctx, id, sandbox.AttachOptions{SecretEnv: secrets}, f)
+}
+
+// attach is withSandbox with the attach options spelled out.
+func (a *app) attach(ctx context.Context, id string, opts sandbox.AttachOptions, f func(c *sandbox.Client, sb *sandbox.Sandbox) error) error {
 	actx, end := a.ctl(ctx, "attaching to "+id)
 	c, err := a.client(actx)
 	if err != nil {
 		return end(err)
 	}
 	defer c.Close()
-	sb, err := c.AttachWith(actx, id, sandbox.AttachOptions{SecretEnv: secrets})
+	sb, err := c.AttachWith(actx, id, opts)
 	if err = end(err); err != nil {
 		return err
 	}
@@ -258,10 +263,12 @@ func (a *app) withSandbox(ctx context.Context, id string, secrets map[string]str
 
 // withSandboxCtl is withSandbox for a verb that is a control-plane call
 // itself (info, pause, resume, timeout): the whole of it, f included, is
-// bounded by --call-timeout, and f gets the bounded context.
+// bounded by --call-timeout, and f gets the bounded context. The handle
+// owns the sandbox (AttachOptions.Own): naming a sandbox to pause, resume
+// or extend is the deliberate act that takes charge of it.
 func (a *app) withSandboxCtl(ctx context.Context, what, id string, f func(ctx context.Context, sb *sandbox.Sandbox) error) error {
 	ctx, end := a.ctl(ctx, what)
-	return end(a.withSandbox(ctx, id, nil, func(_ *sandbox.Client, sb *sandbox.Sandbox) error { return f(ctx, sb) }))
+	return end(a.attach(ctx, id, sandbox.AttachOptions{Own: true}, func(_ *sandbox.Client, sb *sandbox.Sandbox) error { return f(ctx, sb) }))
 }
 
 // completeIDs completes a sandbox id argument from the provider's list.

@@ -43,7 +43,7 @@ func init() {
 // openURL opens "daytona://" URLs. Query parameters: api_url, target,
 // snapshot, organization_id, toolbox=legacy. The API key comes only from
 // DAYTONA_API_KEY: never put a key in a URL.
-func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
+func openURL(ctx context.Context, u *url.URL, _ driver.OpenOptions) (driver.Runtime, error) {
 	q := u.Query()
 	var opts []Option
 	for k, v := range q {

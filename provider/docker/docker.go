@@ -183,7 +183,7 @@ func init() {
 // address, default DOCKER_HOST), image (the default template), user, home,
 // runtime (runsc for gVisor), network (default none), readonly (1: a
 // read-only root file system), keyfile (the owner key's file).
-func openURL(ctx context.Context, u *url.URL) (driver.Runtime, error) {
+func openURL(ctx context.Context, u *url.URL, _ driver.OpenOptions) (driver.Runtime, error) {
 	var opts []Option
 	for k, v := range u.Query() {
 		val := v[len(v)-1]

@@ -55,7 +55,7 @@ func TestOwnershipFollowsKey(t *testing.T) {
 	// endpoint reads a frozen container) and resumes it.
 	require.NoError(t, sb.Pause(ctx))
 	fresh := newClient(t)
-	got, err = fresh.Attach(ctx, sb.ID())
+	got, err = fresh.AttachWith(ctx, sb.ID(), sandbox.AttachOptions{Own: true}) // resuming takes the owner
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.StatePaused, got.Info().State)
 	require.NoError(t, got.Resume(ctx))

@@ -108,11 +108,11 @@ func TestFileAccessURL(t *testing.T) {
 	require.True(t, ok)
 	for _, v := range []string{"root", "user"} {
 		u, _ := url.Parse("e2b://?file_access=" + v)
-		_, err := open(context.Background(), u)
+		_, err := open(context.Background(), u, driver.OpenOptions{})
 		assert.NoError(t, err, "file_access=%s", v)
 	}
 	u, _ := url.Parse("e2b://?file_access=admin")
-	_, err := open(context.Background(), u)
+	_, err := open(context.Background(), u, driver.OpenOptions{})
 	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err), "%v", err)
 	assert.Contains(t, err.Error(), "file_access")
 }

@@ -157,7 +157,7 @@ const hobbyMaxLease = time.Hour
 var keyRE = regexp.MustCompile(`^e2b_[0-9a-f]+$`)
 
 func init() {
-	driver.Register(Scheme, func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
+	driver.Register(Scheme, func(ctx context.Context, u *url.URL, _ driver.OpenOptions) (driver.Runtime, error) {
 		return openURL(u)
 	})
 }

@@ -176,7 +176,7 @@ func TestListPaginationAndFilters(t *testing.T) {
 	if n := e.fake.Count("GET /v2/sandboxes"); n != 3 {
 		t.Fatalf("%d list requests, want 3 pages of 2", n)
 	}
-	paused, err := e.client.Attach(ctx, ids[0])
+	paused, err := e.client.AttachWith(ctx, ids[0], sandbox.AttachOptions{Own: true}) // pausing takes the owner
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,12 @@ import (
 )
 
 func init() {
-	driver.Register("local", func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
+	driver.Register("local", func(ctx context.Context, u *url.URL, o driver.OpenOptions) (driver.Runtime, error) {
 		opts, err := optionsFromURL(u)
 		if err != nil {
 			return nil, err
 		}
-		return New(opts...)
+		return New(append([]Option{WithLogger(o.Logger)}, opts...)...)
 	})
 }
 

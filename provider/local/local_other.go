@@ -13,12 +13,12 @@ import (
 )
 
 func init() {
-	driver.Register("local", func(ctx context.Context, u *url.URL) (driver.Runtime, error) {
+	driver.Register("local", func(ctx context.Context, u *url.URL, o driver.OpenOptions) (driver.Runtime, error) {
 		opts, err := optionsFromURL(u)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := New(opts...); err != nil {
+		if _, err := New(append([]Option{WithLogger(o.Logger)}, opts...)...); err != nil {
 			return nil, err
 		}
 		return nil, errUnsupported

@@ -198,6 +198,82 @@ type box struct {
 	rootFiles bool // the file methods act as root (WithRootFileAccess)
 	files     map[string]*node
 	procs     map[int]*proc
+	execs     map[*liveExec]struct{} // running Execs, ended with the sandbox
+}
+
+// liveExec is a running Exec. Ending its sandbox (Destroy, the end of the
+// lease) ends it, as the real services end every command of a sandbox
+// they stop: the Exec fails with ErrOutcomeUnknown, as a connection to a
+// sandbox that went away does.
+type liveExec struct {
+	lost    context.CancelCauseFunc
+	timer   *time.Timer
+	stopped bool
+}
+
+// errSandboxEnded is the cause a running Exec is ended with when its
+// sandbox ends.
+var errSandboxEnded = errors.New("the sandbox ended while the command ran")
+
+// endExecsLocked ends the running Execs of b.
+func endExecsLocked(b *box) {
+	for e := range b.execs {
+		e.lost(errSandboxEnded)
+		delete(b.execs, e)
+	}
+}
+
+// trackExec registers a running Exec of sandbox id, and arms a timer that
+// ends the lease (and with it the Exec) when it runs out while the Exec
+// runs. stop unregisters it.
+func (r *Runtime) trackExec(id string, lost context.CancelCauseFunc) (stop func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.boxes[id]
+	if !ok {
+		lost(errSandboxEnded)
+		return func() {}
+	}
+	return r.trackLocked(id, b, lost)
+}
+
+// trackLocked is trackExec for sandbox b, with r.mu held.
+func (r *Runtime) trackLocked(id string, b *box, lost context.CancelCauseFunc) (stop func()) {
+	e := &liveExec{lost: lost}
+	if b.execs == nil {
+		b.execs = map[*liveExec]struct{}{}
+	}
+	b.execs[e] = struct{}{}
+	r.armLocked(id, b, e)
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		e.stopped = true
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+		delete(b.execs, e)
+	}
+}
+
+// armLocked sets e's timer for the end of b's lease; when it fires, the
+// leases are enforced and, if b lives on (its lease was extended), the
+// timer is set again for the new end.
+func (r *Runtime) armLocked(id string, b *box, e *liveExec) {
+	if b.info.LeaseEnd.IsZero() {
+		return
+	}
+	e.timer = time.AfterFunc(max(b.info.LeaseEnd.Sub(r.now()), 0), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if e.stopped {
+			return
+		}
+		r.expireLocked()
+		if _, live := b.execs[e]; live && r.boxes[id] == b {
+			r.armLocked(id, b, e)
+		}
+	})
 }
 
 type fault struct {
@@ -276,7 +352,7 @@ var (
 )
 
 func init() {
-	driver.Register(Scheme, func(_ context.Context, u *url.URL) (driver.Runtime, error) {
+	driver.Register(Scheme, func(_ context.Context, u *url.URL, _ driver.OpenOptions) (driver.Runtime, error) {
 		if len(u.Query()) > 0 {
 			return nil, sberrors.Errorf(sberrors.InvalidArgument, "memory: URL takes no query parameters")
 		}
@@ -367,6 +443,7 @@ func (r *Runtime) expireLocked() {
 		if b.info.LeaseEnd.IsZero() || now.Before(b.info.LeaseEnd) {
 			continue
 		}
+		endExecsLocked(b)
 		if b.auto {
 			b.info.State = driver.StatePaused
 			b.info.LeaseEnd = time.Time{}
@@ -551,6 +628,7 @@ func (r *Runtime) Destroy(_ context.Context, id string) error {
 		for _, p := range b.procs {
 			p.cancel()
 		}
+		endExecsLocked(b)
 		delete(r.boxes, id)
 	}
 	return nil
@@ -637,9 +715,16 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	}
 	cctx, cancel := context.WithTimeout(ctx, cmd.Timeout)
 	defer cancel()
-	code := r.runTop(cctx, c)
+	lctx, lost := context.WithCancelCause(cctx)
+	defer lost(nil)
+	stop := r.trackExec(id, lost)
+	code := r.runTop(lctx, c)
+	stop()
 	if ctx.Err() != nil {
 		return driver.ExitStatus{ExitCode: -1}, ctx.Err()
+	}
+	if context.Cause(lctx) == errSandboxEnded {
+		return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("memory: sandbox %s: %w: %w", id, errSandboxEnded, sberrors.ErrOutcomeUnknown)
 	}
 	if cctx.Err() != nil {
 		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
@@ -794,10 +879,13 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *driver.Command) (driv
 	p.cancel = cancel
 	c := r.newCall(id, b, cmd, p.out, p.err)
 	b.procs[p.pid] = p
+	// The end of the lease ends the process as it ends an Exec.
+	untrack := r.trackLocked(id, b, func(error) { cancel() })
 	go func() {
 		defer close(p.done)
 		defer cancel()
 		code := r.runTop(pctx, c)
+		untrack()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
