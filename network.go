@@ -314,8 +314,8 @@ func networkPolicyOf(p *driver.NetworkPolicy) *NetworkPolicy {
 }
 
 // SetNetwork replaces the sandbox's network policy while it runs. Only
-// the owner may change it (see Owned): an attached handle gets
-// PermissionDenied. The policy is validated as at Create and refused with
+// the owner may change it (see Owned): on any other handle it fails with
+// FailedPrecondition, as Pause, Resume and SetTimeout do. The policy is validated as at Create and refused with
 // FailedPrecondition where the provider cannot enforce it; providers that
 // cannot change it at run time (Capabilities.NetworkUpdate false) return
 // an error matching ErrUnimplemented. On success Info reports the new
@@ -328,7 +328,7 @@ func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
 		return err
 	}
 	if !s.owned {
-		return s.wrap(op, "", fmt.Errorf("sandbox: only the sandbox's owner may change its network policy (attach with AttachOptions.Own): %w", ErrPermission))
+		return s.notOwned(op, "change the network policy of")
 	}
 	ns, ok := s.c.rt.(driver.NetworkSetter)
 	if !ok {

@@ -302,8 +302,8 @@ func testNetworkSet(ctx context.Context, t *testing.T, s *suite) {
 	}
 	other, err := s.c.Attach(ctx, sb.ID())
 	check(t, err)
-	if err := other.SetNetwork(ctx, to.give); !errors.Is(err, sandbox.ErrPermission) {
-		t.Errorf("SetNetwork on an attached handle: %v, want PermissionDenied", err)
+	if err := other.SetNetwork(ctx, to.give); !errors.Is(err, sandbox.ErrFailedPrecondition) {
+		t.Errorf("SetNetwork on an attached handle: %v, want FailedPrecondition", err)
 	}
 	check(t, sb.SetNetwork(ctx, to.give))
 	if msg := samePolicy(sb.Info().Network, to.want); msg != "" {
