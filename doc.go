@@ -11,12 +11,24 @@
 // a stale transport, and destroying a sandbox whose Create finished after
 // the caller gave up.
 //
+// The usual job (write input files, run a program, read back what it
+// wrote) is one call, [Sandbox.Run]:
+//
 //	client, err := sandbox.Open(ctx, "") // SANDBOX_URL, else the local provider
-//	sb, err := client.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"session": id}})
+//	sb, err := client.Create(ctx, sandbox.CreateOptions{})
 //	defer sb.Destroy(ctx)
-//	err = sb.WriteFile(ctx, "main.py", code)
-//	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "main.py"}, Timeout: time.Minute})
-//	fmt.Println(res.ExitCode, string(res.Stdout), string(res.Stderr))
+//	res, err := sb.Run(ctx, sandbox.Command{Args: []string{"python3", "stats.py"}, Timeout: time.Minute}, sandbox.RunOptions{
+//		Files:   []sandbox.File{{Path: "a.csv", Data: a}, {Path: "b.csv", Data: b}, {Path: "stats.py", Data: script}},
+//		Outputs: []string{"stats.json"},
+//	})
+//	var ee *sandbox.ExitError
+//	if errors.As(err, &ee) { ... } // it ran and failed: ee.ExitCode, ee.Stderr
+//	fmt.Printf("%s", res.Files["stats.json"])
+//
+// [Sandbox.Output] returns one command's stdout under the same rule: a
+// command that ran and failed is an *ExitError, any other failure an
+// *Error. [Sandbox.Exec] returns the whole Result instead, a non-zero
+// exit included.
 //
 // # Commands
 //
@@ -26,12 +38,26 @@
 // The command's Timeout is always sent to the provider (no hidden provider
 // default applies) and is bounded by ctx's deadline; Result.TimeoutBy says
 // which of the two ended the command. A non-zero exit code is a Result,
-// never an error.
+// never an error (Output and Run make it an *ExitError).
+//
+// # Leases and ownership
+//
+// A sandbox lives until its lease ends (CreateOptions.Timeout). On a
+// handle that owns its sandbox (see [Sandbox.Owned]), Exec, Output, Run
+// and Start first extend a lease that would end before the command's
+// timeout plus [CommandLeaseGrace], at most to Capabilities.MaxLease, so a
+// command is not cut off by a lease shorter than its timeout; a command
+// lost to the end of the lease anyway fails with an error matching
+// ErrLeaseExpired. Only the owner changes the sandbox's lifecycle: Pause,
+// Resume, SetTimeout and SetNetwork on any other handle fail with
+// FailedPrecondition, and its Destroy only forgets the handle.
 //
 // # Errors
 //
-// Every method returns *Error, which carries the operation, provider,
-// sandbox id, path and a Code. Use CodeOf(err) or errors.Is with the
+// Every method's error is an *Error (a batch, such as WriteFiles, joins
+// one per failed file with errors.Join; Output and Run report a command
+// that ran and failed as an *ExitError). An *Error carries the operation,
+// provider, sandbox id, path and a Code. Use CodeOf(err) or errors.Is with the
 // sentinels (ErrNotFound, ErrPaused, ErrLimit, ErrStaleTransport, ...); a
 // missing file also matches fs.ErrNotExist. Bad input is InvalidArgument
 // and the message names the input. Error text never holds API keys,
@@ -76,6 +102,9 @@
 //     ctx's deadline (CallTimeouts.CreateRetry). A missing template, bad
 //     credentials, invalid input or an outcome-unknown create are never
 //     retried.
+//   - WaitForPort with a ctx that has no deadline: DefaultPortWait (60 s;
+//     WaitForPortOptions.Timeout), so a wait for a server that never
+//     listens ends on its own.
 //   - Clean-up of a sandbox orphaned by a failed create: 30 s
 //     (WithCleanupTimeout).
 //
