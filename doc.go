@@ -44,11 +44,11 @@
 //
 // A sandbox lives until its lease ends (CreateOptions.Timeout). On a
 // handle that owns its sandbox (see [Sandbox.Owned]), Exec, Output, Run
-// and Start first extend a lease that would end before the command's
-// timeout plus [CommandLeaseGrace], at most to Capabilities.MaxLease, so a
-// command is not cut off by a lease shorter than its timeout; a command
-// lost to the end of the lease anyway fails with an error matching
-// ErrLeaseExpired. Only the owner changes the sandbox's lifecycle: Pause,
+// and Start first extend a lease that would end during the command's
+// timeout to that timeout plus [CommandLeaseGrace], at most to
+// Capabilities.MaxLease, so a command is not cut off by a lease shorter
+// than its timeout; a command lost to the end of the lease anyway fails
+// with an error matching ErrLeaseExpired. Only the owner changes the sandbox's lifecycle: Pause,
 // Resume, SetTimeout and SetNetwork on any other handle fail with
 // FailedPrecondition, and its Destroy only forgets the handle.
 //
