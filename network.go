@@ -315,11 +315,11 @@ func networkPolicyOf(p *driver.NetworkPolicy) *NetworkPolicy {
 
 // SetNetwork replaces the sandbox's network policy while it runs. Only
 // the owner may change it (see Owned): on any other handle it fails with
-// FailedPrecondition, as Pause, Resume and SetTimeout do. The policy is validated as at Create and refused with
-// FailedPrecondition where the provider cannot enforce it; providers that
-// cannot change it at run time (Capabilities.NetworkUpdate false) return
-// an error matching ErrUnimplemented. On success Info reports the new
-// policy.
+// FailedPrecondition, as Pause, Resume and SetTimeout do. The policy is
+// validated as at Create and refused with FailedPrecondition where the
+// provider cannot enforce it; providers that cannot change it at run time
+// (Capabilities.NetworkUpdate false) return an error matching
+// ErrUnimplemented. On success Info reports the new policy.
 func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
 	const op = "set-network"
 	name := s.c.rt.Name()

@@ -71,9 +71,11 @@ type WaitForPortOptions struct {
 	// before the port listens, the wait fails at once with Code
 	// FailedPrecondition and a message giving its exit status and the
 	// last bytes of its stderr (Process.Wait returns its whole Result).
-	// A process that exits after handing the port to a child (a server
-	// that daemonizes) is not a failure: the port is checked once more
-	// before failing.
+	// A process that exits with status 0 may have handed the port to a
+	// child (a server that daemonizes, or "srv &" in a shell): the wait
+	// then goes on polling until its usual end, whose error says that the
+	// process exited. Any other exit is checked against the port once
+	// more before failing.
 	Process *Process
 	// Timeout bounds the wait when ctx has no deadline: zero means
 	// DefaultPortWait, a negative value waits as long as ctx does. A
@@ -148,9 +150,14 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		}
 		return listening(string(res.Stdout), port), nil
 	}
+	var handedOff bool // the server exited 0: a child may listen later
 	ended := func() error {
-		return s.wrap(op, "", fmt.Errorf("port %d not listening after %v (%d polls of /proc/net/tcp and /proc/net/tcp6): %w",
-			port, time.Since(start).Round(time.Millisecond), polls, context.Cause(ctx)))
+		note := ""
+		if handedOff {
+			note = fmt.Sprintf("; the server (pid %d) exited with code 0 and nothing it left listens", opts.Process.PID())
+		}
+		return s.wrap(op, "", fmt.Errorf("port %d not listening after %v (%d polls of /proc/net/tcp and /proc/net/tcp6)%s: %w",
+			port, time.Since(start).Round(time.Millisecond), polls, note, context.Cause(ctx)))
 	}
 	died := func(r *Result) error {
 		// The server may have handed the port on before exiting: look once more.
@@ -158,6 +165,15 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 			return nil
 		}
 		return s.wrap(op, "", &serverExitedError{port: port, pid: opts.Process.PID(), res: r})
+	}
+	// exit handles the server's exit: a failure ends the wait, a success
+	// stops the watch (nil blocks for ever in a select) and the polls go on.
+	exit := func(r *Result) (error, bool) {
+		if r.Success() {
+			handedOff, exited = true, nil
+			return nil, false
+		}
+		return died(r), true
 	}
 
 	delay := 25 * time.Millisecond
@@ -168,7 +184,10 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		case <-ctx.Done():
 			return ended()
 		case r := <-exited:
-			return died(r)
+			if err, done := exit(r); done {
+				return err
+			}
+			continue
 		case <-t.C:
 		}
 		ok, err := poll()
@@ -183,7 +202,9 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		}
 		select {
 		case r := <-exited:
-			return died(r)
+			if err, done := exit(r); done {
+				return err
+			}
 		default:
 		}
 		delay = min(delay*2, time.Second)

@@ -49,6 +49,13 @@ func fill(t *testing.T, v any) {
 		case f.Kind() == reflect.Map && f.Type().Elem().Kind() == reflect.String:
 			f.Set(reflect.MakeMap(f.Type()))
 			f.SetMapIndex(reflect.ValueOf("k"), reflect.ValueOf("v"))
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+			f.Set(reflect.ValueOf([]string{"v" + rv.Type().Field(i).Name}).Convert(f.Type()))
+		case f.Kind() == reflect.Struct:
+			fill(t, f.Addr().Interface())
+		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+			f.Set(reflect.New(f.Type().Elem()))
+			fill(t, f.Interface())
 		default:
 			t.Fatalf("fill: no value for %s.%s (%s): teach the test", rv.Type(), rv.Type().Field(i).Name, f.Type())
 		}
@@ -79,7 +86,14 @@ func sameFields(t *testing.T, d, user any, skip ...string) {
 func TestConversionsCarryEveryField(t *testing.T) {
 	var in driver.Info
 	fill(t, &in)
-	sameFields(t, in, infoOf(in))
+	out := infoOf(in)
+	sameFields(t, in, out, "Network")
+	// The user's policy folds domains and CIDRs into one list each.
+	assert.Equal(t, &NetworkPolicy{
+		Mode:  in.Network.Mode,
+		Allow: []string{"vAllowDomains", "vAllowCIDRs"},
+		Deny:  []string{"vDenyDomains", "vDenyCIDRs"},
+	}, out.Network)
 
 	var fi driver.FileInfo
 	fill(t, &fi)

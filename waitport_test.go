@@ -156,3 +156,43 @@ func TestWaitForPortRefusesAnotherSandboxsProcess(t *testing.T) {
 		t.Fatalf("WaitForPortWith with another sandbox's process = %v, want InvalidArgument naming it", err)
 	}
 }
+
+// TestWaitForPortWaitsForAChildAfterExitZero: a server started as
+// "srv &" exits 0 at once and its child listens later; the wait goes on
+// until the port listens. When nothing ever does, the wait ends at its
+// bound and says the server exited 0.
+func TestWaitForPortWaitsForAChildAfterExitZero(t *testing.T) {
+	sb, _ := newSandbox(t, sandbox.CreateOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "exit 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listened := make(chan error, 1)
+	go func() {
+		if _, err := p.Wait(ctx); err != nil {
+			listened <- err
+			return
+		}
+		time.Sleep(300 * time.Millisecond) // the child binds after its parent exited
+		listened <- sb.WriteFile(ctx, "/proc/net/tcp", []byte(procNetTCP(8127)))
+	}()
+	if err := p.WaitForPort(ctx, 8127); err != nil {
+		t.Fatalf("WaitForPort after the server exited 0 and its child listened later: %v", err)
+	}
+	if err := <-listened; err != nil {
+		t.Fatal(err)
+	}
+
+	q, err := sb.Start(ctx, sandbox.Command{Shell: "exit 0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, stop := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer stop()
+	err = sb.WaitForPortWith(short, 8128, sandbox.WaitForPortOptions{Process: q})
+	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded || !strings.Contains(err.Error(), "exited with code 0") {
+		t.Errorf("wait for a port nothing listens on after exit 0: %v; want DeadlineExceeded saying the server exited 0", err)
+	}
+}
