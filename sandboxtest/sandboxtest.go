@@ -13,9 +13,10 @@
 //		})
 //	}
 //
-// Commands the suite runs are POSIX shell lines and argvs using only echo,
+// Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
-// ">&2" and "$NAME".
+// ">&2" and "$NAME"; the file subtests also use mkdir, touch, rm and ln -s
+// (Files/ReadThroughSymlink makes its links from the sandbox's shell).
 package sandboxtest
 
 import (

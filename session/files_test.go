@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"slices"
@@ -150,6 +151,54 @@ func TestPathOfTheWorkspaceItself(t *testing.T) {
 	for _, p := range []string{".", "/", s.Workspace(), s.Workspace() + "/"} {
 		if got, err := s.Path(p); err != nil || got != s.Workspace() {
 			t.Errorf("Path(%q) = %q, %v; want %q", p, got, err, s.Workspace())
+		}
+	}
+}
+
+// TestSessionPathRefusalNamesOpAndPath checks the message of a refused
+// path: it names the method the caller called and the path the caller
+// gave (as Go's %q shows it), once each, with the sandbox's id once and
+// the session's key not standing in for the path.
+func TestSessionPathRefusalNamesOpAndPath(t *testing.T) {
+	m, _ := newManager(t, session.Options{})
+	ctx := context.Background()
+	const key = "refusal-key"
+	s := mustAcquire(t, m, key)
+	id := s.Sandbox().ID()
+	for _, tc := range []struct {
+		op, path string
+		call     func(p string) error
+	}{
+		{"remove", "..", func(p string) error { return s.Remove(ctx, p) }},
+		{"readdir", "../x", func(p string) error { _, err := s.ReadDir(ctx, p); return err }},
+		{"read", "../x", func(p string) error { _, err := s.ReadFile(ctx, p); return err }},
+		{"write", "a/../../x", func(p string) error { return s.WriteFile(ctx, p, []byte("x")) }},
+		{"readdir", "bad\nname", func(p string) error { _, err := s.ReadDir(ctx, p); return err }},
+		{"remove", ".", func(p string) error { return s.Remove(ctx, p) }},
+	} {
+		err := tc.call(tc.path)
+		var se *sandbox.Error
+		if !errors.As(err, &se) || sandbox.CodeOf(err) != sandbox.InvalidArgument {
+			t.Fatalf("%s(%q): %v, want an InvalidArgument *sandbox.Error", tc.op, tc.path, err)
+		}
+		if se.Op != tc.op || se.Path != tc.path {
+			t.Errorf("%s(%q): Op %q, Path %q; want the call's op and path", tc.op, tc.path, se.Op, se.Path)
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "sandbox: "+tc.op+" ") {
+			t.Errorf("%s(%q): message %q does not start with the op", tc.op, tc.path, msg)
+		}
+		if q := fmt.Sprintf("%q", tc.path); strings.Count(msg, q) != 1 || strings.Contains(msg, "'"+tc.path+"'") {
+			t.Errorf("%s(%q): message %q should show the path as %s exactly once", tc.op, tc.path, msg, q)
+		}
+		if strings.Count(msg, id) != 1 {
+			t.Errorf("%s(%q): message %q should name sandbox %s once", tc.op, tc.path, msg, id)
+		}
+		if strings.Contains(msg, key) {
+			t.Errorf("%s(%q): message %q holds the session key where the path goes", tc.op, tc.path, msg)
+		}
+		if !strings.Contains(msg, "invalid path") {
+			t.Errorf("%s(%q): message %q does not say the path is invalid", tc.op, tc.path, msg)
 		}
 	}
 }

@@ -129,20 +129,30 @@ func (s *Session) Packages() []string {
 // backend.CodeInvalidPath (an escape also matches sandbox.ErrPathEscape).
 // With Options.UnconfinedPaths, p is resolved against the workspace and
 // absolute paths are kept.
-func (s *Session) Path(p string) (string, error) {
+func (s *Session) Path(p string) (string, error) { return s.path("path", p) }
+
+// path is Path for the operation op: a refusal is a *sandbox.Error of Op
+// op (the method the caller called) with the caller's p in its Path slot,
+// so the message names the call and the path once, as Go's %q shows it.
+func (s *Session) path(op, p string) (string, error) {
 	if s.m.opts.UnconfinedPaths {
 		abs, err := pathsafe.Resolve(s.workspace, p)
 		if err != nil {
-			return "", s.m.wrap("path", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path \"%s\": %v", quoted(p), err))
+			return "", s.pathErr(op, p, sandbox.Errorf(sandbox.InvalidArgument, "session: invalid path: %w", err))
 		}
 		return abs, nil
 	}
 	abs, err := confine(s.workspace, p)
 	if err != nil {
-		return "", &sandbox.Error{Op: "path", Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: s.key,
-			Code: sandbox.InvalidArgument, Err: err}
+		return "", s.pathErr(op, p, err)
 	}
 	return abs, nil
+}
+
+// pathErr is the InvalidArgument error for op refusing the caller's path p.
+func (s *Session) pathErr(op, p string, err error) error {
+	return &sandbox.Error{Op: op, Provider: s.m.c.Provider(), SandboxID: s.sb.ID(), Path: p,
+		Code: sandbox.InvalidArgument, Err: err}
 }
 
 // begin marks an operation in progress, so the reaper leaves the session.
@@ -442,7 +452,7 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte, opts ...
 	if err != nil {
 		return err
 	}
-	abs, err := s.Path(p)
+	abs, err := s.path("write", p)
 	if err != nil {
 		return err
 	}
@@ -460,7 +470,7 @@ func (s *Session) ReadFile(ctx context.Context, p string, opts ...CallOption) ([
 	if err != nil {
 		return nil, err
 	}
-	abs, err := s.Path(p)
+	abs, err := s.path("read", p)
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +495,7 @@ func (s *Session) ReadDir(ctx context.Context, p string, opts ...CallOption) ([]
 	if err != nil {
 		return nil, err
 	}
-	abs, err := s.Path(p)
+	abs, err := s.path("readdir", p)
 	if err != nil {
 		return nil, err
 	}
@@ -516,13 +526,12 @@ func (s *Session) Remove(ctx context.Context, p string, opts ...CallOption) erro
 	if err != nil {
 		return err
 	}
-	abs, err := s.Path(p)
+	abs, err := s.path("remove", p)
 	if err != nil {
 		return err
 	}
 	if abs == s.workspace {
-		return s.m.wrap("remove", s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument,
-			"session: invalid path \"%s\": it is the workspace itself", quoted(p)))
+		return s.pathErr("remove", p, &pathError{why: "it is the workspace itself"})
 	}
 	return s.do(ctx, "remove", 0, func(ctx context.Context, sb *sandbox.Sandbox) error {
 		return sb.Remove(ctx, abs)
@@ -599,10 +608,10 @@ func (s *Session) Run(ctx context.Context, code string, opts RunOptions) (*Resul
 	add := func(name, p string, data []byte) error {
 		abs, err := pathsafe.Jail(s.workspace, p)
 		if err != nil {
-			return s.m.wrap(op, s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid %s %q: %v", name, p, err))
+			return s.m.wrap(op, "", s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: invalid %s %q: %v", name, p, err))
 		}
 		if abs == s.workspace || seen[abs] {
-			return s.m.wrap(op, s.key, s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: %s %q is the workspace or given twice", name, p))
+			return s.m.wrap(op, "", s.sb.ID(), sandbox.Errorf(sandbox.InvalidArgument, "session: %s %q is the workspace or given twice", name, p))
 		}
 		seen[abs] = true
 		files = append(files, sandbox.File{Path: abs, Data: data})

@@ -3,12 +3,14 @@ package memory
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/iox"
@@ -88,12 +90,19 @@ func (f *Files) Stat(p string) (fi driver.FileInfo, err error) {
 	return fi, err
 }
 
+// statLocked describes abs as os.Stat does, following symbolic links (a
+// dangling one is NotFound, not the link), with the link's target in
+// LinkTarget when abs itself is a link.
 func statLocked(b *box, abs string) (driver.FileInfo, error) {
-	n, ok := b.files[physLocked(b, abs, true)]
-	if !ok {
-		return driver.FileInfo{}, &fs.PathError{Op: "stat", Path: abs, Err: sberrors.ErrNotFound}
+	n, err := followLocked(b, "stat", abs)
+	if err != nil {
+		return driver.FileInfo{}, err
 	}
-	return info(abs, n), nil
+	fi := info(abs, n)
+	if l := b.files[physLocked(b, abs, false)]; l != nil && l.isLink() {
+		fi.LinkTarget = string(l.data)
+	}
+	return fi, nil
 }
 
 func removeLocked(b *box, abs string) error {
@@ -125,15 +134,41 @@ func deniedLocked(b *box, op, p, dir string) error {
 	return nil
 }
 
+// lookupFile returns the regular file abs names, following symbolic links
+// (relative targets against the link's directory, at most maxSymlinks of
+// them) as a real sandbox's daemon does when it opens the path: a dangling
+// link is NotFound, a link to a directory is a directory, and a loop is
+// refused, never the link's target text read back as content.
 func lookupFile(b *box, abs string) (*node, error) {
-	n, ok := b.files[physLocked(b, abs, true)]
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: abs, Err: sberrors.ErrNotFound}
+	n, err := followLocked(b, "open", abs)
+	if err != nil {
+		return nil, err
 	}
 	if n.mode.IsDir() {
 		return nil, &fs.PathError{Op: "open", Path: abs, Err: sberrors.ErrIsDirectory}
 	}
 	return n, nil
+}
+
+// followLocked returns the node abs resolves to with every symbolic link
+// followed, the last one included, or an error for op on abs.
+func followLocked(b *box, op, abs string) (*node, error) {
+	_, n, err := walkLocked(b, abs, true)
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case err == nil && n != nil:
+		return n, nil
+	case err == nil, errno == syscall.ENOENT:
+		return nil, &fs.PathError{Op: op, Path: abs, Err: sberrors.ErrNotFound}
+	case errno == syscall.ENOTDIR:
+		return nil, &fs.PathError{Op: op, Path: abs, Err: sberrors.ErrNotDirectory}
+	case errno == syscall.ELOOP:
+		return nil, &fs.PathError{Op: op, Path: abs, Err: sberrors.Errorf(sberrors.InvalidArgument, "too many levels of symbolic links (more than %d)", maxSymlinks)}
+	case errno == syscall.ENAMETOOLONG:
+		return nil, &fs.PathError{Op: op, Path: iox.Shorten(abs, 64), Err: sberrors.Errorf(sberrors.InvalidArgument, "file name too long")}
+	}
+	return nil, &fs.PathError{Op: op, Path: abs, Err: sberrors.Errorf(sberrors.InvalidArgument, "%v", err)}
 }
 
 // mkdirAllLocked creates abs and its parents.
@@ -178,10 +213,10 @@ func info(abs string, n *node) driver.FileInfo {
 }
 
 func readDirLocked(b *box, abs string) ([]driver.FileInfo, error) {
-	key := physLocked(b, abs, true)
-	n, ok := b.files[key]
-	if !ok {
-		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sberrors.ErrNotFound}
+	key, n, err := walkLocked(b, abs, true)
+	if err != nil || n == nil {
+		_, ferr := followLocked(b, "readdir", abs)
+		return nil, ferr
 	}
 	if !n.mode.IsDir() {
 		return nil, &fs.PathError{Op: "readdir", Path: abs, Err: sberrors.ErrNotDirectory}
