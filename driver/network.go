@@ -70,6 +70,15 @@ type NetworkSupport struct {
 	// the allow entries so that the deny wins (a provider whose allow
 	// entries take precedence, as E2B's do, cannot declare it).
 	DenyOverAllow bool
+	// IPv6CIDRs: IPv6 addresses and prefixes among the CIDR entries (an
+	// IPv4-mapped address such as ::ffff:192.0.2.1 counts as IPv4). A
+	// provider whose lists take IPv4 only, as Daytona's networkAllowList,
+	// leaves it false, and such a policy is refused before any request.
+	IPv6CIDRs bool
+	// MaxCIDRs, when positive, is the most CIDR entries (allow and deny
+	// together) the provider takes in one policy; Daytona's
+	// networkAllowList takes at most 10. Zero means no limit.
+	MaxCIDRs int
 	// NotEnforced is true when the provider records the policy and reports
 	// it back but does not enforce it (the memory provider: it has no
 	// network to enforce anything on). The kinds above then say what it
