@@ -33,7 +33,11 @@ const (
 // domain names ("pypi.org"), wildcards that match every subdomain but not
 // the name itself ("*.pythonhosted.org"), IP addresses and CIDR prefixes
 // ("10.0.0.0/8", "2001:db8::/32"). Names are matched case-insensitively;
-// internationalised names may be given in Unicode or punycode.
+// internationalised names may be given in Unicode or punycode. A name is
+// a host name (letters, digits, hyphens; no underscore), and one whose
+// last label is a number, as "127.1" or "0x7f000001", is refused: clients
+// read it as an IPv4 address, which must be written as a CIDR. An
+// IPv4-mapped IPv6 address is the IPv4 address it reaches.
 //
 // A Deny entry wins over an Allow entry: an allow entry a deny entry
 // covers is removed, and a provider must be able to put a remaining deny

@@ -21,7 +21,7 @@ const (
 // it to a driver: validated and normalised. Domains are lower-case ASCII
 // (IDNA A-labels) without a trailing dot, a wildcard only as a leading
 // "*." label; CIDRs are canonical prefixes (an IP address becomes a /32 or
-// /128). Lists are sorted and free of duplicates; an allow entry a deny
+// /128, an IPv4-mapped IPv6 prefix its IPv4 prefix). Lists are sorted and free of duplicates; an allow entry a deny
 // entry covers has been removed (deny wins), and in NetworkAllowList mode
 // a deny entry that overlaps no allow entry has been dropped (it denies
 // nothing more), so every deny entry left is one the provider must
