@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/idna"
@@ -32,7 +33,11 @@ const (
 // domain names ("pypi.org"), wildcards that match every subdomain but not
 // the name itself ("*.pythonhosted.org"), IP addresses and CIDR prefixes
 // ("10.0.0.0/8", "2001:db8::/32"). Names are matched case-insensitively;
-// internationalised names may be given in Unicode or punycode.
+// internationalised names may be given in Unicode or punycode. A name is
+// a host name (letters, digits, hyphens; no underscore), and one whose
+// last label is a number, as "127.1" or "0x7f000001", is refused: clients
+// read it as an IPv4 address, which must be written as a CIDR. An
+// IPv4-mapped IPv6 address is the IPv4 address it reaches.
 //
 // A Deny entry wins over an Allow entry: an allow entry a deny entry
 // covers is removed, and a provider must be able to put a remaining deny
@@ -110,14 +115,14 @@ func parseNetEntry(s string) (netEntry, error) {
 		if err != nil {
 			return e, fmt.Errorf("%q is not a CIDR prefix: %v", s, err)
 		}
-		e.prefix = p.Masked()
+		e.prefix = unmap(p.Masked())
 		return e, nil
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Zone() != "" {
 			return e, fmt.Errorf("%q has a zone, which a policy cannot name", s)
 		}
-		e.prefix = netip.PrefixFrom(a, a.BitLen())
+		e.prefix = unmap(netip.PrefixFrom(a, a.BitLen()))
 		return e, nil
 	}
 	name, wild := strings.CutPrefix(s, "*.")
@@ -139,19 +144,86 @@ func parseNetEntry(s string) (netEntry, error) {
 			return e, fmt.Errorf("%q is not a domain name: label %q must be 1-63 letters, digits or hyphens, not starting or ending with a hyphen", s, l)
 		}
 		for _, r := range l {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return e, fmt.Errorf("%q is not a domain name: label %q holds %q", s, l, r)
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+				return e, fmt.Errorf("%q is not a domain name: label %q holds %q (a host name takes letters, digits and hyphens only)", s, l, r)
 			}
 		}
 	}
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return e, fmt.Errorf("%q is neither an IP address nor a domain name (its last label is numeric)", s)
+	// Resolvers and URL parsers (inet_aton, the WHATWG URL parser) read a
+	// name whose last label is a number, in decimal, 0x-hex or 0-octal,
+	// as an IPv4 address: "0x7f000001" and "127.1" are 127.0.0.1. Such a
+	// name would match no DNS name yet reach an address, so it is refused.
+	if last := labels[len(labels)-1]; isNumericLabel(last) {
+		if a, ok := inetAton(ascii); ok && !wild {
+			return e, fmt.Errorf("%q is an IPv4 address written as a name (%s): write it as %s/32", s, a, a)
+		}
+		return e, fmt.Errorf("%q is neither an IP address nor a domain name (its last label %q is a number, which clients read as an IPv4 address): write addresses in CIDR form, such as 192.0.2.0/24", s, last)
 	}
 	if wild {
 		ascii = "*." + ascii
 	}
 	e.domain = ascii
 	return e, nil
+}
+
+// unmap turns an IPv4-mapped IPv6 prefix (::ffff:192.0.2.1/128) into the
+// IPv4 prefix it reaches, so that it is compared with, and sent to the
+// provider as, the IPv4 entries it means.
+func unmap(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
+// isNumericLabel reports whether l is a number in a base inet_aton reads:
+// decimal, octal with a leading 0, or hexadecimal after 0x.
+func isNumericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		return strings.Trim(h, "0123456789abcdef") == ""
+	}
+	return strings.Trim(l, "0123456789") == ""
+}
+
+// inetAton parses s as inet_aton does: one to four numbers, each in
+// decimal, 0-octal or 0x-hex, the last filling the remaining bytes.
+func inetAton(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var n []uint64
+	for _, p := range parts {
+		base, digits := 10, p
+		if h, ok := strings.CutPrefix(p, "0x"); ok {
+			base, digits = 16, h
+		} else if len(p) > 1 && p[0] == '0' {
+			base, digits = 8, p[1:]
+		}
+		v := uint64(0)
+		if digits != "" {
+			var err error
+			if v, err = strconv.ParseUint(digits, base, 32); err != nil {
+				return netip.Addr{}, false
+			}
+		} else if base != 16 {
+			return netip.Addr{}, false
+		}
+		n = append(n, v)
+	}
+	var ip uint64
+	for i, v := range n[:len(n)-1] {
+		if v > 255 {
+			return netip.Addr{}, false
+		}
+		ip |= v << (24 - 8*i)
+	}
+	last := n[len(n)-1]
+	if last >= 1<<(8*(5-len(n))) {
+		return netip.Addr{}, false
+	}
+	ip |= last
+	return netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), true
 }
 
 // normalizeNetwork validates p, resolves the NoNetwork shorthand and
@@ -209,6 +281,11 @@ func normalizeNetwork(op, provider, id string, p *NetworkPolicy, noNetwork bool)
 	allow = slices.DeleteFunc(allow, func(a netEntry) bool {
 		return slices.ContainsFunc(deny, func(d netEntry) bool { return d.covers(a) })
 	})
+	if mode == NetworkAllowAll && denies(deny, "0.0.0.0/0") && denies(deny, "::/0") {
+		// Every address of both families is denied: that is deny-all,
+		// said plainly, as providers report it.
+		return &driver.NetworkPolicy{Mode: NetworkDenyAll}, nil
+	}
 	if mode == NetworkAllowList {
 		if len(allow) == 0 {
 			// Nothing left to allow: that is deny-all, said plainly.
@@ -247,6 +324,12 @@ func normalizeNetwork(op, provider, id string, p *NetworkPolicy, noNetwork bool)
 	return out, nil
 }
 
+// denies reports whether a deny entry covers the whole prefix cidr.
+func denies(deny []netEntry, cidr string) bool {
+	all := netEntry{prefix: netip.MustParsePrefix(cidr)}
+	return slices.ContainsFunc(deny, func(d netEntry) bool { return d.covers(all) })
+}
+
 // networkMissing returns what p needs that s does not declare, or "".
 func networkMissing(p *driver.NetworkPolicy, s NetworkSupport) string {
 	if p == nil {
@@ -283,6 +366,15 @@ func networkMissing(p *driver.NetworkPolicy, s NetworkSupport) string {
 		if len(p.DenyDomains)+len(p.DenyCIDRs) > 0 && !s.DenyOverAllow {
 			miss = append(miss, "deny entries that win over allow entries ("+strings.Join(slices.Concat(p.DenyDomains, p.DenyCIDRs), ", ")+")")
 		}
+	}
+	cidrs := slices.Concat(p.AllowCIDRs, p.DenyCIDRs)
+	if !s.IPv6CIDRs {
+		if v6 := slices.DeleteFunc(slices.Clone(cidrs), func(c string) bool { return !strings.Contains(c, ":") }); len(v6) > 0 {
+			miss = append(miss, "IPv6 CIDRs ("+strings.Join(v6, ", ")+")")
+		}
+	}
+	if s.MaxCIDRs > 0 && len(cidrs) > s.MaxCIDRs {
+		miss = append(miss, fmt.Sprintf("%d CIDR entries (at most %d)", len(cidrs), s.MaxCIDRs))
 	}
 	return strings.Join(miss, ", ")
 }

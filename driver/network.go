@@ -21,7 +21,7 @@ const (
 // it to a driver: validated and normalised. Domains are lower-case ASCII
 // (IDNA A-labels) without a trailing dot, a wildcard only as a leading
 // "*." label; CIDRs are canonical prefixes (an IP address becomes a /32 or
-// /128). Lists are sorted and free of duplicates; an allow entry a deny
+// /128, an IPv4-mapped IPv6 prefix its IPv4 prefix). Lists are sorted and free of duplicates; an allow entry a deny
 // entry covers has been removed (deny wins), and in NetworkAllowList mode
 // a deny entry that overlaps no allow entry has been dropped (it denies
 // nothing more), so every deny entry left is one the provider must
@@ -70,6 +70,15 @@ type NetworkSupport struct {
 	// the allow entries so that the deny wins (a provider whose allow
 	// entries take precedence, as E2B's do, cannot declare it).
 	DenyOverAllow bool
+	// IPv6CIDRs: IPv6 addresses and prefixes among the CIDR entries (an
+	// IPv4-mapped address such as ::ffff:192.0.2.1 counts as IPv4). A
+	// provider whose lists take IPv4 only, as Daytona's networkAllowList,
+	// leaves it false, and such a policy is refused before any request.
+	IPv6CIDRs bool
+	// MaxCIDRs, when positive, is the most CIDR entries (allow and deny
+	// together) the provider takes in one policy; Daytona's
+	// networkAllowList takes at most 10. Zero means no limit.
+	MaxCIDRs int
 	// NotEnforced is true when the provider records the policy and reports
 	// it back but does not enforce it (the memory provider: it has no
 	// network to enforce anything on). The kinds above then say what it

@@ -26,6 +26,7 @@ func init() {
 		test{name: "BadEntries", fn: testNetworkBadEntries},
 		test{name: "DenyWins", fn: testNetworkDenyWins},
 		test{name: "SetNetwork", fn: testNetworkSet},
+		test{name: "SetNetworkReadBack", fn: testNetworkSetReadBack},
 	)
 }
 
@@ -64,10 +65,24 @@ var netCases = []netCase{
 	{"DenyOverAllow", sandbox.NetworkPolicy{Allow: []string{"*.example.com"}, Deny: []string{"secret.example.com"}},
 		sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"*.example.com"}, Deny: []string{"secret.example.com"}},
 		func(s sandbox.NetworkSupport) bool { return s.AllowWildcards && s.DenyOverAllow }},
+	{"IPv6CIDRs", sandbox.NetworkPolicy{Allow: []string{"2001:DB8::/32", "::ffff:192.0.2.1"}},
+		sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"192.0.2.1/32", "2001:db8::/32"}},
+		func(s sandbox.NetworkSupport) bool { return s.AllowCIDRs && s.IPv6CIDRs }},
+	{"ElevenCIDRs", sandbox.NetworkPolicy{Allow: elevenCIDRs()}, sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: elevenCIDRs()},
+		func(s sandbox.NetworkSupport) bool { return s.AllowCIDRs && (s.MaxCIDRs == 0 || s.MaxCIDRs >= 11) }},
 }
 
 // createNet creates a sandbox of the suite with policy p (and labels),
 // destroying it at the end of the test when it was made.
+// elevenCIDRs is one more CIDR than Daytona's networkAllowList takes.
+func elevenCIDRs() []string {
+	var l []string
+	for i := range 11 {
+		l = append(l, fmt.Sprintf("198.51.100.%d/32", i*8))
+	}
+	return l
+}
+
 func (s *suite) createNet(ctx context.Context, t *testing.T, p *sandbox.NetworkPolicy, labels map[string]string) (*sandbox.Sandbox, error) {
 	t.Helper()
 	opts := s.h.Create
@@ -203,6 +218,10 @@ func testNetworkBadEntries(ctx context.Context, t *testing.T, s *suite) {
 		"-lead.example.com":    {Allow: []string{"-lead.example.com"}},
 		"a..example.com":       {Allow: []string{"a..example.com"}},
 		"1.2.3":                {Allow: []string{"1.2.3"}},
+		"0x7f000001":           {Allow: []string{"0x7f000001"}},
+		"1.2.3.0x4":            {Deny: []string{"1.2.3.0x4"}},
+		"127.1":                {Allow: []string{"127.1"}},
+		"_dmarc.example.com":   {Allow: []string{"_dmarc.example.com"}},
 		"mode sometimes":       {Mode: "sometimes"},
 		"deny-all with Allow":  {Mode: sandbox.NetworkDenyAll, Allow: []string{"pypi.org"}},
 		"allow-all with Allow": {Mode: sandbox.NetworkAllowAll, Allow: []string{"pypi.org"}},
@@ -329,6 +348,56 @@ func testNetworkSet(ctx context.Context, t *testing.T, s *suite) {
 				t.Errorf("SetNetwork %s: %s", tc.name, msg)
 			}
 			break
+		}
+	}
+}
+
+// testNetworkSetReadBack checks that what Info reports after SetNetwork is
+// what the provider reports when the sandbox is read again: a caller never
+// sees one policy on its handle and another on a fresh one.
+func testNetworkSetReadBack(ctx context.Context, t *testing.T, s *suite) {
+	ns := s.caps.NetworkPolicy
+	if !s.caps.NetworkUpdate {
+		t.Skip("the provider cannot change a running sandbox's policy (Capabilities.NetworkUpdate false)")
+	}
+	var give []sandbox.NetworkPolicy
+	for _, tc := range netCases {
+		if tc.ok(ns) {
+			give = append(give, tc.give)
+		}
+	}
+	if ns.AllowAll && ns.DenyCIDRs {
+		give = append(give, sandbox.NetworkPolicy{Deny: []string{"0.0.0.0/0"}}, sandbox.NetworkPolicy{Deny: []string{"::ffff:192.0.2.0/120"}})
+		if ns.IPv6CIDRs {
+			give = append(give, sandbox.NetworkPolicy{Deny: []string{"::/0"}})
+		}
+	}
+	if ns.AllowAll && ns.DenyCIDRs && ns.IPv6CIDRs && ns.DenyAll {
+		give = append(give, sandbox.NetworkPolicy{Deny: []string{"0.0.0.0/0", "::/0"}})
+	}
+	if ns.AllowCIDRs {
+		give = append(give, sandbox.NetworkPolicy{Allow: []string{"::ffff:192.0.2.1"}})
+	}
+	if len(give) < 2 {
+		t.Skip("the provider declares fewer than two network policies: nothing to change to")
+	}
+	p := give[0]
+	sb, err := s.createNet(ctx, t, &p, nil)
+	check(t, err)
+	for _, p := range give[1:] {
+		if err := sb.SetNetwork(ctx, p); err != nil {
+			t.Errorf("SetNetwork %+v, which the provider declares it enforces: %v", p, err)
+			continue
+		}
+		got := sb.Info().Network
+		in, err := sb.Refresh(ctx)
+		check(t, err)
+		if in.Network == nil {
+			t.Errorf("SetNetwork %+v: Refresh reports no policy, Info reported %+v", p, got)
+			continue
+		}
+		if msg := samePolicy(got, *in.Network); msg != "" {
+			t.Errorf("SetNetwork %+v: Info %s (the want is what Refresh reports)", p, msg)
 		}
 	}
 }

@@ -18,8 +18,13 @@ import (
 // assumed.
 var networkSupport = driver.NetworkSupport{
 	AllowAll: true, DenyAll: true, AllowDomains: true, AllowCIDRs: true,
-	Note: "Daytona has networkBlockAll, networkAllowList (CIDRs) and domainAllowList (exact domains): no deny-list, no wildcards",
+	MaxCIDRs: maxAllowCIDRs,
+	Note:     "Daytona has networkBlockAll, networkAllowList (at most 10 IPv4 CIDRs) and domainAllowList (exact domains): no deny-list, no wildcards, no IPv6",
 }
+
+// maxAllowCIDRs is the most entries Daytona's networkAllowList takes (its
+// API answers 400 to more).
+const maxAllowCIDRs = 10
 
 // networkSettings maps a policy to Daytona's networkBlockAll,
 // networkAllowList and domainAllowList. The SDKs always send

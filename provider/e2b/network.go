@@ -22,8 +22,8 @@ const allTraffic = "0.0.0.0/0"
 // an allow-list.
 var networkSupport = driver.NetworkSupport{
 	AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
-	DenyCIDRs: true,
-	Note:      "E2B's denyOut takes no domains, and its allowOut entries win over denyOut entries",
+	DenyCIDRs: true, IPv6CIDRs: true,
+	Note: "E2B's denyOut takes no domains, and its allowOut entries win over denyOut entries",
 }
 
 // egress maps a policy to E2B's create and update fields:
@@ -56,12 +56,14 @@ func policyOf(internet *bool, n *api.SandboxNetworkConfig) *driver.NetworkPolicy
 	if n != nil && n.DenyOut != nil {
 		deny = *n.DenyOut
 	}
-	all := internet != nil && !*internet || slices.Contains(deny, allTraffic)
-	p := &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
-	switch {
-	case all && len(allow) == 0:
+	if internet != nil && !*internet {
 		return &driver.NetworkPolicy{Mode: driver.NetworkDenyAll}
-	case all:
+	}
+	p := &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+	// denyOut 0.0.0.0/0 makes allowOut an allow-list. Without allowOut
+	// entries it is a deny entry of an allow-all policy, reported as such
+	// (as the portable layer hands it over): it says nothing of IPv6.
+	if len(allow) > 0 && slices.Contains(deny, allTraffic) {
 		p.Mode = driver.NetworkAllowList
 		for _, e := range allow {
 			if c, ok := prefix(e); ok {
@@ -72,7 +74,7 @@ func policyOf(internet *bool, n *api.SandboxNetworkConfig) *driver.NetworkPolicy
 		}
 	}
 	for _, e := range deny {
-		if c, ok := prefix(e); ok && e != allTraffic {
+		if c, ok := prefix(e); ok && (e != allTraffic || p.Mode != driver.NetworkAllowList) {
 			p.DenyCIDRs = append(p.DenyCIDRs, c)
 		}
 	}

@@ -485,7 +485,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		// no network to enforce it on. NotEnforced says so.
 		NetworkPolicy: driver.NetworkSupport{
 			AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
-			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, NotEnforced: true,
+			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true, NotEnforced: true,
 			Note: "the memory provider records policies without enforcing them",
 		},
 	}
