@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strings"
@@ -128,11 +129,17 @@ func (r *Runtime) mayCreate(ctx context.Context, id string, c *conn, op, p, star
 		c = nc
 	}
 	start = abs(c, start)
-	for d := start; ; d = path.Dir(d) {
-		e, err := r.statEntry(ctx, id, c, d)
+	for d, first := start, true; ; first = false {
+		rd, e, err := r.follow(ctx, id, c, d)
 		switch {
-		case sberrors.CodeOf(err) == sberrors.NotFound && d != "/":
+		case sberrors.CodeOf(err) == sberrors.NotFound && rd != "/":
+			// Missing (or a link to something missing, which envd
+			// would create as root): what decides is the nearest
+			// existing directory above the real path.
+			d = path.Dir(rd)
 			continue
+		case errors.Is(err, errLinkLoop):
+			return sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s %s: %v", op, p, err)
 		case err != nil:
 			if errors.Is(err, sberrors.ErrStaleTransport) || errors.Is(err, sberrors.ErrPaused) ||
 				sberrors.CodeOf(err) == sberrors.Canceled || sberrors.CodeOf(err) == sberrors.DeadlineExceeded || ctx.Err() != nil {
@@ -141,23 +148,57 @@ func (r *Runtime) mayCreate(ctx context.Context, id string, c *conn, op, p, star
 			return nil // a file in the path (envd: internal "not a directory"): envd answers
 		case e.GetType() != filesystem.FileType_FILE_TYPE_DIRECTORY:
 			return nil
-		case existingOK && d == start:
+		case existingOK && first:
 			return nil
 		}
-		ok, err := r.mayWriteDir(ctx, id, c, u, d, e)
+		ok, err := r.mayWriteDir(ctx, id, c, u, rd, e)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return denied(op, p, d, u)
+			return denied(op, p, rd, u)
 		}
-		if replaced != "" && d == start && sticky(e) && !ownedBy(u, e) {
-			t, err := r.statEntry(ctx, id, c, abs(c, replaced))
+		if replaced != "" && first && sticky(e) && !ownedBy(u, e) {
+			t, err := r.statEntry(ctx, id, c, path.Join(rd, path.Base(abs(c, replaced))))
 			if err == nil && !ownedBy(u, t) {
-				return denied(op, p, d, u)
+				return denied(op, p, rd, u)
 			}
 		}
 		return nil
+	}
+}
+
+// maxLinks bounds the symbolic links followed to one directory, as
+// Linux's MAXSYMLINKS does.
+const maxLinks = 40
+
+// errLinkLoop is the error for a path that runs through more than
+// maxLinks symbolic links (a loop, most likely).
+var errLinkLoop = errors.New("too many levels of symbolic links")
+
+// follow stats d as envd does (an lstat) and, while d is a symbolic link,
+// its target (envd gives it absolute; a relative one is resolved against
+// the link's directory, as the kernel does): the rights that decide a
+// change through a link are the real directory's, not the link's (whose
+// mode is always 0777). It returns the last path it stated, with its
+// entry or error.
+func (r *Runtime) follow(ctx context.Context, id string, c *conn, d string) (string, *filesystem.EntryInfo, error) {
+	for hops := 0; ; hops++ {
+		e, err := r.statEntry(ctx, id, c, d)
+		if err != nil || e.GetType() != filesystem.FileType_FILE_TYPE_SYMLINK {
+			return d, e, err
+		}
+		t := e.GetSymlinkTarget()
+		if t == "" {
+			return d, nil, sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s: symbolic link whose target envd does not tell; the user's rights cannot be checked (see WithRootFileAccess)", d)
+		}
+		if hops >= maxLinks {
+			return d, nil, fmt.Errorf("%s: %w", d, errLinkLoop)
+		}
+		if !path.IsAbs(t) {
+			t = path.Join(path.Dir(d), t)
+		}
+		d = path.Clean(t)
 	}
 }
 
@@ -175,8 +216,10 @@ func (r *Runtime) mayRemove(ctx context.Context, id string, c *conn, op, p strin
 	if nc := r.cached(id); nc != nil {
 		c = nc
 	}
-	d := path.Dir(abs(c, p))
-	de, err := r.statEntry(ctx, id, c, d)
+	d, de, err := r.follow(ctx, id, c, path.Dir(abs(c, p)))
+	if errors.Is(err, errLinkLoop) {
+		return sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s %s: %v", op, p, err)
+	}
 	if err != nil {
 		return err
 	}
