@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -252,3 +253,44 @@ func (r *Runtime) mayRename(ctx context.Context, id string, c *conn, op, from, t
 	}
 	return r.mayCreate(ctx, id, c, op, to, path.Dir(to), to, false)
 }
+
+// removeTree removes the directory p and everything below it with "rm
+// -rf" run as the sandbox's user, so each entry below p is removed with
+// the user's rights, not envd's root ones. rm's refusal is
+// PermissionDenied naming p and the entry rm names.
+func (r *Runtime) removeTree(ctx context.Context, id string, c *conn, op, p string, u who) error {
+	if nc := r.cached(id); nc != nil {
+		c = nc
+	}
+	var stderr limitedBuffer
+	st, err := r.Exec(ctx, id, &driver.Command{Args: []string{"rm", "-rf", "--", abs(c, p)}, Dir: c.home,
+		Env: map[string]string{}, Stdout: io.Discard, Stderr: &stderr, Timeout: 10 * time.Minute})
+	if err != nil {
+		return err
+	}
+	if st.ExitCode == 0 {
+		return nil
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
+	msg = iox.Printable(msg, 300)
+	name := u.user
+	if name == "" {
+		name = "the sandbox's user"
+	}
+	if strings.Contains(msg, "ermission denied") || strings.Contains(msg, "not permitted") {
+		return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s %s: %s may not remove everything below it (%s; the SDK applies the user's permissions; see WithRootFileAccess)", op, p, name, msg)
+	}
+	return sberrors.Errorf(sberrors.Internal, "e2b: %s %s: rm -rf exited %d: %s", op, p, st.ExitCode, msg)
+}
+
+// limitedBuffer keeps the first 4 KiB written to it and drops the rest.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if n := 4096 - len(l.b); n > 0 {
+		l.b = append(l.b, p[:min(n, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }

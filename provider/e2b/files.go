@@ -374,6 +374,11 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 // success, so the adapter checks first: a missing path is NotFound. An
 // entry the sandbox's user may not remove (its directory is not writable
 // by the user, or sticky and neither is the user's) is PermissionDenied.
+// envd removes a directory tree as root, whatever is below it; unless the
+// adapter has root's file rights, a directory is removed by "rm -rf" run
+// as the sandbox's user instead, so an entry below it that the user may
+// not remove is PermissionDenied, as for the user's own rm (what rm
+// removed before it met that entry stays removed).
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	const op = "remove"
 	c, err := r.conn(ctx, id)
@@ -386,6 +391,15 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	}
 	if err := r.mayRemove(ctx, id, c, op, p, e); err != nil {
 		return err
+	}
+	if e.GetType() == filesystem.FileType_FILE_TYPE_DIRECTORY && !r.cfg.rootFiles {
+		u, err := r.identity(ctx, id, c)
+		if err != nil {
+			return err
+		}
+		if !u.root {
+			return r.removeTree(ctx, id, c, op, p, u)
+		}
 	}
 	req := connect.NewRequest(&filesystem.RemoveRequest{Path: p})
 	return r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {

@@ -86,3 +86,34 @@ func TestAccessThroughSymlinks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(got))
 }
+
+// envd removes a directory tree as root; the user's own rm -rf stops at an
+// entry the user may not remove, and so must Remove.
+func TestRemoveTreeHasTheUsersRights(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := ctxT(t)
+	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+
+	run(t, sb, "mkdir -p r/sub && echo x > r/sub/f && echo y > r/g && chmod 555 r/sub")
+	err = sb.Remove(ctx, "r")
+	wantDenied(t, "Remove(r) with a 555 subdirectory", err)
+	assert.Contains(t, err.Error(), "remove /home/user/r:", "the error names the path")
+	_, err = sb.Stat(ctx, "r/sub/f")
+	assert.NoError(t, err, "r/sub/f after the refused Remove")
+
+	// The user's own tree goes whole.
+	run(t, sb, "chmod 755 r/sub && mkdir -p r/a/b && echo z > r/a/b/c")
+	require.NoError(t, sb.Remove(ctx, "r"))
+	_, err = sb.Stat(ctx, "r")
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "r after Remove: %v", err)
+
+	// With root's file rights, envd's RemoveAll goes through.
+	re := newRootEnv(t)
+	rsb, err := re.client.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer rsb.Destroy(ctx)
+	run(t, rsb, "mkdir -p r/sub && echo x > r/sub/f && chmod 555 r/sub")
+	require.NoError(t, rsb.Remove(ctx, "r"))
+}
