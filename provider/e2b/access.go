@@ -74,23 +74,31 @@ const writableScript = `test -w "$1" && test -x "$1"`
 // directory d, described by e: from owner, group and mode where they say,
 // else by asking a command run as the user.
 func (r *Runtime) mayWriteDir(ctx context.Context, id string, c *conn, u who, d string, e *filesystem.EntryInfo) (bool, error) {
+	return r.mayAccess(ctx, id, c, u, d, e, 3, writableScript)
+}
+
+// mayAccess reports whether u has the permission bits want (4 read, 2
+// write, 1 search) on p, described by e: from owner, group and mode where
+// they say, else by running script (which exits 0 when the user may) as
+// the user.
+func (r *Runtime) mayAccess(ctx context.Context, id string, c *conn, u who, p string, e *filesystem.EntryInfo, want uint32, script string) (bool, error) {
 	if u.root {
 		return true, nil
 	}
 	mode := e.GetMode()
-	wx := func(shift uint) bool { return (mode>>shift)&3 == 3 }
+	has := func(shift uint) bool { return (mode>>shift)&want == want }
 	switch {
 	case u.user != "" && e.GetOwner() == u.user:
-		return wx(6), nil
+		return has(6), nil
 	case u.group != "" && e.GetGroup() == u.group:
-		return wx(3), nil
-	case u.user != "" && wx(3) == wx(0):
+		return has(3), nil
+	case u.user != "" && has(3) == has(0):
 		// In the group or not, the answer is the same.
-		return wx(0), nil
+		return has(0), nil
 	}
-	// The user may be in the directory's group through a supplementary
+	// The user may be in the entry's group through a supplementary
 	// group, which Stat does not tell: ask.
-	st, err := r.Exec(ctx, id, &driver.Command{Args: []string{"sh", "-c", writableScript, "sh", d}, Dir: c.home,
+	st, err := r.Exec(ctx, id, &driver.Command{Args: []string{"sh", "-c", script, "sh", p}, Dir: c.home,
 		Env: map[string]string{}, Stdout: io.Discard, Stderr: io.Discard, Timeout: 30 * time.Second})
 	if err != nil {
 		return false, err
@@ -98,17 +106,72 @@ func (r *Runtime) mayWriteDir(ctx context.Context, id string, c *conn, u who, d 
 	return st.ExitCode == 0, nil
 }
 
+// mayRead checks that the sandbox's user may read the file p: search its
+// directory and read the file, following links as the kernel does (envd
+// reads as root). Where p is missing, not a file, or has a file in its
+// path, envd's own answer says so: no check then.
+func (r *Runtime) mayRead(ctx context.Context, id string, c *conn, op, p string) error {
+	if r.cfg.rootFiles {
+		return nil
+	}
+	u, err := r.identity(ctx, id, c)
+	if err != nil || u.root {
+		return err
+	}
+	if nc := r.cached(id); nc != nil {
+		c = nc
+	}
+	settled := func(err error) error {
+		switch {
+		case errors.Is(err, errLinkLoop):
+			return sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s %s: %v", op, p, err)
+		case sberrors.CodeOf(err) == sberrors.NotFound || sberrors.CodeOf(err) == sberrors.Internal:
+			return nil // envd answers
+		}
+		return err
+	}
+	f, e, err := r.follow(ctx, id, c, abs(c, p))
+	if err != nil {
+		return settled(err)
+	}
+	if e.GetType() != filesystem.FileType_FILE_TYPE_FILE {
+		return nil
+	}
+	d, de, err := r.follow(ctx, id, c, path.Dir(f))
+	if err != nil {
+		return settled(err)
+	}
+	ok, err := r.mayAccess(ctx, id, c, u, d, de, 1, `test -x "$1"`)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return deniedTo(op, p, "search", d, u)
+	}
+	if ok, err = r.mayAccess(ctx, id, c, u, f, e, 4, `test -r "$1"`); err != nil {
+		return err
+	}
+	if !ok {
+		return deniedTo(op, p, "read", f, u)
+	}
+	return nil
+}
+
 // ownedBy reports whether u owns envd's entry e.
 func ownedBy(u who, e *filesystem.EntryInfo) bool { return u.user != "" && e.GetOwner() == u.user }
 
 // denied is the error for a change of p the sandbox's user may not make
 // because of directory d.
-func denied(op, p, d string, u who) error {
+func denied(op, p, d string, u who) error { return deniedTo(op, p, "write", d, u) }
+
+// deniedTo is the error for an operation on p the sandbox's user may not
+// do because it may not verb what (a file or directory).
+func deniedTo(op, p, verb, what string, u who) error {
 	name := u.user
 	if name == "" {
 		name = "the sandbox's user"
 	}
-	return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s %s: %s may not write %s (the SDK applies the user's permissions; see WithRootFileAccess)", op, p, name, d)
+	return sberrors.Errorf(sberrors.PermissionDenied, "e2b: %s %s: %s may not %s %s (the SDK applies the user's permissions; see WithRootFileAccess)", op, p, name, verb, what)
 }
 
 // mayCreate checks that the sandbox's user may create p: it finds the

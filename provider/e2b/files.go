@@ -214,11 +214,16 @@ func versionAtLeast(v string, major, minor, patch int) bool {
 }
 
 // Download opens p for streaming. Compression is never requested, so the
-// bytes arrive as stored.
+// bytes arrive as stored. envd reads as root; a file the sandbox's user
+// may not read, or whose directory it may not search, is PermissionDenied
+// (see the package doc's Files).
 func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
 	const op = "download"
 	c, err := r.conn(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.mayRead(ctx, id, c, op, p); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.filesURL(id, c, p), nil)

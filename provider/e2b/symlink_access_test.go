@@ -117,3 +117,43 @@ func TestRemoveTreeHasTheUsersRights(t *testing.T) {
 	run(t, rsb, "mkdir -p r/sub && echo x > r/sub/f && chmod 555 r/sub")
 	require.NoError(t, rsb.Remove(ctx, "r"))
 }
+
+// envd reads as root; the user's own cat fails on a file it may not read
+// or in a directory it may not search, and so must ReadFile and Download.
+func TestReadsHaveTheUsersRights(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := ctxT(t)
+	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+
+	run(t, sb, "echo secret > s && chmod 000 s && mkdir d && echo x > d/f && chmod 000 d && ln -s s slink && "+
+		"mkdir -p o && echo ok > o/f && chmod 400 o/f && chmod 100 o")
+	for _, p := range []string{"s", "slink", "d/f"} {
+		got, err := sb.ReadFile(ctx, p)
+		wantDenied(t, "ReadFile("+p+")", err)
+		assert.Empty(t, got)
+		_, err = sb.Download(ctx, p)
+		wantDenied(t, "Download("+p+")", err)
+	}
+	_, err = sb.ReadFile(ctx, "d/f")
+	assert.Contains(t, err.Error(), "/home/user/d", "the error names the directory")
+
+	// Search without read on the directory is enough, as for cat.
+	got, err := sb.ReadFile(ctx, "o/f")
+	require.NoError(t, err)
+	assert.Equal(t, "ok\n", string(got))
+	// A missing file is still NotFound.
+	_, err = sb.ReadFile(ctx, "nope")
+	wantCode(t, err, sandbox.NotFound)
+
+	// With root's file rights, envd reads anything.
+	re := newRootEnv(t)
+	rsb, err := re.client.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer rsb.Destroy(ctx)
+	run(t, rsb, "echo secret > s && chmod 000 s")
+	got, err = rsb.ReadFile(ctx, "s")
+	require.NoError(t, err)
+	assert.Equal(t, "secret\n", string(got))
+}
