@@ -161,6 +161,40 @@ func fileErrorTable(ctx context.Context, t *testing.T, s *suite) {
 		}
 	})
 
+	t.Run("Unreadable", func(t *testing.T) {
+		if reason, ok := s.h.Skip["Files/ErrorTable/Unreadable"]; ok {
+			t.Skip(reason)
+		}
+		// A file the sandbox's user may not read (mode 000), and one in a
+		// directory it may not search: the file methods have the user's
+		// rights, so reading them is PermissionDenied, as cat is refused.
+		check(t, sb.WriteFile(ctx, "et/unreadable", []byte("secret")))
+		check(t, sb.WriteFile(ctx, "et/closed/f", []byte("secret")))
+		r := must[*sandbox.Result](t, "Exec chmod")(sb.Exec(ctx, sandbox.Command{Args: []string{"chmod", "000", "et/unreadable", "et/closed"}}))
+		if r.ExitCode != 0 {
+			t.Fatalf("chmod 000: exit %d, %s", r.ExitCode, r.Stderr)
+		}
+		defer sb.Exec(ctx, sandbox.Command{Args: []string{"chmod", "755", "et/closed"}}) //nolint:errcheck // best effort, so the tree can be removed
+		for name, p := range map[string]string{"File": "et/unreadable", "InClosedDirectory": "et/closed/f"} {
+			t.Run(name, func(t *testing.T) {
+				if reason, ok := s.h.Skip["Files/ErrorTable/Unreadable/"+name]; ok {
+					t.Skip(reason)
+				}
+				// Where the sandbox's own commands can read it (root, say)
+				// there is nothing to test.
+				r := must[*sandbox.Result](t, "Exec cat")(sb.Exec(ctx, sandbox.Command{Args: []string{"cat", p}}))
+				if r.ExitCode == 0 {
+					t.Skipf("the sandbox's commands can read %s here: nothing to test", p)
+				}
+				for _, op := range []fileOp{opReadFile, opDownload} {
+					if msg := checkRow(portableOp(ctx, sb, op, p), sandbox.PermissionDenied, denied, true); msg != "" {
+						t.Errorf("Sandbox.%s(%q): %s", op, p, msg)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("ReadOnly", func(t *testing.T) {
 		if reason, ok := s.h.Skip["Files/ErrorTable/ReadOnly"]; ok {
 			t.Skip(reason)

@@ -11,7 +11,9 @@ import (
 )
 
 // skips are the subtests daytona cannot pass, with the reason.
-var skips = map[string]string{}
+var skips = map[string]string{
+	"Files/ErrorTable/Unreadable/InClosedDirectory": "daytonafake answers 404 where its backend refuses to stat a file in a directory the user may not search; the daemon answers 403 (not yet modelled)",
+}
 
 // TestConformance runs the whole suite against daytona over daytonafake
 // over provider/local.

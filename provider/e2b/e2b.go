@@ -96,10 +96,20 @@
 // others, or the reverse, of a group other than the user's own), a
 // `test -w` run as the user decides. This check is made by the SDK, not a
 // security boundary: code in the sandbox runs as that user anyway and
-// could call envd itself. It costs one Stat per change (Upload: three
-// round trips instead of two), none when the user is root.
-// WithRootFileAccess (URL: file_access=root) turns it off, for callers who
-// want envd's root rights. Either way a file written through the SDK is
+// could call envd itself. envd's Stat is an lstat and envd follows links
+// as root, so where the directory that decides is a symbolic link (~/l ->
+// /etc, /bin -> usr/bin) the check follows it, up to 40 links (more, a
+// loop most likely, is InvalidArgument), and judges the real directory.
+// envd's Remove of a directory is a recursive RemoveAll as root, so a
+// directory is removed by "rm -rf" run as the user instead: an entry below
+// it that the user may not remove is PermissionDenied, as for the user's
+// own rm (what rm removed before stays removed). Reads are held to the
+// same rule: before Download (ReadFile) the adapter checks that the user
+// may search the file's directory and read the file, and refuses with
+// PermissionDenied otherwise. It costs one Stat per change or read, one
+// more per link followed (Upload: three round trips instead of two), none
+// when the user is root. WithRootFileAccess (URL: file_access=root) turns
+// all of it off, for callers who want envd's root rights. Either way a file written through the SDK is
 // owned by the sandbox's user, as envd makes it.
 package e2b
 
@@ -242,10 +252,12 @@ func WithUser(u string) Option { return func(c *config) { c.user = u } }
 // which are root's: envd writes as root and then gives what it created to
 // the sandbox's user, so Upload, MkdirAll, Rename and Remove succeed in
 // places (/usr, /etc, another user's files) where the sandbox's commands
-// get "Permission denied". By default the adapter holds the file methods
-// to the contract instead: before a change it checks, from envd's Stat
-// (owner, group, mode), that the sandbox's user may make it, and refuses
-// with PermissionDenied otherwise (see Files in the package doc). The URL
+// get "Permission denied", and Download reads any file. By default the
+// adapter holds the file methods to the contract instead: before a change
+// or a read it checks, from envd's Stat (owner, group, mode; links
+// followed), that the sandbox's user may make it, removes a directory
+// with the user's rm -rf, and refuses with PermissionDenied otherwise
+// (see Files in the package doc). The URL
 // parameter file_access=root sets it too.
 func WithRootFileAccess() Option { return func(c *config) { c.rootFiles = true } }
 

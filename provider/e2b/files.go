@@ -214,11 +214,16 @@ func versionAtLeast(v string, major, minor, patch int) bool {
 }
 
 // Download opens p for streaming. Compression is never requested, so the
-// bytes arrive as stored.
+// bytes arrive as stored. envd reads as root; a file the sandbox's user
+// may not read, or whose directory it may not search, is PermissionDenied
+// (see the package doc's Files).
 func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, error) {
 	const op = "download"
 	c, err := r.conn(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.mayRead(ctx, id, c, op, p); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.filesURL(id, c, p), nil)
@@ -374,6 +379,11 @@ func (r *Runtime) MkdirAll(ctx context.Context, id, p string) error {
 // success, so the adapter checks first: a missing path is NotFound. An
 // entry the sandbox's user may not remove (its directory is not writable
 // by the user, or sticky and neither is the user's) is PermissionDenied.
+// envd removes a directory tree as root, whatever is below it; unless the
+// adapter has root's file rights, a directory is removed by "rm -rf" run
+// as the sandbox's user instead, so an entry below it that the user may
+// not remove is PermissionDenied, as for the user's own rm (what rm
+// removed before it met that entry stays removed).
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	const op = "remove"
 	c, err := r.conn(ctx, id)
@@ -386,6 +396,15 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	}
 	if err := r.mayRemove(ctx, id, c, op, p, e); err != nil {
 		return err
+	}
+	if e.GetType() == filesystem.FileType_FILE_TYPE_DIRECTORY && !r.cfg.rootFiles {
+		u, err := r.identity(ctx, id, c)
+		if err != nil {
+			return err
+		}
+		if !u.root {
+			return r.removeTree(ctx, id, c, op, p, u)
+		}
 	}
 	req := connect.NewRequest(&filesystem.RemoveRequest{Path: p})
 	return r.fsCall(ctx, op, id, c, req.Header(), func(ctx context.Context) error {

@@ -293,6 +293,10 @@ func (r *Runtime) boxOp(op, id, p string, live bool, fn func(b *box) error) erro
 func (r *Runtime) Download(_ context.Context, id, p string) (rc io.ReadCloser, err error) {
 	err = r.boxOp(OpDownload, id, p, true, func(b *box) error {
 		n, err := lookupFile(b, p)
+		if err == nil && !b.rootFiles && userBits(n)&0o400 == 0 {
+			// The file methods have the user's rights, as cat does.
+			return &fs.PathError{Op: "open", Path: p, Err: sberrors.ErrPermission}
+		}
 		if err == nil {
 			rc = io.NopCloser(bytes.NewReader(bytes.Clone(n.data)))
 		}

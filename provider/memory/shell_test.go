@@ -401,3 +401,21 @@ func TestFindGrepTarOptions(t *testing.T) {
 		}
 	}
 }
+
+// rm -r has the user's rights below the named directory too: an entry of
+// a directory the user may not write stays, with the directories above it,
+// and rm fails; the rest goes.
+func TestRmRecursiveHasTheUsersRights(t *testing.T) {
+	sb, _ := newSandbox(t)
+	line := `mkdir -p r/sub r/ok && echo x > r/sub/f && echo y > r/ok/g && echo z > r/h && chmod 555 r/sub && rm -rf r`
+	if _, errOut, code := run(t, sb, line); code != 1 || !strings.Contains(errOut, "Permission denied") {
+		t.Fatalf("rm -rf over a 555 subdirectory: exit %d, stderr %q; want 1 and Permission denied", code, errOut)
+	}
+	out, errOut, code := run(t, sb, `find r | sort`)
+	if want := "r\nr/sub\nr/sub/f\n"; out != want || code != 0 {
+		t.Errorf("after rm -rf: %q (%q, exit %d); want %q", out, errOut, code, want)
+	}
+	if _, errOut, code := run(t, sb, `chmod 755 r/sub && rm -rf r && ! test -e r`); code != 0 {
+		t.Errorf("rm -rf of the user's own tree: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -541,17 +542,39 @@ func (v *vfs) remove(p string, recursive, dirOK bool) error {
 				}
 			}
 		}
-		for q := range b.files {
-			if q == phys || strings.HasPrefix(q, phys+"/") {
-				delete(b.files, q)
-			}
-		}
-		return nil
+		return removeTreeLocked(b, phys)
 	})
 	if err != nil {
 		return pe("remove", p, err)
 	}
 	return nil
+}
+
+// removeTreeLocked removes phys and what is below it as rm -r does with
+// the user's rights: an entry whose directory the user may not write
+// stays, and so do the directories above it (not empty); the rest goes.
+// It answers EACCES when anything stayed.
+func removeTreeLocked(b *box, phys string) error {
+	var tree []string
+	for q := range b.files {
+		if q == phys || strings.HasPrefix(q, phys+"/") {
+			tree = append(tree, q)
+		}
+	}
+	// Deepest first, so a directory is decided after its entries.
+	sort.Slice(tree, func(i, j int) bool { return strings.Count(tree[i], "/") > strings.Count(tree[j], "/") })
+	kept := map[string]bool{}
+	var err error
+	for _, q := range tree {
+		d := path.Dir(q)
+		if kept[q] || (q != phys && !canWrite(b.files[d])) {
+			kept[d] = true
+			err = syscall.EACCES
+			continue
+		}
+		delete(b.files, q)
+	}
+	return err
 }
 
 // rename moves from to to, as rename(2): a file replaces a file, a

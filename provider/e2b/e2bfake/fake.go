@@ -34,7 +34,6 @@
 //     the fake answers as envd does; over a backend whose file methods
 //     have the user's rights (provider/local) such a write is refused, as
 //     envd's own open fails (500 "permission denied").
-//   - Stat follows symbolic links when the backend does (envd uses lstat).
 //   - /files: no Range or conditional requests, no signed URLs (signature
 //     query parameters), no X-Metadata headers, no 507.
 //   - Processes: no PTY (Start with a pty and Update are unimplemented),

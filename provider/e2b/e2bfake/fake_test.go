@@ -396,3 +396,44 @@ func TestFilesWriteAsRootLikeEnvd(t *testing.T) {
 		}
 	}
 }
+
+// envd's Stat is an lstat: a symbolic link is described as itself (type
+// symlink, mode 0777) with its target as an absolute path, also when the
+// target is missing; a path through a link is followed by the kernel.
+func TestStatIsAnLstatLikeEnvd(t *testing.T) {
+	f := e2bfake.New(memory.New(memory.WithRootFileAccess()))
+	t.Cleanup(f.Close)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	r := &rawFake{f, t}
+	c := r.create(`{"templateID":"base"}`)
+	h := r.envdHeaders(c)
+	h["Content-Type"] = "application/connect+json"
+	_, _, b := r.do("POST", r.SandboxURL()+"/process.Process/Start", h,
+		envelope(`{"process":{"cmd":"/bin/bash","args":["-l","-c","mkdir -p /home/user/d && ln -s d /home/user/rel && ln -s /etc /home/user/abs && ln -s /nowhere /home/user/gone"]}}`))
+	if _, end := frames(t, b); strings.Contains(end, "error") {
+		t.Fatalf("ln: %s", end)
+	}
+	h["Content-Type"] = "application/json"
+	for p, want := range map[string]string{"/home/user/rel": "/home/user/d", "/home/user/abs": "/etc", "/home/user/gone": "/nowhere", "/home/user/d": ""} {
+		st, _, b := r.do("POST", r.SandboxURL()+"/filesystem.Filesystem/Stat", h, []byte(`{"path":"`+p+`"}`))
+		var out struct {
+			Entry struct {
+				Type, SymlinkTarget string
+				Mode                uint32
+			} `json:"entry"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
+			t.Errorf("Stat(%s): %d %s", p, st, b)
+			continue
+		}
+		if want == "" {
+			if out.Entry.Type != "FILE_TYPE_DIRECTORY" || out.Entry.SymlinkTarget != "" {
+				t.Errorf("Stat(%s): %s, want a directory", p, b)
+			}
+			continue
+		}
+		if out.Entry.Type != "FILE_TYPE_SYMLINK" || out.Entry.SymlinkTarget != want || out.Entry.Mode != 0o777 {
+			t.Errorf("Stat(%s): %s, want a symlink to %s with mode 0777", p, b, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -388,6 +389,10 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	b := boxOf(ctx)
 	p := resolve(b.home, req.Msg.GetPath())
 	fi, err := f.s.backend.Stat(ctx, b.backendID, p)
+	if l, ok := f.s.lstatLink(ctx, b, p, fi); ok {
+		// envd's Stat is an lstat: a link is described as itself.
+		return connect.NewResponse(&filesystem.StatResponse{Entry: entry(l)}), nil
+	}
 	if err != nil {
 		return nil, fsErr(err, p)
 	}
@@ -532,6 +537,43 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 		return nil, fsErr(err, p)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
+}
+
+// lstatLink describes p as envd's lstat does when p is a symbolic link
+// (the backend's Stat follows links): type link, mode 0777, and the
+// target as an absolute path. fi is the backend's (following) Stat of p,
+// which may already name the target.
+func (s *Server) lstatLink(ctx context.Context, b *box, p string, fi driver.FileInfo) (driver.FileInfo, bool) {
+	if p == "/" {
+		return driver.FileInfo{}, false
+	}
+	list, err := s.backend.ReadDir(ctx, b.backendID, path.Dir(p))
+	if err != nil {
+		return driver.FileInfo{}, false
+	}
+	i := slices.IndexFunc(list, func(e driver.FileInfo) bool { return e.Name() == path.Base(p) })
+	if i < 0 || list[i].Mode&fs.ModeSymlink == 0 {
+		return driver.FileInfo{}, false
+	}
+	l := list[i]
+	t := fi.LinkTarget
+	if t == "" {
+		t = l.LinkTarget
+	}
+	if t == "" {
+		var out bytes.Buffer
+		st, err := s.backend.Exec(ctx, b.backendID, &driver.Command{
+			Args: []string{"readlink", "--", p}, Dir: b.home, Env: map[string]string{},
+			Stdout: &out, Stderr: io.Discard, Timeout: time.Minute,
+		})
+		if err == nil && st.ExitCode == 0 {
+			t = strings.TrimSuffix(out.String(), "\n")
+		}
+	}
+	if t != "" && !path.IsAbs(t) {
+		t = path.Join(path.Dir(p), t)
+	}
+	return driver.FileInfo{Path: p, Size: int64(len(t)), Mode: fs.ModeSymlink | 0o777, ModTime: l.ModTime, LinkTarget: t}, true
 }
 
 // ownerScript prints the numeric owner and group of $1 (not following a
