@@ -177,7 +177,10 @@ func TestWorkspaceRecreatedEveryShell(t *testing.T) {
 			require.Equal(t, "     1\tnew", readText(t, e.reopen(t), "b.txt").Content)
 			// A link to elsewhere: refused, whether the file named is
 			// there or not.
-			e.sh(t, "rm -rf "+e.base+" && echo SECRET > "+e.out+"/s.txt && ln -s "+e.out+" "+e.base)
+			// The pinned directory is kept aside, not removed: a directory
+			// made later could otherwise get its inode back and match the
+			// pin (see the other-owner case below).
+			e.sh(t, "rm -rf "+e.base+".keep && mv "+e.base+" "+e.base+".keep && echo SECRET > "+e.out+"/s.txt && ln -s "+e.out+" "+e.base)
 			for _, p := range []string{"s.txt", "b.txt"} {
 				for _, b := range []*FilesystemBackend{e.b, e.reopen(t)} {
 					r := readText(t, b, p)
