@@ -282,7 +282,7 @@ type Capabilities struct {
 
 // LeaseEndedError is the error of a call on a sandbox that the provider
 // destroyed because its lease ended at End. It matches
-// sberrors.ErrLeaseExpired (and so has Code NotFound). Providers that
+// sberrors.ErrLeaseExpired and sberrors.ErrNotFound (Code NotFound). Providers that
 // declare Capabilities.ReportsLeaseEnd return it, wrapped with their
 // prefix, for such a sandbox.
 type LeaseEndedError struct {
@@ -295,8 +295,11 @@ func (e *LeaseEndedError) Error() string {
 	return "the lease ended at " + e.End.UTC().Format(time.RFC3339) + " and the provider destroyed it"
 }
 
-// Unwrap returns sberrors.ErrLeaseExpired.
-func (e *LeaseEndedError) Unwrap() error { return sberrors.ErrLeaseExpired }
+// Unwrap returns sberrors.ErrLeaseExpired and sberrors.ErrNotFound: the
+// sandbox is gone, as for any other end.
+func (e *LeaseEndedError) Unwrap() []error {
+	return []error{sberrors.ErrLeaseExpired, sberrors.ErrNotFound}
+}
 
 // State is the lifecycle state of a sandbox.
 type State string

@@ -831,11 +831,14 @@ func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
 		return m, nil
 	}
 	r.log.Info("sandbox/local: lease ended, destroying", "id", m.ID)
+	// Recorded first: a call that finds the sandbox half gone while it is
+	// destroyed (a command whose agent it just killed) must hear why.
+	r.tomb(m.ID, m.LeaseEnd)
 	if err := r.Destroy(ctx, m.ID); err != nil {
+		r.untomb(m.ID)
 		r.log.Warn("sandbox/local: destroying an expired sandbox failed", "id", m.ID, "err", err)
 		return m, nil
 	}
-	r.tomb(m.ID, m.LeaseEnd)
 	return nil, fmt.Errorf("local: sandbox %s: %w", m.ID, &driver.LeaseEndedError{End: m.LeaseEnd})
 }
 
@@ -858,6 +861,17 @@ func (r *Runtime) tomb(id string, end time.Time) {
 	}
 	r.ended[id] = end
 	r.endedOrder = append(r.endedOrder, id)
+}
+
+// untomb forgets what tomb recorded for id, when the sandbox lives on.
+func (r *Runtime) untomb(id string) {
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
+	if _, ok := r.ended[id]; !ok {
+		return
+	}
+	delete(r.ended, id)
+	r.endedOrder = slices.DeleteFunc(r.endedOrder, func(s string) bool { return s == id })
 }
 
 // leaseEnded returns when the lease of sandbox id ended, when this
