@@ -30,6 +30,9 @@ type Client struct {
 	rt   driver.Runtime
 	caps Capabilities
 	log  *slog.Logger
+	// reportsLeaseEnd: the provider says when it ended a sandbox at its
+	// lease end (driver.Capabilities.ReportsLeaseEnd).
+	reportsLeaseEnd bool
 
 	cmdTimeout time.Duration
 	maxOutput  int
@@ -133,7 +136,7 @@ func NewClient(rt driver.Runtime, opts ...Option) *Client {
 
 func newClient(rt driver.Runtime, o *options) *Client {
 	return &Client{
-		rt: rt, caps: capabilities(rt), log: o.log,
+		rt: rt, caps: capabilities(rt), log: o.log, reportsLeaseEnd: rt.Capabilities().ReportsLeaseEnd,
 		cmdTimeout: o.cmdTimeout, maxOutput: o.maxOutput, maxRead: o.maxRead, cleanup: o.cleanup, calls: o.calls,
 		badOpts:   o.bad.Err("sandbox"),
 		listeners: map[int]func(){},

@@ -24,6 +24,8 @@ type errCase struct {
 	code  sandbox.Code
 	input string
 	id    string
+	// without lists texts the message must not hold.
+	without []string
 }
 
 // failingCalls makes representative calls fail on c and returns their
@@ -33,7 +35,7 @@ func failingCalls(t *testing.T, c *sandbox.Client) []errCase {
 	ctx := context.Background()
 	var cases []errCase
 	add := func(name string, err error, code sandbox.Code, input, id string) {
-		cases = append(cases, errCase{name, err, code, input, id})
+		cases = append(cases, errCase{name: name, err: err, code: code, input: input, id: id})
 	}
 	const missingID = "missing7f3a0e2b9c1d5" // the form of an E2B id, which E2B checks before looking it up
 	_, err := c.Attach(ctx, missingID)
@@ -76,6 +78,43 @@ func failingCalls(t *testing.T, c *sandbox.Client) []errCase {
 	// call in its own *Error with the same provider and sandbox.
 	add("nested", &sandbox.Error{Op: "run", Provider: c.Provider(), SandboxID: id, Path: "job-1", Code: sandbox.CodeOf(err), Err: err},
 		sandbox.NotFound, "job-1", id)
+
+	// Exec on a handle after its own Destroy, with a timeout the lease
+	// must be extended for: the caller hears that the sandbox is gone, as
+	// for any command on a destroyed sandbox, not about the extension.
+	own, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = own.Exec(ctx, sandbox.Command{Args: []string{"true"}, Timeout: 10 * time.Minute})
+	cases = append(cases, errCase{name: "exec after own destroy", err: err, code: sandbox.NotFound, input: own.ID(), id: own.ID(),
+		without: []string{"extending", "lease"}})
+
+	// A command whose lease ends while it runs: one line that says so,
+	// without the transport's account of the lost connection. (Only the
+	// memory provider here ends a running command at a lease of seconds:
+	// Daytona counts its lease in minutes.)
+	if c.Provider() == "memory" {
+		short, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		att, err := c.Attach(ctx, short.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = att.Exec(lctx, sandbox.Command{Shell: "sleep 60", Timeout: time.Minute})
+		cancel()
+		if !errors.Is(err, sandbox.ErrLeaseExpired) {
+			t.Errorf("lease ended: %v, want ErrLeaseExpired", err)
+		}
+		cases = append(cases, errCase{name: "lease ended", err: err, code: sandbox.NotFound, input: "the lease ended at", id: short.ID(),
+			without: []string{"outcome unknown", "EOF", "went away", "sandbox ended", "sandbox's lease"}})
+	}
 
 	_, err = c.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"bad key": "v"}})
 	add("bad label", err, sandbox.InvalidArgument, "bad key", "")
@@ -136,6 +175,14 @@ func TestErrorMessagesSayEachFactOnce(t *testing.T) {
 				}
 				if strings.HasSuffix(msg, ": "+codeText[sandbox.InvalidArgument]) {
 					t.Errorf("%s: trailing code text: %s", tc.name, msg)
+				}
+				for _, w := range tc.without {
+					if strings.Contains(msg, w) {
+						t.Errorf("%s: says %q: %s", tc.name, w, msg)
+					}
+				}
+				if strings.Count(msg, "\n") > 0 {
+					t.Errorf("%s: more than one line: %q", tc.name, msg)
 				}
 				if !strings.Contains(msg, tc.input) {
 					t.Errorf("%s: does not name the input %q: %s", tc.name, tc.input, msg)

@@ -68,8 +68,14 @@ func (s *Sandbox) coverLease(ctx context.Context, op string, timeout time.Durati
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil || CodeOf(err) == NotFound {
-		// The caller gave up, or the sandbox is gone: the command cannot run.
+	if CodeOf(err) == NotFound {
+		// The sandbox is gone: the command cannot run, and the caller
+		// hears the provider say so as a command on a gone sandbox does,
+		// not about the extension that found it.
+		return err
+	}
+	if ctx.Err() != nil {
+		// The caller gave up: the command does not run.
 		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: CodeOf(err),
 			Err: fmt.Errorf("extending the lease by %v to cover the command's timeout: %w", d, err)}
 	}
@@ -157,9 +163,20 @@ func (s *Sandbox) killedByLease(ctx context.Context, op string, res *Result) err
 
 // leaseEnded returns an error matching ErrLeaseExpired, with cause, when
 // the lease the handle knows has ended and a look-up (bounded by
-// leaseLookupTimeout) finds the sandbox gone, or paused by AutoPause; nil
+// leaseLookupTimeout) finds that the lease ended the sandbox; nil
 // otherwise. A handle that knows of no lease, or of one that has not
 // ended, makes no call.
+//
+// The provider's word comes first: a look-up error matching
+// ErrLeaseExpired (a driver.LeaseEndedError, with when the lease ended)
+// says the lease ended the sandbox. A provider that declares
+// ReportsLeaseEnd and reports a plain NotFound says that something else
+// (a Destroy through another handle) ended it, whatever the lease end
+// this handle knew, which may be stale. Only for a provider that cannot
+// tell is a sandbox found gone after the lease end the handle knew taken
+// as ended by its lease: the best guess it has. A sandbox found paused
+// after that end was paused by AutoPause. A sandbox still there refreshes
+// the lease end the handle knows.
 func (s *Sandbox) leaseEnded(ctx context.Context, op string, cause error) error {
 	end := s.leaseEnd()
 	if end.IsZero() || time.Now().Before(end.Add(-leaseSlack)) {
@@ -168,19 +185,45 @@ func (s *Sandbox) leaseEnded(ctx context.Context, op string, cause error) error 
 	lctx, cancel := context.WithTimeout(ctx, leaseLookupTimeout)
 	defer cancel()
 	in, gerr := s.c.rt.Get(lctx, s.id)
+	var le *driver.LeaseEndedError
 	switch {
-	case CodeOf(gerr) == NotFound:
-		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: NotFound,
-			Err: fmt.Errorf("%w at %s while the command ran, and the provider destroyed the sandbox (extend the lease with SetTimeout, or create the sandbox with a longer CreateOptions.Timeout): %w",
-				ErrLeaseExpired, end.UTC().Format(time.RFC3339), cause)}
+	case errors.As(gerr, &le):
+		return s.leaseError(op, le.End, cause)
+	case errors.Is(gerr, ErrLeaseExpired):
+		return s.leaseError(op, end, cause)
+	case CodeOf(gerr) == NotFound && !s.c.reportsLeaseEnd:
+		return s.leaseError(op, end, cause)
 	case gerr == nil && State(in.State) == StatePaused:
 		s.setInfo(infoOf(in))
 		return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: FailedPrecondition,
-			Err: fmt.Errorf("%w at %s while the command ran, and the provider paused the sandbox (AutoPause; Resume it to go on): %w: %w",
-				ErrLeaseExpired, end.UTC().Format(time.RFC3339), ErrPaused, cause)}
+			Err: &leaseErr{msg: fmt.Sprintf("the lease ended at %s while the command ran; the provider paused it (AutoPause; Resume it to go on)",
+				end.UTC().Format(time.RFC3339)), errs: []error{ErrLeaseExpired, ErrPaused, cause}}}
+	case gerr == nil:
+		s.setInfo(infoOf(in))
 	}
 	return nil
 }
+
+// leaseError is the error of a command during which the lease ended at
+// end and the provider destroyed the sandbox: one line that says so and
+// what to do, matching ErrLeaseExpired and cause (ErrOutcomeUnknown, say)
+// without repeating cause's text, which tells only how the connection to
+// the sandbox broke.
+func (s *Sandbox) leaseError(op string, end time.Time, cause error) error {
+	return &Error{Op: op, Provider: s.c.rt.Name(), SandboxID: s.id, Code: NotFound,
+		Err: &leaseErr{msg: fmt.Sprintf("the lease ended at %s while the command ran; the provider destroyed it (extend with SetTimeout or a longer CreateOptions.Timeout)",
+			end.UTC().Format(time.RFC3339)), errs: []error{ErrLeaseExpired, cause}}}
+}
+
+// leaseErr is the cause of a lease error: its own text, and the
+// sentinels and original error it matches.
+type leaseErr struct {
+	msg  string
+	errs []error
+}
+
+func (e *leaseErr) Error() string   { return e.msg }
+func (e *leaseErr) Unwrap() []error { return e.errs }
 
 // lostSandbox reports whether err is how a provider reports that the
 // sandbox, or the connection to it, went away during a call.

@@ -350,3 +350,75 @@ func TestExecRunsWhenLeaseExtensionFails(t *testing.T) {
 		t.Fatalf("Exec on a destroyed sandbox: %v, want NotFound", err)
 	}
 }
+
+// TestStaleLeaseDestroyedIsNotLeaseExpired: a handle whose known lease end
+// is stale (the owner extended the lease through another handle) and whose
+// sandbox is then destroyed mid-command, past that stale end, hears that
+// the sandbox was destroyed, not that its lease ended: the provider says
+// why the sandbox ended, and a plain NotFound from it is a Destroy.
+func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		own     bool // the lease is extended through a second owner (AttachOptions.Own)
+		process bool // Start and Wait instead of Exec
+		byID    bool // Client.Destroy(id) instead of the owner's Destroy
+	}{
+		{name: "Exec"},
+		{name: "ExecSecondOwnerByID", own: true, byID: true},
+		{name: "Wait", process: true},
+		{name: "WaitByID", process: true, byID: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := sandbox.NewClient(memory.New())
+			defer c.Close()
+			owner, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale, err := c.Attach(ctx, owner.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			extender := owner
+			if tc.own {
+				if extender, err = c.AttachWith(ctx, owner.ID(), sandbox.AttachOptions{Own: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := extender.SetTimeout(ctx, 10*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2*time.Second + 500*time.Millisecond)
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				if tc.byID {
+					_ = c.Destroy(ctx, owner.ID())
+				} else {
+					_ = owner.Destroy(ctx)
+				}
+			}()
+			cmd := sandbox.Command{Shell: "sleep 30"}
+			if tc.process {
+				p, err := stale.Start(ctx, cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				_, err = p.Wait(wctx)
+				if errors.Is(err, sandbox.ErrLeaseExpired) {
+					t.Fatalf("Wait on a process whose sandbox was destroyed: %v, want no ErrLeaseExpired", err)
+				}
+				return
+			}
+			_, err = stale.Exec(ctx, cmd)
+			if err == nil || errors.Is(err, sandbox.ErrLeaseExpired) {
+				t.Fatalf("Exec on a sandbox destroyed mid-command: %v, want an error other than ErrLeaseExpired", err)
+			}
+			if sandbox.CodeOf(err) != sandbox.NotFound && !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+				t.Errorf("code %v: %v, want NotFound or outcome unknown", sandbox.CodeOf(err), err)
+			}
+		})
+	}
+}

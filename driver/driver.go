@@ -22,6 +22,8 @@ import (
 	"io/fs"
 	"syscall"
 	"time"
+
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // Runtime is the contract a provider implements. Application code should
@@ -269,6 +271,34 @@ type Capabilities struct {
 	// ended a command; false when the provider sees only an exit code and
 	// cannot tell a signal from, say, exit 137 (Signal is then always 0).
 	ReportsSignal bool
+	// ReportsLeaseEnd is true when the provider tells a sandbox its lease
+	// ended from one destroyed otherwise: Get, Exec and process Wait on a
+	// sandbox the provider ended at its lease end fail with an error
+	// matching sberrors.ErrLeaseExpired (a *LeaseEndedError), and a plain
+	// NotFound means that something else destroyed it. Without it, the
+	// portable layer guesses from the lease end the handle knew.
+	ReportsLeaseEnd bool
+}
+
+// LeaseEndedError is the error of a call on a sandbox that the provider
+// destroyed because its lease ended at End. It matches
+// sberrors.ErrLeaseExpired and sberrors.ErrNotFound (Code NotFound). Providers that
+// declare Capabilities.ReportsLeaseEnd return it, wrapped with their
+// prefix, for such a sandbox.
+type LeaseEndedError struct {
+	// End is when the lease ended.
+	End time.Time
+}
+
+// Error says when the lease ended.
+func (e *LeaseEndedError) Error() string {
+	return "the lease ended at " + e.End.UTC().Format(time.RFC3339) + " and the provider destroyed it"
+}
+
+// Unwrap returns sberrors.ErrLeaseExpired and sberrors.ErrNotFound: the
+// sandbox is gone, as for any other end.
+func (e *LeaseEndedError) Unwrap() []error {
+	return []error{sberrors.ErrLeaseExpired, sberrors.ErrNotFound}
 }
 
 // State is the lifecycle state of a sandbox.

@@ -132,6 +132,13 @@ var (
 	// AutoPause, paused it (the error then has Code FailedPrecondition and
 	// matches ErrPaused too). Extend the lease with SetTimeout, or create
 	// the sandbox with a longer lease.
+	//
+	// The reason is the provider's when it can tell (local, memory: see
+	// driver.Capabilities.ReportsLeaseEnd): a sandbox another handle
+	// destroyed is then plain NotFound whatever lease end the handle knew.
+	// For a provider that cannot tell (E2B, Daytona, docker) it is a best
+	// guess from the lease end the handle knew: the sandbox was found gone,
+	// or paused, after that end.
 	ErrLeaseExpired error = &codeError{NotFound, "the sandbox's lease ended"}
 )
 

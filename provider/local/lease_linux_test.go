@@ -99,3 +99,85 @@ func TestExecLeaseEndsMidCommand(t *testing.T) {
 		t.Fatalf("Exec past the lease: Result %+v, want the killed command's", res)
 	}
 }
+
+// TestStaleLeaseDestroyedIsNotLeaseExpired: a handle whose known lease end
+// went stale (the owner extended the lease through another handle) does
+// not report a Destroy mid-command, past that stale end, as the end of the
+// lease: the provider knows it did not end the sandbox for its lease.
+func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, WithIsolation(L1))
+	c := sandbox.NewClient(rt)
+	owner, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx, owner.ID())
+	stale, err := c.Attach(ctx, owner.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.SetTimeout(ctx, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3*time.Second + 500*time.Millisecond)
+	go func() {
+		time.Sleep(time.Second)
+		_ = owner.Destroy(ctx)
+	}()
+	ectx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	res, err := stale.Exec(ectx, sandbox.Command{Args: []string{"sleep", "30"}})
+	if errors.Is(err, sandbox.ErrLeaseExpired) {
+		t.Fatalf("Exec on a sandbox destroyed mid-command: %v, want an error other than ErrLeaseExpired", err)
+	}
+	// Destroy kills the command: the agent reports it killed (a Result)
+	// or the connection to it breaks (an error).
+	if err == nil && res.Signal == 0 && res.ExitCode == 0 {
+		t.Fatalf("Exec on a sandbox destroyed mid-command: %+v, want the killed command or an error", res)
+	}
+}
+
+// TestLeaseEndedMessage: the error of a command whose lease ended says so
+// in one line, without the agent connection's account of the loss, and a
+// command on a handle after its own Destroy says the sandbox is gone, not
+// that extending its lease failed.
+func TestLeaseEndedMessage(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(100*time.Millisecond))
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx, sb.ID())
+	att, err := c.Attach(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = att.Exec(ctx, sandbox.Command{Args: []string{"sleep", "60"}, Timeout: 2 * time.Minute})
+	if !errors.Is(err, sandbox.ErrLeaseExpired) || sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Fatalf("Exec past the lease: %v, want ErrLeaseExpired, NotFound", err)
+	}
+	msg := err.Error()
+	for _, w := range []string{"EOF", "outcome unknown", "went away", "local: "} {
+		if strings.Contains(msg, w) {
+			t.Errorf("lease error says %q: %s", w, msg)
+		}
+	}
+	if !strings.Contains(msg, "the lease ended at") || strings.Count(msg, sb.ID()) != 1 {
+		t.Errorf("lease error does not say once what happened: %s", msg)
+	}
+
+	own, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = own.Exec(ctx, sandbox.Command{Args: []string{"true"}, Timeout: 10 * time.Minute})
+	if sandbox.CodeOf(err) != sandbox.NotFound || strings.Contains(err.Error(), "lease") {
+		t.Errorf("Exec after Destroy: %v, want NotFound without the lease extension", err)
+	}
+}

@@ -72,6 +72,13 @@ type Runtime struct {
 
 	static sync.Map // id → *metaStatic, the part of the metadata that never changes
 
+	// ended holds when the lease of each sandbox this Runtime destroyed at
+	// its lease end ended, so that a later call on it says why it is gone
+	// (driver.LeaseEndedError); at most maxEnded, the oldest forgotten first.
+	endedMu    sync.Mutex
+	ended      map[string]time.Time
+	endedOrder []string
+
 	connMu sync.Mutex
 	idle   map[string][]net.Conn // idle agent connections kept by Exec
 
@@ -260,7 +267,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
-		DefaultLease: r.lease, Network: true, ReportsSignal: true,
+		DefaultLease: r.lease, Network: true, ReportsSignal: true, ReportsLeaseEnd: true,
 		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2),
 	}
 }
@@ -824,11 +831,56 @@ func (r *Runtime) enforceLease(ctx context.Context, m *meta) (*meta, error) {
 		return m, nil
 	}
 	r.log.Info("sandbox/local: lease ended, destroying", "id", m.ID)
+	// Recorded first: a call that finds the sandbox half gone while it is
+	// destroyed (a command whose agent it just killed) must hear why.
+	r.tomb(m.ID, m.LeaseEnd)
 	if err := r.Destroy(ctx, m.ID); err != nil {
+		r.untomb(m.ID)
 		r.log.Warn("sandbox/local: destroying an expired sandbox failed", "id", m.ID, "err", err)
 		return m, nil
 	}
-	return nil, sberrors.Errorf(sberrors.NotFound, "local: sandbox %s: lease ended: %w", m.ID, sberrors.ErrNotFound)
+	return nil, fmt.Errorf("local: sandbox %s: %w", m.ID, &driver.LeaseEndedError{End: m.LeaseEnd})
+}
+
+// maxEnded bounds Runtime.ended.
+const maxEnded = 1024
+
+// tomb records that the lease of sandbox id ended at end.
+func (r *Runtime) tomb(id string, end time.Time) {
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
+	if r.ended == nil {
+		r.ended = map[string]time.Time{}
+	}
+	if _, ok := r.ended[id]; ok {
+		return
+	}
+	if len(r.endedOrder) >= maxEnded {
+		delete(r.ended, r.endedOrder[0])
+		r.endedOrder = r.endedOrder[1:]
+	}
+	r.ended[id] = end
+	r.endedOrder = append(r.endedOrder, id)
+}
+
+// untomb forgets what tomb recorded for id, when the sandbox lives on.
+func (r *Runtime) untomb(id string) {
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
+	if _, ok := r.ended[id]; !ok {
+		return
+	}
+	delete(r.ended, id)
+	r.endedOrder = slices.DeleteFunc(r.endedOrder, func(s string) bool { return s == id })
+}
+
+// leaseEnded returns when the lease of sandbox id ended, when this
+// Runtime destroyed it for that.
+func (r *Runtime) leaseEnded(id string) (time.Time, bool) {
+	r.endedMu.Lock()
+	defer r.endedMu.Unlock()
+	end, ok := r.ended[id]
+	return end, ok
 }
 
 func (r *Runtime) reaper() {

@@ -121,6 +121,9 @@ func (r *Runtime) home(id string) string { return filepath.Join(r.root, id, "hom
 func (r *Runtime) sock(id string) string { return filepath.Join(r.root, id, "s") }
 
 func notFound(r *Runtime, id string) error {
+	if end, ok := r.leaseEnded(id); ok {
+		return fmt.Errorf("local: sandbox %s: %w", id, &driver.LeaseEndedError{End: end})
+	}
 	return sberrors.Errorf(sberrors.NotFound, "local: no sandbox %s under %s: %w", id, r.root, sberrors.ErrNotFound)
 }
 

@@ -294,7 +294,15 @@ type Runtime struct {
 	faults   map[string]*fault
 	calls    []Record
 	nextPID  int
+	// ended holds when the lease of each sandbox the lease ended (not
+	// Destroy) ended, so that a later call on it says why it is gone;
+	// at most maxEnded of them, the oldest forgotten first.
+	ended      map[string]time.Time
+	endedOrder []string
 }
+
+// maxEnded bounds Runtime.ended.
+const maxEnded = 1024
 
 type shellHandler struct {
 	match func(line string) bool
@@ -453,7 +461,21 @@ func (r *Runtime) expireLocked() {
 			p.cancel()
 		}
 		delete(r.boxes, id)
+		r.tombLocked(id, b.info.LeaseEnd)
 	}
+}
+
+// tombLocked records that the lease of sandbox id ended at end.
+func (r *Runtime) tombLocked(id string, end time.Time) {
+	if r.ended == nil {
+		r.ended = map[string]time.Time{}
+	}
+	if len(r.endedOrder) >= maxEnded {
+		delete(r.ended, r.endedOrder[0])
+		r.endedOrder = r.endedOrder[1:]
+	}
+	r.ended[id] = end
+	r.endedOrder = append(r.endedOrder, id)
 }
 
 func notFound(id string) error {
@@ -464,6 +486,9 @@ func notFound(id string) error {
 func (r *Runtime) get(id string, live bool) (*box, error) {
 	b, ok := r.boxes[id]
 	if !ok {
+		if end, ended := r.ended[id]; ended {
+			return nil, fmt.Errorf("memory: sandbox %s: %w", id, &driver.LeaseEndedError{End: end})
+		}
 		return nil, notFound(id)
 	}
 	if live && b.info.State == driver.StatePaused {
@@ -479,7 +504,7 @@ func (r *Runtime) Name() string { return Scheme }
 func (r *Runtime) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		PauseKeepsMemory: true, ServerSideLabels: true,
-		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute,
+		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute, ReportsLeaseEnd: true,
 		ReportsSignal: true,
 		// Every policy is accepted and recorded, none enforced: there is
 		// no network to enforce it on. NotEnforced says so.
