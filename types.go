@@ -135,6 +135,11 @@ type Capabilities struct {
 	// then always 0 and ExitCode -1 says only that a signal ended it, if
 	// the provider can tell even that).
 	ReportsSignal bool
+	// ReportsLeaseEnd is true when the provider tells a sandbox its lease
+	// ended from one destroyed otherwise, so an error matching
+	// ErrLeaseExpired is a fact; without it, that error is the portable
+	// layer's best guess from the lease end the handle knew.
+	ReportsLeaseEnd bool
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -257,7 +262,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 		PauseKeepsMemory: d.PauseKeepsMemory, AttachAcrossClients: d.AttachAcrossClients,
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
 		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
-		ReportsSignal: d.ReportsSignal,
+		ReportsSignal: d.ReportsSignal, ReportsLeaseEnd: d.ReportsLeaseEnd,
 	}
 }
 
