@@ -54,6 +54,11 @@ put)
 commit)
   err=$(mv -f -- "$1" "$2" 2>&1) || { rm -f -- "$1"; if [ -d "$2" ]; then exit 3; fi; fail "$err"; } ;;
 drop) rm -f -- "$1" ;;
+read)
+  [ -r "$1" ] && exit 0
+  d=${1%/*}; [ -x "${d:-/}" ] || exit 5
+  if [ ! -e "$1" ] && [ ! -L "$1" ]; then anc "$1" || exit 4; exit 2; fi
+  exit 5 ;;
 rm)
   if [ ! -e "$1" ] && [ ! -L "$1" ]; then anc "$1" || exit 4; exit 2; fi
   err=$(rm -rf -- "$1" 2>&1) || fail "$err" ;;
@@ -196,6 +201,12 @@ func (r *Runtime) Download(ctx context.Context, id, p string) (io.ReadCloser, er
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("docker: download %q: %w", p, sberrors.ErrIsDirectory)
+	}
+	// The engine's archive endpoint reads as root: ask the sandbox's user
+	// first, so a file its commands may not read is PermissionDenied here
+	// too (one exec more per download).
+	if err := r.fsOp(ctx, id, "read", nil, nil, p); err != nil {
+		return nil, err
 	}
 	res, err := r.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: fi.Path})
 	if err != nil {
