@@ -529,7 +529,7 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkNetworkSupport(op, "", np); err != nil {
+	if err := c.checkNetworkSupport(op, "", np, opts.NoNetwork); err != nil {
 		return nil, err
 	}
 	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))

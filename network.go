@@ -380,13 +380,19 @@ func networkMissing(p *driver.NetworkPolicy, s NetworkSupport) string {
 }
 
 // checkNetworkSupport refuses, with FailedPrecondition, a policy the
-// provider does not declare it can enforce.
-func (c *Client) checkNetworkSupport(op, id string, p *driver.NetworkPolicy) error {
+// provider does not declare it can enforce; noNetwork says the policy came
+// from CreateOptions.NoNetwork, so that the error names what the caller
+// set.
+func (c *Client) checkNetworkSupport(op, id string, p *driver.NetworkPolicy, noNetwork bool) error {
 	miss := networkMissing(p, c.caps.NetworkPolicy)
 	if miss == "" {
 		return nil
 	}
-	msg := fmt.Sprintf("network policy needs %s, which provider %s cannot enforce", miss, c.rt.Name())
+	what := "network policy"
+	if noNetwork {
+		what = "NoNetwork (a deny-all network policy)"
+	}
+	msg := fmt.Sprintf("%s needs %s, which provider %s cannot enforce", what, miss, c.rt.Name())
 	if n := c.caps.NetworkPolicy.Note; n != "" {
 		msg += " (" + n + ")"
 	}
@@ -426,7 +432,7 @@ func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
 	if !ok {
 		return s.wrap(op, "", fmt.Errorf("sandbox: provider %s cannot change a running sandbox's network policy: %w", name, ErrUnimplemented))
 	}
-	if err := s.c.checkNetworkSupport(op, s.id, np); err != nil {
+	if err := s.c.checkNetworkSupport(op, s.id, np, false); err != nil {
 		return err
 	}
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
