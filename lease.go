@@ -60,8 +60,14 @@ func (s *Sandbox) coverLease(ctx context.Context, op string, timeout time.Durati
 	// A lease that covers the command and half the grace is left as it
 	// is, so that a caller that just extended it (the session package
 	// does, by the timeout and a minute) does not pay for another call.
-	end := s.leaseEnd()
-	if end.IsZero() || !end.Before(time.Now().Add(need)) {
+	if end := s.leaseEnd(); end.IsZero() || !end.Before(time.Now().Add(need)) {
+		return nil
+	}
+	// Commands started together wait for one extension and then find the
+	// lease covers them too.
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if end := s.leaseEnd(); end.IsZero() || !end.Before(time.Now().Add(need)) {
 		return nil
 	}
 	err := s.extendLease(ctx, d, true)

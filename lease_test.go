@@ -422,3 +422,47 @@ func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentExecsExtendTheLeaseOnce: commands started together on a
+// lease too short for them wait for one extension rather than each making
+// its own (a get and a set-timeout per command, before).
+func TestConcurrentExecsExtendTheLeaseOnce(t *testing.T) {
+	ctx := context.Background()
+	rt := memory.New()
+	// A slow look-up, as over a network: every command sees the short
+	// lease before the first extension is done.
+	c := sandbox.NewClient(slowGet{rt})
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			_, err := sb.Exec(ctx, sandbox.Command{Args: []string{"true"}, Timeout: 30 * time.Minute})
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, g := len(rt.CallsOf(memory.OpSetTimeout)), len(rt.CallsOf(memory.OpGet)); s != 1 || g != 1 {
+		t.Fatalf("%d concurrent commands made %d set-timeout and %d get calls, want 1 each", n, s, g)
+	}
+	leaseAtLeast(ctx, t, sb, 30*time.Minute+sandbox.CommandLeaseGrace)
+}
+
+// slowGet is the memory provider with a look-up that takes 50 ms.
+type slowGet struct{ *memory.Runtime }
+
+func (s slowGet) Get(ctx context.Context, id string) (driver.Info, error) {
+	time.Sleep(50 * time.Millisecond)
+	return s.Runtime.Get(ctx, id)
+}

@@ -27,6 +27,11 @@ type Sandbox struct {
 
 	mu   sync.Mutex
 	info Info
+
+	// leaseMu serialises coverLease, so that commands started together
+	// extend the lease once, not once each. A holder's wait is bounded by
+	// the look-up and lease call timeouts.
+	leaseMu sync.Mutex
 }
 
 // ID returns the provider's id of the sandbox.
