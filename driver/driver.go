@@ -365,6 +365,9 @@ type CreateRequest struct {
 	// against Capabilities.NetworkPolicy; nil means the provider's default
 	// (the network NoNetwork says).
 	Network *NetworkPolicy
+	// Secrets are the brokered secrets (see BrokeredSecret); empty unless
+	// Capabilities.NetworkPolicy.BrokeredSecrets is declared.
+	Secrets []BrokeredSecret
 	// Options carries provider-specific settings by key (documented by
 	// each provider); unknown keys are an InvalidArgument error.
 	Options map[string]string

@@ -84,6 +84,11 @@ type NetworkSupport struct {
 	// network to enforce anything on). The kinds above then say what it
 	// accepts, not what it enforces.
 	NotEnforced bool
+	// BrokeredSecrets: the provider can broker secrets (see BrokeredSecret)
+	// for hosts its policy lets through, by an enforcement point outside
+	// the sandbox. Without it, CreateRequest.Secrets is refused before
+	// any request.
+	BrokeredSecrets bool
 	// Note, when set, is added to the error that refuses a policy the
 	// provider cannot enforce: what it would take (for example "domain
 	// allow-lists need the egress proxy, not available on this provider
@@ -97,4 +102,33 @@ type NetworkSupport struct {
 // Capabilities.NetworkPolicy. A sandbox that does not exist is NotFound.
 type NetworkSetter interface {
 	SetNetwork(ctx context.Context, id string, p *NetworkPolicy) error
+}
+
+// BrokeredSecret is a secret the sandbox may use but never holds: the
+// enforcement point outside the sandbox (an egress proxy, or the
+// provider's edge) puts Value on requests to Hosts, and the sandbox sees
+// only Placeholder. The portable layer has validated it: Hosts are
+// normalised domains as in NetworkPolicy (exact or "*." wildcards), each
+// one the policy lets through; Header is a canonical HTTP header name;
+// Format holds exactly one "%s"; Placeholder is unique per secret and
+// per sandbox, and, when the caller named an env variable, already set in
+// CreateRequest.Env under that name.
+type BrokeredSecret struct {
+	// Value is the real secret. It must never reach the sandbox (files,
+	// env, process list, output) nor any error or log.
+	Value string
+	// Hosts are the destinations that get the value.
+	Hosts []string
+	// Header is the request header that carries it, such as
+	// "Authorization".
+	Header string
+	// Format builds the header's value from Value: "Bearer %s" sends
+	// "Bearer <value>". It is "%s" when the caller gave none.
+	Format string
+	// Placeholder stands for the secret inside the sandbox. On a request
+	// to one of Hosts the enforcement point sets Header (replacing what the
+	// sandbox sent) and replaces Placeholder in every other header value
+	// with Value; a request to any other host is forwarded unchanged, so
+	// the placeholder reaches it and the value never does.
+	Placeholder string
 }
