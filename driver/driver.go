@@ -59,7 +59,8 @@ import (
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
-// [KeyedCreator], [PortExposer], [NetworkSetter]); Capabilities declares only what their
+// [KeyedCreator], [PortExposer], [NetworkSetter], [Snapshotter], [Forker],
+// [TerminalRuntime], [Watcher], [ProcessLister]); Capabilities declares only what their
 // presence cannot show.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
@@ -278,6 +279,14 @@ type Capabilities struct {
 	// NotFound means that something else destroyed it. Without it, the
 	// portable layer guesses from the lease end the handle knew.
 	ReportsLeaseEnd bool
+	// SnapshotModes lists the snapshot modes a Snapshotter can take on
+	// this host; a mode not in it is refused before any request. Only a
+	// Snapshotter may declare it.
+	SnapshotModes []SnapshotMode
+	// WatchLatency, for a Watcher, is how late an event may be reported:
+	// 0 for a provider told of changes as they happen, the polling
+	// interval for one that polls. Only a Watcher may declare it.
+	WatchLatency time.Duration
 }
 
 // LeaseEndedError is the error of a call on a sandbox that the provider
@@ -368,6 +377,9 @@ type CreateRequest struct {
 	// Secrets are the brokered secrets (see BrokeredSecret); empty unless
 	// Capabilities.NetworkPolicy.BrokeredSecrets is declared.
 	Secrets []BrokeredSecret
+	// FromSnapshot, when set, is the ID of the snapshot (see Snapshotter)
+	// the sandbox is created from; Template is then empty.
+	FromSnapshot string
 	// Options carries provider-specific settings by key (documented by
 	// each provider); unknown keys are an InvalidArgument error.
 	Options map[string]string
