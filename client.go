@@ -174,6 +174,11 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
 	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
+	_, caps.Watch = rt.(driver.Watcher)
+	_, caps.ProcessList = rt.(driver.ProcessLister)
+	if !caps.Watch {
+		caps.WatchLatency = 0
+	}
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	return caps

@@ -140,6 +140,14 @@ type Capabilities struct {
 	// ErrLeaseExpired is a fact; without it, that error is the portable
 	// layer's best guess from the lease end the handle knew.
 	ReportsLeaseEnd bool
+	// Watch is true when Sandbox.Watch works.
+	Watch bool
+	// WatchLatency is how late Sandbox.Watch may report an event: 0 for a
+	// provider told of changes as they happen, the polling interval for
+	// one that polls (Daytona, docker).
+	WatchLatency time.Duration
+	// ProcessList is true when Sandbox.Processes works.
+	ProcessList bool
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -262,7 +270,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 		PauseKeepsMemory: d.PauseKeepsMemory, AttachAcrossClients: d.AttachAcrossClients,
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
 		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
-		ReportsSignal: d.ReportsSignal, ReportsLeaseEnd: d.ReportsLeaseEnd,
+		ReportsSignal: d.ReportsSignal, ReportsLeaseEnd: d.ReportsLeaseEnd, WatchLatency: d.WatchLatency,
 	}
 }
 

@@ -104,6 +104,8 @@ func Run(t *testing.T, h Harness) {
 		{"Stress", stressTests},
 		{"Ports", portTests},
 		{"Network", networkTests},
+		{"Watch", watchTests},
+		{"Processes", processListTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

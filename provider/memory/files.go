@@ -78,7 +78,7 @@ func (f *Files) MkdirAll(p string) error {
 
 // Remove removes a file or directory tree.
 func (f *Files) Remove(p string) error {
-	return f.do(p, removeLocked)
+	return f.do(p, f.rt.removeLocked)
 }
 
 // Stat describes a file or directory.
@@ -105,7 +105,7 @@ func statLocked(b *box, abs string) (driver.FileInfo, error) {
 	return fi, nil
 }
 
-func removeLocked(b *box, abs string) error {
+func (r *Runtime) removeLocked(b *box, abs string) error {
 	key := physLocked(b, abs, false)
 	if _, ok := b.files[key]; !ok {
 		return &fs.PathError{Op: "remove", Path: abs, Err: sberrors.ErrNotFound}
@@ -113,11 +113,13 @@ func removeLocked(b *box, abs string) error {
 	if err := deniedLocked(b, "remove", abs, path.Dir(key)); err != nil {
 		return err
 	}
+	tree := treeLocked(b, key)
 	for q := range b.files {
 		if q == key || strings.HasPrefix(q, key+"/") {
 			delete(b.files, q)
 		}
 	}
+	r.removedLocked(b, tree)
 	return nil
 }
 
@@ -190,6 +192,7 @@ func (r *Runtime) mkdirAllLocked(b *box, abs string) error {
 		return err
 	}
 	b.files[key] = dirNode(r.now())
+	r.eventLocked(b, key, driver.FileCreated, true)
 	return nil
 }
 
@@ -204,7 +207,14 @@ func (r *Runtime) putLocked(b *box, abs string, data []byte) error {
 	if err := deniedLocked(b, "write", abs, path.Dir(key)); err != nil {
 		return err
 	}
+	_, existed := b.files[key]
 	b.files[key] = &node{data: data, mode: 0o644, mtime: r.now()}
+	if !existed {
+		r.eventLocked(b, key, driver.FileCreated, false)
+	}
+	if existed || len(data) > 0 {
+		r.eventLocked(b, key, driver.FileWritten, false)
+	}
 	return nil
 }
 
@@ -330,7 +340,7 @@ func (r *Runtime) MkdirAll(_ context.Context, id, p string) error {
 
 // Remove deletes a file or a directory tree.
 func (r *Runtime) Remove(_ context.Context, id, p string) error {
-	return r.boxOp(OpRemove, id, p, true, func(b *box) error { return removeLocked(b, p) })
+	return r.boxOp(OpRemove, id, p, true, func(b *box) error { return r.removeLocked(b, p) })
 }
 
 // Rename moves a file or directory tree, replacing a file at the target.
@@ -374,5 +384,7 @@ func (r *Runtime) renameLocked(b *box, from, to string) error {
 	for q, n := range moved {
 		b.files[q] = n
 	}
+	r.eventLocked(b, from, driver.FileRenamed, src.mode.IsDir())
+	r.eventLocked(b, to, driver.FileCreated, src.mode.IsDir())
 	return nil
 }

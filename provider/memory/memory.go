@@ -199,6 +199,7 @@ type box struct {
 	files     map[string]*node
 	procs     map[int]*proc
 	execs     map[*liveExec]struct{} // running Execs, ended with the sandbox
+	watches   map[*watch]struct{}    // running Watches (watch.go)
 }
 
 // liveExec is a running Exec. Ending its sandbox (Destroy, the end of the
@@ -461,6 +462,7 @@ func (r *Runtime) expireLocked() {
 			p.cancel()
 		}
 		delete(r.boxes, id)
+		endWatchesLocked(b, notFound(id))
 		r.tombLocked(id, b.info.LeaseEnd)
 	}
 }
@@ -654,6 +656,7 @@ func (r *Runtime) Destroy(_ context.Context, id string) error {
 			p.cancel()
 		}
 		endExecsLocked(b)
+		endWatchesLocked(b, notFound(id))
 		delete(r.boxes, id)
 	}
 	return nil
@@ -847,6 +850,9 @@ type proc struct {
 	err    *fanout
 	// killedBy is the signal Signal ended the process with; 0 until then.
 	killedBy syscall.Signal
+	// args is the command line and started the start time, for Processes.
+	args    []string
+	started time.Time
 }
 
 // fanout writes to the writers currently attached to a process.
@@ -892,7 +898,7 @@ func (r *Runtime) Start(_ context.Context, id string, cmd *driver.Command) (driv
 		return nil, err
 	}
 	r.nextPID++
-	p := &proc{pid: r.nextPID, done: make(chan struct{}),
+	p := &proc{pid: r.nextPID, done: make(chan struct{}), args: procArgs(cmd), started: r.now(),
 		out: &fanout{ws: map[int]io.Writer{0: cmd.Stdout}}, err: &fanout{ws: map[int]io.Writer{0: cmd.Stderr}}}
 	var pctx context.Context
 	var cancel context.CancelFunc

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 )
 
@@ -366,6 +367,7 @@ func (v *vfs) openWrite(p string, flag int, perm fs.FileMode) (n *node, err erro
 			}
 			nn = &node{mode: perm.Perm() &^ 0o022, mtime: v.rt.now()}
 			b.files[phys] = nn
+			v.rt.eventLocked(b, phys, driver.FileCreated, false)
 		} else {
 			switch {
 			case nn.mode.IsDir():
@@ -378,6 +380,7 @@ func (v *vfs) openWrite(p string, flag int, perm fs.FileMode) (n *node, err erro
 			if flag&os.O_TRUNC != 0 {
 				nn.data = nil
 				nn.mtime = v.rt.now()
+				v.rt.eventLocked(b, phys, driver.FileWritten, false)
 			}
 		}
 		n = nn
@@ -438,6 +441,7 @@ func (v *vfs) writeAt(n *node, off *int, data []byte) {
 	copy(n.data[*off:], data)
 	*off = end
 	n.mtime = v.rt.now()
+	v.rt.nodeWrittenLocked(v.rt.boxes[v.id], n)
 }
 
 // appendTo appends data to a node opened by openWrite.
@@ -446,6 +450,7 @@ func (v *vfs) appendTo(n *node, data []byte) {
 	defer v.rt.mu.Unlock()
 	n.data = append(n.data, data...)
 	n.mtime = v.rt.now()
+	v.rt.nodeWrittenLocked(v.rt.boxes[v.id], n)
 }
 
 // mkdir creates one directory.
@@ -462,6 +467,7 @@ func (v *vfs) mkdir(p string, perm fs.FileMode) error {
 			return err
 		}
 		b.files[phys] = &node{mode: fs.ModeDir | perm.Perm()&^0o022, mtime: v.rt.now()}
+		v.rt.eventLocked(b, phys, driver.FileCreated, true)
 		return nil
 	})
 	if err != nil {
@@ -484,6 +490,7 @@ func (v *vfs) symlink(target, p string) error {
 			return err
 		}
 		b.files[phys] = &node{data: []byte(target), mode: fs.ModeSymlink | 0o777, mtime: v.rt.now()}
+		v.rt.eventLocked(b, phys, driver.FileCreated, false)
 		return nil
 	})
 	if err != nil {
@@ -542,7 +549,10 @@ func (v *vfs) remove(p string, recursive, dirOK bool) error {
 				}
 			}
 		}
-		return removeTreeLocked(b, phys)
+		tree := treeLocked(b, phys)
+		err = removeTreeLocked(b, phys)
+		v.rt.removedLocked(b, goneLocked(b, tree))
+		return err
 	})
 	if err != nil {
 		return pe("remove", p, err)
@@ -628,6 +638,8 @@ func (v *vfs) rename(from, to string) error {
 		for q, n := range moved {
 			b.files[q] = n
 		}
+		v.rt.eventLocked(b, src, driver.FileRenamed, sn.mode.IsDir())
+		v.rt.eventLocked(b, dst, driver.FileCreated, sn.mode.IsDir())
 		return nil
 	})
 	if err != nil {
@@ -650,6 +662,7 @@ func (v *vfs) chmod(p string, perm fs.FileMode) error {
 			return syscall.EPERM
 		}
 		n.mode = n.mode&^fs.ModePerm | perm.Perm()
+		v.rt.eventLocked(b, physLocked(b, v.abs(p), true), driver.FileChmod, n.mode.IsDir())
 		return nil
 	})
 	if err != nil {
@@ -667,12 +680,14 @@ func (v *vfs) touch(p string) error {
 		}
 		if n != nil {
 			n.mtime = v.rt.now()
+			v.rt.eventLocked(b, phys, driver.FileChmod, n.mode.IsDir())
 			return nil
 		}
 		if err := parentOK(b, phys); err != nil {
 			return err
 		}
 		b.files[phys] = &node{mode: 0o644, mtime: v.rt.now()}
+		v.rt.eventLocked(b, phys, driver.FileCreated, false)
 		return nil
 	})
 	if err != nil {
