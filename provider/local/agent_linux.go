@@ -537,6 +537,10 @@ func (a *agent) handle(c net.Conn) {
 			a.forwardPort(c, in, fw, &req)
 		case "attach":
 			a.attach(in, fw, req.PID)
+		case "watch":
+			a.serveWatch(in, fw, &req)
+		case "ps":
+			a.listProcs(fw)
 		case "signal":
 			err := a.signal(req.PID, syscall.Signal(req.Signal))
 			if err != nil {

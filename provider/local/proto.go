@@ -57,6 +57,8 @@ type request struct {
 	// socket itself (SCM_RIGHTS on the OK frame) instead of relaying: the
 	// client then moves the bytes, with one hop less.
 	Pass bool `json:"pass,omitempty"`
+	// Recursive (watch) watches the directories below Dir too.
+	Recursive bool `json:"recursive,omitempty"`
 
 	level Level // the level the client built the request for (not sent)
 }
@@ -95,6 +97,8 @@ func (f failMsg) err() error {
 		code = sberrors.FailedPrecondition
 	case "Unavailable":
 		code = sberrors.Unavailable
+	case "ResourceExhausted":
+		code = sberrors.ResourceExhausted
 	case "NotDirectory":
 		return fmt.Errorf("local agent: %s: %w", f.Msg, sberrors.ErrNotDirectory)
 	}
