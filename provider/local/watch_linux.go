@@ -528,4 +528,3 @@ func bootTime() time.Time {
 	}
 	return time.Time{}
 }
-
