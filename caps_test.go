@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
@@ -16,6 +17,7 @@ type bareRuntime struct{ driver.Runtime }
 func (b bareRuntime) Capabilities() driver.Capabilities {
 	c := b.Runtime.Capabilities()
 	c.PauseKeepsMemory, c.AttachAcrossClients = true, true
+	c.WatchLatency = time.Second
 	return c
 }
 
@@ -29,9 +31,14 @@ func TestCapabilitiesDerivedFromInterfaces(t *testing.T) {
 	assert.False(t, caps.Ports, "Ports without a driver.PortExposer")
 	assert.False(t, caps.PauseKeepsMemory, "PauseKeepsMemory without a driver.Pauser")
 	assert.False(t, caps.AttachAcrossClients, "AttachAcrossClients without a driver.ProcessRuntime")
+	assert.False(t, caps.Watch, "Watch without a driver.Watcher")
+	assert.Zero(t, caps.WatchLatency, "WatchLatency without a driver.Watcher")
+	assert.False(t, caps.ProcessList, "ProcessList without a driver.ProcessLister")
 
 	caps = sandbox.NewClient(memory.New()).Capabilities()
 	assert.True(t, caps.Pause, "Pause of a driver.Pauser")
 	assert.True(t, caps.Processes, "Processes of a driver.ProcessRuntime")
 	assert.True(t, caps.PauseKeepsMemory, "memory declares PauseKeepsMemory and is a Pauser")
+	assert.True(t, caps.Watch, "Watch of a driver.Watcher")
+	assert.True(t, caps.ProcessList, "ProcessList of a driver.ProcessLister")
 }
