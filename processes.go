@@ -30,7 +30,8 @@ func processInfoOf(p driver.ProcessInfo) ProcessInfo {
 }
 
 // Processes lists the processes running in the sandbox, sorted by PID;
-// a process that has exited is not in it. Providers that cannot list
+// a process that has exited is not in it. The values of the handle's
+// SecretEnv are redacted from the command lines, as from output. Providers that cannot list
 // processes (Capabilities.ProcessList false) return an error matching
 // ErrUnimplemented.
 func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
@@ -52,6 +53,11 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	out := make([]ProcessInfo, len(list))
 	for i, p := range list {
 		out[i] = processInfoOf(p)
+		// A command line may hold a secret the handle's SecretEnv gave a
+		// command (a shell expands it into a program's arguments).
+		for j, a := range out[i].Args {
+			out[i].Args[j] = string(redact([]byte(a), s.secrets))
+		}
 	}
 	slices.SortFunc(out, func(a, b ProcessInfo) int { return a.PID - b.PID })
 	return out, nil

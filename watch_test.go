@@ -163,3 +163,31 @@ func TestProcessesSortedAndConverted(t *testing.T) {
 		t.Errorf("error %#v not wrapped with op processes", err)
 	}
 }
+
+// A secret of the handle that a command was given on its command line is
+// redacted from the process list, as from output.
+func TestProcessesRedactSecrets(t *testing.T) {
+	ctx := context.Background()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"TOKEN": "tok-5ecr3t-value"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"sleep", "30", "--token=tok-5ecr3t-value"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(ctx); _, _ = p.Wait(ctx) }()
+	list, err := sb.Processes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("list %+v", list)
+	}
+	if got := strings.Join(list[0].Args, " "); strings.Contains(got, "5ecr3t") || !strings.Contains(got, "--token=") {
+		t.Errorf("args %q: the secret is not redacted (or the rest is lost)", got)
+	}
+}
