@@ -47,6 +47,17 @@ const (
 	FilesystemListDirProcedure = "/filesystem.Filesystem/ListDir"
 	// FilesystemRemoveProcedure is the fully-qualified name of the Filesystem's Remove RPC.
 	FilesystemRemoveProcedure = "/filesystem.Filesystem/Remove"
+	// FilesystemWatchDirProcedure is the fully-qualified name of the Filesystem's WatchDir RPC.
+	FilesystemWatchDirProcedure = "/filesystem.Filesystem/WatchDir"
+	// FilesystemCreateWatcherProcedure is the fully-qualified name of the Filesystem's CreateWatcher
+	// RPC.
+	FilesystemCreateWatcherProcedure = "/filesystem.Filesystem/CreateWatcher"
+	// FilesystemGetWatcherEventsProcedure is the fully-qualified name of the Filesystem's
+	// GetWatcherEvents RPC.
+	FilesystemGetWatcherEventsProcedure = "/filesystem.Filesystem/GetWatcherEvents"
+	// FilesystemRemoveWatcherProcedure is the fully-qualified name of the Filesystem's RemoveWatcher
+	// RPC.
+	FilesystemRemoveWatcherProcedure = "/filesystem.Filesystem/RemoveWatcher"
 )
 
 // FilesystemClient is a client for the filesystem.Filesystem service.
@@ -56,6 +67,14 @@ type FilesystemClient interface {
 	Move(context.Context, *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error)
 	ListDir(context.Context, *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error)
 	Remove(context.Context, *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error)
+	// WatchDir streams the changes under a directory: a start event once
+	// the watch is in place, then filesystem events (and keepalives).
+	WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest]) (*connect.ServerStreamForClient[filesystem.WatchDirResponse], error)
+	// The non-streaming form of WatchDir: events are held by envd until
+	// GetWatcherEvents drains them.
+	CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error)
+	GetWatcherEvents(context.Context, *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error)
+	RemoveWatcher(context.Context, *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error)
 }
 
 // NewFilesystemClient constructs a client for the filesystem.Filesystem service. By default, it
@@ -99,16 +118,44 @@ func NewFilesystemClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(filesystemMethods.ByName("Remove")),
 			connect.WithClientOptions(opts...),
 		),
+		watchDir: connect.NewClient[filesystem.WatchDirRequest, filesystem.WatchDirResponse](
+			httpClient,
+			baseURL+FilesystemWatchDirProcedure,
+			connect.WithSchema(filesystemMethods.ByName("WatchDir")),
+			connect.WithClientOptions(opts...),
+		),
+		createWatcher: connect.NewClient[filesystem.CreateWatcherRequest, filesystem.CreateWatcherResponse](
+			httpClient,
+			baseURL+FilesystemCreateWatcherProcedure,
+			connect.WithSchema(filesystemMethods.ByName("CreateWatcher")),
+			connect.WithClientOptions(opts...),
+		),
+		getWatcherEvents: connect.NewClient[filesystem.GetWatcherEventsRequest, filesystem.GetWatcherEventsResponse](
+			httpClient,
+			baseURL+FilesystemGetWatcherEventsProcedure,
+			connect.WithSchema(filesystemMethods.ByName("GetWatcherEvents")),
+			connect.WithClientOptions(opts...),
+		),
+		removeWatcher: connect.NewClient[filesystem.RemoveWatcherRequest, filesystem.RemoveWatcherResponse](
+			httpClient,
+			baseURL+FilesystemRemoveWatcherProcedure,
+			connect.WithSchema(filesystemMethods.ByName("RemoveWatcher")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // filesystemClient implements FilesystemClient.
 type filesystemClient struct {
-	stat    *connect.Client[filesystem.StatRequest, filesystem.StatResponse]
-	makeDir *connect.Client[filesystem.MakeDirRequest, filesystem.MakeDirResponse]
-	move    *connect.Client[filesystem.MoveRequest, filesystem.MoveResponse]
-	listDir *connect.Client[filesystem.ListDirRequest, filesystem.ListDirResponse]
-	remove  *connect.Client[filesystem.RemoveRequest, filesystem.RemoveResponse]
+	stat             *connect.Client[filesystem.StatRequest, filesystem.StatResponse]
+	makeDir          *connect.Client[filesystem.MakeDirRequest, filesystem.MakeDirResponse]
+	move             *connect.Client[filesystem.MoveRequest, filesystem.MoveResponse]
+	listDir          *connect.Client[filesystem.ListDirRequest, filesystem.ListDirResponse]
+	remove           *connect.Client[filesystem.RemoveRequest, filesystem.RemoveResponse]
+	watchDir         *connect.Client[filesystem.WatchDirRequest, filesystem.WatchDirResponse]
+	createWatcher    *connect.Client[filesystem.CreateWatcherRequest, filesystem.CreateWatcherResponse]
+	getWatcherEvents *connect.Client[filesystem.GetWatcherEventsRequest, filesystem.GetWatcherEventsResponse]
+	removeWatcher    *connect.Client[filesystem.RemoveWatcherRequest, filesystem.RemoveWatcherResponse]
 }
 
 // Stat calls filesystem.Filesystem.Stat.
@@ -136,6 +183,26 @@ func (c *filesystemClient) Remove(ctx context.Context, req *connect.Request[file
 	return c.remove.CallUnary(ctx, req)
 }
 
+// WatchDir calls filesystem.Filesystem.WatchDir.
+func (c *filesystemClient) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest]) (*connect.ServerStreamForClient[filesystem.WatchDirResponse], error) {
+	return c.watchDir.CallServerStream(ctx, req)
+}
+
+// CreateWatcher calls filesystem.Filesystem.CreateWatcher.
+func (c *filesystemClient) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
+	return c.createWatcher.CallUnary(ctx, req)
+}
+
+// GetWatcherEvents calls filesystem.Filesystem.GetWatcherEvents.
+func (c *filesystemClient) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
+	return c.getWatcherEvents.CallUnary(ctx, req)
+}
+
+// RemoveWatcher calls filesystem.Filesystem.RemoveWatcher.
+func (c *filesystemClient) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
+	return c.removeWatcher.CallUnary(ctx, req)
+}
+
 // FilesystemHandler is an implementation of the filesystem.Filesystem service.
 type FilesystemHandler interface {
 	Stat(context.Context, *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error)
@@ -143,6 +210,14 @@ type FilesystemHandler interface {
 	Move(context.Context, *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error)
 	ListDir(context.Context, *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error)
 	Remove(context.Context, *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error)
+	// WatchDir streams the changes under a directory: a start event once
+	// the watch is in place, then filesystem events (and keepalives).
+	WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error
+	// The non-streaming form of WatchDir: events are held by envd until
+	// GetWatcherEvents drains them.
+	CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error)
+	GetWatcherEvents(context.Context, *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error)
+	RemoveWatcher(context.Context, *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error)
 }
 
 // NewFilesystemHandler builds an HTTP handler from the service implementation. It returns the path
@@ -182,6 +257,30 @@ func NewFilesystemHandler(svc FilesystemHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(filesystemMethods.ByName("Remove")),
 		connect.WithHandlerOptions(opts...),
 	)
+	filesystemWatchDirHandler := connect.NewServerStreamHandler(
+		FilesystemWatchDirProcedure,
+		svc.WatchDir,
+		connect.WithSchema(filesystemMethods.ByName("WatchDir")),
+		connect.WithHandlerOptions(opts...),
+	)
+	filesystemCreateWatcherHandler := connect.NewUnaryHandler(
+		FilesystemCreateWatcherProcedure,
+		svc.CreateWatcher,
+		connect.WithSchema(filesystemMethods.ByName("CreateWatcher")),
+		connect.WithHandlerOptions(opts...),
+	)
+	filesystemGetWatcherEventsHandler := connect.NewUnaryHandler(
+		FilesystemGetWatcherEventsProcedure,
+		svc.GetWatcherEvents,
+		connect.WithSchema(filesystemMethods.ByName("GetWatcherEvents")),
+		connect.WithHandlerOptions(opts...),
+	)
+	filesystemRemoveWatcherHandler := connect.NewUnaryHandler(
+		FilesystemRemoveWatcherProcedure,
+		svc.RemoveWatcher,
+		connect.WithSchema(filesystemMethods.ByName("RemoveWatcher")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/filesystem.Filesystem/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FilesystemStatProcedure:
@@ -194,6 +293,14 @@ func NewFilesystemHandler(svc FilesystemHandler, opts ...connect.HandlerOption) 
 			filesystemListDirHandler.ServeHTTP(w, r)
 		case FilesystemRemoveProcedure:
 			filesystemRemoveHandler.ServeHTTP(w, r)
+		case FilesystemWatchDirProcedure:
+			filesystemWatchDirHandler.ServeHTTP(w, r)
+		case FilesystemCreateWatcherProcedure:
+			filesystemCreateWatcherHandler.ServeHTTP(w, r)
+		case FilesystemGetWatcherEventsProcedure:
+			filesystemGetWatcherEventsHandler.ServeHTTP(w, r)
+		case FilesystemRemoveWatcherProcedure:
+			filesystemRemoveWatcherHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -221,4 +328,20 @@ func (UnimplementedFilesystemHandler) ListDir(context.Context, *connect.Request[
 
 func (UnimplementedFilesystemHandler) Remove(context.Context, *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("filesystem.Filesystem.Remove is not implemented"))
+}
+
+func (UnimplementedFilesystemHandler) WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("filesystem.Filesystem.WatchDir is not implemented"))
+}
+
+func (UnimplementedFilesystemHandler) CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("filesystem.Filesystem.CreateWatcher is not implemented"))
+}
+
+func (UnimplementedFilesystemHandler) GetWatcherEvents(context.Context, *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("filesystem.Filesystem.GetWatcherEvents is not implemented"))
+}
+
+func (UnimplementedFilesystemHandler) RemoveWatcher(context.Context, *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("filesystem.Filesystem.RemoveWatcher is not implemented"))
 }
