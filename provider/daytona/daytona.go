@@ -152,7 +152,8 @@ func WithoutAutoWake() Option { return func(c *config) { c.noWake = true } }
 // It is safe for concurrent use.
 type Runtime struct {
 	config
-	counting bool // transport is our clone, counting writes
+	starts   startLog // processes started lately, for Processes (watch.go)
+	counting bool     // transport is our clone, counting writes
 
 	hc  *http.Client
 	api *api.Client
@@ -232,6 +233,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true, NetworkPolicy: networkSupport,
+		WatchLatency: WatchInterval, // polled: see Watch
 	}
 }
 

@@ -91,7 +91,9 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	if str(out.CmdId) == "" {
 		return nil, sberrors.Errorf(sberrors.Internal, "daytona: start: the toolbox returned no command id")
 	}
-	return r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false), nil
+	p := r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false)
+	r.starts.add(id, p)
+	return p, nil
 }
 
 // Attach finds the session of pid and follows its command from now on.
