@@ -297,6 +297,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation:    r.isolation(),
 		DefaultLease: 15 * time.Minute,
+		WatchLatency: WatchInterval, // polled: see Watch
 		Network:      r.network != "none",
 		// Deny-all is the none network; allow-all needs a network to
 		// join (WithNetwork). Lists need the egress proxy.
