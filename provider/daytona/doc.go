@@ -83,4 +83,17 @@
 // partly written is sandbox.ErrOutcomeUnknown, since the server may have
 // acted on it (a connection dropped before the answer proves nothing). No
 // error carries the API key.
+//
+// # Directory watch and process list
+//
+// The toolbox has no file watch: Watch polls, listing the directory through
+// the toolbox every WatchInterval (500 ms, declared as
+// Capabilities.WatchLatency) and reporting the differences. An event comes
+// up to that late; a rename is reported as a remove and a create; a change
+// undone within one interval is not seen; a recursive watch lists at most
+// 256 directories per poll (one request each) and reports an overflow
+// beyond. Processes lists the background processes Start started that
+// still run, by the PID Start gave them, from their launcher's records and
+// /proc (one command); the toolbox lists no other processes, so neither
+// does the adapter.
 package daytona

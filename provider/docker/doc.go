@@ -153,4 +153,15 @@
 // (its 2 s deadline is shorter than an exec's start under runsc on a busy
 // machine), both skipped there, and the subtests the harness cannot drive
 // (fault injection, Ports).
+//
+// # Directory watch and process list
+//
+// Images need not have inotify tools, so Watch polls: it lists the
+// directory every WatchInterval (500 ms, declared as
+// Capabilities.WatchLatency) and reports the differences, with the limits
+// of polling (events up to that late, a rename as a remove and a create, a
+// change undone within one interval not seen, at most 256 directories per
+// poll of a recursive watch). Processes reads the container's /proc with
+// one exec: every process but the container's init, zombies and the
+// listing's own, Handle marking those Start started.
 package docker

@@ -111,6 +111,16 @@
 // when the user is root. WithRootFileAccess (URL: file_access=root) turns
 // all of it off, for callers who want envd's root rights. Either way a file written through the SDK is
 // owned by the sandbox's user, as envd makes it.
+//
+// # Directory watch and process list
+//
+// Watch is envd's Filesystem.WatchDir (inotify in the VM, events as they
+// happen). envd ends a watch whose queue overflowed with an error; the
+// adapter reports one FileOverflow event and watches again. Processes is
+// envd's Process.List: the processes envd started (every command the SDK
+// ran, foreground or background, and the template's start command), each
+// attachable by PID, so each a handle; envd does not say when they started
+// and does not list their children.
 package e2b
 
 import (

@@ -345,4 +345,18 @@
 // network does not filter the private ranges of the host's own network.
 // A network allow-list is not implemented. Templates are not supported:
 // the sandbox runs the host's /usr and /etc.
+//
+// # Directory watch and process list
+//
+// Watch runs inotify in the sandbox's agent, inside the sandbox's
+// namespaces, so paths are those the sandbox sees and nothing outside it
+// is watched; each directory is added as the sandbox's user (a directory
+// it may not read is PermissionDenied). A recursive watch adds each new
+// directory and then lists it, so files created in it before its watch
+// was added are reported too (possibly twice); inotify's queue overflow is
+// reported as FileOverflow. Events reach the client as they happen
+// (bench: p50 under 1 ms). Processes reads /proc in the agent: at L3 and
+// L4 its pid namespace, below that the agent's descendants (every
+// command's tree, orphans included), never the agent itself or a zombie;
+// Handle marks the processes Start started.
 package local

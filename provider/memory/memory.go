@@ -78,6 +78,12 @@
 //
 // "memory://" opens a fresh Runtime; "memory://name" opens the Runtime
 // shared by every Open of that name in the process.
+//
+// # Directory watch and process list
+//
+// Watch is fed by the fake's file system itself: every change its file
+// methods and its shell make is reported, as it is made, under the same
+// lock. Processes lists its background processes (Start), each a handle.
 package memory
 
 import (
