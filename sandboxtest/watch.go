@@ -312,6 +312,37 @@ var watchTests = []test{
 		}
 		check(t, sb.WriteFile(ctx, path.Join(dir, "y"), []byte("y")))
 	}},
+	{name: "EndsWhenDestroyed", needs: needsWatch, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		sb := s.create(ctx, t, nil)
+		dir := watchDir(ctx, t, sb)
+		w := s.watch(ctx, t, sb, dir, sandbox.WatchOptions{})
+		check(t, sb.Destroy(ctx))
+		// The watch of a sandbox that is gone fails with NotFound: it
+		// neither goes on for ever nor ends as if its ctx had.
+		d := s.eventWait() + 30*time.Second
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		for {
+			select {
+			case ev := <-w.ch:
+				w.seen = append(w.seen, ev)
+				continue
+			case err := <-w.errc:
+				wantCode(t, err, sandbox.NotFound, sandbox.ErrNotFound)
+				return
+			case <-w.done:
+				select {
+				case err := <-w.errc: // sent before done closed
+					wantCode(t, err, sandbox.NotFound, sandbox.ErrNotFound)
+					return
+				default:
+				}
+				t.Fatalf("the watch of a destroyed sandbox ended without an error (events: %v)", w.seen)
+			case <-timer.C:
+				t.Fatalf("the watch of a destroyed sandbox went on for %v", d)
+			}
+		}
+	}},
 }
 
 var processListTests = []test{

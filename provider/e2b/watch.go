@@ -52,6 +52,11 @@ func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRe
 				} else {
 					err = r.scrub(r.envdErr(wctx, op, id, nil, err))
 				}
+				// A watch ends when its sandbox does: say that, not how
+				// envd's end looked.
+				if _, gerr := r.Get(wctx, id); gerr != nil && sberrors.CodeOf(gerr) == sberrors.NotFound {
+					err = gerr
+				}
 				q.Fail(err)
 				return
 			}
