@@ -41,7 +41,7 @@ const maxFrame = 4 << 20
 
 // request is the first frame of every connection.
 type request struct {
-	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial
+	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial, watch, ps
 	Args    []string `json:"args,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Dir     string   `json:"dir,omitempty"`
