@@ -345,6 +345,10 @@ type CreateOptions struct {
 	// enforce is refused with FailedPrecondition before anything is
 	// created; see NetworkPolicy.
 	Network *NetworkPolicy
+	// BrokeredSecrets are secrets the sandbox may use on requests to their
+	// hosts without ever holding them; see BrokeredSecret. With Network
+	// nil they imply an allow-all policy.
+	BrokeredSecrets []BrokeredSecret
 	// ProviderOptions holds provider-specific settings by key, documented
 	// by each provider.
 	ProviderOptions map[string]string
@@ -423,7 +427,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 	if err != nil {
 		return Info{}, false, nil, err
 	}
-	secrets := secretValues(opts.SecretEnv)
+	secrets := createSecrets(opts)
 	mk = c.retryingCreate(ctx, mk)
 	c.mu.Lock()
 	if c.closed {
@@ -488,7 +492,17 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 		}
 		return Info{}, false, nil, redactErr(c.wrap(op, id, "", r.err), secrets)
 	}
-	return infoOf(r.info), r.created, secrets, nil
+	info := infoOf(r.info)
+	if r.created && len(req.Secrets) > 0 {
+		// The sandbox was made with these: report them whole (with Env and
+		// placeholder), whatever the provider tells back.
+		envs := make([]string, len(opts.BrokeredSecrets))
+		for i, s := range opts.BrokeredSecrets {
+			envs[i] = s.Env
+		}
+		info.BrokeredSecrets = brokeredInfoOf(req.Secrets, envs)
+	}
+	return info, r.created, secrets, nil
 }
 
 // createRequest validates opts and applies the defaults.
@@ -529,18 +543,43 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if err != nil {
 		return nil, err
 	}
+	if np == nil && len(opts.BrokeredSecrets) > 0 {
+		// A brokered secret needs the enforcement point in front of the
+		// sandbox: without a policy that is allow-all, put in force by it.
+		np = &driver.NetworkPolicy{Mode: NetworkAllowAll}
+	}
+	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv)+len(opts.BrokeredSecrets))
+	maps.Copy(env, opts.Env)
+	maps.Copy(env, opts.SecretEnv)
+	secrets, err := brokeredSecrets(op, name, opts, np, env)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 && !c.caps.NetworkPolicy.BrokeredSecrets {
+		msg := fmt.Sprintf("BrokeredSecrets need an enforcement point outside the sandbox that provider %s does not have", name)
+		if n := c.caps.NetworkPolicy.Note; n != "" {
+			msg += " (" + n + ")"
+		}
+		return nil, c.wrap(op, "", "", fmt.Errorf("sandbox: %s: %w", msg, ErrFailedPrecondition))
+	}
 	if err := c.checkNetworkSupport(op, "", np, opts.NoNetwork); err != nil {
 		return nil, err
 	}
-	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
-	maps.Copy(env, opts.Env)
-	maps.Copy(env, opts.SecretEnv)
 	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
 		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(),
-		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np,
+		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np, Secrets: secrets,
 		Options: maps.Clone(opts.ProviderOptions),
 	}, nil
+}
+
+// createSecrets are the values a handle on a sandbox made with opts
+// redacts: the SecretEnv values and the brokered secrets' values.
+func createSecrets(opts CreateOptions) [][]byte {
+	out := append(secretValues(opts.SecretEnv), brokeredValues(opts.BrokeredSecrets)...)
+	// Longest first, so a secret that contains another is redacted whole.
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return out
 }
 
 func (c *Client) destroyOrphan(id string, cause error) {
@@ -743,7 +782,7 @@ func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox,
 			return nil, false, res.Err
 		}
 		f := res.Val.(flight)
-		sb := c.handle(f.info, secretValues(opts.SecretEnv))
+		sb := c.handle(f.info, createSecrets(opts))
 		sb.owned = f.created && ran
 		return sb, sb.owned, nil
 	}
