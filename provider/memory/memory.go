@@ -522,7 +522,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 			AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
 			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true, NotEnforced: true,
 			BrokeredSecrets: true,
-			Note: "the memory provider records policies without enforcing them",
+			Note:            "the memory provider records policies without enforcing them",
 		},
 	}
 }
