@@ -616,6 +616,11 @@ type AttachOptions struct {
 	// so that this handle redacts them from output and errors as the
 	// creating handle did.
 	SecretEnv map[string]string
+	// BrokeredSecrets lists the brokered secrets the sandbox was created
+	// with, so that this handle redacts their values as the creating handle
+	// did. Only their values are used: the provider holds the rest, and a
+	// handle attached without them never learns a value.
+	BrokeredSecrets []BrokeredSecret
 	// Own makes the handle the sandbox's owner, as if this process had
 	// created it: its Destroy destroys the sandbox, and it may Pause,
 	// Resume and SetTimeout, and extend the lease for its commands.
@@ -644,7 +649,7 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
-	sb := c.handle(infoOf(info), secretValues(opts.SecretEnv))
+	sb := c.handle(infoOf(info), createSecrets(CreateOptions{SecretEnv: opts.SecretEnv, BrokeredSecrets: opts.BrokeredSecrets}))
 	sb.owned = opts.Own
 	return sb, nil
 }
