@@ -73,6 +73,10 @@ type Harness struct {
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
 	HTTPClient func(t *testing.T) *http.Client
+	// Egress, when set, lets the Brokered group check enforcement on the
+	// wire against loopback upstreams (see EgressHooks); its Enforced
+	// subtests skip without it.
+	Egress EgressHooks
 }
 
 type suite struct {
@@ -104,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 		{"Stress", stressTests},
 		{"Ports", portTests},
 		{"Network", networkTests},
+		{"Brokered", brokeredTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
