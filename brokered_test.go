@@ -233,3 +233,30 @@ func TestSetNetworkKeepsBrokeredHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// GetOrCreate takes brokered secrets as Create does: the sandbox it makes
+// has them, and every caller's handle redacts its own values.
+func TestGetOrCreateBrokeredSecret(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(memory.New())
+	defer c.Close()
+	opts := sandbox.CreateOptions{Labels: map[string]string{"k": "v"},
+		BrokeredSecrets: []sandbox.BrokeredSecret{{Value: brokeredValue, Hosts: []string{"api.example.com"}, Env: "KEY"}}}
+	sb, created, err := c.GetOrCreate(ctx, opts)
+	if err != nil || !created {
+		t.Fatalf("GetOrCreate: %v %v", created, err)
+	}
+	if bs := sb.Info().BrokeredSecrets; len(bs) != 1 || bs[0].Env != "KEY" {
+		t.Fatalf("Info.BrokeredSecrets = %+v", bs)
+	}
+	again, created, err := c.GetOrCreate(ctx, opts)
+	if err != nil || created || again.ID() != sb.ID() {
+		t.Fatalf("second GetOrCreate: %v %v", created, err)
+	}
+	for _, h := range []*sandbox.Sandbox{sb, again} {
+		r, err := h.Exec(ctx, sandbox.Command{Shell: "echo " + brokeredValue})
+		if err != nil || strings.Contains(string(r.Stdout), brokeredValue) {
+			t.Fatalf("output %q, %v: want the value redacted", r.Stdout, err)
+		}
+	}
+}
