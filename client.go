@@ -738,8 +738,9 @@ func matches(in Info, opts ListOptions) bool {
 // Concurrent calls on one Client with the same key (opts.Template and
 // opts.Labels) share one look-up and at most one create: the first
 // caller's other options (Env, SecretEnv values, Timeout, Resources,
-// ProviderOptions...) apply to the sandbox every caller gets; each caller's
-// handle redacts its own opts.SecretEnv. A caller whose ctx ends stops
+// ProviderOptions, Network, BrokeredSecrets...) apply to the sandbox every
+// caller gets; each caller's handle redacts its own opts.SecretEnv and
+// brokered values. A caller whose ctx ends stops
 // waiting at once; when the caller doing the work gives up, the others
 // try again.
 //
