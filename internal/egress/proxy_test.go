@@ -285,8 +285,9 @@ func TestPlainHTTPRedirectNotFollowed(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	_, addr, _ := startProxy(t, Config{Policy: &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}, Resolver: newResolver()})
 	for _, tc := range []struct{ send, status, body string }{
-		{"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n", "400", "absolute form"},
-		{"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "400", "use CONNECT"},
+		{"GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "400", "absolute form"},
+		{"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n", "400", "use CONNECT"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400", ""},
 		{"CONNECT example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", "400", "host:port"},
 		{"CONNECT example.com:0 HTTP/1.1\r\n\r\n", "400", "not a number from 1 to 65535"},
 		{"CONNECT exa_mple..com:443 HTTP/1.1\r\n\r\n", "400", "not a valid host"},
