@@ -472,8 +472,33 @@ func TestSlowloris(t *testing.T) {
 			t.Errorf("HTTP slowloris got %q, want 408", b)
 		}
 	}
+	// Slow headers on a kept-alive connection, after a first request.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET http://nx.example.com/ HTTP/1.1\r\n\r\n")
+	br := bufio.NewReader(c)
+	if r, err := http.ReadResponse(br, nil); err != nil || r.StatusCode != 502 || r.Close {
+		t.Fatalf("first request: %v %v", r, err)
+	} else {
+		io.Copy(io.Discard, r.Body)
+	}
+	start := time.Now()
+	for i := 0; i < 200 && time.Since(start) < 5*time.Second; i++ {
+		if _, err := c.Write([]byte{"GET http://nx.example.com/ HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"[i]}); err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, _ := io.ReadAll(br)
+	c.Close()
+	if took := time.Since(start); took > 3*time.Second || !strings.HasPrefix(string(b), "HTTP/1.1 408") {
+		t.Errorf("slow second request: %q after %v, want 408 after about 300ms", b, took)
+	}
 	// A silent client too.
-	c, _ := net.Dial("tcp", addr)
+	c, _ = net.Dial("tcp", addr)
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
