@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -578,6 +579,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }
 // tunnel copies bytes both ways until both directions end (each end's
 // EOF half-closes the other) or the session closes.
 func (s *session) tunnel(a, b net.Conn) {
+	if ta, tb := rawTCP(a), rawTCP(b); ta != nil && tb != nil {
+		s.tcpTunnel(ta, tb)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -603,6 +608,56 @@ func pipe(dst, src net.Conn) {
 		}
 	}
 	dst.Close()
+}
+
+// rawTCP returns the TCP connection under c, or nil.
+func rawTCP(c net.Conn) *net.TCPConn {
+	switch c := c.(type) {
+	case *actConn:
+		return rawTCP(c.Conn)
+	case *net.TCPConn:
+		return c
+	}
+	return nil
+}
+
+// tcpTunnel is tunnel between two TCP connections: the kernel moves the
+// bytes (splice on Linux) without copying them through the proxy.
+func (s *session) tcpTunnel(a, b *net.TCPConn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.tcpPipe(b, a)
+	}()
+	s.tcpPipe(a, b)
+	<-done
+}
+
+// tcpPipe copies src to dst in rounds that a read deadline of a quarter
+// of the idle timeout ends, so that the session sees the activity of a
+// copy the kernel does (the idle watchdog then never cuts a tunnel that
+// moved bytes within the idle timeout).
+func (s *session) tcpPipe(dst, src *net.TCPConn) {
+	round := max(s.p.idle/4, time.Millisecond)
+	for {
+		src.SetReadDeadline(time.Now().Add(round))
+		n, err := dst.ReadFrom(src)
+		if n > 0 {
+			s.touch()
+		}
+		switch {
+		case err == nil: // src's EOF
+			if dst.CloseWrite() != nil {
+				dst.Close()
+			}
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue // the idle watchdog decides
+		}
+		dst.Close()
+		src.Close()
+		return
+	}
 }
 
 type writerOnly struct{ io.Writer }
