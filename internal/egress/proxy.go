@@ -78,7 +78,9 @@ type Config struct {
 	// means DefaultMaxConns.
 	MaxConns int
 	// IdleTimeout closes a connection that carried no byte in either
-	// direction for that long. Zero means DefaultIdleTimeout.
+	// direction for that long (a spliced tunnel reports its activity
+	// every quarter of it, so it may live up to a quarter longer). Zero
+	// means DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the header phase of each request. Zero means
 	// DefaultHeaderTimeout.

@@ -731,6 +731,9 @@ func TestBrokeredSecret(t *testing.T) {
 	if got := reqs[0].Header.Get("X-Api-Key"); got != "k="+testValue+";" {
 		t.Errorf("api got X-Api-Key %q, want the placeholder replaced", got)
 	}
+	if got := reqs[0].Header.Get("Accept-Encoding"); got != "identity" {
+		t.Errorf("api got Accept-Encoding %q, want identity (an encoded body could not be masked)", got)
+	}
 	// The api echoes its headers back: the client never sees the value.
 	if strings.Contains(body, testValue) || strings.Contains(fmt.Sprint(rh), testValue) {
 		t.Errorf("the value reached the client: %q %v", body, rh)
@@ -960,5 +963,23 @@ func TestPlainHTTPUpgrade(t *testing.T) {
 	got := make([]byte, len("early;late"))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != "early;late" {
 		t.Errorf("echo through the upgraded connection: %q %v", got, err)
+	}
+}
+
+func TestConnectEarlyData(t *testing.T) {
+	srv := newEcho(t, false)
+	res := newResolver("www.example.com", "127.0.0.1")
+	_, addr, _ := startProxy(t, Config{Policy: allowList("www.example.com", "127.0.0.1/32"), Resolver: res})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// The tunnelled request travels in the same write as the CONNECT.
+	fmt.Fprintf(c, "CONNECT www.example.com:%s HTTP/1.1\r\n\r\nGET /early HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", srv.port())
+	b, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK") || !strings.Contains(string(b), "path=/early") {
+		t.Errorf("got %q", b)
 	}
 }
