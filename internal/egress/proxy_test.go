@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -753,6 +754,23 @@ func TestBrokeredSecret(t *testing.T) {
 		t.Errorf("other host got X-Api-Key %q", got)
 	}
 
+	// A host without a secret is not intercepted: the client talks TLS
+	// with the server itself.
+	c, resp, _ := rawConnect(t, b.addr, "other.example.com:"+b.other.port())
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(b.other.Certificate())
+	tc := tls.Client(c, &tls.Config{ServerName: "other.example.com", RootCAs: pool})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS to a host without a secret: %v", err)
+	}
+	if !tc.ConnectionState().PeerCertificates[0].Equal(b.other.Certificate()) {
+		t.Error("a host without a secret was intercepted")
+	}
+	tc.Close()
+
 	// A header the client omitted is set anyway.
 	get(t, b.c, "https://api.example.com:"+b.api.port()+"/bare", nil)
 	reqs = b.api.requests()
@@ -981,5 +999,50 @@ func TestConnectEarlyData(t *testing.T) {
 	b, _ := io.ReadAll(c)
 	if !strings.HasPrefix(string(b), "HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK") || !strings.Contains(string(b), "path=/early") {
 		t.Errorf("got %q", b)
+	}
+}
+
+func TestPlainHTTPStreaming(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "data: second\n\n")
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	res := newResolver("sse.example.com", "127.0.0.1")
+	p, addr, _ := startProxy(t, Config{Policy: allowList("sse.example.com", "127.0.0.1/32"), Resolver: res})
+	resp, err := client(t, addr, p).Get("http://sse.example.com:" + port + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() { l, _ := br.ReadString('\n'); got <- l }()
+	select {
+	case l := <-got:
+		if l != "data: first\n" {
+			t.Errorf("first event %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event of a streamed response did not arrive before the response ended")
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "data: second") {
+		t.Errorf("rest %q", rest)
 	}
 }
