@@ -1024,18 +1024,24 @@ func TestPlainHTTPStreaming(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	res := newResolver("sse.example.com", "127.0.0.1")
 	p, addr, _ := startProxy(t, Config{Policy: allowList("sse.example.com", "127.0.0.1/32"), Resolver: res})
-	resp, err := client(t, addr, p).Get("http://sse.example.com:" + port + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
+	hc := client(t, addr, p)
+	var br *bufio.Reader
 	got := make(chan string, 1)
-	go func() { l, _ := br.ReadString('\n'); got <- l }()
+	go func() {
+		resp, err := hc.Get("http://sse.example.com:" + port + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		br = bufio.NewReader(resp.Body)
+		l, _ := br.ReadString('\n')
+		got <- l
+	}()
 	select {
 	case l := <-got:
 		if l != "data: first\n" {
-			t.Errorf("first event %q", l)
+			t.Fatalf("first event %q", l)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first event of a streamed response did not arrive before the response ended")
