@@ -291,8 +291,10 @@ func (p *Proxy) Serve(l net.Listener) error {
 			if p.isClosed() {
 				return nil
 			}
+			// Out of file descriptors, or a connection reset before it
+			// was accepted: wait and go on, as net/http does.
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue
@@ -457,8 +459,10 @@ func (p *Proxy) newSession(ctx context.Context, c net.Conn) *session {
 	s.client = &actConn{Conn: c, s: s}
 	s.conns = []net.Conn{c}
 	s.touch()
+	s.mu.Lock()
 	s.timer = time.AfterFunc(p.idle, s.checkIdle)
 	s.stop = context.AfterFunc(s.ctx, s.close)
+	s.mu.Unlock()
 	p.sessions[s] = struct{}{}
 	p.wg.Add(1)
 	return s
@@ -512,8 +516,9 @@ func (s *session) close() {
 	s.closed = true
 	conns := s.conns
 	s.timer.Stop()
+	stop := s.stop
 	s.mu.Unlock()
-	s.stop()
+	stop()
 	s.cancel()
 	for _, c := range conns {
 		c.Close()
