@@ -1,8 +1,8 @@
 // Package egress is the enforcement point of a sandbox's network policy
 // (driver.NetworkPolicy) where the provider has none of its own: an HTTP
 // and SOCKS5 proxy that runs outside the sandbox, which the sandbox can
-// reach but not reconfigure, and which brokers secrets (driver.
-// BrokeredSecret) so that the sandbox never holds them.
+// reach but not reconfigure, and which brokers secrets
+// (driver.BrokeredSecret) so that the sandbox never holds them.
 //
 // # Protocols
 //
@@ -37,7 +37,8 @@
 //     it, and, in allow-list mode, when no AllowDomains entry does.
 //     "*.example.com" matches a.example.com and a.b.example.com, never
 //     example.com. A name whose last label is a number ("127.1",
-//     "0x7f000001"), which resolvers read as an IPv4 address, is refused.
+//     "0x7f000001"), which resolvers read as an IPv4 address, is a 400,
+//     as is any other string that is not a host name.
 //     A name the policy does not allow is never resolved, so the sandbox
 //     cannot use the proxy's resolver to send data out in DNS queries.
 //  2. An IP address the client names itself is checked against the CIDR
