@@ -86,9 +86,10 @@
 // secret's Header to Format applied to the value (replacing what the
 // client sent) and replaces the Placeholder with the value in every
 // other header value; it asks for an unencoded response and replaces
-// the value, wherever the upstream echoes it back in a response header
-// or body, with as many '*' (values shorter than 8 bytes are not
-// searched for, nor is a body the upstream encodes anyway). A request
+// the value, wherever the upstream echoes it back verbatim in a response
+// header or body, with as many '*' (values shorter than 8 bytes are not
+// searched for, nor is a body the upstream encodes anyway, nor an
+// encoded form of the value). A request
 // inside the tunnel whose Host is not the tunnel's host is refused with
 // 421. Nothing else is touched: the URL, the body and a request to any
 // other host carry the placeholder, never the value.
