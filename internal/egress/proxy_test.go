@@ -672,8 +672,18 @@ func TestServeConnContext(t *testing.T) {
 	go func() { p.ServeConn(ctx, b); close(done) }()
 	a.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(a, "CONNECT www.example.com:%s HTTP/1.1\r\n\r\n", srv.port())
-	if r, err := http.ReadResponse(bufio.NewReader(a), nil); err != nil || r.StatusCode != 200 {
+	br := bufio.NewReader(a)
+	if r, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || r.StatusCode != 200 {
 		t.Fatalf("%v %v", r, err)
+	}
+	// A tunnel whose client side is not TCP is copied by the proxy.
+	fmt.Fprintf(a, "GET /pipe HTTP/1.1\r\nHost: x\r\n\r\n")
+	r, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(r.Body); !strings.Contains(string(b), "path=/pipe") {
+		t.Errorf("through a pipe tunnel: %q", b)
 	}
 	cancel()
 	select {
