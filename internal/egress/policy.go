@@ -158,7 +158,6 @@ const (
 	socksNetUnreachable = 0x03
 	socksHostUnreach    = 0x04
 	socksConnRefused    = 0x05
-	socksTTLExpired     = 0x06
 	socksCmdUnsupported = 0x07
 	socksAddrUnsupport  = 0x08
 )

@@ -724,7 +724,7 @@ func (p *Proxy) resolve(ctx context.Context, host, port string) (*resolved, *ref
 		if r := pol.checkAddr(name, a); r != nil {
 			return nil, r
 		}
-		if !contains2(d.addrs, a) {
+		if !containsAddr(d.addrs, a) {
 			d.addrs = append(d.addrs, a)
 		}
 	}
@@ -736,7 +736,7 @@ func (p *Proxy) resolve(ctx context.Context, host, port string) (*resolved, *ref
 	return d, nil
 }
 
-func contains2(l []netip.Addr, a netip.Addr) bool {
+func containsAddr(l []netip.Addr, a netip.Addr) bool {
 	for _, x := range l {
 		if x == a {
 			return true
