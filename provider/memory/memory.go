@@ -31,7 +31,7 @@
 //	mv [-fT] SRC... DST        printenv [NAME...]
 //	cp [-rRa] SRC... DST       env [-i] [K=V...] [CMD ARGS...]
 //	ln -s [-fn] TARGET NAME    basename, dirname, true, false, yes
-//	base64 [-d] [-w N] [FILE]
+//	base64 [-d] [-w N] [FILE]   sha256sum [FILE...]
 //	readlink [-f|-e|-m] [-n]   realpath [-e|-m] PATH...
 //	chmod MODE|u+x,... PATH    touch FILE...
 //	mktemp [-d] [-p DIR] [TEMPLATE]
