@@ -72,20 +72,40 @@ func TestPackageTemplatesRefuseFallback(t *testing.T) {
 }
 
 // A sandbox a previous process left for the key on another template is
-// refused on reattach and destroyed.
+// refused on reattach and destroyed; a fresh one is made on the
+// requested template, and refused too when that is still the wrong one.
 func TestPackageTemplatesRefuseReattach(t *testing.T) {
 	rt := memory.New()
+	recordPip(rt, 0)
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
 	if _, err := c.Create(ctx, sandbox.CreateOptions{Template: "base", Labels: map[string]string{session.DefaultLabelKey: "k"}}); err != nil {
 		t.Fatal(err)
 	}
-	m := session.NewManager(c, session.Options{Packages: []string{"numpy"}, PackageTemplates: map[string]string{"numpy": "gpu"}, ReapInterval: -1})
+	m := session.NewManager(c, session.Options{Create: sandbox.CreateOptions{Template: "gpu"}, Packages: []string{"numpy"},
+		PackageTemplates: map[string]string{"numpy": "gpu"}, ReapInterval: -1})
 	defer m.Close(ctx)
-	_, err := m.Acquire(ctx, "k")
-	wantMismatch(t, "reattach", err, `"numpy"`, `"gpu"`, `"base"`)
+	s, err := m.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if s.Adopted() || s.Template() != "gpu" || rt.Live() != 1 {
+		t.Fatalf("adopted %v, template %q, %d live; want a fresh sandbox on gpu, the old one destroyed", s.Adopted(), s.Template(), rt.Live())
+	}
+	if err := m.Release(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, sandbox.CreateOptions{Template: "base", Labels: map[string]string{session.DefaultLabelKey: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	rt.FailNext(memory.OpCreate, 1, notFound("template gpu"))
+	strict := session.NewManager(c, session.Options{Create: sandbox.CreateOptions{Template: "gpu"}, OnMissingTemplate: session.Fallback,
+		FallbackTemplate: "base", Packages: []string{"numpy"}, PackageTemplates: map[string]string{"numpy": "gpu"}, ReapInterval: -1})
+	defer strict.Close(ctx)
+	_, err = strict.Acquire(ctx, "k")
+	wantMismatch(t, "reattach, then create on the fallback", err, `"numpy"`, `"gpu"`, `"base"`)
 	if rt.Live() != 0 {
-		t.Fatalf("%d live sandboxes, want the mismatched one destroyed", rt.Live())
+		t.Fatalf("%d live sandboxes, want the mismatched ones destroyed", rt.Live())
 	}
 }
 

@@ -224,8 +224,10 @@ type Options struct {
 	// and return an error matching ErrTemplateMismatch (Code
 	// FailedPrecondition) that names the package, the template it needs
 	// and the one the sandbox got, instead of installing a package that
-	// would fail later in a way harder to read. It applies to the
-	// packages Packages or SelectPackages give, and to
+	// would fail later in a way harder to read. A sandbox found on
+	// reattach on another template is destroyed and a fresh one made
+	// (refused in turn if it too lands on another template). It applies
+	// to the packages Packages or SelectPackages give, and to
 	// Session.InstallPackages (which refuses without destroying).
 	PackageTemplates map[string]string
 	// InstallCommand is the argv prefix packages are appended to
@@ -695,9 +697,11 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 		if err := m.ensurePackages(ctx, s); err != nil {
 			if errors.Is(err, ErrTemplateMismatch) {
 				// The built-in rule of PackageTemplates: a sandbox on the
-				// wrong template is not kept for the key.
+				// wrong template is not kept for the key. A fresh one
+				// may get the right template; if not, create refuses it.
+				m.log.Warn("session: labelled sandbox is on a template a package does not work on; destroying it", "key", key, "id", in.ID, "err", err)
 				_ = m.destroy(s, "template mismatch")
-				return nil, err
+				continue
 			}
 			if ctx.Err() == nil && s.isGone(ctx) {
 				continue
