@@ -59,7 +59,8 @@ import (
 //
 // Optional features are separate interfaces discovered by type assertion
 // ([Pauser], [ProcessRuntime], [TransportResetter], [Closer],
-// [KeyedCreator], [PortExposer], [NetworkSetter]); Capabilities declares only what their
+// [KeyedCreator], [PortExposer], [NetworkSetter], [Snapshotter], [Forker],
+// [TerminalRuntime], [Watcher], [ProcessLister]); Capabilities declares only what their
 // presence cannot show.
 type Runtime interface {
 	// Name returns the provider's name, such as "local" or "e2b".
@@ -81,7 +82,9 @@ type Runtime interface {
 	// List returns one page of sandboxes, filtered by req.Labels (all must
 	// match) and req.States (any may match) where the provider can filter;
 	// the portable layer filters again, so a provider may return a superset.
-	// An empty next token means the last page.
+	// req.ExcludeIDs are left out where the provider can, likewise.
+	// An empty next token means the last page; a page may be empty while
+	// the next token is not.
 	List(ctx context.Context, req *ListRequest) (page []Info, next string, err error)
 
 	// Destroy ends a sandbox and everything in it. A sandbox that is already
@@ -278,6 +281,14 @@ type Capabilities struct {
 	// NotFound means that something else destroyed it. Without it, the
 	// portable layer guesses from the lease end the handle knew.
 	ReportsLeaseEnd bool
+	// SnapshotModes lists the snapshot modes a Snapshotter can take on
+	// this host; a mode not in it is refused before any request. Only a
+	// Snapshotter may declare it.
+	SnapshotModes []SnapshotMode
+	// WatchLatency, for a Watcher, is how late an event may be reported:
+	// 0 for a provider told of changes as they happen, the polling
+	// interval for one that polls. Only a Watcher may declare it.
+	WatchLatency time.Duration
 }
 
 // LeaseEndedError is the error of a call on a sandbox that the provider
@@ -373,6 +384,9 @@ type CreateRequest struct {
 	// Secrets are the brokered secrets (see BrokeredSecret); empty unless
 	// Capabilities.NetworkPolicy.BrokeredSecrets is declared.
 	Secrets []BrokeredSecret
+	// FromSnapshot, when set, is the ID of the snapshot (see Snapshotter)
+	// the sandbox is created from; Template is then empty.
+	FromSnapshot string
 	// Options carries provider-specific settings by key (documented by
 	// each provider); unknown keys are an InvalidArgument error.
 	Options map[string]string
@@ -384,6 +398,14 @@ type ListRequest struct {
 	States    []State
 	PageToken string
 	PageSize  int // > 0
+	// ExcludeIDs are sandboxes the caller already knows and wants left
+	// out. A provider that can leave them out before it fills a page
+	// does (so a page holds other matches); one that cannot may return
+	// them, and the portable layer filters again. Either way a page is
+	// never the last (an empty next token) while matches that are not
+	// excluded remain: a page emptied by exclusion still carries the
+	// next token.
+	ExcludeIDs []string
 }
 
 // ExitStatus is how a command ended.
