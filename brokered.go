@@ -43,8 +43,9 @@ type BrokeredSecret struct {
 	Hosts []string
 	// Header is the request header that carries the value. Empty means
 	// "Authorization". It must be an HTTP token and not a header the
-	// transport owns (Host, Content-Length, or a hop-by-hop header such
-	// as Connection or Proxy-Authorization); it is canonicalised
+	// transport owns (Host, Content-Length, a hop-by-hop header such as
+	// Connection, or any Proxy-* header, which a proxy consumes); it is
+	// canonicalised
 	// ("x-api-key" becomes "X-Api-Key").
 	Header string
 	// Format builds the header's value from Value, with exactly one "%s"
@@ -231,8 +232,8 @@ func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.Network
 			return nil, invalid(op, provider, "", what, "Header %q is not an HTTP header name (a token of letters, digits and !#$%%&'*+-.^_`|~)", printable(header))
 		}
 		header = textproto.CanonicalMIMEHeaderKey(header)
-		if slices.Contains(transportHeaders, header) {
-			return nil, invalid(op, provider, "", what, "Header %s is owned by the transport (Host, Content-Length and hop-by-hop headers cannot be brokered)", header)
+		if slices.Contains(transportHeaders, header) || strings.HasPrefix(header, "Proxy-") {
+			return nil, invalid(op, provider, "", what, "Header %s is owned by the transport (Host, Content-Length, hop-by-hop and Proxy-* headers cannot be brokered)", header)
 		}
 		format := s.Format
 		if format == "" {

@@ -54,6 +54,7 @@ func TestBrokeredSecretValidation(t *testing.T) {
 		{"bad header", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Header = "X Api Key" })}, `Header "X Api Key" is not an HTTP header name`, sandbox.ErrInvalidArgument},
 		{"host header", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Header = "host" })}, "Header Host is owned by the transport", sandbox.ErrInvalidArgument},
 		{"hop-by-hop header", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Header = "proxy-authorization" })}, "Header Proxy-Authorization is owned", sandbox.ErrInvalidArgument},
+		{"proxy header", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Header = "Proxy-Token" })}, "Header Proxy-Token is owned", sandbox.ErrInvalidArgument},
 		{"content-length", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Header = "Content-Length" })}, "Header Content-Length", sandbox.ErrInvalidArgument},
 		{"format without verb", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Format = "Bearer" })}, "0 %s verbs", sandbox.ErrInvalidArgument},
 		{"format with two", sandbox.CreateOptions{Network: allow, BrokeredSecrets: with(func(s *sandbox.BrokeredSecret) { s.Format = "%s:%s" })}, "2 %s verbs", sandbox.ErrInvalidArgument},
