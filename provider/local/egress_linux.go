@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
+	"golang.org/x/sys/unix"
 )
 
 // The egress proxy of a sandbox whose policy needs one (an allow-list,
@@ -196,6 +197,8 @@ func egressMain() {
 		fail(errors.New("usage: " + egressArg0 + " <sandbox directory>"))
 	}
 	dir := os.Args[1]
+	// Nothing may trace the proxy or read its memory (the secrets' values).
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	cfg, err := readEgressConfig(dir)
 	if err != nil {
 		fail(err)

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,9 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // egressEnv is a Runtime at one level whose egress proxy resolves the
@@ -81,3 +86,170 @@ func TestEgressAllowDeny(t *testing.T) {
 }
 
 func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
+
+// A program that ignores the proxy variables cannot connect anywhere:
+// the sandbox's namespace has no route out, and the host's loopback (where
+// the upstream listens) is not the sandbox's.
+func TestEgressFailsClosed(t *testing.T) {
+	eachNSLevel(t, func(t *testing.T, l Level) {
+		ctx := context.Background()
+		e := newEgressEnv(t, l)
+		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
+		res := run(ctx, t, sb, "env | grep -i _proxy | sort")
+		for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
+			"https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
+			if !strings.Contains(string(res.Stdout), want+"\n") {
+				t.Errorf("env lacks %s: %q", want, res.Stdout)
+			}
+		}
+		for _, cmd := range []string{
+			"curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + e.port + "/",
+			"env -u http_proxy -u HTTP_PROXY -u ALL_PROXY curl -sS --max-time 5 http://127.0.0.1:" + e.port + "/",
+			"curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/",
+		} {
+			res := run(ctx, t, sb, cmd)
+			if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
+				t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
+			}
+		}
+		if d := sb.Info().Detail["egress"]; d != "proxy" {
+			t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
+		}
+	})
+}
+
+// Destroy ends the proxy; so does the sandbox's end by any other way (the
+// agent's death closes the proxy's connection).
+func TestEgressDestroyEndsProxy(t *testing.T) {
+	ctx := context.Background()
+	e := newEgressEnv(t, L4)
+	for _, how := range []string{"destroy", "agent-dies"} {
+		sb, err := e.c.Create(ctx, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.rt.readMeta(sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !procAlive(m.EgressPID, m.EgressAt) {
+			t.Fatalf("%s: no proxy process recorded (pid %d)", how, m.EgressPID)
+		}
+		if how == "agent-dies" {
+			_ = syscall.Kill(m.AgentPID, syscall.SIGKILL)
+		} else if err := sb.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for procAlive(m.EgressPID, m.EgressAt) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if procAlive(m.EgressPID, m.EgressAt) {
+			t.Errorf("%s: the proxy (pid %d) outlives its sandbox", how, m.EgressPID)
+		}
+		_ = sb.Destroy(ctx)
+	}
+}
+
+// The policy is changed at run time, and a new Runtime on the same root
+// (the first one closed) finds the proxy still enforcing it and changes
+// it again.
+func TestEgressSetNetworkAndRestart(t *testing.T) {
+	ctx := context.Background()
+	e := newEgressEnv(t, L4)
+	root := e.rt.Root()
+	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}})
+	get := func(sb *sandbox.Sandbox, host string) bool {
+		res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://"+host+":"+e.port+"/")
+		return strings.Contains(string(res.Stdout), "upstream "+host)
+	}
+	if !get(sb, "api.example.test") || get(sb, "other.example.test") {
+		t.Fatal("policy at create not enforced")
+	}
+	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"other.example.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if get(sb, "api.example.test") || !get(sb, "other.example.test") {
+		t.Error("SetNetwork not in force at once")
+	}
+	if got := sb.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test" {
+		t.Errorf("Info.Network = %+v", got)
+	}
+	_ = e.rt.Close()
+	rt2, err := New(WithRoot(root), WithIsolation(L4), WithEgressHosts(map[string][]netip.Addr{"api.example.test": loop}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt2.Close()
+	c2 := sandbox.NewClient(rt2)
+	sb2, err := c2.Attach(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb2.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test" {
+		t.Errorf("a new Runtime reads Info.Network = %+v", got)
+	}
+	if get(sb2, "api.example.test") || !get(sb2, "other.example.test") {
+		t.Error("after a Runtime restart the proxy does not enforce the policy set")
+	}
+	if err := rt2.SetNetwork(ctx, sb.ID(), &driver.NetworkPolicy{Mode: driver.NetworkAllowList, AllowDomains: []string{"api.example.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !get(sb2, "api.example.test") || get(sb2, "other.example.test") {
+		t.Error("SetNetwork from a new Runtime not in force")
+	}
+	if err := rt2.Destroy(ctx, sb.ID()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A sandbox created without network gets the proxy at run time; one with
+// the isolated network of pasta cannot be narrowed (FailedPrecondition).
+func TestEgressSetNetworkModes(t *testing.T) {
+	ctx := context.Background()
+	e := newEgressEnv(t, L4)
+	off := mustCreate(ctx, t, e.c, sandbox.CreateOptions{NoNetwork: true})
+	if err := off.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	res := run(ctx, t, off, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
+	if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
+		t.Errorf("after SetNetwork on a sandbox without network: %q %q", res.Stdout, res.Stderr)
+	}
+	if err := off.SetNetwork(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkDenyAll}); err != nil {
+		t.Fatal(err)
+	}
+	res = run(ctx, t, off, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
+	if res.ExitCode == 0 {
+		t.Errorf("deny-all set at run time: %q", res.Stdout)
+	}
+	if e.rt.pasta == "" {
+		t.Skip("pasta (Debian package passt) is not installed: no isolated network to refuse a change of")
+	}
+	on := mustCreate(ctx, t, e.c, sandbox.CreateOptions{})
+	err := on.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"api.example.test"}})
+	if !errors.Is(err, sandbox.ErrFailedPrecondition) || !strings.Contains(err.Error(), "pasta") {
+		t.Errorf("narrowing the isolated network at run time: %v, want FailedPrecondition naming pasta", err)
+	}
+	if err := on.SetNetwork(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowAll}); err != nil {
+		t.Errorf("allow-all on a sandbox that has it: %v", err)
+	}
+}
+
+// Below L3 there is no network namespace for the proxy: lists are
+// refused, naming what it would take.
+func TestEgressRefusedAtL2(t *testing.T) {
+	ctx := context.Background()
+	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
+	if err != nil {
+		t.Skipf("no L2 on this host: %v", err)
+	}
+	defer rt.Close()
+	if s := rt.Capabilities().NetworkPolicy; s.AllowDomains || s.BrokeredSecrets {
+		t.Errorf("L2 declares lists: %+v", s)
+	}
+	_, err = rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute, Network: &driver.NetworkPolicy{Mode: driver.NetworkAllowList, AllowDomains: []string{"pypi.org"}}})
+	if !errors.Is(err, sberrors.ErrFailedPrecondition) || !strings.Contains(err.Error(), "L3") {
+		t.Errorf("driver-level Create with an allow-list at L2: %v, want FailedPrecondition naming L3", err)
+	}
+}
