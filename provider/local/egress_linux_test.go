@@ -72,7 +72,7 @@ func TestEgressAllowDeny(t *testing.T) {
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
-		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}})
+		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
 		res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
 		if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
 			t.Errorf("allowed name: %q %q", res.Stdout, res.Stderr)
@@ -158,7 +158,7 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	root := e.rt.Root()
-	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}})
+	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
 	get := func(sb *sandbox.Sandbox, host string) bool {
 		res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://"+host+":"+e.port+"/")
 		return strings.Contains(string(res.Stdout), "upstream "+host)
@@ -166,13 +166,13 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 	if !get(sb, "api.example.test") || get(sb, "other.example.test") {
 		t.Fatal("policy at create not enforced")
 	}
-	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"other.example.test"}}); err != nil {
+	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"other.example.test", "127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if get(sb, "api.example.test") || !get(sb, "other.example.test") {
 		t.Error("SetNetwork not in force at once")
 	}
-	if got := sb.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test" {
+	if got := sb.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test,127.0.0.1/32" {
 		t.Errorf("Info.Network = %+v", got)
 	}
 	_ = e.rt.Close()
@@ -186,13 +186,13 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb2.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test" {
+	if got := sb2.Info().Network; got == nil || strings.Join(got.Allow, ",") != "other.example.test,127.0.0.1/32" {
 		t.Errorf("a new Runtime reads Info.Network = %+v", got)
 	}
 	if get(sb2, "api.example.test") || !get(sb2, "other.example.test") {
 		t.Error("after a Runtime restart the proxy does not enforce the policy set")
 	}
-	if err := rt2.SetNetwork(ctx, sb.ID(), &driver.NetworkPolicy{Mode: driver.NetworkAllowList, AllowDomains: []string{"api.example.test"}}); err != nil {
+	if err := rt2.SetNetwork(ctx, sb.ID(), &driver.NetworkPolicy{Mode: driver.NetworkAllowList, AllowDomains: []string{"api.example.test"}, AllowCIDRs: []string{"127.0.0.1/32"}}); err != nil {
 		t.Fatal(err)
 	}
 	if !get(sb2, "api.example.test") || get(sb2, "other.example.test") {
@@ -209,7 +209,7 @@ func TestEgressSetNetworkModes(t *testing.T) {
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	off := mustCreate(ctx, t, e.c, sandbox.CreateOptions{NoNetwork: true})
-	if err := off.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"api.example.test"}}); err != nil {
+	if err := off.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	res := run(ctx, t, off, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
