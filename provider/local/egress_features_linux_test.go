@@ -237,7 +237,7 @@ print("HITS", hits)
 			t.Fatal(err)
 		}
 		// Something running while the scan looks, holding the placeholder.
-		res, err := sb.Exec(ctx, sandbox.Command{Shell: `sleep 30 & python3 scan.py; kill %1`, Timeout: time.Minute})
+		res, err := sb.Exec(ctx, sandbox.Command{Shell: `sleep 30 & S=$!; python3 scan.py; kill $S`, Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
