@@ -132,6 +132,7 @@ func writeStatus(w io.Writer, status int, msg string, closeConn bool, extra http
 
 // serveHTTP serves HTTP proxy requests on s until the client is done.
 func (p *Proxy) serveHTTP(s *session, rr *reqReader) {
+	s.cr = rr.br
 	var up *upstream
 	defer func() { up.close() }()
 	for first := true; ; first = false {
@@ -375,7 +376,7 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 		if _, err := s.client.Write(b.Bytes()); err != nil {
 			return false, false, false
 		}
-		s.tunnel(s.client, withBuffered(up.conn, up.br))
+		s.tunnel(withBuffered(s.client, s.cr), withBuffered(up.conn, up.br))
 		return false, false, false
 	}
 	clientClose := req.Close
@@ -383,14 +384,13 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 	stripHop(resp.Header)
 	scrubHeader(resp.Header, scrub)
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
-	if !req.ProtoAtLeast(1, 1) {
-		if len(resp.TransferEncoding) > 0 {
-			resp.TransferEncoding = nil
-			clientClose = true
-		}
-		if resp.ContentLength < 0 {
-			clientClose = true
-		}
+	if !req.ProtoAtLeast(1, 1) && len(resp.TransferEncoding) > 0 {
+		// No chunks for an HTTP/1.0 client: the end of the body is
+		// the end of the connection.
+		resp.TransferEncoding = nil
+	}
+	if resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 {
+		clientClose = true
 	}
 	resp.Close = clientClose
 	bw := bufio.NewWriterSize(s.client, 32<<10)
@@ -498,9 +498,11 @@ func (p *Proxy) intercept(s *session, d *resolved, client, raw net.Conn, addr ne
 			c.Close()
 			return nil, &refusal{status: 502, msg: fmt.Sprintf("egress: TLS to %s failed: %v", d.hostport, err)}
 		}
+		s.target.Store(&target{host: d.host, addr: a})
 		return &upstream{conn: tc, br: bufio.NewReaderSize(tc, 32<<10), key: d.hostport, t: target{host: d.host, addr: a}}, nil
 	}
 	rr := newReqReader(s.client)
+	s.cr = rr.br
 	for first := true; ; first = false {
 		wait := p.idle
 		if first {

@@ -229,11 +229,12 @@ func isTokenRune(r rune) bool {
 	return r < 0x7f && r > 0x20 && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
 }
 
-// SetPolicy replaces the policy. Every request and connection that
-// starts after it returns is checked against pol; a tunnel already open
-// to a destination pol refuses is closed, so that narrowing the policy
-// takes effect at once. A malformed policy is an error and the old one
-// stays.
+// SetPolicy replaces the policy (nil is deny-all). Every request and
+// connection that starts after it returns is checked against pol, and so
+// is every later request on a kept-alive or intercepted connection; a
+// tunnel already open to a destination pol refuses is closed, so that
+// narrowing the policy takes effect at once. A malformed policy is an
+// error and the old one stays.
 func (p *Proxy) SetPolicy(pol *driver.NetworkPolicy) error {
 	c, err := compilePolicy(pol)
 	if err != nil {
@@ -431,6 +432,7 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	client net.Conn
+	cr     *bufio.Reader // what reads client's requests
 	target atomic.Pointer[target]
 	last   atomic.Int64 // unix nanoseconds of the last byte either way
 

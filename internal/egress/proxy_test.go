@@ -285,8 +285,9 @@ func TestPlainHTTPRedirectNotFollowed(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	_, addr, _ := startProxy(t, Config{Policy: &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}, Resolver: newResolver()})
 	for _, tc := range []struct{ send, status, body string }{
-		{"GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n", "400", "absolute form"},
-		{"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "400", "use CONNECT"},
+		{"GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "400", "absolute form"},
+		{"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n", "400", "use CONNECT"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400", ""},
 		{"CONNECT example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", "400", "host:port"},
 		{"CONNECT example.com:0 HTTP/1.1\r\n\r\n", "400", "not a number from 1 to 65535"},
 		{"CONNECT exa_mple..com:443 HTTP/1.1\r\n\r\n", "400", "not a valid host"},
@@ -858,5 +859,81 @@ func TestBrokeredThroughSOCKS(t *testing.T) {
 	resp.Body.Close()
 	if got := b.api.requests()[0].Header.Get("Authorization"); got != "Bearer "+testValue {
 		t.Errorf("through SOCKS the api got %q", got)
+	}
+}
+
+// rawServer answers every connection with handle.
+func rawServer(t *testing.T, handle func(net.Conn)) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				handle(c)
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+func TestPlainHTTPCloseDelimitedBody(t *testing.T) {
+	port := rawServer(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
+	})
+	res := newResolver("old.example.com", "127.0.0.1")
+	_, addr, _ := startProxy(t, Config{Policy: allowList("old.example.com", "127.0.0.1/32"), Resolver: res})
+	c, _ := net.Dial("tcp", addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET http://old.example.com:%s/ HTTP/1.1\r\n\r\n", port)
+	b, err := io.ReadAll(c)
+	if err != nil || !strings.HasSuffix(string(b), "\r\n\r\nuntil the end") || !strings.Contains(string(b), "Connection: close") {
+		t.Errorf("close-delimited body: %q, %v (want the body, then the connection closed)", b, err)
+	}
+}
+
+func TestPlainHTTPUpgrade(t *testing.T) {
+	port := rawServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil || req.Header.Get("Upgrade") != "echo" {
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(c, br)
+	})
+	res := newResolver("ws.example.com", "127.0.0.1")
+	_, addr, _ := startProxy(t, Config{Policy: allowList("ws.example.com", "127.0.0.1/32"), Resolver: res})
+	c, _ := net.Dial("tcp", addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	// The first echoed bytes travel in the same write as the request.
+	fmt.Fprintf(c, "GET http://ws.example.com:%s/ HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nearly;", port)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 || resp.Header.Get("Upgrade") != "echo" {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	io.WriteString(c, "late")
+	got := make([]byte, len("early;late"))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "early;late" {
+		t.Errorf("echo through the upgraded connection: %q %v", got, err)
 	}
 }
