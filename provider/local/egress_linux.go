@@ -77,24 +77,6 @@ type egressHello struct {
 	Err      string `json:"err,omitempty"`
 }
 
-// needsProxy reports whether a sandbox with policy p and secrets needs the
-// egress proxy: anything but deny-all and plain allow-all.
-func needsProxy(p *driver.NetworkPolicy, secrets int) bool {
-	if secrets > 0 {
-		return true
-	}
-	if p == nil {
-		return false
-	}
-	switch p.Mode {
-	case driver.NetworkDenyAll:
-		return false
-	case driver.NetworkAllowAll:
-		return len(p.DenyDomains)+len(p.DenyCIDRs) > 0
-	}
-	return true
-}
-
 // writeEgressConfig writes c to the sandbox directory dir, 0600, whole
 // (a temporary file renamed over the old one).
 func writeEgressConfig(dir string, c *egressConfig) error {

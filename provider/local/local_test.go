@@ -3,6 +3,7 @@
 package local
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -27,15 +28,18 @@ func newRuntime(t *testing.T, opts ...Option) *Runtime {
 }
 
 func TestConformance(t *testing.T) {
+	egress := func(t *testing.T, hosts map[string][]netip.Addr) *sandbox.Client {
+		return sandbox.NewClient(newRuntime(t, WithEgressHosts(hosts)))
+	}
 	t.Run("best", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t))
-		}})
+		}, EgressClient: egress})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
-		}})
+		}, EgressClient: egress})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
@@ -48,6 +52,8 @@ func TestConformance(t *testing.T) {
 		noListen := "at L2 with the network off (the default) seccomp refuses inet sockets, so a server in the sandbox cannot listen"
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(levelRuntime(t, L2))
+		}, EgressClient: func(t *testing.T, hosts map[string][]netip.Addr) *sandbox.Client {
+			return sandbox.NewClient(levelRuntime(t, L2, WithEgressHosts(hosts)))
 		}, Skip: map[string]string{
 			"Ports/HTTPServerFileByteExact": noListen, "Ports/StreamingResponse": noListen,
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,

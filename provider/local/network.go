@@ -43,3 +43,21 @@ func netPolicy(on bool) *driver.NetworkPolicy {
 	}
 	return &driver.NetworkPolicy{Mode: driver.NetworkDenyAll}
 }
+
+// needsProxy reports whether a sandbox with policy p and secrets needs the
+// egress proxy: anything but deny-all and plain allow-all.
+func needsProxy(p *driver.NetworkPolicy, secrets int) bool {
+	if secrets > 0 {
+		return true
+	}
+	if p == nil {
+		return false
+	}
+	switch p.Mode {
+	case driver.NetworkDenyAll:
+		return false
+	case driver.NetworkAllowAll:
+		return len(p.DenyDomains)+len(p.DenyCIDRs) > 0
+	}
+	return true
+}
