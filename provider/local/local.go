@@ -347,8 +347,8 @@ var lookPasta = func() string {
 	return p
 }
 
-// networkFor decides the network of a new sandbox: "off", "host" or
-// "isolated", with a note saying why when it is not what was asked.
+// networkFor decides the network of a new sandbox: "off", "host",
+// "isolated" or, for a policy with lists or brokered secrets, "proxy", with a note saying why when it is not what was asked.
 func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err error) {
 	want := r.network
 	for k, v := range req.Options {

@@ -47,8 +47,9 @@ type metaStatic struct {
 	// RunAs is the host uid (and gid) commands run as at L0 to L2 on a
 	// root host, the sandbox's own; 0 means the host user's own.
 	RunAs int `json:"run_as,omitempty"`
-	// Network is what the sandbox's network is: "isolated", "host" or
-	// "off"; NetNote says why, when not what was asked.
+	// Network is what the sandbox's network is: "isolated", "host",
+	// "proxy" (behind its egress proxy) or "off"; NetNote says why, when
+	// not what was asked.
 	Network string `json:"network,omitempty"`
 	NetNote string `json:"network_note,omitempty"`
 	// Disk is diskImage when the home is a loop-mounted image of
@@ -439,7 +440,8 @@ func why(achieved Level, f features, extra ...string) string {
 	return strings.Join(parts, "; ")
 }
 
-// netMode returns the sandbox's network: "isolated", "host" or "off".
+// netMode returns the sandbox's network: "isolated", "host", "proxy" (since
+// Create or a SetNetwork) or "off".
 // Sandboxes recorded before modes existed had the host's network unless
 // NoNetwork.
 func (m *meta) netMode() string {
