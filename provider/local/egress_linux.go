@@ -338,10 +338,11 @@ type egressStart struct {
 	cmd    *exec.Cmd
 	status *bufio.Reader
 	pipe   *os.File
-	ca     string
+	ca     string // the proxy's CA, once started
 }
 
-// startEgress starts the proxy of the sandbox in dir and waits for its CA.
+// startEgress starts the proxy of the sandbox in dir; started and
+// attached wait for its progress, so that the agent starts meanwhile.
 func startEgress(dir string, logf *os.File) (*egressStart, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -359,14 +360,17 @@ func startEgress(dir string, logf *os.File) (*egressStart, error) {
 		return nil, fmt.Errorf("start egress proxy: %w", err)
 	}
 	go func() { _ = cmd.Wait() }() // reap it whenever it ends
-	e := &egressStart{cmd: cmd, status: bufio.NewReader(pr), pipe: pr}
+	return &egressStart{cmd: cmd, status: bufio.NewReader(pr), pipe: pr}, nil
+}
+
+// started waits until the proxy runs and returns its CA.
+func (e *egressStart) started() (string, error) {
 	h, err := e.next(15 * time.Second)
 	if err != nil {
-		e.kill()
-		return nil, err
+		return "", err
 	}
 	e.ca = h.CA
-	return e, nil
+	return h.CA, nil
 }
 
 // next reads the proxy's next status line.

@@ -170,15 +170,13 @@ func startAgent(req *spawnReq) spawnResp {
 	}
 	var eg *egressStart
 	if req.Egress != "" {
-		// The proxy first: the agent installs its CA as it sets up.
+		// Started with the agent, which needs its CA only once it is
+		// configured (below).
 		if eg, err = startEgress(req.Egress, logf); err != nil {
 			theirs.Close()
 			return fail(err)
 		}
 		req.Config.EgressPort = egressPort
-		if req.EgressCA {
-			req.Config.EgressCA = eg.ca
-		}
 	}
 	extra := []*os.File{theirs, lf, dir, tree, state}
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
@@ -217,6 +215,16 @@ func startAgent(req *spawnReq) spawnResp {
 		}
 		if eg != nil {
 			eg.kill()
+		}
+	}
+	if eg != nil {
+		ca, err := eg.started()
+		if err != nil {
+			killAgent()
+			return fail(fmt.Errorf("%w (see %s)", err, req.Log))
+		}
+		if req.EgressCA {
+			req.Config.EgressCA = ca
 		}
 	}
 	_ = mine.SetDeadline(time.Now().Add(30 * time.Second))
@@ -271,7 +279,10 @@ func startEgressOnly(req *spawnReq) spawnResp {
 	if err != nil {
 		return spawnResp{Err: err.Error()}
 	}
-	if err := eg.attached(); err != nil {
+	if _, err = eg.started(); err == nil {
+		err = eg.attached()
+	}
+	if err != nil {
 		eg.kill()
 		return spawnResp{Err: err.Error()}
 	}
