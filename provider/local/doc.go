@@ -393,7 +393,11 @@
 // loopback and, at L3, the host's abstract unix sockets; an isolated
 // network does not filter the private ranges of the host's own network.
 // If a sandbox's egress proxy dies on its own, the sandbox's connections
-// through it fail (closed) until the agent starts again; the proxy is
-// not restarted while the agent runs. Templates are not supported:
+// through it fail (closed: the relay waits 5 seconds for a proxy, then
+// closes them) until SetNetwork starts another or, for a sandbox with
+// brokered secrets, whose CA must be installed again, the agent starts
+// again. On a root host the proxy runs as root, as pasta does; it is
+// outside the sandbox's namespaces, where sandboxed code cannot name it.
+// Templates are not supported:
 // the sandbox runs the host's /usr and /etc.
 package local

@@ -253,3 +253,45 @@ func TestEgressRefusedAtL2(t *testing.T) {
 		t.Errorf("driver-level Create with an allow-list at L2: %v, want FailedPrecondition naming L3", err)
 	}
 }
+
+// A proxy that is gone leaves the sandbox with no way out, not an open
+// one: the relay holds each connection a short while for a proxy, then
+// closes it.
+func TestEgressProxyGoneFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	e := newEgressEnv(t, L4)
+	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
+	m, err := e.rt.readMeta(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(m.EgressPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res := run(ctx, t, sb, "curl -sS --max-time 20 http://api.example.test:"+e.port+"/")
+	if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
+		t.Errorf("with the proxy gone: %q", res.Stdout)
+	}
+	if d := time.Since(start); d > egressWait+10*time.Second {
+		t.Errorf("the relay held the connection %v", d)
+	}
+	// SetNetwork starts another proxy, with the new policy.
+	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{"other.example.test", "127.0.0.1"}}); err != nil {
+		t.Fatalf("SetNetwork with the proxy gone: %v", err)
+	}
+	res = run(ctx, t, sb, "curl -sS --max-time 20 http://other.example.test:"+e.port+"/")
+	if !strings.Contains(string(res.Stdout), "upstream other.example.test") {
+		t.Errorf("after SetNetwork started a new proxy: %q %q", res.Stdout, res.Stderr)
+	}
+	m2, err := e.rt.readMeta(sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if procAlive(m2.EgressPID, m2.EgressAt) {
+		t.Errorf("the new proxy (pid %d) outlives Destroy", m2.EgressPID)
+	}
+}

@@ -42,13 +42,20 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 			if err := writeEgressConfig(dir, c); err != nil {
 				return sberrors.Errorf(sberrors.Internal, "local: set-network %s: %w", id, err)
 			}
-			if _, err := reloadEgress(ctx, dir); err != nil {
+			running, err := reloadEgress(ctx, dir)
+			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				// The file holds the new policy; a proxy that could not
 				// load it keeps the old one: say so rather than pretend.
 				return sberrors.Errorf(sberrors.Internal, "local: set-network %s: the egress proxy did not take the policy: %w", id, err)
+			}
+			if !running && !m.EgressCA && m.State != driver.StatePaused && procAlive(m.AgentPID, m.AgentAt) {
+				// The proxy died: start another with the new policy. One
+				// with brokered secrets waits for the agent's next start,
+				// which installs the new proxy's CA in the sandbox.
+				return r.startProxy(ctx, m, c)
 			}
 			return nil
 		case "off":
@@ -61,7 +68,7 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 			if m.State == driver.StatePaused {
 				return errPaused(id)
 			}
-			return r.startProxy(ctx, m, p)
+			return r.startProxy(ctx, m, &egressConfig{Policy: p.Clone(), Hosts: r.egressHosts, Roots: r.egressRoots})
 		default:
 			if p.Mode == driver.NetworkAllowAll && len(p.DenyDomains)+len(p.DenyCIDRs) == 0 {
 				return nil
@@ -75,15 +82,14 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 	})
 }
 
-// startProxy puts the egress proxy in front of a running sandbox that has
-// no network (the caller holds its lock), with policy p, and records it in
-// m.
-func (r *Runtime) startProxy(ctx context.Context, m *meta, p *driver.NetworkPolicy) error {
+// startProxy puts an egress proxy with configuration c in front of a
+// running sandbox that has none (no network, or its proxy died; the
+// caller holds its lock), and records it in m.
+func (r *Runtime) startProxy(ctx context.Context, m *meta, c *egressConfig) error {
 	dir := r.dir(m.ID)
 	if !procAlive(m.AgentPID, m.AgentAt) {
 		return sberrors.Errorf(sberrors.FailedPrecondition, "local: set-network %s: the sandbox's agent does not run", m.ID)
 	}
-	c := &egressConfig{Policy: p.Clone(), Hosts: r.egressHosts, Roots: r.egressRoots}
 	if err := writeEgressConfig(dir, c); err != nil {
 		return sberrors.Errorf(sberrors.Internal, "local: set-network %s: %w", m.ID, err)
 	}
@@ -93,7 +99,9 @@ func (r *Runtime) startProxy(ctx context.Context, m *meta, p *driver.NetworkPoli
 	}
 	resp, err := sp.spawn(ctx, &spawnReq{Op: "egress", Egress: dir, Log: filepath.Join(dir, "agent.log")})
 	if err != nil {
-		_ = os.Remove(filepath.Join(dir, egressFile))
+		if !m.Proxy {
+			_ = os.Remove(filepath.Join(dir, egressFile))
+		}
 		if resp.EgressPID > 0 {
 			_ = syscall.Kill(resp.EgressPID, syscall.SIGKILL)
 		}
