@@ -1,8 +1,8 @@
 // Package egress is the enforcement point of a sandbox's network policy
 // (driver.NetworkPolicy) where the provider has none of its own: an HTTP
 // and SOCKS5 proxy that runs outside the sandbox, which the sandbox can
-// reach but not reconfigure, and which brokers secrets (driver.
-// BrokeredSecret) so that the sandbox never holds them.
+// reach but not reconfigure, and which brokers secrets
+// (driver.BrokeredSecret) so that the sandbox never holds them.
 //
 // # Protocols
 //
@@ -37,7 +37,8 @@
 //     it, and, in allow-list mode, when no AllowDomains entry does.
 //     "*.example.com" matches a.example.com and a.b.example.com, never
 //     example.com. A name whose last label is a number ("127.1",
-//     "0x7f000001"), which resolvers read as an IPv4 address, is refused.
+//     "0x7f000001"), which resolvers read as an IPv4 address, is a 400,
+//     as is any other string that is not a host name.
 //     A name the policy does not allow is never resolved, so the sandbox
 //     cannot use the proxy's resolver to send data out in DNS queries.
 //  2. An IP address the client names itself is checked against the CIDR
@@ -85,9 +86,10 @@
 // secret's Header to Format applied to the value (replacing what the
 // client sent) and replaces the Placeholder with the value in every
 // other header value; it asks for an unencoded response and replaces
-// the value, wherever the upstream echoes it back in a response header
-// or body, with as many '*' (values shorter than 8 bytes are not
-// searched for, nor is a body the upstream encodes anyway). A request
+// the value, wherever the upstream echoes it back verbatim in a response
+// header or body, with as many '*' (values shorter than 8 bytes are not
+// searched for, nor is a body the upstream encodes anyway, nor an
+// encoded form of the value). A request
 // inside the tunnel whose Host is not the tunnel's host is refused with
 // 421. Nothing else is touched: the URL, the body and a request to any
 // other host carry the placeholder, never the value.

@@ -203,9 +203,11 @@ func (p *Proxy) open(s *session, d *resolved, up net.Conn, addr netip.Addr, clie
 		return
 	}
 	if len(d.secrets) > 0 {
+		p.log.Debug("egress: intercepting for a brokered secret", "host", d.host, "addr", addr.String(), "port", d.port)
 		p.intercept(s, d, client, up, addr)
 		return
 	}
+	p.log.Debug("egress: tunnel", "host", d.host, "addr", addr.String(), "port", d.port)
 	s.tunnel(client, up)
 }
 
@@ -267,6 +269,7 @@ func (p *Proxy) forwardPlain(s *session, rr *reqReader, req *http.Request, upp *
 			if r != nil {
 				return p.refuseHTTP(s.client, host, req, r, nil)
 			}
+			p.log.Debug("egress: http", "host", d.host, "addr", addr.String(), "port", d.port)
 			up = &upstream{conn: c, br: bufio.NewReaderSize(c, 32<<10), key: net.JoinHostPort(host, port), t: target{host: d.host, literal: d.literal, addr: addr}}
 			*upp = up
 		}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,9 @@ type Config struct {
 	// means DefaultMaxConns.
 	MaxConns int
 	// IdleTimeout closes a connection that carried no byte in either
-	// direction for that long. Zero means DefaultIdleTimeout.
+	// direction for that long (a spliced tunnel reports its activity
+	// every quarter of it, so it may live up to a quarter longer). Zero
+	// means DefaultIdleTimeout.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the header phase of each request. Zero means
 	// DefaultHeaderTimeout.
@@ -288,8 +291,10 @@ func (p *Proxy) Serve(l net.Listener) error {
 			if p.isClosed() {
 				return nil
 			}
+			// Out of file descriptors, or a connection reset before it
+			// was accepted: wait and go on, as net/http does.
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue
@@ -454,8 +459,10 @@ func (p *Proxy) newSession(ctx context.Context, c net.Conn) *session {
 	s.client = &actConn{Conn: c, s: s}
 	s.conns = []net.Conn{c}
 	s.touch()
+	s.mu.Lock()
 	s.timer = time.AfterFunc(p.idle, s.checkIdle)
 	s.stop = context.AfterFunc(s.ctx, s.close)
+	s.mu.Unlock()
 	p.sessions[s] = struct{}{}
 	p.wg.Add(1)
 	return s
@@ -509,8 +516,9 @@ func (s *session) close() {
 	s.closed = true
 	conns := s.conns
 	s.timer.Stop()
+	stop := s.stop
 	s.mu.Unlock()
-	s.stop()
+	stop()
 	s.cancel()
 	for _, c := range conns {
 		c.Close()
@@ -578,6 +586,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }
 // tunnel copies bytes both ways until both directions end (each end's
 // EOF half-closes the other) or the session closes.
 func (s *session) tunnel(a, b net.Conn) {
+	if ta, tb := rawTCP(a), rawTCP(b); ta != nil && tb != nil {
+		s.tcpTunnel(ta, tb)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -603,6 +615,56 @@ func pipe(dst, src net.Conn) {
 		}
 	}
 	dst.Close()
+}
+
+// rawTCP returns the TCP connection under c, or nil.
+func rawTCP(c net.Conn) *net.TCPConn {
+	switch c := c.(type) {
+	case *actConn:
+		return rawTCP(c.Conn)
+	case *net.TCPConn:
+		return c
+	}
+	return nil
+}
+
+// tcpTunnel is tunnel between two TCP connections: the kernel moves the
+// bytes (splice on Linux) without copying them through the proxy.
+func (s *session) tcpTunnel(a, b *net.TCPConn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.tcpPipe(b, a)
+	}()
+	s.tcpPipe(a, b)
+	<-done
+}
+
+// tcpPipe copies src to dst in rounds that a read deadline of a quarter
+// of the idle timeout ends, so that the session sees the activity of a
+// copy the kernel does (the idle watchdog then never cuts a tunnel that
+// moved bytes within the idle timeout).
+func (s *session) tcpPipe(dst, src *net.TCPConn) {
+	round := max(s.p.idle/4, time.Millisecond)
+	for {
+		src.SetReadDeadline(time.Now().Add(round))
+		n, err := dst.ReadFrom(src)
+		if n > 0 {
+			s.touch()
+		}
+		switch {
+		case err == nil: // src's EOF
+			if dst.CloseWrite() != nil {
+				dst.Close()
+			}
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue // the idle watchdog decides
+		}
+		dst.Close()
+		src.Close()
+		return
+	}
 }
 
 type writerOnly struct{ io.Writer }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -472,8 +473,33 @@ func TestSlowloris(t *testing.T) {
 			t.Errorf("HTTP slowloris got %q, want 408", b)
 		}
 	}
+	// Slow headers on a kept-alive connection, after a first request.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET http://nx.example.com/ HTTP/1.1\r\n\r\n")
+	br := bufio.NewReader(c)
+	if r, err := http.ReadResponse(br, nil); err != nil || r.StatusCode != 502 || r.Close {
+		t.Fatalf("first request: %v %v", r, err)
+	} else {
+		io.Copy(io.Discard, r.Body)
+	}
+	start := time.Now()
+	for i := 0; i < 200 && time.Since(start) < 5*time.Second; i++ {
+		if _, err := c.Write([]byte{"GET http://nx.example.com/ HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"[i]}); err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, _ := io.ReadAll(br)
+	c.Close()
+	if took := time.Since(start); took > 3*time.Second || !strings.HasPrefix(string(b), "HTTP/1.1 408") {
+		t.Errorf("slow second request: %q after %v, want 408 after about 300ms", b, took)
+	}
 	// A silent client too.
-	c, _ := net.Dial("tcp", addr)
+	c, _ = net.Dial("tcp", addr)
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
@@ -646,8 +672,18 @@ func TestServeConnContext(t *testing.T) {
 	go func() { p.ServeConn(ctx, b); close(done) }()
 	a.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(a, "CONNECT www.example.com:%s HTTP/1.1\r\n\r\n", srv.port())
-	if r, err := http.ReadResponse(bufio.NewReader(a), nil); err != nil || r.StatusCode != 200 {
+	br := bufio.NewReader(a)
+	if r, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || r.StatusCode != 200 {
 		t.Fatalf("%v %v", r, err)
+	}
+	// A tunnel whose client side is not TCP is copied by the proxy.
+	fmt.Fprintf(a, "GET /pipe HTTP/1.1\r\nHost: x\r\n\r\n")
+	r, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(r.Body); !strings.Contains(string(b), "path=/pipe") {
+		t.Errorf("through a pipe tunnel: %q", b)
 	}
 	cancel()
 	select {
@@ -706,6 +742,9 @@ func TestBrokeredSecret(t *testing.T) {
 	if got := reqs[0].Header.Get("X-Api-Key"); got != "k="+testValue+";" {
 		t.Errorf("api got X-Api-Key %q, want the placeholder replaced", got)
 	}
+	if got := reqs[0].Header.Get("Accept-Encoding"); got != "identity" {
+		t.Errorf("api got Accept-Encoding %q, want identity (an encoded body could not be masked)", got)
+	}
 	// The api echoes its headers back: the client never sees the value.
 	if strings.Contains(body, testValue) || strings.Contains(fmt.Sprint(rh), testValue) {
 		t.Errorf("the value reached the client: %q %v", body, rh)
@@ -724,6 +763,23 @@ func TestBrokeredSecret(t *testing.T) {
 	if got := o[0].Header.Get("X-Api-Key"); got != "k="+testPlaceholder+";" {
 		t.Errorf("other host got X-Api-Key %q", got)
 	}
+
+	// A host without a secret is not intercepted: the client talks TLS
+	// with the server itself.
+	c, resp, _ := rawConnect(t, b.addr, "other.example.com:"+b.other.port())
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(b.other.Certificate())
+	tc := tls.Client(c, &tls.Config{ServerName: "other.example.com", RootCAs: pool})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS to a host without a secret: %v", err)
+	}
+	if !tc.ConnectionState().PeerCertificates[0].Equal(b.other.Certificate()) {
+		t.Error("a host without a secret was intercepted")
+	}
+	tc.Close()
 
 	// A header the client omitted is set anyway.
 	get(t, b.c, "https://api.example.com:"+b.api.port()+"/bare", nil)
@@ -935,5 +991,74 @@ func TestPlainHTTPUpgrade(t *testing.T) {
 	got := make([]byte, len("early;late"))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != "early;late" {
 		t.Errorf("echo through the upgraded connection: %q %v", got, err)
+	}
+}
+
+func TestConnectEarlyData(t *testing.T) {
+	srv := newEcho(t, false)
+	res := newResolver("www.example.com", "127.0.0.1")
+	_, addr, _ := startProxy(t, Config{Policy: allowList("www.example.com", "127.0.0.1/32"), Resolver: res})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// The tunnelled request travels in the same write as the CONNECT.
+	fmt.Fprintf(c, "CONNECT www.example.com:%s HTTP/1.1\r\n\r\nGET /early HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", srv.port())
+	b, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK") || !strings.Contains(string(b), "path=/early") {
+		t.Errorf("got %q", b)
+	}
+}
+
+func TestPlainHTTPStreaming(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "data: second\n\n")
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	res := newResolver("sse.example.com", "127.0.0.1")
+	p, addr, _ := startProxy(t, Config{Policy: allowList("sse.example.com", "127.0.0.1/32"), Resolver: res})
+	hc := client(t, addr, p)
+	var br *bufio.Reader
+	got := make(chan string, 1)
+	go func() {
+		resp, err := hc.Get("http://sse.example.com:" + port + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		br = bufio.NewReader(resp.Body)
+		l, _ := br.ReadString('\n')
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		if l != "data: first\n" {
+			t.Fatalf("first event %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event of a streamed response did not arrive before the response ended")
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "data: second") {
+		t.Errorf("rest %q", rest)
 	}
 }
