@@ -112,6 +112,22 @@ func TestEgressFailsClosed(t *testing.T) {
 				t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
 			}
 		}
+		// The relay's port is the agent's: no command can take it over,
+		// with or without SO_REUSEPORT.
+		res = run(ctx, t, sb, `python3 -c '
+import socket
+for reuse in (False, True):
+    s = socket.socket()
+    if reuse:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        s.bind(("127.0.0.1", 3128)); s.listen(); print("BOUND", reuse)
+    except OSError as e:
+        print("refused", e.errno)
+'`)
+		if strings.Contains(string(res.Stdout), "BOUND") || strings.Count(string(res.Stdout), "refused") != 2 {
+			t.Errorf("a command could bind the relay's port: %q %q", res.Stdout, res.Stderr)
+		}
 		if d := sb.Info().Detail["egress"]; d != "proxy" {
 			t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
 		}
