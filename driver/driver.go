@@ -338,6 +338,11 @@ type Info struct {
 	// Network is the egress policy in force as the provider reports it;
 	// nil when it reports none.
 	Network *NetworkPolicy
+	// Secrets are the brokered secrets in force as the provider reports
+	// them: Hosts, Header and, where known, Placeholder. Value and Format
+	// are always empty: a driver never reports a secret's value, and the
+	// portable layer drops it if one does.
+	Secrets []BrokeredSecret
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's

@@ -30,7 +30,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -74,12 +73,10 @@ type Harness struct {
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
 	HTTPClient func(t *testing.T) *http.Client
-	// EgressClient, when set, returns a Client on the provider whose
-	// enforcement point (its egress proxy, or its fake's) resolves each
-	// name of hosts to its addresses instead of asking DNS: the
-	// Network/Enforced subtests serve on 127.0.0.1 under such names, so
-	// that no test reaches beyond loopback. Nil skips them.
-	EgressClient func(t *testing.T, hosts map[string][]netip.Addr) *sandbox.Client
+	// Egress, when set, lets the Brokered group check enforcement on the
+	// wire against loopback upstreams (see EgressHooks); its Enforced
+	// subtests skip without it.
+	Egress EgressHooks
 }
 
 type suite struct {
@@ -111,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 		{"Stress", stressTests},
 		{"Ports", portTests},
 		{"Network", networkTests},
+		{"Brokered", brokeredTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

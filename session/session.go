@@ -170,7 +170,12 @@ type Options struct {
 	// Create is used for every sandbox the manager creates. Create.Timeout
 	// is the lease, re-extended before each operation (zero: the provider's
 	// default lease). The key's label (LabelKey) is added to Create.Labels;
-	// reattaching looks for sandboxes carrying all of those labels.
+	// reattaching looks for sandboxes carrying all of those labels. The
+	// network policy (Create.Network, Create.NoNetwork) and brokered
+	// secrets (Create.BrokeredSecrets) apply to every sandbox created, and
+	// a reattached sandbox's handle redacts the brokered values as the
+	// creating one does (the reattached sandbox keeps the policy and
+	// secrets it was created with).
 	Create sandbox.CreateOptions
 	// LabelKey is the label whose value is the session key
 	// (DefaultLabelKey when empty).
@@ -305,6 +310,15 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 	o.Create.Env = maps.Clone(opts.Create.Env)
 	o.Create.SecretEnv = maps.Clone(opts.Create.SecretEnv)
 	o.Create.ProviderOptions = maps.Clone(opts.Create.ProviderOptions)
+	if n := opts.Create.Network; n != nil {
+		c := *n
+		c.Allow, c.Deny = slices.Clone(n.Allow), slices.Clone(n.Deny)
+		o.Create.Network = &c
+	}
+	o.Create.BrokeredSecrets = slices.Clone(opts.Create.BrokeredSecrets)
+	for i, b := range o.Create.BrokeredSecrets {
+		o.Create.BrokeredSecrets[i].Hosts = slices.Clone(b.Hosts)
+	}
 	o.TemplatePackages = maps.Clone(opts.TemplatePackages)
 	o.Packages = slices.Clone(opts.Packages)
 	o.InstallCommand = slices.Clone(opts.InstallCommand)
@@ -613,7 +627,7 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 		var sb *sandbox.Sandbox
 		err := m.retryTransient(lctx, "attach", key, in.ID, func() error {
 			var err error
-			sb, err = m.c.AttachWith(lctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv, Own: true})
+			sb, err = m.c.AttachWith(lctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv, BrokeredSecrets: m.opts.Create.BrokeredSecrets, Own: true})
 			return err
 		})
 		if sandbox.CodeOf(err) == sandbox.NotFound {

@@ -1,8 +1,10 @@
 package local
 
 import (
+	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/sandboxkit/sandbox/internal/egress"
@@ -21,8 +23,17 @@ func newEgressProxy(cfg *egressConfig, log *slog.Logger) (egressProxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	d := net.Dialer{Timeout: 30 * time.Second}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			if to, ok := cfg.Dial[ap]; ok {
+				addr = to.String()
+			}
+		}
+		return d.DialContext(ctx, network, addr)
+	}
 	return egress.New(egress.Config{
-		Policy: cfg.Policy, Secrets: cfg.Secrets,
+		Policy: cfg.Policy, Secrets: cfg.Secrets, Dial: dial,
 		Resolver:      hostsResolver{hosts: cfg.Hosts, next: net.DefaultResolver},
 		UpstreamRoots: roots, Logger: log, CAValidity: egressCAValidity,
 	})

@@ -66,6 +66,9 @@ type egressConfig struct {
 	// Roots, PEM, replaces the host's CA certificates for the proxy's
 	// connections to brokered hosts (WithEgressRootCAs).
 	Roots string `json:"roots,omitempty"`
+	// Dial maps the addresses the proxy would connect to to those it
+	// connects to instead (WithEgressDialOverride).
+	Dial map[netip.AddrPort]netip.AddrPort `json:"dial,omitempty"`
 }
 
 // egressHello is what the proxy writes on its status pipe: first its CA

@@ -10,12 +10,14 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -309,5 +311,76 @@ func TestEgressProxyGoneFailsClosed(t *testing.T) {
 	}
 	if procAlive(m2.EgressPID, m2.EgressAt) {
 		t.Errorf("the new proxy (pid %d) outlives Destroy", m2.EgressPID)
+	}
+}
+
+// conformanceUpstream is the loopback HTTPS server behind the names the
+// sandboxtest Brokered/Enforced subtests fetch: the names resolve (for the
+// proxy) to addresses of 192.0.2.0/24, which its checks treat as public
+// and the internet never routes, and the proxy's connections to them on
+// port 443 reach this server instead (WithEgressDialOverride); the proxy
+// trusts its certificate (WithEgressRootCAs).
+type conformanceUpstream struct {
+	addr netip.AddrPort
+	ca   []byte
+	mu   sync.Mutex
+	h    http.Handler
+}
+
+const (
+	confSecretHost = "secret.sandboxtest.test"
+	confOtherHost  = "other.sandboxtest.test"
+)
+
+func newConformanceUpstream(t *testing.T) *conformanceUpstream {
+	u := &conformanceUpstream{}
+	tu := newTLSUpstream(t, confSecretHost, confOtherHost)
+	tu.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		h := u.h
+		u.mu.Unlock()
+		if h == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	u.addr, u.ca = netip.MustParseAddrPort(tu.srv.Listener.Addr().String()), tu.rootCA
+	return u
+}
+
+func (u *conformanceUpstream) options() []Option {
+	secret, other := netip.MustParseAddr("192.0.2.80"), netip.MustParseAddr("192.0.2.81")
+	return []Option{
+		WithEgressHosts(map[string][]netip.Addr{confSecretHost: {secret}, confOtherHost: {other}}),
+		WithEgressDialOverride(map[netip.AddrPort]netip.AddrPort{
+			netip.AddrPortFrom(secret, 443): u.addr, netip.AddrPortFrom(other, 443): u.addr,
+		}),
+		WithEgressRootCAs(u.ca),
+	}
+}
+
+func (u *conformanceUpstream) hooks() sandboxtest.EgressHooks {
+	return sandboxtest.EgressHooks{
+		Upstream: func(t *testing.T, h http.Handler) (string, string) {
+			u.mu.Lock()
+			u.h = h
+			u.mu.Unlock()
+			t.Cleanup(func() {
+				u.mu.Lock()
+				u.h = nil
+				u.mu.Unlock()
+			})
+			return confSecretHost, confOtherHost
+		},
+		// Over HTTPS: the egress proxy refuses plain HTTP to a host with a
+		// brokered secret (the value would cross the network in clear).
+		// -k because the other host's tunnel passes through to the test's
+		// own certificate, which the sandbox does not trust; the proxy's
+		// CA in the sandbox's trust store is checked by
+		// TestEgressBrokeredSecret.
+		Fetch: func(url, name, value string) []string {
+			return []string{"curl", "-fsSk", "--max-time", "20", "-H", name + ": " + value, strings.Replace(url, "http://", "https://", 1)}
+		},
 	}
 }

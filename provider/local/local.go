@@ -650,7 +650,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 	}
 	egressCA := false
 	if netMode == netProxy {
-		ec := &egressConfig{Policy: req.Network.Clone(), Secrets: req.Secrets, Hosts: r.egressHosts, Roots: r.egressRoots}
+		ec := &egressConfig{Policy: req.Network.Clone(), Secrets: req.Secrets, Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial}
 		if ec.Policy == nil {
 			ec.Policy = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
 		}

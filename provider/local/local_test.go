@@ -3,7 +3,6 @@
 package local
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -28,18 +27,16 @@ func newRuntime(t *testing.T, opts ...Option) *Runtime {
 }
 
 func TestConformance(t *testing.T) {
-	egress := func(t *testing.T, hosts map[string][]netip.Addr) *sandbox.Client {
-		return sandbox.NewClient(newRuntime(t, WithEgressHosts(hosts)))
-	}
+	up := newConformanceUpstream(t)
 	t.Run("best", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t))
-		}, EgressClient: egress})
+			return sandbox.NewClient(newRuntime(t, up.options()...))
+		}, Egress: up.hooks()})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
-		}, EgressClient: egress})
+			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
+		}, Egress: up.hooks()})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
@@ -52,8 +49,6 @@ func TestConformance(t *testing.T) {
 		noListen := "at L2 with the network off (the default) seccomp refuses inet sockets, so a server in the sandbox cannot listen"
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(levelRuntime(t, L2))
-		}, EgressClient: func(t *testing.T, hosts map[string][]netip.Addr) *sandbox.Client {
-			return sandbox.NewClient(levelRuntime(t, L2, WithEgressHosts(hosts)))
 		}, Skip: map[string]string{
 			"Ports/HTTPServerFileByteExact": noListen, "Ports/StreamingResponse": noListen,
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,

@@ -3,6 +3,7 @@ package local
 import (
 	"crypto/x509"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -30,6 +31,7 @@ type config struct {
 	// egressHosts and egressRoots: WithEgressHosts, WithEgressRootCAs.
 	egressHosts map[string][]netip.Addr
 	egressRoots string
+	egressDial  map[netip.AddrPort]netip.AddrPort
 	now         func() time.Time
 	bad         opts.Errors // invalid option values, reported by New
 }
@@ -222,6 +224,26 @@ func WithEgressHosts(hosts map[string][]netip.Addr) Option {
 			m[n] = append(m[n], addrs...)
 		}
 		r.egressHosts = m
+	}
+}
+
+// WithEgressDialOverride makes the egress proxy of sandboxes created from
+// now on connect, after its checks, to the address each key maps to
+// instead of the key itself. Tests use it with WithEgressHosts to serve a
+// name the policy allows, resolved to an address it treats as public
+// (192.0.2.0/24, reserved for documentation, is never routed), from
+// 127.0.0.1: the checks see the public address, the connection reaches
+// the test's server, and nothing reaches beyond loopback. It is not
+// settable from a URL.
+func WithEgressDialOverride(m map[netip.AddrPort]netip.AddrPort) Option {
+	return func(r *config) {
+		for from, to := range m {
+			if !from.IsValid() || !to.IsValid() {
+				r.bad.Invalid("WithEgressDialOverride", "%v → %v: an invalid address", from, to)
+				return
+			}
+		}
+		r.egressDial = maps.Clone(m)
 	}
 }
 

@@ -68,7 +68,7 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 			if m.State == driver.StatePaused {
 				return errPaused(id)
 			}
-			return r.startProxy(ctx, m, &egressConfig{Policy: p.Clone(), Hosts: r.egressHosts, Roots: r.egressRoots})
+			return r.startProxy(ctx, m, &egressConfig{Policy: p.Clone(), Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial})
 		default:
 			if p.Mode == driver.NetworkAllowAll && len(p.DenyDomains)+len(p.DenyCIDRs) == 0 {
 				return nil

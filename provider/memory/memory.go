@@ -69,7 +69,13 @@
 // There is no network. A network policy (CreateOptions.Network) is
 // accepted whatever it says, recorded, reported in Info and shown to
 // Handlers in Call.Network, and never enforced: Capabilities.NetworkPolicy
-// declares every kind with NotEnforced set, so code can tell.
+// declares every kind with NotEnforced set, so code can tell. Brokered
+// secrets (CreateOptions.BrokeredSecrets) are accepted the same way: their
+// hosts, header and placeholder are recorded, reported by Get and shown to
+// Handlers in Call.Secrets; the value is dropped at Create and never
+// stored, so no file, env variable or command output of a memory sandbox
+// can hold it. The sandbox's env holds the placeholder, as on every
+// provider.
 //
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
@@ -169,6 +175,10 @@ type Call struct {
 	// standing in for a network client can act on it. The memory provider
 	// itself has no network and enforces nothing.
 	Network *driver.NetworkPolicy
+	// Secrets are the sandbox's brokered secrets as recorded at Create:
+	// Hosts, Header and Placeholder, with Value and Format empty (the
+	// memory provider never keeps a value).
+	Secrets []driver.BrokeredSecret
 
 	bash bool // Shell is bash syntax
 }
@@ -511,7 +521,8 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		NetworkPolicy: driver.NetworkSupport{
 			AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
 			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true, NotEnforced: true,
-			Note: "the memory provider records policies without enforcing them",
+			BrokeredSecrets: true,
+			Note:            "the memory provider records policies without enforcing them",
 		},
 	}
 }
@@ -542,7 +553,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		info: driver.Info{
 			ID: newID(), Provider: Scheme, Template: tmpl, Labels: maps.Clone(req.Labels),
 			State: driver.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
-			Home: Home, Isolation: "none", Network: req.Network.Clone(),
+			Home: Home, Isolation: "none", Network: req.Network.Clone(), Secrets: recordSecrets(req.Secrets),
 		},
 		env: maps.Clone(req.Env), auto: req.AutoPause, rootFiles: r.rootFiles,
 		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
@@ -563,7 +574,20 @@ func cloneInfo(in driver.Info) driver.Info {
 	in.Labels = maps.Clone(in.Labels)
 	in.Detail = maps.Clone(in.Detail)
 	in.Network = in.Network.Clone()
+	in.Secrets = recordSecrets(in.Secrets)
 	return in
+}
+
+// recordSecrets copies brokered secrets without their values and formats.
+func recordSecrets(in []driver.BrokeredSecret) []driver.BrokeredSecret {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]driver.BrokeredSecret, len(in))
+	for i, s := range in {
+		out[i] = driver.BrokeredSecret{Hosts: slices.Clone(s.Hosts), Header: s.Header, Placeholder: s.Placeholder}
+	}
+	return out
 }
 
 // Get returns a sandbox's Info.
@@ -717,7 +741,7 @@ func (r *Runtime) newCall(id string, b *box, cmd *driver.Command, stdout, stderr
 	}
 	return &Call{SandboxID: id, Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: cmd.Dir, Env: env,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, dir: cmd.Dir},
-		Network: b.info.Network.Clone()}
+		Network: b.info.Network.Clone(), Secrets: recordSecrets(b.info.Secrets)}
 }
 
 // Exec runs cmd through the registered handlers or the built-in shell.
