@@ -341,7 +341,6 @@ type egressStart struct {
 	cmd    *exec.Cmd
 	status *bufio.Reader
 	pipe   *os.File
-	ca     string // the proxy's CA, once started
 }
 
 // startEgress starts the proxy of the sandbox in dir; started and
@@ -372,7 +371,6 @@ func (e *egressStart) started() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e.ca = h.CA
 	return h.CA, nil
 }
 
