@@ -27,15 +27,16 @@ func newRuntime(t *testing.T, opts ...Option) *Runtime {
 }
 
 func TestConformance(t *testing.T) {
+	up := newConformanceUpstream(t)
 	t.Run("best", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t))
-		}})
+			return sandbox.NewClient(newRuntime(t, up.options()...))
+		}, Egress: up.hooks()})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
-		}})
+			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
+		}, Egress: up.hooks()})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))

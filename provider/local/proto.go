@@ -41,7 +41,7 @@ const maxFrame = 4 << 20
 
 // request is the first frame of every connection.
 type request struct {
-	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial
+	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial, egress
 	Args    []string `json:"args,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Dir     string   `json:"dir,omitempty"`
@@ -49,7 +49,7 @@ type request struct {
 	Timeout int64    `json:"timeout_ns,omitempty"`
 	PID     int      `json:"pid,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
-	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to
+	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to; egress: the relay's port
 	// Raw (dial) asks for a raw byte stream once connected, instead of
 	// frames: see forwardPort.
 	Raw bool `json:"raw,omitempty"`

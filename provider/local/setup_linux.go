@@ -121,6 +121,11 @@ func setupNamespaces(cfg *agentConfig, f *features) error {
 	if err := setupDev(at("dev")); err != nil {
 		return step("populate /dev", err)
 	}
+	if cfg.EgressCA != "" {
+		if err := installEgressCA(at, cfg.EgressCA); err != nil {
+			return step("install the egress proxy's CA", err)
+		}
+	}
 	old := at(".old")
 	if err := os.Mkdir(old, 0o700); err != nil {
 		return step("mkdir .old", err)
@@ -571,6 +576,55 @@ func applySeccomp(cfg *agentConfig, full bool) error {
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("loading the filter: %w", errno)
+	}
+	return nil
+}
+
+// hostCABundles are where distributions keep the bundle of trusted CA
+// certificates, first match wins.
+var hostCABundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// installEgressCA makes the egress proxy's CA trusted in the sandbox
+// being assembled (at maps a sandbox path to its place in the new root):
+// it writes egressBundle (the host's bundle plus the CA) and egressCAOnly
+// into the new root, which becomes read-only, and binds the bundle over
+// the host's bundle in the sandbox's /etc, so programs that read the
+// system's trust store trust the proxy too. The host's files are not
+// touched.
+func installEgressCA(at func(string) string, ca string) error {
+	var host []byte
+	var hostPath string
+	for _, p := range hostCABundles {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			host, hostPath = b, p
+			break
+		}
+	}
+	if err := os.MkdirAll(at(egressCADir), 0o755); err != nil {
+		return err
+	}
+	bundle := append(append([]byte(nil), host...), '\n')
+	bundle = append(bundle, ca...)
+	if err := os.WriteFile(at(egressBundle), bundle, 0o444); err != nil {
+		return err
+	}
+	if err := os.WriteFile(at(egressCAOnly), []byte(ca), 0o444); err != nil {
+		return err
+	}
+	if hostPath != "" {
+		dst := at(hostPath)
+		if err := unix.Mount(at(egressBundle), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind over %s: %w", hostPath, err)
+		}
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+			if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return fmt.Errorf("remount %s read-only: %w", hostPath, err)
+			}
+		}
 	}
 	return nil
 }
