@@ -261,6 +261,8 @@ type agent struct {
 	exited  []int // pids of finished procs kept for attach, oldest first
 	forkReq chan func()
 	devNull int // /dev/null opened once (read-only), the stdin of commands without one; -1 if none
+
+	terms terms // the terminals, by id (terminal_linux.go)
 }
 
 func newAgent(cfg *agentConfig) (*agent, features) {
@@ -537,6 +539,10 @@ func (a *agent) handle(c net.Conn) {
 			a.forwardPort(c, in, fw, &req)
 		case "attach":
 			a.attach(in, fw, req.PID)
+		case "term":
+			a.startTerm(in, fw, &req)
+		case "term-attach":
+			a.attachTerm(in, fw, req.Term)
 		case "signal":
 			err := a.signal(req.PID, syscall.Signal(req.Signal))
 			if err != nil {
