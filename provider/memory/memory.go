@@ -294,6 +294,7 @@ type Runtime struct {
 	faults   map[string]*fault
 	calls    []Record
 	nextPID  int
+	terms    map[string]*mterm // running terminals by "sandbox/terminal"
 	// ended holds when the lease of each sandbox the lease ended (not
 	// Destroy) ended, so that a later call on it says why it is gone;
 	// at most maxEnded of them, the oldest forgotten first.
