@@ -27,7 +27,7 @@ import (
 //     a prompt ("$ ") and one shell line at a time: each
 //     line runs as "sh -c LINE" would (variables and cd do not carry over
 //     to the next line), with the lines typed while it runs as its
-//     standard input; "exit [N]" ends the terminal;
+//     standard input (lines typed ahead of it wait for the shell); "exit [N]" ends the terminal;
 //   - with Args, the program as Exec would run it, with typed lines as
 //     its standard input;
 //   - LINES and COLUMNS hold the size, and "stty size" answers it; there
@@ -36,6 +36,13 @@ import (
 
 // OpTerminal is recorded for StartTerminal and AttachTerminal.
 const OpTerminal = "terminal"
+
+// typedLine is a line typed on an emulated terminal; a nil line is end
+// of input (Ctrl-D).
+type typedLine struct {
+	b   []byte
+	seq uint64
+}
 
 // mterm is one emulated terminal.
 type mterm struct {
@@ -51,7 +58,8 @@ type mterm struct {
 	cols     uint16
 	line     []byte             // the line being typed
 	shell    bool               // the emulated shell runs lines (see interactiveShell)
-	queue    [][]byte           // typed lines not yet read, oldest first; nil is end of input
+	queue    []typedLine        // typed lines not yet read, oldest first
+	seq      uint64             // lines typed so far
 	typed    chan struct{}      // signalled (capacity 1) when queue grows
 	cancel   context.CancelFunc // interrupts the running command
 	killedBy syscall.Signal     // the signal that ends the terminal
@@ -165,7 +173,7 @@ func (t *mterm) run(ctx context.Context, b *box, req *driver.TerminalRequest, en
 	last := 0
 	for {
 		t.emit([]byte("$ "))
-		line, ok := t.next(ctx, ctx)
+		line, ok := t.next(ctx, ctx, 0)
 		if ctx.Err() != nil {
 			return -1
 		}
@@ -199,12 +207,20 @@ func (t *mterm) command(ctx context.Context, b *box, cmd *driver.Command) int {
 	defer cancel()
 	pr, pw := io.Pipe()
 	fed := make(chan struct{})
+	var from uint64
+	if t.shell {
+		t.mu.Lock()
+		from = t.seq
+		t.mu.Unlock()
+	}
 	go func() {
-		// The typed lines, in order, until the command ends; what it has
-		// not taken stays queued for the shell, as in a tty.
+		// The lines typed (for a command of the shell: since it started),
+		// in order, until the command ends; lines typed ahead of a
+		// command of the shell, and those it has not taken, stay queued
+		// for the shell.
 		defer close(fed)
 		for {
-			l, ok := t.next(ctx, cctx)
+			l, ok := t.next(ctx, cctx, from)
 			if !ok {
 				_ = pw.Close()
 				return
@@ -241,21 +257,22 @@ func (t *mterm) command(ctx context.Context, b *box, cmd *driver.Command) int {
 	return code
 }
 
-// next takes the oldest typed line, waiting for one until stop ends
-// (ok false then, as at end of input). Cancelling stop under t.mu (as
-// Ctrl-C does) means no line is taken after it.
-func (t *mterm) next(ctx, stop context.Context) ([]byte, bool) {
+// next takes the oldest typed line numbered from on, waiting for one
+// until stop ends (ok false then, as at end of input). Cancelling stop
+// under t.mu (as Ctrl-C does) means no line is taken after it.
+func (t *mterm) next(ctx, stop context.Context, from uint64) ([]byte, bool) {
 	for {
 		t.mu.Lock()
 		if stop.Err() != nil {
 			t.mu.Unlock()
 			return nil, false
 		}
-		if len(t.queue) > 0 {
-			l := t.queue[0]
-			t.queue = t.queue[1:]
-			t.mu.Unlock()
-			return l, l != nil
+		for i, l := range t.queue {
+			if l.seq >= from {
+				t.queue = append(t.queue[:i:i], t.queue[i+1:]...)
+				t.mu.Unlock()
+				return l.b, l.b != nil
+			}
 		}
 		t.mu.Unlock()
 		select {
@@ -315,7 +332,8 @@ func (t *mterm) queueLocked(l []byte) {
 	if len(t.queue) >= maxQueued {
 		return
 	}
-	t.queue = append(t.queue, l)
+	t.queue = append(t.queue, typedLine{b: l, seq: t.seq})
+	t.seq++
 	select {
 	case t.typed <- struct{}{}:
 	default:
