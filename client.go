@@ -620,6 +620,13 @@ type ListOptions struct {
 	States []State
 	// PageSize is how many sandboxes to fetch per provider call (default 100).
 	PageSize int
+	// ExcludeIDs are sandboxes left out of the results: a caller looking
+	// for "another" sandbox with the same labels passes the ones it holds,
+	// rather than paging past them itself. They are handed to the
+	// provider, which leaves them out before filling a page where it can
+	// (local, memory), and filtered again here; a page that held only
+	// excluded sandboxes does not end the listing while more pages exist.
+	ExcludeIDs []string
 }
 
 // List yields the sandboxes that match opts, fetching pages as the loop
@@ -640,8 +647,12 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			yield(Info{}, err)
 			return
 		}
-		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
+		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100),
+			ExcludeIDs: slices.Clone(opts.ExcludeIDs)}
 		seen := map[string]bool{}
+		for _, id := range opts.ExcludeIDs {
+			seen[id] = true // never yielded, like a sandbox already yielded
+		}
 		// The Lookup bound covers the whole look-up, every page of it,
 		// but not the time the caller's loop spends between pages.
 		var spent time.Duration

@@ -30,6 +30,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,6 +340,43 @@ var lifecycleTests = []test{
 		// Stopping early must not fail.
 		for range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}}) {
 			break
+		}
+	}},
+	{name: "ListExcludeIDs", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		// A caller looking for another sandbox than those it holds: the
+		// excluded ones never come back, and pages that held only excluded
+		// sandboxes (page size 1, the oldest excluded) do not end the look-up.
+		group := randHex(4)
+		var ids []string
+		for range 3 {
+			ids = append(ids, s.create(ctx, t, map[string]string{"group": group}).ID())
+		}
+		list := func(exclude []string) []string {
+			var got []string
+			for in, err := range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}, PageSize: 1, ExcludeIDs: exclude}) {
+				if err != nil {
+					t.Fatalf("List excluding %v: %v", exclude, err)
+				}
+				got = append(got, in.ID)
+			}
+			return got
+		}
+		for _, ex := range [][]string{{ids[0], ids[1]}, {ids[1]}, {ids[2], "no-such-id"}} {
+			got := list(ex)
+			var want []string
+			for _, id := range ids {
+				if !slices.Contains(ex, id) {
+					want = append(want, id)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("List excluding %v = %v, want %v", ex, got, want)
+			}
+		}
+		if got := list(ids); len(got) != 0 {
+			t.Errorf("List excluding every match = %v, want none", got)
 		}
 	}},
 	{name: "GetOrCreate", fn: func(ctx context.Context, t *testing.T, s *suite) {

@@ -769,7 +769,8 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 }
 
 // List returns the sandboxes under the root, sorted by creation, filtered
-// by labels and states. A sandbox with corrupt metadata is skipped (and
+// by labels and states, without those of req.ExcludeIDs (left out before
+// the page is filled, so a page holds other matches). A sandbox with corrupt metadata is skipped (and
 // logged); Get on it reports the corruption.
 func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	ents, err := os.ReadDir(r.root)
@@ -779,7 +780,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	var out []driver.Info
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) {
+		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) || slices.Contains(req.ExcludeIDs, id) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

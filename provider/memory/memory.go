@@ -31,7 +31,7 @@
 //	mv [-fT] SRC... DST        printenv [NAME...]
 //	cp [-rRa] SRC... DST       env [-i] [K=V...] [CMD ARGS...]
 //	ln -s [-fn] TARGET NAME    basename, dirname, true, false, yes
-//	base64 [-d] [-w N] [FILE]
+//	base64 [-d] [-w N] [FILE]   sha256sum [FILE...]
 //	readlink [-f|-e|-m] [-n]   realpath [-e|-m] PATH...
 //	chmod MODE|u+x,... PATH    touch FILE...
 //	mktemp [-d] [-p DIR] [TEMPLATE]
@@ -577,7 +577,7 @@ func (r *Runtime) Get(_ context.Context, id string) (in driver.Info, err error) 
 }
 
 // List pages through sandboxes sorted by creation, filtering by labels and
-// states; the page token is the id of the last sandbox of the previous page.
+// states and leaving out req.ExcludeIDs before a page is filled; the page token is the id of the last sandbox of the previous page.
 func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	if err := r.begin(OpList, "", ""); err != nil {
 		return nil, "", err
@@ -609,7 +609,8 @@ func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Inf
 	var page []driver.Info
 	next := ""
 	for _, in := range all[start:] {
-		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) {
+		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) ||
+			slices.Contains(req.ExcludeIDs, in.ID) {
 			continue
 		}
 		if len(page) == req.PageSize {
