@@ -46,6 +46,7 @@
 //	     [--no-wildcards] [-T FILE [--null]] [PATH...]
 //	sh, bash, dash [-eux] (-c LINE [NAME ARGS...] | FILE [ARGS...])
 //	echo, printf, pwd, test, [ (the shell's builtins, also as an argv)
+//	stty size (on an emulated terminal: see StartTerminal)
 //
 // These are what the module's own programs use: fsbackend's helper
 // (mkdir, cat, head -c, readlink, rm, chmod, find -printf, grep, tar,
