@@ -45,7 +45,10 @@ type TerminalOptions struct {
 	Env map[string]string
 	// SecretEnv adds environment variables whose values are secret: they
 	// are redacted from the terminal's output (as are the sandbox's, set
-	// with CreateOptions.SecretEnv) and never appear in errors.
+	// with CreateOptions.SecretEnv) and never appear in errors. As for
+	// Exec, output that could be the start of a secret is held back until
+	// the output that follows shows it is not (or the program exits), so
+	// a secret echoed one key at a time is redacted too.
 	SecretEnv map[string]string
 	// Dir is the working directory; default the sandbox's home. Relative
 	// paths are resolved against the home.
