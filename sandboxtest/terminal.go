@@ -24,6 +24,7 @@ var terminalTests = []test{
 	{name: "IsATTY", needs: needsTerminals, fn: testTerminalIsATTY},
 	{name: "SizeAndResize", needs: needsTerminals, fn: testTerminalResize},
 	{name: "InputReachesRead", needs: needsTerminals, fn: testTerminalRead},
+	{name: "TypeAheadReachesShell", needs: needsTerminals, fn: testTerminalTypeAhead},
 	{name: "CtrlCInterruptsShellJob", needs: needsTerminals, fn: testTerminalCtrlCShell},
 	{name: "CtrlCEndsProgram", needs: needsTerminals, fn: testTerminalCtrlCProgram},
 	{name: "ExitStatus", needs: needsTerminals, fn: testTerminalExit},
@@ -173,6 +174,21 @@ func testTerminalRead(ctx context.Context, t *testing.T, s *suite) {
 	scr.waitFor(t, "got-hello world", 0, time.Second)
 	if !st.Success() {
 		t.Errorf("exit status %+v", st)
+	}
+}
+
+// A line typed while a command that does not read its input runs is
+// read by the shell after it, as in any terminal.
+func testTerminalTypeAhead(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	term, scr := startTerm(ctx, t, sb, sandbox.TerminalOptions{Args: []string{"sh"}})
+	typeIn(t, term, "echo napping-$((8+1)); sleep 1\r")
+	scr.waitFor(t, "napping-9", 0, termWait)
+	typeIn(t, term, "echo ahead-$((9+9))\r")
+	scr.waitFor(t, "ahead-18", 0, termWait)
+	typeIn(t, term, "exit 6\r")
+	if st := waitTerm(ctx, t, term, termWait); st.ExitCode != 6 {
+		t.Errorf("exit status %+v, want 6", st)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -205,7 +206,18 @@ func (t *mterm) run(ctx context.Context, b *box, req *driver.TerminalRequest, en
 func (t *mterm) command(ctx context.Context, b *box, cmd *driver.Command) int {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pr, pw := io.Pipe()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.emit([]byte("sh: " + err.Error() + "\n"))
+		return 126
+	}
+	defer pr.Close()
+	var closeW sync.Once
+	closePW := func() { closeW.Do(func() { _ = pw.Close() }) }
+	// The command's end closes its input: a program blocked reading it
+	// (an interrupted read) sees end of file.
+	stopClose := context.AfterFunc(cctx, closePW)
+	defer stopClose()
 	fed := make(chan struct{})
 	var from uint64
 	if t.shell {
@@ -214,15 +226,17 @@ func (t *mterm) command(ctx context.Context, b *box, cmd *driver.Command) int {
 		t.mu.Unlock()
 	}
 	go func() {
-		// The lines typed (for a command of the shell: since it started),
-		// in order, until the command ends; lines typed ahead of a
-		// command of the shell, and those it has not taken, stay queued
-		// for the shell.
+		// The lines typed (for a command of the shell: since it
+		// started), in order, until the command ends. Lines typed ahead
+		// of a command of the shell, and those it has not read, stay
+		// for the shell, as in a tty.
 		defer close(fed)
 		for {
 			l, ok := t.next(ctx, cctx, from)
 			if !ok {
-				_ = pw.Close()
+				if cctx.Err() == nil {
+					closePW() // end of input (Ctrl-D)
+				}
 				return
 			}
 			if _, err := pw.Write(l); err != nil {
@@ -238,23 +252,51 @@ func (t *mterm) command(ctx context.Context, b *box, cmd *driver.Command) int {
 	env["LINES"], env["COLUMNS"] = strconv.Itoa(int(t.rows)), strconv.Itoa(int(t.cols))
 	t.cancel = cancel
 	t.mu.Unlock()
-	cmd.Env, cmd.Stdin = env, pr
+	cmd.Env = env
 	t.rt.mu.Lock()
 	c := t.rt.newCall(t.box, b, cmd, crlfWriter{t}, crlfWriter{t})
 	t.rt.mu.Unlock()
-	code := t.rt.runTop(cctx, c)
+	c.Stdin = pr // read by the command itself: what it leaves is still in the pipe
+	code := t.rt.run(cctx, c)
 	t.mu.Lock()
 	t.cancel = nil
 	interrupted := cctx.Err() != nil && ctx.Err() == nil
 	t.mu.Unlock()
 	cancel()
-	_ = pw.CloseWithError(io.EOF)
-	_ = pr.Close()
+	closePW()
 	<-fed
+	if !interrupted && t.shell {
+		// Input the command did not read goes back to the shell, ahead of
+		// what was typed since. (An interrupt discards it, as a tty's
+		// Ctrl-C flushes its input.)
+		if rest, _ := io.ReadAll(pr); len(rest) > 0 {
+			t.unread(rest)
+		}
+	}
 	if interrupted {
 		return 130
 	}
 	return code
+}
+
+// unread puts lines a command did not read back at the head of the queue.
+func (t *mterm) unread(rest []byte) {
+	var back []typedLine
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			i = len(rest) - 1
+		}
+		back = append(back, typedLine{b: bytes.Clone(rest[:i+1])})
+		rest = rest[i+1:]
+	}
+	t.mu.Lock()
+	t.queue = append(back, t.queue...)
+	t.mu.Unlock()
+	select {
+	case t.typed <- struct{}{}:
+	default:
+	}
 }
 
 // next takes the oldest typed line numbered from on, waiting for one
