@@ -165,7 +165,8 @@ func (c *Client) Capabilities() Capabilities { return c.caps }
 // capabilities is the one place where the capabilities an optional
 // interface shows are derived from it, so they cannot drift: Pause is
 // whether rt is a driver.Pauser, Processes whether it is a
-// driver.ProcessRuntime, Ports whether it is a driver.PortExposer; the
+// driver.ProcessRuntime, Ports whether it is a driver.PortExposer,
+// Terminals whether it is a driver.TerminalRuntime; the
 // declared facts about those features (PauseKeepsMemory,
 // AttachAcrossClients) hold only with the feature.
 func capabilities(rt driver.Runtime) Capabilities {
@@ -174,6 +175,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
 	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
+	_, caps.Terminals = rt.(driver.TerminalRuntime)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	return caps

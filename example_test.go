@@ -634,3 +634,39 @@ func ExampleBrokeredSecret() {
 	// [REDACTED]
 	// true
 }
+
+// A program on a terminal: typed input, the size it sees, and its exit
+// status. (The memory provider's terminal is an emulation; on local://
+// the same code runs a real pseudo-terminal.)
+func ExampleSandbox_StartTerminal() {
+	ctx := context.Background()
+	c, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+
+	t, err := sb.StartTerminal(ctx, sandbox.TerminalOptions{Rows: 40, Cols: 120,
+		Args: []string{"sh", "-c", `read name; echo "hello, $name"; stty size; exit 3`}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	if _, err := io.WriteString(t, "gopher\r"); err != nil {
+		log.Fatal(err)
+	}
+	st, err := t.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, _ := io.ReadAll(t) // the echo of the input, then the output
+	fmt.Printf("%q\nexit status %d\n", out, st.ExitCode)
+	// Output:
+	// "gopher\r\nhello, gopher\r\n40 120\r\n"
+	// exit status 3
+}

@@ -111,8 +111,11 @@ type Capabilities struct {
 	PauseKeepsMemory bool
 	// Processes is true when Sandbox.Start and AttachProcess work.
 	Processes bool
-	// AttachAcrossClients is true when a process started by one Client can
-	// be attached by another Client in another OS process.
+	// Terminals is true when Sandbox.StartTerminal and AttachTerminal
+	// work (the provider is a driver.TerminalRuntime).
+	Terminals bool
+	// AttachAcrossClients is true when a process (or terminal) started by
+	// one Client can be attached by another Client in another OS process.
 	AttachAcrossClients bool
 	// ServerSideLabels is true when List filters by labels on the provider;
 	// false when the provider returns everything and filtering is local.

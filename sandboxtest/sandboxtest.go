@@ -70,6 +70,12 @@ type Harness struct {
 	// that many concurrent execs over that many sandboxes (defaults 200
 	// and 10). The environment variable named by StressEnv overrides both.
 	StressExecs, StressSandboxes int
+	// SameProvider, when set, returns a new Client on the same provider
+	// state as c (its sandboxes, their processes and terminals), made as
+	// another OS process would make it, for the subtests that attach
+	// from a second Client after the first one closed. The suite closes
+	// it; closing it must leave c working.
+	SameProvider func(t *testing.T, c *sandbox.Client) *sandbox.Client
 	// HTTPClient, when set, returns the client the Ports group sends its
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
@@ -110,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 		{"Ports", portTests},
 		{"Network", networkTests},
 		{"Brokered", brokeredTests},
+		{"Terminal", terminalTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -205,7 +205,7 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 		return nil
 	}
 	root.AddCommand(a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.cpCmd(),
-		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.mcpCmd())
+		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.shellCmd(), a.mcpCmd())
 	return root
 }
 

@@ -275,6 +275,8 @@ type agent struct {
 	forkReq chan func()
 	devNull int // /dev/null opened once (read-only), the stdin of commands without one; -1 if none
 	egress  egressRelay
+
+	terms terms // the terminals, by id (terminal_linux.go)
 }
 
 func newAgent(cfg *agentConfig) (*agent, features) {
@@ -553,6 +555,10 @@ func (a *agent) handle(c net.Conn) {
 			a.serveEgress(c, in, fw, &req)
 		case "attach":
 			a.attach(in, fw, req.PID)
+		case "term":
+			a.startTerm(in, fw, &req)
+		case "term-attach":
+			a.attachTerm(in, fw, req.Term)
 		case "signal":
 			err := a.signal(req.PID, syscall.Signal(req.Signal))
 			if err != nil {

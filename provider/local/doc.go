@@ -313,6 +313,21 @@
 // renames a directory and writes metadata. New also removes what dead
 // processes left in the root (pooled sandboxes, interrupted destroys).
 //
+// # Terminals
+//
+// StartTerminal asks the agent for a pseudo-terminal: it opens one inside
+// the sandbox (from a devpts instance of the sandbox's own, mounted with
+// its /dev, at L3 and L4; from the host's /dev/ptmx at L1 and L2) and
+// forks the program as it forks commands, so the program runs as the same
+// user under the same Landlock rules, seccomp filter and cgroup; it is a
+// session leader with the terminal as its controlling terminal, so echo,
+// line editing, job control, Ctrl-C and SIGWINCH work, and programs may
+// reopen /dev/tty (and, at L3 and L4, the sandbox's own /dev/pts). With no
+// program the terminal runs bash -l (sh -l without bash), TERM is
+// xterm-256color unless set. The agent keeps the terminal until its
+// program exits: AttachTerminal reaches it by id from any process, and a
+// client that goes away leaves it running. Destroy ends it.
+//
 // # Files
 //
 // The file methods serve the sandbox's file system as its commands see

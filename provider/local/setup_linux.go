@@ -218,7 +218,21 @@ func setupDev(dev string) error {
 			return err
 		}
 	}
-	return mountTmpfs(filepath.Join(dev, "shm"), "mode=1777,size=64m")
+	if err := mountTmpfs(filepath.Join(dev, "shm"), "mode=1777,size=64m"); err != nil {
+		return err
+	}
+	// The sandbox's own pseudo-terminals (StartTerminal): a devpts
+	// instance of its own, so its terminals are neither the host's nor
+	// visible from it; ptmx is reached through the instance's node.
+	// Without it (a kernel that refuses the mount) terminals fail to
+	// start, naming /dev/ptmx, and nothing else changes.
+	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
+		return err
+	}
+	if unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") == nil {
+		return os.Symlink("pts/ptmx", filepath.Join(dev, "ptmx"))
+	}
+	return nil
 }
 
 func loopbackUp() error {
@@ -249,7 +263,15 @@ func applyLandlock(cfg *agentConfig, scoped bool) (int, error) {
 	if abi < 1 {
 		return 0, errors.New("not enabled")
 	}
-	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing()
+	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing()
+	// A terminal's programs reopen their controlling terminal through
+	// /dev/tty (stty -F /dev/tty, a shell's job control, vi) and need its
+	// ioctls; with the sandbox's own devpts (L3, L4), its pseudo-terminals
+	// too (a program that runs its own terminals: script, tmux).
+	ttyFiles := landlock.RWFiles("/dev/tty").WithIoctlDev().IgnoreIfMissing()
+	if cfg.Namespaces {
+		ttyFiles = landlock.RWFiles("/dev/tty", "/dev/pts").WithIoctlDev().IgnoreIfMissing()
+	}
 	writable := landlock.RWDirs(cfg.HostHome, cfg.HostTmp)
 	if cfg.Namespaces {
 		writable = landlock.RWDirs(cfg.Home, "/tmp", "/dev/shm")
@@ -265,12 +287,13 @@ func applyLandlock(cfg *agentConfig, scoped bool) (int, error) {
 	var rules []landlock.Rule
 	if cfg.Namespaces {
 		// The root is already only what the sandbox may see.
-		rules = []landlock.Rule{landlock.RODirs("/"), writable, devFiles}
+		rules = []landlock.Rule{landlock.RODirs("/"), writable, devFiles, ttyFiles}
 	} else {
 		rules = []landlock.Rule{
 			landlock.RODirs("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/dev").IgnoreIfMissing(),
 			writable,
 			devFiles,
+			ttyFiles,
 		}
 	}
 	// File system rights and IPC scopes (signals, abstract unix sockets),

@@ -46,6 +46,7 @@
 //	     [--no-wildcards] [-T FILE [--null]] [PATH...]
 //	sh, bash, dash [-eux] (-c LINE [NAME ARGS...] | FILE [ARGS...])
 //	echo, printf, pwd, test, [ (the shell's builtins, also as an argv)
+//	stty size (on an emulated terminal: see StartTerminal)
 //
 // These are what the module's own programs use: fsbackend's helper
 // (mkdir, cat, head -c, readlink, rm, chmod, find -printf, grep, tar,
@@ -304,6 +305,7 @@ type Runtime struct {
 	faults   map[string]*fault
 	calls    []Record
 	nextPID  int
+	terms    map[string]*mterm // running terminals by "sandbox/terminal"
 	// ended holds when the lease of each sandbox the lease ended (not
 	// Destroy) ended, so that a later call on it says why it is gone;
 	// at most maxEnded of them, the oldest forgotten first.
