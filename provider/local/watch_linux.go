@@ -54,6 +54,8 @@ type psEntry struct {
 	Start   int64    `json:"start,omitempty"` // unix nanoseconds
 	Handle  bool     `json:"handle,omitempty"`
 	Command string   `json:"comm,omitempty"` // the kernel's name, for a process without a command line
+	// Terminal is the ID of the terminal the process is the program of.
+	Terminal string `json:"terminal,omitempty"`
 }
 
 // Watch reports changes under dir from inotify in the sandbox's agent
@@ -184,7 +186,7 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 	}
 	out := make([]driver.ProcessInfo, 0, len(list))
 	for _, p := range list {
-		pi := driver.ProcessInfo{PID: p.PID, Args: p.Args, Handle: p.Handle}
+		pi := driver.ProcessInfo{PID: p.PID, Args: p.Args, Handle: p.Handle, Terminal: p.Terminal}
 		if len(pi.Args) == 0 && p.Command != "" {
 			pi.Args = []string{"[" + p.Command + "]"}
 		}
@@ -484,6 +486,20 @@ func (a *agent) listProcs(fw *frameWriter) {
 		}
 	}
 	a.procMu.Unlock()
+	// A terminal's program is a handle too (StartTerminal).
+	onTerm := map[int]string{}
+	a.terms.mu.Lock()
+	for id, tm := range a.terms.byID {
+		if tm.p == nil {
+			continue
+		}
+		select {
+		case <-tm.p.done:
+		default:
+			onTerm[tm.p.pid] = id
+		}
+	}
+	a.terms.mu.Unlock()
 	var out []psEntry
 	queue := []int{self}
 	for len(queue) > 0 {
@@ -497,7 +513,10 @@ func (a *agent) listProcs(fw *frameWriter) {
 		if s.state == 'Z' || s.state == 'X' {
 			continue
 		}
-		e := psEntry{PID: pid, Handle: live[pid], Command: s.comm}
+		e := psEntry{PID: pid, Handle: live[pid], Command: s.comm, Terminal: onTerm[pid]}
+		if e.Terminal != "" {
+			e.Handle = true
+		}
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && len(b) > 0 {
 			e.Args = strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 		}

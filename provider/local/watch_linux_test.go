@@ -103,3 +103,32 @@ func TestWatchUnreadableDir(t *testing.T) {
 		t.Errorf("watch of a directory the sandbox's user cannot read: %v, want PermissionDenied", err)
 	}
 }
+
+// A terminal's program is listed as a handle, with its terminal's ID.
+func TestProcessesMarkTerminal(t *testing.T) {
+	rt := levelRuntime(t, L1)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	term, err := sb.StartTerminal(ctx, sandbox.TerminalOptions{Args: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	list, err := sb.Processes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list, func(pi sandbox.ProcessInfo) bool { return pi.PID == term.PID() })
+	if i < 0 {
+		t.Fatalf("the terminal's program %d is not listed: %+v", term.PID(), list)
+	}
+	if !list[i].Handle || list[i].Terminal != term.ID() {
+		t.Errorf("terminal program listed as %+v, want Handle and Terminal %q", list[i], term.ID())
+	}
+}
