@@ -184,7 +184,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.NativeFork = rt.(driver.Forker)
 	caps.Fork = caps.Snapshots || caps.NativeFork
 	if !caps.Snapshots {
-		caps.SnapshotModes = nil
+		caps.SnapshotModes, caps.SnapshotNote = nil, ""
 	}
 	return caps
 }

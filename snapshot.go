@@ -142,8 +142,12 @@ func (c *Client) snapshotMode(op, id string, m SnapshotMode) (SnapshotMode, erro
 		return "", invalid(op, name, id, "snapshot mode", "%q is not %q or %q", printable(string(m)), SnapshotFilesystem, SnapshotFull)
 	}
 	if !slices.Contains(c.caps.SnapshotModes, m) {
+		note := ""
+		if c.caps.SnapshotNote != "" {
+			note = " (" + c.caps.SnapshotNote + ")"
+		}
 		return "", &Error{Op: op, Provider: name, SandboxID: id, Code: FailedPrecondition,
-			Err: fmt.Errorf("snapshot mode %q is not available on provider %s, which offers %v: %w", m, name, c.caps.SnapshotModes, ErrFailedPrecondition)}
+			Err: fmt.Errorf("snapshot mode %q is not available on provider %s, which offers %v%s: %w", m, name, c.caps.SnapshotModes, note, ErrFailedPrecondition)}
 	}
 	return m, nil
 }

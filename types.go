@@ -146,6 +146,10 @@ type Capabilities struct {
 	// SnapshotModes lists the modes Sandbox.Snapshot can take on this
 	// provider (and host); empty without Snapshots.
 	SnapshotModes []SnapshotMode
+	// SnapshotNote says what the provider offers for snapshots on this
+	// host and what it lacks (local: "reflink" or "copy", and whether
+	// CRIU is installed for full snapshots); empty without Snapshots.
+	SnapshotNote string
 	// Fork is true when Sandbox.Fork works: natively or through a
 	// snapshot.
 	Fork bool
@@ -275,7 +279,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
 		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
 		ReportsSignal: d.ReportsSignal, ReportsLeaseEnd: d.ReportsLeaseEnd,
-		SnapshotModes: snapshotModesOf(d.SnapshotModes),
+		SnapshotModes: snapshotModesOf(d.SnapshotModes), SnapshotNote: d.SnapshotNote,
 	}
 }
 
