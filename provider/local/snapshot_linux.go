@@ -83,7 +83,7 @@ func (r *Runtime) snapshotNote() string {
 	if f.reflink {
 		how = "files reflinked (copy-on-write)"
 	}
-	return "filesystem snapshots: " + how + "; full snapshots need CRIU (Debian package criu), not supported yet"
+	return "filesystem snapshots: " + how + "; mode full needs CRIU (Debian package criu), which this provider does not use yet"
 }
 
 // uidOf returns the host uid that owns the files of sandbox m's user.
@@ -383,7 +383,15 @@ func (r *Runtime) restoreTmp(ctx context.Context, m *meta, sm *snapMeta) error {
 	if dst == "" {
 		return nil
 	}
-	return newCopier(sm.UID, r.uidOf(m)).tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), dst)
+	cp := newCopier(sm.UID, r.uidOf(m))
+	if os.Getuid() == 0 {
+		// The tmpfs belongs to the sandbox's user namespace, where the
+		// host's root has no uid: files are made as the sandbox's user.
+		do, stop := asWorker(&creds{uid: r.uid, gid: r.gid})
+		defer stop()
+		cp.do = do
+	}
+	return cp.tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), dst)
 }
 
 // snapRestoreErr classifies a failed restore: the snapshot deleted
