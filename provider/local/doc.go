@@ -198,7 +198,10 @@
 // (CreateRequest.FromSnapshot) starts with a copy (a reflink where the
 // file system clones) of its files. Snapshot.Detail says how the files
 // were copied ("copy": "reflink" or "copy") and what was kept;
-// Capabilities.SnapshotNote what the host offers. Full mode (processes
+// Capabilities.SnapshotNote what the host offers. The Runtime is a
+// driver.Forker too: Fork freezes the source once and copies its files
+// straight into each new sandbox (at most 4 at a time), with no snapshot
+// in between. Full mode (processes
 // and memory) needs CRIU (Debian package criu) and is not offered yet: it
 // is FailedPrecondition saying so.
 //

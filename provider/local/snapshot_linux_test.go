@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -198,4 +199,45 @@ func TestCopySparse(t *testing.T) {
 	_, err = g.ReadAt(got, 512<<20)
 	require.NoError(t, err)
 	assert.Equal(t, "middle", string(got))
+}
+
+// Fork copies straight from the frozen sandbox (no snapshot is left or
+// made), and a paused sandbox stays paused.
+func TestForkNative(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	require.True(t, c.Capabilities().NativeFork)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: `printf h > h.txt && printf t > /tmp/t.txt`})
+	require.NoError(t, err)
+	require.Equal(t, 0, r.ExitCode)
+	require.NoError(t, sb.Pause(ctx))
+	kids, err := sb.Fork(ctx, 3, sandbox.ForkOptions{Labels: map[string]string{"native": "yes"}})
+	for _, k := range kids {
+		defer k.Destroy(ctx)
+	}
+	require.NoError(t, err)
+	require.Len(t, kids, 3)
+	in, err := sb.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.StatePaused, in.State)
+	for _, k := range kids {
+		assert.Equal(t, "yes", k.Info().Labels["native"])
+		r, err := k.Exec(ctx, sandbox.Command{Shell: `cat h.txt /tmp/t.txt`})
+		require.NoError(t, err)
+		assert.Equal(t, "ht", string(r.Stdout), "%s", r.Stderr)
+	}
+	n := 0
+	for _, err := range c.ListSnapshots(ctx, sandbox.ListSnapshotsOptions{}) {
+		require.NoError(t, err)
+		n++
+	}
+	assert.Zero(t, n, "a native fork makes no snapshot")
+	_, err = rt.Fork(ctx, "sbx-00000000000000-00000000", 1, &driver.CreateRequest{})
+	assert.Equal(t, sberrors.NotFound, sberrors.CodeOf(err))
 }
