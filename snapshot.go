@@ -96,6 +96,13 @@ type ForkOptions struct {
 	Resources Resources
 	// ProviderOptions holds provider-specific settings by key.
 	ProviderOptions map[string]string
+	// NoNetwork and Network set the new sandboxes' egress policy as in
+	// CreateOptions. When neither is set, the new sandboxes get the
+	// source's policy as the handle last saw it (Info.Network), so a fork
+	// of a sandbox without network has none either; a provider that
+	// reports no policy gives its default.
+	NoNetwork bool
+	Network   *NetworkPolicy
 	// KeepSnapshot keeps the snapshot a fork without a native fork goes
 	// through; by default it is deleted once the new sandboxes exist.
 	// Find a kept one with Client.ListSnapshots: it carries Labels, its
@@ -417,6 +424,10 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 	copts := CreateOptions{
 		Labels: opts.Labels, Env: opts.Env, SecretEnv: opts.SecretEnv, Timeout: opts.Timeout,
 		AutoPause: opts.AutoPause, Resources: opts.Resources, ProviderOptions: opts.ProviderOptions,
+		NoNetwork: opts.NoNetwork, Network: opts.Network,
+	}
+	if !opts.NoNetwork && opts.Network == nil {
+		copts.Network = s.Info().Network // a copy
 	}
 	fk, native := c.rt.(driver.Forker)
 	sn, isSnap := c.rt.(driver.Snapshotter)

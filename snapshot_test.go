@@ -275,3 +275,21 @@ func TestCreateFromSnapshotInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, a.ID(), b.ID())
 }
+
+// A fork of a sandbox without network has none either, unless asked.
+func TestForkKeepsNoNetwork(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(memory.New())
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
+	require.NoError(t, err)
+	kids, err := sb.Fork(ctx, 2, sandbox.ForkOptions{})
+	require.NoError(t, err)
+	for _, k := range kids {
+		require.NotNil(t, k.Info().Network)
+		assert.Equal(t, sandbox.NetworkDenyAll, k.Info().Network.Mode)
+	}
+	kids, err = sb.Fork(ctx, 1, sandbox.ForkOptions{Network: &sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowAll}})
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.NetworkAllowAll, kids[0].Info().Network.Mode)
+}
