@@ -27,6 +27,36 @@ var snapshotTests = []test{
 	{name: "FullModeRefused", needs: needsSnapshots, fn: testSnapshotFullRefused},
 	{name: "BadInput", needs: needsSnapshots, fn: testSnapshotBadInput},
 	{name: "SparseFile", needs: needsSnapshots, fn: testSnapshotSparse},
+	{name: "ForkKeepsNoNetwork", needs: needsFork, fn: testForkNoNetwork},
+}
+
+// testForkNoNetwork checks that a fork of a sandbox without network has
+// none either: Fork must not make a sandbox more open than its source.
+func testForkNoNetwork(ctx context.Context, t *testing.T, s *suite) {
+	if !s.caps.NetworkPolicy.DenyAll {
+		t.Skip("provider cannot cut sandboxes off the network (NetworkPolicy.DenyAll)")
+	}
+	opts := s.labelled(nil)
+	opts.NoNetwork = true
+	sb, err := s.c.Create(ctx, opts)
+	if sandbox.CodeOf(err) == sandbox.FailedPrecondition {
+		t.Skipf("NoNetwork refused here: %v", err)
+	}
+	check(t, err)
+	destroyAtCleanup(t, sb)
+	if n := sb.Info().Network; n == nil || n.Mode != sandbox.NetworkDenyAll {
+		t.Skipf("the provider does not report the source's policy (Info.Network %+v)", n)
+	}
+	kids, err := sb.Fork(ctx, 1, sandbox.ForkOptions{Labels: map[string]string{"sandboxtest": s.runID}})
+	for _, k := range kids {
+		destroyAtCleanup(t, k)
+	}
+	check(t, err)
+	in, err := kids[0].Refresh(ctx)
+	check(t, err)
+	if in.Network == nil || in.Network.Mode != sandbox.NetworkDenyAll {
+		t.Errorf("fork of a sandbox without network reports network %+v, want deny-all", in.Network)
+	}
 }
 
 func needsSnapshots(c sandbox.Capabilities) string {
