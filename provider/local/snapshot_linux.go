@@ -69,8 +69,9 @@ type snapFacts struct {
 func (r *Runtime) snapFacts() *snapFacts {
 	f := &r.snaps
 	f.once.Do(func() {
-		_ = os.MkdirAll(r.snapRoot(), 0o700)
-		f.reflink = reflinks(r.snapRoot())
+		// The snapshots live on the root's file system: probe there,
+		// without making their directory before the first snapshot.
+		f.reflink = reflinks(r.root)
 		f.criu, _ = exec.LookPath("criu")
 	})
 	return f
