@@ -27,11 +27,13 @@ func TestCapabilitiesDerivedFromInterfaces(t *testing.T) {
 	assert.False(t, caps.Pause, "Pause without a driver.Pauser")
 	assert.False(t, caps.Processes, "Processes without a driver.ProcessRuntime")
 	assert.False(t, caps.Ports, "Ports without a driver.PortExposer")
+	assert.False(t, caps.Terminals, "Terminals without a driver.TerminalRuntime")
 	assert.False(t, caps.PauseKeepsMemory, "PauseKeepsMemory without a driver.Pauser")
 	assert.False(t, caps.AttachAcrossClients, "AttachAcrossClients without a driver.ProcessRuntime")
 
 	caps = sandbox.NewClient(memory.New()).Capabilities()
 	assert.True(t, caps.Pause, "Pause of a driver.Pauser")
 	assert.True(t, caps.Processes, "Processes of a driver.ProcessRuntime")
+	assert.True(t, caps.Terminals, "Terminals of a driver.TerminalRuntime")
 	assert.True(t, caps.PauseKeepsMemory, "memory declares PauseKeepsMemory and is a Pauser")
 }

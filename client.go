@@ -169,7 +169,8 @@ func (c *Client) Capabilities() Capabilities {
 // capabilities is the one place where the capabilities an optional
 // interface shows are derived from it, so they cannot drift: Pause is
 // whether rt is a driver.Pauser, Processes whether it is a
-// driver.ProcessRuntime, Ports whether it is a driver.PortExposer; the
+// driver.ProcessRuntime, Ports whether it is a driver.PortExposer,
+// Terminals whether it is a driver.TerminalRuntime; the
 // declared facts about those features (PauseKeepsMemory,
 // AttachAcrossClients) hold only with the feature.
 func capabilities(rt driver.Runtime) Capabilities {
@@ -178,6 +179,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.Processes = rt.(driver.ProcessRuntime)
 	_, caps.Ports = rt.(driver.PortExposer)
 	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
+	_, caps.Terminals = rt.(driver.TerminalRuntime)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	_, caps.Snapshots = rt.(driver.Snapshotter)
@@ -355,6 +357,10 @@ type CreateOptions struct {
 	// enforce is refused with FailedPrecondition before anything is
 	// created; see NetworkPolicy.
 	Network *NetworkPolicy
+	// BrokeredSecrets are secrets the sandbox may use on requests to their
+	// hosts without ever holding them; see BrokeredSecret. With Network
+	// nil they imply an allow-all policy.
+	BrokeredSecrets []BrokeredSecret
 	// ProviderOptions holds provider-specific settings by key, documented
 	// by each provider.
 	ProviderOptions map[string]string
@@ -440,7 +446,7 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 	if err != nil {
 		return Info{}, false, nil, err
 	}
-	secrets := secretValues(opts.SecretEnv)
+	secrets := createSecrets(opts)
 	mk = c.retryingCreate(ctx, mk)
 	c.mu.Lock()
 	if c.closed {
@@ -505,7 +511,17 @@ func (c *Client) create(ctx context.Context, op string, opts CreateOptions, mk c
 		}
 		return Info{}, false, nil, redactErr(c.wrap(op, id, "", r.err), secrets)
 	}
-	return infoOf(r.info), r.created, secrets, nil
+	info := infoOf(r.info)
+	if r.created && len(req.Secrets) > 0 {
+		// The sandbox was made with these: report them whole (with Env and
+		// placeholder), whatever the provider tells back.
+		envs := make([]string, len(opts.BrokeredSecrets))
+		for i, s := range opts.BrokeredSecrets {
+			envs[i] = s.Env
+		}
+		info.BrokeredSecrets = brokeredInfoOf(req.Secrets, envs)
+	}
+	return info, r.created, secrets, nil
 }
 
 // createRequest validates opts and applies the defaults.
@@ -558,18 +574,43 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if err != nil {
 		return nil, err
 	}
+	if np == nil && len(opts.BrokeredSecrets) > 0 {
+		// A brokered secret needs the enforcement point in front of the
+		// sandbox: without a policy that is allow-all, put in force by it.
+		np = &driver.NetworkPolicy{Mode: NetworkAllowAll}
+	}
+	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv)+len(opts.BrokeredSecrets))
+	maps.Copy(env, opts.Env)
+	maps.Copy(env, opts.SecretEnv)
+	secrets, err := brokeredSecrets(op, name, opts, np, env)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) > 0 && !c.caps.NetworkPolicy.BrokeredSecrets {
+		msg := fmt.Sprintf("BrokeredSecrets need an enforcement point outside the sandbox that provider %s does not have", name)
+		if n := c.caps.NetworkPolicy.Note; n != "" {
+			msg += " (" + n + ")"
+		}
+		return nil, c.wrap(op, "", "", fmt.Errorf("sandbox: %s: %w", msg, ErrFailedPrecondition))
+	}
 	if err := c.checkNetworkSupport(op, "", np, opts.NoNetwork); err != nil {
 		return nil, err
 	}
-	env := make(map[string]string, len(opts.Env)+len(opts.SecretEnv))
-	maps.Copy(env, opts.Env)
-	maps.Copy(env, opts.SecretEnv)
 	return &driver.CreateRequest{
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
 		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(),
-		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np,
+		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np, Secrets: secrets,
 		Options: maps.Clone(opts.ProviderOptions), FromSnapshot: opts.FromSnapshot,
 	}, nil
+}
+
+// createSecrets are the values a handle on a sandbox made with opts
+// redacts: the SecretEnv values and the brokered secrets' values.
+func createSecrets(opts CreateOptions) [][]byte {
+	out := append(secretValues(opts.SecretEnv), brokeredValues(opts.BrokeredSecrets)...)
+	// Longest first, so a secret that contains another is redacted whole.
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return out
 }
 
 func (c *Client) destroyOrphan(id string, cause error) {
@@ -606,6 +647,11 @@ type AttachOptions struct {
 	// so that this handle redacts them from output and errors as the
 	// creating handle did.
 	SecretEnv map[string]string
+	// BrokeredSecrets lists the brokered secrets the sandbox was created
+	// with, so that this handle redacts their values as the creating handle
+	// did. Only their values are used: the provider holds the rest, and a
+	// handle attached without them never learns a value.
+	BrokeredSecrets []BrokeredSecret
 	// Own makes the handle the sandbox's owner, as if this process had
 	// created it: its Destroy destroys the sandbox, and it may Pause,
 	// Resume and SetTimeout, and extend the lease for its commands.
@@ -634,7 +680,7 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, c.wrap(op, id, "", err)
 	}
-	sb := c.handle(infoOf(info), secretValues(opts.SecretEnv))
+	sb := c.handle(infoOf(info), createSecrets(CreateOptions{SecretEnv: opts.SecretEnv, BrokeredSecrets: opts.BrokeredSecrets}))
 	sb.owned = opts.Own
 	return sb, nil
 }
@@ -647,6 +693,13 @@ type ListOptions struct {
 	States []State
 	// PageSize is how many sandboxes to fetch per provider call (default 100).
 	PageSize int
+	// ExcludeIDs are sandboxes left out of the results: a caller looking
+	// for "another" sandbox with the same labels passes the ones it holds,
+	// rather than paging past them itself. They are handed to the
+	// provider, which leaves them out before filling a page where it can
+	// (local, memory), and filtered again here; a page that held only
+	// excluded sandboxes does not end the listing while more pages exist.
+	ExcludeIDs []string
 }
 
 // List yields the sandboxes that match opts, fetching pages as the loop
@@ -667,8 +720,12 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 			yield(Info{}, err)
 			return
 		}
-		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100)}
+		req := &driver.ListRequest{Labels: maps.Clone(opts.Labels), States: statesToDriver(opts.States), PageSize: cmp.Or(opts.PageSize, 100),
+			ExcludeIDs: slices.Clone(opts.ExcludeIDs)}
 		seen := map[string]bool{}
+		for _, id := range opts.ExcludeIDs {
+			seen[id] = true // never yielded, like a sandbox already yielded
+		}
 		// The Lookup bound covers the whole look-up, every page of it,
 		// but not the time the caller's loop spends between pages.
 		var spent time.Duration
@@ -723,8 +780,9 @@ func matches(in Info, opts ListOptions) bool {
 // Concurrent calls on one Client with the same key (opts.Template and
 // opts.Labels) share one look-up and at most one create: the first
 // caller's other options (Env, SecretEnv values, Timeout, Resources,
-// ProviderOptions...) apply to the sandbox every caller gets; each caller's
-// handle redacts its own opts.SecretEnv. A caller whose ctx ends stops
+// ProviderOptions, Network, BrokeredSecrets...) apply to the sandbox every
+// caller gets; each caller's handle redacts its own opts.SecretEnv and
+// brokered values. A caller whose ctx ends stops
 // waiting at once; when the caller doing the work gives up, the others
 // try again.
 //
@@ -776,7 +834,7 @@ func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox,
 			return nil, false, res.Err
 		}
 		f := res.Val.(flight)
-		sb := c.handle(f.info, secretValues(opts.SecretEnv))
+		sb := c.handle(f.info, createSecrets(opts))
 		sb.owned = f.created && ran
 		return sb, sb.owned, nil
 	}

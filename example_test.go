@@ -585,3 +585,88 @@ func ExampleSandbox_Output() {
 	// "42\n" <nil>
 	// 1 exit status 1: no such table: users
 }
+
+// A brokered secret: the sandbox sees a placeholder in its env, the
+// enforcement point puts the real key on requests to the API's host, and
+// Info says where it goes, never what it is. memory records it without
+// enforcing anything.
+func ExampleBrokeredSecret() {
+	ctx := context.Background()
+	client, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	sb, err := client.Create(ctx, sandbox.CreateOptions{
+		Network: &sandbox.NetworkPolicy{Allow: []string{"pypi.org", "api.example.com"}},
+		BrokeredSecrets: []sandbox.BrokeredSecret{{
+			Value:  "sk-example-not-a-real-key",
+			Hosts:  []string{"api.example.com"},
+			Format: "Bearer %s",
+			Env:    "EXAMPLE_API_KEY",
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	b := sb.Info().BrokeredSecrets[0]
+	fmt.Println(b.Header, b.Hosts, b.Env)
+
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "echo $EXAMPLE_API_KEY; echo sk-example-not-a-real-key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	fmt.Println(lines[0] == b.Placeholder, strings.HasPrefix(lines[0], "SBX_BROKERED_EXAMPLE_API_KEY_"))
+	fmt.Println(lines[1])
+
+	// A secret for a host the policy does not let through is a mistake.
+	_, err = client.Create(ctx, sandbox.CreateOptions{
+		Network:         &sandbox.NetworkPolicy{Allow: []string{"pypi.org"}},
+		BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "k", Hosts: []string{"api.example.com"}}},
+	})
+	fmt.Println(errors.Is(err, sandbox.ErrInvalidArgument))
+	// Output:
+	// Authorization [api.example.com] EXAMPLE_API_KEY
+	// true true
+	// [REDACTED]
+	// true
+}
+
+// A program on a terminal: typed input, the size it sees, and its exit
+// status. (The memory provider's terminal is an emulation; on local://
+// the same code runs a real pseudo-terminal.)
+func ExampleSandbox_StartTerminal() {
+	ctx := context.Background()
+	c, err := sandbox.Open(ctx, "memory://")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+
+	t, err := sb.StartTerminal(ctx, sandbox.TerminalOptions{Rows: 40, Cols: 120,
+		Args: []string{"sh", "-c", `read name; echo "hello, $name"; stty size; exit 3`}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	if _, err := io.WriteString(t, "gopher\r"); err != nil {
+		log.Fatal(err)
+	}
+	st, err := t.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, _ := io.ReadAll(t) // the echo of the input, then the output
+	fmt.Printf("%q\nexit status %d\n", out, st.ExitCode)
+	// Output:
+	// "gopher\r\nhello, gopher\r\n40 120\r\n"
+	// exit status 3
+}

@@ -255,7 +255,9 @@ type VerifyOptions struct {
 // that each one the sandbox accepted is there as written: a regular file
 // of the written size (and, with opts.SHA256, the same SHA-256). A file
 // that does not match gets an Internal error naming what the sandbox has
-// and what was written. The failures are joined as by WriteFiles.
+// and what was written. The failures are joined as by WriteFiles. It
+// checks each file with its own calls; WriteBundle checks a whole set, with
+// a manifest, in one command.
 func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) error {
 	errs := s.writeFiles(ctx, files)
 	for i, f := range files {

@@ -107,6 +107,45 @@ func TestStartExtendsLeaseToCoverTimeout(t *testing.T) {
 	leaseAtLeast(ctx, t, sb, 45*time.Minute)
 }
 
+// A terminal covers the lease as a background process does: a Timeout is
+// covered, no Timeout (it may run for ever) extends nothing, and a handle
+// that does not own the sandbox never extends it.
+func TestStartTerminalExtendsLeaseToCoverTimeout(t *testing.T) {
+	ctx := context.Background()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(sb *sandbox.Sandbox, timeout time.Duration) {
+		t.Helper()
+		term, err := sb.StartTerminal(ctx, sandbox.TerminalOptions{Args: []string{"true"}, Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer term.Close()
+		if _, err := term.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(sb, 0)
+	if n := len(rt.CallsOf(memory.OpSetTimeout)); n != 0 {
+		t.Fatalf("StartTerminal without a Timeout extended the lease (%d calls)", n)
+	}
+	att, err := c.Attach(ctx, sb.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(att, 45*time.Minute)
+	if n := len(rt.CallsOf(memory.OpSetTimeout)); n != 0 {
+		t.Fatalf("StartTerminal through a handle that does not own the sandbox extended the lease (%d calls)", n)
+	}
+	run(sb, 45*time.Minute)
+	leaseAtLeast(ctx, t, sb, 45*time.Minute)
+}
+
 // maxLeaseRuntime declares a maximum lease over memory.
 type maxLeaseRuntime struct {
 	*memory.Runtime

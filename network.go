@@ -417,7 +417,10 @@ func networkPolicyOf(p *driver.NetworkPolicy) *NetworkPolicy {
 // validated as at Create and refused with FailedPrecondition where the
 // provider cannot enforce it; providers that cannot change it at run time
 // (Capabilities.NetworkUpdate false) return an error matching
-// ErrUnimplemented. On success Info reports the new policy.
+// ErrUnimplemented. A policy that would no longer let through a host the
+// sandbox's brokered secrets are for (as Info reports them) is refused
+// with InvalidArgument naming the host. On success Info reports the new
+// policy.
 func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
 	const op = "set-network"
 	name := s.c.rt.Name()
@@ -427,6 +430,13 @@ func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
 	}
 	if !s.owned {
 		return s.notOwned(op, "change the network policy of")
+	}
+	for _, b := range s.Info().BrokeredSecrets {
+		for _, h := range b.Hosts {
+			if e, err := parseNetEntry(h); err == nil && !letThrough(np, e) {
+				return invalid(op, name, s.id, "network policy", "it does not let host %s through, which brokered secret %s is for: the secret would be stranded", h, b.Header)
+			}
+		}
 	}
 	ns, ok := s.c.rt.(driver.NetworkSetter)
 	if !ok {

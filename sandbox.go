@@ -53,6 +53,7 @@ func (s *Sandbox) Info() Info {
 		n.Allow, n.Deny = slices.Clone(n.Allow), slices.Clone(n.Deny)
 		in.Network = &n
 	}
+	in.BrokeredSecrets = cloneBrokeredInfo(in.BrokeredSecrets)
 	return in
 }
 
@@ -71,6 +72,12 @@ func (s *Sandbox) setInfo(in Info) {
 		in.Home = "/"
 	}
 	s.mu.Lock()
+	if len(in.BrokeredSecrets) == 0 || len(s.info.BrokeredSecrets) > 0 {
+		// Brokered secrets cannot change while the sandbox lives: what
+		// this handle knows (from Create, with Env and placeholders) stays
+		// when the provider reports less.
+		in.BrokeredSecrets = s.info.BrokeredSecrets
+	}
 	s.info = in
 	s.mu.Unlock()
 }

@@ -42,6 +42,13 @@ type Info struct {
 	// Network is the egress policy in force as the provider reports it,
 	// normalised (see NetworkPolicy); nil when the provider reports none.
 	Network *NetworkPolicy
+	// BrokeredSecrets lists the secrets brokered for the sandbox (see
+	// BrokeredSecret): hosts, header, env name and placeholder, never the
+	// value. The creating handle reports what it asked for; a handle from
+	// Attach, Get or List reports what the provider tells (it may lack Env
+	// and Placeholder, and a provider that keeps its rules by host and
+	// header reports one entry per header).
+	BrokeredSecrets []BrokeredSecretInfo
 }
 
 // State is the lifecycle state of a sandbox.
@@ -104,8 +111,11 @@ type Capabilities struct {
 	PauseKeepsMemory bool
 	// Processes is true when Sandbox.Start and AttachProcess work.
 	Processes bool
-	// AttachAcrossClients is true when a process started by one Client can
-	// be attached by another Client in another OS process.
+	// Terminals is true when Sandbox.StartTerminal and AttachTerminal
+	// work (the provider is a driver.TerminalRuntime).
+	Terminals bool
+	// AttachAcrossClients is true when a process (or terminal) started by
+	// one Client can be attached by another Client in another OS process.
 	AttachAcrossClients bool
 	// ServerSideLabels is true when List filters by labels on the provider;
 	// false when the provider returns everything and filtering is local.
@@ -263,6 +273,7 @@ func infoOf(in driver.Info) Info {
 		ID: in.ID, Provider: in.Provider, Template: in.Template, Labels: maps.Clone(in.Labels),
 		State: State(in.State), CreatedAt: in.CreatedAt, LeaseEnd: in.LeaseEnd, Home: in.Home,
 		Isolation: in.Isolation, Detail: maps.Clone(in.Detail), Network: networkPolicyOf(in.Network),
+		BrokeredSecrets: brokeredInfoOf(in.Secrets, nil),
 	}
 }
 

@@ -82,7 +82,9 @@ type Runtime interface {
 	// List returns one page of sandboxes, filtered by req.Labels (all must
 	// match) and req.States (any may match) where the provider can filter;
 	// the portable layer filters again, so a provider may return a superset.
-	// An empty next token means the last page.
+	// req.ExcludeIDs are left out where the provider can, likewise.
+	// An empty next token means the last page; a page may be empty while
+	// the next token is not.
 	List(ctx context.Context, req *ListRequest) (page []Info, next string, err error)
 
 	// Destroy ends a sandbox and everything in it. A sandbox that is already
@@ -351,6 +353,11 @@ type Info struct {
 	// Network is the egress policy in force as the provider reports it;
 	// nil when it reports none.
 	Network *NetworkPolicy
+	// Secrets are the brokered secrets in force as the provider reports
+	// them: Hosts, Header and, where known, Placeholder. Value and Format
+	// are always empty: a driver never reports a secret's value, and the
+	// portable layer drops it if one does.
+	Secrets []BrokeredSecret
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -395,6 +402,14 @@ type ListRequest struct {
 	States    []State
 	PageToken string
 	PageSize  int // > 0
+	// ExcludeIDs are sandboxes the caller already knows and wants left
+	// out. A provider that can leave them out before it fills a page
+	// does (so a page holds other matches); one that cannot may return
+	// them, and the portable layer filters again. Either way a page is
+	// never the last (an empty next token) while matches that are not
+	// excluded remain: a page emptied by exclusion still carries the
+	// next token.
+	ExcludeIDs []string
 }
 
 // ExitStatus is how a command ended.

@@ -52,6 +52,16 @@
 // is linked, so that it is never replaced). A run whose process is gone
 // without an exit record is reported as [Lost] with exit code 255.
 //
+// The admission record is read strictly: exactly the wrapper's pid, one
+// space and the 64 lower-case hex digits of the request's fingerprint,
+// nothing before, between or after. A record of any other form, or one
+// whose fingerprint is not the run's, is damaged or was written by
+// something else: Status, Wait, Open, Kill and Start fail with an error
+// matching [ErrBadRecord] rather than trust its pid, and Start kills no
+// duplicate wrapper on its word. Every wrapper this package has written
+// (v1 and v2) records "<pid> <fingerprint>", so there is no older form to
+// accept; a record holding only a pid is refused like any other damage.
+//
 // # Requirements
 //
 // The sandbox must run commands with a POSIX sh and the usual tools (mkdir,

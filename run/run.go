@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"strconv"
@@ -34,6 +35,14 @@ const RecordsDir = ".sandboxkit/runs"
 // different request (another command, directory or environment). It has
 // Code AlreadyExists, so it also matches sandbox.ErrAlreadyExists.
 var ErrConflict = sandbox.Errorf(sandbox.AlreadyExists, "run id already used by a different request")
+
+// ErrBadRecord reports a run record in the sandbox that is malformed (an
+// admission record that is not exactly "<pid> <64 hex digits>") or that
+// names another request's fingerprint than the run's: the record was
+// damaged or written by something else, so its pid is not trusted (no
+// status is derived from it and no process is signalled on its word). It
+// has Code Internal.
+var ErrBadRecord = sandbox.Errorf(sandbox.Internal, "run record malformed or of another request")
 
 // The timeouts of the control commands this package runs in the sandbox.
 // They bound only those short commands, never the run itself.
@@ -283,7 +292,9 @@ func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) 
 	if st.request != r.fp+" "+idHex {
 		return nil, wrap(op, req.ID, ErrConflict)
 	}
-	r.observe(st)
+	if _, err := r.observe(st); err != nil {
+		return nil, wrap(op, req.ID, err)
+	}
 	return r, nil
 }
 
@@ -326,8 +337,13 @@ func Open(ctx context.Context, sb *sandbox.Sandbox, id string) (*Run, error) {
 	if st.missing || idHex != hex.EncodeToString([]byte(id)) {
 		return nil, wrap(op, id, sandbox.Errorf(sandbox.NotFound, "no such run"))
 	}
+	if !fingerprintRE.MatchString(fp) {
+		return nil, wrap(op, id, fmt.Errorf("request record holds fingerprint %s, want 64 hex digits: %w", shortRecord(fp), ErrBadRecord))
+	}
 	r.fp = fp
-	r.observe(st)
+	if _, err := r.observe(st); err != nil {
+		return nil, wrap(op, id, err)
+	}
 	return r, nil
 }
 
@@ -340,7 +356,11 @@ func (r *Run) Status(ctx context.Context) (Status, error) {
 	if st.missing {
 		return Status{}, wrap("status", r.id, sandbox.Errorf(sandbox.NotFound, "no such run (its records were removed)"))
 	}
-	return r.observe(st), nil
+	s, err := r.observe(st)
+	if err != nil {
+		return Status{}, wrap("status", r.id, err)
+	}
+	return s, nil
 }
 
 // Wait polls the run's status, with backoff, until the run is done or ctx
@@ -400,8 +420,8 @@ func (r *Run) Kill(ctx context.Context) error {
 	if st.missing {
 		return wrap("kill", r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
 	}
-	r.observe(st)
-	return nil
+	_, err = r.observe(st)
+	return wrap("kill", r.id, err)
 }
 
 // Remove deletes the records of a run that is done, so that its id can be
@@ -555,12 +575,54 @@ func parseState(out []byte) (*state, error) {
 	return st, nil
 }
 
-// observe turns a state into a Status and remembers the pid.
-func (r *Run) observe(st *state) Status {
-	var s Status
-	if f := strings.Fields(st.admission); len(f) > 0 {
-		s.PID, _ = strconv.Atoi(f[0])
+// fingerprintRE is the form of a request fingerprint: lower-case hex
+// SHA-256, as fingerprint writes it.
+var fingerprintRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// pidRE is a process id as the wrapper writes it ($$): decimal, no sign,
+// no leading zero.
+var pidRE = regexp.MustCompile(`^[1-9][0-9]{0,9}$`)
+
+// parseAdmission parses an admission record strictly: exactly a pid, one
+// space and the 64 hex digits of a fingerprint, nothing before, between
+// or after (the trailing newline is gone already). An empty record means
+// not admitted yet: pid 0, no error. Any other form matches ErrBadRecord.
+func parseAdmission(rec string) (pid int, fp string, err error) {
+	if rec == "" {
+		return 0, "", nil
 	}
+	p, f, ok := strings.Cut(rec, " ")
+	if !ok || !pidRE.MatchString(p) || !fingerprintRE.MatchString(f) {
+		return 0, "", fmt.Errorf("admission record %s, want \"<pid> <64 hex digits>\": %w", shortRecord(rec), ErrBadRecord)
+	}
+	pid, err = strconv.Atoi(p)
+	if err != nil || pid > math.MaxInt32 {
+		return 0, "", fmt.Errorf("admission record %s: pid out of range: %w", shortRecord(rec), ErrBadRecord)
+	}
+	return pid, f, nil
+}
+
+// shortRecord quotes a record for an error message, bounded in length.
+func shortRecord(rec string) string {
+	if len(rec) > 100 {
+		return strconv.Quote(rec[:100]) + "..."
+	}
+	return strconv.Quote(rec)
+}
+
+// observe turns a state into a Status and remembers the pid. The
+// admission record must parse strictly and carry the run's fingerprint:
+// otherwise it is not trusted and the error matches ErrBadRecord.
+func (r *Run) observe(st *state) (Status, error) {
+	var s Status
+	pid, fp, err := parseAdmission(st.admission)
+	if err != nil {
+		return Status{}, err
+	}
+	if pid > 0 && fp != r.fp {
+		return Status{}, fmt.Errorf("admission record of pid %d names fingerprint %s, the run's request has %s: %w", pid, fp, r.fp, ErrBadRecord)
+	}
+	s.PID = pid
 	switch {
 	case strings.TrimSpace(st.exit) != "":
 		if e, err := bgproc.ParseExit(st.exit); err == nil {
@@ -585,5 +647,5 @@ func (r *Run) observe(st *state) Status {
 		r.pid = s.PID
 		r.mu.Unlock()
 	}
-	return s
+	return s, nil
 }

@@ -195,6 +195,7 @@ var scenarios = []struct {
 	{"KillPendingRunNeverRuns", testKillPending},
 	{"BinaryOutput", testBinaryOutput},
 	{"ReconcileKillsDuplicateWrapper", testReconcileKillsDuplicate},
+	{"BadAdmissionRecordRefused", testBadAdmissionRecord},
 }
 
 func runScenarios(t *testing.T, h harness) {
@@ -975,5 +976,68 @@ func TestSecretsInRecordsDoNotCorruptThem(t *testing.T) {
 	ids, err := List(ctx, sb)
 	if err != nil || len(ids) != 5 {
 		t.Fatalf("List %q, %v", ids, err)
+	}
+}
+
+// An admission record that is not exactly "<pid> <fingerprint>" of the
+// run's request is refused by Status, Open and Start (ErrBadRecord), and a
+// Start that finds one kills no wrapper on its word.
+func testBadAdmissionRecord(t *testing.T, h harness) {
+	w := newWorld(t, h)
+	sb := w.sandbox(t)
+	counter := path.Join(sb.Home(), "counter")
+	req := Request{ID: "admission", Command: counterCommand(counter, 60)}
+	r := start(t, sb, req)
+	waitReady(t, r)
+	rec := path.Join(r.dir, "admission")
+	good := strings.TrimSpace(readFile(t, sb, rec))
+	pid, fp, err := parseAdmission(good)
+	if err != nil || pid != r.PID() || fp != r.Fingerprint() {
+		t.Fatalf("admission record %q: pid %d fp %s (%v); the run has pid %d fp %s", good, pid, fp, err, r.PID(), r.Fingerprint())
+	}
+	other := strings.Repeat("ab", 32)
+	p := strconv.Itoa(pid)
+	for _, bad := range []string{p, p + " " + other, p + " " + fp + " extra", p + " " + strings.ToUpper(fp), "x" + p + " " + fp, p + "  " + fp} {
+		if err := sb.WriteFile(testCtx(t), rec, []byte(bad+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Status(testCtx(t)); !errors.Is(err, ErrBadRecord) || sandbox.CodeOf(err) != sandbox.Internal {
+			t.Errorf("Status with admission record %q: %v, want ErrBadRecord", bad, err)
+		}
+		if _, err := Open(testCtx(t), sb, req.ID); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("Open with admission record %q: %v, want ErrBadRecord", bad, err)
+		}
+		if _, err := Start(testCtx(t), sb, req); !errors.Is(err, ErrBadRecord) {
+			t.Errorf("Start with admission record %q: %v, want ErrBadRecord", bad, err)
+		}
+		if wrappers, _ := procs(t, sb, r); wrappers != 1 {
+			t.Errorf("with admission record %q: %d wrappers after Start, want the admitted one alive", bad, wrappers)
+		}
+	}
+	if _, err := r.Status(testCtx(t)); err == nil || !strings.Contains(err.Error(), other) && !strings.Contains(err.Error(), "64 hex digits") {
+		t.Errorf("error %v does not say what is wrong with the record", err)
+	}
+	if err := sb.WriteFile(testCtx(t), rec, []byte(good+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Status(testCtx(t)); err != nil || st.State != Running || st.PID != pid {
+		t.Fatalf("Status with the record restored: %+v, %v", st, err)
+	}
+}
+
+func TestParseAdmission(t *testing.T) {
+	fp := strings.Repeat("0123456789abcdef", 4)
+	if pid, got, err := parseAdmission("4242 " + fp); err != nil || pid != 4242 || got != fp {
+		t.Fatalf("parseAdmission of a good record: %d %q %v", pid, got, err)
+	}
+	if pid, got, err := parseAdmission(""); err != nil || pid != 0 || got != "" {
+		t.Fatalf("parseAdmission of no record: %d %q %v", pid, got, err)
+	}
+	for _, bad := range []string{"4242", "4242 ", " 4242 " + fp, "4242 " + fp + " ", "4242\t" + fp, "4242  " + fp, "0 " + fp,
+		"04242 " + fp, "-1 " + fp, "+1 " + fp, "4242 " + fp[:63], "4242 " + fp + "0", "4242 " + strings.ToUpper(fp),
+		"4242 " + fp + " 7", "99999999999 " + fp, "4242 " + fp[:62] + "g0", fp + " 4242"} {
+		if _, _, err := parseAdmission(bad); !errors.Is(err, ErrBadRecord) || sandbox.CodeOf(err) != sandbox.Internal {
+			t.Errorf("parseAdmission(%q) = %v, want ErrBadRecord", bad, err)
+		}
 	}
 }

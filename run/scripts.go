@@ -212,9 +212,15 @@ while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
 	sk_nap "$i"
 	i=$((i + 1))
 done
-# Any wrapper but the admitted one is a duplicate: end it.
-pid=$(sk_read admission)
-pid=${pid%% *}
+# Any wrapper but the admitted one is a duplicate: end it. Only an
+# admission record of this request ("<pid> <fingerprint>") names the one
+# to keep; on any other record nothing is killed (the caller refuses it).
+a=$(sk_read admission)
+pid=
+if [ "$a" = "${a%% *} $fp" ]; then pid=${a%% *}; fi
+case $pid in
+0* | *[!0-9]*) pid= ;;
+esac
 if [ -n "$pid" ]; then
 	for p in $(sk_roots); do
 		if [ "$p" != "$pid" ]; then kill -KILL "$p" 2>/dev/null; fi

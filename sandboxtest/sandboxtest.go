@@ -30,6 +30,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +70,12 @@ type Harness struct {
 	// that many concurrent execs over that many sandboxes (defaults 200
 	// and 10). The environment variable named by StressEnv overrides both.
 	StressExecs, StressSandboxes int
+	// SameProvider, when set, returns a new Client on the same provider
+	// state as c (its sandboxes, their processes and terminals), made as
+	// another OS process would make it, for the subtests that attach
+	// from a second Client after the first one closed. The suite closes
+	// it; closing it must leave c working.
+	SameProvider func(t *testing.T, c *sandbox.Client) *sandbox.Client
 	// HTTPClient, when set, returns the client the Ports group sends its
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
@@ -79,6 +86,10 @@ type Harness struct {
 	// snapshot; 0 skips it (a provider whose sandboxes hold files in
 	// memory). 1 GiB is the size providers on disk use.
 	SnapshotSparseSize int64
+	// Egress, when set, lets the Brokered group check enforcement on the
+	// wire against loopback upstreams (see EgressHooks); its Enforced
+	// subtests skip without it.
+	Egress EgressHooks
 }
 
 type suite struct {
@@ -110,6 +121,8 @@ func Run(t *testing.T, h Harness) {
 		{"Stress", stressTests},
 		{"Ports", portTests},
 		{"Network", networkTests},
+		{"Brokered", brokeredTests},
+		{"Terminal", terminalTests},
 		{"Snapshots", snapshotTests},
 	}
 	for _, g := range groups {
@@ -339,6 +352,43 @@ var lifecycleTests = []test{
 		// Stopping early must not fail.
 		for range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}}) {
 			break
+		}
+	}},
+	{name: "ListExcludeIDs", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		// A caller looking for another sandbox than those it holds: the
+		// excluded ones never come back, and pages that held only excluded
+		// sandboxes (page size 1, the oldest excluded) do not end the look-up.
+		group := randHex(4)
+		var ids []string
+		for range 3 {
+			ids = append(ids, s.create(ctx, t, map[string]string{"group": group}).ID())
+		}
+		list := func(exclude []string) []string {
+			var got []string
+			for in, err := range s.c.List(ctx, sandbox.ListOptions{Labels: map[string]string{"group": group}, PageSize: 1, ExcludeIDs: exclude}) {
+				if err != nil {
+					t.Fatalf("List excluding %v: %v", exclude, err)
+				}
+				got = append(got, in.ID)
+			}
+			return got
+		}
+		for _, ex := range [][]string{{ids[0], ids[1]}, {ids[1]}, {ids[2], "no-such-id"}} {
+			got := list(ex)
+			var want []string
+			for _, id := range ids {
+				if !slices.Contains(ex, id) {
+					want = append(want, id)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("List excluding %v = %v, want %v", ex, got, want)
+			}
+		}
+		if got := list(ids); len(got) != 0 {
+			t.Errorf("List excluding every match = %v, want none", got)
 		}
 	}},
 	{name: "GetOrCreate", fn: func(ctx context.Context, t *testing.T, s *suite) {

@@ -45,6 +45,7 @@ type Session struct {
 	flights singleflight.Group // creates of per-call templates' sandboxes
 
 	mu          sync.Mutex
+	lease       time.Duration // extended to before each operation; only grows (SetLease)
 	lastRefresh time.Time
 	primed      bool
 	packages    []string
@@ -55,9 +56,10 @@ func (m *Manager) newSession(sl slot, sb *sandbox.Sandbox, created bool) *Sessio
 	if err != nil { // validated by NewManager; keep the home as a last resort
 		ws = sb.Home()
 	}
-	s := &Session{m: m, key: sl.key, sb: sb, adopted: !created, workspace: ws, parent: sl.parent}
+	s := &Session{m: m, key: sl.key, sb: sb, adopted: !created, workspace: ws, parent: sl.parent, lease: m.lease}
 	if sl.parent != nil {
 		s.perCall = sl.template
+		s.lease = sl.parent.leaseNow() // a lease the session extended covers its later sandboxes
 	}
 	if s.adopted {
 		s.template = sb.Info().Template
@@ -273,16 +275,29 @@ func (s *Session) prime(ctx context.Context) (gone bool, err error) {
 	}
 }
 
-// prepare extends the lease to at least need (and Options' lease), wakes a
-// paused sandbox and makes a missing workspace.
+// leaseNow returns the session's lease: Options.Create.Timeout (or the
+// provider's default) unless SetLease extended it.
+func (s *Session) leaseNow() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease
+}
+
+// noRefresh, as prepare's need, skips the lease extension: the operation
+// sets the lease itself (SetLease).
+const noRefresh = -1
+
+// prepare extends the lease to at least need (and the session's lease),
+// wakes a paused sandbox and makes a missing workspace.
 func (s *Session) prepare(ctx context.Context, need time.Duration) error {
-	lease := max(s.m.lease, need)
+	base := s.leaseNow()
+	lease := max(base, need)
 	if ml := s.m.c.Capabilities().MaxLease; ml > 0 && lease > ml {
 		lease = ml
 	}
 	now := s.m.now()
 	s.mu.Lock()
-	skip := s.m.opts.LeaseRefreshInterval > 0 && need <= s.m.lease && !s.lastRefresh.IsZero() &&
+	skip := need == noRefresh || s.m.opts.LeaseRefreshInterval > 0 && need <= base && !s.lastRefresh.IsZero() &&
 		now.Sub(s.lastRefresh) < s.m.opts.LeaseRefreshInterval
 	primed := s.primed
 	s.mu.Unlock()
@@ -386,6 +401,55 @@ func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(
 		}
 	}
 	return err
+}
+
+// SetLease changes the session's lease to d now: the sandbox's lease is
+// set to end d from now at once (through sandbox.Sandbox.SetTimeout), the
+// extension before each later operation extends to d rather than to
+// Options.Create.Timeout, and so do the sandboxes of the session's
+// per-call templates (see ForTemplate), those it holds now and those it
+// makes later. Other sessions of the Manager keep their lease.
+//
+// A lease only extends, as SetTimeout's does: a d shorter than the
+// session's current lease, zero or negative, or over the provider's
+// maximum lease (Capabilities.MaxLease) is refused with InvalidArgument
+// naming both values, and nothing changes. Setting the current value
+// again re-extends the lease from now. Like every Session operation it
+// wakes a paused sandbox and tells a gone sandbox from a degraded one.
+func (s *Session) SetLease(ctx context.Context, d time.Duration) error {
+	const op = "set-lease"
+	cur := s.leaseNow()
+	switch {
+	case d <= 0:
+		return s.m.invalid(op, s.key, "lease %v is not positive", d)
+	case d < cur:
+		return s.m.invalid(op, s.key, "lease %v is shorter than the session's lease %v: a session's lease only extends", d, cur)
+	}
+	if ml := s.m.c.Capabilities().MaxLease; ml > 0 && d > ml {
+		return s.m.invalid(op, s.key, "lease %v exceeds the provider's maximum lease %v", d, ml)
+	}
+	err := s.do(ctx, op, noRefresh, func(ctx context.Context, sb *sandbox.Sandbox) error { return sb.SetTimeout(ctx, d) })
+	if err != nil {
+		return s.m.wrap(op, s.key, s.sb.ID(), err)
+	}
+	now := s.m.now()
+	s.mu.Lock()
+	s.lease = max(s.lease, d)
+	s.lastRefresh = now
+	s.mu.Unlock()
+	s.m.mu.Lock()
+	vs := make([]*Session, 0, len(s.variants))
+	for _, v := range s.variants {
+		vs = append(vs, v)
+	}
+	s.m.mu.Unlock()
+	var errs []error
+	for _, v := range vs {
+		if v.leaseNow() < d {
+			errs = append(errs, v.SetLease(ctx, d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Exec runs cmd in the sandbox (see sandbox.Sandbox.Exec). cmd.Dir defaults

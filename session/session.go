@@ -42,6 +42,21 @@
 // falls back to a configured template or fails fast; packages are validated
 // against injection and installed after create with an argv (never a shell
 // line) under a timeout, skipped when the template already ships them.
+// A package may be tied to the one template it works on
+// (Options.PackageTemplates): on a sandbox that ended up on another
+// template (a fallback, another template or alias, a per-call template)
+// the package is refused by a built-in rule, the sandbox destroyed and
+// the error matches ErrTemplateMismatch, rather than relying on a
+// SelectPackages hook to notice. Session.InstallPackagesWith installs
+// more packages later with a timeout of the call's own.
+//
+// # Lease
+//
+// A session's lease starts as Options.Create.Timeout and is what every
+// operation extends the sandbox's lease to. Session.SetLease lengthens it
+// for one session now: the sandbox's lease is extended at once, and later
+// extensions and the session's per-call sandboxes use the new value. It
+// only extends; a shorter value is refused with InvalidArgument.
 //
 // Templates are not built on demand (a build takes minutes and belongs
 // outside a request): a missing
@@ -170,12 +185,17 @@ type Options struct {
 	// Create is used for every sandbox the manager creates. Create.Timeout
 	// is the lease, re-extended before each operation (zero: the provider's
 	// default lease). The key's label (LabelKey) is added to Create.Labels;
-	// reattaching looks for sandboxes carrying all of those labels.
-	// Create.FromSnapshot starts every session's sandbox from a snapshot
-	// (sandbox.Sandbox.Snapshot) rather than a template: set an
-	// environment up once, snapshot it, and every session starts from it
-	// (Create.Template must then be empty; per-call template sandboxes,
-	// WithTemplate, start from their template, not from the snapshot).
+	// reattaching looks for sandboxes carrying all of those labels. The
+	// network policy (Create.Network, Create.NoNetwork) and brokered
+	// secrets (Create.BrokeredSecrets) apply to every sandbox created, and
+	// a reattached sandbox's handle redacts the brokered values as the
+	// creating one does (the reattached sandbox keeps the policy and
+	// secrets it was created with). Create.FromSnapshot starts every
+	// session's sandbox from a snapshot (sandbox.Sandbox.Snapshot) rather
+	// than a template: set an environment up once, snapshot it, and every
+	// session starts from it (Create.Template must then be empty;
+	// per-call template sandboxes, WithTemplate, start from their
+	// template, not from the snapshot).
 	Create sandbox.CreateOptions
 	// LabelKey is the label whose value is the session key
 	// (DefaultLabelKey when empty).
@@ -200,6 +220,26 @@ type Options struct {
 	// TemplatePackages lists, per template name, packages the template
 	// already ships; those are not installed again.
 	TemplatePackages map[string][]string
+	// PackageTemplates names, per package, the one template the package
+	// works on (say, a native extension built for that image's Python).
+	// Keys are package names, compared as pip does (case-insensitive,
+	// "-", "_" and "." alike), whatever extras or version specifiers the
+	// package is given with; values are template names.
+	//
+	// The built-in rule: a package is installed only in a sandbox made
+	// from the template it names. When the sandbox runs another one (the
+	// requested template was missing and OnMissingTemplate fell back, the
+	// sandbox was made from another template or alias, or it is the
+	// sandbox of a per-call template), Acquire and ForTemplate destroy it
+	// and return an error matching ErrTemplateMismatch (Code
+	// FailedPrecondition) that names the package, the template it needs
+	// and the one the sandbox got, instead of installing a package that
+	// would fail later in a way harder to read. A sandbox found on
+	// reattach on another template is destroyed and a fresh one made
+	// (refused in turn if it too lands on another template). It applies
+	// to the packages Packages or SelectPackages give, and to
+	// Session.InstallPackages (which refuses without destroying).
+	PackageTemplates map[string]string
 	// InstallCommand is the argv prefix packages are appended to
 	// (["pip", "install", "--quiet", "--"] when empty). It runs without a
 	// shell.
@@ -279,6 +319,8 @@ type Manager struct {
 	now    func() time.Time
 	lease  time.Duration
 
+	packageTemplates map[string]string // Options.PackageTemplates by normalised name
+
 	base     context.Context // cancelled by Close: ends in-flight creates
 	stopBase context.CancelFunc
 
@@ -310,7 +352,17 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 	o.Create.Env = maps.Clone(opts.Create.Env)
 	o.Create.SecretEnv = maps.Clone(opts.Create.SecretEnv)
 	o.Create.ProviderOptions = maps.Clone(opts.Create.ProviderOptions)
+	if n := opts.Create.Network; n != nil {
+		c := *n
+		c.Allow, c.Deny = slices.Clone(n.Allow), slices.Clone(n.Deny)
+		o.Create.Network = &c
+	}
+	o.Create.BrokeredSecrets = slices.Clone(opts.Create.BrokeredSecrets)
+	for i, b := range o.Create.BrokeredSecrets {
+		o.Create.BrokeredSecrets[i].Hosts = slices.Clone(b.Hosts)
+	}
 	o.TemplatePackages = maps.Clone(opts.TemplatePackages)
+	o.PackageTemplates = maps.Clone(opts.PackageTemplates)
 	o.Packages = slices.Clone(opts.Packages)
 	o.InstallCommand = slices.Clone(opts.InstallCommand)
 	if o.LabelKey == "" {
@@ -360,6 +412,10 @@ func NewManager(client *sandbox.Client, opts Options) *Manager {
 			m.lease = 5 * time.Minute
 		}
 	}
+	m.packageTemplates = map[string]string{}
+	for p, t := range o.PackageTemplates {
+		m.packageTemplates[normalizePackage(p)] = t
+	}
 	m.base, m.stopBase = context.WithCancel(context.Background())
 	m.optErr = m.validate()
 	return m
@@ -386,6 +442,14 @@ func (m *Manager) validate() error {
 	}
 	if err := ValidatePackages(o.Packages); err != nil {
 		return m.wrap("new-manager", "", "", err)
+	}
+	for _, p := range slices.Sorted(maps.Keys(o.PackageTemplates)) {
+		if len(p) > maxPackageLen || !pkgNameRE.MatchString(p) || pkgNameRE.FindString(p) != p {
+			return m.invalid("new-manager", "", "PackageTemplates: %q is not a package name", p)
+		}
+		if t := o.PackageTemplates[p]; t == "" || len(t) > maxTemplateLen || containsControl(t) {
+			return m.invalid("new-manager", "", "PackageTemplates[%q]: template %q: want a name of at most %d bytes without control characters", p, t, maxTemplateLen)
+		}
 	}
 	return nil
 }
@@ -622,7 +686,7 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 		var sb *sandbox.Sandbox
 		err := m.retryTransient(lctx, "attach", key, in.ID, func() error {
 			var err error
-			sb, err = m.c.AttachWith(lctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv, Own: true})
+			sb, err = m.c.AttachWith(lctx, in.ID, sandbox.AttachOptions{SecretEnv: m.opts.Create.SecretEnv, BrokeredSecrets: m.opts.Create.BrokeredSecrets, Own: true})
 			return err
 		})
 		if sandbox.CodeOf(err) == sandbox.NotFound {
@@ -654,6 +718,14 @@ func (m *Manager) reattach(ctx context.Context, sl slot) (*Session, error) {
 			continue
 		}
 		if err := m.ensurePackages(ctx, s); err != nil {
+			if errors.Is(err, ErrTemplateMismatch) {
+				// The built-in rule of PackageTemplates: a sandbox on the
+				// wrong template is not kept for the key. A fresh one
+				// may get the right template; if not, create refuses it.
+				m.log.Warn("session: labelled sandbox is on a template a package does not work on; destroying it", "key", key, "id", in.ID, "err", err)
+				_ = m.destroy(s, "template mismatch")
+				continue
+			}
 			if ctx.Err() == nil && s.isGone(ctx) {
 				continue
 			}
@@ -735,6 +807,9 @@ func (m *Manager) create(ctx context.Context, sl slot) (*Session, error) {
 	opts.Template = sl.template
 	if sl.parent != nil {
 		opts.FromSnapshot = "" // a per-call template's sandbox starts from that template
+		if l := sl.parent.leaseNow(); l > m.lease {
+			opts.Timeout = l // the session's lease, extended by SetLease
+		}
 	}
 	requested := opts.Template
 	sb, err := m.c.Create(ctx, opts)

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -42,6 +43,59 @@ func ValidatePackages(names []string) error {
 	return nil
 }
 
+// ErrTemplateMismatch matches errors refusing a package that
+// Options.PackageTemplates ties to another template than the one the
+// sandbox runs (the requested template was missing and the fallback was
+// used, or the sandbox was made from another template or alias). Such
+// errors have Code FailedPrecondition.
+var ErrTemplateMismatch = errors.New("session: the sandbox's template is not the one a package needs")
+
+// normalizePackage returns the name of a package requirement (validated
+// or not) as pip compares names: lower case, runs of "-", "_" and "." as
+// one "-".
+func normalizePackage(req string) string {
+	name := pkgNameRE.FindString(req)
+	return strings.ToLower(pkgSepRE.ReplaceAllString(name, "-"))
+}
+
+var (
+	pkgNameRE = regexp.MustCompile(`^` + pkgName)
+	pkgSepRE  = regexp.MustCompile(`[-_.]+`)
+)
+
+// checkPackageTemplates applies the built-in rule of
+// Options.PackageTemplates to pkgs on s's sandbox.
+func (m *Manager) checkPackageTemplates(s *Session, pkgs []string) error {
+	if len(m.opts.PackageTemplates) == 0 {
+		return nil
+	}
+	for _, p := range pkgs {
+		need, ok := m.packageTemplates[normalizePackage(p)]
+		if !ok || need == s.template {
+			continue
+		}
+		got := fmt.Sprintf("template %q", s.template)
+		if s.template == "" {
+			got = "the provider's default template"
+		}
+		why := ""
+		if !s.usedRequested {
+			why = fmt.Sprintf(" (the fallback: the requested template %q was missing)", m.requested(s))
+		}
+		return sandbox.Errorf(sandbox.FailedPrecondition, "session: package %q needs template %q, but sandbox %s runs %s%s: %w",
+			p, need, s.sb.ID(), got, why, ErrTemplateMismatch)
+	}
+	return nil
+}
+
+// requested returns the template s's sandbox was asked for.
+func (m *Manager) requested(s *Session) string {
+	if s.parent != nil {
+		return s.perCall
+	}
+	return m.opts.Create.Template
+}
+
 // ensurePackages selects, validates and installs the session's packages.
 // For an attached sandbox it installs only when the setup marker left by
 // the process that created it is missing or lists other packages.
@@ -55,6 +109,9 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 		if err := ValidatePackages(pkgs); err != nil {
 			return err
 		}
+	}
+	if err := m.checkPackageTemplates(s, pkgs); err != nil {
+		return err
 	}
 	shipped := m.opts.TemplatePackages[s.template]
 	var want []string
@@ -75,7 +132,7 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 			return nil
 		}
 	}
-	if err := m.install(ctx, s, want); err != nil {
+	if err := m.install(ctx, s, want, 0); err != nil {
 		return err
 	}
 	if err := s.sb.WriteFile(ctx, s.markerPath(), marker); err != nil {
@@ -87,9 +144,13 @@ func (m *Manager) ensurePackages(ctx context.Context, s *Session) error {
 	return nil
 }
 
-// installTimeout is the install command's timeout (see InstallTimeout).
-func (m *Manager) installTimeout(ctx context.Context) time.Duration {
-	if t := m.opts.InstallTimeout; t > 0 {
+// installTimeout is the install command's timeout: t, the per-call one
+// (see InstallOptions.Timeout), else Options.InstallTimeout.
+func (m *Manager) installTimeout(ctx context.Context, t time.Duration) time.Duration {
+	if t == 0 {
+		t = m.opts.InstallTimeout
+	}
+	if t > 0 {
 		return t
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -99,10 +160,11 @@ func (m *Manager) installTimeout(ctx context.Context) time.Duration {
 }
 
 // install runs the install command for pkgs (validated) in s's sandbox,
-// after extending the lease to outlive it.
-func (m *Manager) install(ctx context.Context, s *Session, want []string) error {
-	timeout := m.installTimeout(ctx)
-	lease := max(m.lease, timeout+leaseSlack)
+// after extending the lease to outlive it; perCall is the call's own
+// timeout (zero: Options.InstallTimeout).
+func (m *Manager) install(ctx context.Context, s *Session, want []string, perCall time.Duration) error {
+	timeout := m.installTimeout(ctx, perCall)
+	lease := max(s.leaseNow(), timeout+leaseSlack)
 	if ml := m.c.Capabilities().MaxLease; ml > 0 {
 		lease = min(lease, ml)
 	}
@@ -125,15 +187,43 @@ func (m *Manager) install(ctx context.Context, s *Session, want []string) error 
 	return nil
 }
 
+// InstallOptions configures one InstallPackagesWith call. The zero value
+// installs as the setup does.
+type InstallOptions struct {
+	// Timeout bounds this call's install command, whatever
+	// Options.InstallTimeout says: a package known to build from source
+	// gets longer than the Manager's default, a quick one shorter. Zero
+	// means Options.InstallTimeout; negative means no timeout of its own
+	// (bounded by ctx's deadline, or by NoTimeoutBound when ctx has none),
+	// as for Options.InstallTimeout.
+	Timeout time.Duration
+}
+
 // InstallPackages installs pkgs in the session's sandbox now, with the
 // setup's policy (names validated against injection, Options.InstallCommand
 // as an argv, Options.InstallTimeout), for a sandbox already acquired, for
 // example a shared one that needs more packages than the setup gave it.
 // Packages already installed by the setup or an earlier call are skipped.
 // Like every Session operation it extends the lease first and tells a gone
-// sandbox from a degraded one.
+// sandbox from a degraded one. It is InstallPackagesWith with zero
+// InstallOptions.
 func (s *Session) InstallPackages(ctx context.Context, pkgs ...string) error {
+	return s.InstallPackagesWith(ctx, pkgs, InstallOptions{})
+}
+
+// InstallPackagesWith is InstallPackages with per-call options: the
+// install command's timeout (InstallOptions.Timeout) is this call's own,
+// not the Manager's.
+//
+// A package that Options.PackageTemplates ties to a template other than
+// the sandbox's is refused, matching ErrTemplateMismatch, before anything
+// is installed; unlike at setup, the sandbox, which serves the session's
+// other work, is kept.
+func (s *Session) InstallPackagesWith(ctx context.Context, pkgs []string, opts InstallOptions) error {
 	if err := ValidatePackages(pkgs); err != nil {
+		return s.m.wrap("install", s.key, s.sb.ID(), err)
+	}
+	if err := s.m.checkPackageTemplates(s, pkgs); err != nil {
 		return s.m.wrap("install", s.key, s.sb.ID(), err)
 	}
 	s.mu.Lock()
@@ -148,7 +238,7 @@ func (s *Session) InstallPackages(ctx context.Context, pkgs ...string) error {
 		return nil
 	}
 	err := s.do(ctx, "install", 0, func(ctx context.Context, _ *sandbox.Sandbox) error {
-		return s.m.install(ctx, s, want)
+		return s.m.install(ctx, s, want, opts.Timeout)
 	})
 	if err != nil {
 		return err

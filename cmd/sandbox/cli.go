@@ -205,7 +205,7 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 		return nil
 	}
 	root.AddCommand(a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.cpCmd(),
-		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.mcpCmd(),
+		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.shellCmd(), a.mcpCmd(),
 		a.snapshotCmd(), a.snapshotsCmd(), a.snapshotRmCmd(), a.forkCmd())
 	return root
 }
@@ -353,19 +353,30 @@ func (a *app) envFlags(env, secretNames []string) (plain, secret map[string]stri
 			secret = map[string]string{}
 		}
 		secret[k] = v
-		if a.secrets == nil {
-			a.secrets = map[string]string{}
-		}
-		a.secrets[k] = v
-		if a.redactors == nil {
-			a.redactors = []*redactWriter{newRedactWriter(a.stdout, nil), newRedactWriter(a.stderr, nil)}
-			a.stdout, a.stderr = a.redactors[0], a.redactors[1]
-		}
-		for _, r := range a.redactors {
-			r.add(v)
-		}
+		a.addSecret(k, v, true)
 	}
 	return plain, secret, nil
+}
+
+// addSecret records the secret value v, known as key, so that the errors
+// the tool prints redact it, and with streams everything else it prints
+// from now on (not for mcp, whose stdout is the protocol: its server
+// redacts its results itself).
+func (a *app) addSecret(key, v string, streams bool) {
+	if a.secrets == nil {
+		a.secrets = map[string]string{}
+	}
+	a.secrets[key] = v
+	if !streams {
+		return
+	}
+	if a.redactors == nil {
+		a.redactors = []*redactWriter{newRedactWriter(a.stdout, nil), newRedactWriter(a.stderr, nil)}
+		a.stdout, a.stderr = a.redactors[0], a.redactors[1]
+	}
+	for _, r := range a.redactors {
+		r.add(v)
+	}
 }
 
 // printableArg shortens and quotes an argument for an error message.
@@ -592,6 +603,25 @@ type infoJSON struct {
 	Home      string            `json:"home,omitempty"`
 	Isolation string            `json:"isolation,omitempty"`
 	Detail    map[string]string `json:"detail,omitempty"`
+	// Network is the egress policy in force, as the provider reports it.
+	Network *networkJSON `json:"network,omitempty"`
+	// BrokeredSecrets says where each brokered secret goes, never its value.
+	BrokeredSecrets []brokeredJSON `json:"brokered_secrets,omitempty"`
+}
+
+// networkJSON is a NetworkPolicy in the JSON output.
+type networkJSON struct {
+	Mode  string   `json:"mode"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// brokeredJSON is a brokered secret in the JSON output: no value.
+type brokeredJSON struct {
+	Hosts       []string `json:"hosts"`
+	Header      string   `json:"header"`
+	Env         string   `json:"env,omitempty"`
+	Placeholder string   `json:"placeholder,omitempty"`
 }
 
 func toJSON(i sandbox.Info) infoJSON {
@@ -604,6 +634,12 @@ func toJSON(i sandbox.Info) infoJSON {
 	if !i.LeaseEnd.IsZero() {
 		t := i.LeaseEnd.UTC()
 		j.LeaseEnd = &t
+	}
+	if n := i.Network; n != nil {
+		j.Network = &networkJSON{Mode: string(n.Mode), Allow: n.Allow, Deny: n.Deny}
+	}
+	for _, b := range i.BrokeredSecrets {
+		j.BrokeredSecrets = append(j.BrokeredSecrets, brokeredJSON{Hosts: b.Hosts, Header: b.Header, Env: b.Env, Placeholder: b.Placeholder})
 	}
 	return j
 }
@@ -651,12 +687,15 @@ func (a *app) createCmd() *cobra.Command {
 	var template, fromSnapshot string
 	var labels, env, secretEnv []string
 	var timeout time.Duration
+	var nf netFlags
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and print its id",
 		Example: `  sandbox create
   sandbox create --label project=demo --timeout 30m --env LANG=C.UTF-8
   OPENAI_API_KEY=... sandbox create --secret-env OPENAI_API_KEY
+  API_KEY=... sandbox create --allow-host pypi.org --allow-host '*.pythonhosted.org' \
+      --allow-host api.example.com --broker-secret API_KEY=api.example.com
   sandbox --url e2b:// create --template code-interpreter-v1
   sandbox create --from-snapshot snap-1234`,
 		Args: cobra.NoArgs,
@@ -675,6 +714,10 @@ func (a *app) createCmd() *cobra.Command {
 			if template != "" && fromSnapshot != "" {
 				return usagef("--template %q and --from-snapshot %q: a sandbox starts from one or the other", template, fromSnapshot)
 			}
+			opts := sandbox.CreateOptions{Template: template, FromSnapshot: fromSnapshot, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout}
+			if err := nf.options(a, &opts, em, secrets, true); err != nil {
+				return err
+			}
 			ctx, end := a.ctl(cmd.Context(), "create")
 			c, err := a.client(ctx)
 			if err != nil {
@@ -682,7 +725,7 @@ func (a *app) createCmd() *cobra.Command {
 			}
 			defer c.Close()
 			start := time.Now()
-			sb, err := c.Create(ctx, sandbox.CreateOptions{Template: template, FromSnapshot: fromSnapshot, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout})
+			sb, err := c.Create(ctx, opts)
 			if err = end(err); err != nil {
 				return a.retriesExhausted("create", start, err)
 			}
@@ -699,6 +742,7 @@ func (a *app) createCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command, or KEY for the value of KEY in the tool's environment (repeatable; a VALUE given here is visible to other users in the process list)")
 	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, secretEnvHelp)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "lease: how long the sandbox lives unless extended (0: the provider's default)")
+	nf.add(cmd.Flags())
 	return cmd
 }
 
@@ -783,6 +827,23 @@ func (a *app) infoCmd() *cobra.Command {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintf(tw, "id:\t%s\nprovider:\t%s\nstate:\t%s\ntemplate:\t%s\ncreated:\t%s\nlease end:\t%s\nhome:\t%s\nisolation:\t%s\nlabels:\t%s\n",
 					i.ID, i.Provider, i.State, i.Template, formatTime(i.CreatedAt), formatTime(i.LeaseEnd), i.Home, i.Isolation, formatLabels(i.Labels))
+				if n := i.Network; n != nil {
+					fmt.Fprintf(tw, "network:\t%s", n.Mode)
+					if len(n.Allow) > 0 {
+						fmt.Fprintf(tw, " allow=%s", strings.Join(n.Allow, ","))
+					}
+					if len(n.Deny) > 0 {
+						fmt.Fprintf(tw, " deny=%s", strings.Join(n.Deny, ","))
+					}
+					fmt.Fprintln(tw)
+				}
+				for _, b := range i.BrokeredSecrets {
+					fmt.Fprintf(tw, "brokered secret:\t%s to %s", b.Header, strings.Join(b.Hosts, ","))
+					if b.Env != "" {
+						fmt.Fprintf(tw, " (env %s)", b.Env)
+					}
+					fmt.Fprintln(tw)
+				}
 				keys := make([]string, 0, len(i.Detail))
 				for k := range i.Detail {
 					keys = append(keys, k)

@@ -39,6 +39,14 @@
 // (default 2m); past it the tool fails with DeadlineExceeded saying what
 // timed out.
 //
+// # Shell
+//
+// "sandbox shell [ID]" connects the terminal to a login shell on a terminal
+// in the sandbox (raw mode: Ctrl-C goes to the sandbox; window size changes
+// follow), exits with the shell's status and restores the terminal on every
+// exit. Without ID it runs in a new sandbox, destroyed when the shell exits
+// unless --keep.
+//
 // # MCP
 //
 // "sandbox mcp" serves the file tools of fsbackend (ls, read_file,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -57,6 +58,13 @@ type mcpConfig struct {
 	// Template and Lease configure the sandboxes created.
 	Template string
 	Lease    time.Duration
+	// NoNetwork, Network and Brokered are the network of the sandboxes
+	// created (sandbox.CreateOptions' fields of those names); every
+	// brokered value is redacted from every result as Secrets are, but
+	// never set for commands.
+	NoNetwork bool
+	Network   *sandbox.NetworkPolicy
+	Brokered  []sandbox.BrokeredSecret
 	// Secrets maps an environment variable name to its value: set for
 	// commands and redacted from every result.
 	Secrets map[string]string
@@ -109,9 +117,12 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 	}
 	opts := session.Options{
 		Create: sandbox.CreateOptions{
-			Template: cfg.Template,
-			Labels:   map[string]string{mcpLabel: "1"},
-			Timeout:  cfg.Lease,
+			Template:        cfg.Template,
+			Labels:          map[string]string{mcpLabel: "1"},
+			Timeout:         cfg.Lease,
+			NoNetwork:       cfg.NoNetwork,
+			Network:         cfg.Network,
+			BrokeredSecrets: cfg.Brokered,
 		},
 		Workspace: cfg.Workspace,
 		Logger:    cfg.Logger,
@@ -125,8 +136,8 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 	s := &mcpServer{
 		cfg:      cfg,
 		mgr:      session.NewManager(client, opts),
-		redact:   newRedactor(cfg.Secrets),
-		secrets:  newSecretSet(cfg.Secrets),
+		redact:   newRedactor(redactionSet(cfg)),
+		secrets:  newSecretSet(redactionSet(cfg)),
 		sessions: map[*mcp.ServerSession]*mcpSession{},
 	}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "sandbox", Title: "sandboxkit sandbox", Version: serverVersion}, &mcp.ServerOptions{
@@ -137,6 +148,20 @@ func newMCPServer(client *sandbox.Client, cfg mcpConfig) (*mcpServer, error) {
 	s.server.AddReceivingMiddleware(boundToolErrors)
 	s.addTools()
 	return s, nil
+}
+
+// redactionSet is every value the server redacts: the Secrets and the
+// brokered secrets' values (the latter keyed apart: they are never set
+// for commands).
+func redactionSet(cfg mcpConfig) map[string]string {
+	m := maps.Clone(cfg.Secrets)
+	if m == nil {
+		m = map[string]string{}
+	}
+	for _, b := range cfg.Brokered {
+		m["broker-secret "+b.Env] = b.Value
+	}
+	return m
 }
 
 // maxToolError bounds the text of a tool's error result.
@@ -746,6 +771,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		secretEnv []string
 		tokenFile string
 		httpOpts  httpOptions
+		nf        netFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -757,7 +783,10 @@ session's first tool call and destroyed when it ends. With --reuse-label NAME
 every session uses the sandbox labelled NAME, kept when the server stops and
 found again by the next one. File tools are jailed to the workspace. Values of
 the variables named by --secret-env are given to commands and redacted from
-every result. execute's timeout is --execute-timeout unless the model asks
+every result. The sandboxes' network is set by --allow-host, --deny-host and
+--no-network, and --broker-secret gives commands a placeholder for a key the
+provider puts on their requests to its hosts (the value is redacted too).
+execute's timeout is --execute-timeout unless the model asks
 for less (timeout_seconds above it is lowered to it, and the result says so);
 likewise a run_start run lives at most --run-budget (budget_seconds above it is
 lowered to it, and the result says so).
@@ -774,6 +803,8 @@ loopback only, unless a token is given that way. Each token may hold
 nothing for --idle-timeout ends and its sandbox is released.`,
 		Example: `  sandbox mcp                                     # stdio, file tools only
   sandbox mcp --allow-execute --secret-env OPENAI_API_KEY
+  API_KEY=... sandbox mcp --allow-execute --allow-host pypi.org --allow-host '*.pythonhosted.org' \
+      --allow-host api.example.com --broker-secret API_KEY=api.example.com
   sandbox mcp --http 127.0.0.1:8931 --allow-execute   # prints the token to send
   SANDBOX_MCP_TOKEN=$(cat ~/.config/sandbox-mcp-token) sandbox mcp --http 127.0.0.1:8931
   sandbox --url e2b:// mcp --reuse-label my-project --workspace /home/user/project`,
@@ -790,6 +821,11 @@ nothing for --idle-timeout ends and its sandbox is released.`,
 			if cfg.Lease < 0 {
 				return usagef("--lease %v: must not be negative", cfg.Lease)
 			}
+			var netOpts sandbox.CreateOptions
+			if err := nf.options(a, &netOpts, nil, cfg.Secrets, false); err != nil {
+				return err
+			}
+			cfg.NoNetwork, cfg.Network, cfg.Brokered = netOpts.NoNetwork, netOpts.Network, netOpts.BrokeredSecrets
 			if cfg.RunBudget < time.Second || cfg.RunBudget > maxRunBudget {
 				return usagef("--run-budget %v: want 1s to %v", cfg.RunBudget, maxRunBudget)
 			}
@@ -854,6 +890,7 @@ nothing for --idle-timeout ends and its sandbox is released.`,
 	f.DurationVar(&cfg.Lease, "lease", 0, "lease of the sandboxes created, extended by each tool call (0: the provider's default)")
 	f.DurationVar(&cfg.RunBudget, "run-budget", defaultRunBudget, "longest lifetime of a run_start run: the model's budget_seconds cannot exceed it (its default is the smaller of 30m and this)")
 	f.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", fsbackend.DefaultExecuteTimeout, "default and longest timeout of execute: the model's timeout_seconds cannot exceed it")
+	nf.add(f)
 	return cmd
 }
 

@@ -66,6 +66,12 @@
 //   - GetOrCreate names the sandbox "sbx-" and 32 hex digits of its key
 //     (or the "name" option): Daytona keeps names unique, so across
 //     processes one create wins and the others attach to it (CreateKeyed).
+//   - Brokered secrets (CreateOptions.BrokeredSecrets) are not declared:
+//     Daytona's API (CreateSandbox and network-settings, SDK v0.190.0)
+//     has no field for a secret or a header to inject, only
+//     networkBlockAll, networkAllowList and domainAllowList, so the
+//     portable layer refuses them with FailedPrecondition before any
+//     request.
 //
 // # Errors
 //

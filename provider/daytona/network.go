@@ -16,6 +16,8 @@ import (
 // has no deny-list, and wildcards in domainAllowList are not documented
 // for the API this adapter speaks, so they are refused rather than
 // assumed.
+// BrokeredSecrets stays false: no Daytona create or network-settings
+// field carries a secret or a header for its edge to inject.
 var networkSupport = driver.NetworkSupport{
 	AllowAll: true, DenyAll: true, AllowDomains: true, AllowCIDRs: true,
 	MaxCIDRs: maxAllowCIDRs,

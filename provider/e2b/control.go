@@ -118,6 +118,12 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		}
 		body.Network.AllowOut, body.Network.DenyOut = allowOut, denyOut
 	}
+	if rules := rulesOf(req.Secrets); rules != nil {
+		if body.Network == nil {
+			body.Network = &api.SandboxNetworkConfig{}
+		}
+		body.Network.Rules = rules
+	}
 	if req.Resources != (driver.Resources{}) {
 		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: resources are set by the template; build a template with %+v", req.Resources)
 	}
@@ -165,7 +171,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		ID: sb.SandboxID, Provider: Scheme, Template: body.TemplateID, Labels: labels,
 		State: driver.StateRunning, CreatedAt: started, LeaseEnd: started.Add(time.Duration(secs) * time.Second),
 		Isolation: "microvm", Detail: map[string]string{"templateID": sb.TemplateID, "envdVersion": sb.EnvdVersion},
-		Network: policyOf(&internet, body.Network),
+		Network: policyOf(&internet, body.Network), Secrets: reportedSecrets(req.Secrets),
 	}
 	home, err := r.home(ctx, sb.SandboxID, c)
 	if err != nil {
@@ -325,6 +331,7 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	}
 	in := r.info(d.SandboxID, d.TemplateID, deref(d.Alias), d.Metadata, d.State, d.StartedAt, d.EndAt, d.EnvdVersion)
 	in.Network = policyOf(d.AllowInternetAccess, d.Network)
+	in.Secrets = secretsOf(d.Network)
 	if c := r.cached(id); c != nil && c.home == "" && in.State == driver.StateRunning {
 		if home, err := r.home(ctx, id, c); err == nil {
 			in.Home = home

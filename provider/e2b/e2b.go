@@ -41,6 +41,21 @@
 // The same option names a Daytona sandbox, so one CreateOptions names a
 // sandbox on both.
 //
+// # Network policy and brokered secrets
+//
+// A policy maps to allow_internet_access, network.allowOut and
+// network.denyOut (see networkSupport's note for what E2B cannot say).
+// Brokered secrets (CreateOptions.BrokeredSecrets) map to network.rules:
+// for each of a secret's hosts a rule whose transform sets its header to
+// the formatted value, so E2B's edge, outside the sandbox, puts it on the
+// sandbox's HTTP and HTTPS requests to that domain and replaces a header
+// of that name the sandbox sent. The sandbox's env holds the placeholder.
+// E2B sets the header only: a placeholder inside another header or the
+// body is forwarded as it is. GET /sandboxes/{id} returns the rules with
+// their values; Get reports hosts and header names only. SetNetwork
+// sends the rules in force again, since E2B's PUT clears what it is not
+// sent.
+//
 // E2B reports a sandbox as "running" or "paused" (StateRunning,
 // StatePaused). Any other state, or none, reads as StateUnknown with what
 // E2B said in Info.Detail["state"]: never as running, since it says

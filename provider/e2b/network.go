@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -23,7 +25,57 @@ const allTraffic = "0.0.0.0/0"
 var networkSupport = driver.NetworkSupport{
 	AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
 	DenyCIDRs: true, IPv6CIDRs: true,
-	Note: "E2B's denyOut takes no domains, and its allowOut entries win over denyOut entries",
+	// network.rules: per-domain transforms that set headers on the
+	// sandbox's egress HTTP(S) requests at E2B's edge.
+	BrokeredSecrets: true,
+	Note:            "E2B's denyOut takes no domains, and its allowOut entries win over denyOut entries",
+}
+
+// rulesOf maps brokered secrets to E2B's network.rules: for each host, a
+// rule whose transform sets the secret's header to its formatted value.
+// E2B replaces a header the sandbox sent under that name; unlike the
+// local egress proxy, it does not replace the placeholder inside other
+// headers. nil when there are none.
+func rulesOf(secrets []driver.BrokeredSecret) *api.SandboxNetworkRules {
+	if len(secrets) == 0 {
+		return nil
+	}
+	rules := api.SandboxNetworkRules{}
+	for _, s := range secrets {
+		h := map[string]string{s.Header: fmt.Sprintf(s.Format, s.Value)}
+		for _, host := range s.Hosts {
+			rules[host] = append(rules[host], api.SandboxNetworkRule{Transform: &api.SandboxNetworkTransform{Headers: &h}})
+		}
+	}
+	return &rules
+}
+
+// secretsOf reports the brokered headers E2B holds, one entry per header
+// with the hosts it is set for, and never the values E2B sends back.
+func secretsOf(n *api.SandboxNetworkConfig) []driver.BrokeredSecret {
+	if n == nil || n.Rules == nil {
+		return nil
+	}
+	hosts := map[string][]string{}
+	for host, rules := range *n.Rules {
+		for _, rule := range rules {
+			if rule.Transform == nil || rule.Transform.Headers == nil {
+				continue
+			}
+			for h := range *rule.Transform.Headers {
+				h = http.CanonicalHeaderKey(h)
+				if !slices.Contains(hosts[h], strings.ToLower(host)) {
+					hosts[h] = append(hosts[h], strings.ToLower(host))
+				}
+			}
+		}
+	}
+	var out []driver.BrokeredSecret
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
+		slices.Sort(hosts[h])
+		out = append(out, driver.BrokeredSecret{Header: h, Hosts: hosts[h]})
+	}
+	return out
 }
 
 // egress maps a policy to E2B's create and update fields:
@@ -97,11 +149,20 @@ func prefix(e string) (string, bool) {
 }
 
 // SetNetwork replaces the sandbox's egress rules with PUT
-// /sandboxes/{id}/network (E2B's updateNetwork).
+// /sandboxes/{id}/network (E2B's updateNetwork). That call clears every
+// field it is not sent, the header rules of brokered secrets included, so
+// the rules in force are read first (GET /sandboxes/{id}) and sent again.
 func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPolicy) error {
 	const op = "set-network"
+	d, err := r.detail(ctx, id)
+	if err != nil {
+		return err
+	}
 	internet, allowOut, denyOut := egress(p, false)
 	body := api.SandboxNetworkUpdateConfig{AllowInternetAccess: &internet, AllowOut: allowOut, DenyOut: denyOut}
+	if d.Network != nil && d.Network.Rules != nil && len(*d.Network.Rules) > 0 {
+		body.Rules = d.Network.Rules
+	}
 	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
 		return r.api.PutSandboxNetwork(ctx, id, body)
 	})
@@ -112,4 +173,14 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 		return r.scrub(apiErr(op, status, data))
 	}
 	return nil
+}
+
+// reportedSecrets is what Create reports of the secrets it sent: hosts,
+// header and placeholder, never the value.
+func reportedSecrets(secrets []driver.BrokeredSecret) []driver.BrokeredSecret {
+	var out []driver.BrokeredSecret
+	for _, s := range secrets {
+		out = append(out, driver.BrokeredSecret{Hosts: slices.Clone(s.Hosts), Header: s.Header, Placeholder: s.Placeholder})
+	}
+	return out
 }

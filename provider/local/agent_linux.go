@@ -55,6 +55,14 @@ type agentConfig struct {
 	// default route (see waitDefaultRoutes).
 	NetWaitV4 bool `json:"net_wait_v4,omitempty"`
 	NetWaitV6 bool `json:"net_wait_v6,omitempty"`
+	// EgressPort, when set, is the port of the egress relay on the
+	// sandbox's loopback (see egressRelay), listening before any command
+	// runs.
+	EgressPort int `json:"egress_port,omitempty"`
+	// EgressCA, PEM, is the CA of the sandbox's egress proxy, which
+	// intercepts TLS to the hosts of brokered secrets: the agent installs
+	// it in the sandbox's trust store (see installEgressCA).
+	EgressCA string `json:"egress_ca,omitempty"`
 }
 
 // setupReply is the agent's answer once it is ready to serve.
@@ -224,6 +232,11 @@ func agentMain() {
 			err = fmt.Errorf("switching commands to uid %d: %s", cfg.UID, lsm.Missing)
 		}
 	}
+	if err == nil && cfg.EgressPort > 0 {
+		if lerr := a.egress.listen(cfg.EgressPort); lerr != nil {
+			err = fmt.Errorf("egress relay: %w", lerr)
+		}
+	}
 	if err == nil && (cfg.NetWaitV4 || cfg.NetWaitV6) {
 		// Ready only once the network is: pasta configures the namespace
 		// while the agent sets up.
@@ -261,6 +274,9 @@ type agent struct {
 	exited  []int // pids of finished procs kept for attach, oldest first
 	forkReq chan func()
 	devNull int // /dev/null opened once (read-only), the stdin of commands without one; -1 if none
+	egress  egressRelay
+
+	terms terms // the terminals, by id (terminal_linux.go)
 }
 
 func newAgent(cfg *agentConfig) (*agent, features) {
@@ -535,8 +551,14 @@ func (a *agent) handle(c net.Conn) {
 			_ = fw.writeJSON(frameOK, map[string]int{"pid": os.Getpid()})
 		case "dial":
 			a.forwardPort(c, in, fw, &req)
+		case "egress":
+			a.serveEgress(c, in, fw, &req)
 		case "attach":
 			a.attach(in, fw, req.PID)
+		case "term":
+			a.startTerm(in, fw, &req)
+		case "term-attach":
+			a.attachTerm(in, fw, req.Term)
 		case "signal":
 			err := a.signal(req.PID, syscall.Signal(req.Signal))
 			if err != nil {

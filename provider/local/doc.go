@@ -235,6 +235,55 @@
 // or directory gone) with no Runtime around, its pasta runs on until a
 // Runtime destroys the sandbox.
 //
+// # Egress policy and brokered secrets
+//
+// At L3 and L4 a sandbox whose network policy (CreateOptions.Network) is
+// an allow-list, has deny entries, or that has brokered secrets runs
+// behind an egress proxy: its network namespace has no route out, only
+// its loopback, as with NoNetwork; the sandbox's agent listens on
+// 127.0.0.1:3128 there before any command runs and hands each connection
+// (the socket itself) to a proxy process (internal/egress) that runs as
+// the host user in the host's network namespace, outside every namespace
+// of the sandbox, which cannot see, signal or trace it. The proxy serves
+// HTTP CONNECT, plain HTTP proxy requests and SOCKS5, resolves names
+// itself, checks each name and every address it resolves to against the
+// policy (a loopback, private or link-local address only where the
+// policy's CIDRs name it, so DNS rebinding fails), and refuses with a
+// 403 whose body names the host and the reason. Commands get HTTP_PROXY,
+// HTTPS_PROXY, ALL_PROXY (and their lower-case forms) set to
+// http://127.0.0.1:3128 and NO_PROXY=localhost,127.0.0.1,::1; a program
+// that ignores them has no route anywhere. Other protocols (UDP, ICMP,
+// DNS) have no way out. Info.Detail "egress" is "proxy" and "network"
+// says so.
+//
+// With brokered secrets the proxy intercepts TLS to their hosts only
+// (other HTTPS passes through by its CONNECT host) with a CA of its own,
+// made when it starts: the agent writes the host's CA bundle plus that CA
+// to /run/sandboxkit/ca-certificates.crt (read-only), binds it over the
+// sandbox's view of the system bundle (/etc/ssl/certs/ca-certificates.crt
+// on Debian; the host's file is untouched) and commands get
+// SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, PIP_CERT and
+// GIT_SSL_CAINFO pointing at it, NODE_EXTRA_CA_CERTS at the CA alone
+// (/run/sandboxkit/egress-ca.pem). The secrets' values are kept in
+// egress.json, 0600 in the sandbox's directory, with the policy; they are
+// never in the sandbox's files, environment, process list, meta.json or
+// state, nor on the proxy's command line or in its environment, and the
+// proxy is not dumpable. The CA is valid for 397 days.
+//
+// The proxy is started with the agent and ends with it (its connection to
+// the agent closes), and Destroy ends it too; it outlives the Runtime that
+// started it, as the sandbox does. Runtime.SetNetwork changes its policy
+// at once (and in egress.json, so a later Runtime, or the proxy started
+// with the agent again after a reboot, has it); on a sandbox without
+// network it starts the proxy; on one with the isolated network of pasta
+// or the host's it refuses anything but allow-all (FailedPrecondition:
+// routes out cannot be taken back safely while the sandbox runs). Below
+// L3 there is no network namespace to put behind a proxy: only deny-all
+// (L2) and allow-all are offered, and any list or secret is
+// FailedPrecondition at Create. WithEgressHosts gives the proxy a table of
+// names to addresses (tests map names to servers on 127.0.0.1), and
+// WithEgressRootCAs the CAs it trusts for brokered hosts.
+//
 // # Agents
 //
 // Every connection to an agent opens with the sandbox's key (32 random
@@ -291,6 +340,21 @@
 // sandboxes started ahead, so that a Create with default settings only
 // renames a directory and writes metadata. New also removes what dead
 // processes left in the root (pooled sandboxes, interrupted destroys).
+//
+// # Terminals
+//
+// StartTerminal asks the agent for a pseudo-terminal: it opens one inside
+// the sandbox (from a devpts instance of the sandbox's own, mounted with
+// its /dev, at L3 and L4; from the host's /dev/ptmx at L1 and L2) and
+// forks the program as it forks commands, so the program runs as the same
+// user under the same Landlock rules, seccomp filter and cgroup; it is a
+// session leader with the terminal as its controlling terminal, so echo,
+// line editing, job control, Ctrl-C and SIGWINCH work, and programs may
+// reopen /dev/tty (and, at L3 and L4, the sandbox's own /dev/pts). With no
+// program the terminal runs bash -l (sh -l without bash), TERM is
+// xterm-256color unless set. The agent keeps the terminal until its
+// program exits: AttachTerminal reaches it by id from any process, and a
+// client that goes away leaves it running. Destroy ends it.
 //
 // # Files
 //
@@ -371,6 +435,12 @@
 // With network=host a sandbox reaches every service of the host's
 // loopback and, at L3, the host's abstract unix sockets; an isolated
 // network does not filter the private ranges of the host's own network.
-// A network allow-list is not implemented. Templates are not supported:
+// If a sandbox's egress proxy dies on its own, the sandbox's connections
+// through it fail (closed: the relay waits 5 seconds for a proxy, then
+// closes them) until SetNetwork starts another or, for a sandbox with
+// brokered secrets, whose CA must be installed again, the agent starts
+// again. On a root host the proxy runs as root, as pasta does; it is
+// outside the sandbox's namespaces, where sandboxed code cannot name it.
+// Templates are not supported:
 // the sandbox runs the host's /usr and /etc.
 package local

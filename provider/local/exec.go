@@ -252,6 +252,9 @@ func (r *Runtime) commandRequest(m *meta, cmd *driver.Command, op string) (*requ
 		"HOME": home, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/sh",
 		"LANG": "C.UTF-8", "TMPDIR": tmp, "PWD": req.Dir,
 	}
+	if m.netMode() == netProxy {
+		maps.Copy(env, proxyEnv(m.EgressCA))
+	}
 	maps.Copy(env, m.Env)
 	maps.Copy(env, cmd.Env)
 	if m.Achieved < L3 {

@@ -271,7 +271,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, AttachAcrossClients: true,
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true, ReportsSignal: true, ReportsLeaseEnd: true,
-		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2),
+		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2, r.level >= L3),
 		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem}, SnapshotNote: r.snapshotNote(),
 	}
 }
@@ -351,8 +351,8 @@ var lookPasta = func() string {
 	return p
 }
 
-// networkFor decides the network of a new sandbox: "off", "host" or
-// "isolated", with a note saying why when it is not what was asked.
+// networkFor decides the network of a new sandbox: "off", "host",
+// "isolated" or, for a policy with lists or brokered secrets, "proxy", with a note saying why when it is not what was asked.
 func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err error) {
 	want := r.network
 	for k, v := range req.Options {
@@ -364,8 +364,14 @@ func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err 
 		}
 		want = v
 	}
-	if err := checkNetworkPolicy(req.Network); err != nil {
-		return "", "", err
+	if needsProxy(req.Network, len(req.Secrets)) {
+		switch {
+		case r.level < L3:
+			return "", "", errNoProxyNet(r)
+		case want == NetworkHost && req.Options["network"] == NetworkHost:
+			return "", "", sberrors.Errorf(sberrors.FailedPrecondition, "local: network policy with entries or brokered secrets cannot be enforced on the host's network (provider option network=host): leave the option out")
+		}
+		return netProxy, "", nil
 	}
 	if req.NoNetwork {
 		return "off", "", nil
@@ -676,6 +682,19 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			disk = diskImage
 		}
 	}
+	egressCA := false
+	if netMode == netProxy {
+		ec := &egressConfig{Policy: req.Network.Clone(), Secrets: req.Secrets, Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial}
+		if ec.Policy == nil {
+			ec.Policy = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+		}
+		if err := writeEgressConfig(dir, ec); err != nil {
+			unmountDisk(dir)
+			r.abandonDir(dir, runAs)
+			return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: egress proxy configuration: %w", dir, err)
+		}
+		egressCA = len(req.Secrets) > 0
+	}
 	now := r.now().UTC()
 	m := &meta{
 		metaStatic: metaStatic{
@@ -683,10 +702,11 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			CreatedAt: now, Lease: req.Timeout, AutoPause: req.AutoPause, NoNetwork: req.NoNetwork,
 			Resources: req.Resources, Level: r.level, RunAs: runAs, Network: netMode, NetNote: netNote,
 			Disk: disk, DiskNote: diskNote, Limits: limitsFor(req.Resources.MemoryMiB, req.Resources.CPUs),
+			EgressCA: egressCA,
 		},
 		metaState: metaState{
 			State: driver.StateStarting, LeaseEnd: now.Add(req.Timeout),
-			Achieved: r.level, Why: strings.Join(r.missing, "; "),
+			Achieved: r.level, Why: strings.Join(r.missing, "; "), Proxy: netMode == netProxy,
 		},
 	}
 	if r.level >= L2 {
@@ -734,6 +754,9 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if procAlive(m.NetPID, m.NetAt) {
 		_ = syscall.Kill(m.NetPID, syscall.SIGKILL) // the stack of a previous agent
 	}
+	if procAlive(m.EgressPID, m.EgressAt) {
+		_ = syscall.Kill(m.EgressPID, syscall.SIGKILL) // the proxy of a previous agent
+	}
 	if m.Level == L0 {
 		cfg.HostTmp = os.TempDir()
 	}
@@ -756,6 +779,9 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 		HostUID: r.uid, HostGID: r.gid, CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs(), Config: cfg,
 		Pasta: pasta,
 	}
+	if netMode == netProxy {
+		req.Egress, req.EgressCA = r.dir(m.ID), m.EgressCA
+	}
 	resp, err := sp.spawn(ctx, req)
 	if errors.Is(err, errSpawnerGone) && ctx.Err() == nil {
 		// The spawner died (killed, or crashed): start another and try
@@ -774,6 +800,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	}
 	m.AgentPID, m.AgentAt = resp.PID, resp.Start
 	m.NetPID, m.NetAt = resp.NetPID, resp.NetStart
+	m.EgressPID, m.EgressAt = resp.EgressPID, resp.EgressStart
 	f := resp.Features
 	f.Cgroup = m.Cgroups.Limits
 	got := f.level()
@@ -803,7 +830,8 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 }
 
 // List returns the sandboxes under the root, sorted by creation, filtered
-// by labels and states. A sandbox with corrupt metadata is skipped (and
+// by labels and states, without those of req.ExcludeIDs (left out before
+// the page is filled, so a page holds other matches). A sandbox with corrupt metadata is skipped (and
 // logged); Get on it reports the corruption.
 func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	ents, err := os.ReadDir(r.root)
@@ -813,7 +841,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	var out []driver.Info
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) {
+		if !e.IsDir() || !idRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) || slices.Contains(req.ExcludeIDs, id) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -1006,6 +1034,10 @@ func (r *Runtime) killAll(ctx context.Context, m *meta, sock string) {
 	if procAlive(m.NetPID, m.NetAt) {
 		_ = syscall.Kill(m.NetPID, syscall.SIGKILL)
 		waitGone(kctx, m.NetPID, m.NetAt)
+	}
+	if procAlive(m.EgressPID, m.EgressAt) {
+		_ = syscall.Kill(m.EgressPID, syscall.SIGKILL)
+		waitGone(kctx, m.EgressPID, m.EgressAt)
 	}
 	if flat {
 		killSandboxProcs(kctx, m, false)

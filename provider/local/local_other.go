@@ -113,3 +113,9 @@ var _ driver.Runtime = (*Runtime)(nil)
 
 func spawnerMain() {}
 func agentMain()   {}
+func egressMain()  {}
+
+// SetNetwork fails with ErrUnimplemented.
+func (r *Runtime) SetNetwork(context.Context, string, *driver.NetworkPolicy) error {
+	return errUnsupported
+}

@@ -26,16 +26,29 @@ func newRuntime(t *testing.T, opts ...Option) *Runtime {
 	return rt
 }
 
+// sameRoot makes a second Client on the root of c's Runtime, as another
+// OS process would.
+func sameRoot(t *testing.T, c *sandbox.Client) *sandbox.Client {
+	rt := c.Runtime().(*Runtime)
+	r2, err := New(WithRoot(rt.root), WithIsolation(rt.level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r2.Close() })
+	return sandbox.NewClient(r2)
+}
+
 func TestConformance(t *testing.T) {
+	up := newConformanceUpstream(t)
 	t.Run("best", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t))
-		}, SnapshotSparseSize: 1 << 30})
+			return sandbox.NewClient(newRuntime(t, up.options()...))
+		}, Egress: up.hooks(), SameProvider: sameRoot, SnapshotSparseSize: 1 << 30})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t, WithWarmPool(2)))
-		}})
+			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
+		}, Egress: up.hooks()})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
@@ -60,6 +73,6 @@ func TestConformance(t *testing.T) {
 			// A root the sandbox's user can reach, so that on a root host
 			// commands run unprivileged, as under the default root.
 			return sandbox.NewClient(levelRuntime(t, L1))
-		}, SnapshotSparseSize: 1 << 30})
+		}, SameProvider: sameRoot, SnapshotSparseSize: 1 << 30})
 	})
 }

@@ -47,8 +47,9 @@ type metaStatic struct {
 	// RunAs is the host uid (and gid) commands run as at L0 to L2 on a
 	// root host, the sandbox's own; 0 means the host user's own.
 	RunAs int `json:"run_as,omitempty"`
-	// Network is what the sandbox's network is: "isolated", "host" or
-	// "off"; NetNote says why, when not what was asked.
+	// Network is what the sandbox's network is: "isolated", "host",
+	// "proxy" (behind its egress proxy) or "off"; NetNote says why, when
+	// not what was asked.
 	Network string `json:"network,omitempty"`
 	NetNote string `json:"network_note,omitempty"`
 	// Disk is diskImage when the home is a loop-mounted image of
@@ -58,6 +59,9 @@ type metaStatic struct {
 	// Limits are the sandbox's limits, computed from the host's tables
 	// and Resources at create (zero for sandboxes of older versions).
 	Limits sandboxLimits `json:"limits,omitempty"`
+	// EgressCA: the sandbox has brokered secrets, and trusts its egress
+	// proxy's CA (the proxy's env variables name the bundle).
+	EgressCA bool `json:"egress_ca,omitempty"`
 }
 
 type metaState struct {
@@ -72,6 +76,11 @@ type metaState struct {
 	AgentAt  uint64         `json:"agent_start,omitempty"`
 	NetPID   int            `json:"net_pid,omitempty"` // the sandbox's pasta, outside it
 	NetAt    uint64         `json:"net_start,omitempty"`
+	// Proxy: the sandbox reaches the network only through its egress
+	// proxy (policy in egressFile), since Create or a SetNetwork.
+	Proxy     bool   `json:"proxy,omitempty"`
+	EgressPID int    `json:"egress_pid,omitempty"` // the egress proxy, outside the sandbox
+	EgressAt  uint64 `json:"egress_start,omitempty"`
 }
 
 // idRE matches the ids this provider makes: "sbx-", a hex timestamp in
@@ -338,7 +347,17 @@ func (r *Runtime) info(m *meta) driver.Info {
 		detail["paused_by"] = m.Paused
 	}
 	detail["network"] = m.netMode()
-	if m.Network == NetworkIsolated {
+	policy := netPolicy(m.netMode() != "off")
+	switch {
+	case m.Proxy:
+		detail["network"] = fmt.Sprintf("proxy (own network namespace with no route out; HTTP, HTTPS and SOCKS5 through the egress proxy at 127.0.0.1:%d)", egressPort)
+		detail["egress"] = "proxy"
+		if c, err := readEgressConfig(r.dir(m.ID)); err == nil && c.Policy != nil {
+			policy = c.Policy
+		} else {
+			policy = nil // unknown: never reported more open than it is
+		}
+	case m.Network == NetworkIsolated:
 		detail["network"] = "isolated (pasta: own network namespace, host loopback unreachable)"
 	}
 	if m.NetNote != "" {
@@ -400,7 +419,7 @@ func (r *Runtime) info(m *meta) driver.Info {
 	return driver.Info{
 		ID: m.ID, Provider: "local", Template: m.Template, Labels: maps.Clone(m.Labels),
 		State: m.State, CreatedAt: m.CreatedAt, LeaseEnd: m.LeaseEnd, Home: home,
-		Isolation: m.Achieved.Describe(), Detail: detail, Network: netPolicy(m.netMode() != "off"),
+		Isolation: m.Achieved.Describe(), Detail: detail, Network: policy,
 	}
 }
 
@@ -421,11 +440,14 @@ func why(achieved Level, f features, extra ...string) string {
 	return strings.Join(parts, "; ")
 }
 
-// netMode returns the sandbox's network: "isolated", "host" or "off".
+// netMode returns the sandbox's network: "isolated", "host", "proxy" (since
+// Create or a SetNetwork) or "off".
 // Sandboxes recorded before modes existed had the host's network unless
 // NoNetwork.
 func (m *meta) netMode() string {
 	switch {
+	case m.Proxy:
+		return netProxy
 	case m.NoNetwork:
 		return "off"
 	case m.Network != "":

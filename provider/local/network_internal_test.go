@@ -1,34 +1,41 @@
 package local
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/sberrors"
 )
 
-// The driver refuses a list it cannot enforce even when the portable
-// layer's check is bypassed (a driver-level caller), naming the missing
-// enforcement.
-func TestDriverRefusesNetworkLists(t *testing.T) {
-	for _, p := range []*driver.NetworkPolicy{
-		{Mode: driver.NetworkAllowList, AllowDomains: []string{"pypi.org"}},
-		{Mode: driver.NetworkAllowList, AllowCIDRs: []string{"10.0.0.0/8"}},
-		{Mode: driver.NetworkAllowAll, DenyCIDRs: []string{"192.0.2.0/24"}},
+// Without network namespaces local declares only the two base modes; with
+// them, every list and brokered secrets (enforced by the egress proxy).
+func TestNetSupportByLevel(t *testing.T) {
+	if s := netSupport(true, true, false); s.AllowDomains || s.AllowCIDRs || s.DenyCIDRs || s.DenyDomains || s.BrokeredSecrets || s.NotEnforced {
+		t.Errorf("local without namespaces declares more than it enforces: %+v", s)
+	}
+	s := netSupport(true, true, true)
+	if !s.AllowDomains || !s.AllowWildcards || !s.AllowCIDRs || !s.DenyDomains || !s.DenyCIDRs || !s.DenyOverAllow || !s.IPv6CIDRs || !s.BrokeredSecrets || s.NotEnforced {
+		t.Errorf("local with namespaces: %+v", s)
+	}
+}
+
+// Only a policy that narrows allow-all, or brokered secrets, needs the
+// proxy; deny-all and allow-all do not.
+func TestNeedsProxy(t *testing.T) {
+	for _, tc := range []struct {
+		p       *driver.NetworkPolicy
+		secrets int
+		want    bool
+	}{
+		{nil, 0, false},
+		{nil, 1, true},
+		{&driver.NetworkPolicy{Mode: driver.NetworkAllowAll}, 0, false},
+		{&driver.NetworkPolicy{Mode: driver.NetworkDenyAll}, 0, false},
+		{&driver.NetworkPolicy{Mode: driver.NetworkAllowAll, DenyCIDRs: []string{"10.0.0.0/8"}}, 0, true},
+		{&driver.NetworkPolicy{Mode: driver.NetworkAllowAll, DenyDomains: []string{"x.example"}}, 0, true},
+		{&driver.NetworkPolicy{Mode: driver.NetworkAllowList, AllowDomains: []string{"pypi.org"}}, 0, true},
 	} {
-		err := checkNetworkPolicy(p)
-		if !errors.Is(err, sberrors.ErrFailedPrecondition) || !strings.Contains(err.Error(), "egress proxy") {
-			t.Errorf("%+v: %v, want FailedPrecondition naming the egress proxy", p, err)
+		if got := needsProxy(tc.p, tc.secrets); got != tc.want {
+			t.Errorf("needsProxy(%+v, %d) = %v, want %v", tc.p, tc.secrets, got, tc.want)
 		}
-	}
-	for _, p := range []*driver.NetworkPolicy{nil, {Mode: driver.NetworkAllowAll}, {Mode: driver.NetworkDenyAll}} {
-		if err := checkNetworkPolicy(p); err != nil {
-			t.Errorf("%+v: %v", p, err)
-		}
-	}
-	if s := netSupport(true, true); s.AllowDomains || s.AllowCIDRs || s.DenyCIDRs || s.DenyDomains || s.NotEnforced {
-		t.Errorf("local declares more than it enforces: %+v", s)
 	}
 }

@@ -1,9 +1,13 @@
 package local
 
 import (
+	"crypto/x509"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandboxkit/sandbox/internal/opts"
@@ -24,8 +28,12 @@ type config struct {
 	warm     int
 	asRoot   bool   // WithCommandsAsRoot
 	network  string // WithNetwork: "", "isolated" or "host"
-	now      func() time.Time
-	bad      opts.Errors // invalid option values, reported by New
+	// egressHosts and egressRoots: WithEgressHosts, WithEgressRootCAs.
+	egressHosts map[string][]netip.Addr
+	egressRoots string
+	egressDial  map[netip.AddrPort]netip.AddrPort
+	now         func() time.Time
+	bad         opts.Errors // invalid option values, reported by New
 }
 
 func defaultConfig() config {
@@ -186,6 +194,70 @@ func WithNetwork(mode string) Option {
 			return
 		}
 		r.network = mode
+	}
+}
+
+// WithEgressHosts gives the egress proxy of sandboxes created from now on
+// (those whose network policy has lists or brokered secrets, at L3 and
+// L4) a table of names and the addresses it uses for them instead of
+// asking DNS, as /etc/hosts does for a host. The policy still applies to
+// the addresses: a name mapped to a loopback, private or link-local
+// address is refused unless the policy's AllowCIDRs names it. Tests use
+// it to reach servers on 127.0.0.1 under names such as pypi.test. Names
+// are matched without case and a trailing dot; it is not settable from a
+// URL.
+func WithEgressHosts(hosts map[string][]netip.Addr) Option {
+	return func(r *config) {
+		m := make(map[string][]netip.Addr, len(hosts))
+		for name, addrs := range hosts {
+			n := strings.ToLower(strings.TrimSuffix(name, "."))
+			if n == "" || strings.ContainsAny(n, " /*") {
+				r.bad.Invalid("WithEgressHosts", "name %q", name)
+				return
+			}
+			for _, a := range addrs {
+				if !a.IsValid() {
+					r.bad.Invalid("WithEgressHosts", "name %q: an invalid address", name)
+					return
+				}
+			}
+			m[n] = append(m[n], addrs...)
+		}
+		r.egressHosts = m
+	}
+}
+
+// WithEgressDialOverride makes the egress proxy of sandboxes created from
+// now on connect, after its checks, to the address each key maps to
+// instead of the key itself. Tests use it with WithEgressHosts to serve a
+// name the policy allows, resolved to an address it treats as public
+// (192.0.2.0/24, reserved for documentation, is never routed), from
+// 127.0.0.1: the checks see the public address, the connection reaches
+// the test's server, and nothing reaches beyond loopback. It is not
+// settable from a URL.
+func WithEgressDialOverride(m map[netip.AddrPort]netip.AddrPort) Option {
+	return func(r *config) {
+		for from, to := range m {
+			if !from.IsValid() || !to.IsValid() {
+				r.bad.Invalid("WithEgressDialOverride", "%v → %v: an invalid address", from, to)
+				return
+			}
+		}
+		r.egressDial = maps.Clone(m)
+	}
+}
+
+// WithEgressRootCAs sets, as PEM, the CA certificates the egress proxy
+// trusts when it connects, with TLS of its own, to the hosts of brokered
+// secrets (the host's trust store by default). Tests use it for servers
+// with certificates of their own.
+func WithEgressRootCAs(pem []byte) Option {
+	return func(r *config) {
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			r.bad.Invalid("WithEgressRootCAs", "no PEM certificate in %d bytes", len(pem))
+			return
+		}
+		r.egressRoots = string(pem)
 	}
 }
 

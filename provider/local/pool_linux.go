@@ -31,7 +31,7 @@ var poolRE = regexp.MustCompile(`^pool-[0-9a-f]{14}-[0-9a-f]{8}$`)
 const ownerFile = "owner"
 
 func poolFits(req *driver.CreateRequest) bool {
-	return !req.NoNetwork && req.Resources == (driver.Resources{}) && req.Template == "" && len(req.Options) == 0
+	return !req.NoNetwork && !needsProxy(req.Network, len(req.Secrets)) && req.Resources == (driver.Resources{}) && req.Template == "" && len(req.Options) == 0
 }
 
 // poolLoop keeps the pool full until the Runtime closes, then destroys

@@ -28,6 +28,12 @@ const (
 	frameFail    = 'F' // agent→client: JSON failure; last frame
 	frameOK      = 'K' // agent→client: JSON reply to a control request
 	frameAuth    = 'A' // client→agent: the sandbox's key; first frame of every connection
+
+	// Terminals (see terminal_linux.go): a "term" or "term-attach"
+	// connection carries input as frameStdin and these control frames;
+	// the terminal's output comes as frameStdout.
+	frameResize  = 'Z' // client→agent: JSON termSize
+	frameTermSig = 'G' // client→agent: JSON termSignal, to the foreground process group
 )
 
 // keySize is the length of a sandbox's agent key. Every connection to an
@@ -41,7 +47,7 @@ const maxFrame = 4 << 20
 
 // request is the first frame of every connection.
 type request struct {
-	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial
+	Op      string   `json:"op"` // exec, start, attach, signal, ping, stop, cont, shutdown, lease, dial, egress, term, term-attach
 	Args    []string `json:"args,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Dir     string   `json:"dir,omitempty"`
@@ -49,7 +55,7 @@ type request struct {
 	Timeout int64    `json:"timeout_ns,omitempty"`
 	PID     int      `json:"pid,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
-	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to
+	Port    int      `json:"port,omitempty"` // dial: the sandbox port to connect to; egress: the relay's port
 	// Raw (dial) asks for a raw byte stream once connected, instead of
 	// frames: see forwardPort.
 	Raw bool `json:"raw,omitempty"`
@@ -57,6 +63,11 @@ type request struct {
 	// socket itself (SCM_RIGHTS on the OK frame) instead of relaying: the
 	// client then moves the bytes, with one hop less.
 	Pass bool `json:"pass,omitempty"`
+	// Rows and Cols (term) are the terminal's initial window size; Term
+	// (term-attach) names the terminal.
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Term string `json:"term,omitempty"`
 
 	level Level // the level the client built the request for (not sent)
 }

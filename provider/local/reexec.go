@@ -2,15 +2,16 @@ package local
 
 import "os"
 
-// argv[0] markers of the two helper roles the binary is re-executed in.
+// argv[0] markers of the helper roles the binary is re-executed in.
 const (
 	spawnerArg0 = "sandboxkit-local-spawner"
 	agentArg0   = "sandboxkit-local-agent"
+	egressArg0  = "sandboxkit-local-egress"
 )
 
 func init() { Init() }
 
-// Init runs the spawner or a sandbox agent when the binary was re-executed
+// Init runs the spawner, a sandbox agent or a sandbox's egress proxy when the binary was re-executed
 // as one (recognised by its argv[0]) and then exits the process; in every
 // other case it returns at once. The package's init function calls it, so
 // programs (and test binaries) need not: a program that wants the hook
@@ -24,5 +25,7 @@ func Init() {
 		spawnerMain()
 	case agentArg0:
 		agentMain()
+	case egressArg0:
+		egressMain()
 	}
 }

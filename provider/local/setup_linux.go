@@ -121,6 +121,11 @@ func setupNamespaces(cfg *agentConfig, f *features) error {
 	if err := setupDev(at("dev")); err != nil {
 		return step("populate /dev", err)
 	}
+	if cfg.EgressCA != "" {
+		if err := installEgressCA(at, cfg.EgressCA); err != nil {
+			return step("install the egress proxy's CA", err)
+		}
+	}
 	old := at(".old")
 	if err := os.Mkdir(old, 0o700); err != nil {
 		return step("mkdir .old", err)
@@ -213,7 +218,21 @@ func setupDev(dev string) error {
 			return err
 		}
 	}
-	return mountTmpfs(filepath.Join(dev, "shm"), "mode=1777,size=64m")
+	if err := mountTmpfs(filepath.Join(dev, "shm"), "mode=1777,size=64m"); err != nil {
+		return err
+	}
+	// The sandbox's own pseudo-terminals (StartTerminal): a devpts
+	// instance of its own, so its terminals are neither the host's nor
+	// visible from it; ptmx is reached through the instance's node.
+	// Without it (a kernel that refuses the mount) terminals fail to
+	// start, naming /dev/ptmx, and nothing else changes.
+	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
+		return err
+	}
+	if unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") == nil {
+		return os.Symlink("pts/ptmx", filepath.Join(dev, "ptmx"))
+	}
+	return nil
 }
 
 func loopbackUp() error {
@@ -244,7 +263,15 @@ func applyLandlock(cfg *agentConfig, scoped bool) (int, error) {
 	if abi < 1 {
 		return 0, errors.New("not enabled")
 	}
-	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing()
+	devFiles := landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full").IgnoreIfMissing()
+	// A terminal's programs reopen their controlling terminal through
+	// /dev/tty (stty -F /dev/tty, a shell's job control, vi) and need its
+	// ioctls; with the sandbox's own devpts (L3, L4), its pseudo-terminals
+	// too (a program that runs its own terminals: script, tmux).
+	ttyFiles := landlock.RWFiles("/dev/tty").WithIoctlDev().IgnoreIfMissing()
+	if cfg.Namespaces {
+		ttyFiles = landlock.RWFiles("/dev/tty", "/dev/pts").WithIoctlDev().IgnoreIfMissing()
+	}
 	writable := landlock.RWDirs(cfg.HostHome, cfg.HostTmp)
 	if cfg.Namespaces {
 		writable = landlock.RWDirs(cfg.Home, "/tmp", "/dev/shm")
@@ -260,12 +287,13 @@ func applyLandlock(cfg *agentConfig, scoped bool) (int, error) {
 	var rules []landlock.Rule
 	if cfg.Namespaces {
 		// The root is already only what the sandbox may see.
-		rules = []landlock.Rule{landlock.RODirs("/"), writable, devFiles}
+		rules = []landlock.Rule{landlock.RODirs("/"), writable, devFiles, ttyFiles}
 	} else {
 		rules = []landlock.Rule{
 			landlock.RODirs("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/dev").IgnoreIfMissing(),
 			writable,
 			devFiles,
+			ttyFiles,
 		}
 	}
 	// File system rights and IPC scopes (signals, abstract unix sockets),
@@ -571,6 +599,55 @@ func applySeccomp(cfg *agentConfig, full bool) error {
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("loading the filter: %w", errno)
+	}
+	return nil
+}
+
+// hostCABundles are where distributions keep the bundle of trusted CA
+// certificates, first match wins.
+var hostCABundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// installEgressCA makes the egress proxy's CA trusted in the sandbox
+// being assembled (at maps a sandbox path to its place in the new root):
+// it writes egressBundle (the host's bundle plus the CA) and egressCAOnly
+// into the new root, which becomes read-only, and binds the bundle over
+// the host's bundle in the sandbox's /etc, so programs that read the
+// system's trust store trust the proxy too. The host's files are not
+// touched.
+func installEgressCA(at func(string) string, ca string) error {
+	var host []byte
+	var hostPath string
+	for _, p := range hostCABundles {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil {
+			host, hostPath = b, p
+			break
+		}
+	}
+	if err := os.MkdirAll(at(egressCADir), 0o755); err != nil {
+		return err
+	}
+	bundle := append(append([]byte(nil), host...), '\n')
+	bundle = append(bundle, ca...)
+	if err := os.WriteFile(at(egressBundle), bundle, 0o444); err != nil {
+		return err
+	}
+	if err := os.WriteFile(at(egressCAOnly), []byte(ca), 0o444); err != nil {
+		return err
+	}
+	if hostPath != "" {
+		dst := at(hostPath)
+		if err := unix.Mount(at(egressBundle), dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind over %s: %w", hostPath, err)
+		}
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+			if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+				return fmt.Errorf("remount %s read-only: %w", hostPath, err)
+			}
+		}
 	}
 	return nil
 }

@@ -428,6 +428,15 @@ func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.Create
 	if err != nil {
 		return nil, err
 	}
+	if req.NoNetwork && r.level < L2 {
+		return nil, sberrors.Errorf(sberrors.FailedPrecondition,
+			"local: NoNetwork needs isolation L2 or higher (a network namespace or seccomp); this Runtime gives %s", r.level.Describe())
+	}
+	select {
+	case <-r.stop:
+		return nil, sberrors.ErrClosed
+	default:
+	}
 	if !idRE.MatchString(id) {
 		return nil, notFound(r, id)
 	}

@@ -33,17 +33,26 @@ type spawnReq struct {
 	Pasta    string      `json:"pasta"`     // path of pasta, to connect the agent's network namespace
 	State    string      `json:"state"`     // the sandbox's state record, handed to the agent read-only
 	Config   agentConfig `json:"config"`
+	// Egress, when set, is the sandbox's directory: start its egress
+	// proxy with the agent (see egressMain); EgressCA installs the proxy's
+	// CA in the sandbox. With Op "egress" only the proxy is started, for
+	// the agent that runs already.
+	Egress   string `json:"egress,omitempty"`
+	EgressCA bool   `json:"egress_ca,omitempty"`
+	Op       string `json:"op,omitempty"`
 }
 
 // spawnResp answers a spawnReq.
 type spawnResp struct {
-	Seq      uint64   `json:"seq"`
-	PID      int      `json:"pid"`
-	Start    uint64   `json:"start"` // start time in clock ticks, to recognise the pid later
-	Features features `json:"features"`
-	NetPID   int      `json:"net_pid,omitempty"` // pasta's pid and start time
-	NetStart uint64   `json:"net_start,omitempty"`
-	Err      string   `json:"err,omitempty"`
+	Seq         uint64   `json:"seq"`
+	PID         int      `json:"pid"`
+	Start       uint64   `json:"start"` // start time in clock ticks, to recognise the pid later
+	Features    features `json:"features"`
+	NetPID      int      `json:"net_pid,omitempty"` // pasta's pid and start time
+	NetStart    uint64   `json:"net_start,omitempty"`
+	EgressPID   int      `json:"egress_pid,omitempty"` // the egress proxy's pid and start time
+	EgressStart uint64   `json:"egress_start,omitempty"`
+	Err         string   `json:"err,omitempty"`
 }
 
 // agentEnv is the environment of the agent process itself (commands get
@@ -69,7 +78,12 @@ func spawnerMain() {
 			os.Exit(0)
 		}
 		go func() {
-			resp := startAgent(&req)
+			var resp spawnResp
+			if req.Op == "egress" {
+				resp = startEgressOnly(&req)
+			} else {
+				resp = startAgent(&req)
+			}
 			resp.Seq = req.Seq
 			mu.Lock()
 			_ = enc.Encode(resp)
@@ -154,6 +168,16 @@ func startAgent(req *spawnReq) spawnResp {
 			defer logf.Close()
 		}
 	}
+	var eg *egressStart
+	if req.Egress != "" {
+		// Started with the agent, which needs its CA only once it is
+		// configured (below).
+		if eg, err = startEgress(req.Egress, logf); err != nil {
+			theirs.Close()
+			return fail(err)
+		}
+		req.Config.EgressPort = egressPort
+	}
 	extra := []*os.File{theirs, lf, dir, tree, state}
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
 	if logf != nil {
@@ -162,6 +186,9 @@ func startAgent(req *spawnReq) spawnResp {
 	err = cmd.Start()
 	theirs.Close()
 	if err != nil {
+		if eg != nil {
+			eg.kill()
+		}
 		return fail(fmt.Errorf("start agent: %w", err))
 	}
 	for _, dir := range req.CgroupV1 {
@@ -175,6 +202,9 @@ func startAgent(req *spawnReq) spawnResp {
 		req.Config.NetWaitV4, req.Config.NetWaitV6 = hostDefaultRoutes()
 		if net = startPasta(req, cmd.Process.Pid, cgroupFD, logf); net.err != nil {
 			_ = cmd.Process.Kill()
+			if eg != nil {
+				eg.kill()
+			}
 			return fail(fmt.Errorf("isolated network: %w (see %s)", net.err, req.Log))
 		}
 	}
@@ -182,6 +212,19 @@ func startAgent(req *spawnReq) spawnResp {
 		_ = cmd.Process.Kill()
 		if net.pid > 0 {
 			_ = syscall.Kill(net.pid, syscall.SIGKILL)
+		}
+		if eg != nil {
+			eg.kill()
+		}
+	}
+	if eg != nil {
+		ca, err := eg.started()
+		if err != nil {
+			killAgent()
+			return fail(fmt.Errorf("%w (see %s)", err, req.Log))
+		}
+		if req.EgressCA {
+			req.Config.EgressCA = ca
 		}
 	}
 	_ = mine.SetDeadline(time.Now().Add(30 * time.Second))
@@ -212,7 +255,39 @@ func startAgent(req *spawnReq) spawnResp {
 	if net.pid > 0 {
 		resp.NetPID, resp.NetStart = net.pid, procStart(net.pid)
 	}
+	if eg != nil {
+		if err := eg.attached(); err != nil {
+			killAgent()
+			return fail(fmt.Errorf("%w (see %s)", err, req.Log))
+		}
+		resp.EgressPID, resp.EgressStart = eg.cmd.Process.Pid, procStart(eg.cmd.Process.Pid)
+	}
 	return resp
+}
+
+// startEgressOnly starts the egress proxy of a sandbox whose agent runs
+// already (SetNetwork to a policy that needs it).
+func startEgressOnly(req *spawnReq) spawnResp {
+	var logf *os.File
+	if req.Log != "" {
+		logf, _ = os.OpenFile(req.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if logf != nil {
+			defer logf.Close()
+		}
+	}
+	eg, err := startEgress(req.Egress, logf)
+	if err != nil {
+		return spawnResp{Err: err.Error()}
+	}
+	if _, err = eg.started(); err == nil {
+		err = eg.attached()
+	}
+	if err != nil {
+		eg.kill()
+		return spawnResp{Err: err.Error()}
+	}
+	pid := eg.cmd.Process.Pid
+	return spawnResp{EgressPID: pid, EgressStart: procStart(pid)}
 }
 
 // netResult is a started pasta: its host pid when Destroy must end it (0
@@ -435,8 +510,12 @@ func (s *spawner) spawn(ctx context.Context, req *spawnReq) (spawnResp, error) {
 	case <-ctx.Done():
 		// The agent may still start: end it then, so nothing is orphaned.
 		go func() {
-			if resp, ok := <-ch; ok && resp.PID > 0 {
+			resp, ok := <-ch
+			if ok && resp.PID > 0 {
 				_ = syscall.Kill(resp.PID, syscall.SIGKILL)
+			}
+			if ok && resp.EgressPID > 0 {
+				_ = syscall.Kill(resp.EgressPID, syscall.SIGKILL)
 			}
 		}()
 		return spawnResp{}, ctx.Err()

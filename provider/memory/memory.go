@@ -31,7 +31,7 @@
 //	mv [-fT] SRC... DST        printenv [NAME...]
 //	cp [-rRa] SRC... DST       env [-i] [K=V...] [CMD ARGS...]
 //	ln -s [-fn] TARGET NAME    basename, dirname, true, false, yes
-//	base64 [-d] [-w N] [FILE]
+//	base64 [-d] [-w N] [FILE]   sha256sum [FILE...]
 //	readlink [-f|-e|-m] [-n]   realpath [-e|-m] PATH...
 //	chmod MODE|u+x,... PATH    touch FILE...
 //	mktemp [-d] [-p DIR] [TEMPLATE]
@@ -46,6 +46,7 @@
 //	     [--no-wildcards] [-T FILE [--null]] [PATH...]
 //	sh, bash, dash [-eux] (-c LINE [NAME ARGS...] | FILE [ARGS...])
 //	echo, printf, pwd, test, [ (the shell's builtins, also as an argv)
+//	stty size (on an emulated terminal: see StartTerminal)
 //
 // These are what the module's own programs use: fsbackend's helper
 // (mkdir, cat, head -c, readlink, rm, chmod, find -printf, grep, tar,
@@ -69,7 +70,13 @@
 // There is no network. A network policy (CreateOptions.Network) is
 // accepted whatever it says, recorded, reported in Info and shown to
 // Handlers in Call.Network, and never enforced: Capabilities.NetworkPolicy
-// declares every kind with NotEnforced set, so code can tell.
+// declares every kind with NotEnforced set, so code can tell. Brokered
+// secrets (CreateOptions.BrokeredSecrets) are accepted the same way: their
+// hosts, header and placeholder are recorded, reported by Get and shown to
+// Handlers in Call.Secrets; the value is dropped at Create and never
+// stored, so no file, env variable or command output of a memory sandbox
+// can hold it. The sandbox's env holds the placeholder, as on every
+// provider.
 //
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
@@ -181,6 +188,10 @@ type Call struct {
 	// standing in for a network client can act on it. The memory provider
 	// itself has no network and enforces nothing.
 	Network *driver.NetworkPolicy
+	// Secrets are the sandbox's brokered secrets as recorded at Create:
+	// Hosts, Header and Placeholder, with Value and Format empty (the
+	// memory provider never keeps a value).
+	Secrets []driver.BrokeredSecret
 
 	bash bool // Shell is bash syntax
 }
@@ -306,6 +317,7 @@ type Runtime struct {
 	faults   map[string]*fault
 	calls    []Record
 	nextPID  int
+	terms    map[string]*mterm // running terminals by "sandbox/terminal"
 	// ended holds when the lease of each sandbox the lease ended (not
 	// Destroy) ended, so that a later call on it says why it is gone;
 	// at most maxEnded of them, the oldest forgotten first.
@@ -525,7 +537,8 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		NetworkPolicy: driver.NetworkSupport{
 			AllowAll: true, DenyAll: true, AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
 			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true, NotEnforced: true,
-			Note: "the memory provider records policies without enforcing them",
+			BrokeredSecrets: true,
+			Note:            "the memory provider records policies without enforcing them",
 		},
 	}
 }
@@ -557,7 +570,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		info: driver.Info{
 			ID: newID(), Provider: Scheme, Template: tmpl, Labels: maps.Clone(req.Labels),
 			State: driver.StateRunning, CreatedAt: now, LeaseEnd: now.Add(req.Timeout),
-			Home: Home, Isolation: "none", Network: req.Network.Clone(),
+			Home: Home, Isolation: "none", Network: req.Network.Clone(), Secrets: recordSecrets(req.Secrets),
 		},
 		env: maps.Clone(req.Env), auto: req.AutoPause, rootFiles: r.rootFiles,
 		files: map[string]*node{"/": dirNode(now), "/home": dirNode(now), Home: dirNode(now), "/tmp": dirNode(now)},
@@ -586,7 +599,20 @@ func cloneInfo(in driver.Info) driver.Info {
 	in.Labels = maps.Clone(in.Labels)
 	in.Detail = maps.Clone(in.Detail)
 	in.Network = in.Network.Clone()
+	in.Secrets = recordSecrets(in.Secrets)
 	return in
+}
+
+// recordSecrets copies brokered secrets without their values and formats.
+func recordSecrets(in []driver.BrokeredSecret) []driver.BrokeredSecret {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]driver.BrokeredSecret, len(in))
+	for i, s := range in {
+		out[i] = driver.BrokeredSecret{Hosts: slices.Clone(s.Hosts), Header: s.Header, Placeholder: s.Placeholder}
+	}
+	return out
 }
 
 // Get returns a sandbox's Info.
@@ -599,7 +625,7 @@ func (r *Runtime) Get(_ context.Context, id string) (in driver.Info, err error) 
 }
 
 // List pages through sandboxes sorted by creation, filtering by labels and
-// states; the page token is the id of the last sandbox of the previous page.
+// states and leaving out req.ExcludeIDs before a page is filled; the page token is the id of the last sandbox of the previous page.
 func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Info, string, error) {
 	if err := r.begin(OpList, "", ""); err != nil {
 		return nil, "", err
@@ -631,7 +657,8 @@ func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Inf
 	var page []driver.Info
 	next := ""
 	for _, in := range all[start:] {
-		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) {
+		if !labelsMatch(in.Labels, req.Labels) || (len(req.States) > 0 && !slices.Contains(req.States, in.State)) ||
+			slices.Contains(req.ExcludeIDs, in.ID) {
 			continue
 		}
 		if len(page) == req.PageSize {
@@ -740,7 +767,7 @@ func (r *Runtime) newCall(id string, b *box, cmd *driver.Command, stdout, stderr
 	}
 	return &Call{SandboxID: id, Args: slices.Clone(cmd.Args), Shell: cmd.Shell, Dir: cmd.Dir, Env: env,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Files: &Files{rt: r, id: id, dir: cmd.Dir},
-		Network: b.info.Network.Clone()}
+		Network: b.info.Network.Clone(), Secrets: recordSecrets(b.info.Secrets)}
 }
 
 // Exec runs cmd through the registered handlers or the built-in shell.

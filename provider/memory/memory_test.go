@@ -18,6 +18,7 @@ func TestConformance(t *testing.T) {
 		Skip: map[string]string{
 			"Exec/KilledBySignal":   "the fake's shell has no kill and no process to signal; Process/SignalNamed covers Result.Signal",
 			"Process/SignalTrapped": "the fake's shell runs no trap handler: a signal always ends its process",
+			"Terminal/IsATTY":       "the emulated terminal is no tty: test -t is false (stty size and TERM are checked by Terminal/SizeAndResize)",
 		},
 	})
 }

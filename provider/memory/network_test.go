@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -49,5 +50,51 @@ func TestHandlerSeesNetworkPolicy(t *testing.T) {
 	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"fetch", "pypi.org"}})
 	if err != nil || string(r.Stdout) != "deny-all false []\n" {
 		t.Errorf("after SetNetwork: %q %v", r.Stdout, err)
+	}
+}
+
+// Brokered secrets are recorded without their value: a Handler sees the
+// hosts, header and placeholder; env, the files and Get show the
+// placeholder at most, even read unredacted.
+func TestBrokeredSecretsRecordedWithoutValue(t *testing.T) {
+	ctx := context.Background()
+	rt := memory.New()
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	if !c.Capabilities().NetworkPolicy.BrokeredSecrets {
+		t.Fatal("memory must accept brokered secrets (recorded, not enforced)")
+	}
+	const value = "sk-memory-brokered-1618033"
+	sb, err := c.Create(ctx, sandbox.CreateOptions{
+		Network:         &sandbox.NetworkPolicy{Allow: []string{"api.example.com"}},
+		BrokeredSecrets: []sandbox.BrokeredSecret{{Value: value, Hosts: []string{"api.example.com"}, Header: "X-Api-Key", Env: "API_KEY"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := sb.Info().BrokeredSecrets[0].Placeholder
+	var seen string
+	rt.Handle("fetch", func(_ context.Context, call *memory.Call) int {
+		s := call.Secrets[0]
+		seen = fmt.Sprintf("%v %s %v %v %v", s.Hosts, s.Header, s.Placeholder == ph, s.Value == "", s.Format == "")
+		return 0
+	})
+	if _, err := sb.Exec(ctx, sandbox.Command{Shell: "fetch | cat"}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != "[api.example.com] X-Api-Key true true true" {
+		t.Fatalf("a Handler sees %q", seen)
+	}
+	res, _, err := sb.ExecUnredacted(ctx, sandbox.Command{Shell: "env; echo $API_KEY > /tmp/k; grep -r sk-memory / ; cat /tmp/k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Stdout) + string(res.Stderr)
+	if strings.Contains(out, value) || !strings.Contains(out, "API_KEY="+ph) {
+		t.Fatalf("unredacted output %q: want the placeholder and never the value", out)
+	}
+	in, err := rt.Get(ctx, sb.ID())
+	if err != nil || len(in.Secrets) != 1 || in.Secrets[0].Value != "" || in.Secrets[0].Placeholder != ph {
+		t.Fatalf("Get: %+v %v", in.Secrets, err)
 	}
 }

@@ -213,7 +213,7 @@ func (rt *Runtime) execHandler(ctx context.Context, parent *Call, args []string)
 	hc := interp.HandlerCtx(ctx)
 	c := &Call{SandboxID: parent.SandboxID, Args: args, Dir: hc.Dir, Env: handlerEnv(hc),
 		Stdin: handlerStdin(hc), Stdout: hc.Stdout, Stderr: hc.Stderr,
-		Files: &Files{rt: rt, id: parent.SandboxID, dir: hc.Dir}, Network: parent.Network}
+		Files: &Files{rt: rt, id: parent.SandboxID, dir: hc.Dir}, Network: parent.Network, Secrets: parent.Secrets}
 	if args[0] == lookupCmd {
 		code := 0
 		for _, name := range args[2:] {

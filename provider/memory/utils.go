@@ -29,7 +29,7 @@ func init() {
 		"find": uFind, "grep": uGrep, "tar": uTar, "mktemp": uMktemp, "head": uHead, "tail": uTail,
 		"wc": uWc, "sleep": uSleep, "printenv": uPrintenv, "env": uEnv, "basename": uBasename,
 		"dirname": uDirname, "stat": uStat, "tee": uTee, "sort": uSort, "yes": uYes, "tr": uTr,
-		"base64": uBase64,
+		"base64": uBase64, "sha256sum": uSha256sum, "stty": uStty,
 	}
 }
 

@@ -159,3 +159,15 @@ func uEnv(ctx context.Context, c *Call) int {
 	sc.Args, sc.Env = args, env
 	return c.Files.rt.dispatch(ctx, &sc)
 }
+
+// uStty answers "stty size" on an emulated terminal (from LINES and
+// COLUMNS, which the terminal sets); anything else, or no terminal, is
+// the error stty gives without a tty.
+func uStty(_ context.Context, c *Call) int {
+	rows, cols := c.Env["LINES"], c.Env["COLUMNS"]
+	if len(c.Args) == 2 && c.Args[1] == "size" && rows != "" && cols != "" {
+		fmt.Fprintf(c.Stdout, "%s %s\n", rows, cols)
+		return 0
+	}
+	return fail(c, 1, "'standard input': Inappropriate ioctl for device")
+}

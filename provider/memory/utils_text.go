@@ -1,11 +1,13 @@
 package memory
 
-// Text and stream utilities: head, tail, wc, tee, sort, tr and yes.
+// Text and stream utilities: head, tail, wc, tee, sort, tr, yes and
+// sha256sum.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -307,4 +309,16 @@ func uTr(ctx context.Context, c *Call) int {
 			return 1
 		}
 	}
+}
+
+// uSha256sum prints "HEX  NAME" for each input, as GNU sha256sum does
+// ("-" names standard input), so the checks real sandboxes run work here.
+func uSha256sum(ctx context.Context, c *Call) int {
+	_, ops, err := flags(c.Args[1:], "")
+	if err != nil {
+		return fail(c, 1, "%v", err)
+	}
+	return inputs(ctx, c, ops, func(name string, data []byte) {
+		fmt.Fprintf(c.Stdout, "%x  %s\n", sha256.Sum256(data), name)
+	})
 }

@@ -50,8 +50,14 @@
 //     (an allowOut entry must be an IP, CIDR or domain, a denyOut entry an
 //     IP or CIDR: 400 otherwise), recorded and reported back by GET, but
 //     NOT enforced: commands in a fake sandbox reach whatever the backend
-//     lets them reach. Header-transform rules and egressProxy are not
-//     modelled.
+//     lets them reach. Header-transform rules (network.rules, on create
+//     and PUT, which clears them when left out) are validated (a key must
+//     be a domain as allowOut takes it, a header name an HTTP token, a
+//     header value free of control characters: 400 otherwise, with this
+//     fake's wording, which never echoes a value), recorded, reported back
+//     by GET with their values as the API's SandboxDetail carries them,
+//     and readable with Server.Rules; no header is ever put on a
+//     request. egressProxy is not modelled.
 //   - Only the v2 list, create, get, kill, timeout, pause, connect and
 //     network endpoints exist (no v1 list, refreshes, deprecated resume,
 //     snapshots, metrics or logs). cpuCount, memoryMB and diskSizeMB are
@@ -133,6 +139,7 @@ type box struct {
 	traffic                 string // traffic access token for user ports; "" when public
 	internet                *bool  // allow_internet_access as last sent
 	allowOut, denyOut       []string
+	rules                   api.SandboxNetworkRules
 	procs                   map[uint32]*proc
 }
 
@@ -560,6 +567,14 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	var rules api.SandboxNetworkRules
+	if req.Network != nil {
+		rules = cloneRules(req.Network.Rules)
+	}
+	if err := checkRules(rules); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	env := map[string]string{}
 	if req.EnvVars != nil {
 		env = maps.Clone(*req.EnvVars)
@@ -581,7 +596,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		id: newSandboxID(), backendID: info.ID, template: req.TemplateID, home: info.Home, version: s.envdVersion,
 		env: env, startedAt: now, endAt: now.Add(lease), procs: map[uint32]*proc{},
 		autoPause: req.AutoPause != nil && *req.AutoPause,
-		internet:  req.AllowInternetAccess, allowOut: allowOut, denyOut: denyOut,
+		internet:  req.AllowInternetAccess, allowOut: allowOut, denyOut: denyOut, rules: rules,
 	}
 	if b.home == "" {
 		b.home = "/"
@@ -667,8 +682,12 @@ func (c controlPlane) GetSandbox(w http.ResponseWriter, r *http.Request, id api.
 		v := *b.internet
 		d.AllowInternetAccess = &v
 	}
-	if len(b.allowOut) > 0 || len(b.denyOut) > 0 || b.traffic != "" {
+	if len(b.allowOut) > 0 || len(b.denyOut) > 0 || b.traffic != "" || len(b.rules) > 0 {
 		n := &api.SandboxNetworkConfig{}
+		if len(b.rules) > 0 {
+			r := cloneRules(&b.rules)
+			n.Rules = &r
+		}
 		if len(b.allowOut) > 0 {
 			a := slices.Clone(b.allowOut)
 			n.AllowOut = &a
@@ -705,6 +724,11 @@ func (c controlPlane) PutSandboxNetwork(w http.ResponseWriter, r *http.Request, 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	rules := cloneRules(req.Rules)
+	if err := checkRules(rules); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	b, ok := c.lookup(w, id)
 	if !ok {
 		return
@@ -715,7 +739,7 @@ func (c controlPlane) PutSandboxNetwork(w http.ResponseWriter, r *http.Request, 
 		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is not running", id))
 		return
 	}
-	b.internet, b.allowOut, b.denyOut = req.AllowInternetAccess, allowOut, denyOut
+	b.internet, b.allowOut, b.denyOut, b.rules = req.AllowInternetAccess, allowOut, denyOut, rules
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -1028,4 +1052,80 @@ func matchMetadata(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// cloneRules deep-copies network.rules (nil for none).
+func cloneRules(in *api.SandboxNetworkRules) api.SandboxNetworkRules {
+	if in == nil || len(*in) == 0 {
+		return nil
+	}
+	out := api.SandboxNetworkRules{}
+	for host, rules := range *in {
+		out[host] = []api.SandboxNetworkRule{}
+		for _, r := range rules {
+			c := api.SandboxNetworkRule{}
+			if r.Transform != nil {
+				t := api.SandboxNetworkTransform{}
+				if r.Transform.Headers != nil {
+					h := maps.Clone(*r.Transform.Headers)
+					t.Headers = &h
+				}
+				c.Transform = &t
+			}
+			out[host] = append(out[host], c)
+		}
+	}
+	return out
+}
+
+// checkRules validates network.rules: keys are domains as allowOut takes
+// them, header names HTTP tokens, header values free of control
+// characters. The messages never show a header's value.
+func checkRules(rules api.SandboxNetworkRules) error {
+	for _, host := range slices.Sorted(maps.Keys(rules)) {
+		if isCIDROrIP(host) || !domainRE.MatchString(host) {
+			return fmt.Errorf("invalid rules entry: %q is not a valid domain", host)
+		}
+		for _, r := range rules[host] {
+			if r.Transform == nil || r.Transform.Headers == nil {
+				continue
+			}
+			for name, v := range *r.Transform.Headers {
+				if !headerTokenRE.MatchString(name) {
+					return fmt.Errorf("invalid rules entry for %q: %q is not a valid header name", host, name)
+				}
+				if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+					return fmt.Errorf("invalid rules entry for %q: the value of header %q holds control characters", host, name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// headerTokenRE is an HTTP header name (a token, RFC 9110 §5.6.2).
+var headerTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// Rules returns the header-transform rules (network.rules) of the
+// sandbox with E2B id id as last set: for each domain, the headers of each
+// of its rules, values included, so that a test can check what an adapter
+// asked E2B to inject. nil when none or the sandbox is unknown.
+func (s *Server) Rules(id string) map[string][]map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.boxes[id]
+	if !ok || len(b.rules) == 0 {
+		return nil
+	}
+	out := map[string][]map[string]string{}
+	for host, rules := range b.rules {
+		for _, r := range rules {
+			h := map[string]string{}
+			if r.Transform != nil && r.Transform.Headers != nil {
+				h = maps.Clone(*r.Transform.Headers)
+			}
+			out[host] = append(out[host], h)
+		}
+	}
+	return out
 }

@@ -135,6 +135,23 @@ type SandboxNetworkConfig struct {
 	AllowOut           *[]string `json:"allowOut,omitempty"`
 	AllowPublicTraffic *bool     `json:"allowPublicTraffic,omitempty"`
 	DenyOut            *[]string `json:"denyOut,omitempty"`
+
+	// Rules Per-domain transform rules applied to matching egress HTTP/HTTPS requests, keyed by domain; a domain listed here is not allowed by it (allowOut does that).
+	Rules *SandboxNetworkRules `json:"rules,omitempty"`
+}
+
+// SandboxNetworkRule defines model for SandboxNetworkRule.
+type SandboxNetworkRule struct {
+	Transform *SandboxNetworkTransform `json:"transform,omitempty"`
+}
+
+// SandboxNetworkRules Per-domain transform rules applied to matching egress HTTP/HTTPS requests, keyed by domain; a domain listed here is not allowed by it (allowOut does that).
+type SandboxNetworkRules map[string][]SandboxNetworkRule
+
+// SandboxNetworkTransform defines model for SandboxNetworkTransform.
+type SandboxNetworkTransform struct {
+	// Headers Headers to inject or override in matching requests (an existing header of the same name is replaced).
+	Headers *map[string]string `json:"headers,omitempty"`
 }
 
 // SandboxNetworkUpdateConfig PUT /sandboxes/{id}/network replaces the egress rules; an omitted field is cleared.
@@ -142,6 +159,9 @@ type SandboxNetworkUpdateConfig struct {
 	AllowOut            *[]string `json:"allowOut,omitempty"`
 	AllowInternetAccess *bool     `json:"allow_internet_access,omitempty"`
 	DenyOut             *[]string `json:"denyOut,omitempty"`
+
+	// Rules Per-domain transform rules applied to matching egress HTTP/HTTPS requests, keyed by domain; a domain listed here is not allowed by it (allowOut does that).
+	Rules *SandboxNetworkRules `json:"rules,omitempty"`
 }
 
 // SandboxState defines model for SandboxState.

@@ -1,0 +1,677 @@
+package local
+
+// Terminals. The agent allocates the pseudo-terminal inside the sandbox
+// (from the sandbox's own devpts instance at L3 and L4, set up with its
+// /dev; from the host's /dev/ptmx below) and forks the program on the
+// confined forker thread, as every command: same user, Landlock domain,
+// seccomp filter and cgroup as Exec. The program is a session leader with
+// the terminal as its controlling terminal, so the line discipline's
+// Ctrl-C, job control and SIGWINCH work as in any terminal. The agent
+// keeps the terminal (and its master end) until the program exits, so a
+// client in another process can attach to it by id; a client that goes
+// away leaves it running.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/sberrors"
+)
+
+// termSize is the payload of a frameResize.
+type termSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// termSignal is the payload of a frameTermSig.
+type termSignal struct {
+	Signal int `json:"signal"`
+}
+
+// termStarted answers term and term-attach once the program runs.
+type termStarted struct {
+	PID  int    `json:"pid"`
+	Term string `json:"term"`
+}
+
+// maxExitedTerms bounds the exited terminals an agent keeps for a late
+// attach (which then reports the exit at once).
+const maxExitedTerms = 64
+
+// terms is an agent's table of terminals.
+type terms struct {
+	mu     sync.Mutex
+	byID   map[string]*term
+	exited []string // ids of exited terminals, oldest first
+	seq    atomic.Uint64
+}
+
+// term is one terminal the agent keeps.
+type term struct {
+	id     string
+	p      *proc // the program: its subscribers, exit and done
+	master *os.File
+}
+
+func (t *terms) add(tm *term) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = map[string]*term{}
+	}
+	t.byID[tm.id] = tm
+}
+
+func (t *terms) get(id string) *term {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+func (t *terms) ended(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.exited = append(t.exited, id)
+	if len(t.exited) > maxExitedTerms {
+		delete(t.byID, t.exited[0])
+		t.exited = t.exited[1:]
+	}
+}
+
+// openPTY opens a new pseudo-terminal of rows x cols: the master end,
+// nonblocking for the netpoller, and the slave end for the program.
+func openPTY(rows, cols uint16) (*os.File, int, error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, -1, fmt.Errorf("opening /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(mfd)
+		return nil, -1, fmt.Errorf("unlocking the pseudo-terminal: %w", err)
+	}
+	// TIOCGPTPEER opens the slave of this very master, through its devpts
+	// instance, without a path look-up.
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		n, err := unix.IoctlGetUint32(mfd, unix.TIOCGPTN)
+		if err != nil {
+			unix.Close(mfd)
+			return nil, -1, fmt.Errorf("pseudo-terminal number: %w", err)
+		}
+		fd, err := unix.Open("/dev/pts/"+strconv.Itoa(int(n)), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(mfd)
+			return nil, -1, fmt.Errorf("opening the pseudo-terminal: %w", err)
+		}
+		sfd = uintptr(fd)
+	}
+	_ = unix.IoctlSetWinsize(int(sfd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	return os.NewFile(uintptr(mfd), "ptmx"), int(sfd), nil
+}
+
+// defaultShell is the login shell of the sandbox's user: bash where the
+// sandbox has it, else sh.
+func defaultShell(env []string) []string {
+	for _, sh := range []string{"bash", "sh"} {
+		if p, err := lookPath(sh, env); err == nil {
+			return []string{p, "-l"}
+		}
+	}
+	return []string{"/bin/sh", "-l"}
+}
+
+// termEnv sets TERM (unless the request does) and, for the default
+// shell, SHELL.
+func termEnv(env []string, shell string) []string {
+	out := make([]string, 0, len(env)+2)
+	hasTerm := false
+	for _, kv := range env {
+		if shell != "" && len(kv) >= 6 && kv[:6] == "SHELL=" {
+			continue
+		}
+		if len(kv) >= 5 && kv[:5] == "TERM=" {
+			hasTerm = true
+		}
+		out = append(out, kv)
+	}
+	if !hasTerm {
+		out = append(out, "TERM=xterm-256color")
+	}
+	if shell != "" {
+		out = append(out, "SHELL="+shell)
+	}
+	return out
+}
+
+// checkWorkDir fails the request when dir is not a directory it can use.
+func checkWorkDir(fw *frameWriter, dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		code := "NotFound"
+		switch {
+		case errors.Is(err, syscall.ENOTDIR):
+			code = "NotDirectory"
+		case errors.Is(err, fs.ErrPermission):
+			code = "PermissionDenied"
+		case errors.Is(err, syscall.ENAMETOOLONG):
+			code = "InvalidArgument"
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", iox.Shorten(dir, 64), errors.Unwrap(err))})
+		return false
+	}
+	if !fi.IsDir() {
+		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", iox.Shorten(dir, 64))})
+		return false
+	}
+	return true
+}
+
+// startTerm starts req's program on a new terminal and serves the
+// connection as an attachment to it.
+func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
+	dir := req.Dir
+	if dir == "" {
+		dir = a.cfg.Home
+	}
+	if !checkWorkDir(fw, dir) {
+		return
+	}
+	if req.Rows == 0 || req.Cols == 0 {
+		_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "terminal size must be positive"})
+		return
+	}
+	args, shell := req.Args, ""
+	if len(args) == 0 {
+		args = defaultShell(req.Env)
+		shell = args[0]
+	}
+	env := termEnv(req.Env, shell)
+	path, err := lookPath(args[0], env)
+	if err != nil {
+		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("%s: command not found", iox.Shorten(args[0], 64))})
+		return
+	}
+	master, slave, err := openPTY(req.Rows, req.Cols)
+	if err != nil {
+		_ = fw.writeJSON(frameFail, failMsg{"Unavailable", "no pseudo-terminal: " + err.Error()})
+		return
+	}
+	if a.cfg.UID != 0 {
+		_ = unix.Fchown(slave, a.cfg.UID, a.cfg.GID)
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: []uintptr{uintptr(slave), uintptr(slave), uintptr(slave)},
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0,
+			Pdeathsig: syscall.SIGKILL, PidFD: &pidfd},
+	}
+	tm := &term{id: "t" + strconv.FormatUint(a.terms.seq.Add(1), 10), master: master}
+	p := &proc{reaped: make(chan struct{}), done: make(chan struct{}), subs: map[*frameWriter]struct{}{fw: {}}}
+	tm.p = p
+	var pid int
+	var ferr error
+	a.procMu.Lock()
+	a.onForker(func() { pid, ferr = syscall.ForkExec(path, args, attr) })
+	if ferr == nil {
+		p.pid = pid
+		a.procs[pid] = p
+	}
+	a.procMu.Unlock()
+	closeFDs(slave)
+	if ferr != nil {
+		_ = master.Close()
+		code := "NotFound"
+		if errors.Is(ferr, syscall.EACCES) || errors.Is(ferr, syscall.ENOEXEC) {
+			code = "PermissionDenied"
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("%s: %v", iox.Shorten(args[0], 64), ferr)})
+		return
+	}
+	tm.id += "-" + strconv.Itoa(pid)
+	if pidfd >= 0 {
+		go a.watchExit(pidfd)
+	} else {
+		go a.waitBlocking(pid)
+	}
+	a.terms.add(tm)
+	// The start frame goes out under p.mu, before any output is broadcast.
+	p.mu.Lock()
+	_ = fw.writeJSON(frameStarted, termStarted{PID: pid, Term: tm.id})
+	p.mu.Unlock()
+	pumped := make(chan struct{})
+	go tm.pump(pumped)
+	var timer *time.Timer
+	if req.Timeout > 0 {
+		timer = time.AfterFunc(time.Duration(req.Timeout), func() {
+			select {
+			case <-p.reaped:
+				return
+			default:
+			}
+			p.timedOut.Store(true)
+			a.killTree(pid)
+		})
+	}
+	go a.finishTerm(tm, timer, pumped)
+	a.serveTerm(in, fw, tm)
+}
+
+// pump copies the terminal's output to its subscribers until the last
+// slave end closes (EIO) or the master is closed.
+func (tm *term) pump(done chan<- struct{}) {
+	defer close(done)
+	buf := make([]byte, pumpBuf)
+	for {
+		n, err := tm.master.Read(buf)
+		if n > 0 {
+			tm.p.broadcast(frameStdout, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// finishTerm publishes the program's exit once its output is drained:
+// at once when no descendant keeps the terminal open, else waitDelay
+// after the exit (what such a descendant writes later is not the
+// program's).
+func (a *agent) finishTerm(tm *term, timer *time.Timer, pumped <-chan struct{}) {
+	p := tm.p
+	<-p.reaped
+	ws := <-p.status
+	if timer != nil {
+		timer.Stop()
+	}
+	select {
+	case <-pumped:
+	case <-time.After(waitDelay):
+	}
+	_ = tm.master.Close()
+	<-pumped
+	ex := exitMsg{Code: ws.ExitStatus()}
+	if ws.Signaled() {
+		ex.Code, ex.Signal = -1, int(ws.Signal())
+	}
+	if p.timedOut.Load() {
+		ex = exitMsg{Code: -1, TimedOut: true}
+	}
+	p.mu.Lock()
+	p.exit = &ex
+	for fw := range p.subs {
+		_ = fw.writeJSON(frameExit, ex)
+	}
+	p.subs = nil
+	p.mu.Unlock()
+	close(p.done)
+	a.terms.ended(tm.id)
+	a.procMu.Lock()
+	a.exited = append(a.exited, p.pid)
+	if len(a.exited) > 256 {
+		old := a.exited[0]
+		a.exited = a.exited[1:]
+		if q := a.procs[old]; q != nil && q.exit != nil {
+			delete(a.procs, old)
+		}
+	}
+	a.procMu.Unlock()
+}
+
+// attachTerm serves a connection as a new attachment to terminal id:
+// output from now on, and input and control frames.
+func (a *agent) attachTerm(in <-chan frameMsg, fw *frameWriter, id string) {
+	tm := a.terms.get(id)
+	if tm == nil {
+		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("no terminal %q in this sandbox", iox.Shorten(id, 64))})
+		return
+	}
+	p := tm.p
+	p.mu.Lock()
+	_ = fw.writeJSON(frameStarted, termStarted{PID: p.pid, Term: tm.id})
+	if p.exit != nil {
+		_ = fw.writeJSON(frameExit, *p.exit)
+		p.mu.Unlock()
+		return
+	}
+	p.subs[fw] = struct{}{}
+	p.mu.Unlock()
+	a.serveTerm(in, fw, tm)
+}
+
+// serveTerm applies one attachment's input and control frames to the
+// terminal until the program is done or the client goes (the terminal
+// then runs on).
+func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
+	defer tm.p.unsubscribe(fw)
+	for {
+		select {
+		case <-tm.p.done:
+			return
+		case f, ok := <-in:
+			if !ok {
+				return
+			}
+			switch f.typ {
+			case frameStdin:
+				_, _ = tm.master.Write(f.b)
+			case frameResize:
+				var sz termSize
+				if json.Unmarshal(f.b, &sz) == nil && sz.Rows > 0 && sz.Cols > 0 {
+					if rc, err := tm.master.SyscallConn(); err == nil {
+						_ = rc.Control(func(fd uintptr) {
+							_ = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: sz.Rows, Col: sz.Cols})
+						})
+					}
+				}
+			case frameTermSig:
+				var s termSignal
+				if json.Unmarshal(f.b, &s) == nil && s.Signal > 0 {
+					a.signalTerm(tm, syscall.Signal(s.Signal))
+				}
+			}
+		}
+	}
+}
+
+// signalTerm sends sig to the terminal's foreground process group, or to
+// the program's group when the terminal cannot say which it is.
+func (a *agent) signalTerm(tm *term, sig syscall.Signal) {
+	select {
+	case <-tm.p.reaped:
+		return
+	default:
+	}
+	pgrp := 0
+	if rc, err := tm.master.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			if n, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil {
+				pgrp = n
+			}
+		})
+	}
+	if pgrp <= 0 {
+		pgrp = tm.p.pid
+	}
+	a.onForker(func() {
+		if syscall.Kill(-pgrp, sig) != nil {
+			_ = syscall.Kill(tm.p.pid, sig)
+		}
+	})
+}
+
+// The client side.
+
+// StartTerminal starts req's program on a new terminal in sandbox id,
+// through its agent.
+func (r *Runtime) StartTerminal(ctx context.Context, id string, req *driver.TerminalRequest) (driver.TerminalHandle, error) {
+	if req.Output == nil {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: terminal request without an Output writer")
+	}
+	m, err := r.running(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, m, err := r.connect(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	// The request is built as a command's (environment, paths, the
+	// marker Destroy finds the processes of a flat sandbox by), with no
+	// program when the default shell is asked for.
+	cmd := &driver.Command{Args: req.Args, Dir: req.Dir, Env: req.Env, Timeout: req.Timeout}
+	if len(cmd.Args) == 0 {
+		cmd.Args = []string{"sh"}
+	}
+	areq, err := r.commandRequest(m, cmd, "term")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if len(req.Args) == 0 {
+		areq.Args = nil
+	}
+	areq.Rows, areq.Cols = req.Rows, req.Cols
+	return r.followTerm(ctx, id, c, areq, req.Output)
+}
+
+// AttachTerminal connects to terminal terminalID of sandbox id.
+func (r *Runtime) AttachTerminal(ctx context.Context, id, terminalID string, out io.Writer) (driver.TerminalHandle, error) {
+	if out == nil {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "local: terminal attach without an output writer")
+	}
+	m, err := r.running(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dial(ctx, r.sock(m.ID))
+	if err != nil {
+		return nil, sberrors.Errorf(sberrors.NotFound, "local: sandbox %s has no running agent, so no terminal %q: %w", id, iox.Shorten(terminalID, 64), sberrors.ErrNotFound)
+	}
+	return r.followTerm(ctx, id, c, &request{Op: "term-attach", Term: terminalID}, out)
+}
+
+// followTerm sends req on c and returns a handle once the agent reports
+// the terminal running; a goroutine then reads its output until the exit
+// or Close.
+func (r *Runtime) followTerm(ctx context.Context, id string, c net.Conn, req *request, out io.Writer) (driver.TerminalHandle, error) {
+	h := &termHandle{r: r, sandbox: id, c: c, fw: &frameWriter{w: c}, done: make(chan struct{}), closed: make(chan struct{})}
+	// ctx bounds only the start (see follow).
+	var startMu sync.Mutex
+	isStarted := false
+	stop := context.AfterFunc(ctx, func() {
+		startMu.Lock()
+		defer startMu.Unlock()
+		if !isStarted {
+			_ = c.SetDeadline(time.Unix(1, 0))
+		}
+	})
+	defer stop()
+	if err := h.fw.writeJSON(frameRequest, req); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errSend(err)
+	}
+	started := make(chan termStarted, 1)
+	go func() {
+		defer close(h.done)
+		defer c.Close()
+		h.st, h.err = h.read(out, func(s termStarted) {
+			startMu.Lock()
+			isStarted = true
+			_ = c.SetDeadline(time.Time{})
+			startMu.Unlock()
+			started <- s
+		})
+	}()
+	select {
+	case s := <-started:
+		h.pid, h.term = s.PID, s.Term
+		return h, nil
+	case <-h.done:
+		select {
+		case s := <-started:
+			h.pid, h.term = s.PID, s.Term
+			return h, nil
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if h.err != nil {
+			return nil, h.err
+		}
+		return nil, sberrors.Errorf(sberrors.Internal, "local: the agent ended the terminal request without starting it")
+	}
+}
+
+// termHandle is a TerminalHandle on one terminal of a local sandbox.
+type termHandle struct {
+	r       *Runtime
+	sandbox string
+	c       net.Conn
+	fw      *frameWriter
+	pid     int
+	term    string
+	done    chan struct{}
+	st      driver.ExitStatus
+	err     error
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// read reads the connection's frames until the exit frame.
+func (h *termHandle) read(out io.Writer, started func(termStarted)) (driver.ExitStatus, error) {
+	var buf []byte
+	gotStart := false
+	for {
+		typ, b, err := readFrame(h.c, buf)
+		buf = b
+		if err != nil {
+			if !gotStart {
+				return driver.ExitStatus{}, errGone(err, true)
+			}
+			return driver.ExitStatus{}, fmt.Errorf("local: the sandbox agent went away: %w: %w", err, sberrors.ErrOutcomeUnknown)
+		}
+		switch typ {
+		case frameStarted:
+			var s termStarted
+			if err := json.Unmarshal(b, &s); err != nil {
+				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
+			}
+			gotStart = true
+			started(s)
+		case frameStdout:
+			_, _ = out.Write(b)
+		case frameExit:
+			var x exitMsg
+			if err := json.Unmarshal(b, &x); err != nil {
+				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
+			}
+			st := driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}
+			if x.Signal > 0 && !x.TimedOut {
+				st.ExitCode, st.Signal = -1, syscall.Signal(x.Signal)
+			}
+			return st, nil
+		case frameFail:
+			var f failMsg
+			_ = json.Unmarshal(b, &f)
+			return driver.ExitStatus{}, f.err()
+		}
+	}
+}
+
+// ID names the terminal for AttachTerminal.
+func (h *termHandle) ID() string { return h.term }
+
+// PID is the program's pid in the sandbox.
+func (h *termHandle) PID() int { return h.pid }
+
+// send writes one frame, bounded by ctx: a write that ctx cut short
+// leaves the connection unusable, and the handle says so from then on.
+func (h *termHandle) send(ctx context.Context, typ byte, p []byte) error {
+	select {
+	case <-h.closed:
+		return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+	case <-h.done:
+		if h.err == nil {
+			return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
+		}
+		return h.err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = h.c.SetWriteDeadline(time.Unix(1, 0)) })
+	err := h.fw.write(typ, p)
+	if !stop() && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("local: terminal %s: %w: %w", h.term, err, sberrors.ErrOutcomeUnknown)
+	}
+	return nil
+}
+
+// Write sends input to the terminal, in frames of at most 32 KiB.
+func (h *termHandle) Write(ctx context.Context, p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), 32<<10)
+		if err := h.send(ctx, frameStdin, p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// Resize sets the terminal's window size.
+func (h *termHandle) Resize(ctx context.Context, rows, cols uint16) error {
+	b, _ := json.Marshal(termSize{Rows: rows, Cols: cols})
+	return h.send(ctx, frameResize, b)
+}
+
+// Signal signals the terminal's foreground process group.
+func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
+	m, err := h.r.readMeta(h.sandbox)
+	if err != nil {
+		return err
+	}
+	if m.State == driver.StatePaused {
+		return errPaused(h.sandbox)
+	}
+	b, _ := json.Marshal(termSignal{Signal: int(sig)})
+	return h.send(ctx, frameTermSig, b)
+}
+
+// Wait returns the program's exit status once the agent reports it.
+func (h *termHandle) Wait(ctx context.Context) (driver.ExitStatus, error) {
+	select {
+	case <-h.done:
+		if h.err != nil {
+			select {
+			case <-h.closed:
+				return driver.ExitStatus{}, fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+			default:
+			}
+			if _, err := h.r.readMeta(h.sandbox); err != nil && sberrors.CodeOf(err) == sberrors.NotFound {
+				return driver.ExitStatus{}, err
+			}
+			return driver.ExitStatus{}, h.err
+		}
+		return h.st, nil
+	case <-ctx.Done():
+		return driver.ExitStatus{}, ctx.Err()
+	}
+}
+
+// Close stops following the terminal; its program keeps running.
+func (h *termHandle) Close() error {
+	h.closeOnce.Do(func() {
+		close(h.closed)
+		_ = h.c.Close()
+		<-h.done
+	})
+	return nil
+}
