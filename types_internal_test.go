@@ -53,6 +53,10 @@ func fill(t *testing.T, v any) {
 			sl := reflect.MakeSlice(f.Type(), 1, 1)
 			sl.Index(0).SetString("v" + rv.Type().Field(i).Name)
 			f.Set(sl)
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+			sl := reflect.MakeSlice(f.Type(), 1, 1)
+			fill(t, sl.Index(0).Addr().Interface())
+			f.Set(sl)
 		case f.Kind() == reflect.Struct:
 			fill(t, f.Addr().Interface())
 		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
@@ -97,7 +101,7 @@ func TestConversionsCarryEveryField(t *testing.T) {
 	var in driver.Info
 	fill(t, &in)
 	out := infoOf(in)
-	sameFields(t, in, out, "Network")
+	sameFields(t, in, out, "Network", "Secrets") // Secrets become BrokeredSecrets (names and hosts, no values)
 	// The user's policy folds domains and CIDRs into one list each.
 	assert.Equal(t, &NetworkPolicy{
 		Mode:  in.Network.Mode,
