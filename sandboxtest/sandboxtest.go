@@ -80,6 +80,12 @@ type Harness struct {
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
 	HTTPClient func(t *testing.T) *http.Client
+	// SnapshotSparseSize is the size of the sparse file (a hole and a
+	// 4-byte tail, made with truncate) that Snapshots/SparseFile writes,
+	// snapshots and checks is still sparse in a sandbox made from the
+	// snapshot; 0 skips it (a provider whose sandboxes hold files in
+	// memory). 1 GiB is the size providers on disk use.
+	SnapshotSparseSize int64
 	// Egress, when set, lets the Brokered group check enforcement on the
 	// wire against loopback upstreams (see EgressHooks); its Enforced
 	// subtests skip without it.
@@ -119,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"Processes", processListTests},
 		{"Brokered", brokeredTests},
 		{"Terminal", terminalTests},
+		{"Snapshots", snapshotTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -190,7 +190,12 @@ type Options struct {
 	// secrets (Create.BrokeredSecrets) apply to every sandbox created, and
 	// a reattached sandbox's handle redacts the brokered values as the
 	// creating one does (the reattached sandbox keeps the policy and
-	// secrets it was created with).
+	// secrets it was created with). Create.FromSnapshot starts every
+	// session's sandbox from a snapshot (sandbox.Sandbox.Snapshot) rather
+	// than a template: set an environment up once, snapshot it, and every
+	// session starts from it (Create.Template must then be empty;
+	// per-call template sandboxes, WithTemplate, start from their
+	// template, not from the snapshot).
 	Create sandbox.CreateOptions
 	// LabelKey is the label whose value is the session key
 	// (DefaultLabelKey when empty).
@@ -427,6 +432,10 @@ func (m *Manager) validate() error {
 		return m.invalid("new-manager", "", "template policy %d is unknown", o.OnMissingTemplate)
 	case o.InstallCommand[0] == "":
 		return m.invalid("new-manager", "", "install command: program is empty")
+	}
+	if o.Create.FromSnapshot != "" && o.Create.Template != "" {
+		return m.invalid("new-manager", "", "Create.Template %q and Create.FromSnapshot %q are both set: a session's sandbox starts from one or the other",
+			o.Create.Template, o.Create.FromSnapshot)
 	}
 	if _, ok := o.Create.Labels[o.LabelKey]; ok {
 		return m.invalid("new-manager", "", "Create.Labels must not set the session label %q", o.LabelKey)
@@ -797,6 +806,7 @@ func (m *Manager) create(ctx context.Context, sl slot) (*Session, error) {
 	opts.Labels = sl.labels
 	opts.Template = sl.template
 	if sl.parent != nil {
+		opts.FromSnapshot = "" // a per-call template's sandbox starts from that template
 		if l := sl.parent.leaseNow(); l > m.lease {
 			opts.Timeout = l // the session's lease, extended by SetLease
 		}

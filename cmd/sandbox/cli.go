@@ -206,7 +206,8 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 	}
 	root.AddCommand(a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.cpCmd(),
 		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.shellCmd(), a.mcpCmd(),
-		a.watchCmd(), a.psCmd())
+		a.watchCmd(), a.psCmd(),
+		a.snapshotCmd(), a.snapshotsCmd(), a.snapshotRmCmd(), a.forkCmd())
 	return root
 }
 
@@ -684,7 +685,7 @@ func formatTime(t time.Time) string {
 }
 
 func (a *app) createCmd() *cobra.Command {
-	var template string
+	var template, fromSnapshot string
 	var labels, env, secretEnv []string
 	var timeout time.Duration
 	var nf netFlags
@@ -696,7 +697,8 @@ func (a *app) createCmd() *cobra.Command {
   OPENAI_API_KEY=... sandbox create --secret-env OPENAI_API_KEY
   API_KEY=... sandbox create --allow-host pypi.org --allow-host '*.pythonhosted.org' \
       --allow-host api.example.com --broker-secret API_KEY=api.example.com
-  sandbox --url e2b:// create --template code-interpreter-v1`,
+  sandbox --url e2b:// create --template code-interpreter-v1
+  sandbox create --from-snapshot snap-1234`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lm, err := parsePairs("label", labels)
@@ -710,7 +712,10 @@ func (a *app) createCmd() *cobra.Command {
 			if timeout < 0 {
 				return usagef("--timeout %v: must not be negative", timeout)
 			}
-			opts := sandbox.CreateOptions{Template: template, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout}
+			if template != "" && fromSnapshot != "" {
+				return usagef("--template %q and --from-snapshot %q: a sandbox starts from one or the other", template, fromSnapshot)
+			}
+			opts := sandbox.CreateOptions{Template: template, FromSnapshot: fromSnapshot, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout}
 			if err := nf.options(a, &opts, em, secrets, true); err != nil {
 				return err
 			}
@@ -733,6 +738,7 @@ func (a *app) createCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&template, "template", "", "template (image) to create from; empty: the provider's default")
+	cmd.Flags().StringVar(&fromSnapshot, "from-snapshot", "", "id of a snapshot (sandbox snapshot) to create from, instead of a template")
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command, or KEY for the value of KEY in the tool's environment (repeatable; a VALUE given here is visible to other users in the process list)")
 	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, secretEnvHelp)

@@ -88,6 +88,8 @@ type Runtime struct {
 	poolWake chan struct{} // asks poolLoop to refill
 	poolDone chan struct{} // closed when poolLoop has ended
 
+	snaps snapFacts // what the host offers for snapshots, probed on first use
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	reaped    chan struct{}
@@ -161,6 +163,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r.setRunAs()
 	r.pasta, r.mkfs = lookPasta(), lookMkfs()
 	r.sweep()
+	r.sweepSnapshots()
 	go r.reaper()
 	if r.warm > 0 && r.level >= L2 {
 		r.pool, r.poolWake, r.poolDone = make(chan *meta, r.warm), make(chan struct{}, 1), make(chan struct{})
@@ -269,6 +272,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true, ReportsSignal: true, ReportsLeaseEnd: true,
 		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2, r.level >= L3),
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem}, SnapshotNote: r.snapshotNote(),
 	}
 }
 
@@ -546,9 +550,27 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, sberrors.ErrClosed
 	default:
 	}
-	if m := r.takePooled(req); m != nil {
+	var src *restoreSrc
+	if req.FromSnapshot != "" {
+		snap, err := r.readSnap(req.FromSnapshot)
+		if err != nil {
+			return driver.Info{}, err
+		}
+		src = r.snapSource(snap)
+	} else if m := r.takePooled(req); m != nil {
 		r.preconnect(ctx, m)
 		return r.info(m), nil
+	}
+	return r.create(ctx, req, src, netMode, netNote)
+}
+
+// create makes a sandbox whose writable files start as copies of src's
+// (nil: empty).
+func (r *Runtime) create(ctx context.Context, req *driver.CreateRequest, src *restoreSrc, netMode, netNote string) (driver.Info, error) {
+	if src != nil {
+		cp := *req
+		cp.Template = src.template
+		req = &cp
 	}
 	id := newID()
 	info := driver.Info{ID: id, Provider: "local"}
@@ -557,10 +579,22 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, err
 	}
 	defer l.unlock()
+	if src != nil {
+		if err := r.restoreHome(ctx, m, src); err != nil {
+			_ = l.write(m)
+			return info, snapRestoreErr(ctx, src.what, err)
+		}
+	}
 	if r.level >= L2 {
 		if err := r.startAgent(ctx, m); err != nil {
 			_ = l.write(m) // record the cgroups, so Destroy removes them
 			return info, err
+		}
+	}
+	if src != nil {
+		if err := r.restoreTmp(ctx, m, src); err != nil {
+			_ = l.write(m)
+			return info, snapRestoreErr(ctx, src.what, err)
 		}
 	}
 	m.State = driver.StateRunning

@@ -81,6 +81,18 @@
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
 //
+// # Snapshots
+//
+// The Runtime is a driver.Snapshotter in filesystem mode: a snapshot is a
+// deep copy of a sandbox's files (bytes, modes, times, directories and
+// symbolic links; inode numbers are new), taken of a running or paused
+// sandbox alike, kept in the Runtime until DeleteSnapshot and outliving
+// the sandbox. A sandbox created from it (CreateRequest.FromSnapshot)
+// starts with a copy of those files and the snapshot's template. Handlers
+// belong to the Runtime, not to a sandbox, so every sandbox sees the same
+// ones; the env of the source and its background processes are not kept.
+// Fork goes through the portable layer's snapshot and creates.
+//
 // # URLs
 //
 // "memory://" opens a fresh Runtime; "memory://name" opens the Runtime
@@ -318,6 +330,7 @@ type Runtime struct {
 	// at most maxEnded of them, the oldest forgotten first.
 	ended      map[string]time.Time
 	endedOrder []string
+	snaps      map[string]*memSnap // by id (see Snapshot)
 }
 
 // maxEnded bounds Runtime.ended.
@@ -526,6 +539,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute, ReportsLeaseEnd: true,
 		ReportsSignal: true,
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 		// Every policy is accepted and recorded, none enforced: there is
 		// no network to enforce it on. NotEnforced says so.
 		NetworkPolicy: driver.NetworkSupport{
@@ -543,7 +557,8 @@ func newID() string {
 	return "mem-" + hex.EncodeToString(b[:])
 }
 
-// Create makes a sandbox with an empty home directory.
+// Create makes a sandbox with an empty home directory, or with a copy of
+// the files of snapshot req.FromSnapshot (see Snapshot).
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	if err := r.begin(OpCreate, "", req.Template); err != nil {
 		return driver.Info{}, err
@@ -573,6 +588,14 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		b.files[d] = &node{mode: fs.ModeDir | 0o755, mtime: now, root: true}
 	}
 	r.mu.Lock()
+	if req.FromSnapshot != "" {
+		files, tmpl, err := r.snapshotFilesLocked(req.FromSnapshot)
+		if err != nil {
+			r.mu.Unlock()
+			return driver.Info{}, err
+		}
+		b.files, b.info.Template = files, tmpl
+	}
 	r.boxes[b.info.ID] = b
 	r.mu.Unlock()
 	return cloneInfo(b.info), nil
