@@ -53,11 +53,16 @@ func decode(op string, body []byte, v any) error {
 	return nil
 }
 
-// Create creates a sandbox from req.Template (default "base") with the
-// lease req.Timeout, always sent (E2B would otherwise use 15 s).
+// Create creates a sandbox from req.Template (default "base"), or from the
+// snapshot req.FromSnapshot, with the lease req.Timeout, always sent (E2B
+// would otherwise use 15 s).
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.NewSandbox{TemplateID: req.Template}
+	if req.FromSnapshot != "" {
+		// A snapshot is a template: its ID is the template to start.
+		body.TemplateID = req.FromSnapshot
+	}
 	if body.TemplateID == "" {
 		body.TemplateID = r.cfg.template
 	}
