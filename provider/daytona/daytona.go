@@ -232,6 +232,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true, NetworkPolicy: networkSupport,
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 	}
 }
 
