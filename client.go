@@ -160,7 +160,11 @@ func (c *Client) MaxReadFile() int64 { return max(c.maxRead, 0) }
 
 // Capabilities returns the provider's capabilities: what it declares, with
 // Pause and Processes derived from the interfaces it implements.
-func (c *Client) Capabilities() Capabilities { return c.caps }
+func (c *Client) Capabilities() Capabilities {
+	caps := c.caps
+	caps.SnapshotModes = slices.Clone(caps.SnapshotModes)
+	return caps
+}
 
 // capabilities is the one place where the capabilities an optional
 // interface shows are derived from it, so they cannot drift: Pause is
@@ -176,6 +180,12 @@ func capabilities(rt driver.Runtime) Capabilities {
 	_, caps.NetworkUpdate = rt.(driver.NetworkSetter)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
+	_, caps.Snapshots = rt.(driver.Snapshotter)
+	_, caps.NativeFork = rt.(driver.Forker)
+	caps.Fork = caps.Snapshots || caps.NativeFork
+	if !caps.Snapshots {
+		caps.SnapshotModes, caps.SnapshotNote = nil, ""
+	}
 	return caps
 }
 
@@ -348,6 +358,13 @@ type CreateOptions struct {
 	// ProviderOptions holds provider-specific settings by key, documented
 	// by each provider.
 	ProviderOptions map[string]string
+	// FromSnapshot, when set, is the ID of a snapshot (Sandbox.Snapshot)
+	// the sandbox starts from: its files, and with a full snapshot its
+	// processes, are the snapshot's. Template must then be empty (the
+	// snapshot's template applies). A provider without snapshots returns
+	// an error matching ErrUnimplemented; a snapshot that does not exist
+	// is NotFound.
+	FromSnapshot string
 }
 
 var (
@@ -512,6 +529,18 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 	if opts.Timeout < 0 {
 		return nil, invalid(op, name, "", "timeout", "%v is negative", opts.Timeout)
 	}
+	if opts.FromSnapshot != "" {
+		if opts.Template != "" {
+			return nil, invalid(op, name, "", "template", "%q set with FromSnapshot %q: a sandbox starts from a template or from a snapshot, not both",
+				printable(opts.Template), printable(opts.FromSnapshot))
+		}
+		if err := checkSnapshotID(op, name, opts.FromSnapshot); err != nil {
+			return nil, err
+		}
+		if _, err := c.snapshotter(op, ""); err != nil {
+			return nil, err
+		}
+	}
 	if r := opts.Resources; r.CPUs < 0 || r.MemoryMiB < 0 || r.DiskGiB < 0 {
 		return nil, invalid(op, name, "", "resources", "%+v has a negative field", r)
 	}
@@ -539,7 +568,7 @@ func (c *Client) createRequest(op string, opts CreateOptions) (*driver.CreateReq
 		Template: opts.Template, Labels: maps.Clone(opts.Labels), Env: env, Timeout: lease,
 		AutoPause: opts.AutoPause, Resources: opts.Resources.toDriver(),
 		NoNetwork: np != nil && np.Mode == NetworkDenyAll, Network: np,
-		Options: maps.Clone(opts.ProviderOptions),
+		Options: maps.Clone(opts.ProviderOptions), FromSnapshot: opts.FromSnapshot,
 	}, nil
 }
 
@@ -723,7 +752,11 @@ func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandb
 
 func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox, bool, error) {
 	const op = "get-or-create"
-	fkey := flightKey(opts.Template, opts.Labels)
+	tmpl := opts.Template
+	if opts.FromSnapshot != "" {
+		tmpl = "\x01snapshot\x00" + opts.FromSnapshot // never a template: those hold no control characters
+	}
+	fkey := flightKey(tmpl, opts.Labels)
 	for {
 		ran := false
 		ch := c.flights.DoChan(fkey, func() (any, error) {

@@ -43,6 +43,9 @@ type CallTimeouts struct {
 	Pause time.Duration
 	// Resume bounds Resume (default 2m: waking a stopped sandbox is a start).
 	Resume time.Duration
+	// Snapshot bounds Sandbox.Snapshot, and the snapshot step of Fork
+	// (default 10m: a copy of a large home takes a while).
+	Snapshot time.Duration
 	// ExecGrace is added to a command's timeout to bound Exec
 	// (default 30s).
 	ExecGrace time.Duration
@@ -56,7 +59,7 @@ type CallTimeouts struct {
 func DefaultCallTimeouts() CallTimeouts {
 	return CallTimeouts{
 		Create: 2 * time.Minute, CreateRetry: 2 * time.Minute, Lookup: 10 * time.Second, Destroy: time.Minute, Lease: time.Minute,
-		Pause: time.Minute, Resume: 2 * time.Minute, ExecGrace: 30 * time.Second, Idle: 2 * time.Minute,
+		Pause: time.Minute, Resume: 2 * time.Minute, Snapshot: 10 * time.Minute, ExecGrace: 30 * time.Second, Idle: 2 * time.Minute,
 	}
 }
 
@@ -73,7 +76,7 @@ func (t CallTimeouts) withDefaults() CallTimeouts {
 	d := DefaultCallTimeouts()
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.Create, &d.Create}, {&t.CreateRetry, &d.CreateRetry}, {&t.Lookup, &d.Lookup}, {&t.Destroy, &d.Destroy}, {&t.Lease, &d.Lease},
-		{&t.Pause, &d.Pause}, {&t.Resume, &d.Resume}, {&t.ExecGrace, &d.ExecGrace}, {&t.Idle, &d.Idle},
+		{&t.Pause, &d.Pause}, {&t.Resume, &d.Resume}, {&t.Snapshot, &d.Snapshot}, {&t.ExecGrace, &d.ExecGrace}, {&t.Idle, &d.Idle},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def

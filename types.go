@@ -140,6 +140,22 @@ type Capabilities struct {
 	// ErrLeaseExpired is a fact; without it, that error is the portable
 	// layer's best guess from the lease end the handle knew.
 	ReportsLeaseEnd bool
+	// Snapshots is true when Sandbox.Snapshot, CreateOptions.FromSnapshot
+	// and the snapshot calls of Client work (a driver.Snapshotter).
+	Snapshots bool
+	// SnapshotModes lists the modes Sandbox.Snapshot can take on this
+	// provider (and host); empty without Snapshots.
+	SnapshotModes []SnapshotMode
+	// SnapshotNote says what the provider offers for snapshots on this
+	// host and what it lacks (local: "reflink" or "copy", and whether
+	// CRIU is installed for full snapshots); empty without Snapshots.
+	SnapshotNote string
+	// Fork is true when Sandbox.Fork works: natively or through a
+	// snapshot.
+	Fork bool
+	// NativeFork is true when the provider forks natively
+	// (driver.Forker), without a snapshot the caller sees.
+	NativeFork bool
 }
 
 // Resources requests compute for a sandbox. Zero fields take the provider's
@@ -263,6 +279,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 		ServerSideLabels: d.ServerSideLabels, Persistent: d.Persistent, Isolation: d.Isolation,
 		DefaultLease: d.DefaultLease, MaxLease: d.MaxLease, Network: d.Network, NetworkPolicy: d.NetworkPolicy,
 		ReportsSignal: d.ReportsSignal, ReportsLeaseEnd: d.ReportsLeaseEnd,
+		SnapshotModes: snapshotModesOf(d.SnapshotModes), SnapshotNote: d.SnapshotNote,
 	}
 }
 
@@ -290,6 +307,18 @@ func statesToDriver(states []State) []driver.State {
 	out := make([]driver.State, len(states))
 	for i, s := range states {
 		out[i] = driver.State(s)
+	}
+	return out
+}
+
+// snapshotModesOf converts the snapshot modes a driver declares.
+func snapshotModesOf(ms []driver.SnapshotMode) []SnapshotMode {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]SnapshotMode, len(ms))
+	for i, m := range ms {
+		out[i] = SnapshotMode(m)
 	}
 	return out
 }

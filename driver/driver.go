@@ -283,6 +283,10 @@ type Capabilities struct {
 	// this host; a mode not in it is refused before any request. Only a
 	// Snapshotter may declare it.
 	SnapshotModes []SnapshotMode
+	// SnapshotNote, for a Snapshotter, says what the host offers for
+	// snapshots and what it lacks (such as the package a missing mode
+	// needs); the portable layer quotes it when it refuses a mode.
+	SnapshotNote string
 	// WatchLatency, for a Watcher, is how late an event may be reported:
 	// 0 for a provider told of changes as they happen, the polling
 	// interval for one that polls. Only a Watcher may declare it.

@@ -73,6 +73,12 @@ type Harness struct {
 	// requests through Sandbox.Expose's endpoints with (a fake's edge
 	// reached without DNS); nil uses a plain client.
 	HTTPClient func(t *testing.T) *http.Client
+	// SnapshotSparseSize is the size of the sparse file (a hole and a
+	// 4-byte tail, made with truncate) that Snapshots/SparseFile writes,
+	// snapshots and checks is still sparse in a sandbox made from the
+	// snapshot; 0 skips it (a provider whose sandboxes hold files in
+	// memory). 1 GiB is the size providers on disk use.
+	SnapshotSparseSize int64
 }
 
 type suite struct {
@@ -104,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 		{"Stress", stressTests},
 		{"Ports", portTests},
 		{"Network", networkTests},
+		{"Snapshots", snapshotTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -88,6 +88,8 @@ type Runtime struct {
 	poolWake chan struct{} // asks poolLoop to refill
 	poolDone chan struct{} // closed when poolLoop has ended
 
+	snaps snapFacts // what the host offers for snapshots, probed on first use
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	reaped    chan struct{}
@@ -161,6 +163,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r.setRunAs()
 	r.pasta, r.mkfs = lookPasta(), lookMkfs()
 	r.sweep()
+	r.sweepSnapshots()
 	go r.reaper()
 	if r.warm > 0 && r.level >= L2 {
 		r.pool, r.poolWake, r.poolDone = make(chan *meta, r.warm), make(chan struct{}, 1), make(chan struct{})
@@ -269,6 +272,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels: true, Persistent: true, Isolation: r.level.Describe(),
 		DefaultLease: r.lease, Network: true, ReportsSignal: true, ReportsLeaseEnd: true,
 		NetworkPolicy: netSupport(r.allowAll(), r.level >= L2),
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem}, SnapshotNote: r.snapshotNote(),
 	}
 }
 
@@ -540,7 +544,15 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, sberrors.ErrClosed
 	default:
 	}
-	if m := r.takePooled(req); m != nil {
+	var snap *snapMeta
+	if req.FromSnapshot != "" {
+		if snap, err = r.readSnap(req.FromSnapshot); err != nil {
+			return driver.Info{}, err
+		}
+		cp := *req
+		cp.Template = snap.Info.Template
+		req = &cp
+	} else if m := r.takePooled(req); m != nil {
 		r.preconnect(ctx, m)
 		return r.info(m), nil
 	}
@@ -551,10 +563,22 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, err
 	}
 	defer l.unlock()
+	if snap != nil {
+		if err := r.restoreHome(ctx, m, snap); err != nil {
+			_ = l.write(m)
+			return info, snapRestoreErr(ctx, req.FromSnapshot, err)
+		}
+	}
 	if r.level >= L2 {
 		if err := r.startAgent(ctx, m); err != nil {
 			_ = l.write(m) // record the cgroups, so Destroy removes them
 			return info, err
+		}
+	}
+	if snap != nil {
+		if err := r.restoreTmp(ctx, m, snap); err != nil {
+			_ = l.write(m)
+			return info, snapRestoreErr(ctx, req.FromSnapshot, err)
 		}
 	}
 	m.State = driver.StateRunning

@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 	t.Run("best", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t))
-		}})
+		}, SnapshotSparseSize: 1 << 30})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
@@ -60,6 +60,6 @@ func TestConformance(t *testing.T) {
 			// A root the sandbox's user can reach, so that on a root host
 			// commands run unprivileged, as under the default root.
 			return sandbox.NewClient(levelRuntime(t, L1))
-		}})
+		}, SnapshotSparseSize: 1 << 30})
 	})
 }

@@ -299,6 +299,7 @@ type Runtime struct {
 	// at most maxEnded of them, the oldest forgotten first.
 	ended      map[string]time.Time
 	endedOrder []string
+	snaps      map[string]*memSnap // by id (see Snapshot)
 }
 
 // maxEnded bounds Runtime.ended.
@@ -506,6 +507,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory: true, ServerSideLabels: true,
 		Isolation: "none (in-memory fake)", DefaultLease: 5 * time.Minute, ReportsLeaseEnd: true,
 		ReportsSignal: true,
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 		// Every policy is accepted and recorded, none enforced: there is
 		// no network to enforce it on. NotEnforced says so.
 		NetworkPolicy: driver.NetworkSupport{
@@ -522,7 +524,8 @@ func newID() string {
 	return "mem-" + hex.EncodeToString(b[:])
 }
 
-// Create makes a sandbox with an empty home directory.
+// Create makes a sandbox with an empty home directory, or with a copy of
+// the files of snapshot req.FromSnapshot (see Snapshot).
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	if err := r.begin(OpCreate, "", req.Template); err != nil {
 		return driver.Info{}, err
@@ -552,6 +555,14 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		b.files[d] = &node{mode: fs.ModeDir | 0o755, mtime: now, root: true}
 	}
 	r.mu.Lock()
+	if req.FromSnapshot != "" {
+		files, tmpl, err := r.snapshotFilesLocked(req.FromSnapshot)
+		if err != nil {
+			r.mu.Unlock()
+			return driver.Info{}, err
+		}
+		b.files, b.info.Template = files, tmpl
+	}
 	r.boxes[b.info.ID] = b
 	r.mu.Unlock()
 	return cloneInfo(b.info), nil

@@ -1,0 +1,399 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
+)
+
+// Snapshots (filesystem mode) are copies of what a sandbox's commands may
+// write: its home (on its disk image too, where it has one) and its
+// temporary directory (the private $TMPDIR at L0 to L2, the /tmp tmpfs
+// at L3 and L4 while the agent runs). Each is a directory
+// <root>/snapshots/<id> holding meta.json, "home" and "tmp", made under a
+// temporary name and renamed into place once complete, so it survives
+// the Runtime and the program, and neither List nor the reaper of
+// sandboxes ever touches it. The copy is taken with the sandbox frozen
+// (the cgroup freezer Pause uses, else SIGSTOP through the agent) and
+// thawed after, unless it was paused. Files are reflinked (FICLONE) where
+// the root's file system clones (XFS, btrfs, bcachefs), else copied with
+// their holes kept; modes, owners, times, symbolic and hard links go with
+// them. Full mode (processes and memory) is not offered: it needs CRIU.
+
+// snapDir is the directory under the root that holds the snapshots.
+const snapDir = "snapshots"
+
+// snapRE matches the snapshot ids this provider makes.
+var snapRE = regexp.MustCompile(`^snap-[0-9a-f]{14}-[0-9a-f]{8}$`)
+
+// snapMeta is a snapshot's meta.json.
+type snapMeta struct {
+	Info driver.SnapshotInfo `json:"info"`
+	// UID is the host uid owning the source sandbox's files (its user);
+	// a sandbox made from the snapshot gets them as its own user's.
+	UID int `json:"uid"`
+	// Tmp says the snapshot holds the sandbox's temporary directory.
+	Tmp bool `json:"tmp,omitempty"`
+}
+
+func (r *Runtime) snapRoot() string          { return filepath.Join(r.root, snapDir) }
+func (r *Runtime) snapPath(id string) string { return filepath.Join(r.root, snapDir, id) }
+func snapNotFound(id string) error {
+	return fmt.Errorf("local: snapshot %s: %w", id, sberrors.ErrNotFound)
+}
+func newSnapID() string                          { return "snap-" + strings.TrimPrefix(newID(), "sbx-") }
+func (r *Runtime) snapMetaPath(id string) string { return filepath.Join(r.snapPath(id), metaFile) }
+
+// snapFacts is what the host offers for snapshots, probed once.
+type snapFacts struct {
+	once    sync.Once
+	reflink bool
+	criu    string
+}
+
+func (r *Runtime) snapFacts() *snapFacts {
+	f := &r.snaps
+	f.once.Do(func() {
+		_ = os.MkdirAll(r.snapRoot(), 0o700)
+		f.reflink = reflinks(r.snapRoot())
+		f.criu, _ = exec.LookPath("criu")
+	})
+	return f
+}
+
+// snapshotNote says what the host offers, for Capabilities and Detail.
+func (r *Runtime) snapshotNote() string {
+	f := r.snapFacts()
+	how := "files copied with their holes kept (the root's file system does not reflink)"
+	if f.reflink {
+		how = "files reflinked (copy-on-write)"
+	}
+	return "filesystem snapshots: " + how + "; full snapshots need CRIU (Debian package criu), not supported yet"
+}
+
+// uidOf returns the host uid that owns the files of sandbox m's user.
+func (r *Runtime) uidOf(m *meta) int {
+	switch {
+	case m.RunAs != 0:
+		return m.RunAs
+	case m.Level >= L3:
+		return r.uid
+	}
+	return os.Getuid()
+}
+
+// tmpOf returns the host path of sandbox m's temporary directory, or ""
+// when it has none on the host (L3 and L4 without a running agent: the
+// tmpfs went with it).
+func (r *Runtime) tmpOf(m *meta) string {
+	if m.Achieved >= L3 || m.Level >= L3 {
+		if procAlive(m.AgentPID, m.AgentAt) {
+			return "/proc/" + strconv.Itoa(m.AgentPID) + "/root/tmp"
+		}
+		return ""
+	}
+	return filepath.Join(r.dir(m.ID), "tmp")
+}
+
+// Snapshot copies the sandbox's writable files, frozen, into a new
+// snapshot. A paused sandbox stays paused; a running one runs on.
+func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
+	if req.Mode != driver.SnapshotFilesystem {
+		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition,
+			"local: snapshot mode %q needs CRIU (Debian package criu), which this provider does not use yet; mode filesystem is available", req.Mode)
+	}
+	if !idRE.MatchString(id) {
+		return driver.SnapshotInfo{}, notFound(r, id)
+	}
+	facts := r.snapFacts()
+	l, err := r.lock(id)
+	if err != nil {
+		return driver.SnapshotInfo{}, err
+	}
+	defer l.unlock()
+	m, err := l.read(id)
+	if err != nil {
+		return driver.SnapshotInfo{}, err
+	}
+	if m.State != driver.StatePaused {
+		thaw, err := r.freezeFor(ctx, m)
+		if err != nil {
+			return driver.SnapshotInfo{}, err
+		}
+		defer thaw()
+	}
+	sid := newSnapID()
+	tmp := filepath.Join(r.snapRoot(), ".tmp-"+sid)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			removeAll(tmp)
+		}
+	}()
+	cp := newCopier(-1, -1)
+	if err := os.Mkdir(filepath.Join(tmp, "home"), 0o700); err != nil {
+		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
+	}
+	if err := cp.tree(ctx, r.home(id), filepath.Join(tmp, "home")); err != nil {
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+	}
+	sm := snapMeta{UID: r.uidOf(m)}
+	if src := r.tmpOf(m); src != "" {
+		if err := os.Mkdir(filepath.Join(tmp, "tmp"), 0o700); err != nil {
+			return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
+		}
+		if err := cp.tree(ctx, src, filepath.Join(tmp, "tmp")); err != nil {
+			return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+		}
+		sm.Tmp = true
+	}
+	how := "copy"
+	if cp.reflinked > 0 || (facts.reflink && cp.copied == 0) {
+		how = "reflink"
+	}
+	sm.Info = driver.SnapshotInfo{
+		ID: sid, Name: req.Name, Provider: "local", Mode: driver.SnapshotFilesystem, Size: diskUsage(tmp),
+		CreatedAt: r.now().UTC(), Labels: maps.Clone(req.Labels), SourceID: id, Template: m.Template,
+		Detail: map[string]string{
+			"copy": how, "files_reflinked": strconv.Itoa(cp.reflinked), "files_copied": strconv.Itoa(cp.copied),
+			"kept": keptWhat(sm.Tmp), "criu": criuNote(facts.criu),
+		},
+	}
+	b, err := json.MarshalIndent(sm, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, metaFile), b, 0o600)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = os.Rename(tmp, r.snapPath(sid))
+	}
+	if err != nil {
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+	}
+	ok = true
+	return sm.Info, nil
+}
+
+func keptWhat(tmp bool) string {
+	if tmp {
+		return "home and temporary directory"
+	}
+	return "home (the temporary directory, a tmpfs, went with the agent)"
+}
+
+func criuNote(path string) string {
+	if path == "" {
+		return "not installed (Debian package criu); full snapshots unavailable"
+	}
+	return "installed at " + path + " but not used yet; full snapshots unavailable"
+}
+
+// snapErr classifies a failed copy.
+func snapErr(ctx context.Context, id string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local: snapshot of %s: %w (%v)", id, sberrors.ErrNotFound, err)
+	}
+	return sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %v", id, err)
+}
+
+// freezeFor freezes sandbox m for a copy and returns what thaws it.
+func (r *Runtime) freezeFor(ctx context.Context, m *meta) (thaw func(), err error) {
+	ok, err := m.Cgroups.freeze(ctx, true)
+	if err != nil {
+		_, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, sberrors.Errorf(sberrors.Internal, "local: freezing %s for a snapshot: %w", m.ID, err)
+	}
+	if ok {
+		return func() { _, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false) }, nil
+	}
+	if !procAlive(m.AgentPID, m.AgentAt) {
+		return func() {}, nil // no process: nothing writes
+	}
+	if err := agentCall(ctx, r.sock(m.ID), &request{Op: "stop"}); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, sberrors.Errorf(sberrors.Internal, "local: stopping %s for a snapshot: %w", m.ID, err)
+	}
+	return func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = agentCall(cctx, r.sock(m.ID), &request{Op: "cont"})
+	}, nil
+}
+
+// readSnap reads a snapshot's meta.json.
+func (r *Runtime) readSnap(id string) (*snapMeta, error) {
+	if !snapRE.MatchString(id) {
+		return nil, snapNotFound(id)
+	}
+	b, err := os.ReadFile(r.snapMetaPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, snapNotFound(id)
+	}
+	if err != nil {
+		return nil, sberrors.Errorf(sberrors.Internal, "local: snapshot %s: %w", id, err)
+	}
+	var sm snapMeta
+	if err := json.Unmarshal(b, &sm); err != nil {
+		return nil, sberrors.Errorf(sberrors.Internal, "local: snapshot %s: corrupt metadata: %v", id, err)
+	}
+	return &sm, nil
+}
+
+// GetSnapshot describes a snapshot.
+func (r *Runtime) GetSnapshot(_ context.Context, id string) (driver.SnapshotInfo, error) {
+	sm, err := r.readSnap(id)
+	if err != nil {
+		return driver.SnapshotInfo{}, err
+	}
+	return sm.Info, nil
+}
+
+// ListSnapshots pages through the snapshots in id order (which is
+// creation order); the token is the last id returned.
+func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRequest) ([]driver.SnapshotInfo, string, error) {
+	ents, err := os.ReadDir(r.snapRoot())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", sberrors.Errorf(sberrors.Internal, "local: list snapshots: %w", err)
+	}
+	var out []driver.SnapshotInfo
+	for _, e := range ents {
+		id := e.Name()
+		if !e.IsDir() || !snapRE.MatchString(id) || (req.PageToken != "" && id <= req.PageToken) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
+		sm, err := r.readSnap(id)
+		if err != nil {
+			if sberrors.CodeOf(err) != sberrors.NotFound {
+				r.log.Warn("sandbox/local: skipping snapshot", "id", id, "err", err)
+			}
+			continue
+		}
+		if !labelsMatch(sm.Info.Labels, req.Labels) {
+			continue
+		}
+		out = append(out, sm.Info)
+		if req.PageSize > 0 && len(out) == req.PageSize {
+			return out, id, nil
+		}
+	}
+	return out, "", nil
+}
+
+// DeleteSnapshot removes a snapshot; one already gone is not an error.
+func (r *Runtime) DeleteSnapshot(_ context.Context, id string) error {
+	if !snapRE.MatchString(id) {
+		return nil
+	}
+	trash := filepath.Join(r.snapRoot(), ".trash-"+id+"-"+strconv.Itoa(os.Getpid()))
+	if err := os.Rename(r.snapPath(id), trash); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return sberrors.Errorf(sberrors.Internal, "local: delete snapshot %s: %w", id, err)
+	}
+	if err := removeAll(trash); err != nil {
+		return sberrors.Errorf(sberrors.Internal, "local: delete snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// removeAll removes dir, making read-only directories in it writable
+// first when that is what stopped it.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// sweepSnapshots removes what interrupted snapshots and deletes left.
+func (r *Runtime) sweepSnapshots() {
+	ents, err := os.ReadDir(r.snapRoot())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if (strings.HasPrefix(name, ".tmp-") || strings.HasPrefix(name, ".trash-")) && !young(filepath.Join(r.snapRoot(), name)) {
+			_ = removeAll(filepath.Join(r.snapRoot(), name))
+		}
+	}
+}
+
+// restoreHome fills the new sandbox m's home (and, below L3, its
+// temporary directory) from snapshot sm, before its agent starts.
+func (r *Runtime) restoreHome(ctx context.Context, m *meta, sm *snapMeta) error {
+	cp := newCopier(sm.UID, r.uidOf(m))
+	if err := cp.tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "home"), r.home(m.ID)); err != nil {
+		return err
+	}
+	if sm.Tmp && m.Level < L3 {
+		return cp.tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), filepath.Join(r.dir(m.ID), "tmp"))
+	}
+	return nil
+}
+
+// restoreTmp fills the /tmp of a new sandbox m at L3 or L4 from snapshot
+// sm, once its agent runs.
+func (r *Runtime) restoreTmp(ctx context.Context, m *meta, sm *snapMeta) error {
+	if !sm.Tmp || m.Level < L3 {
+		return nil
+	}
+	dst := r.tmpOf(m)
+	if dst == "" {
+		return nil
+	}
+	return newCopier(sm.UID, r.uidOf(m)).tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), dst)
+}
+
+// snapRestoreErr classifies a failed restore: the snapshot deleted
+// meanwhile is NotFound.
+func snapRestoreErr(ctx context.Context, id string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local: create from snapshot %s: %w (%v)", id, sberrors.ErrNotFound, err)
+	}
+	return sberrors.Errorf(sberrors.Internal, "local: create from snapshot %s: %v", id, err)
+}
