@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/snapname"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -26,10 +27,11 @@ import (
 // at most SnapshotWait and never beyond ctx. A started sandbox runs on
 // after it, a stopped (paused) one stays stopped. Only the file system is
 // kept: Daytona keeps memory for Windows sandboxes only, so the one mode
-// is SnapshotFilesystem. Daytona snapshots carry no labels: a Snapshot
-// with labels is refused and ListSnapshots filtered by labels finds none.
-// Snapshot names are unique in an organization, so each snapshot is given
-// a unique one, made from SnapshotRequest.Name and a random suffix.
+// is SnapshotFilesystem. Daytona snapshots have a name and no labels, and
+// names are unique in an organization, so each snapshot is given a
+// unique name that also keeps SnapshotRequest.Name and Labels (see
+// internal/snapname); GetSnapshot and ListSnapshots read them back, and
+// ListSnapshots filters by labels on the client.
 // ListSnapshots lists the organization's snapshots, not Daytona's general
 // ones (which cannot be deleted). A snapshot whose wait was cut short by
 // ctx may still appear later, under the name SnapshotInfo.ID then holds;
@@ -43,37 +45,16 @@ import (
 // snapshot.
 const SnapshotWait = 15 * time.Minute
 
-// snapshotName is a unique Daytona name for a snapshot called name.
-func snapshotName(name string) string {
-	var b strings.Builder
-	for _, c := range strings.ToLower(name) {
-		if b.Len() >= 48 {
-			break
-		}
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
-			b.WriteRune(c)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	s := strings.Trim(b.String(), "-_.")
-	if s == "" {
-		s = "snapshot"
-	}
-	return s + "-" + randHex(6)
-}
-
 // Snapshot snapshots sandbox id and waits until the snapshot is active.
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	const op = "snapshot"
-	if len(req.Labels) > 0 {
-		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: snapshot labels %v: Daytona snapshots carry no labels", req.Labels)
-	}
 	if req.Mode != driver.SnapshotFilesystem {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition, "daytona: snapshot mode %q: Daytona keeps only the file system (%q)", req.Mode, driver.SnapshotFilesystem)
 	}
-	name := snapshotName(req.Name)
+	name, err := snapname.Encode(req.Name, req.Labels, randHex(6))
+	if err != nil {
+		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: snapshot name and labels: %v", err)
+	}
 	resp, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
 		return r.api.CreateSandboxSnapshot(ctx, id, api.CreateSandboxSnapshot{Name: name})
 	}, http.StatusOK, http.StatusCreated)
@@ -87,18 +68,18 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		}
 		// The answer was lost: the snapshot may be under way. Its name
 		// lets the caller delete it.
-		return driver.SnapshotInfo{ID: name, Name: name}, r.clean(err)
+		return driver.SnapshotInfo{ID: name, Name: req.Name}, r.clean(err)
 	}
 	var sb api.Sandbox
 	if err := decode(op, resp, &sb); err != nil {
-		return driver.SnapshotInfo{ID: name, Name: name}, r.clean(err)
+		return driver.SnapshotInfo{ID: name, Name: req.Name}, r.clean(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, SnapshotWait)
 	defer cancel()
 	in, err := r.waitSnapshot(wctx, id, name)
 	if err != nil {
 		if in.ID == "" {
-			in = driver.SnapshotInfo{ID: name, Name: name}
+			in = driver.SnapshotInfo{ID: name, Name: req.Name}
 		}
 		return in, r.clean(err)
 	}
@@ -171,9 +152,10 @@ func stateText(sb *api.Sandbox) string {
 
 func snapshotInfo(sn api.Snapshot) driver.SnapshotInfo {
 	in := driver.SnapshotInfo{
-		ID: sn.Id, Name: sn.Name, Provider: Scheme, Mode: driver.SnapshotFilesystem, Size: -1,
-		CreatedAt: sn.CreatedAt, Detail: map[string]string{"daytona.state": string(sn.State)},
+		ID: sn.Id, Provider: Scheme, Mode: driver.SnapshotFilesystem, Size: -1,
+		CreatedAt: sn.CreatedAt, Detail: map[string]string{"daytona.state": string(sn.State), "daytona.name": sn.Name},
 	}
+	in.Name, in.Labels, _ = snapname.Decode(sn.Name)
 	if sn.Size != nil {
 		in.Size = int64(float64(*sn.Size) * (1 << 30))
 	}
@@ -214,15 +196,22 @@ func (r *Runtime) GetSnapshot(ctx context.Context, snapshotID string) (driver.Sn
 	return snapshotInfo(sn), nil
 }
 
+// hasLabels reports whether have holds every label of want.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
 // ListSnapshots returns one page of GET /snapshots: the organization's
-// snapshots, newest first (Daytona's general snapshots are left out). The
-// page token is Daytona's page number. Daytona snapshots carry no labels,
-// so a label filter matches none.
+// snapshots, newest first (Daytona's general snapshots are left out),
+// filtered by req.Labels here, so a page can come back short or empty
+// with a next token. The page token is Daytona's page number.
 func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRequest) ([]driver.SnapshotInfo, string, error) {
 	const op = "list-snapshots"
-	if len(req.Labels) > 0 {
-		return nil, "", nil
-	}
 	page := 1
 	if req.PageToken != "" {
 		n, err := strconv.Atoi(req.PageToken)
@@ -249,7 +238,10 @@ func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRe
 		if (sn.General != nil && *sn.General) || sn.State == "removing" {
 			continue
 		}
-		out = append(out, snapshotInfo(sn))
+		in := snapshotInfo(sn)
+		if hasLabels(in.Labels, req.Labels) {
+			out = append(out, in)
+		}
 	}
 	next := ""
 	if float32(page) < p.TotalPages {

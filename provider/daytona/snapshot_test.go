@@ -54,7 +54,7 @@ func TestSnapshotCreateFromAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	if snap.ID == "" || !strings.HasPrefix(snap.Name, "dev-env-") || snap.Mode != driver.SnapshotFilesystem || snap.SourceID != src.ID || snap.Detail["daytona.state"] != "active" {
+	if snap.ID == "" || snap.Name != "Dev Env" || !strings.HasPrefix(snap.Detail["daytona.name"], "dev-env-") || snap.Mode != driver.SnapshotFilesystem || snap.SourceID != src.ID || snap.Detail["daytona.state"] != "active" {
 		t.Fatalf("SnapshotInfo = %+v", snap)
 	}
 	if n := e.fake.Count("POST", "/sandbox/"+src.ID+"/snapshot"); n != 1 {
@@ -104,8 +104,8 @@ func TestSnapshotRefusals(t *testing.T) {
 	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFull}); sberrors.CodeOf(err) != sberrors.FailedPrecondition || !strings.Contains(err.Error(), "full") {
 		t.Fatalf("full mode: %v", err)
 	}
-	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem, Labels: map[string]string{"a": "b"}}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
-		t.Fatalf("labels: %v", err)
+	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem, Labels: map[string]string{"a": strings.Repeat("b", 300)}}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
+		t.Fatalf("labels too long to keep: %v", err)
 	}
 	if _, err := e.rt.Snapshot(ctx, "no-such-sandbox", &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem}); !errors.Is(err, sberrors.ErrNotFound) {
 		t.Fatalf("unknown sandbox: %v", err)
@@ -186,8 +186,12 @@ func TestListSnapshotsPages(t *testing.T) {
 	if len(seen) != 5 {
 		t.Fatalf("listed %d of 5", len(seen))
 	}
-	if page, _, err := e.rt.ListSnapshots(ctx, &driver.ListSnapshotsRequest{PageSize: 10, Labels: map[string]string{"a": "b"}}); err != nil || len(page) != 0 {
-		t.Fatalf("by labels: %v %v", page, err)
+	lab, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem, Labels: map[string]string{"Kind": "la b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page, _, err := e.rt.ListSnapshots(ctx, &driver.ListSnapshotsRequest{PageSize: 200, Labels: map[string]string{"Kind": "la b"}}); err != nil || len(page) != 1 || page[0].ID != lab.ID || page[0].Labels["Kind"] != "la b" {
+		t.Fatalf("by labels: %+v %v; want only %s", page, err, lab.ID)
 	}
 	if _, _, err := e.rt.ListSnapshots(ctx, &driver.ListSnapshotsRequest{PageSize: 2, PageToken: "x"}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 		t.Fatalf("bad token: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/snapname"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -23,13 +24,14 @@ import (
 // ("<team>/<name>:default") is a template ID: Create with FromSnapshot
 // starts a sandbox from it, DeleteSnapshot deletes the template. Mode full
 // keeps memory (a sandbox created from it resumes its processes), mode
-// filesystem only the files (it cold-boots). E2B snapshots carry no
-// labels: a Snapshot with labels is refused, and ListSnapshots filtered by
-// labels finds none. E2B reuses the template of a name already taken (the
-// old snapshot's content would be replaced), so every snapshot is given a
-// unique name, made from SnapshotRequest.Name (lower-cased, other
-// characters replaced by "-") and a random suffix; the name also finds a
-// snapshot whose create answer was lost. A paused sandbox is resumed for
+// filesystem only the files (it cold-boots). E2B snapshots have a name
+// and nothing else, and E2B reuses the template of a name already taken
+// (the old snapshot's content would be replaced), so every snapshot is
+// given a unique name that also keeps SnapshotRequest.Name and Labels
+// (see internal/snapname: a slug of the name, a random part, then the
+// name and labels encoded); GetSnapshot and ListSnapshots read them back,
+// and ListSnapshots filters by labels on the client. The name also finds
+// a snapshot whose create answer was lost. A paused sandbox is resumed for
 // the snapshot and paused again (E2B snapshots running sandboxes only).
 // E2B reports neither a snapshot's size, its mode nor its creation time
 // when listing: Size is -1, and Mode and CreatedAt are known only in the
@@ -46,33 +48,9 @@ func (r *Runtime) snapshotModes() []driver.SnapshotMode {
 	return []driver.SnapshotMode{driver.SnapshotFilesystem, driver.SnapshotFull}
 }
 
-// snapshotName is the unique E2B name for a snapshot the caller called name.
-func snapshotName(name string) string {
-	var b strings.Builder
-	for _, c := range strings.ToLower(name) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
-			b.WriteRune(c)
-		default:
-			b.WriteByte('-')
-		}
-		if b.Len() >= 48 {
-			break
-		}
-	}
-	s := strings.Trim(b.String(), "-_")
-	if s == "" {
-		s = "snapshot"
-	}
-	return s + "-" + randHex(6)
-}
-
 // Snapshot saves sandbox id as a template.
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	const op = "snapshot"
-	if len(req.Labels) > 0 {
-		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: snapshot labels %v: E2B snapshots carry no labels", req.Labels)
-	}
 	var memory bool
 	switch req.Mode {
 	case driver.SnapshotFull:
@@ -81,7 +59,10 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 	default:
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition, "e2b: snapshot mode %q: E2B has %q and %q", req.Mode, driver.SnapshotFilesystem, driver.SnapshotFull)
 	}
-	name := snapshotName(req.Name)
+	name, err := snapname.Encode(req.Name, req.Labels, randHex(12))
+	if err != nil {
+		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: snapshot name and labels: %v", err)
+	}
 	body := api.SandboxSnapshotRequest{Name: &name, Memory: &memory}
 	status, data, _, err := r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {
 		return r.api.PostSandboxSnapshots(ctx, id, body)
@@ -116,7 +97,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		return driver.SnapshotInfo{}, err
 	}
 	in := snapshotInfo(si)
-	in.Name, in.Mode, in.SourceID, in.CreatedAt = req.Name, req.Mode, id, time.Now()
+	in.Mode, in.SourceID, in.CreatedAt = req.Mode, id, time.Now()
 	return in, nil
 }
 
@@ -144,14 +125,16 @@ func (r *Runtime) findSnapshot(name string) (driver.SnapshotInfo, bool) {
 
 func snapshotInfo(si api.SnapshotInfo) driver.SnapshotInfo {
 	in := driver.SnapshotInfo{ID: si.SnapshotID, Provider: Scheme, Size: -1}
+	stored := si.SnapshotID
 	if len(si.Names) > 0 {
 		in.Detail = map[string]string{"names": strings.Join(si.Names, ",")}
-		n := si.Names[0]
-		if i := strings.LastIndexByte(n, '/'); i >= 0 {
-			n = n[i+1:]
-		}
-		in.Name = n
+		stored = si.Names[0]
 	}
+	if i := strings.LastIndexByte(stored, '/'); i >= 0 {
+		stored = stored[i+1:]
+	}
+	stored, _, _ = strings.Cut(stored, ":")
+	in.Name, in.Labels, _ = snapname.Decode(stored)
 	return in
 }
 
@@ -194,19 +177,38 @@ func (r *Runtime) snapshotPage(ctx context.Context, op string, params *api.GetSn
 	return out, hdr.Get("X-Next-Token"), nil
 }
 
-// ListSnapshots returns one page of GET /snapshots, newest first. E2B
-// snapshots carry no labels, so a label filter matches none.
-func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRequest) ([]driver.SnapshotInfo, string, error) {
-	if len(req.Labels) > 0 {
-		return nil, "", nil
+// hasLabels reports whether have holds every label of want.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
 	}
+	return true
+}
+
+// ListSnapshots returns one page of GET /snapshots, newest first,
+// filtered by req.Labels here (a page can come back short, or empty with
+// a next token).
+func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRequest) ([]driver.SnapshotInfo, string, error) {
 	limit := int32(min(max(req.PageSize, 1), 100))
 	params := &api.GetSnapshotsParams{Limit: &limit}
 	if req.PageToken != "" {
 		t := req.PageToken
 		params.NextToken = &t
 	}
-	return r.snapshotPage(ctx, "list-snapshots", params)
+	page, next, err := r.snapshotPage(ctx, "list-snapshots", params)
+	if err != nil || len(req.Labels) == 0 {
+		return page, next, err
+	}
+	// E2B cannot filter on labels kept in names: the page is filtered here.
+	out := page[:0]
+	for _, in := range page {
+		if hasLabels(in.Labels, req.Labels) {
+			out = append(out, in)
+		}
+	}
+	return out, next, nil
 }
 
 // DeleteSnapshot deletes the snapshot's template; one already gone is not

@@ -110,8 +110,16 @@ func TestSnapshotModeAndLabels(t *testing.T) {
 	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: "disk"}); sberrors.CodeOf(err) != sberrors.FailedPrecondition || !strings.Contains(err.Error(), "disk") {
 		t.Fatalf("unknown mode: %v", err)
 	}
-	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFull, Labels: map[string]string{"a": "b"}}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
-		t.Fatalf("labels: %v, want InvalidArgument", err)
+	// E2B snapshots have only a name: the labels are kept in it and read back.
+	lab, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Name: "Lab", Mode: driver.SnapshotFull, Labels: map[string]string{"A": "b c"}})
+	if err != nil {
+		t.Fatalf("Snapshot with labels: %v", err)
+	}
+	if got, err := e.rt.GetSnapshot(ctx, lab.ID); err != nil || got.Name != "Lab" || got.Labels["A"] != "b c" || len(got.Labels) != 1 {
+		t.Fatalf("GetSnapshot = %+v, %v; want the name and labels given", got, err)
+	}
+	if _, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFull, Labels: map[string]string{"k": strings.Repeat("v", 300)}}); sberrors.CodeOf(err) != sberrors.InvalidArgument {
+		t.Fatalf("labels too long for a name: %v, want InvalidArgument", err)
 	}
 	if _, err := e.rt.Snapshot(ctx, "inope", &driver.SnapshotRequest{Mode: driver.SnapshotFull}); !errors.Is(err, sberrors.ErrNotFound) {
 		t.Fatalf("snapshot of an unknown sandbox: %v", err)
@@ -138,8 +146,8 @@ func TestSnapshotModeAndLabels(t *testing.T) {
 	if m, ok := e.fake.SnapshotKeepsMemory(c.ID); !ok || m {
 		t.Fatalf("filesystem snapshot sent memory=%v (found %v); want false", m, ok)
 	}
-	if page, _, err := e.rt.ListSnapshots(ctx, &driver.ListSnapshotsRequest{Labels: map[string]string{"a": "b"}, PageSize: 10}); err != nil || len(page) != 0 {
-		t.Fatalf("list by labels = %v, %v; E2B snapshots have none", page, err)
+	if page, _, err := e.rt.ListSnapshots(ctx, &driver.ListSnapshotsRequest{Labels: map[string]string{"A": "b c"}, PageSize: 10}); err != nil || len(page) != 1 || page[0].ID != lab.ID {
+		t.Fatalf("list by labels = %+v, %v; want only %s", page, err, lab.ID)
 	}
 }
 
@@ -194,7 +202,7 @@ func TestListSnapshotsPages(t *testing.T) {
 				t.Fatalf("%s listed twice", s.ID)
 			}
 			seen[s.ID] = true
-			if s.Provider != "e2b" || s.Size != -1 || !strings.HasPrefix(s.Name, "p-") {
+			if s.Provider != "e2b" || s.Size != -1 || s.Name != "p" {
 				t.Fatalf("listed %+v", s)
 			}
 		}

@@ -110,7 +110,8 @@ func (s *Server) Snapshots() []string {
 	return ids
 }
 
-var aliasRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+// aliasRE is the API's identifier rule (packages/shared/pkg/id).
+var aliasRE = regexp.MustCompile(`^[a-z0-9-_]+$`)
 
 // resolveSnapshot finds the snapshot a template reference names: its
 // template ID or alias, optionally with the team namespace and a tag.
@@ -273,7 +274,7 @@ func (c controlPlane) PostSandboxSnapshots(w http.ResponseWriter, r *http.Reques
 			}
 			n = a
 		}
-		if !aliasRE.MatchString(n) || len(n) > 128 {
+		if !aliasRE.MatchString(n) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid name: invalid alias %q", n))
 			return
 		}
