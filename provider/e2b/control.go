@@ -206,6 +206,13 @@ func sandboxName(req *driver.CreateRequest) (string, error) {
 // left out of Info.Labels.
 const createTokenLabel = "sandboxkit.create-token"
 
+// lostCreatePolls and lostCreateWait bound how long lostCreate keeps
+// looking for a create the caller gave up on.
+const (
+	lostCreatePolls = 5
+	lostCreateWait  = 400 * time.Millisecond
+)
+
 // lostCreate handles a create whose answer never came (cut, dropped, or
 // the caller's ctx ended while the server acted): it looks the sandbox up
 // by its token. While ctx lives, a sandbox found is adopted (its Info
@@ -213,6 +220,13 @@ const createTokenLabel = "sandboxkit.create-token"
 // portable layer destroys it.
 func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
 	id := r.findByToken(token)
+	// A create the caller gave up on may still be under way on the
+	// server: it is looked for a little longer (bounded), so that what
+	// it makes is handed back to be destroyed rather than orphaned.
+	for i := 0; id == "" && ctx.Err() != nil && i < lostCreatePolls; i++ {
+		time.Sleep(lostCreateWait)
+		id = r.findByToken(token)
+	}
 	if id == "" {
 		return driver.Info{}, err
 	}
