@@ -266,7 +266,7 @@ func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.Create
 	if err != nil {
 		err = r.scrub(err)
 		if !errors.Is(err, sberrors.ErrStaleTransport) {
-			r.destroyLostForks(id, token, started)
+			r.destroyLostForks(id, token, n, started)
 		}
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.Create
 	}
 	var results []api.SandboxForkResult
 	if err := decode(op, data, &results); err != nil {
-		r.destroyLostForks(id, token, started)
+		r.destroyLostForks(id, token, n, started)
 		return nil, err
 	}
 	var out []driver.Info
@@ -321,23 +321,33 @@ func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.Create
 	return out, errors.Join(errs...)
 }
 
-// destroyLostForks destroys the forks of a fork request whose answer was
-// lost: the sandboxes carrying the source's metadata token that started
-// after the request was sent, other than the source. A concurrent fork of
-// the same source in that window would lose its forks too.
-func (r *Runtime) destroyLostForks(id, token string, since time.Time) {
+// destroyLostForks destroys the n forks of a fork request whose answer
+// was lost: the sandboxes carrying the source's metadata token that
+// started after the request was sent, other than the source. The server
+// may still be starting them, so it looks again (bounded, as lostCreate)
+// until it has found n. A concurrent fork of the same source in that
+// window would lose its forks too.
+func (r *Runtime) destroyLostForks(id, token string, n int, since time.Time) {
 	if token == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 100})
-	if err != nil {
-		return
-	}
-	for _, in := range page {
-		if in.ID != id && !in.CreatedAt.Before(since.Add(-time.Second)) {
-			_ = r.Destroy(ctx, in.ID)
+	gone := map[string]bool{}
+	for i := 0; i <= lostCreatePolls && len(gone) < n; i++ {
+		if i > 0 {
+			time.Sleep(lostCreateWait)
+		}
+		page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 100})
+		if err != nil {
+			continue
+		}
+		for _, in := range page {
+			if in.ID != id && !gone[in.ID] && !in.CreatedAt.Before(since.Add(-time.Second)) {
+				if r.Destroy(ctx, in.ID) == nil {
+					gone[in.ID] = true
+				}
+			}
 		}
 	}
 }

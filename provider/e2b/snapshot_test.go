@@ -358,3 +358,25 @@ func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
 		t.Fatalf("sandboxes after a cancelled create from a snapshot: %v", ids)
 	}
 }
+
+// TestForkNativeAnswerLost: the fork request reaches E2B, which makes the
+// forks, but the caller gives up before the answer: Fork finds the forks
+// (they carry the source's metadata) and destroys them.
+func TestForkNativeAnswerLost(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := context.Background()
+	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallResponse, Path: "POST /sandboxes/" + src.ID + "/fork"})
+	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	kids, err := e.rt.Fork(fctx, src.ID, 2, &driver.CreateRequest{})
+	if err == nil || len(kids) != 0 {
+		t.Fatalf("Fork whose answer never came = %v, %v", kids, err)
+	}
+	if e.fake.Count("POST /sandboxes/{id}/fork") != 1 {
+		t.Fatal("the fork request did not reach the fake")
+	}
+	if ids := e.fake.Sandboxes(); len(ids) != 1 || ids[0] != src.ID {
+		t.Fatalf("sandboxes after a fork whose answer was lost: %v (want only the source)", ids)
+	}
+}
