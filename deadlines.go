@@ -43,8 +43,9 @@ type CallTimeouts struct {
 	Pause time.Duration
 	// Resume bounds Resume (default 2m: waking a stopped sandbox is a start).
 	Resume time.Duration
-	// Snapshot bounds Sandbox.Snapshot, and the snapshot step of Fork
-	// (default 10m: a copy of a large home takes a while).
+	// Snapshot bounds Sandbox.Snapshot, the snapshot step of Fork and a
+	// provider's native fork (default 10m: a copy of a large home takes a
+	// while); each create of a Fork through a snapshot gets Create's.
 	Snapshot time.Duration
 	// ExecGrace is added to a command's timeout to bound Exec
 	// (default 30s).

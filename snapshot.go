@@ -98,6 +98,8 @@ type ForkOptions struct {
 	ProviderOptions map[string]string
 	// KeepSnapshot keeps the snapshot a fork without a native fork goes
 	// through; by default it is deleted once the new sandboxes exist.
+	// Find a kept one with Client.ListSnapshots: it carries Labels, its
+	// SourceID is the forked sandbox and its Name "fork of <id>".
 	// Providers with a native fork make none.
 	KeepSnapshot bool
 }
@@ -492,7 +494,7 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 func (s *Sandbox) forkNative(ctx context.Context, fk driver.Forker, n int, req *driver.CreateRequest, secrets [][]byte) ([]*Sandbox, error) {
 	const op = "fork"
 	c := s.c
-	bctx, end := bound(ctx, op, c.calls.Create)
+	bctx, end := bound(ctx, op, c.calls.Snapshot)
 	infos, err := fk.Fork(bctx, s.id, n, req)
 	err = end(err)
 	made := make([]*Sandbox, 0, len(infos))

@@ -50,7 +50,9 @@ func fill(t *testing.T, v any) {
 			f.Set(reflect.MakeMap(f.Type()))
 			f.SetMapIndex(reflect.ValueOf("k"), reflect.ValueOf("v"))
 		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
-			f.Set(reflect.ValueOf([]string{"v" + rv.Type().Field(i).Name}).Convert(f.Type()))
+			sl := reflect.MakeSlice(f.Type(), 1, 1)
+			sl.Index(0).SetString("v" + rv.Type().Field(i).Name)
+			f.Set(sl)
 		case f.Kind() == reflect.Struct:
 			fill(t, f.Addr().Interface())
 		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
@@ -75,6 +77,14 @@ func sameFields(t *testing.T, d, user any, skip ...string) {
 		uf := uv.FieldByName(name)
 		require.True(t, uf.IsValid(), "%s has field %s; %s does not (the conversion drops it)", dv.Type(), name, uv.Type())
 		df := dv.Field(i)
+		if df.Kind() == reflect.Slice && uf.Kind() == reflect.Slice && df.Type().Elem().Kind() == reflect.String && uf.Type().Elem().Kind() == reflect.String {
+			// Slices of the two packages' string types ([]driver.SnapshotMode, []SnapshotMode).
+			require.Equal(t, df.Len(), uf.Len(), "%s.%s", uv.Type(), name)
+			for j := range df.Len() {
+				assert.Equal(t, df.Index(j).String(), uf.Index(j).String(), "%s.%s[%d]", uv.Type(), name, j)
+			}
+			continue
+		}
 		require.True(t, df.Type().ConvertibleTo(uf.Type()), "%s.%s: %s does not convert to %s", dv.Type(), name, df.Type(), uf.Type())
 		assert.Equal(t, df.Convert(uf.Type()).Interface(), uf.Interface(), "%s.%s", uv.Type(), name)
 	}
@@ -105,7 +115,13 @@ func TestConversionsCarryEveryField(t *testing.T) {
 
 	var caps driver.Capabilities
 	fill(t, &caps)
-	sameFields(t, caps, capabilitiesOf(caps))
+	// WatchLatency belongs to the directory-watch capability, carried by
+	// its own change.
+	sameFields(t, caps, capabilitiesOf(caps), "WatchLatency")
+
+	var sn driver.SnapshotInfo
+	fill(t, &sn)
+	sameFields(t, sn, snapshotOf(sn))
 
 	var r Resources
 	fill(t, &r)

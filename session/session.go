@@ -171,6 +171,11 @@ type Options struct {
 	// is the lease, re-extended before each operation (zero: the provider's
 	// default lease). The key's label (LabelKey) is added to Create.Labels;
 	// reattaching looks for sandboxes carrying all of those labels.
+	// Create.FromSnapshot starts every session's sandbox from a snapshot
+	// (sandbox.Sandbox.Snapshot) rather than a template: set an
+	// environment up once, snapshot it, and every session starts from it
+	// (Create.Template must then be empty; per-call template sandboxes,
+	// WithTemplate, start from their template, not from the snapshot).
 	Create sandbox.CreateOptions
 	// LabelKey is the label whose value is the session key
 	// (DefaultLabelKey when empty).
@@ -371,6 +376,10 @@ func (m *Manager) validate() error {
 		return m.invalid("new-manager", "", "template policy %d is unknown", o.OnMissingTemplate)
 	case o.InstallCommand[0] == "":
 		return m.invalid("new-manager", "", "install command: program is empty")
+	}
+	if o.Create.FromSnapshot != "" && o.Create.Template != "" {
+		return m.invalid("new-manager", "", "Create.Template %q and Create.FromSnapshot %q are both set: a session's sandbox starts from one or the other",
+			o.Create.Template, o.Create.FromSnapshot)
 	}
 	if _, ok := o.Create.Labels[o.LabelKey]; ok {
 		return m.invalid("new-manager", "", "Create.Labels must not set the session label %q", o.LabelKey)
@@ -724,6 +733,9 @@ func (m *Manager) create(ctx context.Context, sl slot) (*Session, error) {
 	opts := m.opts.Create
 	opts.Labels = sl.labels
 	opts.Template = sl.template
+	if sl.parent != nil {
+		opts.FromSnapshot = "" // a per-call template's sandbox starts from that template
+	}
 	requested := opts.Template
 	sb, err := m.c.Create(ctx, opts)
 	usedRequested := true

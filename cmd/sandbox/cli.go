@@ -205,7 +205,8 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 		return nil
 	}
 	root.AddCommand(a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.cpCmd(),
-		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.mcpCmd())
+		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.mcpCmd(),
+		a.snapshotCmd(), a.snapshotsCmd(), a.snapshotRmCmd(), a.forkCmd())
 	return root
 }
 
@@ -647,7 +648,7 @@ func formatTime(t time.Time) string {
 }
 
 func (a *app) createCmd() *cobra.Command {
-	var template string
+	var template, fromSnapshot string
 	var labels, env, secretEnv []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -656,7 +657,8 @@ func (a *app) createCmd() *cobra.Command {
 		Example: `  sandbox create
   sandbox create --label project=demo --timeout 30m --env LANG=C.UTF-8
   OPENAI_API_KEY=... sandbox create --secret-env OPENAI_API_KEY
-  sandbox --url e2b:// create --template code-interpreter-v1`,
+  sandbox --url e2b:// create --template code-interpreter-v1
+  sandbox create --from-snapshot snap-1234`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lm, err := parsePairs("label", labels)
@@ -670,6 +672,9 @@ func (a *app) createCmd() *cobra.Command {
 			if timeout < 0 {
 				return usagef("--timeout %v: must not be negative", timeout)
 			}
+			if template != "" && fromSnapshot != "" {
+				return usagef("--template %q and --from-snapshot %q: a sandbox starts from one or the other", template, fromSnapshot)
+			}
 			ctx, end := a.ctl(cmd.Context(), "create")
 			c, err := a.client(ctx)
 			if err != nil {
@@ -677,7 +682,7 @@ func (a *app) createCmd() *cobra.Command {
 			}
 			defer c.Close()
 			start := time.Now()
-			sb, err := c.Create(ctx, sandbox.CreateOptions{Template: template, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout})
+			sb, err := c.Create(ctx, sandbox.CreateOptions{Template: template, FromSnapshot: fromSnapshot, Labels: lm, Env: em, SecretEnv: secrets, Timeout: timeout})
 			if err = end(err); err != nil {
 				return a.retriesExhausted("create", start, err)
 			}
@@ -689,6 +694,7 @@ func (a *app) createCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&template, "template", "", "template (image) to create from; empty: the provider's default")
+	cmd.Flags().StringVar(&fromSnapshot, "from-snapshot", "", "id of a snapshot (sandbox snapshot) to create from, instead of a template")
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command, or KEY for the value of KEY in the tool's environment (repeatable; a VALUE given here is visible to other users in the process list)")
 	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, secretEnvHelp)

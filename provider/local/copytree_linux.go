@@ -31,6 +31,51 @@ type copier struct {
 	reflinked, copied int
 	// links maps a source (dev, inode) of a multiply linked file to its copy.
 	links map[[2]uint64]string
+	// do runs each change to the destination; nil runs it here. (A
+	// destination in a sandbox's user namespace, its /tmp at L3 and L4,
+	// takes the sandbox user's file system identity: see asWorker.)
+	do func(func() error) error
+}
+
+// dst runs f, a change to the destination, through c.do.
+func (c *copier) dst(f func() error) error {
+	if c.do == nil {
+		return f()
+	}
+	return c.do(f)
+}
+
+// asWorker starts a thread with the file system identity cr that runs
+// the functions given to its do, one at a time; stop ends it.
+func asWorker(cr *creds) (do func(func() error) error, stop func()) {
+	ch := make(chan func())
+	done := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		defer close(done)
+		_ = as(cr, func() error {
+			started <- nil
+			for f := range ch {
+				f()
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-started:
+	case <-done:
+		return func(func() error) error {
+			return fmt.Errorf("local: could not take the sandbox user's identity")
+		}, func() {}
+	}
+	do = func(f func() error) error {
+		var err error
+		fin := make(chan struct{})
+		ch <- func() { err = f(); close(fin) }
+		<-fin
+		return err
+	}
+	return do, func() { close(ch); <-done }
 }
 
 func newCopier(from, to int) *copier {
@@ -72,7 +117,7 @@ func (c *copier) entry(ctx context.Context, src, dst string) error {
 	perm := uint32(st.Mode & 0o7777)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		if err := unix.Mkdir(dst, 0o700); err != nil {
+		if err := c.dst(func() error { return unix.Mkdir(dst, 0o700) }); err != nil {
 			// An existing directory (lost+found of a disk image) is filled.
 			if fi, serr := os.Lstat(dst); err != unix.EEXIST || serr != nil || !fi.IsDir() {
 				return &fs.PathError{Op: "mkdir", Path: dst, Err: err}
@@ -88,12 +133,12 @@ func (c *copier) entry(ctx context.Context, src, dst string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.Symlink(target, dst); err != nil {
+		if err := c.dst(func() error { return os.Symlink(target, dst) }); err != nil {
 			return err
 		}
 		return c.finish(dst, uid, gid, 0, &st, true)
 	case unix.S_IFIFO:
-		if err := unix.Mkfifo(dst, 0o600); err != nil {
+		if err := c.dst(func() error { return unix.Mkfifo(dst, 0o600) }); err != nil {
 			return &fs.PathError{Op: "mkfifo", Path: dst, Err: err}
 		}
 		return c.finish(dst, uid, gid, perm, &st, false)
@@ -101,7 +146,7 @@ func (c *copier) entry(ctx context.Context, src, dst string) error {
 		key := [2]uint64{uint64(st.Dev), st.Ino}
 		if st.Nlink > 1 {
 			if first, ok := c.links[key]; ok {
-				if err := os.Link(first, dst); err == nil {
+				if err := c.dst(func() error { return os.Link(first, dst) }); err == nil {
 					return nil
 				}
 			}
@@ -119,6 +164,10 @@ func (c *copier) entry(ctx context.Context, src, dst string) error {
 
 // finish sets the owner, mode and times of a copy.
 func (c *copier) finish(dst string, uid, gid int, perm uint32, st *unix.Stat_t, link bool) error {
+	return c.dst(func() error { return finish(dst, uid, gid, perm, st, link) })
+}
+
+func finish(dst string, uid, gid int, perm uint32, st *unix.Stat_t, link bool) error {
 	if err := os.Lchown(dst, uid, gid); err != nil && !errors.Is(err, syscall.EPERM) {
 		return err
 	}
@@ -140,20 +189,22 @@ func (c *copier) file(src, dst string, size int64) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	if size > 0 && unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
-		c.reflinked++
+	return c.dst(func() error {
+		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		if size > 0 && unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+			c.reflinked++
+			return out.Close()
+		}
+		c.copied++
+		if err := copySparse(in, out, size); err != nil {
+			out.Close()
+			return fmt.Errorf("copying %s: %w", src, err)
+		}
 		return out.Close()
-	}
-	c.copied++
-	if err := copySparse(in, out, size); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	return out.Close()
+	})
 }
 
 // copySparse copies the data ranges of in (found with SEEK_DATA and

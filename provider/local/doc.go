@@ -177,6 +177,34 @@
 // a host without root) the home is unbounded and Detail["disk"] says so;
 // /tmp at L3 and L4 is a tmpfs of 512 MiB in every case.
 //
+// # Snapshots
+//
+// The Runtime is a driver.Snapshotter in filesystem mode. A snapshot
+// copies what a sandbox's commands may write: its home (on its disk image
+// too, where it has one) and its temporary directory (the private $TMPDIR
+// at L0 to L2; the /tmp tmpfs at L3 and L4 while its agent runs, read
+// through the agent's root and restored as the sandbox's user). The copy
+// is taken with the sandbox frozen (the cgroup freezer Pause uses, else
+// SIGSTOP through the agent) and thawed after; a paused sandbox stays
+// paused. Files are reflinked (FICLONE) where the root's file system
+// clones them (XFS, btrfs, bcachefs), else copied keeping their holes
+// (SEEK_DATA/SEEK_HOLE: a 1 GiB sparse file stays a few blocks), with
+// modes, times, symbolic links, hard links, FIFOs and owners (the source
+// sandbox's user becomes the new sandbox's). Each snapshot is a directory
+// <root>/snapshots/<id> with its meta.json, made under a temporary name
+// and renamed into place when complete: it survives the Runtime and the
+// program, and neither List nor the reaper of sandboxes touches it; New
+// removes what interrupted snapshots left. A sandbox created from one
+// (CreateRequest.FromSnapshot) starts with a copy (a reflink where the
+// file system clones) of its files. Snapshot.Detail says how the files
+// were copied ("copy": "reflink" or "copy") and what was kept;
+// Capabilities.SnapshotNote what the host offers. The Runtime is a
+// driver.Forker too: Fork freezes the source once and copies its files
+// straight into each new sandbox (at most 4 at a time), with no snapshot
+// in between. Full mode (processes
+// and memory) needs CRIU (Debian package criu) and is not offered yet: it
+// is FailedPrecondition saying so.
+//
 // # Network
 //
 // A sandbox created with the network on (CreateOptions.NoNetwork unset)

@@ -544,17 +544,27 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, sberrors.ErrClosed
 	default:
 	}
-	var snap *snapMeta
+	var src *restoreSrc
 	if req.FromSnapshot != "" {
-		if snap, err = r.readSnap(req.FromSnapshot); err != nil {
+		snap, err := r.readSnap(req.FromSnapshot)
+		if err != nil {
 			return driver.Info{}, err
 		}
-		cp := *req
-		cp.Template = snap.Info.Template
-		req = &cp
+		src = r.snapSource(snap)
 	} else if m := r.takePooled(req); m != nil {
 		r.preconnect(ctx, m)
 		return r.info(m), nil
+	}
+	return r.create(ctx, req, src, netMode, netNote)
+}
+
+// create makes a sandbox whose writable files start as copies of src's
+// (nil: empty).
+func (r *Runtime) create(ctx context.Context, req *driver.CreateRequest, src *restoreSrc, netMode, netNote string) (driver.Info, error) {
+	if src != nil {
+		cp := *req
+		cp.Template = src.template
+		req = &cp
 	}
 	id := newID()
 	info := driver.Info{ID: id, Provider: "local"}
@@ -563,10 +573,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		return driver.Info{}, err
 	}
 	defer l.unlock()
-	if snap != nil {
-		if err := r.restoreHome(ctx, m, snap); err != nil {
+	if src != nil {
+		if err := r.restoreHome(ctx, m, src); err != nil {
 			_ = l.write(m)
-			return info, snapRestoreErr(ctx, req.FromSnapshot, err)
+			return info, snapRestoreErr(ctx, src.what, err)
 		}
 	}
 	if r.level >= L2 {
@@ -575,10 +585,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return info, err
 		}
 	}
-	if snap != nil {
-		if err := r.restoreTmp(ctx, m, snap); err != nil {
+	if src != nil {
+		if err := r.restoreTmp(ctx, m, src); err != nil {
 			_ = l.write(m)
-			return info, snapRestoreErr(ctx, req.FromSnapshot, err)
+			return info, snapRestoreErr(ctx, src.what, err)
 		}
 	}
 	m.State = driver.StateRunning

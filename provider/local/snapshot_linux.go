@@ -83,7 +83,7 @@ func (r *Runtime) snapshotNote() string {
 	if f.reflink {
 		how = "files reflinked (copy-on-write)"
 	}
-	return "filesystem snapshots: " + how + "; full snapshots need CRIU (Debian package criu), not supported yet"
+	return "filesystem snapshots: " + how + "; mode full needs CRIU (Debian package criu), which this provider does not use yet"
 }
 
 // uidOf returns the host uid that owns the files of sandbox m's user.
@@ -360,30 +360,131 @@ func (r *Runtime) sweepSnapshots() {
 	}
 }
 
+// restoreSrc is where a new sandbox's writable files are copied from: a
+// snapshot, or a live sandbox being forked.
+type restoreSrc struct {
+	what      string // "snapshot <id>" or "sandbox <id>", for errors
+	home, tmp string // host paths; tmp "" when there is none
+	uid       int    // the host uid of the source's user
+	template  string
+}
+
+// snapSource is the restore source of snapshot sm.
+func (r *Runtime) snapSource(sm *snapMeta) *restoreSrc {
+	src := &restoreSrc{what: "snapshot " + sm.Info.ID, home: filepath.Join(r.snapPath(sm.Info.ID), "home"), uid: sm.UID, template: sm.Info.Template}
+	if sm.Tmp {
+		src.tmp = filepath.Join(r.snapPath(sm.Info.ID), "tmp")
+	}
+	return src
+}
+
 // restoreHome fills the new sandbox m's home (and, below L3, its
-// temporary directory) from snapshot sm, before its agent starts.
-func (r *Runtime) restoreHome(ctx context.Context, m *meta, sm *snapMeta) error {
-	cp := newCopier(sm.UID, r.uidOf(m))
-	if err := cp.tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "home"), r.home(m.ID)); err != nil {
+// temporary directory) from src, before its agent starts.
+func (r *Runtime) restoreHome(ctx context.Context, m *meta, src *restoreSrc) error {
+	cp := newCopier(src.uid, r.uidOf(m))
+	if err := cp.tree(ctx, src.home, r.home(m.ID)); err != nil {
 		return err
 	}
-	if sm.Tmp && m.Level < L3 {
-		return cp.tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), filepath.Join(r.dir(m.ID), "tmp"))
+	if src.tmp != "" && m.Level < L3 {
+		return cp.tree(ctx, src.tmp, filepath.Join(r.dir(m.ID), "tmp"))
 	}
 	return nil
 }
 
-// restoreTmp fills the /tmp of a new sandbox m at L3 or L4 from snapshot
-// sm, once its agent runs.
-func (r *Runtime) restoreTmp(ctx context.Context, m *meta, sm *snapMeta) error {
-	if !sm.Tmp || m.Level < L3 {
+// restoreTmp fills the /tmp of a new sandbox m at L3 or L4 from src,
+// once its agent runs.
+func (r *Runtime) restoreTmp(ctx context.Context, m *meta, src *restoreSrc) error {
+	if src.tmp == "" || m.Level < L3 {
 		return nil
 	}
 	dst := r.tmpOf(m)
 	if dst == "" {
 		return nil
 	}
-	return newCopier(sm.UID, r.uidOf(m)).tree(ctx, filepath.Join(r.snapPath(sm.Info.ID), "tmp"), dst)
+	cp := newCopier(src.uid, r.uidOf(m))
+	if os.Getuid() == 0 {
+		// The tmpfs belongs to the sandbox's user namespace, where the
+		// host's root has no uid: files are made as the sandbox's user.
+		do, stop := asWorker(&creds{uid: r.uid, gid: r.gid})
+		defer stop()
+		cp.do = do
+	}
+	return cp.tree(ctx, src.tmp, dst)
+}
+
+// forkParallel bounds how many children Fork makes at once: the copies
+// share one disk.
+const forkParallel = 4
+
+// Fork makes n sandboxes whose writable files start as copies of sandbox
+// id's, copied straight from it while it is frozen (no snapshot in
+// between, so each byte is copied once per child). A paused sandbox stays
+// paused, a running one runs on. It returns every sandbox it made; a
+// child that failed is destroyed and its error joined; when ctx ends, it
+// destroys them all.
+func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.CreateRequest) ([]driver.Info, error) {
+	netMode, netNote, err := r.networkFor(req)
+	if err != nil {
+		return nil, err
+	}
+	if !idRE.MatchString(id) {
+		return nil, notFound(r, id)
+	}
+	l, err := r.lock(id)
+	if err != nil {
+		return nil, err
+	}
+	defer l.unlock()
+	m, err := l.read(id)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != driver.StatePaused {
+		thaw, err := r.freezeFor(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		defer thaw()
+	}
+	src := &restoreSrc{what: "sandbox " + id, home: r.home(id), tmp: r.tmpOf(m), uid: r.uidOf(m), template: m.Template}
+	infos := make([]driver.Info, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, forkParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			in, err := r.create(ctx, req, src, netMode, netNote)
+			if err != nil {
+				if in.ID != "" {
+					_ = r.Destroy(context.WithoutCancel(ctx), in.ID)
+				}
+				errs[i] = fmt.Errorf("local: fork child %d of %s: %w", i, id, err)
+				return
+			}
+			infos[i] = in
+		})
+	}
+	wg.Wait()
+	var made []driver.Info
+	for _, in := range infos {
+		if in.ID != "" {
+			made = append(made, in)
+		}
+	}
+	if ctx.Err() != nil {
+		for _, in := range made {
+			_ = r.Destroy(context.WithoutCancel(ctx), in.ID)
+		}
+		return nil, ctx.Err()
+	}
+	return made, errors.Join(errs...)
 }
 
 // snapRestoreErr classifies a failed restore: the snapshot deleted

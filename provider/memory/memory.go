@@ -74,6 +74,18 @@
 // Processes, signals and /proc do not exist; the run package, which needs
 // real processes, does not work over memory.
 //
+// # Snapshots
+//
+// The Runtime is a driver.Snapshotter in filesystem mode: a snapshot is a
+// deep copy of a sandbox's files (bytes, modes, times, directories and
+// symbolic links; inode numbers are new), taken of a running or paused
+// sandbox alike, kept in the Runtime until DeleteSnapshot and outliving
+// the sandbox. A sandbox created from it (CreateRequest.FromSnapshot)
+// starts with a copy of those files and the snapshot's template. Handlers
+// belong to the Runtime, not to a sandbox, so every sandbox sees the same
+// ones; the env of the source and its background processes are not kept.
+// Fork goes through the portable layer's snapshot and creates.
+//
 // # URLs
 //
 // "memory://" opens a fresh Runtime; "memory://name" opens the Runtime

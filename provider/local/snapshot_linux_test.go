@@ -1,0 +1,243 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sberrors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A snapshot lives under the root: a new Runtime (a restart) lists it and
+// creates from it, and neither its sweep nor its reaper removes it, also
+// once its sandbox is gone.
+func TestSnapshotSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root := t.TempDir()
+	rt1, err := New(WithRoot(root))
+	require.NoError(t, err)
+	c1 := sandbox.NewClient(rt1)
+	sb, err := c1.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, sb.WriteFile(ctx, "state.txt", []byte("before restart")))
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{Name: "kept", Labels: map[string]string{"restart": "yes"}})
+	require.NoError(t, err)
+	require.NoError(t, sb.Destroy(ctx))
+	require.NoError(t, c1.Close())
+
+	rt2, err := New(WithRoot(root), WithReapInterval(10*time.Millisecond))
+	require.NoError(t, err)
+	c2 := sandbox.NewClient(rt2)
+	defer c2.Close()
+	time.Sleep(100 * time.Millisecond) // let the reaper run
+	got, err := c2.GetSnapshot(ctx, snap.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "kept", got.Name)
+	assert.Equal(t, sb.ID(), got.SourceID)
+	var ids []string
+	for s, err := range c2.ListSnapshots(ctx, sandbox.ListSnapshotsOptions{Labels: map[string]string{"restart": "yes"}}) {
+		require.NoError(t, err)
+		ids = append(ids, s.ID)
+	}
+	assert.Equal(t, []string{snap.ID}, ids)
+	child, err := c2.Create(ctx, sandbox.CreateOptions{FromSnapshot: snap.ID})
+	require.NoError(t, err)
+	defer child.Destroy(ctx)
+	b, err := child.ReadFile(ctx, "state.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "before restart", string(b))
+	// No sandbox listing shows the snapshots' directory.
+	for in, err := range c2.List(ctx, sandbox.ListOptions{}) {
+		require.NoError(t, err)
+		assert.NotContains(t, in.ID, "snap")
+	}
+}
+
+// The sandbox's /tmp is writable state too: at L3 and L4 a tmpfs in its
+// mount namespace, copied through its agent's root; below, its private
+// temporary directory. Hard links stay linked, owners follow the user.
+func TestSnapshotKeepsTmpAndLinks(t *testing.T) {
+	for _, l := range []Level{L4, L1} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			rt := levelRuntime(t, l)
+			c := sandbox.NewClient(rt)
+			defer c.Close()
+			sb, err := c.Create(ctx, sandbox.CreateOptions{})
+			require.NoError(t, err)
+			defer sb.Destroy(ctx)
+			r, err := sb.Exec(ctx, sandbox.Command{Shell: `printf tmp > "${TMPDIR:-/tmp}/t.txt" && printf one > a && ln a b && mkfifo p && mkdir ro && chmod 500 ro`})
+			require.NoError(t, err)
+			require.Equal(t, 0, r.ExitCode, "%s", r.Stderr)
+			snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+			require.NoError(t, err)
+			defer c.DeleteSnapshot(ctx, snap.ID)
+			assert.Contains(t, []string{"reflink", "copy"}, snap.Detail["copy"])
+			assert.Contains(t, snap.Detail["kept"], "temporary directory")
+			child, err := c.Create(ctx, sandbox.CreateOptions{FromSnapshot: snap.ID})
+			require.NoError(t, err)
+			defer child.Destroy(ctx)
+			r, err = child.Exec(ctx, sandbox.Command{Shell: `cat "${TMPDIR:-/tmp}/t.txt"; echo; stat -c '%h %i' a b | uniq | wc -l; stat -c %h a; test -p p && echo fifo; stat -c %a ro; printf two >> a && cat b; echo; id -u; stat -c %u a`})
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSpace(string(r.Stdout)), "\n")
+			require.Len(t, lines, 8, "%q %q", r.Stdout, r.Stderr)
+			assert.Equal(t, "tmp", lines[0])
+			assert.Equal(t, "1", lines[1], "a and b are one file")
+			assert.Equal(t, "2", lines[2])
+			assert.Equal(t, "fifo", lines[3])
+			assert.Equal(t, "500", lines[4])
+			assert.Equal(t, "onetwo", lines[5], "a write through a shows through b")
+			assert.Equal(t, lines[6], lines[7], "the files are the new sandbox's user's")
+		})
+	}
+}
+
+// A snapshot of a running sandbox is taken frozen and thawed after: a
+// process running through it runs on.
+func TestSnapshotFreezesAndThaws(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	p, err := sb.Start(ctx, sandbox.Command{Shell: "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i > n; done"})
+	require.NoError(t, err)
+	defer p.Close()
+	m, err := rt.readMeta(sb.ID())
+	require.NoError(t, err)
+	frozen := make(chan bool, 1)
+	// Watch the freezer while the snapshot is taken.
+	go func() {
+		saw := false
+		for range 2000 {
+			if b, err := os.ReadFile(filepath.Join(m.Cgroups.V2, "cgroup.events")); err == nil && strings.Contains(string(b), "frozen 1") {
+				saw = true
+				break
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		frozen <- saw
+	}()
+	for range 20 {
+		_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Labels: map[string]string{"freeze": "1"}})
+		require.NoError(t, err)
+	}
+	if m.Cgroups.V2 != "" {
+		assert.True(t, <-frozen, "the sandbox's cgroup was frozen during a snapshot")
+	}
+	b, err := os.ReadFile(filepath.Join(m.Cgroups.V2, "cgroup.events"))
+	if err == nil {
+		assert.Contains(t, string(b), "frozen 0", "thawed after")
+	}
+	in, err := sb.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.StateRunning, in.State)
+	require.NoError(t, p.Kill(ctx))
+	for s, err := range c.ListSnapshots(ctx, sandbox.ListSnapshotsOptions{Labels: map[string]string{"freeze": "1"}}) {
+		require.NoError(t, err)
+		require.NoError(t, c.DeleteSnapshot(ctx, s.ID))
+	}
+}
+
+// Full mode is refused naming CRIU; the capabilities say what the host
+// offers.
+func TestSnapshotFullNeedsCRIU(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	caps := rt.Capabilities()
+	assert.Equal(t, []driver.SnapshotMode{driver.SnapshotFilesystem}, caps.SnapshotModes)
+	assert.Contains(t, caps.SnapshotNote, "criu")
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull})
+	assert.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err))
+	assert.Contains(t, err.Error(), "needs CRIU (Debian package criu)")
+	// The driver refuses it on its own too.
+	_, err = rt.Snapshot(ctx, sb.ID(), &driver.SnapshotRequest{Mode: driver.SnapshotFull})
+	assert.Contains(t, err.Error(), "Debian package criu")
+}
+
+// A sparse file is copied without its holes: the copy takes no more
+// blocks than the original.
+func TestCopySparse(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	f, err := os.Create(filepath.Join(src, "big"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<30))
+	_, err = f.WriteAt([]byte("middle"), 512<<20)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	cp := newCopier(-1, -1)
+	require.NoError(t, cp.tree(context.Background(), src, dst))
+	var a, b syscall.Stat_t
+	require.NoError(t, syscall.Stat(filepath.Join(src, "big"), &a))
+	require.NoError(t, syscall.Stat(filepath.Join(dst, "big"), &b))
+	assert.Equal(t, a.Size, b.Size)
+	assert.LessOrEqual(t, b.Blocks, a.Blocks+16, "holes stay holes")
+	got := make([]byte, 6)
+	g, err := os.Open(filepath.Join(dst, "big"))
+	require.NoError(t, err)
+	defer g.Close()
+	_, err = g.ReadAt(got, 512<<20)
+	require.NoError(t, err)
+	assert.Equal(t, "middle", string(got))
+}
+
+// Fork copies straight from the frozen sandbox (no snapshot is left or
+// made), and a paused sandbox stays paused.
+func TestForkNative(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	require.True(t, c.Capabilities().NativeFork)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: `printf h > h.txt && printf t > /tmp/t.txt`})
+	require.NoError(t, err)
+	require.Equal(t, 0, r.ExitCode)
+	require.NoError(t, sb.Pause(ctx))
+	kids, err := sb.Fork(ctx, 3, sandbox.ForkOptions{Labels: map[string]string{"native": "yes"}})
+	for _, k := range kids {
+		defer k.Destroy(ctx)
+	}
+	require.NoError(t, err)
+	require.Len(t, kids, 3)
+	in, err := sb.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.StatePaused, in.State)
+	for _, k := range kids {
+		assert.Equal(t, "yes", k.Info().Labels["native"])
+		r, err := k.Exec(ctx, sandbox.Command{Shell: `cat h.txt /tmp/t.txt`})
+		require.NoError(t, err)
+		assert.Equal(t, "ht", string(r.Stdout), "%s", r.Stderr)
+	}
+	n := 0
+	for _, err := range c.ListSnapshots(ctx, sandbox.ListSnapshotsOptions{}) {
+		require.NoError(t, err)
+		n++
+	}
+	assert.Zero(t, n, "a native fork makes no snapshot")
+	_, err = rt.Fork(ctx, "sbx-00000000000000-00000000", 1, &driver.CreateRequest{})
+	assert.Equal(t, sberrors.NotFound, sberrors.CodeOf(err))
+}
