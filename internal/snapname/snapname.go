@@ -34,9 +34,6 @@ type payload struct {
 // too long to keep.
 func Encode(name string, labels map[string]string, random string) (string, error) {
 	slug := Slug(name)
-	if name == "" && len(labels) == 0 {
-		return slug + "-" + random, nil
-	}
 	b, err := json.Marshal(payload{Name: name, Labels: labels})
 	if err != nil {
 		return "", err

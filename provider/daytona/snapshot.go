@@ -55,9 +55,23 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 	if err != nil {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: snapshot name and labels: %v", err)
 	}
-	resp, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
-		return r.api.CreateSandboxSnapshot(ctx, id, api.CreateSandboxSnapshot{Name: name})
-	}, http.StatusOK, http.StatusCreated)
+	wctx, cancel := context.WithTimeout(ctx, SnapshotWait)
+	defer cancel()
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		resp, err = r.call(wctx, op, true, func(ctx context.Context) (*http.Response, error) {
+			return r.api.CreateSandboxSnapshot(ctx, id, api.CreateSandboxSnapshot{Name: name})
+		}, http.StatusOK, http.StatusCreated)
+		var he *HTTPError
+		if err == nil || attempt == 3 || !asHTTP(err, &he) || he.Status != http.StatusConflict {
+			break
+		}
+		// 409: a transition (another snapshot, most often) is under
+		// way; the sandbox is waited for and asked again.
+		if werr := r.waitSettled(wctx, id); werr != nil {
+			return driver.SnapshotInfo{}, r.clean(werr)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, sberrors.ErrStaleTransport) {
 			return driver.SnapshotInfo{}, r.clean(err)
@@ -66,20 +80,23 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		if asHTTP(err, &he) {
 			return driver.SnapshotInfo{}, r.clean(err)
 		}
-		// The answer was lost: the snapshot may be under way. Its name
-		// lets the caller delete it.
+		// The answer was lost: the snapshot may be under way.
+		r.dropLater(id, name)
 		return driver.SnapshotInfo{ID: name, Name: req.Name}, r.clean(err)
 	}
 	var sb api.Sandbox
 	if err := decode(op, resp, &sb); err != nil {
+		r.dropLater(id, name)
 		return driver.SnapshotInfo{ID: name, Name: req.Name}, r.clean(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, SnapshotWait)
-	defer cancel()
 	in, err := r.waitSnapshot(wctx, id, name)
 	if err != nil {
 		if in.ID == "" {
 			in = driver.SnapshotInfo{ID: name, Name: req.Name}
+		}
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+			// Daytona goes on making it: it is deleted once made.
+			r.dropLater(id, name)
 		}
 		return in, r.clean(err)
 	}
@@ -142,6 +159,75 @@ func (r *Runtime) waitSnapshot(ctx context.Context, id, name string) (driver.Sna
 		}
 	}
 }
+
+// waitSettled waits, bounded by ctx, until sandbox id is in no
+// transition (started, stopped or any state that is not changing).
+func (r *Runtime) waitSettled(ctx context.Context, id string) error {
+	delay := 100 * time.Millisecond
+	for {
+		sb, err := r.getDTO(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch stateText(sb) {
+		case "snapshotting", "forking", "starting", "stopping", "creating", "restoring", "resizing", "pausing", "resuming", "archiving":
+		default:
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("daytona: snapshot: waiting for sandbox %s to settle: %w", id, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*11/10, time.Second)
+	}
+}
+
+// dropLater deletes, in the background, the snapshot name of sandbox id
+// that a Snapshot gave up waiting for, once Daytona has made it (or the
+// sandbox has left "snapshotting" without it), so that none is left
+// behind; bounded by dropWait. Close waits for it.
+func (r *Runtime) dropLater(id, name string) {
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), dropWait)
+		defer cancel()
+		// The request may not have reached Daytona's worker yet: a
+		// snapshot neither made nor under way is looked for a while
+		// longer (dropGrace) before it is given up.
+		grace := time.Now().Add(dropGrace)
+		for ctx.Err() == nil {
+			sn, err := r.getSnapshot(ctx, "snapshot", name)
+			if err == nil && sn.State != "pending" && sn.State != "building" && sn.State != "pulling" {
+				break // made (or failed): delete it
+			}
+			if sberrors.CodeOf(err) == sberrors.NotFound {
+				sb, gerr := r.getDTO(ctx, id)
+				if (gerr != nil || stateText(sb) != "snapshotting") && time.Now().After(grace) {
+					return
+				}
+			}
+			t := time.NewTimer(200 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		_ = r.DeleteSnapshot(ctx, name)
+	}()
+}
+
+// dropGrace is how long dropLater looks for a snapshot that is neither
+// made nor under way.
+const dropGrace = 5 * time.Second
+
+// dropWait bounds dropLater.
+const dropWait = 2 * time.Minute
 
 func stateText(sb *api.Sandbox) string {
 	if sb == nil || sb.State == nil {

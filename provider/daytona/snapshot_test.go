@@ -223,3 +223,68 @@ func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
 		t.Fatalf("sandboxes after a cancelled create from a snapshot: %v", ids)
 	}
 }
+
+// TestSnapshotConcurrentWaitsForTheOther: Daytona answers 409 while the
+// sandbox is snapshotting; the second Snapshot waits and asks again.
+func TestSnapshotConcurrentWaitsForTheOther(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
+	snapWrite(t, e, src.ID, src.Home+"/c.txt", strings.Repeat("x", 1<<20))
+	type res struct {
+		in  driver.SnapshotInfo
+		err error
+	}
+	out := make(chan res, 2)
+	for range 2 {
+		go func() {
+			in, err := e.rt.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem})
+			out <- res{in, err}
+		}()
+	}
+	a, b := <-out, <-out
+	if a.err != nil || b.err != nil || a.in.ID == b.in.ID {
+		t.Fatalf("concurrent snapshots: %+v %v / %+v %v", a.in, a.err, b.in, b.err)
+	}
+	if n := e.fake.Count("POST", "/snapshot"); n < 3 {
+		t.Logf("the two snapshots did not collide (%d requests): the 409 path was not taken this run", n)
+	}
+}
+
+// TestSnapshotCancelledLeavesNothing: a Snapshot whose ctx ends while
+// Daytona makes the snapshot leaves none behind once Close returns.
+func TestSnapshotCancelledLeavesNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
+	snapWrite(t, e, src.ID, src.Home+"/c.txt", strings.Repeat("y", 1<<20))
+	cut := 0
+	for _, d := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
+		cctx, cancel := context.WithTimeout(ctx, d)
+		in, err := e.rt.Snapshot(cctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFilesystem})
+		cancel()
+		if err == nil {
+			if err := e.rt.DeleteSnapshot(ctx, in.ID); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		cut++
+		if in.ID != "" {
+			_ = e.rt.DeleteSnapshot(ctx, in.ID)
+		}
+	}
+	if err := e.rt.Close(); err != nil { // waits for the background clean-up
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.fake.Snapshots()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := e.fake.Snapshots(); len(left) != 0 {
+		t.Fatalf("snapshots left after %d cancelled Snapshot calls: %v", cut, left)
+	}
+	if cut == 0 {
+		t.Log("every Snapshot finished before its deadline")
+	}
+}

@@ -84,14 +84,16 @@ func (s *Server) FailNextSnapshots(n int) {
 	s.snaps.fails = n
 }
 
-// Snapshots returns the names of the snapshots that exist (not the
-// general default one).
+// Snapshots returns the names of the snapshots that exist and are not
+// being removed (not the general default one).
 func (s *Server) Snapshots() []string {
 	s.snaps.mu.Lock()
 	defer s.snaps.mu.Unlock()
 	var out []string
 	for _, sn := range s.snaps.byID {
-		out = append(out, sn.name)
+		if sn.state != "removing" {
+			out = append(out, sn.name)
+		}
 	}
 	slices.Sort(out)
 	return out
