@@ -163,6 +163,8 @@ type Runtime struct {
 	paused   map[string]bool            // paused (stopped) through this Runtime
 	spent    map[string][]string        // finished Exec file prefixes not yet removed
 	clients  map[string]*toolbox.Client // by toolbox base URL
+
+	bg sync.WaitGroup // clean-ups of cancelled snapshots (snapshot.go); Close waits
 }
 
 var (
@@ -232,6 +234,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true, NetworkPolicy: networkSupport,
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 	}
 }
 
@@ -245,7 +248,10 @@ func (r *Runtime) ResetTransport() error {
 }
 
 // Close drops the Runtime's idle connections. Sandboxes are not touched.
-func (r *Runtime) Close() error { return r.ResetTransport() }
+func (r *Runtime) Close() error {
+	r.bg.Wait()
+	return r.ResetTransport()
+}
 
 // headers adds the headers of every request, on both APIs.
 func (r *Runtime) headers(ctx context.Context, req *http.Request) error {
