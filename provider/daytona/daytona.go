@@ -164,6 +164,8 @@ type Runtime struct {
 	paused   map[string]bool            // paused (stopped) through this Runtime
 	spent    map[string][]string        // finished Exec file prefixes not yet removed
 	clients  map[string]*toolbox.Client // by toolbox base URL
+
+	bg sync.WaitGroup // clean-ups of cancelled snapshots (snapshot.go); Close waits
 }
 
 var (
@@ -233,7 +235,8 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true, NetworkPolicy: networkSupport,
-		WatchLatency: WatchInterval, // polled: see Watch
+		WatchLatency:  WatchInterval, // polled: see Watch
+		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 	}
 }
 
@@ -247,7 +250,10 @@ func (r *Runtime) ResetTransport() error {
 }
 
 // Close drops the Runtime's idle connections. Sandboxes are not touched.
-func (r *Runtime) Close() error { return r.ResetTransport() }
+func (r *Runtime) Close() error {
+	r.bg.Wait()
+	return r.ResetTransport()
+}
 
 // headers adds the headers of every request, on both APIs.
 func (r *Runtime) headers(ctx context.Context, req *http.Request) error {

@@ -224,6 +224,9 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		body.Target = &r.target
 	}
 	snap := req.Template
+	if req.FromSnapshot != "" {
+		snap = req.FromSnapshot // Daytona's templates are snapshots
+	}
 	if snap == "" {
 		snap = r.snapshot
 	}
@@ -262,7 +265,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	res := req.Resources
 	switch {
-	case image != "" && snap != "" && req.Template != "":
+	case image != "" && snap != "" && (req.Template != "" || req.FromSnapshot != ""):
 		return driver.Info{}, sberrors.Errorf(sberrors.InvalidArgument, "daytona: set either Template (a snapshot) or the %q option, not both", OptImage)
 	case image != "":
 		body.BuildInfo = &api.CreateBuildInfo{DockerfileContent: "FROM " + image + "\n"}
@@ -309,7 +312,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			// answer has no id, the sandbox stays (in error) until deleted.
 			return driver.Info{ID: r.findByToken(token)}, r.clean(err)
 		case errors.Is(err, sberrors.ErrStaleTransport) || he != nil:
-			return driver.Info{}, r.clean(err) // the server did not create it
+			return driver.Info{}, r.clean(snapshotMissing(err, req.FromSnapshot)) // the server did not create it
 		}
 		// The request may have created a sandbox whose id never came
 		// back: find it by its token so that the caller can destroy it.

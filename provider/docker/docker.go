@@ -303,6 +303,8 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		// join (WithNetwork). Lists need the egress proxy.
 		NetworkPolicy: driver.NetworkSupport{AllowAll: r.network != "none", DenyAll: true,
 			Note: "allow-all needs a network to join (?network=); domain and CIDR allow-lists and deny-lists need the egress proxy, not available on this provider yet"},
+		SnapshotModes: snapshotModes(),
+		SnapshotNote:  "filesystem snapshots are commits to images; full mode would need the engine's experimental checkpoint with CRIU",
 	}
 }
 

@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,14 @@ var keepAlive = []string{"/bin/sh", "-c", "while :; do sleep 3600; done"}
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	image := req.Template
+	if req.FromSnapshot != "" {
+		// Only this provider's snapshot images: another image ID is
+		// NotFound here as for GetSnapshot.
+		if _, err := r.ownedImage(ctx, op, req.FromSnapshot); err != nil {
+			return driver.Info{}, err
+		}
+		image = req.FromSnapshot
+	}
 	if image == "" {
 		image = r.image
 	}
@@ -100,10 +109,13 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	if req.AutoPause {
 		labels[labelAutoPause] = "1"
+	} else if req.FromSnapshot != "" {
+		labels[labelAutoPause] = "0" // over the snapshot image's own
 	}
 	for k, v := range req.Labels {
 		labels[labelPrefix+k] = v
 	}
+	labels[labelKeys] = userLabelKeys(req.Labels)
 	netMode := r.network
 	if req.NoNetwork {
 		netMode = "none"
@@ -423,8 +435,12 @@ func (r *Runtime) info(id string, labels map[string]string, status container.Con
 	case n != "":
 		info.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
 	}
+	var keys []string
+	own := json.Unmarshal([]byte(labels[labelKeys]), &keys) == nil
 	for k, v := range labels {
-		if name, ok := strings.CutPrefix(k, labelPrefix); ok {
+		if name, ok := strings.CutPrefix(k, labelPrefix); ok && (!own || slices.Contains(keys, name)) {
+			// A container from a snapshot inherits the labels of the
+			// one committed: only its own (labelKeys) are shown.
 			info.Labels[name] = v
 		}
 	}
@@ -532,6 +548,9 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		}
 		info := r.info(c.ID, c.Labels, c.State, time.Unix(c.Created, 0))
 		info.LeaseEnd = r.leaseEnd(ctx, c.ID, c.Labels)
+		if !hasLabels(info.Labels, req.Labels) {
+			continue // matched an inherited label only (see labelKeys)
+		}
 		info, gone, err := r.enforceLease(ctx, info)
 		if gone {
 			continue

@@ -53,11 +53,16 @@ func decode(op string, body []byte, v any) error {
 	return nil
 }
 
-// Create creates a sandbox from req.Template (default "base") with the
-// lease req.Timeout, always sent (E2B would otherwise use 15 s).
+// Create creates a sandbox from req.Template (default "base"), or from the
+// snapshot req.FromSnapshot, with the lease req.Timeout, always sent (E2B
+// would otherwise use 15 s).
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.NewSandbox{TemplateID: req.Template}
+	if req.FromSnapshot != "" {
+		// A snapshot is a template: its ID is the template to start.
+		body.TemplateID = req.FromSnapshot
+	}
 	if body.TemplateID == "" {
 		body.TemplateID = r.cfg.template
 	}
@@ -207,6 +212,13 @@ func sandboxName(req *driver.CreateRequest) (string, error) {
 // left out of Info.Labels.
 const createTokenLabel = "sandboxkit.create-token"
 
+// lostCreatePolls and lostCreateWait bound how long lostCreate keeps
+// looking for a create the caller gave up on.
+const (
+	lostCreatePolls = 5
+	lostCreateWait  = 400 * time.Millisecond
+)
+
 // lostCreate handles a create whose answer never came (cut, dropped, or
 // the caller's ctx ended while the server acted): it looks the sandbox up
 // by its token. While ctx lives, a sandbox found is adopted (its Info
@@ -214,6 +226,13 @@ const createTokenLabel = "sandboxkit.create-token"
 // portable layer destroys it.
 func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
 	id := r.findByToken(token)
+	// A create the caller gave up on may still be under way on the
+	// server: it is looked for a little longer (bounded), so that what
+	// it makes is handed back to be destroyed rather than orphaned.
+	for i := 0; id == "" && ctx.Err() != nil && i < lostCreatePolls; i++ {
+		time.Sleep(lostCreateWait)
+		id = r.findByToken(token)
+	}
 	if id == "" {
 		return driver.Info{}, err
 	}

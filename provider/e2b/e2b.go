@@ -198,8 +198,8 @@ func init() {
 }
 
 // Runtime is the E2B provider. It is safe for concurrent use. It
-// implements driver.Runtime, driver.Pauser, driver.ProcessRuntime and
-// driver.TransportResetter.
+// implements driver.Runtime, driver.Pauser, driver.ProcessRuntime,
+// driver.TransportResetter, driver.Snapshotter and driver.Forker.
 type Runtime struct {
 	cfg       config
 	transport http.RoundTripper
@@ -418,6 +418,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels: true, Persistent: true, Isolation: "microvm (Firecracker)",
 		DefaultLease: defaultLease, MaxLease: maxLease, Network: true,
 		ReportsSignal: true, NetworkPolicy: networkSupport,
+		SnapshotModes: r.snapshotModes(),
 	}
 }
 

@@ -164,6 +164,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.create(w, r)
 	case p == "/sandbox" && r.Method == http.MethodGet:
 		s.list(w, r)
+	case parts[0] == "snapshots":
+		s.snapshotsAPI(w, r, parts) // snapshots.go
 	case len(parts) >= 2 && parts[0] == "sandbox":
 		s.sandboxOp(w, r, parts[1], parts[2:])
 	default:
@@ -191,9 +193,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var source *dsnap
+	if req.BuildInfo == nil {
+		var msg string
+		if source, msg = s.createSource(str(req.Snapshot)); msg != "" {
+			nestError(w, r, 400, msg)
+			return
+		}
+	}
 	now := s.now()
 	b := &sbx{
-		id: uuid4(), user: "daytona", target: "us", snapshot: "daytonaio/sandbox:fake",
+		id: uuid4(), user: "daytona", target: "us", snapshot: DefaultSnapshot,
 		env: map[string]string{}, labels: map[string]string{},
 		cpu: 1, mem: 1, disk: 3, autoStop: 15, autoArchive: 10080, autoDelete: -1,
 		created: now, updated: now, activity: now, sessions: map[string]*session{},
@@ -254,7 +264,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(s.baseCtx, 2*time.Minute)
 	defer cancel()
-	info, err := s.backend.Create(ctx, &driver.CreateRequest{
+	info, err := s.createBackend(ctx, source, &driver.CreateRequest{
 		Env: maps.Clone(b.env), Labels: map[string]string{"daytonafake": b.id},
 		Timeout: 24 * time.Hour, NoNetwork: b.netBlock,
 	})
@@ -407,6 +417,8 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		op = r.Method + " ports/*/preview-url"
 	}
 	switch op {
+	case "POST snapshot":
+		s.sandboxSnapshot(w, r, b) // snapshots.go; unlocks s.mu
 	case "GET ":
 		if b.stored == stateCreating {
 			if b.polls > 0 {

@@ -227,6 +227,7 @@ type Server struct {
 	counts    map[string]int
 	skew      time.Duration
 	nextFail  *createFailure
+	snaps     snapStore // snapshots.go
 }
 
 type fault struct {
@@ -321,6 +322,7 @@ func (s *Server) close() {
 		b.killSessions()
 	}
 	s.wg.Wait()
+	s.closeSnapshots()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, b := range all {

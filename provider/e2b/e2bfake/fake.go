@@ -58,9 +58,12 @@
 //     by GET with their values as the API's SandboxDetail carries them,
 //     and readable with Server.Rules; no header is ever put on a
 //     request. egressProxy is not modelled.
-//   - Only the v2 list, create, get, kill, timeout, pause, connect and
-//     network endpoints exist (no v1 list, refreshes, deprecated resume,
-//     snapshots, metrics or logs). cpuCount, memoryMB and diskSizeMB are
+//   - Only the v2 list, create, get, kill, timeout, pause, connect,
+//     network, snapshot (create, list, delete as a template) and fork
+//     endpoints exist (no v1 list, refreshes, deprecated resume, other
+//     template endpoints, metrics or logs). Snapshots keep files (see
+//     snapshots.go), not memory, unless the backend's own snapshots do.
+//     cpuCount, memoryMB and diskSizeMB are
 //     constants; clientID is the constant the API returns for paused
 //     sandboxes; the Hobby plan's 1 h max lease is the default limit
 //     (WithMaxLease).
@@ -120,6 +123,7 @@ type Server struct {
 	mu     sync.Mutex
 	boxes  map[string]*box
 	faults []*Fault
+	snaps  snapStore // snapshots.go
 	// conns follows both servers' connections for ResetBeforeAdmission.
 	conns   conntrack.Tracker
 	counts  map[string]int
@@ -298,6 +302,7 @@ func (s *Server) Close() {
 		for _, b := range boxes {
 			s.destroyBox(b)
 		}
+		s.closeSnapshots()
 		s.bg.Wait()
 	})
 }
@@ -531,8 +536,8 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `request body has an error: doesn't match schema: Error at "/templateID": property "templateID" is missing`)
 		return
 	}
-	if !slices.Contains(s.templates, req.TemplateID) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+	if msg, ok := s.knownTemplate(req.TemplateID); !ok {
+		writeError(w, http.StatusNotFound, msg)
 		return
 	}
 	lease := s.defaultLease
@@ -583,7 +588,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 	if m := s.backend.Capabilities().MaxLease; m > 0 && m < backendLease {
 		backendLease = m
 	}
-	info, err := s.backend.Create(r.Context(), &driver.CreateRequest{Env: env, Timeout: backendLease})
+	info, err := s.createBackend(r.Context(), req.TemplateID, env, backendLease)
 	if err != nil {
 		if info.ID != "" {
 			_ = s.backend.Destroy(context.Background(), info.ID)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/oapi-codegen/runtime"
 )
@@ -124,6 +125,84 @@ func (e SandboxState) Valid() bool {
 	}
 }
 
+// Defines values for SnapshotState.
+const (
+	SnapshotStateActive      SnapshotState = "active"
+	SnapshotStateBuildFailed SnapshotState = "build_failed"
+	SnapshotStateBuilding    SnapshotState = "building"
+	SnapshotStateError       SnapshotState = "error"
+	SnapshotStateInactive    SnapshotState = "inactive"
+	SnapshotStatePending     SnapshotState = "pending"
+	SnapshotStatePulling     SnapshotState = "pulling"
+	SnapshotStateRemoving    SnapshotState = "removing"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotState enum.
+func (e SnapshotState) Valid() bool {
+	switch e {
+	case SnapshotStateActive:
+		return true
+	case SnapshotStateBuildFailed:
+		return true
+	case SnapshotStateBuilding:
+		return true
+	case SnapshotStateError:
+		return true
+	case SnapshotStateInactive:
+		return true
+	case SnapshotStatePending:
+		return true
+	case SnapshotStatePulling:
+		return true
+	case SnapshotStateRemoving:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAllSnapshotsParamsSort.
+const (
+	CreatedAt  GetAllSnapshotsParamsSort = "createdAt"
+	LastUsedAt GetAllSnapshotsParamsSort = "lastUsedAt"
+	Name       GetAllSnapshotsParamsSort = "name"
+	State      GetAllSnapshotsParamsSort = "state"
+)
+
+// Valid indicates whether the value is a known member of the GetAllSnapshotsParamsSort enum.
+func (e GetAllSnapshotsParamsSort) Valid() bool {
+	switch e {
+	case CreatedAt:
+		return true
+	case LastUsedAt:
+		return true
+	case Name:
+		return true
+	case State:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAllSnapshotsParamsOrder.
+const (
+	Asc  GetAllSnapshotsParamsOrder = "asc"
+	Desc GetAllSnapshotsParamsOrder = "desc"
+)
+
+// Valid indicates whether the value is a known member of the GetAllSnapshotsParamsOrder enum.
+func (e GetAllSnapshotsParamsOrder) Valid() bool {
+	switch e {
+	case Asc:
+		return true
+	case Desc:
+		return true
+	default:
+		return false
+	}
+}
+
 // Config defines model for Config.
 type Config struct {
 	DefaultSnapshot        *string `json:"defaultSnapshot,omitempty"`
@@ -171,6 +250,15 @@ type CreateSandbox struct {
 	User             *string `json:"user,omitempty"`
 }
 
+// CreateSandboxSnapshot defines model for CreateSandboxSnapshot.
+type CreateSandboxSnapshot struct {
+	// IncludeMemory Keep the VM's memory; Windows sandboxes only (default false).
+	IncludeMemory *bool `json:"includeMemory,omitempty"`
+
+	// Name The new snapshot's name, unique in the organization.
+	Name string `json:"name"`
+}
+
 // Error The NestJS error body. message is usually a string; validation errors may carry a list, so it is left untyped.
 type Error struct {
 	Error      *string     `json:"error,omitempty"`
@@ -194,6 +282,14 @@ type NetworkSettings struct {
 type PaginatedSandboxes struct {
 	Items      []Sandbox `json:"items"`
 	NextCursor *string   `json:"nextCursor,omitempty"`
+}
+
+// PaginatedSnapshots defines model for PaginatedSnapshots.
+type PaginatedSnapshots struct {
+	Items      []Snapshot `json:"items"`
+	Page       float32    `json:"page"`
+	Total      float32    `json:"total"`
+	TotalPages float32    `json:"totalPages"`
 }
 
 // Sandbox defines model for Sandbox.
@@ -243,6 +339,24 @@ type SandboxLabels struct {
 // SandboxState defines model for SandboxState.
 type SandboxState string
 
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	ErrorReason *string   `json:"errorReason,omitempty"`
+	General     *bool     `json:"general,omitempty"`
+	Id          string    `json:"id"`
+	Name        string    `json:"name"`
+	Ref         *string   `json:"ref,omitempty"`
+
+	// Size GB.
+	Size      *float32      `json:"size,omitempty"`
+	State     SnapshotState `json:"state"`
+	UpdatedAt *time.Time    `json:"updatedAt,omitempty"`
+}
+
+// SnapshotState defines model for SnapshotState.
+type SnapshotState string
+
 // Url defines model for Url.
 type Url struct {
 	Url string `json:"url"`
@@ -273,6 +387,23 @@ type StopSandboxParams struct {
 	Force *bool `form:"force,omitempty" json:"force,omitempty"`
 }
 
+// GetAllSnapshotsParams defines parameters for GetAllSnapshots.
+type GetAllSnapshotsParams struct {
+	Page  *int `form:"page,omitempty" json:"page,omitempty"`
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Name Partial name match.
+	Name  *string                     `form:"name,omitempty" json:"name,omitempty"`
+	Sort  *GetAllSnapshotsParamsSort  `form:"sort,omitempty" json:"sort,omitempty"`
+	Order *GetAllSnapshotsParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+}
+
+// GetAllSnapshotsParamsSort defines parameters for GetAllSnapshots.
+type GetAllSnapshotsParamsSort string
+
+// GetAllSnapshotsParamsOrder defines parameters for GetAllSnapshots.
+type GetAllSnapshotsParamsOrder string
+
 // CreateSandboxJSONRequestBody defines body for CreateSandbox for application/json ContentType.
 type CreateSandboxJSONRequestBody = CreateSandbox
 
@@ -281,6 +412,9 @@ type ReplaceLabelsJSONRequestBody = SandboxLabels
 
 // UpdateNetworkSettingsJSONRequestBody defines body for UpdateNetworkSettings for application/json ContentType.
 type UpdateNetworkSettingsJSONRequestBody = NetworkSettings
+
+// CreateSandboxSnapshotJSONRequestBody defines body for CreateSandboxSnapshot for application/json ContentType.
+type CreateSandboxSnapshotJSONRequestBody = CreateSandboxSnapshot
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -404,6 +538,18 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	UpdateNetworkSettings(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CreateSandboxSnapshotWithBody performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+	CreateSandboxSnapshotWithBody(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSandboxSnapshot performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request.
+	// Takes a body of the `application/json` content type.
+	//
+	// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+	CreateSandboxSnapshot(ctx context.Context, sandboxIdOrName SandboxIdOrName, body CreateSandboxSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// StartSandbox performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 	StartSandbox(ctx context.Context, sandboxIdOrName SandboxIdOrName, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -415,6 +561,15 @@ type ClientInterface interface {
 
 	// GetToolboxProxyUrl performs a GET /sandbox/{sandboxId}/toolbox-proxy-url (the `GetToolboxProxyUrl` operationId) request.
 	GetToolboxProxyUrl(ctx context.Context, sandboxId SandboxId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAllSnapshots performs a GET /snapshots (the `GetAllSnapshots` operationId) request.
+	GetAllSnapshots(ctx context.Context, params *GetAllSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveSnapshot performs a DELETE /snapshots/{id} (the `RemoveSnapshot` operationId) request.
+	RemoveSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSnapshot performs a GET /snapshots/{id} (the `GetSnapshot` operationId) request.
+	GetSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetConfig performs a GET /config (the `GetConfig` operationId) request.
@@ -605,6 +760,38 @@ func (c *Client) UpdateNetworkSettings(ctx context.Context, sandboxIdOrName Sand
 	return c.Client.Do(req)
 }
 
+// CreateSandboxSnapshotWithBody performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request,
+// with any type of body and a specified content type.
+//
+// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+func (c *Client) CreateSandboxSnapshotWithBody(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSandboxSnapshotRequestWithBody(c.Server, sandboxIdOrName, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSandboxSnapshot performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request.
+// Takes a body of the `application/json` content type.
+//
+// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+func (c *Client) CreateSandboxSnapshot(ctx context.Context, sandboxIdOrName SandboxIdOrName, body CreateSandboxSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSandboxSnapshotRequest(c.Server, sandboxIdOrName, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // StartSandbox performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 func (c *Client) StartSandbox(ctx context.Context, sandboxIdOrName SandboxIdOrName, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStartSandboxRequest(c.Server, sandboxIdOrName)
@@ -647,6 +834,45 @@ func (c *Client) UpdateLastActivity(ctx context.Context, sandboxId SandboxId, re
 // GetToolboxProxyUrl performs a GET /sandbox/{sandboxId}/toolbox-proxy-url (the `GetToolboxProxyUrl` operationId) request.
 func (c *Client) GetToolboxProxyUrl(ctx context.Context, sandboxId SandboxId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetToolboxProxyUrlRequest(c.Server, sandboxId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAllSnapshots performs a GET /snapshots (the `GetAllSnapshots` operationId) request.
+func (c *Client) GetAllSnapshots(ctx context.Context, params *GetAllSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAllSnapshotsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveSnapshot performs a DELETE /snapshots/{id} (the `RemoveSnapshot` operationId) request.
+func (c *Client) RemoveSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveSnapshotRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSnapshot performs a GET /snapshots/{id} (the `GetSnapshot` operationId) request.
+func (c *Client) GetSnapshot(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSnapshotRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1145,6 +1371,53 @@ func NewUpdateNetworkSettingsRequestWithBody(server string, sandboxIdOrName Sand
 	return req, nil
 }
 
+// NewCreateSandboxSnapshotRequest calls the generic CreateSandboxSnapshot builder with application/json body
+func NewCreateSandboxSnapshotRequest(server string, sandboxIdOrName SandboxIdOrName, body CreateSandboxSnapshotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSandboxSnapshotRequestWithBody(server, sandboxIdOrName, "application/json", bodyReader)
+}
+
+// NewCreateSandboxSnapshotRequestWithBody constructs an http.Request for the CreateSandboxSnapshot method, with any body, and a specified content type
+func NewCreateSandboxSnapshotRequestWithBody(server string, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxIdOrName", sandboxIdOrName, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandbox/%s/snapshot", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewStartSandboxRequest constructs an http.Request for the StartSandbox method
 func NewStartSandboxRequest(server string, sandboxIdOrName SandboxIdOrName) (*http.Request, error) {
 	var err error
@@ -1308,6 +1581,176 @@ func NewGetToolboxProxyUrlRequest(server string, sandboxId SandboxId) (*http.Req
 	return req, nil
 }
 
+// NewGetAllSnapshotsRequest constructs an http.Request for the GetAllSnapshots method
+func NewGetAllSnapshotsRequest(server string, params *GetAllSnapshotsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Page != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "page", *params.Page, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveSnapshotRequest constructs an http.Request for the RemoveSnapshot method
+func NewRemoveSnapshotRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSnapshotRequest constructs an http.Request for the GetSnapshot method
+func NewGetSnapshotRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1422,6 +1865,20 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	UpdateNetworkSettingsWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body UpdateNetworkSettingsJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateNetworkSettingsResponse, error)
 
+	// CreateSandboxSnapshotWithBodyWithResponse performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	CreateSandboxSnapshotWithBodyWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSandboxSnapshotResponse, error)
+
+	// CreateSandboxSnapshotWithResponse performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+	CreateSandboxSnapshotWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body CreateSandboxSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSandboxSnapshotResponse, error)
+
 	// StartSandboxWithResponse performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1441,6 +1898,21 @@ type ClientWithResponsesInterface interface {
 	//
 	// Returns a wrapper object for the known response body format(s).
 	GetToolboxProxyUrlWithResponse(ctx context.Context, sandboxId SandboxId, reqEditors ...RequestEditorFn) (*GetToolboxProxyUrlResponse, error)
+
+	// GetAllSnapshotsWithResponse performs a GET /snapshots (the `GetAllSnapshots` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetAllSnapshotsWithResponse(ctx context.Context, params *GetAllSnapshotsParams, reqEditors ...RequestEditorFn) (*GetAllSnapshotsResponse, error)
+
+	// RemoveSnapshotWithResponse performs a DELETE /snapshots/{id} (the `RemoveSnapshot` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	RemoveSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RemoveSnapshotResponse, error)
+
+	// GetSnapshotWithResponse performs a GET /snapshots/{id} (the `GetSnapshot` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error)
 }
 
 type GetConfigResponse struct {
@@ -2006,6 +2478,54 @@ func (r UpdateNetworkSettingsResponse) ContentType() string {
 	return ""
 }
 
+type CreateSandboxSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateSandboxSnapshotResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateSandboxSnapshotResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSandboxSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSandboxSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSandboxSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSandboxSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type StartSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2205,6 +2725,143 @@ func (r GetToolboxProxyUrlResponse) ContentType() string {
 	return ""
 }
 
+type GetAllSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PaginatedSnapshots
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAllSnapshotsResponse) GetJSON200() *PaginatedSnapshots {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetAllSnapshotsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAllSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAllSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAllSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAllSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RemoveSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RemoveSnapshotResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetSnapshotResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetConfigWithResponse performs a GET /config (the `GetConfig` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2359,6 +3016,32 @@ func (c *ClientWithResponses) UpdateNetworkSettingsWithResponse(ctx context.Cont
 	return ParseUpdateNetworkSettingsResponse(rsp)
 }
 
+// CreateSandboxSnapshotWithBodyWithResponse performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request,
+// with any type of body and a specified content type.
+//
+// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreateSandboxSnapshotWithBodyWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSandboxSnapshotResponse, error) {
+	rsp, err := c.CreateSandboxSnapshotWithBody(ctx, sandboxIdOrName, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSandboxSnapshotResponse(rsp)
+}
+
+// CreateSandboxSnapshotWithResponse performs a POST /sandbox/{sandboxIdOrName}/snapshot (the `CreateSandboxSnapshot` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Starts a snapshot of the sandbox (state snapshotting); the snapshot appears, active, when it is done.
+func (c *ClientWithResponses) CreateSandboxSnapshotWithResponse(ctx context.Context, sandboxIdOrName SandboxIdOrName, body CreateSandboxSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSandboxSnapshotResponse, error) {
+	rsp, err := c.CreateSandboxSnapshot(ctx, sandboxIdOrName, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSandboxSnapshotResponse(rsp)
+}
+
 // StartSandboxWithResponse performs a POST /sandbox/{sandboxIdOrName}/start (the `StartSandbox` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2401,6 +3084,39 @@ func (c *ClientWithResponses) GetToolboxProxyUrlWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseGetToolboxProxyUrlResponse(rsp)
+}
+
+// GetAllSnapshotsWithResponse performs a GET /snapshots (the `GetAllSnapshots` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetAllSnapshotsWithResponse(ctx context.Context, params *GetAllSnapshotsParams, reqEditors ...RequestEditorFn) (*GetAllSnapshotsResponse, error) {
+	rsp, err := c.GetAllSnapshots(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAllSnapshotsResponse(rsp)
+}
+
+// RemoveSnapshotWithResponse performs a DELETE /snapshots/{id} (the `RemoveSnapshot` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) RemoveSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RemoveSnapshotResponse, error) {
+	rsp, err := c.RemoveSnapshot(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveSnapshotResponse(rsp)
+}
+
+// GetSnapshotWithResponse performs a GET /snapshots/{id} (the `GetSnapshot` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetSnapshotWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error) {
+	rsp, err := c.GetSnapshot(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSnapshotResponse(rsp)
 }
 
 // ParseGetConfigResponse parses an HTTP response from a GetConfigWithResponse call
@@ -2801,6 +3517,39 @@ func ParseUpdateNetworkSettingsResponse(rsp *http.Response) (*UpdateNetworkSetti
 	return response, nil
 }
 
+// ParseCreateSandboxSnapshotResponse parses an HTTP response from a CreateSandboxSnapshotWithResponse call
+func ParseCreateSandboxSnapshotResponse(rsp *http.Response) (*CreateSandboxSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSandboxSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseStartSandboxResponse parses an HTTP response from a StartSandboxWithResponse call
 func ParseStartSandboxResponse(rsp *http.Response) (*StartSandboxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2929,6 +3678,101 @@ func ParseGetToolboxProxyUrlResponse(rsp *http.Response) (*GetToolboxProxyUrlRes
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Url
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetAllSnapshotsResponse parses an HTTP response from a GetAllSnapshotsWithResponse call
+func ParseGetAllSnapshotsResponse(rsp *http.Response) (*GetAllSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAllSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PaginatedSnapshots
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRemoveSnapshotResponse parses an HTTP response from a RemoveSnapshotWithResponse call
+func ParseRemoveSnapshotResponse(rsp *http.Response) (*RemoveSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSnapshotResponse parses an HTTP response from a GetSnapshotWithResponse call
+func ParseGetSnapshotResponse(rsp *http.Response) (*GetSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

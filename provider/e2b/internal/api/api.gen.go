@@ -127,6 +127,18 @@ type SandboxDetail struct {
 	TemplateID          string                `json:"templateID"`
 }
 
+// SandboxForkRequest defines model for SandboxForkRequest.
+type SandboxForkRequest struct {
+	Count   *int32 `json:"count,omitempty"`
+	Timeout *int32 `json:"timeout,omitempty"`
+}
+
+// SandboxForkResult Exactly one of sandbox or error is set.
+type SandboxForkResult struct {
+	Error   *Error   `json:"error,omitempty"`
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
 // SandboxMetadata defines model for SandboxMetadata.
 type SandboxMetadata map[string]string
 
@@ -164,8 +176,25 @@ type SandboxNetworkUpdateConfig struct {
 	Rules *SandboxNetworkRules `json:"rules,omitempty"`
 }
 
+// SandboxSnapshotRequest defines model for SandboxSnapshotRequest.
+type SandboxSnapshotRequest struct {
+	// Memory Whether the snapshot keeps memory (true, the API's default) or only the filesystem (false; sandboxes created from it cold-boot).
+	Memory *bool `json:"memory,omitempty"`
+
+	// Name Optional name (alias, may carry a ":tag") for the snapshot template; an existing name gets a new build.
+	Name *string `json:"name,omitempty"`
+}
+
 // SandboxState defines model for SandboxState.
 type SandboxState string
+
+// SnapshotInfo defines model for SnapshotInfo.
+type SnapshotInfo struct {
+	Names []string `json:"names"`
+
+	// SnapshotID The snapshot template with its tag (namespace/alias:tag when named, else templateID:tag).
+	SnapshotID string `json:"snapshotID"`
+}
 
 // TimeoutRequest defines model for TimeoutRequest.
 type TimeoutRequest struct {
@@ -174,6 +203,16 @@ type TimeoutRequest struct {
 
 // SandboxID defines model for sandboxID.
 type SandboxID = string
+
+// GetSnapshotsParams defines parameters for GetSnapshots.
+type GetSnapshotsParams struct {
+	SandboxID *string `form:"sandboxID,omitempty" json:"sandboxID,omitempty"`
+
+	// Name A snapshot's name or ID, optionally with its tag.
+	Name      *string `form:"name,omitempty" json:"name,omitempty"`
+	Limit     *int32  `form:"limit,omitempty" json:"limit,omitempty"`
+	NextToken *string `form:"nextToken,omitempty" json:"nextToken,omitempty"`
+}
 
 // GetV2SandboxesParams defines parameters for GetV2Sandboxes.
 type GetV2SandboxesParams struct {
@@ -190,11 +229,17 @@ type PostSandboxesJSONRequestBody = NewSandbox
 // PostSandboxConnectJSONRequestBody defines body for PostSandboxConnect for application/json ContentType.
 type PostSandboxConnectJSONRequestBody = ConnectSandbox
 
+// PostSandboxForkJSONRequestBody defines body for PostSandboxFork for application/json ContentType.
+type PostSandboxForkJSONRequestBody = SandboxForkRequest
+
 // PutSandboxNetworkJSONRequestBody defines body for PutSandboxNetwork for application/json ContentType.
 type PutSandboxNetworkJSONRequestBody = SandboxNetworkUpdateConfig
 
 // PostSandboxPauseJSONRequestBody defines body for PostSandboxPause for application/json ContentType.
 type PostSandboxPauseJSONRequestBody = PauseRequest
+
+// PostSandboxSnapshotsJSONRequestBody defines body for PostSandboxSnapshots for application/json ContentType.
+type PostSandboxSnapshotsJSONRequestBody = SandboxSnapshotRequest
 
 // PostSandboxTimeoutJSONRequestBody defines body for PostSandboxTimeout for application/json ContentType.
 type PostSandboxTimeoutJSONRequestBody = TimeoutRequest
@@ -298,6 +343,14 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	PostSandboxConnect(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostSandboxForkWithBody performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
+	// with any type of body and a specified content type.
+	PostSandboxForkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostSandboxFork performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request.
+	// Takes a body of the `application/json` content type.
+	PostSandboxFork(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PutSandboxNetworkWithBody performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 	// with any type of body and a specified content type.
 	PutSandboxNetworkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -314,6 +367,14 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	PostSandboxPause(ctx context.Context, sandboxID SandboxID, body PostSandboxPauseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PostSandboxSnapshotsWithBody performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request,
+	// with any type of body and a specified content type.
+	PostSandboxSnapshotsWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostSandboxSnapshots performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request.
+	// Takes a body of the `application/json` content type.
+	PostSandboxSnapshots(ctx context.Context, sandboxID SandboxID, body PostSandboxSnapshotsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PostSandboxTimeoutWithBody performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request,
 	// with any type of body and a specified content type.
 	PostSandboxTimeoutWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -321,6 +382,14 @@ type ClientInterface interface {
 	// PostSandboxTimeout performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request.
 	// Takes a body of the `application/json` content type.
 	PostSandboxTimeout(ctx context.Context, sandboxID SandboxID, body PostSandboxTimeoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSnapshots performs a GET /snapshots (the `GetSnapshots` operationId) request.
+	GetSnapshots(ctx context.Context, params *GetSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteTemplate performs a DELETE /templates/{templateID} (the `DeleteTemplate` operationId) request.
+	//
+	// Deletes a template; a snapshot is deleted by its snapshotID (the tag is ignored).
+	DeleteTemplate(ctx context.Context, templateID string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetV2Sandboxes performs a GET /v2/sandboxes (the `GetV2Sandboxes` operationId) request.
 	GetV2Sandboxes(ctx context.Context, params *GetV2SandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -421,6 +490,34 @@ func (c *Client) PostSandboxConnect(ctx context.Context, sandboxID SandboxID, bo
 	return c.Client.Do(req)
 }
 
+// PostSandboxForkWithBody performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) PostSandboxForkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostSandboxForkRequestWithBody(c.Server, sandboxID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostSandboxFork performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) PostSandboxFork(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostSandboxForkRequest(c.Server, sandboxID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PutSandboxNetworkWithBody performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 // with any type of body and a specified content type.
 func (c *Client) PutSandboxNetworkWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -477,6 +574,34 @@ func (c *Client) PostSandboxPause(ctx context.Context, sandboxID SandboxID, body
 	return c.Client.Do(req)
 }
 
+// PostSandboxSnapshotsWithBody performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) PostSandboxSnapshotsWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostSandboxSnapshotsRequestWithBody(c.Server, sandboxID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostSandboxSnapshots performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) PostSandboxSnapshots(ctx context.Context, sandboxID SandboxID, body PostSandboxSnapshotsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostSandboxSnapshotsRequest(c.Server, sandboxID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PostSandboxTimeoutWithBody performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request,
 // with any type of body and a specified content type.
 func (c *Client) PostSandboxTimeoutWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -495,6 +620,34 @@ func (c *Client) PostSandboxTimeoutWithBody(ctx context.Context, sandboxID Sandb
 // Takes a body of the `application/json` content type.
 func (c *Client) PostSandboxTimeout(ctx context.Context, sandboxID SandboxID, body PostSandboxTimeoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxTimeoutRequest(c.Server, sandboxID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSnapshots performs a GET /snapshots (the `GetSnapshots` operationId) request.
+func (c *Client) GetSnapshots(ctx context.Context, params *GetSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSnapshotsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteTemplate performs a DELETE /templates/{templateID} (the `DeleteTemplate` operationId) request.
+//
+// Deletes a template; a snapshot is deleted by its snapshotID (the tag is ignored).
+func (c *Client) DeleteTemplate(ctx context.Context, templateID string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteTemplateRequest(c.Server, templateID)
 	if err != nil {
 		return nil, err
 	}
@@ -700,6 +853,53 @@ func NewPostSandboxConnectRequestWithBody(server string, sandboxID SandboxID, co
 	return req, nil
 }
 
+// NewPostSandboxForkRequest calls the generic PostSandboxFork builder with application/json body
+func NewPostSandboxForkRequest(server string, sandboxID SandboxID, body PostSandboxForkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostSandboxForkRequestWithBody(server, sandboxID, "application/json", bodyReader)
+}
+
+// NewPostSandboxForkRequestWithBody constructs an http.Request for the PostSandboxFork method, with any body, and a specified content type
+func NewPostSandboxForkRequestWithBody(server string, sandboxID SandboxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxID", sandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandboxes/%s/fork", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPutSandboxNetworkRequest calls the generic PutSandboxNetwork builder with application/json body
 func NewPutSandboxNetworkRequest(server string, sandboxID SandboxID, body PutSandboxNetworkJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -794,6 +994,53 @@ func NewPostSandboxPauseRequestWithBody(server string, sandboxID SandboxID, cont
 	return req, nil
 }
 
+// NewPostSandboxSnapshotsRequest calls the generic PostSandboxSnapshots builder with application/json body
+func NewPostSandboxSnapshotsRequest(server string, sandboxID SandboxID, body PostSandboxSnapshotsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostSandboxSnapshotsRequestWithBody(server, sandboxID, "application/json", bodyReader)
+}
+
+// NewPostSandboxSnapshotsRequestWithBody constructs an http.Request for the PostSandboxSnapshots method, with any body, and a specified content type
+func NewPostSandboxSnapshotsRequestWithBody(server string, sandboxID SandboxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxID", sandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandboxes/%s/snapshots", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPostSandboxTimeoutRequest calls the generic PostSandboxTimeout builder with application/json body
 func NewPostSandboxTimeoutRequest(server string, sandboxID SandboxID, body PostSandboxTimeoutJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -837,6 +1084,130 @@ func NewPostSandboxTimeoutRequestWithBody(server string, sandboxID SandboxID, co
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSnapshotsRequest constructs an http.Request for the GetSnapshots method
+func NewGetSnapshotsRequest(server string, params *GetSnapshotsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SandboxID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sandboxID", *params.SandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NextToken != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nextToken", *params.NextToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteTemplateRequest constructs an http.Request for the DeleteTemplate method
+func NewDeleteTemplateRequest(server string, templateID string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "templateID", templateID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/templates/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1010,6 +1381,16 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	PostSandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error)
 
+	// PostSandboxForkWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	PostSandboxForkWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxForkResponse, error)
+
+	// PostSandboxForkWithResponse performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	PostSandboxForkWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxForkResponse, error)
+
 	// PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 	// with any type of body and a specified content type.
 	//
@@ -1030,6 +1411,16 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	PostSandboxPauseWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxPauseJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxPauseResponse, error)
 
+	// PostSandboxSnapshotsWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	PostSandboxSnapshotsWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxSnapshotsResponse, error)
+
+	// PostSandboxSnapshotsWithResponse performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	PostSandboxSnapshotsWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxSnapshotsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxSnapshotsResponse, error)
+
 	// PostSandboxTimeoutWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request,
 	// with any type of body and a specified content type.
 	//
@@ -1039,6 +1430,18 @@ type ClientWithResponsesInterface interface {
 	// PostSandboxTimeoutWithResponse performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	PostSandboxTimeoutWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxTimeoutJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxTimeoutResponse, error)
+
+	// GetSnapshotsWithResponse performs a GET /snapshots (the `GetSnapshots` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetSnapshotsWithResponse(ctx context.Context, params *GetSnapshotsParams, reqEditors ...RequestEditorFn) (*GetSnapshotsResponse, error)
+
+	// DeleteTemplateWithResponse performs a DELETE /templates/{templateID} (the `DeleteTemplate` operationId) request.
+	//
+	// Deletes a template; a snapshot is deleted by its snapshotID (the tag is ignored).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	DeleteTemplateWithResponse(ctx context.Context, templateID string, reqEditors ...RequestEditorFn) (*DeleteTemplateResponse, error)
 
 	// GetV2SandboxesWithResponse performs a GET /v2/sandboxes (the `GetV2Sandboxes` operationId) request.
 	//
@@ -1370,6 +1773,89 @@ func (r PostSandboxConnectResponse) ContentType() string {
 	return ""
 }
 
+type PostSandboxForkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *[]SandboxForkResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostSandboxForkResponse) GetJSON201() *[]SandboxForkResult {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostSandboxForkResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostSandboxForkResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostSandboxForkResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostSandboxForkResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostSandboxForkResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PostSandboxForkResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostSandboxForkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostSandboxForkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostSandboxForkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostSandboxForkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PutSandboxNetworkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1501,6 +1987,82 @@ func (r PostSandboxPauseResponse) ContentType() string {
 	return ""
 }
 
+type PostSandboxSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SnapshotInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON201() *SnapshotInfo {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostSandboxSnapshotsResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostSandboxSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostSandboxSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostSandboxSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostSandboxSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PostSandboxTimeoutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1564,6 +2126,144 @@ func (r PostSandboxTimeoutResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostSandboxTimeoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSnapshotsResponse200Headers the declared response headers of an HTTP 200 response for GetSnapshots
+type GetSnapshotsResponse200Headers struct {
+	XNextToken *string
+}
+
+type GetSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SnapshotInfo
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetSnapshotsResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSnapshotsResponse) GetJSON200() *[]SnapshotInfo {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSnapshotsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSnapshotsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSnapshotsResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteTemplateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteTemplateResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteTemplateResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteTemplateResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteTemplateResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteTemplateResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteTemplateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteTemplateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteTemplateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteTemplateResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1717,6 +2417,28 @@ func (c *ClientWithResponses) PostSandboxConnectWithResponse(ctx context.Context
 	return ParsePostSandboxConnectResponse(rsp)
 }
 
+// PostSandboxForkWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostSandboxForkWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxForkResponse, error) {
+	rsp, err := c.PostSandboxForkWithBody(ctx, sandboxID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostSandboxForkResponse(rsp)
+}
+
+// PostSandboxForkWithResponse performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostSandboxForkWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxForkResponse, error) {
+	rsp, err := c.PostSandboxFork(ctx, sandboxID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostSandboxForkResponse(rsp)
+}
+
 // PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 // with any type of body and a specified content type.
 //
@@ -1761,6 +2483,28 @@ func (c *ClientWithResponses) PostSandboxPauseWithResponse(ctx context.Context, 
 	return ParsePostSandboxPauseResponse(rsp)
 }
 
+// PostSandboxSnapshotsWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostSandboxSnapshotsWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxSnapshotsResponse, error) {
+	rsp, err := c.PostSandboxSnapshotsWithBody(ctx, sandboxID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostSandboxSnapshotsResponse(rsp)
+}
+
+// PostSandboxSnapshotsWithResponse performs a POST /sandboxes/{sandboxID}/snapshots (the `PostSandboxSnapshots` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostSandboxSnapshotsWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxSnapshotsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxSnapshotsResponse, error) {
+	rsp, err := c.PostSandboxSnapshots(ctx, sandboxID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostSandboxSnapshotsResponse(rsp)
+}
+
 // PostSandboxTimeoutWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/timeout (the `PostSandboxTimeout` operationId) request,
 // with any type of body and a specified content type.
 //
@@ -1781,6 +2525,30 @@ func (c *ClientWithResponses) PostSandboxTimeoutWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParsePostSandboxTimeoutResponse(rsp)
+}
+
+// GetSnapshotsWithResponse performs a GET /snapshots (the `GetSnapshots` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetSnapshotsWithResponse(ctx context.Context, params *GetSnapshotsParams, reqEditors ...RequestEditorFn) (*GetSnapshotsResponse, error) {
+	rsp, err := c.GetSnapshots(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSnapshotsResponse(rsp)
+}
+
+// DeleteTemplateWithResponse performs a DELETE /templates/{templateID} (the `DeleteTemplate` operationId) request.
+//
+// Deletes a template; a snapshot is deleted by its snapshotID (the tag is ignored).
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) DeleteTemplateWithResponse(ctx context.Context, templateID string, reqEditors ...RequestEditorFn) (*DeleteTemplateResponse, error) {
+	rsp, err := c.DeleteTemplate(ctx, templateID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteTemplateResponse(rsp)
 }
 
 // GetV2SandboxesWithResponse performs a GET /v2/sandboxes (the `GetV2Sandboxes` operationId) request.
@@ -2043,6 +2811,74 @@ func ParsePostSandboxConnectResponse(rsp *http.Response) (*PostSandboxConnectRes
 	return response, nil
 }
 
+// ParsePostSandboxForkResponse parses an HTTP response from a PostSandboxForkWithResponse call
+func ParsePostSandboxForkResponse(rsp *http.Response) (*PostSandboxForkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostSandboxForkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest []SandboxForkResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePutSandboxNetworkResponse parses an HTTP response from a PutSandboxNetworkWithResponse call
 func ParsePutSandboxNetworkResponse(rsp *http.Response) (*PutSandboxNetworkResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2150,6 +2986,67 @@ func ParsePostSandboxPauseResponse(rsp *http.Response) (*PostSandboxPauseRespons
 	return response, nil
 }
 
+// ParsePostSandboxSnapshotsResponse parses an HTTP response from a PostSandboxSnapshotsWithResponse call
+func ParsePostSandboxSnapshotsResponse(rsp *http.Response) (*PostSandboxSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostSandboxSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SnapshotInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePostSandboxTimeoutResponse parses an HTTP response from a PostSandboxTimeoutWithResponse call
 func ParsePostSandboxTimeoutResponse(rsp *http.Response) (*PostSandboxTimeoutResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2194,6 +3091,123 @@ func ParsePostSandboxTimeoutResponse(rsp *http.Response) (*PostSandboxTimeoutRes
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSnapshotsResponse parses an HTTP response from a GetSnapshotsWithResponse call
+func ParseGetSnapshotsResponse(rsp *http.Response) (*GetSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SnapshotInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetSnapshotsResponse200Headers
+		if values := rsp.Header.Values("X-Next-Token"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Next-Token", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XNextToken = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteTemplateResponse parses an HTTP response from a DeleteTemplateWithResponse call
+func ParseDeleteTemplateResponse(rsp *http.Response) (*DeleteTemplateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteTemplateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Error
@@ -2292,14 +3306,26 @@ type ServerInterface interface {
 	// (POST /sandboxes/{sandboxID}/connect)
 	PostSandboxConnect(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
+	// (POST /sandboxes/{sandboxID}/fork)
+	PostSandboxFork(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
+
 	// (PUT /sandboxes/{sandboxID}/network)
 	PutSandboxNetwork(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
 	// (POST /sandboxes/{sandboxID}/pause)
 	PostSandboxPause(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
+	// (POST /sandboxes/{sandboxID}/snapshots)
+	PostSandboxSnapshots(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
+
 	// (POST /sandboxes/{sandboxID}/timeout)
 	PostSandboxTimeout(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
+
+	// (GET /snapshots)
+	GetSnapshots(w http.ResponseWriter, r *http.Request, params GetSnapshotsParams)
+
+	// (DELETE /templates/{templateID})
+	DeleteTemplate(w http.ResponseWriter, r *http.Request, templateID string)
 
 	// (GET /v2/sandboxes)
 	GetV2Sandboxes(w http.ResponseWriter, r *http.Request, params GetV2SandboxesParams)
@@ -2420,6 +3446,32 @@ func (siw *ServerInterfaceWrapper) PostSandboxConnect(w http.ResponseWriter, r *
 	handler.ServeHTTP(w, r)
 }
 
+// PostSandboxFork operation middleware
+func (siw *ServerInterfaceWrapper) PostSandboxFork(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sandboxID" -------------
+	var sandboxID SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sandboxID", r.PathValue("sandboxID"), &sandboxID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostSandboxFork(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PutSandboxNetwork operation middleware
 func (siw *ServerInterfaceWrapper) PutSandboxNetwork(w http.ResponseWriter, r *http.Request) {
 
@@ -2472,6 +3524,32 @@ func (siw *ServerInterfaceWrapper) PostSandboxPause(w http.ResponseWriter, r *ht
 	handler.ServeHTTP(w, r)
 }
 
+// PostSandboxSnapshots operation middleware
+func (siw *ServerInterfaceWrapper) PostSandboxSnapshots(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sandboxID" -------------
+	var sandboxID SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sandboxID", r.PathValue("sandboxID"), &sandboxID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostSandboxSnapshots(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // PostSandboxTimeout operation middleware
 func (siw *ServerInterfaceWrapper) PostSandboxTimeout(w http.ResponseWriter, r *http.Request) {
 
@@ -2489,6 +3567,104 @@ func (siw *ServerInterfaceWrapper) PostSandboxTimeout(w http.ResponseWriter, r *
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostSandboxTimeout(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSnapshots operation middleware
+func (siw *ServerInterfaceWrapper) GetSnapshots(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSnapshotsParams
+
+	// ------------- Optional query parameter "sandboxID" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "sandboxID", r.URL.Query(), &params.SandboxID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "sandboxID"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "name" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "name", r.URL.Query(), &params.Name, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "name"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int32"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "nextToken" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "nextToken", r.URL.Query(), &params.NextToken, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "nextToken"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "nextToken", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSnapshots(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteTemplate operation middleware
+func (siw *ServerInterfaceWrapper) DeleteTemplate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "templateID" -------------
+	var templateID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "templateID", r.PathValue("templateID"), &templateID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "templateID", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteTemplate(w, r, templateID)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2699,6 +3875,10 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/sandboxes/{sandboxID}/network", wrapper.PutSandboxNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/pause", wrapper.PostSandboxPause)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/connect", wrapper.PostSandboxConnect)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/snapshots", wrapper.PostSandboxSnapshots)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/snapshots", wrapper.GetSnapshots)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/templates/{templateID}", wrapper.DeleteTemplate)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/fork", wrapper.PostSandboxFork)
 
 	return m
 }
