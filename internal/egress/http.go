@@ -338,6 +338,8 @@ func (p *Proxy) forwardPlain(s *session, rr *reqReader, req *http.Request, upp *
 		// upgrade makes of it), SetPolicy sees its destination and cuts
 		// it when the new policy refuses it.
 		t := up.t
+		upConn := up.conn
+		t.cut = func() { upConn.Close() }
 		s.target.Store(&t)
 		if r := p.pol.Load().recheck(&t); r != nil {
 			s.target.Store(nil)

@@ -282,7 +282,11 @@ func (p *Proxy) SetPolicy(pol *driver.NetworkPolicy) error {
 	for _, s := range cut {
 		t := s.target.Load()
 		p.log.Info("egress: tunnel closed by a policy change", "host", t.host, "addr", t.addr.String(), "reason", c.recheck(t).msg)
-		s.close()
+		if t.cut != nil {
+			t.cut()
+		} else {
+			s.close()
+		}
 	}
 	return nil
 }
@@ -461,6 +465,11 @@ type target struct {
 	host    string // normalised name or literal
 	literal bool
 	addr    netip.Addr
+	// cut, when set, ends what reaches the target instead of the whole
+	// session: the upstream of a plain HTTP exchange, whose client
+	// connection may go on to other destinations (closing the upstream
+	// mid-exchange ends the exchange and the client connection with it).
+	cut func()
 }
 
 // recheck says whether c refuses t.
