@@ -13,8 +13,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,5 +421,39 @@ func TestBrokeredUpgradeRefused(t *testing.T) {
 	defer mu.Unlock()
 	if reached != 0 {
 		t.Errorf("the upgrade request reached the upstream %d times", reached)
+	}
+}
+
+// Without Config.HostAddrs the proxy reads the host's interfaces: an
+// interface address that is in no special range is refused too.
+func TestHostOwnAddressFromInterfaces(t *testing.T) {
+	addrs, err := interfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(addrs, netip.MustParseAddr("127.0.0.1")) {
+		t.Errorf("interface addresses %v lack 127.0.0.1", addrs)
+	}
+	var own netip.Addr
+	for _, a := range addrs {
+		if specialKind(a) == "" {
+			own = a
+			break
+		}
+	}
+	if !own.IsValid() {
+		t.Skipf("no interface address outside the special ranges in %v", addrs)
+	}
+	var dialled atomic.Bool
+	_, addr, _ := startProxy(t, Config{
+		Policy: &driver.NetworkPolicy{Mode: driver.NetworkAllowAll},
+		Dial: func(ctx context.Context, network, a string) (net.Conn, error) {
+			dialled.Store(true)
+			return nil, fmt.Errorf("no dial expected, got %s", a)
+		},
+	})
+	_, resp, body := rawConnect(t, addr, net.JoinHostPort(own.String(), "22"))
+	if resp.StatusCode != 403 || dialled.Load() {
+		t.Errorf("CONNECT to the host's interface address %s: %s %s (dialled %v)", own, resp.Status, body, dialled.Load())
 	}
 }
