@@ -331,3 +331,65 @@ func TestEgressRefusedWhereUnavailable(t *testing.T) {
 	require.True(t, errors.Is(err, sandbox.ErrFailedPrecondition), "%v", err)
 	require.Contains(t, err.Error(), "network policy")
 }
+
+// With a brokered secret the sandbox trusts the proxy's CA through the
+// bundle its variables name (no -k), the upstream gets the value, the
+// sandbox only the placeholder, and the bundle is root's, read-only.
+func TestEgressBrokered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const value = "sk-live-0f3c2b1a9e8d7c6b5a4f3e2d1c0b9a8f"
+	sb, _, _ := egressSandbox(ctx, t, sandbox.CreateOptions{
+		Network:         &sandbox.NetworkPolicy{Allow: []string{confSecretHost, confOtherHost}},
+		BrokeredSecrets: []sandbox.BrokeredSecret{{Value: value, Hosts: []string{confSecretHost}, Env: "API_KEY", Format: "Bearer %s"}},
+	})
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: `sbxfetch -H "Authorization: Bearer $API_KEY" https://` + confSecretHost + `/`})
+	require.NoError(t, err)
+	require.Equal(t, 0, r.ExitCode, "through the proxy, trusting its CA: %s", r.Stderr)
+	// The upstream echoes what it got; the proxy masks the value in the
+	// answer, so the sandbox sees stars where the value was.
+	require.Contains(t, string(r.Stdout), `auth="Bearer `+strings.Repeat("*", len(value))+`"`)
+	require.NotContains(t, string(r.Stdout), value)
+
+	r, err = sb.Exec(ctx, sandbox.Command{Shell: `printenv API_KEY SSL_CERT_FILE; ls -ln /.sandboxkit/ca-certificates.crt /.sandboxkit/egress-ca.pem; echo x >> /.sandboxkit/ca-certificates.crt && echo WROTE`})
+	require.NoError(t, err)
+	out := string(r.Stdout)
+	require.NotContains(t, out, value)
+	require.Contains(t, out, "SBX_BROKERED_API_KEY_")
+	require.Contains(t, out, "/.sandboxkit/ca-certificates.crt\n")
+	require.NotContains(t, out, "WROTE", "the sandbox's user changed the trust bundle")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[2:4] {
+		f := strings.Fields(l)
+		require.Equal(t, "-r--r--r--", f[0], l)
+		require.Equal(t, "0", f[2], l)
+	}
+}
+
+// The helper ends with the container's process when the engine stops
+// the container behind the provider's back, and Resume, which starts
+// the container again, puts a new helper with the recorded policy in
+// front of it.
+func TestEgressHelperFollowsContainer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sb, _, _ := egressSandbox(ctx, t, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{confOtherHost}}})
+	id := sb.ID()
+	require.Len(t, helpers(t, id), 1)
+	raw := rawClient(t)
+	_, err := raw.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(helpers(t, id)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Empty(t, helpers(t, id), "the helper outlived the container's process")
+
+	require.NoError(t, sb.Resume(ctx))
+	require.Len(t, helpers(t, id), 1, "Resume started no helper")
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"sbxfetch", "-k", "https://" + confOtherHost + "/"}})
+	require.NoError(t, err)
+	require.Equal(t, 0, r.ExitCode, "through the new helper: %s", r.Stderr)
+	r, err = sb.Exec(ctx, sandbox.Command{Args: []string{"sbxfetch", "-k", "https://" + confSecretHost + "/"}})
+	require.NoError(t, err)
+	require.NotEqual(t, 0, r.ExitCode, "the new helper lost the policy: %s", r.Stdout)
+}
