@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/docker"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
@@ -330,6 +331,13 @@ func TestEgressRefusedWhereUnavailable(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, sandbox.ErrFailedPrecondition), "%v", err)
 	require.Contains(t, err.Error(), "network policy")
+	// At the driver level, brokered secrets without a policy: refused,
+	// saying what needs the proxy, not a crash.
+	_, err = r.Create(ctx, &driver.CreateRequest{Timeout: time.Minute,
+		Secrets: []driver.BrokeredSecret{{Value: "v-0123456789", Hosts: []string{"api.example.com"}, Header: "Authorization", Format: "%s", Placeholder: "PH_0123456789"}}})
+	require.ErrorIs(t, err, sandbox.ErrFailedPrecondition)
+	require.Contains(t, err.Error(), "brokered secrets")
+	require.NotContains(t, err.Error(), "v-0123456789")
 }
 
 // With a brokered secret the sandbox trusts the proxy's CA through the

@@ -126,9 +126,9 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		// Behind the egress proxy: the none network, whose only way
 		// out is the proxy on the sandbox's loopback.
 		if err := r.proxyUsable(); err != nil {
-			what := "network policy " + string(req.Network.Mode)
-			if req.Network == nil {
-				what = "brokered secrets"
+			what := "brokered secrets"
+			if req.Network != nil {
+				what = "network policy " + string(req.Network.Mode)
 			}
 			return driver.Info{}, fmt.Errorf("docker: create: %s needs the egress proxy (network policy with domain or CIDR entries, allow-all without a network to join, or brokered secrets), which cannot run here: %v: %w", what, err, sberrors.ErrFailedPrecondition)
 		}
