@@ -1,6 +1,7 @@
 package daytona_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/local"
 	"github.com/sandboxkit/sandbox/sandboxtest"
@@ -103,5 +105,46 @@ func (u *egressUpstream) hooks() sandboxtest.EgressHooks {
 		Fetch: func(url, name, value string) []string {
 			return []string{"curl", "-fsSk", "--max-time", "20", "-H", name + ": " + value, strings.Replace(url, "http://", "https://", 1)}
 		},
+	}
+}
+
+// The allow-lists are in force on the backend: through the backend's
+// proxy an allowed host answers and another does not, and
+// network-settings (SetNetwork) changes that before it returns.
+func TestFakeEnforcesAllowLists(t *testing.T) {
+	up := newEgressUpstream(t)
+	up.mu.Lock()
+	up.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello\n")) })
+	up.mu.Unlock()
+	e := newEnvOn(t, up.backend(t), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := e.c.Create(ctx, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{egressOtherHost}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	fetch := func(host string) int {
+		t.Helper()
+		r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"curl", "-fsSk", "--max-time", "20", "https://" + host + "/"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ExitCode
+	}
+	if c := fetch(egressOtherHost); c != 0 {
+		t.Fatalf("the allowed host: exit %d", c)
+	}
+	if c := fetch(egressSecretHost); c == 0 {
+		t.Fatal("a host outside the allow-list answered")
+	}
+	if err := sb.SetNetwork(ctx, sandbox.NetworkPolicy{Allow: []string{egressSecretHost}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := fetch(egressSecretHost); c != 0 {
+		t.Fatalf("the newly allowed host: exit %d", c)
+	}
+	if c := fetch(egressOtherHost); c == 0 {
+		t.Fatal("the host no longer allowed answered")
 	}
 }
