@@ -18,7 +18,12 @@ var skips = map[string]string{
 // TestConformance runs the whole suite against daytona over daytonafake
 // over provider/local.
 func TestConformance(t *testing.T) {
-	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newEnv(t, nil) }, skips))
+	// The local backend's egress proxy enforces the allow-lists, and
+	// reaches the Brokered group's loopback upstream (Harness.Egress).
+	up := newEgressUpstream(t)
+	h := harness(func(t *testing.T) *env { return newEnvOn(t, up.backend(t), nil) }, skips)
+	h.Egress = up.hooks()
+	sandboxtest.Run(t, h)
 }
 
 // noExpose is why the host test runtime skips the Ports subtests that need

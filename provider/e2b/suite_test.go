@@ -14,7 +14,15 @@ import (
 // TestConformance runs the portable suite against e2b over e2bfake over
 // provider/local, so commands and files are real.
 func TestConformance(t *testing.T) {
-	sandboxtest.Run(t, harness(newEnv))
+	// The local backend's egress proxy enforces the egress rules and the
+	// header transforms, and reaches the Brokered group's loopback
+	// upstream (Harness.Egress).
+	up := newEgressUpstream(t)
+	h := harness(func(t *testing.T, opts ...e2bfake.Option) *env {
+		return newEnvOver(t, up.backend(t), opts...)
+	})
+	h.Egress = up.hooks()
+	sandboxtest.Run(t, h)
 }
 
 // TestConformanceMemory runs the suite over provider/memory too: fast, and
