@@ -27,7 +27,7 @@ type proc struct {
 	// term is the backend's terminal of a process started with a pty
 	// (see pty.go); nil otherwise.
 	term driver.TerminalHandle
-	done   chan struct{}
+	done chan struct{}
 
 	mu       sync.Mutex
 	subs     map[*sub]struct{}
