@@ -28,8 +28,12 @@ import (
 //   - Connect by pid follows it like any process (every stream sees the
 //     output produced while it is attached; the fake holds the backend's
 //     terminal, so a new client's Connect needs no AttachTerminal);
-//   - a pty without a size starts a 0x0 terminal, as envd's
-//     pty.StartWithSize does with the zero size.
+//   - a pty without a size (or with a zero dimension) starts, as envd
+//     starts it (envd's terminal is then 0x0, from pty.StartWithSize with
+//     the zero size); the backends refuse a zero size (the driver
+//     contract), so the fake's terminal gets 1 for a zero dimension. An
+//     Update to a zero size is accepted the same way. Sizes are cut to
+//     16 bits, as envd's uint16 conversions cut them.
 //
 // The official SDKs start the user's interactive login shell as
 // "/bin/bash -i -l"; the fake runs the backend's login shell for it (the
@@ -54,6 +58,10 @@ func (o ptyOutput) Write(b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// dim is a window dimension as the fake gives it to its backend (see
+// above).
+func dim(v uint32) uint16 { return max(uint16(v), 1) }
 
 // loginShell recognises the SDKs' interactive login shell.
 func loginShell(cmd string, args []string) bool {
@@ -88,7 +96,7 @@ func (ps *processService) startPty(ctx context.Context, req *connect.Request[pro
 	}
 	size := m.GetPty().GetSize()
 	treq := &driver.TerminalRequest{Dir: dir, Env: cfg.GetEnvs(), Timeout: timeout,
-		Rows: uint16(size.GetRows()), Cols: uint16(size.GetCols())}
+		Rows: dim(size.GetRows()), Cols: dim(size.GetCols())}
 	if !loginShell(cfg.GetCmd(), cfg.GetArgs()) {
 		treq.Args = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 	}
@@ -184,7 +192,7 @@ func (ps *processService) Update(ctx context.Context, req *connect.Request[proce
 		default:
 		}
 		size := pty.GetSize()
-		if err := p.term.Resize(ctx, uint16(size.GetRows()), uint16(size.GetCols())); err != nil {
+		if err := p.term.Resize(ctx, dim(size.GetRows()), dim(size.GetCols())); err != nil {
 			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error resizing tty: %v", err))
 		}
 	}
