@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,11 @@ import (
 // turns into that signal for the foreground process group, as a keyboard
 // does; a program that switched the terminal to raw mode reads the byte
 // instead. Other signals are Unimplemented.
+
+// ptyTagPrefix starts the tag of every terminal's program, so that
+// Processes can tell a terminal (envd's List does not say which process
+// has a pty).
+const ptyTagPrefix = "sandboxkit-pty-"
 
 // ptyInput is the largest SendInput message a terminal write sends.
 const ptyInput = 32 << 10
@@ -58,7 +64,7 @@ func ptyStartRequest(req *driver.TerminalRequest) *process.StartRequest {
 		d := req.Dir
 		cfg.Cwd = &d
 	}
-	tag := newTag()
+	tag := ptyTagPrefix + strings.TrimPrefix(newTag(), "sandboxkit-")
 	return &process.StartRequest{Process: cfg, Tag: &tag, Pty: &process.PTY{
 		Size: &process.PTY_Size{Cols: uint32(req.Cols), Rows: uint32(req.Rows)}}}
 }

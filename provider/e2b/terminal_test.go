@@ -103,6 +103,26 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("Signal(SIGHUP): %v, want ErrUnimplemented (envd sends only SIGKILL and SIGTERM)", err)
 	}
 
+	// The process list names the terminal of its program.
+	procs, err := sb.Processes(ctx)
+	if err != nil {
+		t.Fatalf("Processes: %v", err)
+	}
+	found := false
+	for _, p := range procs {
+		if p.PID == term.PID() {
+			found = true
+			if p.Terminal != term.ID() || !p.Handle {
+				t.Errorf("Processes: the terminal's program %+v, want Terminal %q and Handle", p, term.ID())
+			}
+		} else if p.Terminal != "" {
+			t.Errorf("Processes: %+v is no terminal's program", p)
+		}
+	}
+	if !found {
+		t.Errorf("Processes %+v does not list the terminal's program %d", procs, term.PID())
+	}
+
 	// Re-attach from a second adapter, as another OS process would.
 	id := term.ID()
 	if err := term.Close(); err != nil {
