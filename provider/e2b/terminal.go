@@ -15,19 +15,7 @@ import (
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
-// Terminals run on envd's pseudo-terminals: Process.Start with the pty
-// field (the window size) starts the program on a new pty, whose output
-// arrives as pty data events; Process.SendInput with ProcessInput.pty
-// types into it, Process.Update with a pty size resizes it, and
-// Process.Connect by pid re-attaches to it, from any client. A terminal's
-// ID is envd's pid of its program, in decimal.
-//
-// envd sends only SIGKILL and SIGTERM (Process.SendSignal). Signal with
-// SIGINT, SIGQUIT or SIGTSTP is therefore typed as the terminal's
-// control character (Ctrl-C, Ctrl-\, Ctrl-Z), which the line discipline
-// turns into that signal for the foreground process group, as a keyboard
-// does; a program that switched the terminal to raw mode reads the byte
-// instead. Other signals are Unimplemented.
+// Terminals: see "Terminals" in the package documentation.
 
 // ptyTagPrefix starts the tag of every terminal's program, so that
 // Processes can tell a terminal (envd's List does not say which process
