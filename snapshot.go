@@ -540,7 +540,17 @@ func (s *Sandbox) forkNative(ctx context.Context, fk driver.Forker, n int, req *
 		if in.ID == "" {
 			continue
 		}
-		sb := c.handle(infoOf(in), secrets)
+		info := infoOf(in)
+		if len(req.Secrets) > 0 {
+			// Made with these: report them whole (with Env and
+			// placeholder), as Create does, whatever the provider says.
+			envs := make([]string, len(brokered))
+			for i, b := range brokered {
+				envs[i] = b.Env
+			}
+			info.BrokeredSecrets = brokeredInfoOf(req.Secrets, envs)
+		}
+		sb := c.handle(info, secrets)
 		sb.owned = true
 		sb.brokered = slices.Clone(brokered)
 		made = append(made, sb)

@@ -250,7 +250,9 @@
 // sandbox's own Resources, not the host's; its RLIMIT_NOFILE is two per
 // connection it serves at once plus a little (640). Pause freezes it with
 // the sandbox's commands, and SetNetwork on a sandbox so paused fails with
-// sandbox.ErrPaused until Resume. The proxy serves
+// sandbox.ErrPaused until Resume. A fork of a sandbox behind its proxy is
+// behind a proxy of its own, whatever policy it is given (an allow-all
+// included), never on pasta. The proxy serves
 // HTTP CONNECT, plain HTTP proxy requests and SOCKS5, resolves names
 // itself, checks each name and every address it resolves to against the
 // policy (a loopback, private or link-local address only where the

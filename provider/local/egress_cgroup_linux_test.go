@@ -130,3 +130,48 @@ func TestEgressPausedSetNetwork(t *testing.T) {
 		t.Error("SetNetwork after Resume not in force")
 	}
 }
+
+// A fork of a sandbox behind its egress proxy runs behind its own, never
+// on pasta (a default route out, no private range filtered): with
+// brokered secrets, which the creating handle carries over, and with an
+// allow-all that SetNetwork put behind the proxy.
+func TestEgressForkStaysBehindProxy(t *testing.T) {
+	ctx := context.Background()
+	e := newEgressEnv(t, L4)
+	if e.rt.pasta == "" {
+		t.Skip("pasta (Debian package passt) is not installed: a child could not get an open network anyway")
+	}
+	brokered := mustCreate(ctx, t, e.c, sandbox.CreateOptions{
+		BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "sk-fork-0123456789abcdef", Hosts: []string{"api.example.test"}, Env: "API_KEY"}}})
+	set := mustCreate(ctx, t, e.c, sandbox.CreateOptions{NoNetwork: true})
+	if err := set.SetNetwork(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowAll}); err != nil {
+		t.Fatal(err)
+	}
+	for name, sb := range map[string]*sandbox.Sandbox{"brokered": brokered, "set-network": set} {
+		if _, err := sb.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := sb.Info().Detail["egress"]; got != "proxy" {
+			t.Fatalf("%s: the source is not behind the proxy: egress %q", name, got)
+		}
+		kids, err := sb.Fork(ctx, 1, sandbox.ForkOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		k := kids[0]
+		defer k.Destroy(ctx)
+		if got := k.Info().Detail["egress"]; got != "proxy" {
+			t.Errorf("%s: the fork does not run behind the egress proxy: egress %q network %q", name, got, k.Info().Detail["network"])
+		}
+		// No route out (the header line of /proc/net/route only), and the
+		// proxy answers: it refuses the host's loopback, as allow-all
+		// behind it does.
+		res := run(ctx, t, k, "wc -l </proc/net/route; curl -sS --max-time 10 http://api.example.test:"+e.port+"/")
+		if out := string(res.Stdout); !strings.HasPrefix(out, "1\n") || !strings.Contains(out, "loopback address the policy does not allow") {
+			t.Errorf("%s: the fork is not behind a proxy: %q %q", name, res.Stdout, res.Stderr)
+		}
+		if name == "brokered" && len(k.Info().BrokeredSecrets) != 1 {
+			t.Errorf("the fork has brokered secrets %+v, want its parent's", k.Info().BrokeredSecrets)
+		}
+	}
+}
