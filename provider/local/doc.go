@@ -244,7 +244,15 @@
 // 127.0.0.1:3128 there before any command runs and hands each connection
 // (the socket itself) to a proxy process (internal/egress) that runs as
 // the host user in the host's network namespace, outside every namespace
-// of the sandbox, which cannot see, signal or trace it. The proxy serves
+// of the sandbox, which cannot see, signal or trace it. It runs in the
+// sandbox's cgroups, as pasta does, so the memory, processes and CPU a
+// sandbox makes it spend (a flood of connections, say) count against the
+// sandbox's own Resources, not the host's; its RLIMIT_NOFILE is two per
+// connection it serves at once plus a little (640). Pause freezes it with
+// the sandbox's commands, and SetNetwork on a sandbox so paused fails with
+// sandbox.ErrPaused until Resume. A fork of a sandbox behind its proxy is
+// behind a proxy of its own, whatever policy it is given (an allow-all
+// included), never on pasta. The proxy serves
 // HTTP CONNECT, plain HTTP proxy requests and SOCKS5, resolves names
 // itself, checks each name and every address it resolves to against the
 // policy (a loopback, private or link-local address only where the
