@@ -59,7 +59,26 @@ type terms struct {
 	mu     sync.Mutex
 	byID   map[string]*term
 	exited []string // ids of exited terminals, oldest first
+	live   int      // terminals started and not yet ended (or being started)
 	seq    atomic.Uint64
+}
+
+// reserve counts a terminal about to start, unless limit (when positive)
+// are already live; release undoes it for one that did not start.
+func (t *terms) reserve(limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if limit > 0 && t.live >= limit {
+		return false
+	}
+	t.live++
+	return true
+}
+
+func (t *terms) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.live--
 }
 
 // term is one terminal the agent keeps.
@@ -87,6 +106,7 @@ func (t *terms) get(id string) *term {
 func (t *terms) ended(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.live--
 	t.exited = append(t.exited, id)
 	if len(t.exited) > maxExitedTerms {
 		delete(t.byID, t.exited[0])
@@ -207,9 +227,35 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("%s: command not found", iox.Shorten(args[0], 64))})
 		return
 	}
+	// At L1 and L2 terminals come from the host's /dev/ptmx, which
+	// counts them against the host-wide kernel.pty.max: the agent holds
+	// a sandbox to its share. At L3 and L4 the sandbox's own devpts
+	// instance has that share as its max=.
+	limit := 0
+	if !a.cfg.Namespaces {
+		limit = a.ptyLimit
+	}
+	if !a.terms.reserve(limit) {
+		_ = fw.writeJSON(frameFail, failMsg{"ResourceExhausted", fmt.Sprintf("no pseudo-terminal: the sandbox already has %d terminals, the most it may hold", limit)})
+		return
+	}
+	started := false
+	defer func() {
+		if !started {
+			a.terms.release()
+		}
+	}()
 	master, slave, err := openPTY(req.Rows, req.Cols)
 	if err != nil {
-		_ = fw.writeJSON(frameFail, failMsg{"Unavailable", "no pseudo-terminal: " + err.Error()})
+		code := "Unavailable"
+		msg := "no pseudo-terminal: " + err.Error()
+		if errors.Is(err, syscall.ENOSPC) {
+			code = "ResourceExhausted"
+			if a.cfg.Namespaces {
+				msg = fmt.Sprintf("no pseudo-terminal: the sandbox's programs hold all %d it may have: %v", sandboxPtys(), err)
+			}
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, msg})
 		return
 	}
 	if a.cfg.UID != 0 {
@@ -245,6 +291,7 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("%s: %v", iox.Shorten(args[0], 64), ferr)})
 		return
 	}
+	started = true
 	tm.id += "-" + strconv.Itoa(pid)
 	if pidfd >= 0 {
 		go a.watchExit(pidfd)
