@@ -135,4 +135,3 @@ func TestTerminalCapAtHostPtmx(t *testing.T) {
 	}
 	_, _ = tm.Wait(ctx)
 }
-func sandboxPtys() int { return 64 }
