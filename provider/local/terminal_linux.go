@@ -50,6 +50,16 @@ type termStarted struct {
 	Term string `json:"term"`
 }
 
+// termInputWindow is how many input frames (each at most 32 KiB) one
+// attachment may have sent that the agent has not yet written to the
+// terminal. The agent writes input from a goroutine of its own and acks
+// each frame written (frameTermAck); the client sends no more until acked.
+// So the agent always reads the connection, and a resize or a signal is
+// applied at once whatever input is waiting for a program that does not
+// read it, while a client that writes faster than the program reads is
+// held back in its Write, and the agent holds at most the window.
+const termInputWindow = 16
+
 // maxExitedTerms bounds the exited terminals an agent keeps for a late
 // attach (which then reports the exit at once).
 const maxExitedTerms = 64
@@ -408,6 +418,9 @@ func (a *agent) attachTerm(in <-chan frameMsg, fw *frameWriter, id string) {
 // then runs on).
 func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 	defer tm.p.unsubscribe(fw)
+	input := make(chan []byte, termInputWindow)
+	defer close(input)
+	go tm.writeInput(input, fw)
 	for {
 		select {
 		case <-tm.p.done:
@@ -418,7 +431,13 @@ func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 			}
 			switch f.typ {
 			case frameStdin:
-				_, _ = tm.master.Write(f.b)
+				// A client keeps to the window, so this does not
+				// block; one that does not only holds up itself.
+				select {
+				case input <- f.b:
+				case <-tm.p.done:
+					return
+				}
 			case frameResize:
 				var sz termSize
 				if json.Unmarshal(f.b, &sz) == nil && sz.Rows > 0 && sz.Cols > 0 {
@@ -435,6 +454,21 @@ func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 				}
 			}
 		}
+	}
+}
+
+// writeInput writes one attachment's input to the terminal, in order,
+// acking each frame to the client; once writing fails (the terminal is
+// closed) the rest is dropped. It ends when input is closed.
+func (tm *term) writeInput(input <-chan []byte, fw *frameWriter) {
+	failed := false
+	for b := range input {
+		if !failed {
+			if _, err := tm.master.Write(b); err != nil {
+				failed = true
+			}
+		}
+		_ = fw.write(frameTermAck, nil)
 	}
 }
 
@@ -519,7 +553,8 @@ func (r *Runtime) AttachTerminal(ctx context.Context, id, terminalID string, out
 // the terminal running; a goroutine then reads its output until the exit
 // or Close.
 func (r *Runtime) followTerm(ctx context.Context, id string, c net.Conn, req *request, out io.Writer) (driver.TerminalHandle, error) {
-	h := &termHandle{r: r, sandbox: id, c: c, fw: &frameWriter{w: c}, done: make(chan struct{}), closed: make(chan struct{})}
+	h := &termHandle{r: r, sandbox: id, c: c, fw: &frameWriter{w: c}, done: make(chan struct{}), closed: make(chan struct{}),
+		inflight: make(chan struct{}, termInputWindow)}
 	// ctx bounds only the start (see follow).
 	var startMu sync.Mutex
 	isStarted := false
@@ -585,6 +620,10 @@ type termHandle struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// inflight holds a token per input frame sent and not yet acked
+	// (see termInputWindow).
+	inflight chan struct{}
 }
 
 // read reads the connection's frames until the exit frame.
@@ -610,6 +649,11 @@ func (h *termHandle) read(out io.Writer, started func(termStarted)) (driver.Exit
 			started(s)
 		case frameStdout:
 			_, _ = out.Write(b)
+		case frameTermAck:
+			select {
+			case <-h.inflight:
+			default:
+			}
 		case frameExit:
 			var x exitMsg
 			if err := json.Unmarshal(b, &x); err != nil {
@@ -661,10 +705,25 @@ func (h *termHandle) send(ctx context.Context, typ byte, p []byte) error {
 	return nil
 }
 
-// Write sends input to the terminal, in frames of at most 32 KiB.
+// Write sends input to the terminal, in frames of at most 32 KiB, each
+// once the agent has room for it (termInputWindow): input the program
+// does not read holds Write up, bounded by ctx, and leaves the connection
+// free for Resize and Signal.
 func (h *termHandle) Write(ctx context.Context, p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), 32<<10)
+		select {
+		case h.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.closed:
+			return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+		case <-h.done:
+			if h.err == nil {
+				return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
+			}
+			return h.err
+		}
 		if err := h.send(ctx, frameStdin, p[:n]); err != nil {
 			return err
 		}
