@@ -48,7 +48,12 @@ type TerminalOptions struct {
 	// with CreateOptions.SecretEnv) and never appear in errors. As for
 	// Exec, output that could be the start of a secret is held back until
 	// the output that follows shows it is not (or the program exits), so
-	// a secret echoed one key at a time is redacted too.
+	// a secret echoed one key at a time is redacted too. Escape sequences
+	// between a secret's bytes (colour codes, as grep --color puts around
+	// a match inside it) do not hide it: it is matched with them left
+	// out and the whole span replaced, its control sequences kept after
+	// the "[REDACTED]". A secret the program rewrites otherwise (cursor
+	// moves that draw it out of order, other encodings) is not found.
 	SecretEnv map[string]string
 	// Dir is the working directory; default the sandbox's home. Relative
 	// paths are resolved against the home.
@@ -250,7 +255,7 @@ func (s *Sandbox) newTerminal(secrets [][]byte, out io.Writer, bufSize int) *Ter
 	} else {
 		out = lockedWriter{mu: new(sync.Mutex), w: &failSafeWriter{w: out}}
 	}
-	t.out = newRedactor(out, secrets)
+	t.out = newTermRedactor(out, secrets)
 	return t
 }
 
