@@ -222,6 +222,9 @@ type redactor struct {
 	secrets [][]byte // longest first
 	pending []byte
 	err     error
+	// escapes makes the match skip terminal escape sequences inside a
+	// secret (see scanSecretsTerm): a terminal's output.
+	escapes bool
 }
 
 var redacted = []byte("[REDACTED]")
@@ -240,7 +243,7 @@ func (r *redactor) Write(p []byte) (int, error) {
 		return 0, r.err
 	}
 	r.pending = append(r.pending, p...)
-	out, rest := scanSecrets(r.pending, r.secrets, false)
+	out, rest := r.scan(false)
 	if len(out) > 0 {
 		if _, err := r.next.Write(out); err != nil {
 			r.err = err
@@ -258,10 +261,134 @@ func (r *redactor) Flush() error {
 	if r.err != nil || len(r.pending) == 0 {
 		return r.err
 	}
-	out, _ := scanSecrets(r.pending, r.secrets, true)
+	out, _ := r.scan(true)
 	r.pending = r.pending[:0]
 	_, r.err = r.next.Write(out)
 	return r.err
+}
+
+func (r *redactor) scan(final bool) (out, rest []byte) {
+	if r.escapes {
+		return scanSecretsTerm(r.pending, r.secrets, final)
+	}
+	return scanSecrets(r.pending, r.secrets, final)
+}
+
+// newTermRedactor is newRedactor for a terminal's output, where programs
+// colour what they print: a secret is matched in the text with the
+// escape sequences between its bytes left out (grep --color highlights a
+// match inside it with "\x1b[01;31m...\x1b[m"), and the whole span is
+// replaced. The control sequences (CSI) of the span follow the
+// "[REDACTED]", so the terminal's colours stay as the program set them;
+// other sequences in it (OSC, which may carry text) are dropped.
+func newTermRedactor(next io.Writer, secrets [][]byte) io.Writer {
+	if len(secrets) == 0 {
+		return next
+	}
+	return &redactor{next: next, secrets: secrets, escapes: true}
+}
+
+// Bounds of the escape sequences scanSecretsTerm skips: a longer one is
+// not taken for an escape sequence (so a stray ESC holds nothing back
+// for long).
+const (
+	maxCSILen = 64
+	maxOSCLen = 512
+)
+
+// escLen returns the length of the escape sequence b starts with (b[0] is
+// ESC): 0 when b ends before it does, -1 when it is too long to be one.
+func escLen(b []byte) int {
+	if len(b) < 2 {
+		return 0
+	}
+	switch b[1] {
+	case '[':
+		for i := 2; i < len(b); i++ {
+			if i >= maxCSILen {
+				return -1
+			}
+			if b[i] >= 0x40 && b[i] <= 0x7e {
+				return i + 1
+			}
+		}
+		return 0
+	case ']':
+		for i := 2; i < len(b); i++ {
+			if i >= maxOSCLen {
+				return -1
+			}
+			if b[i] == 0x07 {
+				return i + 1
+			}
+			if b[i] == 0x1b && i+1 < len(b) && b[i+1] == '\\' {
+				return i + 2
+			}
+		}
+		return 0
+	}
+	return 2
+}
+
+// matchTerm reports whether secret s starts b, with escape sequences
+// between its bytes skipped: end is where the match ends in b and csi the
+// control sequences skipped; partial is true when b ends before it could
+// tell.
+func matchTerm(b, s []byte) (end int, csi []byte, ok, partial bool) {
+	j, k := 0, 0
+	for k < len(s) {
+		if j >= len(b) {
+			return 0, nil, false, true
+		}
+		if b[j] == 0x1b && k > 0 && s[k] != 0x1b {
+			n := escLen(b[j:])
+			switch {
+			case n == 0:
+				return 0, nil, false, true
+			case n < 0:
+				return 0, nil, false, false
+			}
+			if b[j+1] == '[' {
+				csi = append(csi, b[j:j+n]...)
+			}
+			j += n
+			continue
+		}
+		if b[j] != s[k] {
+			return 0, nil, false, false
+		}
+		j++
+		k++
+	}
+	return j, csi, true, false
+}
+
+// scanSecretsTerm is scanSecrets with matchTerm's matching.
+func scanSecretsTerm(b []byte, secrets [][]byte, final bool) (out, rest []byte) {
+	out = make([]byte, 0, len(b))
+	i := 0
+scan:
+	for i < len(b) {
+		tail := b[i:]
+		for _, s := range secrets {
+			if len(s) == 0 {
+				continue
+			}
+			end, csi, ok, partial := matchTerm(tail, s)
+			switch {
+			case ok:
+				out = append(out, redacted...)
+				out = append(out, csi...)
+				i += end
+				continue scan
+			case partial && !final:
+				return out, tail
+			}
+		}
+		out = append(out, b[i])
+		i++
+	}
+	return out, nil
 }
 
 // scanSecrets copies b with every secret replaced by "[REDACTED]", trying

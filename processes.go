@@ -30,8 +30,12 @@ func processInfoOf(p driver.ProcessInfo) ProcessInfo {
 }
 
 // Processes lists the processes running in the sandbox, sorted by PID;
-// a process that has exited is not in it. The values of the handle's
-// SecretEnv are redacted from the command lines, as from output. Providers that cannot list
+// a process that has exited is not in it. The secret values the handle
+// knows are redacted from the command lines (a shell expands them into a
+// program's arguments): the sandbox's (CreateOptions.SecretEnv) and the
+// SecretEnv of every command and terminal started through this handle; a
+// handle that did not start a process does not know that command's own
+// secrets. Providers that cannot list
 // processes (Capabilities.ProcessList false) return an error matching
 // ErrUnimplemented.
 func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
@@ -50,13 +54,12 @@ func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
 	if err != nil {
 		return nil, s.wrap(op, "", err)
 	}
+	secrets := s.knownSecrets(nil)
 	out := make([]ProcessInfo, len(list))
 	for i, p := range list {
 		out[i] = processInfoOf(p)
-		// A command line may hold a secret the handle's SecretEnv gave a
-		// command (a shell expands it into a program's arguments).
 		for j, a := range out[i].Args {
-			out[i].Args[j] = string(redact([]byte(a), s.secrets))
+			out[i].Args[j] = string(redact([]byte(a), secrets))
 		}
 	}
 	slices.SortFunc(out, func(a, b ProcessInfo) int { return a.PID - b.PID })

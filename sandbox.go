@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -31,6 +32,11 @@ type Sandbox struct {
 
 	mu   sync.Mutex
 	info Info
+	// started holds the secret values (Command.SecretEnv,
+	// TerminalOptions.SecretEnv) of everything started through the
+	// handle, each once: they are redacted, with the sandbox's, from
+	// Processes and from the handle's attaches (see AttachProcessWith).
+	started map[string]struct{}
 
 	// leaseMu serialises coverLease, so that commands started together
 	// extend the lease once, not once each. A holder's wait is bounded by
@@ -337,6 +343,7 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background, 
 	if maxOut == 0 {
 		maxOut = s.c.maxOutput
 	}
+	s.remember(secretValues(cmd.SecretEnv))
 	secrets := append(slices.Clone(s.secrets), secretValues(cmd.SecretEnv)...)
 	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
 	p.secrets = secrets
@@ -543,10 +550,66 @@ func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
 	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
 }
 
+// remember records secret values given to something started through
+// the handle (see Sandbox.started).
+func (s *Sandbox) remember(vals [][]byte) {
+	if len(vals) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started == nil {
+		s.started = map[string]struct{}{}
+	}
+	for _, v := range vals {
+		s.started[string(v)] = struct{}{}
+	}
+}
+
+// knownSecrets returns every secret value the handle knows, longest
+// first: the sandbox's, those of everything started through the handle,
+// and extra.
+func (s *Sandbox) knownSecrets(extra [][]byte) [][]byte {
+	out := append(slices.Clone(s.secrets), extra...)
+	s.mu.Lock()
+	for v := range s.started {
+		out = append(out, []byte(v))
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return slices.CompactFunc(out, bytes.Equal)
+}
+
+// AttachProcessOptions describes an attach to a background process
+// (Sandbox.AttachProcessWith).
+type AttachProcessOptions struct {
+	// Stdout and Stderr, when non-nil, receive the output produced from
+	// now on, redacted, as it comes.
+	Stdout, Stderr io.Writer
+	// SecretEnv holds secret values to redact from the output besides
+	// those the handle knows (only the values count; the names are
+	// checked as Command.SecretEnv's). An attach through the handle that
+	// started the process already redacts its Command.SecretEnv; an
+	// attach from another handle (another Client, another OS process)
+	// knows only the sandbox's secrets and these, so a process started
+	// with its own secrets needs them given here.
+	SecretEnv map[string]string
+}
+
 // AttachProcess connects to a background process by pid, for example one
 // started before a restart. Output produced from now on is captured for
-// Wait and streamed to stdout and stderr when they are non-nil.
+// Wait and streamed to stdout and stderr when they are non-nil. It is
+// AttachProcessWith with only the writers: see there for which secrets
+// are redacted.
 func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.Writer) (*Process, error) {
+	return s.AttachProcessWith(ctx, pid, AttachProcessOptions{Stdout: stdout, Stderr: stderr})
+}
+
+// AttachProcessWith connects to a background process by pid, as
+// AttachProcess, redacting from its output the sandbox's secrets, the
+// SecretEnv values of every command and terminal started through this
+// handle, and opts.SecretEnv.
+func (s *Sandbox) AttachProcessWith(ctx context.Context, pid int, opts AttachProcessOptions) (*Process, error) {
 	const op = "attach-process"
 	pr, ok := s.c.rt.(driver.ProcessRuntime)
 	if !ok {
@@ -555,9 +618,13 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 	if pid <= 0 {
 		return nil, invalid(op, s.c.rt.Name(), s.id, "pid", "%d is not positive", pid)
 	}
+	if err := checkEnv(op, s.c.rt.Name(), s.id, opts.SecretEnv, true); err != nil {
+		return nil, err
+	}
+	secrets := s.knownSecrets(secretValues(opts.SecretEnv))
 	max := s.c.maxOutput
-	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}, secrets: s.secrets}
-	o, e := sink(p.out, stdout, s.secrets), sink(p.err, stderr, s.secrets)
+	p := &execPlan{out: &capBuffer{max: max}, err: &capBuffer{max: max}, secrets: secrets}
+	o, e := sink(p.out, opts.Stdout, secrets), sink(p.err, opts.Stderr, secrets)
 	p.flush = []io.Writer{o, e}
 	var h driver.ProcessHandle
 	err := s.c.retry(ctx, op, true, nil, func() error {
@@ -566,7 +633,7 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(op, "", err)
+		return nil, redactErr(s.wrap(op, "", err), secrets)
 	}
 	return &Process{sb: s, h: h, plan: p, started: time.Now()}, nil
 }

@@ -48,7 +48,12 @@ type TerminalOptions struct {
 	// with CreateOptions.SecretEnv) and never appear in errors. As for
 	// Exec, output that could be the start of a secret is held back until
 	// the output that follows shows it is not (or the program exits), so
-	// a secret echoed one key at a time is redacted too.
+	// a secret echoed one key at a time is redacted too. Escape sequences
+	// between a secret's bytes (colour codes, as grep --color puts around
+	// a match inside it) do not hide it: it is matched with them left
+	// out and the whole span replaced, its control sequences kept after
+	// the "[REDACTED]". A secret the program rewrites otherwise (cursor
+	// moves that draw it out of order, other encodings) is not found.
 	SecretEnv map[string]string
 	// Dir is the working directory; default the sandbox's home. Relative
 	// paths are resolved against the home.
@@ -155,6 +160,7 @@ func (s *Sandbox) StartTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 	if cols == 0 {
 		cols = DefaultTerminalCols
 	}
+	s.remember(secretValues(opts.SecretEnv))
 	secrets := append(slices.Clone(s.secrets), secretValues(opts.SecretEnv)...)
 	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
 	t := s.newTerminal(secrets, opts.Output, opts.BufferSize)
@@ -177,13 +183,40 @@ func (s *Sandbox) StartTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 	return t, nil
 }
 
+// AttachTerminalOptions describes an attach to a running terminal
+// (Sandbox.AttachTerminalWith).
+type AttachTerminalOptions struct {
+	// Output, when non-nil, receives what the terminal writes from now
+	// on, redacted, as it comes; when nil it is kept (up to
+	// DefaultTerminalBuffer bytes) for Terminal.Read.
+	Output io.Writer
+	// SecretEnv holds secret values to redact from the output besides
+	// those the handle knows (only the values count; the names are
+	// checked as TerminalOptions.SecretEnv's). An attach through the
+	// handle that started the terminal already redacts its
+	// TerminalOptions.SecretEnv; an attach from another handle (another
+	// Client, another OS process) knows only the sandbox's secrets and
+	// these, so a terminal started with its own secrets needs them given
+	// here.
+	SecretEnv map[string]string
+}
+
 // AttachTerminal connects to a running terminal of the sandbox by its ID
 // (Terminal.ID), possibly one started by another Client in another OS
 // process (where Capabilities.AttachAcrossClients holds). Output written
 // from now on goes to out, redacted as StartTerminal's is; when out is
 // nil it is kept (up to DefaultTerminalBuffer bytes) for Read. An unknown
-// terminal matches ErrNotFound.
+// terminal matches ErrNotFound. It is AttachTerminalWith with only the
+// writer: see there for which secrets are redacted.
 func (s *Sandbox) AttachTerminal(ctx context.Context, id string, out io.Writer) (*Terminal, error) {
+	return s.AttachTerminalWith(ctx, id, AttachTerminalOptions{Output: out})
+}
+
+// AttachTerminalWith connects to a running terminal by its ID, as
+// AttachTerminal, redacting from its output the sandbox's secrets, the
+// SecretEnv values of every command and terminal started through this
+// handle, and opts.SecretEnv.
+func (s *Sandbox) AttachTerminalWith(ctx context.Context, id string, opts AttachTerminalOptions) (*Terminal, error) {
 	const op = "attach-terminal"
 	tr, ok := s.c.rt.(driver.TerminalRuntime)
 	if !ok {
@@ -195,14 +228,18 @@ func (s *Sandbox) AttachTerminal(ctx context.Context, id string, out io.Writer) 
 	if len(id) > 256 || slices.ContainsFunc([]byte(id), func(b byte) bool { return b < 0x20 || b == 0x7f }) {
 		return nil, invalid(op, s.c.rt.Name(), s.id, "terminal id", "%s is not a terminal id", printable(id))
 	}
-	t := s.newTerminal(s.secrets, out, 0)
+	if err := checkEnv(op, s.c.rt.Name(), s.id, opts.SecretEnv, true); err != nil {
+		return nil, err
+	}
+	secrets := s.knownSecrets(secretValues(opts.SecretEnv))
+	t := s.newTerminal(secrets, opts.Output, 0)
 	err := s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		t.h, err = tr.AttachTerminal(ctx, s.id, id, t.out)
 		return err
 	})
 	if err != nil {
-		return nil, s.wrap(op, "", err)
+		return nil, redactErr(s.wrap(op, "", err), secrets)
 	}
 	return t, nil
 }
@@ -218,7 +255,7 @@ func (s *Sandbox) newTerminal(secrets [][]byte, out io.Writer, bufSize int) *Ter
 	} else {
 		out = lockedWriter{mu: new(sync.Mutex), w: &failSafeWriter{w: out}}
 	}
-	t.out = newRedactor(out, secrets)
+	t.out = newTermRedactor(out, secrets)
 	return t
 }
 

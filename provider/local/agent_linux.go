@@ -277,10 +277,13 @@ type agent struct {
 	egress  egressRelay
 
 	terms terms // the terminals, by id (terminal_linux.go)
+	// ptyLimit is how many terminals the agent opens at L1 and L2
+	// (sandboxPtys, read when it starts).
+	ptyLimit int
 }
 
 func newAgent(cfg *agentConfig) (*agent, features) {
-	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), devNull: -1}
+	a := &agent{cfg: cfg, isPID: os.Getpid() == 1, procs: map[int]*proc{}, forkReq: make(chan func()), devNull: -1, ptyLimit: sandboxPtys()}
 	if !a.isPID {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}

@@ -364,6 +364,18 @@
 // program exits: AttachTerminal reaches it by id from any process, and a
 // client that goes away leaves it running. Destroy ends it.
 //
+// Pseudo-terminals are a host-wide table (kernel.pty.max), so a sandbox
+// holds at most 64 of them, or 1/8 of what the host leaves to devpts
+// instances (kernel.pty.max minus kernel.pty.reserve) when that is less:
+// at L3 and L4 that is the max= of its own devpts instance, and a
+// StartTerminal while its programs hold them all fails ResourceExhausted;
+// at L1 and L2 the agent refuses the terminal beyond it with
+// ResourceExhausted naming the cap. Input is written to the terminal by
+// the agent apart from the resizes and signals, so Ctrl-C reaches a
+// program that does not read a paste; a Write of more input than the
+// program reads is held back (bounded by its context) once 16 frames of
+// up to 32 KiB wait in the agent.
+//
 // # Files
 //
 // The file methods serve the sandbox's file system as its commands see

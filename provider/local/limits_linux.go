@@ -180,3 +180,25 @@ func setOpenFiles(n uint64) uint64 {
 	}
 	return n
 }
+
+// maxSandboxPtys is the most pseudo-terminals one sandbox may hold (see
+// sandboxPtys).
+const maxSandboxPtys = 64
+
+// sandboxPtys returns how many pseudo-terminals one sandbox may hold:
+// maxSandboxPtys, or 1/limitShare of the terminals the host leaves to
+// devpts instances other than its own (kernel.pty.max minus
+// kernel.pty.reserve) when that is less, read now. At L3 and L4 it is the
+// max= of the sandbox's own devpts instance, so its programs cannot open
+// more (ENOSPC); at L1 and L2, where terminals come from the host's
+// /dev/ptmx, the agent refuses a StartTerminal beyond it.
+func sandboxPtys() int {
+	n := uint64(maxSandboxPtys)
+	if ptyMax, err := readProcUint("/proc/sys/kernel/pty/max"); err == nil {
+		reserve, _ := readProcUint("/proc/sys/kernel/pty/reserve")
+		if ptyMax > reserve {
+			n = min(n, max((ptyMax-reserve)/limitShare, 1))
+		}
+	}
+	return int(n)
+}

@@ -34,6 +34,7 @@ const (
 	// the terminal's output comes as frameStdout.
 	frameResize  = 'Z' // client→agent: JSON termSize
 	frameTermSig = 'G' // client→agent: JSON termSignal, to the foreground process group
+	frameTermAck = 'Q' // agent→client: one input frame written to the terminal (empty)
 )
 
 // keySize is the length of a sandbox's agent key. Every connection to an

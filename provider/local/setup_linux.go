@@ -232,7 +232,12 @@ func setupDev(dev string) error {
 	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
 		return err
 	}
-	if unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") == nil {
+	// The instance holds at most sandboxPtys() terminals: the kernel
+	// counts every instance's terminals against the host-wide
+	// kernel.pty.max, so without max= one sandbox could take them all and
+	// leave none for the terminals of the others.
+	opts := fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,max=%d", sandboxPtys())
+	if unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts) == nil {
 		return os.Symlink("pts/ptmx", filepath.Join(dev, "ptmx"))
 	}
 	return nil

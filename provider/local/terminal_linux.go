@@ -50,6 +50,16 @@ type termStarted struct {
 	Term string `json:"term"`
 }
 
+// termInputWindow is how many input frames (each at most 32 KiB) one
+// attachment may have sent that the agent has not yet written to the
+// terminal. The agent writes input from a goroutine of its own and acks
+// each frame written (frameTermAck); the client sends no more until acked.
+// So the agent always reads the connection, and a resize or a signal is
+// applied at once whatever input is waiting for a program that does not
+// read it, while a client that writes faster than the program reads is
+// held back in its Write, and the agent holds at most the window.
+const termInputWindow = 16
+
 // maxExitedTerms bounds the exited terminals an agent keeps for a late
 // attach (which then reports the exit at once).
 const maxExitedTerms = 64
@@ -59,7 +69,26 @@ type terms struct {
 	mu     sync.Mutex
 	byID   map[string]*term
 	exited []string // ids of exited terminals, oldest first
+	live   int      // terminals started and not yet ended (or being started)
 	seq    atomic.Uint64
+}
+
+// reserve counts a terminal about to start, unless limit (when positive)
+// are already live; release undoes it for one that did not start.
+func (t *terms) reserve(limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if limit > 0 && t.live >= limit {
+		return false
+	}
+	t.live++
+	return true
+}
+
+func (t *terms) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.live--
 }
 
 // term is one terminal the agent keeps.
@@ -87,6 +116,7 @@ func (t *terms) get(id string) *term {
 func (t *terms) ended(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.live--
 	t.exited = append(t.exited, id)
 	if len(t.exited) > maxExitedTerms {
 		delete(t.byID, t.exited[0])
@@ -207,9 +237,35 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 		_ = fw.writeJSON(frameFail, failMsg{"NotFound", fmt.Sprintf("%s: command not found", iox.Shorten(args[0], 64))})
 		return
 	}
+	// At L1 and L2 terminals come from the host's /dev/ptmx, which
+	// counts them against the host-wide kernel.pty.max: the agent holds
+	// a sandbox to its share. At L3 and L4 the sandbox's own devpts
+	// instance has that share as its max=.
+	limit := 0
+	if !a.cfg.Namespaces {
+		limit = a.ptyLimit
+	}
+	if !a.terms.reserve(limit) {
+		_ = fw.writeJSON(frameFail, failMsg{"ResourceExhausted", fmt.Sprintf("no pseudo-terminal: the sandbox already has %d terminals, the most it may hold", limit)})
+		return
+	}
+	started := false
+	defer func() {
+		if !started {
+			a.terms.release()
+		}
+	}()
 	master, slave, err := openPTY(req.Rows, req.Cols)
 	if err != nil {
-		_ = fw.writeJSON(frameFail, failMsg{"Unavailable", "no pseudo-terminal: " + err.Error()})
+		code := "Unavailable"
+		msg := "no pseudo-terminal: " + err.Error()
+		if errors.Is(err, syscall.ENOSPC) {
+			code = "ResourceExhausted"
+			if a.cfg.Namespaces {
+				msg = fmt.Sprintf("no pseudo-terminal: the sandbox's programs hold all %d it may have: %v", sandboxPtys(), err)
+			}
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, msg})
 		return
 	}
 	if a.cfg.UID != 0 {
@@ -245,6 +301,7 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("%s: %v", iox.Shorten(args[0], 64), ferr)})
 		return
 	}
+	started = true
 	tm.id += "-" + strconv.Itoa(pid)
 	if pidfd >= 0 {
 		go a.watchExit(pidfd)
@@ -361,6 +418,9 @@ func (a *agent) attachTerm(in <-chan frameMsg, fw *frameWriter, id string) {
 // then runs on).
 func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 	defer tm.p.unsubscribe(fw)
+	input := make(chan []byte, termInputWindow)
+	defer close(input)
+	go tm.writeInput(input, fw)
 	for {
 		select {
 		case <-tm.p.done:
@@ -371,7 +431,13 @@ func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 			}
 			switch f.typ {
 			case frameStdin:
-				_, _ = tm.master.Write(f.b)
+				// A client keeps to the window, so this does not
+				// block; one that does not only holds up itself.
+				select {
+				case input <- f.b:
+				case <-tm.p.done:
+					return
+				}
 			case frameResize:
 				var sz termSize
 				if json.Unmarshal(f.b, &sz) == nil && sz.Rows > 0 && sz.Cols > 0 {
@@ -388,6 +454,21 @@ func (a *agent) serveTerm(in <-chan frameMsg, fw *frameWriter, tm *term) {
 				}
 			}
 		}
+	}
+}
+
+// writeInput writes one attachment's input to the terminal, in order,
+// acking each frame to the client; once writing fails (the terminal is
+// closed) the rest is dropped. It ends when input is closed.
+func (tm *term) writeInput(input <-chan []byte, fw *frameWriter) {
+	failed := false
+	for b := range input {
+		if !failed {
+			if _, err := tm.master.Write(b); err != nil {
+				failed = true
+			}
+		}
+		_ = fw.write(frameTermAck, nil)
 	}
 }
 
@@ -472,7 +553,8 @@ func (r *Runtime) AttachTerminal(ctx context.Context, id, terminalID string, out
 // the terminal running; a goroutine then reads its output until the exit
 // or Close.
 func (r *Runtime) followTerm(ctx context.Context, id string, c net.Conn, req *request, out io.Writer) (driver.TerminalHandle, error) {
-	h := &termHandle{r: r, sandbox: id, c: c, fw: &frameWriter{w: c}, done: make(chan struct{}), closed: make(chan struct{})}
+	h := &termHandle{r: r, sandbox: id, c: c, fw: &frameWriter{w: c}, done: make(chan struct{}), closed: make(chan struct{}),
+		inflight: make(chan struct{}, termInputWindow)}
 	// ctx bounds only the start (see follow).
 	var startMu sync.Mutex
 	isStarted := false
@@ -538,6 +620,10 @@ type termHandle struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// inflight holds a token per input frame sent and not yet acked
+	// (see termInputWindow).
+	inflight chan struct{}
 }
 
 // read reads the connection's frames until the exit frame.
@@ -563,6 +649,11 @@ func (h *termHandle) read(out io.Writer, started func(termStarted)) (driver.Exit
 			started(s)
 		case frameStdout:
 			_, _ = out.Write(b)
+		case frameTermAck:
+			select {
+			case <-h.inflight:
+			default:
+			}
 		case frameExit:
 			var x exitMsg
 			if err := json.Unmarshal(b, &x); err != nil {
@@ -614,10 +705,25 @@ func (h *termHandle) send(ctx context.Context, typ byte, p []byte) error {
 	return nil
 }
 
-// Write sends input to the terminal, in frames of at most 32 KiB.
+// Write sends input to the terminal, in frames of at most 32 KiB, each
+// once the agent has room for it (termInputWindow): input the program
+// does not read holds Write up, bounded by ctx, and leaves the connection
+// free for Resize and Signal.
 func (h *termHandle) Write(ctx context.Context, p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), 32<<10)
+		select {
+		case h.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.closed:
+			return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+		case <-h.done:
+			if h.err == nil {
+				return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
+			}
+			return h.err
+		}
 		if err := h.send(ctx, frameStdin, p[:n]); err != nil {
 			return err
 		}
