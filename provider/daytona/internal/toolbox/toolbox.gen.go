@@ -86,19 +86,16 @@ type FileInfo struct {
 	Size        int64   `json:"size"`
 }
 
-// PtyCreateRequest A new PTY session. The daemon fills cwd (its work dir), TERM (xterm-256color), cols (80) and rows (24) when absent; cols and rows above 1000 are 400. Daemons that know command and args run them instead of the user's shell (others start "SHELL -i -l" whatever they say); timeout is in seconds, 0 or absent for none.
+// PtyCreateRequest A new PTY session. The daemon fills cwd (its work dir), TERM (xterm-256color), cols (80) and rows (24) when absent; cols and rows above 1000 are 400. The daemon runs the user's shell ("SHELL -i -l") on the terminal: it takes no program.
 type PtyCreateRequest struct {
-	Args    *[]string          `json:"args,omitempty"`
-	Cols    *int               `json:"cols,omitempty"`
-	Command *string            `json:"command,omitempty"`
-	Cwd     *string            `json:"cwd,omitempty"`
-	Envs    *map[string]string `json:"envs,omitempty"`
-	Id      string             `json:"id"`
+	Cols *int               `json:"cols,omitempty"`
+	Cwd  *string            `json:"cwd,omitempty"`
+	Envs *map[string]string `json:"envs,omitempty"`
+	Id   string             `json:"id"`
 
 	// LazyStart Start the program only when the first client connects.
 	LazyStart *bool `json:"lazyStart,omitempty"`
 	Rows      *int  `json:"rows,omitempty"`
-	Timeout   *int  `json:"timeout,omitempty"`
 }
 
 // PtyCreateResponse defines model for PtyCreateResponse.
@@ -126,16 +123,13 @@ type PtyResizeRequest struct {
 type PtySessionInfo struct {
 	// Active False before a lazy start and once the program exited.
 	Active    bool              `json:"active"`
-	Args      *[]string         `json:"args,omitempty"`
 	Cols      int               `json:"cols"`
-	Command   *string           `json:"command,omitempty"`
 	CreatedAt string            `json:"createdAt"`
 	Cwd       string            `json:"cwd"`
 	Envs      map[string]string `json:"envs"`
 	Id        string            `json:"id"`
 	LazyStart bool              `json:"lazyStart"`
 	Rows      int               `json:"rows"`
-	Timeout   *int              `json:"timeout,omitempty"`
 }
 
 // Session defines model for Session.
