@@ -83,7 +83,9 @@
 //     Runtime's AttachTerminal reaches it again, but another Runtime (in
 //     this or another OS process) gets NotFound, although background
 //     processes do attach across clients (Capabilities.AttachAcrossClients
-//     speaks of those). Closing the Runtime hangs its terminals up.
+//     speaks of those). Closing the Runtime drops its terminals' streams;
+//     their programs run on, unreachable, until they exit or the sandbox
+//     is destroyed.
 //   - File methods run as the sandbox's user through exec (with the
 //     permissions of its commands), except Stat and Download, which use the
 //     engine's archive endpoint (as root: they can read what the user

@@ -14,8 +14,9 @@ package docker
 // open, and AttachTerminal works only through that Runtime (closing a
 // handle leaves the program running and re-attachable there); another
 // Runtime, in this or another OS process, gets NotFound. The Runtime's
-// Close drops its terminals' connections, which the engine turns into a
-// hang-up of the terminal.
+// Close drops its terminals' streams: their programs run on (the engine
+// does not hang the terminal up) until they exit or the sandbox is
+// destroyed, but nothing can reach them any more.
 
 import (
 	"context"
