@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"golang.org/x/net/publicsuffix"
 )
 
 // BrokeredSecret is a secret the sandbox may use but never holds: an
@@ -39,7 +41,12 @@ type BrokeredSecret struct {
 	// Hosts are the domains whose requests get the value: exact names
 	// ("api.example.com") or wildcards matching every subdomain
 	// ("*.example.com"), written and normalised as NetworkPolicy entries.
-	// Addresses and CIDRs are refused: a header is brokered by name.
+	// Addresses and CIDRs are refused: a header is brokered by name. So
+	// are names that no one owner controls, whose sites anyone may run: a
+	// single label ("localhost", "com"), a public suffix ("co.uk",
+	// "github.io", from the public suffix list's ICANN and private
+	// sections) and a wildcard directly over one ("*.com", "*.github.io").
+	// A network allow-list may name those; a secret may not.
 	Hosts []string
 	// Header is the request header that carries the value. Empty means
 	// "Authorization". It must be an HTTP token and not a header the
@@ -100,7 +107,8 @@ func isToken(s string) bool {
 	return true
 }
 
-// checkFormat checks that f holds exactly one %s and no other verb.
+// checkFormat checks that f holds exactly one %s and no other verb. Its
+// errors never quote f: a careless caller pastes the key itself there.
 func checkFormat(f string) error {
 	n := 0
 	for i := 0; i < len(f); i++ {
@@ -108,19 +116,19 @@ func checkFormat(f string) error {
 			continue
 		}
 		if i+1 == len(f) {
-			return fmt.Errorf("%q ends with a lone %%", printable(f))
+			return fmt.Errorf("ends with a lone %%")
 		}
 		switch f[i+1] {
 		case '%':
 		case 's':
 			n++
 		default:
-			return fmt.Errorf("%q holds the verb %%%c: only one %%s (and %%%% for a percent sign) may appear", printable(f), f[i+1])
+			return fmt.Errorf("holds the verb %%%c at byte %d: only one %%s (and %%%% for a percent sign) may appear", f[i+1], i)
 		}
 		i++
 	}
 	if n != 1 {
-		return fmt.Errorf("%q holds %d %%s verbs, not exactly one", printable(f), n)
+		return fmt.Errorf("holds %d %%s verbs, not exactly one", n)
 	}
 	return nil
 }
@@ -138,9 +146,9 @@ func hasHeaderUnsafe(s string) bool {
 }
 
 // secretName is how errors name the i-th brokered secret: never by value.
-func secretName(i int, s BrokeredSecret) string {
+func secretName(i int, s BrokeredSecret, hint func(string) string) string {
 	if s.Env != "" {
-		return fmt.Sprintf("brokered secret %d (Env %s)", i, printable(s.Env))
+		return fmt.Sprintf("brokered secret %d (Env %s)", i, hint(s.Env))
 	}
 	return fmt.Sprintf("brokered secret %d", i)
 }
@@ -171,6 +179,84 @@ func letThrough(p *driver.NetworkPolicy, h netEntry) bool {
 // overlaps reports whether two domain entries match a common name.
 func overlaps(a, b netEntry) bool { return a.covers(b) || b.covers(a) }
 
+// checkBrokeredDomain refuses a domain entry whose matches are not one
+// owner's: a single label ("localhost", "com"), a public suffix
+// ("co.uk", "github.io") or a wildcard directly over one ("*.com",
+// "*.github.io"), where any site under the suffix, anyone's, would get
+// the secret. The public suffix list (golang.org/x/net/publicsuffix)
+// includes its private section, so hosting domains whose subdomains
+// belong to different customers count as suffixes too. The error
+// completes "host X ...".
+func checkBrokeredDomain(d string) error {
+	base, wild := strings.CutPrefix(d, "*.")
+	if !strings.Contains(base, ".") {
+		if wild {
+			return fmt.Errorf("is a wildcard over a single label: every host under it, anyone's, would get the secret; name the hosts of the API (api.example.com or *.example.com)")
+		}
+		return fmt.Errorf("is a single label: a secret is brokered to a fully qualified domain (api.example.com), not a name a resolver search list or a top-level domain completes")
+	}
+	if suffix, _ := publicsuffix.PublicSuffix(base); suffix == base {
+		if wild {
+			return fmt.Errorf("is a wildcard over the public suffix %s, under which anyone can own a site that would get the secret; name the hosts of the API (api.example.com or *.example.com)", base)
+		}
+		return fmt.Errorf("is a public suffix (under which anyone can own a site), not the host of an API")
+	}
+	return nil
+}
+
+// hint is how a brokered secret's error quotes a host, Header or Env the
+// caller gave: in full when it looks like a name (quoted unless made of
+// letters, digits and .-_* only), else (a value pasted
+// into the wrong field looks like a key: a long run of letters mixed
+// with digits, or a long string) only its first four characters and its
+// length, so that an error never carries a key.
+func hint(s string) string {
+	if !looksLikeKey(s) && s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_*") == "" {
+		return s // a plain name reads best unquoted
+	}
+	return quotedHint(s)
+}
+
+// quotedHint is hint, always quoted: for a value being refused.
+func quotedHint(s string) string {
+	if !looksLikeKey(s) {
+		return strconv.Quote(printable(s))
+	}
+	r := []rune(s)
+	return fmt.Sprintf("%q… (%d characters, the rest withheld: it looks like a key)", printable(string(r[:min(4, len(r))])), len(s))
+}
+
+// looksLikeKey reports whether s looks like a credential rather than a
+// name: longer than 64 bytes, or with a run of 16 or more letters and
+// digits (between dots, hyphens or underscores) that mixes both, as
+// keys and tokens do and host names rarely do.
+func looksLikeKey(s string) bool {
+	if len(s) > 64 {
+		return true
+	}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' || r == '_' || r == '*' }) {
+		if len(part) < 16 {
+			continue
+		}
+		letters, digits := false, false
+		for _, c := range part {
+			switch {
+			case c >= '0' && c <= '9':
+				digits = true
+			case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+				letters = true
+			default:
+				// Anything else (+, /, =) is base64 or worse: a key.
+				return true
+			}
+		}
+		if letters && digits {
+			return true
+		}
+	}
+	return false
+}
+
 // placeholderFor builds the placeholder of a secret: a recognisable
 // prefix, a name from Env or Header, and 96 random bits.
 func placeholderFor(s BrokeredSecret, header string) (string, error) {
@@ -200,8 +286,42 @@ func placeholderFor(s BrokeredSecret, header string) (string, error) {
 // brokeredSecrets validates opts.BrokeredSecrets against the policy np
 // (already normalised) and the env the sandbox gets, and returns them as
 // the driver takes them, with placeholders; env gains the placeholders
-// under each secret's Env. Errors never hold a value.
+// under each secret's Env. Errors never hold a value: they name a
+// secret by index and Env, never quote a Format, quote a host, Header or
+// Env only when it does not look like a key (see hint), and every value
+// of the request (brokered or SecretEnv) is replaced by [REDACTED] in
+// them, should a value have been pasted into another field.
 func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.NetworkPolicy, env map[string]string) ([]driver.BrokeredSecret, error) {
+	values := withQuoted(createSecrets(opts))
+	scrub := func(s string) string { return string(redact([]byte(s), values)) }
+	out, err := checkBrokeredSecrets(op, provider, opts, np, env,
+		func(s string) string { return scrub(hint(s)) }, func(s string) string { return scrub(quotedHint(s)) })
+	if err != nil {
+		// Every value is scrubbed from what the caller gave (above); the
+		// whole text too, for values long enough not to match the error's
+		// own words (a value of a few letters would turn the text into
+		// a row of [REDACTED]).
+		var long [][]byte
+		for _, v := range createSecrets(opts) {
+			if len(v) >= minScrubbedLen {
+				long = append(long, v)
+			}
+		}
+		return nil, redactErr(err, long)
+	}
+	return out, nil
+}
+
+// minScrubbedLen is the shortest value scrubbed from the whole text of a
+// brokered secret's validation error (every value is scrubbed from the
+// parts of it the caller gave).
+const minScrubbedLen = 6
+
+// checkBrokeredSecrets is brokeredSecrets before the redaction of its
+// errors.
+// hint and quotedHint are those of this package with every value of the
+// request scrubbed.
+func checkBrokeredSecrets(op, provider string, opts CreateOptions, np *driver.NetworkPolicy, env map[string]string, hint, quotedHint func(string) string) ([]driver.BrokeredSecret, error) {
 	type owner struct {
 		host   netEntry
 		header string
@@ -213,7 +333,7 @@ func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.Network
 		envSet = map[string]int{}
 	)
 	for i, s := range opts.BrokeredSecrets {
-		what := secretName(i, s)
+		what := secretName(i, s, hint)
 		if s.Value == "" {
 			return nil, invalid(op, provider, "", what, "empty Value")
 		}
@@ -229,7 +349,7 @@ func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.Network
 			header = defaultBrokeredHeader
 		}
 		if !isToken(header) {
-			return nil, invalid(op, provider, "", what, "Header %q is not an HTTP header name (a token of letters, digits and !#$%%&'*+-.^_`|~)", printable(header))
+			return nil, invalid(op, provider, "", what, "Header %s is not an HTTP header name (a token of letters, digits and !#$%%&'*+-.^_`|~)", quotedHint(header))
 		}
 		header = textproto.CanonicalMIMEHeaderKey(header)
 		if slices.Contains(transportHeaders, header) || strings.HasPrefix(header, "Proxy-") {
@@ -243,20 +363,20 @@ func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.Network
 			return nil, invalid(op, provider, "", what, "Format %v", err)
 		}
 		if hasHeaderUnsafe(format) {
-			return nil, invalid(op, provider, "", what, "Format %q holds a control character", printable(format))
+			return nil, invalid(op, provider, "", what, "Format holds a control character")
 		}
 		if s.Env != "" {
 			if !envKeyRE.MatchString(s.Env) {
-				return nil, invalid(op, provider, "", what, "Env %q must match %s", printable(s.Env), envKeyRE)
+				return nil, invalid(op, provider, "", what, "Env %s must match %s", quotedHint(s.Env), envKeyRE)
 			}
 			if _, ok := opts.Env[s.Env]; ok {
-				return nil, invalid(op, provider, "", what, "Env %s is also set in CreateOptions.Env", s.Env)
+				return nil, invalid(op, provider, "", what, "Env %s is also set in CreateOptions.Env", hint(s.Env))
 			}
 			if _, ok := opts.SecretEnv[s.Env]; ok {
-				return nil, invalid(op, provider, "", what, "Env %s is also set in CreateOptions.SecretEnv", s.Env)
+				return nil, invalid(op, provider, "", what, "Env %s is also set in CreateOptions.SecretEnv", hint(s.Env))
 			}
 			if j, ok := envSet[s.Env]; ok {
-				return nil, invalid(op, provider, "", what, "Env %s is also the Env of brokered secret %d", s.Env, j)
+				return nil, invalid(op, provider, "", what, "Env %s is also the Env of brokered secret %d", hint(s.Env), j)
 			}
 			envSet[s.Env] = i
 		}
@@ -264,23 +384,31 @@ func brokeredSecrets(op, provider string, opts CreateOptions, np *driver.Network
 		for _, h := range s.Hosts {
 			e, err := parseNetEntry(h)
 			if err != nil {
-				return nil, invalid(op, provider, "", what, "host: %v", err)
+				// The entry's error quotes it: quote the hint instead.
+				msg := err.Error()
+				for _, q := range []string{strconv.Quote(h), strconv.Quote(printable(h))} {
+					msg = strings.ReplaceAll(msg, q, hint(h))
+				}
+				return nil, invalid(op, provider, "", what, "host: %s", msg)
 			}
 			if !e.isDomain() {
-				return nil, invalid(op, provider, "", what, "host %q is an address: a secret is brokered to domain names only", printable(h))
+				return nil, invalid(op, provider, "", what, "host %s is an address: a secret is brokered to domain names only", hint(h))
+			}
+			if err := checkBrokeredDomain(e.domain); err != nil {
+				return nil, invalid(op, provider, "", what, "host %s %v", hint(e.domain), err)
 			}
 			if slices.ContainsFunc(hosts, func(o netEntry) bool { return o.domain == e.domain }) {
 				continue
 			}
 			if np != nil && np.Mode == NetworkDenyAll {
-				return nil, invalid(op, provider, "", what, "host %s cannot be reached: the network policy is %s", e.domain, NetworkDenyAll)
+				return nil, invalid(op, provider, "", what, "host %s cannot be reached: the network policy is %s", hint(e.domain), NetworkDenyAll)
 			}
 			if !letThrough(np, e) {
-				return nil, invalid(op, provider, "", what, "host %s is not let through by the network policy (a secret for a host the sandbox cannot reach is a mistake; allow it in Network)", e.domain)
+				return nil, invalid(op, provider, "", what, "host %s is not let through by the network policy (a secret for a host the sandbox cannot reach is a mistake; allow it in Network)", hint(e.domain))
 			}
 			for _, o := range taken {
 				if o.header == header && overlaps(o.host, e) {
-					return nil, invalid(op, provider, "", what, "host %s overlaps host %s of brokered secret %d, which sets the same header %s", e.domain, o.host.domain, o.secret, header)
+					return nil, invalid(op, provider, "", what, "host %s overlaps host %s of brokered secret %d, which sets the same header %s", hint(e.domain), hint(o.host.domain), o.secret, header)
 				}
 			}
 			hosts = append(hosts, e)

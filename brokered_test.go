@@ -261,3 +261,76 @@ func TestGetOrCreateBrokeredSecret(t *testing.T) {
 		}
 	}
 }
+
+// A secret brokered to a whole public suffix, a wildcard over one, or a
+// single label would go to anyone's site under it: refused with
+// InvalidArgument naming the host. A wildcard over one owner's domain
+// (even under a multi-label suffix) is kept.
+func TestBrokeredSecretRefusesPublicSuffix(t *testing.T) {
+	c := sandbox.NewClient(memory.New())
+	ctx := context.Background()
+	for _, h := range []string{"*.com", "*.github.io", "*.co.uk", "co.uk", "github.io", "localhost", "com", "*.test", "*.localhost"} {
+		sb, err := c.Create(ctx, sandbox.CreateOptions{
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: brokeredValue, Hosts: []string{h}}}})
+		if err == nil {
+			t.Errorf("brokered secret for %q accepted: %+v", h, sb.Info().BrokeredSecrets)
+			_ = sb.Destroy(ctx)
+			continue
+		}
+		if !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "host "+h+" ") {
+			t.Errorf("%q: %v, want InvalidArgument naming the host", h, err)
+		}
+	}
+	for _, h := range []string{"*.example.co.uk", "api.example.com", "*.example.github.io", "api.example.test"} {
+		sb, err := c.Create(ctx, sandbox.CreateOptions{
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: brokeredValue, Hosts: []string{h}}}})
+		if err != nil {
+			t.Errorf("%q: %v", h, err)
+			continue
+		}
+		_ = sb.Destroy(ctx)
+	}
+}
+
+// A careless caller pastes the key into the wrong field (Hosts, Format,
+// Header, Env, or swaps Value and Hosts): no validation error shows it,
+// nor any Value of the request.
+func TestBrokeredSecretErrorsHideMisplacedValues(t *testing.T) {
+	c := sandbox.NewClient(memory.New())
+	ctx := context.Background()
+	const key = brokeredValue
+	allow := &sandbox.NetworkPolicy{Allow: []string{"api.example.com"}}
+	for name, o := range map[string]sandbox.CreateOptions{
+		"value and hosts swapped": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "api.example.com", Hosts: []string{key}}}},
+		"key in a dotted host": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "x", Hosts: []string{key + ".example.com"}}}},
+		"key in Format": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "x", Hosts: []string{"api.example.com"}, Format: "Bearer " + key}}},
+		"key in Format with a bad verb": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "x", Hosts: []string{"api.example.com"}, Format: "%d " + key}}},
+		"key in Header": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "x", Hosts: []string{"api.example.com"}, Header: "Bearer " + key}}},
+		"key in Env": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "x", Hosts: []string{"api.example.com"}, Env: "K=" + key}}},
+		"value of another secret in a host": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{
+				{Value: "tok_ABCDEFGHIJ", Hosts: []string{"api.example.com"}},
+				{Value: "y", Header: "X-Key", Hosts: []string{"tok_ABCDEFGHIJ"}}}},
+		"short value swapped into Hosts": {Network: allow,
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "q7z", Hosts: []string{"q7z"}}}},
+		"SecretEnv value in a host": {Network: allow, SecretEnv: map[string]string{"DB": "hunter2hunter2"},
+			BrokeredSecrets: []sandbox.BrokeredSecret{{Value: "y", Hosts: []string{"hunter2hunter2.example.com"}}}},
+	} {
+		_, err := c.Create(ctx, o)
+		if !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+			continue
+		}
+		for _, s := range []string{key, key[8:], "tok_ABCDEFGHIJ", "hunter2hunter2", "q7z"} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error shows %q: %v", name, s, err)
+			}
+		}
+	}
+}

@@ -374,7 +374,12 @@ type CreateOptions struct {
 	// processes, are the snapshot's. Template must then be empty (the
 	// snapshot's template applies). A provider without snapshots returns
 	// an error matching ErrUnimplemented; a snapshot that does not exist
-	// is NotFound.
+	// is NotFound. A snapshot keeps files, not the source's environment,
+	// network policy or secrets: SecretEnv, Network and BrokeredSecrets
+	// are this call's alone, so a sandbox started from a snapshot of one
+	// with brokered secrets has them (and the point that brokers them in
+	// front of it) only if given here again; a placeholder the source's
+	// files hold is not the new sandbox's.
 	FromSnapshot string
 }
 
@@ -432,6 +437,7 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	}
 	sb := c.handle(info, secrets)
 	sb.owned = true
+	sb.brokered = slices.Clone(opts.BrokeredSecrets)
 	return sb, nil
 }
 
@@ -841,6 +847,9 @@ func (c *Client) getOrCreate(ctx context.Context, opts CreateOptions) (*Sandbox,
 		f := res.Val.(flight)
 		sb := c.handle(f.info, createSecrets(opts))
 		sb.owned = f.created && ran
+		if sb.owned {
+			sb.brokered = slices.Clone(opts.BrokeredSecrets)
+		}
 		return sb, sb.owned, nil
 	}
 }

@@ -24,6 +24,10 @@ type Sandbox struct {
 	id      string
 	secrets [][]byte
 	owned   bool // created through this handle's Client, or attached with Own
+	// brokered are the brokered secrets the sandbox was created with, as
+	// the creating handle (or a fork's) knows them; Fork carries them
+	// over. Nil on a handle that never learnt them.
+	brokered []BrokeredSecret
 
 	mu   sync.Mutex
 	info Info

@@ -103,6 +103,16 @@ type ForkOptions struct {
 	// reports no policy gives its default.
 	NoNetwork bool
 	Network   *NetworkPolicy
+	// BrokeredSecrets are the new sandboxes' brokered secrets, as in
+	// CreateOptions (each child gets its own placeholders). When unset,
+	// a fork of a sandbox with brokered secrets carries them over if this
+	// handle knows their values (it created the sandbox, or is a handle
+	// Fork returned); a handle that does not (Attach) cannot give them to
+	// the children, and Fork fails with FailedPrecondition rather than
+	// make children with an open network where the source had its
+	// secrets' enforcement point in front of it: pass them here, or set
+	// NoNetwork.
+	BrokeredSecrets []BrokeredSecret
 	// KeepSnapshot keeps the snapshot a fork without a native fork goes
 	// through; by default it is deleted once the new sandboxes exist.
 	// Find a kept one with Client.ListSnapshots: it carries Labels, its
@@ -429,6 +439,20 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 	if !opts.NoNetwork && opts.Network == nil {
 		copts.Network = s.Info().Network // a copy
 	}
+	copts.BrokeredSecrets = opts.BrokeredSecrets
+	if len(opts.BrokeredSecrets) == 0 && !opts.NoNetwork && len(s.Info().BrokeredSecrets) > 0 {
+		// The source runs behind the point that brokers its secrets; a
+		// child without them would get the policy alone, which on some
+		// providers (local's allow-all: pasta) is a network with no such
+		// point in front of it. Children are never more open than their
+		// source.
+		s.mu.Lock()
+		copts.BrokeredSecrets = slices.Clone(s.brokered)
+		s.mu.Unlock()
+		if len(copts.BrokeredSecrets) == 0 {
+			return nil, s.wrap(op, "", fmt.Errorf("sandbox: the source has brokered secrets (Info.BrokeredSecrets) whose values this handle does not know (it did not create the sandbox): give them in ForkOptions.BrokeredSecrets, or fork with ForkOptions.NoNetwork: %w", ErrFailedPrecondition))
+		}
+	}
 	fk, native := c.rt.(driver.Forker)
 	sn, isSnap := c.rt.(driver.Snapshotter)
 	if !native && !isSnap {
@@ -439,13 +463,15 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 		return nil, err
 	}
 	secrets := append(slices.Clone(s.secrets), secretValues(opts.SecretEnv)...)
+	secrets = append(secrets, brokeredValues(copts.BrokeredSecrets)...)
+	slices.SortFunc(secrets, func(a, b []byte) int { return len(b) - len(a) })
 	done, err := c.track(op, s.id)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	if native {
-		return s.forkNative(ctx, fk, n, req, secrets)
+		return s.forkNative(ctx, fk, n, req, secrets, copts.BrokeredSecrets)
 	}
 	mode := SnapshotFilesystem
 	if !slices.Contains(c.caps.SnapshotModes, mode) && len(c.caps.SnapshotModes) > 0 {
@@ -482,6 +508,7 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 			}
 			sb := c.handle(info, secrets)
 			sb.owned = true
+			sb.brokered = slices.Clone(copts.BrokeredSecrets)
 			made[i] = sb
 		}()
 	}
@@ -502,7 +529,7 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox
 }
 
 // forkNative forks through the provider's Forker.
-func (s *Sandbox) forkNative(ctx context.Context, fk driver.Forker, n int, req *driver.CreateRequest, secrets [][]byte) ([]*Sandbox, error) {
+func (s *Sandbox) forkNative(ctx context.Context, fk driver.Forker, n int, req *driver.CreateRequest, secrets [][]byte, brokered []BrokeredSecret) ([]*Sandbox, error) {
 	const op = "fork"
 	c := s.c
 	bctx, end := bound(ctx, op, c.calls.Snapshot)
@@ -513,8 +540,19 @@ func (s *Sandbox) forkNative(ctx context.Context, fk driver.Forker, n int, req *
 		if in.ID == "" {
 			continue
 		}
-		sb := c.handle(infoOf(in), secrets)
+		info := infoOf(in)
+		if len(req.Secrets) > 0 {
+			// Made with these: report them whole (with Env and
+			// placeholder), as Create does, whatever the provider says.
+			envs := make([]string, len(brokered))
+			for i, b := range brokered {
+				envs[i] = b.Env
+			}
+			info.BrokeredSecrets = brokeredInfoOf(req.Secrets, envs)
+		}
+		sb := c.handle(info, secrets)
 		sb.owned = true
+		sb.brokered = slices.Clone(brokered)
 		made = append(made, sb)
 	}
 	var errs []error

@@ -293,3 +293,55 @@ func TestForkKeepsNoNetwork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sandbox.NetworkAllowAll, kids[0].Info().Network.Mode)
 }
+
+// A fork of a sandbox with brokered secrets is never more open than its
+// source: the creating handle carries the secrets over (each child with
+// placeholders of its own), a handle that does not know their values
+// (Attach) is refused with FailedPrecondition naming BrokeredSecrets
+// unless they are given again or the children have no network. It holds
+// with a native fork and through a snapshot.
+func TestForkOfBrokeredSandbox(t *testing.T) {
+	ctx := context.Background()
+	for name, rt := range map[string]driver.Runtime{"native": &nativeFork{Runtime: memory.New()}, "snapshot": memory.New()} {
+		t.Run(name, func(t *testing.T) {
+			c := sandbox.NewClient(rt)
+			defer c.Close()
+			bs := []sandbox.BrokeredSecret{{Value: brokeredValue, Hosts: []string{"api.example.com"}, Env: "API_KEY"}}
+			sb, err := c.Create(ctx, sandbox.CreateOptions{BrokeredSecrets: bs})
+			require.NoError(t, err)
+			defer sb.Destroy(ctx)
+			parent := sb.Info().BrokeredSecrets
+			require.Len(t, parent, 1)
+
+			kids, err := sb.Fork(ctx, 2, sandbox.ForkOptions{})
+			require.NoError(t, err)
+			for _, k := range kids {
+				got := k.Info().BrokeredSecrets
+				require.Len(t, got, 1, "a fork of a sandbox with brokered secrets has none")
+				assert.Equal(t, []string{"api.example.com"}, got[0].Hosts)
+				res, err := k.Exec(ctx, sandbox.Command{Shell: "echo $API_KEY"})
+				require.NoError(t, err)
+				ph := strings.TrimSpace(string(res.Stdout))
+				assert.Regexp(t, placeholderRE, ph)
+				assert.NotEqual(t, parent[0].Placeholder, ph, "a child shares its parent's placeholder")
+				// A child's own fork carries them on too.
+				grand, err := k.Fork(ctx, 1, sandbox.ForkOptions{})
+				require.NoError(t, err)
+				assert.Len(t, grand[0].Info().BrokeredSecrets, 1)
+			}
+
+			att, err := c.Attach(ctx, sb.ID())
+			require.NoError(t, err)
+			_, err = att.Fork(ctx, 1, sandbox.ForkOptions{})
+			require.ErrorIs(t, err, sandbox.ErrFailedPrecondition)
+			assert.Contains(t, err.Error(), "ForkOptions.BrokeredSecrets")
+			kids, err = att.Fork(ctx, 1, sandbox.ForkOptions{BrokeredSecrets: bs})
+			require.NoError(t, err)
+			assert.Len(t, kids[0].Info().BrokeredSecrets, 1)
+			kids, err = att.Fork(ctx, 1, sandbox.ForkOptions{NoNetwork: true})
+			require.NoError(t, err)
+			assert.Empty(t, kids[0].Info().BrokeredSecrets)
+			assert.Equal(t, sandbox.NetworkDenyAll, kids[0].Info().Network.Mode)
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/provider/local"
 )
 
 // echoWatch counts the bytes a terminal wrote and wakes the waiter.
@@ -115,4 +116,41 @@ func rawPTY(b *testing.B) (*os.File, func()) {
 		_ = cmd.Wait()
 		m.Close()
 	}
+}
+
+// BenchmarkE2BFakeTerminalEcho: a keystroke's round trip through a
+// terminal of e2b over e2bfake over provider/local: one byte sent with
+// envd's SendInput (ProcessInput.pty), echoed by the sandbox's line
+// discipline (cat reads the terminal), back as a pty data event of the
+// Start stream. Target: p50 ≤ 5 ms.
+func BenchmarkE2BFakeTerminalEcho(b *testing.B) {
+	ctx := context.Background()
+	loc, err := local.New(local.WithRoot(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer loc.Close()
+	_, sb := e2bOver(b, loc)
+	ew := &echoWatch{got: make(chan int, 1024)}
+	term, err := sb.StartTerminal(ctx, sandbox.TerminalOptions{Args: []string{"cat"}, Output: ew})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer term.Close()
+	var tv []time.Duration
+	key := []byte{'x'}
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := term.Write(key); err != nil {
+			b.Fatal(err)
+		}
+		ew.wait(b, 1)
+		tv = append(tv, time.Since(t0))
+	}
+	b.ReportMetric(ms(median(tv)), "p50-ms")
+	b.ReportMetric(ms(pct(tv, 0.95)), "p95-ms")
+	_, _ = term.Write([]byte{4}) // end of input: cat exits
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _ = term.Wait(wctx)
 }

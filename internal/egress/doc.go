@@ -51,10 +51,21 @@
 //     loopback, private (RFC 1918, fc00::/7), link-local (169.254.0.0/16,
 //     the range of the cloud metadata service at 169.254.169.254;
 //     fe80::/10), shared (100.64.0.0/10), unspecified, multicast,
-//     broadcast or otherwise reserved, or the IPv4-mapped, NAT64
+//     broadcast or otherwise reserved, an address of the proxy's host
+//     (its network interfaces' addresses, Config.HostAddrs: the proxy
+//     runs on the host, so these reach every host service bound to
+//     0.0.0.0 past the host's firewall), or the IPv4-mapped, NAT64
 //     (64:ff9b::/96) or 6to4 form of one, unless an AllowCIDRs entry
-//     covers it. A sandbox may reach its host's services or the metadata
-//     service only when the policy names their addresses.
+//     names it. An entry names a special-purpose address only when it
+//     covers it and lies inside the special range the address is in:
+//     127.0.0.1/32 or 127.0.0.0/8 names loopback, 10.0.0.0/8 or
+//     10.1.0.0/16 private space, 169.254.169.254/32 the metadata
+//     service; 0.0.0.0/0, 0.0.0.0/1 or ::/0 names none of them, so an
+//     allow-list of 0.0.0.0/0 is never more open than allow-all. An
+//     address of the host that is in no other special range (a public
+//     address of the host) is named only by an entry of that address
+//     alone (/32 or /128). A sandbox may reach its host's services or
+//     the metadata service only when the policy names their addresses.
 //  4. The proxy connects to an address it checked, never to the name
 //     again: a name that resolves to a public address for the check and
 //     to 127.0.0.1 a moment later (DNS rebinding) reaches nothing it was
@@ -71,7 +82,13 @@
 //
 // SetPolicy replaces the policy at run time: every later request is
 // checked against the new one, and an open tunnel to a destination the
-// new policy refuses is closed at once.
+// new policy refuses is closed at once; so is a plain HTTP exchange in
+// progress (a long streamed response, or the tunnel a 101 Switching
+// Protocols makes of it).
+//
+// A SOCKS5 success reply's bound address is always 0.0.0.0:0: the
+// address the proxy connected from is the host's, which the sandbox is
+// not told.
 //
 // # Brokered secrets
 //
@@ -87,16 +104,23 @@
 // client sent) and replaces the Placeholder with the value in every
 // other header value; it asks for an unencoded response and replaces
 // the value, wherever the upstream echoes it back verbatim in a response
-// header or body, with as many '*' (values shorter than 8 bytes are not
-// searched for, nor is a body the upstream encodes anyway, nor an
-// encoded form of the value). A request
-// inside the tunnel whose Host is not the tunnel's host is refused with
-// 421. Nothing else is touched: the URL, the body and a request to any
+// header, trailer, reason phrase or body, with as many '*' (values
+// shorter than 8 bytes are not searched for, nor is a body the upstream
+// encodes anyway, nor an encoded form of the value). A request inside
+// the tunnel whose Host is not the tunnel's host is refused with 421. Nothing else is touched: the URL, the body and a request to any
 // other host carry the placeholder, never the value.
 //
 // Plain http:// to a host with a brokered secret is refused with 403:
 // the value would cross the network in clear. So is a tunnel to such a
-// host that does not carry TLS.
+// host that does not carry TLS, and a request inside it that asks for a
+// protocol upgrade (Upgrade: websocket, h2c, ...): after a 101 the
+// stream is raw bytes, in which a value the upstream echoes could not be
+// masked, so such a request is answered 403 and never sent.
+//
+// No message the proxy writes, to a client or to Config.Logger, can
+// carry a value: each goes through the masking of every secret's value
+// (of every host, whatever its length), and an upstream's malformed
+// answer is reported as "malformed response", never quoted.
 //
 // # Limits
 //
@@ -105,4 +129,11 @@
 // or a keep-alive connection that carries no byte either way for
 // Config.IdleTimeout (10 minutes by default) is closed. Close ends every
 // connection and returns when every goroutine has.
+//
+// The proxy runs outside the sandbox's memory limit, so what a sandbox
+// can make it hold is bounded: an upstream's response head (status line,
+// headers and interim 1xx heads) over 1 MiB is a 502 "response header
+// too large"; request heads being read hold at most 8 MiB across all
+// connections at once (one that would pass it gets 503 and is closed);
+// a connection over MaxConns is answered without its head being kept.
 package egress

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,18 +57,67 @@ func stripHop(h http.Header) (upgrade string) {
 var (
 	errIdle     = errors.New("no request")
 	errTooLarge = errors.New("request headers too large")
+	errBusy     = errors.New("too many request headers in flight")
 )
 
+// headReader reads from a connection; while a head is read (n is not
+// MaxInt64) it stops at n bytes and charges what it reads to a budget
+// shared by all connections, failing with errBusy when the budget is
+// spent.
+type headReader struct {
+	r       io.Reader
+	n       int64
+	budget  *atomic.Int64 // nil: none
+	charged int64
+	over    bool
+}
+
+func (h *headReader) Read(b []byte) (int, error) {
+	if h.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > h.n {
+		b = b[:h.n]
+	}
+	k, err := h.r.Read(b)
+	if h.n != math.MaxInt64 {
+		h.n -= int64(k)
+		if h.budget != nil && k > 0 {
+			h.charged += int64(k)
+			if h.budget.Add(int64(k)) > headerBudget {
+				h.over = true
+				return k, errBusy
+			}
+		}
+	}
+	return k, err
+}
+
+// start begins a head of at most limit bytes.
+func (h *headReader) start(limit int64) { h.n = limit }
+
+// end ends a head: it gives back what it charged and reports whether
+// the head reached its limit and whether the budget was spent.
+func (h *headReader) end() (tooLarge, busy bool) {
+	tooLarge, busy = h.n == 0, h.over
+	if h.budget != nil {
+		h.budget.Add(-h.charged)
+	}
+	h.n, h.charged, h.over = math.MaxInt64, 0, false
+	return tooLarge, busy
+}
+
 // reqReader reads request heads from a client connection with a size
-// cap and deadlines on the header phase.
+// cap, a share of the proxy-wide header budget and deadlines on the
+// header phase.
 type reqReader struct {
 	conn net.Conn
-	lr   *io.LimitedReader
+	lr   *headReader
 	br   *bufio.Reader
 }
 
-func newReqReader(c net.Conn) *reqReader {
-	lr := &io.LimitedReader{R: c, N: math.MaxInt64}
+func newReqReader(c net.Conn, budget *atomic.Int64) *reqReader {
+	lr := &headReader{r: c, n: math.MaxInt64, budget: budget}
 	return &reqReader{conn: c, lr: lr, br: bufio.NewReaderSize(lr, 4096)}
 }
 
@@ -80,14 +130,15 @@ func (r *reqReader) next(wait, header time.Duration) (*http.Request, error) {
 	}
 	deadline := time.Now().Add(header)
 	r.conn.SetReadDeadline(deadline)
-	r.lr.N = maxHeaderBytes
+	r.lr.start(maxHeaderBytes)
 	req, err := readHead(r.br)
-	tooLarge := r.lr.N == 0
-	r.lr.N = math.MaxInt64
+	tooLarge, busy := r.lr.end()
 	r.conn.SetReadDeadline(time.Time{})
 	switch {
 	case err == nil:
 		return req, nil
+	case busy:
+		return nil, errBusy
 	case tooLarge:
 		return nil, errTooLarge
 	case !time.Now().Before(deadline):
@@ -108,12 +159,16 @@ func (p *Proxy) headError(w io.Writer, err error) {
 	case errors.Is(err, errTooLarge):
 		p.log.Info("egress: refused", "reason", "request headers over the limit")
 		writeStatus(w, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("egress: request headers are larger than %d bytes", maxHeaderBytes), true, nil)
+	case errors.Is(err, errBusy):
+		p.log.Info("egress: refused", "reason", "too many request headers in flight")
+		writeStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("egress: too many request headers in flight (at most %d bytes at once); try again", headerBudget), true, nil)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		p.log.Info("egress: refused", "reason", "request headers not sent in time")
 		writeStatus(w, http.StatusRequestTimeout, fmt.Sprintf("egress: request headers not received within %s", p.header), true, nil)
 	default:
-		p.log.Info("egress: refused", "reason", "malformed request: "+printable(err.Error()))
-		writeStatus(w, http.StatusBadRequest, "egress: malformed request: "+printable(err.Error()), true, nil)
+		msg := p.mask("egress: malformed request: " + printable(err.Error()))
+		p.log.Info("egress: refused", "reason", msg)
+		writeStatus(w, http.StatusBadRequest, msg, true, nil)
 	}
 }
 
@@ -160,7 +215,7 @@ func (p *Proxy) serveHTTP(s *session, rr *reqReader) {
 func (p *Proxy) refuseHTTP(w io.Writer, host string, req *http.Request, r *refusal, extra http.Header) bool {
 	p.refuse(host, r)
 	closeConn := req.Close || req.ContentLength != 0
-	if err := writeStatus(w, r.status, r.msg, closeConn, extra); err != nil {
+	if err := writeStatus(w, r.status, p.mask(r.msg), closeConn, extra); err != nil {
 		return false
 	}
 	return !closeConn
@@ -214,9 +269,15 @@ func (p *Proxy) open(s *session, d *resolved, up net.Conn, addr netip.Addr, clie
 // upstream is an upstream connection kept for the next request.
 type upstream struct {
 	conn net.Conn
+	lr   *io.LimitedReader // caps a response head
 	br   *bufio.Reader
 	key  string // host:port
 	t    target
+}
+
+func newUpstream(c net.Conn, key string, t target) *upstream {
+	lr := &io.LimitedReader{R: c, N: math.MaxInt64}
+	return &upstream{conn: c, lr: lr, br: bufio.NewReaderSize(lr, 32<<10), key: key, t: t}
 }
 
 func (u *upstream) close() {
@@ -270,10 +331,24 @@ func (p *Proxy) forwardPlain(s *session, rr *reqReader, req *http.Request, upp *
 				return p.refuseHTTP(s.client, host, req, r, nil)
 			}
 			p.log.Debug("egress: http", "host", d.host, "addr", addr.String(), "port", d.port)
-			up = &upstream{conn: c, br: bufio.NewReaderSize(c, 32<<10), key: net.JoinHostPort(host, port), t: target{host: d.host, literal: d.literal, addr: addr}}
+			up = newUpstream(c, net.JoinHostPort(host, port), target{host: d.host, literal: d.literal, addr: addr})
 			*upp = up
 		}
+		// While the exchange lasts (a long stream, or the tunnel an
+		// upgrade makes of it), SetPolicy sees its destination and cuts
+		// it when the new policy refuses it.
+		t := up.t
+		upConn := up.conn
+		t.cut = func() { upConn.Close() }
+		s.target.Store(&t)
+		if r := p.pol.Load().recheck(&t); r != nil {
+			s.target.Store(nil)
+			up.close()
+			*upp = nil
+			return p.refuseHTTP(s.client, host, req, r, nil)
+		}
 		keep, ok, retry := p.exchange(s, req, out, up, nil, reuse && try == 0)
+		s.target.Store(nil)
 		if !ok {
 			up.close()
 			*upp = nil
@@ -343,15 +418,19 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 		return false, false, false
 	}
 	var resp *http.Response
+	// The response head (with any interim 1xx heads) is capped: the
+	// upstream may be one the sandbox controls.
+	up.lr.N = maxRespHeaderBytes
 	for {
 		var err error
 		resp, err = http.ReadResponse(up.br, out)
 		if err != nil {
+			tooLarge := up.lr.N == 0
 			if canRetry && errors.Is(err, io.EOF) {
 				return false, false, true
 			}
 			if s.ctx.Err() == nil {
-				p.refuseHTTP(s.client, host, req, &refusal{status: 502, msg: fmt.Sprintf("egress: no valid response from %s: %v", up.key, err)}, nil)
+				p.refuseHTTP(s.client, host, req, &refusal{status: 502, msg: respError(up.key, err, tooLarge)}, nil)
 			}
 			return false, false, false
 		}
@@ -361,6 +440,7 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 		// Interim 1xx answers: the proxy sent its own 100 Continue.
 		resp.Body.Close()
 	}
+	up.lr.N = math.MaxInt64
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		if out.Header.Get("Upgrade") == "" {
 			resp.Body.Close()
@@ -386,6 +466,7 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 	upOK = !resp.Close
 	stripHop(resp.Header)
 	scrubHeader(resp.Header, scrub)
+	resp.Status = p.mask(resp.Status) // the reason phrase
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 	if !req.ProtoAtLeast(1, 1) && len(resp.TransferEncoding) > 0 {
 		// No chunks for an HTTP/1.0 client: the end of the body is
@@ -400,6 +481,9 @@ func (p *Proxy) exchange(s *session, req, out *http.Request, up *upstream, scrub
 	body := &relayBody{r: resp.Body, bw: bw, up: up.conn, remain: resp.ContentLength}
 	if len(scrub) > 0 {
 		body.r = newMaskReader(resp.Body, scrub)
+		// Trailers arrive with the end of the body and are written
+		// after it: mask them when the end is read.
+		body.atEOF = func() { scrubHeader(resp.Trailer, scrub) }
 	}
 	body.closer = resp.Body
 	resp.Body = body
@@ -425,6 +509,7 @@ type relayBody struct {
 	up     net.Conn
 	remain int64 // bytes still expected, -1 when not known
 	eof    bool
+	atEOF  func() // called once at the end of the body
 }
 
 func (b *relayBody) Read(p []byte) (int, error) {
@@ -440,6 +525,10 @@ func (b *relayBody) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		b.eof = true
+		if b.atEOF != nil {
+			b.atEOF()
+			b.atEOF = nil
+		}
 	}
 	return n, err
 }
@@ -502,9 +591,9 @@ func (p *Proxy) intercept(s *session, d *resolved, client, raw net.Conn, addr ne
 			return nil, &refusal{status: 502, msg: fmt.Sprintf("egress: TLS to %s failed: %v", d.hostport, err)}
 		}
 		s.target.Store(&target{host: d.host, addr: a})
-		return &upstream{conn: tc, br: bufio.NewReaderSize(tc, 32<<10), key: d.hostport, t: target{host: d.host, addr: a}}, nil
+		return newUpstream(tc, d.hostport, target{host: d.host, addr: a}), nil
 	}
-	rr := newReqReader(s.client)
+	rr := newReqReader(s.client, &p.inFlight)
 	s.cr = rr.br
 	for first := true; ; first = false {
 		wait := p.idle
@@ -532,6 +621,14 @@ func (p *Proxy) intercept(s *session, d *resolved, client, raw net.Conn, addr ne
 			return
 		}
 		out := outgoing(req)
+		if upg := out.Header.Get("Upgrade"); upg != "" {
+			// After a 101 the stream is raw: a value the upstream
+			// echoes in it could not be masked.
+			r := forbidden("%s has a brokered secret: a protocol upgrade (to %s) is not relayed, since the secret's value could not be masked in the raw stream after it", d.host, printable(upg))
+			p.refuse(d.host, r)
+			writeStatus(s.client, r.status, p.mask(r.msg), true, nil)
+			return
+		}
 		if out.Host == "" {
 			out.Host = d.host
 		}
@@ -684,4 +781,20 @@ func (m *maskReader) Read(p []byte) (int, error) {
 	n := copy(p, m.out)
 	m.out = m.out[n:]
 	return n, nil
+}
+
+// respError says why no response could be read from an upstream,
+// without quoting what it sent: that may be a secret's value echoed
+// back.
+func respError(key string, err error, tooLarge bool) string {
+	var ne net.Error
+	switch {
+	case tooLarge:
+		return fmt.Sprintf("egress: %s: response header too large (over %d bytes)", key, maxRespHeaderBytes)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("egress: %s closed the connection before a complete response", key)
+	case errors.As(err, &ne):
+		return fmt.Sprintf("egress: reading the response from %s failed: %v", key, ne)
+	}
+	return fmt.Sprintf("egress: no valid response from %s: malformed response", key)
 }

@@ -22,6 +22,9 @@ type policy struct {
 	denyWild   []string
 	allowCIDR  []netip.Prefix
 	denyCIDR   []netip.Prefix
+	// own reports whether an address is the proxy's host's own; nil
+	// knows none.
+	own func(netip.Addr) bool
 }
 
 // compilePolicy checks p's entries and compiles them; nil is deny-all.
@@ -212,7 +215,8 @@ func (c *policy) covered(list []netip.Prefix, a netip.Addr) bool {
 
 // checkAddr checks one address the proxy would connect to for host: a
 // DenyCIDR refuses it, and so does a special-purpose address (loopback,
-// private, link-local, ...) no AllowCIDR covers.
+// private, link-local, ..., or the proxy's host's own) no AllowCIDR
+// names (see admits).
 func (c *policy) checkAddr(host string, a netip.Addr) *refusal {
 	a = a.Unmap()
 	resolves := host + " resolves to " + a.String() + ","
@@ -225,13 +229,49 @@ func (c *policy) checkAddr(host string, a netip.Addr) *refusal {
 			return forbidden("%s in the deny-list (%s)", resolves, p)
 		}
 	}
-	if c.covered(c.allowCIDR, a) {
+	kind := specialKind(a)
+	own := c.own != nil && c.own(a)
+	if own && kind == "" {
+		kind = "an address of the proxy's host"
+	}
+	if kind == "" || c.admits(a, own) {
 		return nil
 	}
-	if kind := specialKind(a); kind != "" {
-		return forbidden("%s %s the policy does not allow", resolves, kind)
+	return forbidden("%s %s the policy does not allow", resolves, kind)
+}
+
+// admits reports whether an AllowCIDR names the special-purpose address
+// a: one that covers a and lies inside a special range a is in (so
+// 127.0.0.1/32 or 127.0.0.0/8 names loopback, 0.0.0.0/0 names nothing
+// special). For an address of the proxy's host, the range is the
+// address itself, unless it is also in another special range (a private
+// or loopback address), whose rule then applies. The IPv4 address an
+// IPv6 address embeds (NAT64, 6to4, mapped) is judged the same way.
+func (c *policy) admits(a netip.Addr, own bool) bool {
+	for _, p := range c.allowCIDR {
+		if admitsOne(p, a, own) {
+			return true
+		}
+		if v4, ok := embeddedV4(a); ok && admitsOne(p, v4, own) {
+			return true
+		}
 	}
-	return nil
+	return false
+}
+
+func admitsOne(p netip.Prefix, a netip.Addr, own bool) bool {
+	if !p.Contains(a) {
+		return false
+	}
+	if own && p.Bits() == a.BitLen() {
+		return true
+	}
+	for _, s := range specials {
+		if s.p.Contains(a) && s.p.Bits() <= p.Bits() && s.p.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 type special struct {

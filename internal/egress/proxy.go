@@ -39,6 +39,16 @@ const (
 	DefaultCAValidity = 30 * 24 * time.Hour
 	// maxHeaderBytes caps a request's line and headers.
 	maxHeaderBytes = 64 << 10
+	// maxRespHeaderBytes caps an upstream response's status line and
+	// headers.
+	maxRespHeaderBytes = 1 << 20
+	// headerBudget caps the request-head bytes read and not yet parsed
+	// across all connections at once, so that many connections that each
+	// send most of a large head hold a bounded amount of memory.
+	headerBudget = 8 << 20
+	// hostAddrsTTL is how long a reading of the host's interface
+	// addresses is used before it is read again.
+	hostAddrsTTL = 2 * time.Second
 	// resolveTimeout bounds one name resolution.
 	resolveTimeout = 15 * time.Second
 	// dialTimeout is the default Dial's timeout.
@@ -70,8 +80,14 @@ type Config struct {
 	UpstreamRoots *x509.CertPool
 	// Logger receives one Info record per refusal and per failed
 	// upstream, with the host and the reason; nil discards. It never
-	// receives a secret value.
+	// receives a secret value: every record passes through the masking
+	// of every secret's value.
 	Logger *slog.Logger
+	// HostAddrs returns the addresses of the proxy's host, which the
+	// proxy refuses like loopback (see package doc). Nil means the
+	// addresses of the host's network interfaces (net.InterfaceAddrs),
+	// read again when older than a few seconds.
+	HostAddrs func() ([]netip.Addr, error)
 
 	// MaxConns caps the client connections served at once; one over it
 	// gets 503 (HTTP) or a general-failure reply (SOCKS) at once. Zero
@@ -113,6 +129,12 @@ type Proxy struct {
 	sem      chan struct{}
 	idle     time.Duration
 	header   time.Duration
+	inFlight atomic.Int64 // request-head bytes read, not yet parsed
+
+	hostAddrs func() ([]netip.Addr, error)
+	hostMu    sync.Mutex
+	hostSet   map[netip.Addr]bool
+	hostAt    time.Time
 
 	mu        sync.Mutex
 	closed    bool
@@ -125,12 +147,8 @@ type Proxy struct {
 // policy or a secret that is malformed is an error naming it (never a
 // secret's value).
 func New(cfg Config) (*Proxy, error) {
-	pol, err := compilePolicy(cfg.Policy)
-	if err != nil {
-		return nil, err
-	}
 	p := &Proxy{
-		log:       cfg.Logger,
+		hostAddrs: cfg.HostAddrs,
 		resolver:  cfg.Resolver,
 		dial:      cfg.Dial,
 		roots:     cfg.UpstreamRoots,
@@ -139,10 +157,14 @@ func New(cfg Config) (*Proxy, error) {
 		sessions:  map[*session]struct{}{},
 		listeners: map[net.Listener]struct{}{},
 	}
-	p.pol.Store(pol)
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
+	if p.hostAddrs == nil {
+		p.hostAddrs = interfaceAddrs
 	}
+	pol, err := p.compile(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	p.pol.Store(pol)
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -169,6 +191,11 @@ func New(cfg Config) (*Proxy, error) {
 		p.secrets = append(p.secrets, cs)
 		hosts = append(hosts, cs.hosts...)
 	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p.log = slog.New(&maskHandler{h: log.Handler(), mask: p.mask})
 	validity := cfg.CAValidity
 	if validity <= 0 {
 		validity = DefaultCAValidity
@@ -239,7 +266,7 @@ func isTokenRune(r rune) bool {
 // narrowing the policy takes effect at once. A malformed policy is an
 // error and the old one stays.
 func (p *Proxy) SetPolicy(pol *driver.NetworkPolicy) error {
-	c, err := compilePolicy(pol)
+	c, err := p.compile(pol)
 	if err != nil {
 		return err
 	}
@@ -255,7 +282,11 @@ func (p *Proxy) SetPolicy(pol *driver.NetworkPolicy) error {
 	for _, s := range cut {
 		t := s.target.Load()
 		p.log.Info("egress: tunnel closed by a policy change", "host", t.host, "addr", t.addr.String(), "reason", c.recheck(t).msg)
-		s.close()
+		if t.cut != nil {
+			t.cut()
+		} else {
+			s.close()
+		}
 	}
 	return nil
 }
@@ -370,7 +401,7 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 		p.overCap(s)
 		return
 	}
-	rr := newReqReader(s.client)
+	rr := newReqReader(s.client, &p.inFlight)
 	s.client.SetReadDeadline(time.Now().Add(p.header))
 	b, err := rr.br.Peek(1)
 	if err != nil {
@@ -389,27 +420,44 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 }
 
 // overCap answers a connection over MaxConns: 503 or a SOCKS failure,
-// after reading its request for a short bounded time.
+// after reading its request for a short bounded time. It keeps no more
+// than a small buffer however many such connections come: the request
+// head is skipped, never held.
 func (p *Proxy) overCap(s *session) {
 	p.log.Info("egress: refused", "reason", "too many connections")
 	wait := min(p.header, 2*time.Second)
 	s.client.SetDeadline(time.Now().Add(wait))
-	rr := newReqReader(s.client)
-	b, err := rr.br.Peek(1)
+	br := bufio.NewReaderSize(s.client, 16)
+	b, err := br.Peek(1)
 	if err != nil {
 		return
 	}
 	if b[0] == 0x05 {
-		if _, ok := socksGreet(s.client, rr.br); ok {
-			if _, _, rerr := readSOCKSRequest(rr.br); rerr == nil {
-				socksReply(s.client, socksFailure, nil)
+		if _, ok := socksGreet(s.client, br); ok {
+			if _, _, rerr := readSOCKSRequest(br); rerr == nil {
+				socksReply(s.client, socksFailure)
 			}
 		}
 		return
 	}
-	rr.next(wait, wait)
-	s.client.SetWriteDeadline(time.Now().Add(wait))
+	skipHead(br, maxHeaderBytes)
 	writeStatus(s.client, 503, fmt.Sprintf("egress: too many connections (at most %d at once)", cap(p.sem)), true, nil)
+}
+
+// skipHead reads up to the blank line that ends a request head, at most
+// limit bytes, keeping none of them.
+func skipHead(br *bufio.Reader, limit int) {
+	var last uint32
+	for range limit {
+		c, err := br.ReadByte()
+		if err != nil {
+			return
+		}
+		last = last<<8 | uint32(c)
+		if last == 0x0d0a0d0a || last&0xffff == 0x0a0a {
+			return
+		}
+	}
 }
 
 // target is what a tunnel reaches, kept to recheck it on SetPolicy.
@@ -417,6 +465,11 @@ type target struct {
 	host    string // normalised name or literal
 	literal bool
 	addr    netip.Addr
+	// cut, when set, ends what reaches the target instead of the whole
+	// session: the upstream of a plain HTTP exchange, whose client
+	// connection may go on to other destinations (closing the upstream
+	// mid-exchange ends the exchange and the client connection with it).
+	cut func()
 }
 
 // recheck says whether c refuses t.

@@ -104,23 +104,11 @@ func readSOCKSRequest(br *bufio.Reader) (*socksRequest, byte, error) {
 	return r, 0, nil
 }
 
-// socksReply writes a reply; bound is the address the proxy connected
-// from (nil: 0.0.0.0:0).
-func socksReply(w io.Writer, code byte, bound net.Addr) error {
-	ap := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-	if ta, ok := bound.(*net.TCPAddr); ok {
-		ap = ta.AddrPort()
-	}
-	a := ap.Addr().Unmap()
-	b := []byte{socksVersion, code, 0}
-	if a.Is4() {
-		b = append(b, socksAtypIPv4)
-	} else {
-		b = append(b, socksAtypIPv6)
-	}
-	b = append(b, a.AsSlice()...)
-	b = binary.BigEndian.AppendUint16(b, ap.Port())
-	_, err := w.Write(b)
+// socksReply writes a reply. Its BND.ADDR is always 0.0.0.0:0: the
+// address the proxy connected from is the host's, which the sandbox is
+// not told.
+func socksReply(w io.Writer, code byte) error {
+	_, err := w.Write([]byte{socksVersion, code, 0, socksAtypIPv4, 0, 0, 0, 0, 0, 0})
 	return err
 }
 
@@ -140,7 +128,7 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader) {
 		var se *errSOCKS
 		if errors.As(err, &se) {
 			p.log.Info("egress: refused", "reason", "bad SOCKS request: "+se.msg)
-			socksReply(s.client, code, nil)
+			socksReply(s.client, code)
 		}
 		return
 	}
@@ -151,7 +139,7 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader) {
 			what = fmt.Sprintf("command %d", req.cmd)
 		}
 		p.refuse(req.host, &refusal{socks: socksCmdUnsupported, msg: "egress: SOCKS " + what + " is not supported (CONNECT only)"})
-		socksReply(s.client, socksCmdUnsupported, nil)
+		socksReply(s.client, socksCmdUnsupported)
 		return
 	}
 	d, r := p.resolve(s.ctx, req.host, req.port)
@@ -159,7 +147,7 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader) {
 		var up net.Conn
 		var addr netip.Addr
 		if up, addr, r = p.connect(s, d); r == nil {
-			if socksReply(s.client, socksOK, up.LocalAddr()) != nil {
+			if socksReply(s.client, socksOK) != nil {
 				return
 			}
 			p.open(s, d, up, addr, withBuffered(s.client, br))
@@ -167,5 +155,5 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader) {
 		}
 	}
 	p.refuse(req.host, r)
-	socksReply(s.client, r.socks, nil)
+	socksReply(s.client, r.socks)
 }

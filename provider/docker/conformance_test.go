@@ -62,10 +62,14 @@ var skips = map[string]string{}
 // TestConformance runs the whole suite over the engine with runc.
 func TestConformance(t *testing.T) {
 	engine(t)
+	// Where the egress proxy runs, its sandboxes reach loopback
+	// upstreams through it (Harness.Egress).
+	eopts, hooks := conformanceEgress(t)
 	sandboxtest.Run(t, sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t))
+			return sandbox.NewClient(newRuntime(t, eopts...))
 		},
+		Egress:      hooks,
 		Skip:        skips,
 		StressExecs: 60, StressSandboxes: 4,
 	})

@@ -44,6 +44,34 @@
 //     Writing anywhere else is PermissionDenied, from the file methods as
 //     from commands (EROFS); uploads stay atomic (the temporary file is
 //     beside the target, on the same volume).
+//   - Network policy: deny-all (and NoNetwork) is the engine's none
+//     network; allow-all is the network of ?network= when one is set. A
+//     policy with domain or CIDR entries, allow-all on a Runtime that
+//     joins no network, and brokered secrets are enforced by the egress
+//     proxy of package internal/egress (HTTP, HTTPS and SOCKS5): the
+//     container runs on the none network, whose only way out is a
+//     listener on its loopback, 127.0.0.1:3128, which a helper process
+//     (this binary re-executed, argv[0] sandboxkit-docker-egress and the
+//     container's id) opens inside the container's network namespace and
+//     serves from the host's; never a bridge. Commands get HTTP_PROXY,
+//     HTTPS_PROXY, ALL_PROXY and NO_PROXY (both cases); with brokered
+//     secrets also SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE,
+//     PIP_CERT and GIT_SSL_CAINFO naming /.sandboxkit/ca-certificates.crt
+//     (the image's /etc/ssl/certs/ca-certificates.crt and the proxy's CA)
+//     and NODE_EXTRA_CA_CERTS naming /.sandboxkit/egress-ca.pem, both
+//     root's and read-only. The helper runs in a session of its own, so
+//     it outlives the Runtime and the program as the container does; it
+//     ends with the container's main process and Destroy (hence the
+//     reaper) kills it too. Resume of a stopped container starts a new
+//     one with the recorded policy; the secrets' values lived only in the
+//     old helper's memory, so their hosts then get the placeholders,
+//     never a value. The helper needs root and an engine on this host (its
+//     unix socket's peer is a process here) with a runc-like runtime:
+//     elsewhere (a remote or another namespace's engine, a non-root
+//     program, runsc) Capabilities.NetworkPolicy declares none of it and
+//     such a policy is FailedPrecondition, saying why.
+//     WithEgressHosts, WithEgressDialOverride and WithEgressRootCAs point
+//     the proxy at test servers.
 //   - Secrets and `docker inspect` (checked by TestSecretsInInspect):
 //     create-time environment values are written to a file in the
 //     container (/.sandboxkit/env, readable by the sandbox's user only)

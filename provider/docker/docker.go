@@ -2,9 +2,11 @@ package docker
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -91,6 +93,9 @@ type Runtime struct {
 	ncpuMu sync.Mutex
 	ncpu   int // the engine's CPU count, 0 until known
 
+	probeOnce sync.Once
+	probeErr  error // why the egress proxy cannot run here; nil when it can
+
 	ctx      context.Context // ends at Close: bounds the reaper
 	cancel   context.CancelFunc
 	reaperWG sync.WaitGroup
@@ -112,7 +117,12 @@ type config struct {
 	// readOnly makes the root file system read-only, with volumes for
 	// home, /tmp and the provider's state.
 	readOnly bool
-	bad      opts.Errors
+	// egressHosts, egressRoots, egressDial: WithEgressHosts,
+	// WithEgressRootCAs, WithEgressDialOverride.
+	egressHosts map[string][]netip.Addr
+	egressRoots string
+	egressDial  map[netip.AddrPort]netip.AddrPort
+	bad         opts.Errors
 }
 
 // Option configures a Runtime. New fails with an InvalidArgument error
@@ -173,6 +183,69 @@ func WithKeyFile(path string) Option {
 			c.bad.Invalid("WithKeyFile", "empty path")
 		}
 		c.keyFile = path
+	}
+}
+
+// WithEgressHosts gives the egress proxy of sandboxes created from now on
+// a table of names and the addresses it uses for them instead of asking
+// DNS, as /etc/hosts does for a host. The policy still applies to the
+// addresses: a name mapped to a loopback, private or link-local address
+// is refused unless the policy's AllowCIDRs names it. Tests use it to
+// reach servers on the host's loopback under names such as pypi.test.
+// Names are matched without case and a trailing dot; it is not settable
+// from a URL.
+func WithEgressHosts(hosts map[string][]netip.Addr) Option {
+	return func(c *config) {
+		m := make(map[string][]netip.Addr, len(hosts))
+		for name, addrs := range hosts {
+			n, ok := validEgressName(name)
+			if !ok {
+				c.bad.Invalid("WithEgressHosts", "name %q", name)
+				return
+			}
+			for _, a := range addrs {
+				if !a.IsValid() {
+					c.bad.Invalid("WithEgressHosts", "name %q: an invalid address", name)
+					return
+				}
+			}
+			m[n] = append(m[n], addrs...)
+		}
+		c.egressHosts = m
+	}
+}
+
+// WithEgressDialOverride makes the egress proxy of sandboxes created from
+// now on connect, after its checks, to the address each key maps to
+// instead of the key itself. Tests use it with WithEgressHosts to serve a
+// name the policy allows, resolved to an address it treats as public
+// (192.0.2.0/24, reserved for documentation, is never routed), from the
+// host's 127.0.0.1: the checks see the public address, the connection
+// reaches the test's server, and nothing reaches beyond loopback. It is
+// not settable from a URL.
+func WithEgressDialOverride(m map[netip.AddrPort]netip.AddrPort) Option {
+	return func(c *config) {
+		for from, to := range m {
+			if !from.IsValid() || !to.IsValid() {
+				c.bad.Invalid("WithEgressDialOverride", "%v → %v: an invalid address", from, to)
+				return
+			}
+		}
+		c.egressDial = maps.Clone(m)
+	}
+}
+
+// WithEgressRootCAs replaces the host's CA certificates, for the egress
+// proxy's connections to hosts with brokered secrets, with those of pem.
+// Tests use it to trust their own TLS servers; it is not settable from a
+// URL.
+func WithEgressRootCAs(pem []byte) Option {
+	return func(c *config) {
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			c.bad.Invalid("WithEgressRootCAs", "no certificate in the PEM")
+			return
+		}
+		c.egressRoots = string(pem)
 	}
 }
 
@@ -296,17 +369,40 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		PauseKeepsMemory:    true,
 		AttachAcrossClients: true,
 		ServerSideLabels:    true, Persistent: true,
-		Isolation:    r.isolation(),
-		DefaultLease: 15 * time.Minute,
-		WatchLatency: WatchInterval, // polled: see Watch
-		Network:      r.network != "none",
-		// Deny-all is the none network; allow-all needs a network to
-		// join (WithNetwork). Lists need the egress proxy.
-		NetworkPolicy: driver.NetworkSupport{AllowAll: r.network != "none", DenyAll: true,
-			Note: "allow-all needs a network to join (?network=); domain and CIDR allow-lists and deny-lists need the egress proxy, not available on this provider yet"},
+		Isolation:     r.isolation(),
+		DefaultLease:  15 * time.Minute,
+		WatchLatency:  WatchInterval, // polled: see Watch
+		Network:       r.network != "none",
+		NetworkPolicy: r.netSupport(),
 		SnapshotModes: snapshotModes(),
 		SnapshotNote:  "filesystem snapshots are commits to images; full mode would need the engine's experimental checkpoint with CRIU",
 	}
+}
+
+// netSupport is Capabilities.NetworkPolicy. Deny-all is the none
+// network. Where the egress proxy can run (see proxyProbe), every list
+// and brokered secrets are enforced by it, and allow-all too, through it,
+// on a Runtime that joins no network; elsewhere allow-all needs a network
+// to join (WithNetwork) and lists are refused.
+func (r *Runtime) netSupport() driver.NetworkSupport {
+	if err := r.proxyUsable(); err == nil {
+		return driver.NetworkSupport{
+			AllowAll: true, DenyAll: true,
+			AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
+			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true,
+			BrokeredSecrets: true,
+			Note:            "lists and brokered secrets are enforced by an HTTP/HTTPS/SOCKS5 egress proxy on the sandbox's loopback (127.0.0.1:3128): other protocols have no route out",
+		}
+	}
+	return driver.NetworkSupport{AllowAll: r.network != "none", DenyAll: true,
+		Note: "allow-all needs a network to join (?network=); domain and CIDR allow-lists, deny-lists and brokered secrets need the egress proxy, which cannot run here: " + r.proxyUsable().Error()}
+}
+
+// proxyUsable returns why the egress proxy cannot run for this Runtime's
+// engine, or nil; probed once.
+func (r *Runtime) proxyUsable() error {
+	r.probeOnce.Do(func() { r.probeErr = proxyProbe(r.host, r.runtime) })
+	return r.probeErr
 }
 
 func (r *Runtime) isolation() string {

@@ -120,13 +120,37 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if req.NoNetwork {
 		netMode = "none"
 	}
-	if p := req.Network; p != nil {
-		if len(p.AllowDomains)+len(p.AllowCIDRs)+len(p.DenyDomains)+len(p.DenyCIDRs) > 0 || p.Mode == driver.NetworkAllowList {
-			return driver.Info{}, fmt.Errorf("docker: create: network policy %s with entries cannot be enforced: domain and CIDR allow-lists and deny-lists need the egress proxy, not available on this provider yet: %w", p.Mode, sberrors.ErrFailedPrecondition)
+	proxied := needsProxy(req.Network, len(req.Secrets), netMode)
+	env := req.Env
+	if proxied {
+		// Behind the egress proxy: the none network, whose only way
+		// out is the proxy on the sandbox's loopback.
+		if err := r.proxyUsable(); err != nil {
+			what := "brokered secrets"
+			if req.Network != nil {
+				what = "network policy " + string(req.Network.Mode)
+			}
+			return driver.Info{}, fmt.Errorf("docker: create: %s needs the egress proxy (network policy with domain or CIDR entries, allow-all without a network to join, or brokered secrets), which cannot run here: %v: %w", what, err, sberrors.ErrFailedPrecondition)
 		}
-		if p.Mode == driver.NetworkAllowAll && netMode == "none" {
-			return driver.Info{}, fmt.Errorf("docker: create: network policy allow-all needs a network to join (?network=); this Runtime joins none: %w", sberrors.ErrFailedPrecondition)
+		netMode = "none"
+		pol := req.Network
+		if pol == nil {
+			// Secrets without a policy: the provider's default network,
+			// through the proxy.
+			pol = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+			if r.network == "none" {
+				pol.Mode = driver.NetworkDenyAll
+			}
 		}
+		labels[labelPolicy] = policyLabel(pol)
+		labels[labelProxy] = "1"
+		if len(req.Secrets) > 0 {
+			labels[labelProxy] = "ca"
+		}
+		env = proxyEnv(len(req.Secrets) > 0)
+		maps.Copy(env, req.Env) // the caller's own variables win
+	} else if p := req.Network; p != nil && p.Mode == driver.NetworkAllowAll && netMode == "none" {
+		return driver.Info{}, fmt.Errorf("docker: create: network policy allow-all needs a network to join (?network=); this Runtime joins none: %w", sberrors.ErrFailedPrecondition)
 	}
 	labels[labelNetwork] = netMode
 	yes := true
@@ -198,7 +222,10 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	if netMode == "none" {
 		info.Network.Mode = driver.NetworkDenyAll
 	}
-	entries := initEntries(user, home, leaseEnd, req.Env)
+	if p := policyOf(labels); p != nil {
+		info.Network = p
+	}
+	entries := initEntries(user, home, leaseEnd, env)
 	for _, d := range dests {
 		if _, err := r.cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{
 			DestinationPath: d, Content: tarOf(d, entries),
@@ -208,6 +235,13 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 	}
 	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return info, r.wrap(ctx, op+": start", err)
+	}
+	if proxied {
+		// Before Create returns, so before any command runs.
+		ec := &egressConfig{Policy: policyOf(labels), Secrets: req.Secrets, Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial}
+		if err := r.attachProxy(ctx, created.ID, ec, len(req.Secrets) > 0); err != nil {
+			return info, err
+		}
 	}
 	info.State = driver.StateRunning
 	info.CreatedAt = time.Now()
@@ -430,10 +464,16 @@ func (r *Runtime) info(id string, labels map[string]string, status container.Con
 		}
 	}
 	switch n := labels[labelNetwork]; {
+	case policyOf(labels) != nil:
+		info.Network = policyOf(labels)
 	case n == "none":
 		info.Network = &driver.NetworkPolicy{Mode: driver.NetworkDenyAll}
 	case n != "":
 		info.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+	}
+	if labels[labelProxy] != "" {
+		// Behind the egress proxy (see egress.go).
+		info.Detail["egress"] = "proxy"
 	}
 	var keys []string
 	own := json.Unmarshal([]byte(labels[labelKeys]), &keys) == nil
@@ -577,6 +617,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")) {
 		return r.wrap(ctx, "destroy", err)
 	}
+	// Its egress helper ends with the container's process; ended here
+	// as well, so that Destroy returns with nothing of it left.
+	stopEgress(id)
 	r.owned.Delete(id)
 	return nil
 }
@@ -752,6 +795,16 @@ func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	case string(container.StateExited), string(container.StateCreated):
 		if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 			return driver.Info{}, r.wrap(ctx, "resume", err)
+		}
+		if p := info.Network; p != nil && info.Detail["egress"] != "" {
+			// The helper ended with the container's process: another
+			// for the new one, with the recorded policy. Brokered
+			// secrets' values were kept nowhere but in the old helper:
+			// their hosts now get the placeholders, never a value.
+			stopEgress(id)
+			if err := r.attachProxy(ctx, id, &egressConfig{Policy: p, Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial}, false); err != nil {
+				return driver.Info{}, err
+			}
 		}
 	}
 	return r.inspect(ctx, id)

@@ -215,8 +215,9 @@ const createTokenLabel = "sandboxkit.create-token"
 // lostCreatePolls and lostCreateWait bound how long lostCreate keeps
 // looking for a create the caller gave up on.
 const (
-	lostCreatePolls = 5
-	lostCreateWait  = 400 * time.Millisecond
+	lostCreatePolls  = 5
+	lostCreateWait   = 400 * time.Millisecond
+	lostCreateBudget = 15 * time.Second
 )
 
 // lostCreate handles a create whose answer never came (cut, dropped, or
@@ -225,13 +226,21 @@ const (
 // returned, nil error); otherwise its id comes back with err, so the
 // portable layer destroys it.
 func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
-	id := r.findByToken(token)
+	// Every look-up together is bounded by lostCreateBudget, so a server
+	// that stalls costs the caller that long once, not once per look-up.
+	lctx, cancel := context.WithTimeout(context.Background(), lostCreateBudget)
+	defer cancel()
+	id, lerr := r.findByToken(lctx, token)
 	// A create the caller gave up on may still be under way on the
 	// server: it is looked for a little longer (bounded), so that what
-	// it makes is handed back to be destroyed rather than orphaned.
-	for i := 0; id == "" && ctx.Err() != nil && i < lostCreatePolls; i++ {
-		time.Sleep(lostCreateWait)
-		id = r.findByToken(token)
+	// it makes is handed back to be destroyed rather than orphaned. A
+	// look-up that failed (the server does not answer) ends the search.
+	for i := 0; id == "" && lerr == nil && ctx.Err() != nil && i < lostCreatePolls; i++ {
+		select {
+		case <-time.After(lostCreateWait):
+		case <-lctx.Done():
+		}
+		id, lerr = r.findByToken(lctx, token)
 	}
 	if id == "" {
 		return driver.Info{}, err
@@ -250,17 +259,18 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// findByToken looks for the sandbox carrying a create token, bounded on
-// its own since the caller's context may be over. It returns "" when
-// there is none (or the lookup failed).
-func (r *Runtime) findByToken(token string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+// findByToken looks for the sandbox carrying a create token, bounded by
+// ctx (lostCreate's own, since the caller's may be over). It returns ""
+// and a nil error when there is none, and the error of a failed look-up.
+func (r *Runtime) findByToken(ctx context.Context, token string) (string, error) {
 	page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
-	if err != nil || len(page) == 0 {
-		return ""
+	if err != nil {
+		return "", err
 	}
-	return page[0].ID
+	if len(page) == 0 {
+		return "", nil
+	}
+	return page[0].ID, nil
 }
 
 // home asks envd where "~" is for the configured user.

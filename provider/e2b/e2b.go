@@ -127,6 +127,24 @@
 // all of it off, for callers who want envd's root rights. Either way a file written through the SDK is
 // owned by the sandbox's user, as envd makes it.
 //
+// # Terminals
+//
+// StartTerminal runs a program on envd's pseudo-terminal: Process.Start
+// with the pty field (the window size) starts it, its output arrives as
+// pty data events, Process.SendInput with ProcessInput.pty types into it,
+// Process.Update with a pty size resizes it, and Process.Connect by pid
+// re-attaches to it, from any client. A terminal's ID is envd's pid of its
+// program, in decimal; without Args the program is "/bin/bash -i -l", as
+// the official SDKs' pty.create starts it, with TERM=xterm-256color unless
+// Env sets TERM. Its lifetime (TerminalOptions.Timeout, or the longest
+// lease) is sent as Connect-Timeout-Ms, as for Start. envd sends only
+// SIGKILL and SIGTERM (Process.SendSignal): Signal with SIGINT, SIGQUIT or
+// SIGTSTP is typed as the terminal's control character (Ctrl-C, Ctrl-\,
+// Ctrl-Z), which the line discipline turns into that signal for the
+// foreground process group, as a keyboard does (a program that switched
+// the terminal to raw mode reads the byte instead); other signals are
+// Unimplemented.
+//
 // # Directory watch and process list
 //
 // Watch is envd's Filesystem.WatchDir (inotify in the VM, events as they

@@ -80,7 +80,7 @@ func readStart(src *eventStream, ev *events) bool {
 	return false
 }
 
-// pump copies data events to stdout and stderr until the end event or
+// pump copies data events to stdout and stderr (pty output to stdout) until the end event or
 // the end of the stream.
 func pump(src *eventStream, ev *events, stdout, stderr io.Writer) {
 	for src.Receive() {
@@ -93,6 +93,11 @@ func pump(src *eventStream, ev *events, stdout, stderr io.Writer) {
 			}
 			if b := d.GetStderr(); len(b) > 0 {
 				_, _ = stderr.Write(b)
+			}
+			if b := d.GetPty(); len(b) > 0 {
+				// A terminal's output: its handle passes the terminal's
+				// Output as stdout.
+				_, _ = stdout.Write(b)
 			}
 		case e.GetEnd() != nil:
 			ev.end = e.GetEnd()
@@ -117,13 +122,12 @@ func exitStatus(end *process.ProcessEvent_EndEvent) driver.ExitStatus {
 // the process reached its lifetime (Connect-Timeout-Ms) and envd killed it.
 var errEnvdTimedOut = errors.New("e2b: envd ended the process at its timeout")
 
-// openStart sends Start and waits for the start event. The stream's ctx is
+// openStart sends sr (Start) and waits for the start event; op names the
+// operation in errors. The stream's ctx is
 // sctx; the wait is bounded by ctx too. life, when not zero, is the
 // process's end of life sent to envd (Connect-Timeout-Ms); otherwise that
 // is sctx's deadline.
-func (r *Runtime) openStart(ctx, sctx context.Context, id string, c *conn, cmd *driver.Command, life time.Time) (*eventStream, *events, error) {
-	const op = "exec"
-	sr := startRequest(cmd)
+func (r *Runtime) openStart(ctx, sctx context.Context, op, id string, c *conn, sr *process.StartRequest, life time.Time) (*eventStream, *events, error) {
 	h := r.streamHeaders(id, c)
 	if !life.IsZero() {
 		ms := time.Until(life).Milliseconds()
@@ -218,7 +222,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		}
 		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	}
-	src, ev, err := r.openStart(ctx, rctx, id, c, cmd, cmdDeadline)
+	src, ev, err := r.openStart(ctx, rctx, op, id, c, startRequest(cmd), cmdDeadline)
 	if err != nil {
 		if errors.Is(err, errEnvdTimedOut) && ctx.Err() == nil {
 			return timedOut()
@@ -343,7 +347,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	end := time.Now().Add(life)
 	sctx, cancel := context.WithDeadline(context.Background(), end.Add(ExecGrace))
 	stop := context.AfterFunc(ctx, cancel)
-	src, ev, err := r.openStart(ctx, sctx, id, c, cmd, end)
+	src, ev, err := r.openStart(ctx, sctx, "exec", id, c, startRequest(cmd), end)
 	if !stop() && err == nil {
 		// ctx ended just as the process started: nobody will hold it.
 		_ = src.Close()

@@ -14,7 +14,15 @@ import (
 // TestConformance runs the portable suite against e2b over e2bfake over
 // provider/local, so commands and files are real.
 func TestConformance(t *testing.T) {
-	sandboxtest.Run(t, harness(newEnv))
+	// The local backend's egress proxy enforces the egress rules and the
+	// header transforms, and reaches the Brokered group's loopback
+	// upstream (Harness.Egress).
+	up := newEgressUpstream(t)
+	h := harness(func(t *testing.T, opts ...e2bfake.Option) *env {
+		return newEnvOver(t, up.backend(t), opts...)
+	})
+	h.Egress = up.hooks()
+	sandboxtest.Run(t, h)
 }
 
 // TestConformanceMemory runs the suite over provider/memory too: fast, and
@@ -24,6 +32,7 @@ func TestConformanceMemory(t *testing.T) {
 	h.Skip = map[string]string{
 		"Exec/KilledBySignal":   "provider/memory's shell has no kill; Process/SignalNamed covers the signal through the fake",
 		"Process/SignalTrapped": "provider/memory's shell runs no trap handler: a signal always ends its process",
+		"Terminal/IsATTY":       "provider/memory's terminal is an emulation with no tty (test -t is false); the fake passes the pty through, and TestConformance/Terminal/IsATTY checks it over provider/local",
 	}
 	sandboxtest.Run(t, h)
 }
@@ -50,6 +59,22 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 			fakes[c] = e.fake
 			mu.Unlock()
 			return c
+		},
+		// SameProvider is a second adapter (a new Runtime, as another OS
+		// process would make) on the same fake, so that re-attaching
+		// (Process, Terminal) is checked across clients.
+		SameProvider: func(t *testing.T, c *sandbox.Client) *sandbox.Client {
+			f := fakeOf(t, c)
+			rt, err := e2b.New(e2b.WithAPIKey(f.APIKey()), e2b.WithAPIURL(f.APIURL()), e2b.WithSandboxURL(f.SandboxURL()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc := sandbox.NewClient(rt)
+			t.Cleanup(func() { _ = nc.Close() })
+			mu.Lock()
+			fakes[nc] = f
+			mu.Unlock()
+			return nc
 		},
 		Timeout: time.Minute,
 		Faults: sandboxtest.FaultHooks{

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,7 +146,8 @@ func watchOverflowed(err error) bool {
 // every command this SDK ran, foreground or background, and the
 // template's start command. envd can follow each by PID (Attach), so
 // each is a handle; their children, which envd did not start, are not
-// listed. envd does not say when a process started.
+// listed. envd does not say when a process started. A terminal's program
+// (StartTerminal) carries its terminal's ID, known by its tag.
 func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInfo, error) {
 	const op = "processes"
 	c, err := r.conn(ctx, id)
@@ -168,7 +170,11 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 	for _, p := range list {
 		cfg := p.GetConfig()
 		args := append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
-		out = append(out, driver.ProcessInfo{PID: int(p.GetPid()), Args: args, Handle: true})
+		pi := driver.ProcessInfo{PID: int(p.GetPid()), Args: args, Handle: true}
+		if strings.HasPrefix(p.GetTag(), ptyTagPrefix) {
+			pi.Terminal = strconv.FormatUint(uint64(p.GetPid()), 10)
+		}
+		out = append(out, pi)
 	}
 	slices.SortFunc(out, func(a, b driver.ProcessInfo) int { return a.PID - b.PID })
 	return out, nil

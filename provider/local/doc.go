@@ -244,7 +244,15 @@
 // 127.0.0.1:3128 there before any command runs and hands each connection
 // (the socket itself) to a proxy process (internal/egress) that runs as
 // the host user in the host's network namespace, outside every namespace
-// of the sandbox, which cannot see, signal or trace it. The proxy serves
+// of the sandbox, which cannot see, signal or trace it. It runs in the
+// sandbox's cgroups, as pasta does, so the memory, processes and CPU a
+// sandbox makes it spend (a flood of connections, say) count against the
+// sandbox's own Resources, not the host's; its RLIMIT_NOFILE is two per
+// connection it serves at once plus a little (640). Pause freezes it with
+// the sandbox's commands, and SetNetwork on a sandbox so paused fails with
+// sandbox.ErrPaused until Resume. A fork of a sandbox behind its proxy is
+// behind a proxy of its own, whatever policy it is given (an allow-all
+// included), never on pasta. The proxy serves
 // HTTP CONNECT, plain HTTP proxy requests and SOCKS5, resolves names
 // itself, checks each name and every address it resolves to against the
 // policy (a loopback, private or link-local address only where the
@@ -452,7 +460,21 @@
 // it may not read is PermissionDenied). A recursive watch adds each new
 // directory and then lists it, so files created in it before its watch
 // was added are reported too (possibly twice); inotify's queue overflow is
-// reported as FileOverflow. Events reach the client as they happen
+// reported as FileOverflow. Below the watched directory no symbolic link
+// is followed: a directory replaced by a link to elsewhere is opened
+// without following it, watched through the open file and listed from it,
+// so nothing outside the tree is reported. A burst (a tree of many files
+// moved in) is sent in frames of at most 1024 events and about 1 MiB;
+// past 16384 events pending in the agent one FileOverflow stands for the
+// rest. inotify's limits count per host user, which the sandboxes may
+// share: a sandbox gets 1/8 of fs.inotify.max_user_watches and of
+// max_user_instances. At L3 and L4 that share is its user namespace's
+// user.max_inotify_watches and user.max_inotify_instances, which bound
+// every process of the sandbox (the agent's watches included; a nested
+// namespace cannot raise them); at every level the agent adds at most
+// that many watches for all of the sandbox's watches. Beyond it a watch
+// fails with ResourceExhausted when it starts, and a directory created
+// later that cannot be watched is reported as FileOverflow. Events reach the client as they happen
 // (bench: p50 under 1 ms). Processes reads /proc in the agent: at L3 and
 // L4 its pid namespace, below that the agent's descendants (every
 // command's tree, orphans included), never the agent itself or a zombie;

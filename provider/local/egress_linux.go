@@ -14,11 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/egress"
 	"github.com/sandboxkit/sandbox/sberrors"
 	"golang.org/x/sys/unix"
 )
@@ -184,6 +186,9 @@ func egressMain() {
 	dir := os.Args[1]
 	// Nothing may trace the proxy or read its memory (the secrets' values).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// It runs in the sandbox's cgroup (see startEgress); its descriptors
+	// are bounded by what it serves, not by the host's default.
+	setOpenFiles(egressNoFile)
 	cfg, err := readEgressConfig(dir)
 	if err != nil {
 		fail(err)
@@ -343,15 +348,36 @@ type egressStart struct {
 	pipe   *os.File
 }
 
+// egressNoFile is the proxy's RLIMIT_NOFILE: two descriptors (the
+// sandbox's end and the upstream) for each of the connections it serves at
+// once, and room for its own (control socket, agent connection, resolver,
+// connections answered over the cap).
+const egressNoFile = 2*egress.DefaultMaxConns + 128
+
 // startEgress starts the proxy of the sandbox in dir; started and
 // attached wait for its progress, so that the agent starts meanwhile.
-func startEgress(dir string, logf *os.File) (*egressStart, error) {
+//
+// The proxy is started in the sandbox's cgroups (cgroupV2, a directory
+// or "", and the v1 directories cgroupV1), as pasta is: the memory, pids
+// and CPU a sandbox makes its proxy spend (connections, buffered headers)
+// count against the sandbox's own limits rather than the host's. Pause
+// freezes it with the sandbox's commands, which cannot use it meanwhile.
+func startEgress(dir string, logf *os.File, cgroupV2 string, cgroupV1 []string) (*egressStart, error) {
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if cgroupV2 != "" {
+		// As for the agent: a cgroup that cannot be opened is one the
+		// agent did not join either.
+		if d, err := os.Open(cgroupV2); err == nil {
+			defer d.Close()
+			attr.UseCgroupFD, attr.CgroupFD = true, int(d.Fd())
+		}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{egressArg0, dir}, Env: agentEnv,
-		ExtraFiles: []*os.File{pw}, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+		ExtraFiles: []*os.File{pw}, SysProcAttr: attr}
 	if logf != nil {
 		cmd.Stderr = logf
 	}
@@ -360,6 +386,11 @@ func startEgress(dir string, logf *os.File) (*egressStart, error) {
 	if err != nil {
 		pr.Close()
 		return nil, fmt.Errorf("start egress proxy: %w", err)
+	}
+	for _, d := range cgroupV1 {
+		// Moved before it has read its configuration, so in every limit
+		// before it holds anything (as the agent is).
+		_ = os.WriteFile(d+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
 	go func() { _ = cmd.Wait() }() // reap it whenever it ends
 	return &egressStart{cmd: cmd, status: bufio.NewReader(pr), pipe: pr}, nil

@@ -25,7 +25,9 @@ var _ driver.NetworkSetter = (*Runtime)(nil)
 // (its routes out cannot be taken back safely while it runs; create it
 // with the policy instead), and so is anything but deny-all at L2, which
 // has no network namespace for the proxy. Brokered secrets are set at
-// Create only.
+// Create only. The proxy runs in the sandbox's cgroup, so a sandbox
+// paused by the cgroup freezer refuses SetNetwork (ErrPaused) until
+// Resume.
 func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPolicy) error {
 	if p == nil {
 		return sberrors.Errorf(sberrors.InvalidArgument, "local: set-network %s: no policy", id)
@@ -34,6 +36,11 @@ func (r *Runtime) SetNetwork(ctx context.Context, id string, p *driver.NetworkPo
 		dir := r.dir(m.ID)
 		switch mode := m.netMode(); mode {
 		case netProxy:
+			if m.State == driver.StatePaused && m.Paused == "cgroup" {
+				// The proxy runs in the sandbox's cgroup, frozen with it:
+				// it could not take the policy before Resume.
+				return errPaused(id)
+			}
 			c, err := readEgressConfig(dir)
 			if err != nil {
 				return sberrors.Errorf(sberrors.Internal, "local: set-network %s: %w", id, err)
@@ -97,7 +104,8 @@ func (r *Runtime) startProxy(ctx context.Context, m *meta, c *egressConfig) erro
 	if err != nil {
 		return err
 	}
-	resp, err := sp.spawn(ctx, &spawnReq{Op: "egress", Egress: dir, Log: filepath.Join(dir, "agent.log")})
+	resp, err := sp.spawn(ctx, &spawnReq{Op: "egress", Egress: dir, Log: filepath.Join(dir, "agent.log"),
+		CgroupV2: m.Cgroups.V2, CgroupV1: m.Cgroups.v1Dirs()})
 	if err != nil {
 		if !m.Proxy {
 			_ = os.Remove(filepath.Join(dir, egressFile))

@@ -161,6 +161,9 @@ func setupNamespaces(cfg *agentConfig, f *features) error {
 	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err == nil {
 		f.NoUserNS = true
 	}
+	// The sandbox's share of inotify (see inotifyShare); a failure leaves
+	// the agent's own bound on its watches.
+	_ = limitInotify()
 	_ = unix.Chdir(cfg.Home)
 	return nil
 }

@@ -422,7 +422,8 @@ const forkParallel = 4
 // between, so each byte is copied once per child). A paused sandbox stays
 // paused, a running one runs on. It returns every sandbox it made; a
 // child that failed is destroyed and its error joined; when ctx ends, it
-// destroys them all.
+// destroys them all. A child of a sandbox behind its egress proxy is
+// behind its own, whatever policy it gets, never on pasta.
 func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.CreateRequest) ([]driver.Info, error) {
 	netMode, netNote, err := r.networkFor(req)
 	if err != nil {
@@ -448,6 +449,18 @@ func (r *Runtime) Fork(ctx context.Context, id string, n int, req *driver.Create
 	m, err := l.read(id)
 	if err != nil {
 		return nil, err
+	}
+	if m.netMode() == netProxy && netMode == NetworkIsolated {
+		// The source runs behind its egress proxy (an allow-all put there
+		// by SetNetwork, or brokered secrets the caller did not pass on):
+		// its children do too, with their own policy, rather than get
+		// pasta, which filters no private range. A child is never more
+		// open than its source.
+		r2 := *req
+		if r2.Network == nil {
+			r2.Network = &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+		}
+		req, netMode, netNote = &r2, netProxy, ""
 	}
 	if m.State != driver.StatePaused {
 		thaw, err := r.freezeFor(ctx, m)

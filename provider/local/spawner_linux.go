@@ -172,7 +172,7 @@ func startAgent(req *spawnReq) spawnResp {
 	if req.Egress != "" {
 		// Started with the agent, which needs its CA only once it is
 		// configured (below).
-		if eg, err = startEgress(req.Egress, logf); err != nil {
+		if eg, err = startEgress(req.Egress, logf, req.CgroupV2, req.CgroupV1); err != nil {
 			theirs.Close()
 			return fail(err)
 		}
@@ -275,7 +275,7 @@ func startEgressOnly(req *spawnReq) spawnResp {
 			defer logf.Close()
 		}
 	}
-	eg, err := startEgress(req.Egress, logf)
+	eg, err := startEgress(req.Egress, logf, req.CgroupV2, req.CgroupV1)
 	if err != nil {
 		return spawnResp{Err: err.Error()}
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -64,7 +65,13 @@ type psEntry struct {
 // files created in a new directory before its watch was added are still
 // reported (some then twice). A watch needs read permission on each
 // directory, as the sandbox's user; a directory it may not read is not
-// watched.
+// watched. Below dir no symbolic link is followed: a directory the
+// sandbox replaces by a link to elsewhere is never watched through it.
+// The agent's watches are bounded to the sandbox's share of the host's
+// inotify watches (see inotifyShare): beyond it a watch fails with
+// ResourceExhausted when it starts, or reports a FileOverflow event. A
+// burst of events is sent in bounded frames; past the agent's own bound
+// on pending events it reports a FileOverflow instead.
 func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRequest) (iter.Seq2[driver.FileEvent, error], error) {
 	m, err := r.running(ctx, id)
 	if err != nil {
@@ -203,26 +210,109 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 
 // watchMask is what a watch asks inotify for: IN_MODIFY, not
 // IN_CLOSE_WRITE, so a write is reported as it happens; IN_EXCL_UNLINK so
-// an unlinked file still open reports nothing more.
+// an unlinked file still open reports nothing more; IN_ONLYDIR so only a
+// directory is ever watched.
 const watchMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_ATTRIB | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_EXCL_UNLINK | unix.IN_ONLYDIR
 
-// maxWatchDirs bounds the directories one recursive watch adds (the
-// kernel's fs.inotify.max_user_watches bounds them all).
-const maxWatchDirs = 100000
+// The sandbox's share of inotify. The kernel counts inotify watches and
+// instances per user (fs.inotify.max_user_watches, max_user_instances),
+// and the sandboxes of a runtime may all run as one host user: without a
+// bound, one sandbox could take every watch and leave none for the
+// others' watches. A sandbox therefore gets 1/limitShare of each, like
+// its share of processes and open files (see limitShare):
+//
+//   - At L3 and L4 the agent sets that share as its own user namespace's
+//     user.max_inotify_watches and user.max_inotify_instances while it
+//     still holds the capability to (setupNamespaces). The kernel counts
+//     the namespace's watches against the limit of every enclosing
+//     namespace too, so no process of the sandbox can exceed it, not even
+//     in a nested user namespace with a higher limit of its own.
+//   - At every level the agent itself adds at most that share of watches
+//     for all of the sandbox's watches together (at L1 and L2, with no
+//     user namespace of its own, this is the only bound on the agent's
+//     watches). A recursive watch whose tree needs more than is left
+//     fails with ResourceExhausted when it starts; a directory created
+//     later that cannot be watched is reported as a FileOverflow event.
+const (
+	// defaultInotifyWatches and defaultInotifyInstances stand for the
+	// host's limits when they cannot be read (the kernel's own defaults
+	// on a small host).
+	defaultInotifyWatches   = 8192
+	defaultInotifyInstances = 128
+	// minInotifyWatches and minInotifyInstances floor the share on hosts
+	// with very low limits, where a share below them would make watches
+	// useless.
+	minInotifyWatches   = 256
+	minInotifyInstances = 4
+)
+
+// inotifyShare returns the inotify watches and instances one sandbox may
+// take: 1/limitShare of the host's (see above).
+func inotifyShare() (watches, instances uint64) {
+	w, err := readProcUint("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil || w == 0 {
+		w = defaultInotifyWatches
+	}
+	i, err := readProcUint("/proc/sys/fs/inotify/max_user_instances")
+	if err != nil || i == 0 {
+		i = defaultInotifyInstances
+	}
+	return min(w, max(w/limitShare, minInotifyWatches)), min(i, max(i/limitShare, minInotifyInstances))
+}
+
+// limitInotify sets the sandbox's share of inotify as the limits of the
+// calling process's user namespace. Call it only in the sandbox's own user
+// namespace (at L1 and L2 it would lower the host's limits), before the
+// capabilities are dropped.
+func limitInotify() error {
+	w, i := inotifyShare()
+	if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte(strconv.FormatUint(w, 10)), 0); err != nil {
+		return fmt.Errorf("user.max_inotify_watches: %w", err)
+	}
+	if err := os.WriteFile("/proc/sys/user/max_inotify_instances", []byte(strconv.FormatUint(i, 10)), 0); err != nil {
+		return fmt.Errorf("user.max_inotify_instances: %w", err)
+	}
+	return nil
+}
+
+// agentWatches counts the inotify watches the agent holds for all of its
+// sandbox's watches (an agent serves one sandbox); agentWatchLimit is its
+// bound.
+var (
+	agentWatches    atomic.Int64
+	agentWatchLimit = sync.OnceValue(func() int64 {
+		w, _ := inotifyShare()
+		return int64(w)
+	})
+)
+
+// Bounds of what the agent holds for one watch before it is sent. A burst
+// (a tree of many files moved in at once is listed in one go) is sent in
+// frames of at most maxFrameEvents events and about maxFrameBytes of JSON,
+// well under the protocol's maxFrame; beyond maxPendingEvents the agent
+// drops events and reports one FileOverflow instead of growing.
+const (
+	maxFrameEvents   = 1024
+	maxFrameBytes    = 1 << 20
+	maxPendingEvents = 16384
+)
 
 // inotifyWatch is one watch in the agent.
 type inotifyWatch struct {
 	a         *agent
-	fd        int
+	fd        int // the inotify instance
+	rootFd    int // the watched directory, open: new directories are opened from it
 	recursive bool
 	root      string
 	dirs      map[int32]string // wd → directory
 	fw        *frameWriter
 	batch     []watchEvent
+	dropped   bool // batch ends with an overflow for events dropped since
 }
 
-// watchFail maps an error of stat or inotify_add_watch to a failure.
+// watchFail maps an error of opening a directory or of inotify_add_watch
+// to a failure.
 func watchFail(dir string, err error) failMsg {
 	d := iox.Shorten(dir, 64)
 	switch {
@@ -232,11 +322,22 @@ func watchFail(dir string, err error) failMsg {
 		return failMsg{"NotDirectory", fmt.Sprintf("%s is not a directory", d)}
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
 		return failMsg{"PermissionDenied", fmt.Sprintf("%s: permission denied", d)}
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EMFILE):
-		return failMsg{"ResourceExhausted", fmt.Sprintf("%s: inotify limit reached (fs.inotify.max_user_watches or max_user_instances): %v", d, err)}
+	case exhausted(err):
+		return failMsg{"ResourceExhausted", fmt.Sprintf("%s: the sandbox's share of inotify watches or instances is used up (fs.inotify.max_user_watches and max_user_instances, divided among sandboxes): %v", d, err)}
 	}
 	return failMsg{"Internal", fmt.Sprintf("%s: %v", d, err)}
 }
+
+// exhausted tells whether err is a limit of watches, instances or open
+// files.
+func exhausted(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// dirFlags open a directory to watch and list: never through a symbolic
+// link at the end of the path (a directory swapped for a link to elsewhere
+// is not followed out of the watched tree).
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
 // serveWatch runs a watch until the client closes the connection.
 func (a *agent) serveWatch(in <-chan frameMsg, fw *frameWriter, req *request) {
@@ -251,19 +352,28 @@ func (a *agent) serveWatch(in <-chan frameMsg, fw *frameWriter, req *request) {
 		return
 	}
 	f := os.NewFile(uintptr(fd), "inotify") // pollable: Close ends a Read
-	w := &inotifyWatch{a: a, fd: fd, recursive: req.Recursive, root: dir, dirs: map[int32]string{}, fw: fw}
-	// The directory is checked and watched as the sandbox's user, on the
-	// confined thread: a watch needs read permission, as listing does.
-	var st unix.Stat_t
-	a.onForker(func() {
-		if err = unix.Stat(dir, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			err = syscall.ENOTDIR
+	w := &inotifyWatch{a: a, fd: fd, rootFd: -1, recursive: req.Recursive, root: dir, dirs: map[int32]string{}, fw: fw}
+	defer func() {
+		agentWatches.Add(-int64(len(w.dirs)))
+		if w.rootFd >= 0 {
+			_ = unix.Close(w.rootFd)
 		}
-		if err == nil {
-			err = w.add(dir)
+	}()
+	// The directory is opened and watched as the sandbox's user, on the
+	// confined thread: a watch needs read permission, as listing does.
+	// The watched directory itself may be reached through symbolic links
+	// (the caller named it); nothing below it is.
+	a.onForker(func() {
+		var rfd int
+		if rfd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			w.rootFd = rfd
+			err = w.add(w.rootFd, dir)
 		}
 		if err == nil && w.recursive {
-			err = w.addTree(dir, false)
+			var dup int
+			if dup, err = unix.FcntlInt(uintptr(w.rootFd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+				err = w.addTree(dup, dir, false)
+			}
 		}
 	})
 	if err != nil {
@@ -287,25 +397,51 @@ func (a *agent) serveWatch(in <-chan frameMsg, fw *frameWriter, req *request) {
 	<-done
 }
 
-// add watches one directory; call on the forker thread.
-func (w *inotifyWatch) add(dir string) error {
-	if len(w.dirs) >= maxWatchDirs {
+// add watches the directory open as dirfd, named dir; call on the forker
+// thread. The watch is added through /proc/self/fd, so it is on the very
+// directory opened, whatever dir's path names by now; where /proc is not
+// mounted, through dir's path, not following a symbolic link at its end.
+func (w *inotifyWatch) add(dirfd int, dir string) error {
+	if agentWatches.Add(1) > agentWatchLimit() {
+		agentWatches.Add(-1)
 		return syscall.ENOSPC
 	}
-	wd, err := unix.InotifyAddWatch(w.fd, dir, watchMask)
+	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(dirfd), watchMask)
+	if errors.Is(err, syscall.ENOENT) {
+		wd, err = unix.InotifyAddWatch(w.fd, dir, watchMask|unix.IN_DONT_FOLLOW)
+	}
 	if err != nil {
+		agentWatches.Add(-1)
 		return err
+	}
+	if _, again := w.dirs[int32(wd)]; again {
+		agentWatches.Add(-1) // the same directory: inotify counts one watch
 	}
 	w.dirs[int32(wd)] = dir
 	return nil
 }
 
-// addTree watches the directories below dir; with report, it reports
-// every entry found as created (a directory that appeared before its
-// watch did). Call on the forker thread. Directories it may not read are
-// skipped: only the watched directory itself must be readable.
-func (w *inotifyWatch) addTree(dir string, report bool) error {
-	entries, err := os.ReadDir(dir)
+// forget drops the watch wd from the count; the kernel has removed it or
+// is removing it.
+func (w *inotifyWatch) forget(wd int32) {
+	if _, ok := w.dirs[wd]; ok {
+		delete(w.dirs, wd)
+		agentWatches.Add(-1)
+	}
+}
+
+// addTree watches the directories below the directory open as fd (which
+// it closes), named dir; with report, it reports every entry found as
+// created (a directory that appeared before its watch did). Call on the
+// forker thread. Entries are listed from the open directory and each
+// subdirectory is opened from it without following a symbolic link, so a
+// directory swapped for a link meanwhile is not followed. Directories it
+// may not read are skipped: only the watched directory itself must be
+// readable. It fails only when the watches or open files ran out.
+func (w *inotifyWatch) addTree(fd int, dir string, report bool) error {
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil
 	}
@@ -318,21 +454,83 @@ func (w *inotifyWatch) addTree(dir string, report bool) error {
 		if !isDir {
 			continue
 		}
-		if err := w.add(p); err != nil {
-			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EMFILE) {
+		cfd, err := unix.Openat(fd, e.Name(), dirFlags, 0)
+		if err != nil {
+			if exhausted(err) {
+				return err
+			}
+			continue // gone, unreadable, or no longer a directory
+		}
+		if err := w.add(cfd, p); err != nil {
+			_ = unix.Close(cfd)
+			if exhausted(err) {
 				return err
 			}
 			continue
 		}
-		if err := w.addTree(p, report); err != nil {
+		if err := w.addTree(cfd, p, report); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// openBelow opens the directory p below the watched one, one path element
+// at a time from the watched directory, never following a symbolic link.
+func (w *inotifyWatch) openBelow(p string) (int, error) {
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, w.root), "/")
+	cur := w.rootFd
+	for name := range strings.SplitSeq(rel, "/") {
+		next, err := unix.Openat(cur, name, dirFlags, 0)
+		if cur != w.rootFd {
+			_ = unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// queue adds an event to the batch; past maxPendingEvents it drops it and
+// ends the batch with one overflow event.
 func (w *inotifyWatch) queue(p string, kind driver.FileEventKind, isDir bool) {
+	if w.dropped {
+		return
+	}
+	if len(w.batch) >= maxPendingEvents {
+		w.dropped = true
+		p, kind, isDir = w.root, driver.FileOverflow, true
+	}
 	w.batch = append(w.batch, watchEvent{Path: p, Kind: string(kind), IsDir: isDir, Time: time.Now().UnixNano()})
+}
+
+// flush sends the batch in frames of at most maxFrameEvents events and
+// about maxFrameBytes bytes (a path's JSON is at most six times its
+// length: \u escapes).
+func (w *inotifyWatch) flush() error {
+	rest := w.batch
+	for len(rest) > 0 {
+		n, size := 0, 0
+		for n < len(rest) && n < maxFrameEvents {
+			est := 6*len(rest[n].Path) + 64
+			if n > 0 && size+est > maxFrameBytes {
+				break
+			}
+			size += est
+			n++
+		}
+		if err := w.fw.writeJSON(frameWatch, rest[:n]); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	w.batch, w.dropped = w.batch[:0], false
+	if cap(w.batch) > 16<<10 {
+		w.batch = nil
+	}
+	return nil
 }
 
 // read turns inotify's events into frames until f is closed or the client
@@ -347,7 +545,6 @@ func (w *inotifyWatch) read(f *os.File) {
 		if err != nil {
 			return
 		}
-		w.batch = w.batch[:0]
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 			nameLen := int(ev.Len)
@@ -359,13 +556,8 @@ func (w *inotifyWatch) read(f *os.File) {
 			off += unix.SizeofInotifyEvent + nameLen
 			w.event(ev.Wd, ev.Mask, name)
 		}
-		if len(w.batch) > 0 {
-			if w.fw.writeJSON(frameWatch, w.batch) != nil {
-				return
-			}
-		}
-		if cap(w.batch) > 16<<10 {
-			w.batch = nil
+		if w.flush() != nil {
+			return
 		}
 	}
 }
@@ -381,7 +573,7 @@ func (w *inotifyWatch) event(wd int32, mask uint32, name string) {
 		return
 	}
 	if mask&unix.IN_IGNORED != 0 {
-		delete(w.dirs, wd)
+		w.forget(wd)
 		return
 	}
 	isDir := mask&unix.IN_ISDIR != 0
@@ -398,7 +590,7 @@ func (w *inotifyWatch) event(wd int32, mask uint32, name string) {
 		}
 		if dir != w.root && mask&unix.IN_MOVE_SELF != 0 {
 			w.a.onForker(func() { _, _ = unix.InotifyRmWatch(w.fd, uint32(wd)) })
-			delete(w.dirs, wd)
+			w.forget(wd)
 		}
 		return
 	}
@@ -409,11 +601,20 @@ func (w *inotifyWatch) event(wd int32, mask uint32, name string) {
 		if isDir && w.recursive {
 			// Watch the new directory, then list it: what was created in
 			// it before the watch was added is reported from the listing.
+			// It is opened without following a symbolic link (it may have
+			// been replaced by one since), then watched and listed by
+			// that open file.
 			w.a.onForker(func() {
-				if w.add(p) == nil {
-					if err := w.addTree(p, true); err != nil {
-						w.queue(w.root, driver.FileOverflow, true)
+				fd, err := w.openBelow(p)
+				if err == nil {
+					if err = w.add(fd, p); err != nil {
+						_ = unix.Close(fd)
+					} else {
+						err = w.addTree(fd, p, true)
 					}
+				}
+				if err != nil && exhausted(err) {
+					w.queue(w.root, driver.FileOverflow, true)
 				}
 			})
 		}

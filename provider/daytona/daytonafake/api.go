@@ -266,10 +266,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(s.baseCtx, 2*time.Minute)
 	defer cancel()
-	info, err := s.createBackend(ctx, source, &driver.CreateRequest{
+	breq := &driver.CreateRequest{
 		Env: maps.Clone(b.env), Labels: map[string]string{"daytonafake": b.id},
 		Timeout: 24 * time.Hour, NoNetwork: b.netBlock,
-	})
+	}
+	if p := b.allowList(); p != nil && s.enforcesLists() {
+		breq.Network = p
+	}
+	info, err := s.createBackend(ctx, source, breq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b.stored == stateDestroyed {
@@ -539,7 +543,16 @@ func (s *Server) sandboxOp(w http.ResponseWriter, r *http.Request, idOrName stri
 		}
 		b.updated = now
 		out := s.dto(b, b.stored)
+		backendID, pol := b.backendID, b.policy()
 		s.mu.Unlock()
+		if ns, ok := s.backend.(driver.NetworkSetter); ok && backendID != "" && s.enforcesLists() {
+			// The new settings are in force when the answer comes, as
+			// on the service; a backend that cannot change them says so.
+			if err := ns.SetNetwork(r.Context(), backendID, pol); err != nil {
+				nestError(w, r, 500, "failed to apply the network settings: "+err.Error())
+				return
+			}
+		}
 		writeJSON(w, 200, out)
 	case "POST autostop/*", "POST autoarchive/*", "POST autodelete/*":
 		n, err := strconv.Atoi(rest[1])
@@ -645,4 +658,51 @@ func str(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// allowList is the backend policy of b's networkAllowList and
+// domainAllowList: nil when both are empty (the backend's network) or
+// networkBlockAll is set (no network).
+func (b *sbx) allowList() *driver.NetworkPolicy {
+	if b.netBlock || b.netAllow == "" && b.domainAllow == "" {
+		return nil
+	}
+	p := &driver.NetworkPolicy{Mode: driver.NetworkAllowList}
+	for _, e := range strings.Split(b.netAllow, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil {
+			e = netip.PrefixFrom(a, a.BitLen()).String()
+		} else if pf, err := netip.ParsePrefix(e); err == nil {
+			e = pf.Masked().String()
+		}
+		p.AllowCIDRs = append(p.AllowCIDRs, e)
+	}
+	for _, e := range strings.Split(b.domainAllow, ",") {
+		if e = strings.ToLower(strings.TrimSpace(e)); e != "" {
+			p.AllowDomains = append(p.AllowDomains, e)
+		}
+	}
+	return p
+}
+
+// policy is the backend policy of b's network settings.
+func (b *sbx) policy() *driver.NetworkPolicy {
+	switch {
+	case b.netBlock:
+		return &driver.NetworkPolicy{Mode: driver.NetworkDenyAll}
+	case b.allowList() != nil:
+		return b.allowList()
+	}
+	return &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}
+}
+
+// enforcesLists reports whether the backend enforces allow-lists of
+// domains and CIDRs (the local provider with its egress proxy does):
+// only then are networkAllowList and domainAllowList put in force on it;
+// elsewhere they are recorded only.
+func (s *Server) enforcesLists() bool {
+	ns := s.backend.Capabilities().NetworkPolicy
+	return ns.AllowDomains && ns.AllowCIDRs && !ns.NotEnforced
 }

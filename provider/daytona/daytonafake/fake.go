@@ -71,9 +71,15 @@
 //   - networkBlockAll is enforced (the backend sandbox gets no network).
 //     networkAllowList (IPv4 addresses and CIDRs, at most 10) and
 //     domainAllowList are validated, recorded, echoed in the Sandbox DTO
-//     and changed by POST /sandbox/{id}/network-settings, but NOT
-//     enforced: with an allow-list the backend sandbox keeps the network
-//     the backend gives it.
+//     and changed by POST /sandbox/{id}/network-settings; they are
+//     enforced where the backend enforces allow-lists (the local
+//     provider, by its egress proxy: an HTTP/HTTPS/SOCKS5 proxy, so a
+//     program must use the proxy variables, where Daytona filters every
+//     connection): the backend sandbox is created with them as its
+//     network policy, and network-settings changes it (SetNetwork) before
+//     answering, or answers 500 saying why the backend could not. On any
+//     other backend they are recorded only and the backend sandbox keeps
+//     the network the backend gives it.
 //   - A destroyed or unknown id on the toolbox gives 404 with a gin body
 //     "failed to get sandbox" (the real proxy's exact answer is unverified).
 //   - Not served: fork, snapshot, volumes, preview and signed URLs, SSH,

@@ -70,7 +70,7 @@ type dsnap struct {
 }
 
 type snapFile struct {
-	path string
+	path string // relative to the source sandbox's home: a sandbox made from it may have another home
 	dir  bool
 	data []byte
 }
@@ -161,11 +161,16 @@ func (s *Server) createBackend(ctx context.Context, sn *dsnap, req *driver.Creat
 	if err != nil {
 		return info, err
 	}
+	home := info.Home
+	if home == "" {
+		home = "/"
+	}
 	for _, f := range sn.files {
+		p := path.Join(home, f.path)
 		if f.dir {
-			err = s.backend.MkdirAll(ctx, info.ID, f.path)
+			err = s.backend.MkdirAll(ctx, info.ID, p)
 		} else {
-			err = s.backend.Upload(ctx, info.ID, f.path, bytes.NewReader(f.data))
+			err = s.backend.Upload(ctx, info.ID, p, bytes.NewReader(f.data))
 		}
 		if err != nil {
 			_ = s.backend.Destroy(context.WithoutCancel(ctx), info.ID)
@@ -209,6 +214,9 @@ func (s *Server) capture(ctx context.Context, id, home string, sn *dsnap) error 
 		sn.backendSnap = in.ID
 		return nil
 	}
+	if home == "" {
+		home = "/"
+	}
 	var size int
 	var walk func(dir string) error
 	walk = func(dir string) error {
@@ -221,9 +229,10 @@ func (s *Server) capture(ctx context.Context, id, home string, sn *dsnap) error 
 			if p == "" {
 				p = path.Join(dir, e.Name())
 			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(p, home), "/")
 			switch {
 			case e.Mode.IsDir():
-				sn.files = append(sn.files, snapFile{path: p, dir: true})
+				sn.files = append(sn.files, snapFile{path: rel, dir: true})
 				if err := walk(p); err != nil {
 					return err
 				}
@@ -238,13 +247,10 @@ func (s *Server) capture(ctx context.Context, id, home string, sn *dsnap) error 
 					return err
 				}
 				size += len(data)
-				sn.files = append(sn.files, snapFile{path: p, data: data})
+				sn.files = append(sn.files, snapFile{path: rel, data: data})
 			}
 		}
 		return nil
-	}
-	if home == "" {
-		home = "/"
 	}
 	if err := walk(home); err != nil {
 		return err

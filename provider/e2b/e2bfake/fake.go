@@ -48,16 +48,30 @@
 //   - Egress rules (allow_internet_access, network.allowOut and denyOut on
 //     create, PUT /sandboxes/{id}/network) are validated as the API does
 //     (an allowOut entry must be an IP, CIDR or domain, a denyOut entry an
-//     IP or CIDR: 400 otherwise), recorded and reported back by GET, but
-//     NOT enforced: commands in a fake sandbox reach whatever the backend
-//     lets them reach. Header-transform rules (network.rules, on create
-//     and PUT, which clears them when left out) are validated (a key must
-//     be a domain as allowOut takes it, a header name an HTTP token, a
-//     header value free of control characters: 400 otherwise, with this
-//     fake's wording, which never echoes a value), recorded, reported back
-//     by GET with their values as the API's SandboxDetail carries them,
-//     and readable with Server.Rules; no header is ever put on a
-//     request. egressProxy is not modelled.
+//     IP or CIDR: 400 otherwise), recorded and reported back by GET.
+//     Header-transform rules (network.rules, on create and PUT, which
+//     clears them when left out) are validated (a key must be a domain as
+//     allowOut takes it, a header name an HTTP token, a header value free
+//     of control characters: 400 otherwise, with this fake's wording,
+//     which never echoes a value), recorded, reported back by GET with
+//     their values as the API's SandboxDetail carries them, and readable
+//     with Server.Rules. The rules of a create are enforced where the
+//     backend enforces allow-lists and brokered secrets (the local
+//     provider, by its egress proxy): the backend sandbox gets them as its
+//     network policy (allow_internet_access false is deny-all; allowOut
+//     with denyOut 0.0.0.0/0 an allow-list; denyOut alone deny entries of
+//     allow-all, where allowOut entries that would win over them on E2B
+//     are dropped), and each header transform as a brokered secret for its
+//     domain, which sets that header on HTTPS requests to it, replacing
+//     what the sandbox sent, as E2B's edge does. Where the semantics
+//     differ from E2B's: the proxy is an HTTP/HTTPS/SOCKS5 proxy that
+//     programs reach through the proxy variables (E2B filters every
+//     connection), plain http:// to a domain with a rule is refused (E2B
+//     sets the header), and a denyOut entry that an allowOut entry covers
+//     in allow-all mode still denies. PUT /sandboxes/{id}/network is
+//     recorded only, and on any other backend (or a sandbox from a
+//     snapshot) the rules are recorded only: commands reach whatever the
+//     backend lets them reach. egressProxy is not modelled.
 //   - Only the v2 list, create, get, kill, timeout, pause, connect,
 //     network, snapshot (create, list, delete as a template) and fork
 //     endpoints exist (no v1 list, refreshes, deprecated resume, other
@@ -588,7 +602,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 	if m := s.backend.Capabilities().MaxLease; m > 0 && m < backendLease {
 		backendLease = m
 	}
-	info, err := s.createBackend(r.Context(), req.TemplateID, env, backendLease)
+	info, err := s.createBackend(r.Context(), req.TemplateID, env, backendLease, s.backendNetwork(req.AllowInternetAccess, allowOut, denyOut, rules))
 	if err != nil {
 		if info.ID != "" {
 			_ = s.backend.Destroy(context.Background(), info.ID)

@@ -24,7 +24,10 @@ type proc struct {
 	tag    string
 	config *process.ProcessConfig
 	stdin  *inPipe // nil when started without stdin
-	done   chan struct{}
+	// term is the backend's terminal of a process started with a pty
+	// (see pty.go); nil otherwise.
+	term driver.TerminalHandle
+	done chan struct{}
 
 	mu       sync.Mutex
 	subs     map[*sub]struct{}

@@ -60,24 +60,13 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	if m.GetProcess() == nil || m.GetProcess().GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process config with a cmd is required"))
 	}
-	if m.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by the fake"))
-	}
 	cfg := m.GetProcess()
-	dir := b.home
-	if cfg.Cwd != nil {
-		dir = resolve(b.home, cfg.GetCwd())
-		// envd stats the cwd and refuses only a missing one; a file gets as
-		// far as the spawn, whose chdir fails with ENOTDIR.
-		fi, err := s.backend.Stat(ctx, b.backendID, dir)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
-		case err == nil && !fi.IsDir():
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: fork/exec /bin/bash: not a directory"))
-		case err != nil:
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: chdir %s: %v", dir, err))
-		}
+	dir, err := s.cwd(ctx, b, cfg)
+	if err != nil {
+		return err
+	}
+	if m.Pty != nil {
+		return ps.startPty(ctx, req, stream, dir)
 	}
 	timeout := s.defaultCmd
 	if dl, ok := ctx.Deadline(); ok {
@@ -101,6 +90,26 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	return ps.pump(ctx, req.Header().Get("Keepalive-Ping-Interval"), p, sb, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
+}
+
+// cwd resolves and checks a process's working directory as envd does.
+func (s *Server) cwd(ctx context.Context, b *box, cfg *process.ProcessConfig) (string, error) {
+	dir := b.home
+	if cfg.Cwd != nil {
+		dir = resolve(b.home, cfg.GetCwd())
+		// envd stats the cwd and refuses only a missing one; a file gets as
+		// far as the spawn, whose chdir fails with ENOTDIR.
+		fi, err := s.backend.Stat(ctx, b.backendID, dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd '%s' does not exist", dir))
+		case err == nil && !fi.IsDir():
+			return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: fork/exec /bin/bash: not a directory"))
+		case err != nil:
+			return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting process: chdir %s: %v", dir, err))
+		}
+	}
+	return dir, nil
 }
 
 func startEvent(pid uint32) *process.ProcessEvent {
@@ -239,8 +248,11 @@ func (ps *processService) input(ctx context.Context, sel *process.ProcessSelecto
 	if err != nil {
 		return err
 	}
-	if in.GetPty() != nil {
-		return connect.NewError(connect.CodeInternal, errors.New("pty not enabled for this process"))
+	if in.GetPty() != nil || p.term != nil {
+		return ptyInput(ctx, p, in)
+	}
+	if in.GetInput() == nil {
+		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("invalid input type %T", in.GetInput()))
 	}
 	if p.stdin == nil {
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin of process %d: %w", p.pid, errStdinClosed))
@@ -323,6 +335,9 @@ func (ps *processService) CloseStdin(ctx context.Context, req *connect.Request[p
 	p, err := ps.find(ctx, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
+	}
+	if p.term != nil {
+		return nil, connect.NewError(connect.CodeUnknown, errors.New("error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) instead"))
 	}
 	if p.stdin != nil {
 		_ = p.stdin.Close()

@@ -448,11 +448,13 @@ func (c controlPlane) DeleteTemplate(w http.ResponseWriter, r *http.Request, tem
 
 // createBackend creates the backend sandbox for POST /sandboxes: from the
 // snapshot templateID names, if it names one, else a fresh one.
-func (s *Server) createBackend(ctx context.Context, templateID string, env map[string]string, lease time.Duration) (driver.Info, error) {
+// A fresh one gets the egress rules put in force where the backend can
+// (see backendNetwork); one from a snapshot keeps the backend's network.
+func (s *Server) createBackend(ctx context.Context, templateID string, env map[string]string, lease time.Duration, net backendNet) (driver.Info, error) {
 	if sn, _, ok := s.resolveSnapshot(templateID); ok {
 		return s.restore(ctx, sn, env, lease)
 	}
-	return s.backend.Create(ctx, &driver.CreateRequest{Env: env, Timeout: lease})
+	return s.backend.Create(ctx, &driver.CreateRequest{Env: env, Timeout: lease, Network: net.policy, NoNetwork: net.noNetwork, Secrets: net.secrets})
 }
 
 // knownTemplate reports whether create accepts templateID, and the 404
