@@ -33,7 +33,7 @@ const noExpose = "the host test runtime has no Expose, so daytonafake's preview 
 // TestConformanceDefaultScratch runs it again over the host test runtime,
 // with the scratch directory the real service gets (/tmp/.sandboxkit).
 func TestConformanceDefaultScratch(t *testing.T) {
-	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, map[string]string{
+	skip := map[string]string{
 		"Driver/FileScope":                        "the host test runtime gives every sandbox the host's one file system, so another sandbox sees a file (daytonafake over provider/local, in TestConformance, checks the scope)",
 		"Ports/HTTPServerFileByteExact":           noExpose,
 		"Ports/StreamingResponse":                 noExpose,
@@ -45,7 +45,16 @@ func TestConformanceDefaultScratch(t *testing.T) {
 		"Snapshots/RestoreOldState":               noSnapModes,
 		"Snapshots/Paused":                        noSnapModes,
 		"Stress/ConcurrentExecExact":              "issue 12: with the default scratch dir, 200 concurrent execs over 10 sandboxes got errors here (the wrapper ended with exit code -1 without its trailer: 59 of 200), before the daytona exec fixes landed",
-	}))
+	}
+	// The fake serves PTY sessions over its backend's terminals, and the
+	// host test runtime has none (TestConformance runs the Terminal group
+	// over provider/local).
+	for _, name := range []string{"IsATTY", "SizeAndResize", "InputReachesRead", "TypeAheadReachesShell",
+		"CtrlCInterruptsShellJob", "CtrlCEndsProgram", "ExitStatus", "ReadAPI", "Reattach",
+		"ReattachAcrossClients", "SecretsRedacted", "DestroyEndsTerminal", "BadInput"} {
+		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
+	}
+	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip))
 }
 
 // noSnapModes is why the host test runtime skips the snapshot checks of
@@ -58,24 +67,40 @@ const noSnapModes = "the host test runtime has no snapshots of its own: the fake
 // fake's faults behind the fault hooks, skipping what skip names.
 func harness(newEnv func(t *testing.T) *env, skip map[string]string) sandboxtest.Harness {
 	var mu sync.Mutex
-	fakes := map[*sandbox.Client]*daytonafake.Server{}
-	fakeOf := func(t *testing.T, c *sandbox.Client) *daytonafake.Server {
+	envs := map[*sandbox.Client]*env{}
+	envOf := func(t *testing.T, c *sandbox.Client) *env {
 		mu.Lock()
 		defer mu.Unlock()
-		f := fakes[c]
-		if f == nil {
-			t.Fatal("fault hook: not a Client of this harness")
+		e := envs[c]
+		if e == nil {
+			t.Fatal("harness hook: not a Client of this harness")
 		}
-		return f
+		return e
 	}
+	fakeOf := func(t *testing.T, c *sandbox.Client) *daytonafake.Server { return envOf(t, c).fake }
 	return sandboxtest.Harness{
 		Skip: skip,
 		NewClient: func(t *testing.T) *sandbox.Client {
 			e := newEnv(t)
 			mu.Lock()
-			fakes[e.c] = e.fake
+			envs[e.c] = e
 			mu.Unlock()
 			return e.c
+		},
+		// A second Runtime on the same fake: another process's view of
+		// the same Daytona account.
+		SameProvider: func(t *testing.T, c *sandbox.Client) *sandbox.Client {
+			e := envOf(t, c)
+			rt, err := daytona.New(e.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2 := sandbox.NewClient(rt)
+			t.Cleanup(func() { _ = c2.Close() })
+			mu.Lock()
+			envs[c2] = &env{fake: e.fake, rt: rt, c: c2, opts: e.opts}
+			mu.Unlock()
+			return c2
 		},
 		Faults: sandboxtest.FaultHooks{
 			Stall: func(t *testing.T, c *sandbox.Client) {

@@ -51,6 +51,16 @@
 //   - Background processes are toolbox session commands; their PID is the
 //     number in their session's name. Their output comes from the session
 //     logs and is not binary-safe.
+//   - Terminals are the toolbox's PTY sessions. The daemon runs the
+//     user's login shell on each and takes no program, so the adapter
+//     types a line into it that runs an uploaded script (holding the
+//     environment; it removes itself), and passes output on only from the
+//     script's marker: the caller sees the program's output alone. The
+//     session lives in the sandbox, so any Client attaches to it by its
+//     ID (output is not replayed: an attach sees what comes after it).
+//     Signal finds the program by its environment with a command and
+//     signals the terminal's foreground process group; a signal's exit
+//     status is 128+N, as the daemon reports it.
 //   - Which signal ended a command is not reported (ExitStatus.Signal is
 //     always 0, Capabilities.ReportsSignal false): the wrapper sees only
 //     the shell's $?, where a signal n reads 128+n, the same as "exit

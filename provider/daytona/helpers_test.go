@@ -19,6 +19,7 @@ type env struct {
 	fake *daytonafake.Server
 	rt   *daytona.Runtime
 	c    *sandbox.Client
+	opts []daytona.Option // what rt was made with
 }
 
 // newEnv starts a fake over provider/local and a Runtime and Client on
@@ -49,7 +50,7 @@ func newEnvOn(t testing.TB, be driver.Runtime, fakeOpts []daytonafake.Option, op
 	}
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close(); _ = rt.ResetTransport() })
-	return &env{fake: fake, rt: rt, c: c}
+	return &env{fake: fake, rt: rt, c: c, opts: opts}
 }
 
 // backend is what the fake executes on: the local provider, as the real

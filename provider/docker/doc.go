@@ -98,6 +98,22 @@
 //     signal n as 128+n there too), so the provider cannot tell a signal
 //     from "exit 128+n" and ExitStatus.Signal stays 0
 //     (Capabilities.ReportsSignal is false).
+//   - Terminals (driver.TerminalRuntime) are execs with a TTY: the engine
+//     allocates the pseudo-terminal and makes the program its session
+//     leader, so Ctrl-C, job control and SIGWINCH work as in any terminal.
+//     The program runs as Exec's commands do (the sandbox's user, the
+//     create-time environment, a watchdog for the Timeout). Resize is the
+//     engine's exec resize; Signal signals the terminal's foreground
+//     process group; the exit status is the exec's exit code (128+N for a
+//     signal, as for Exec). The engine cannot attach to an exec that
+//     already runs, so only the Runtime that started a terminal keeps its
+//     stream: closing a handle leaves the program running and that
+//     Runtime's AttachTerminal reaches it again, but another Runtime (in
+//     this or another OS process) gets NotFound, although background
+//     processes do attach across clients (Capabilities.AttachAcrossClients
+//     speaks of those). Closing the Runtime drops its terminals' streams;
+//     their programs run on, unreachable, until they exit or the sandbox
+//     is destroyed.
 //   - File methods run as the sandbox's user through exec (with the
 //     permissions of its commands), except Stat and Download, which use the
 //     engine's archive endpoint (as root: they can read what the user

@@ -100,6 +100,7 @@ type Runtime struct {
 	cancel   context.CancelFunc
 	reaperWG sync.WaitGroup
 	bg       sync.WaitGroup // clean-ups after cancelled calls
+	terms    termTable      // the terminals this Runtime started
 	gates    sync.Map       // container id -> *execGate
 	owned    sync.Map       // container id -> time.Time it was proven (or made) by this Runtime
 }

@@ -699,7 +699,7 @@ func (r *Runtime) startExec(ctx context.Context, id string, opts client.ExecCrea
 		delete(g.pending, res.ID)
 		g.pmu.Unlock()
 	}
-	att, err = r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{})
+	att, err = r.cli.ExecAttach(ctx, res.ID, client.ExecAttachOptions{TTY: opts.TTY, ConsoleSize: opts.ConsoleSize})
 	if err != nil {
 		// The start request may have reached the engine: Pause still
 		// checks this exec, for a while.

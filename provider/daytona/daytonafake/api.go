@@ -48,9 +48,11 @@ type sbx struct {
 
 	smu      sync.Mutex
 	sessions map[string]*session
+	ptys     map[string]*ptySession // pty.go
 }
 
 func (b *sbx) killSessions() {
+	b.killPtys()
 	b.smu.Lock()
 	defer b.smu.Unlock()
 	for _, se := range b.sessions {

@@ -82,7 +82,13 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request) {
 		t.execute()
 	case "POST /process/session":
 		t.createSession()
+	case "POST /process/pty", "GET /process/pty":
+		t.ptyOp(nil)
 	default:
+		if strings.HasPrefix(rest, "/process/pty/") {
+			t.ptyOp(strings.Split(strings.TrimPrefix(rest, "/process/pty/"), "/"))
+			return
+		}
 		if strings.HasPrefix(rest, "/process/session/") {
 			t.sessionOp(strings.Split(strings.TrimPrefix(rest, "/process/session/"), "/"))
 			return

@@ -86,6 +86,52 @@ type FileInfo struct {
 	Size        int64   `json:"size"`
 }
 
+// PtyCreateRequest A new PTY session. The daemon fills cwd (its work dir), TERM (xterm-256color), cols (80) and rows (24) when absent; cols and rows above 1000 are 400. The daemon runs the user's shell ("SHELL -i -l") on the terminal: it takes no program.
+type PtyCreateRequest struct {
+	Cols *int               `json:"cols,omitempty"`
+	Cwd  *string            `json:"cwd,omitempty"`
+	Envs *map[string]string `json:"envs,omitempty"`
+	Id   string             `json:"id"`
+
+	// LazyStart Start the program only when the first client connects.
+	LazyStart *bool `json:"lazyStart,omitempty"`
+	Rows      *int  `json:"rows,omitempty"`
+}
+
+// PtyCreateResponse defines model for PtyCreateResponse.
+type PtyCreateResponse struct {
+	SessionId string `json:"sessionId"`
+}
+
+// PtyDeleteResponse defines model for PtyDeleteResponse.
+type PtyDeleteResponse struct {
+	Message *string `json:"message,omitempty"`
+}
+
+// PtyListResponse defines model for PtyListResponse.
+type PtyListResponse struct {
+	Sessions []PtySessionInfo `json:"sessions"`
+}
+
+// PtyResizeRequest defines model for PtyResizeRequest.
+type PtyResizeRequest struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// PtySessionInfo defines model for PtySessionInfo.
+type PtySessionInfo struct {
+	// Active False before a lazy start and once the program exited.
+	Active    bool              `json:"active"`
+	Cols      int               `json:"cols"`
+	CreatedAt string            `json:"createdAt"`
+	Cwd       string            `json:"cwd"`
+	Envs      map[string]string `json:"envs"`
+	Id        string            `json:"id"`
+	LazyStart bool              `json:"lazyStart"`
+	Rows      int               `json:"rows"`
+}
+
 // Session defines model for Session.
 type Session struct {
 	Commands  []Command `json:"commands"`
@@ -177,6 +223,12 @@ type UploadFileMultipartRequestBody UploadFileMultipartBody
 
 // ExecuteCommandJSONRequestBody defines body for ExecuteCommand for application/json ContentType.
 type ExecuteCommandJSONRequestBody = ExecuteRequest
+
+// CreatePtySessionJSONRequestBody defines body for CreatePtySession for application/json ContentType.
+type CreatePtySessionJSONRequestBody = PtyCreateRequest
+
+// ResizePtySessionJSONRequestBody defines body for ResizePtySession for application/json ContentType.
+type ResizePtySessionJSONRequestBody = PtyResizeRequest
 
 // CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
 type CreateSessionJSONRequestBody = CreateSessionRequest
@@ -287,6 +339,31 @@ type ClientInterface interface {
 	// ExecuteCommand performs a POST /process/execute (the `ExecuteCommand` operationId) request.
 	// Takes a body of the `application/json` content type.
 	ExecuteCommand(ctx context.Context, body ExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListPtySessions performs a GET /process/pty (the `ListPtySessions` operationId) request.
+	ListPtySessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePtySessionWithBody performs a POST /process/pty (the `CreatePtySession` operationId) request,
+	// with any type of body and a specified content type.
+	CreatePtySessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePtySession performs a POST /process/pty (the `CreatePtySession` operationId) request.
+	// Takes a body of the `application/json` content type.
+	CreatePtySession(ctx context.Context, body CreatePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeletePtySession performs a DELETE /process/pty/{sessionId} (the `DeletePtySession` operationId) request.
+	DeletePtySession(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPtySession performs a GET /process/pty/{sessionId} (the `GetPtySession` operationId) request.
+	GetPtySession(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResizePtySessionWithBody performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request,
+	// with any type of body and a specified content type.
+	ResizePtySessionWithBody(ctx context.Context, sessionId SessionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResizePtySession performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request.
+	// Takes a body of the `application/json` content type.
+	ResizePtySession(ctx context.Context, sessionId SessionId, body ResizePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateSessionWithBody performs a POST /process/session (the `CreateSession` operationId) request,
 	// with any type of body and a specified content type.
@@ -436,6 +513,101 @@ func (c *Client) ExecuteCommandWithBody(ctx context.Context, contentType string,
 // Takes a body of the `application/json` content type.
 func (c *Client) ExecuteCommand(ctx context.Context, body ExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewExecuteCommandRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPtySessions performs a GET /process/pty (the `ListPtySessions` operationId) request.
+func (c *Client) ListPtySessions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPtySessionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePtySessionWithBody performs a POST /process/pty (the `CreatePtySession` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) CreatePtySessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePtySessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePtySession performs a POST /process/pty (the `CreatePtySession` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) CreatePtySession(ctx context.Context, body CreatePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePtySessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeletePtySession performs a DELETE /process/pty/{sessionId} (the `DeletePtySession` operationId) request.
+func (c *Client) DeletePtySession(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeletePtySessionRequest(c.Server, sessionId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPtySession performs a GET /process/pty/{sessionId} (the `GetPtySession` operationId) request.
+func (c *Client) GetPtySession(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPtySessionRequest(c.Server, sessionId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResizePtySessionWithBody performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) ResizePtySessionWithBody(ctx context.Context, sessionId SessionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResizePtySessionRequestWithBody(c.Server, sessionId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResizePtySession performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) ResizePtySession(ctx context.Context, sessionId SessionId, body ResizePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResizePtySessionRequest(c.Server, sessionId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1021,6 +1193,188 @@ func NewExecuteCommandRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewListPtySessionsRequest constructs an http.Request for the ListPtySessions method
+func NewListPtySessionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/process/pty")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePtySessionRequest calls the generic CreatePtySession builder with application/json body
+func NewCreatePtySessionRequest(server string, body CreatePtySessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePtySessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreatePtySessionRequestWithBody constructs an http.Request for the CreatePtySession method, with any body, and a specified content type
+func NewCreatePtySessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/process/pty")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeletePtySessionRequest constructs an http.Request for the DeletePtySession method
+func NewDeletePtySessionRequest(server string, sessionId SessionId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/process/pty/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetPtySessionRequest constructs an http.Request for the GetPtySession method
+func NewGetPtySessionRequest(server string, sessionId SessionId) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/process/pty/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResizePtySessionRequest calls the generic ResizePtySession builder with application/json body
+func NewResizePtySessionRequest(server string, sessionId SessionId, body ResizePtySessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResizePtySessionRequestWithBody(server, sessionId, "application/json", bodyReader)
+}
+
+// NewResizePtySessionRequestWithBody constructs an http.Request for the ResizePtySession method, with any body, and a specified content type
+func NewResizePtySessionRequestWithBody(server string, sessionId SessionId, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sessionId", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/process/pty/%s/resize", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCreateSessionRequest calls the generic CreateSession builder with application/json body
 func NewCreateSessionRequest(server string, body CreateSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1429,6 +1783,41 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	ExecuteCommandWithResponse(ctx context.Context, body ExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteCommandResponse, error)
 
+	// ListPtySessionsWithResponse performs a GET /process/pty (the `ListPtySessions` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	ListPtySessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPtySessionsResponse, error)
+
+	// CreatePtySessionWithBodyWithResponse performs a POST /process/pty (the `CreatePtySession` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	CreatePtySessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePtySessionResponse, error)
+
+	// CreatePtySessionWithResponse performs a POST /process/pty (the `CreatePtySession` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	CreatePtySessionWithResponse(ctx context.Context, body CreatePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePtySessionResponse, error)
+
+	// DeletePtySessionWithResponse performs a DELETE /process/pty/{sessionId} (the `DeletePtySession` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	DeletePtySessionWithResponse(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*DeletePtySessionResponse, error)
+
+	// GetPtySessionWithResponse performs a GET /process/pty/{sessionId} (the `GetPtySession` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetPtySessionWithResponse(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*GetPtySessionResponse, error)
+
+	// ResizePtySessionWithBodyWithResponse performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	ResizePtySessionWithBodyWithResponse(ctx context.Context, sessionId SessionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizePtySessionResponse, error)
+
+	// ResizePtySessionWithResponse performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	ResizePtySessionWithResponse(ctx context.Context, sessionId SessionId, body ResizePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizePtySessionResponse, error)
+
 	// CreateSessionWithBodyWithResponse performs a POST /process/session (the `CreateSession` operationId) request,
 	// with any type of body and a specified content type.
 	//
@@ -1828,6 +2217,246 @@ func (r ExecuteCommandResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ExecuteCommandResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListPtySessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PtyListResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPtySessionsResponse) GetJSON200() *PtyListResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListPtySessionsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPtySessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPtySessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPtySessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPtySessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreatePtySessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PtyCreateResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePtySessionResponse) GetJSON201() *PtyCreateResponse {
+	return r.JSON201
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreatePtySessionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePtySessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePtySessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePtySessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePtySessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeletePtySessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PtyDeleteResponse
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeletePtySessionResponse) GetJSON200() *PtyDeleteResponse {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DeletePtySessionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeletePtySessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeletePtySessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeletePtySessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeletePtySessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPtySessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PtySessionInfo
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPtySessionResponse) GetJSON200() *PtySessionInfo {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetPtySessionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPtySessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPtySessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPtySessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPtySessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResizePtySessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PtySessionInfo
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResizePtySessionResponse) GetJSON200() *PtySessionInfo {
+	return r.JSON200
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ResizePtySessionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResizePtySessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResizePtySessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResizePtySessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResizePtySessionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2352,6 +2981,83 @@ func (c *ClientWithResponses) ExecuteCommandWithResponse(ctx context.Context, bo
 	return ParseExecuteCommandResponse(rsp)
 }
 
+// ListPtySessionsWithResponse performs a GET /process/pty (the `ListPtySessions` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) ListPtySessionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPtySessionsResponse, error) {
+	rsp, err := c.ListPtySessions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPtySessionsResponse(rsp)
+}
+
+// CreatePtySessionWithBodyWithResponse performs a POST /process/pty (the `CreatePtySession` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreatePtySessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePtySessionResponse, error) {
+	rsp, err := c.CreatePtySessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePtySessionResponse(rsp)
+}
+
+// CreatePtySessionWithResponse performs a POST /process/pty (the `CreatePtySession` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreatePtySessionWithResponse(ctx context.Context, body CreatePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePtySessionResponse, error) {
+	rsp, err := c.CreatePtySession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePtySessionResponse(rsp)
+}
+
+// DeletePtySessionWithResponse performs a DELETE /process/pty/{sessionId} (the `DeletePtySession` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) DeletePtySessionWithResponse(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*DeletePtySessionResponse, error) {
+	rsp, err := c.DeletePtySession(ctx, sessionId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeletePtySessionResponse(rsp)
+}
+
+// GetPtySessionWithResponse performs a GET /process/pty/{sessionId} (the `GetPtySession` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetPtySessionWithResponse(ctx context.Context, sessionId SessionId, reqEditors ...RequestEditorFn) (*GetPtySessionResponse, error) {
+	rsp, err := c.GetPtySession(ctx, sessionId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPtySessionResponse(rsp)
+}
+
+// ResizePtySessionWithBodyWithResponse performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) ResizePtySessionWithBodyWithResponse(ctx context.Context, sessionId SessionId, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResizePtySessionResponse, error) {
+	rsp, err := c.ResizePtySessionWithBody(ctx, sessionId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResizePtySessionResponse(rsp)
+}
+
+// ResizePtySessionWithResponse performs a POST /process/pty/{sessionId}/resize (the `ResizePtySession` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) ResizePtySessionWithResponse(ctx context.Context, sessionId SessionId, body ResizePtySessionJSONRequestBody, reqEditors ...RequestEditorFn) (*ResizePtySessionResponse, error) {
+	rsp, err := c.ResizePtySession(ctx, sessionId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResizePtySessionResponse(rsp)
+}
+
 // CreateSessionWithBodyWithResponse performs a POST /process/session (the `CreateSession` operationId) request,
 // with any type of body and a specified content type.
 //
@@ -2697,6 +3403,171 @@ func ParseExecuteCommandResponse(rsp *http.Response) (*ExecuteCommandResponse, e
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest ExecuteResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListPtySessionsResponse parses an HTTP response from a ListPtySessionsWithResponse call
+func ParseListPtySessionsResponse(rsp *http.Response) (*ListPtySessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPtySessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PtyListResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreatePtySessionResponse parses an HTTP response from a CreatePtySessionWithResponse call
+func ParseCreatePtySessionResponse(rsp *http.Response) (*CreatePtySessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePtySessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PtyCreateResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeletePtySessionResponse parses an HTTP response from a DeletePtySessionWithResponse call
+func ParseDeletePtySessionResponse(rsp *http.Response) (*DeletePtySessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeletePtySessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PtyDeleteResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPtySessionResponse parses an HTTP response from a GetPtySessionWithResponse call
+func ParseGetPtySessionResponse(rsp *http.Response) (*GetPtySessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPtySessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PtySessionInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResizePtySessionResponse parses an HTTP response from a ResizePtySessionWithResponse call
+func ParseResizePtySessionResponse(rsp *http.Response) (*ResizePtySessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResizePtySessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PtySessionInfo
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
