@@ -177,11 +177,12 @@ func (h *termHandle) Resize(ctx context.Context, rows, cols uint16) error {
 
 // keyFor is the control character that makes the line discipline send
 // sig to the foreground process group (the defaults of stty's intr, quit
-// and susp).
+// and susp). Signal numbers are Linux's, whatever the host: SIGTSTP is
+// 20 there (Windows has no such constant).
 var keyFor = map[syscall.Signal][]byte{
-	syscall.SIGINT:  {0x03},
-	syscall.SIGQUIT: {0x1c},
-	syscall.SIGTSTP: {0x1a},
+	syscall.SIGINT:     {0x03},
+	syscall.SIGQUIT:    {0x1c},
+	syscall.Signal(20): {0x1a}, // SIGTSTP
 }
 
 // Signal sends SIGKILL or SIGTERM to the program with Process.SendSignal;
