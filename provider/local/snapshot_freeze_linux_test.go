@@ -152,3 +152,33 @@ func TestResumeThawsRunningButFrozen(t *testing.T) {
 	require.NoError(t, err, "Exec after Resume of a running sandbox left frozen")
 	require.Equal(t, "alive\n", string(r.Stdout))
 }
+
+// A tree deeper than the host's PATH_MAX from the root: the snapshot
+// either keeps it or fails with a short error that names the file by its
+// path in the sandbox, never by the host's state directory.
+func TestSnapshotDeepTreeErrorIsShort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(context.Background())
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", `import os
+os.mkdir("deep"); os.chdir("deep")
+for i in range(1500):
+    os.mkdir("dd"); os.chdir("dd")
+open("bottom", "w").write("x")
+`}})
+	require.NoError(t, err)
+	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+	if err == nil {
+		require.NoError(t, c.DeleteSnapshot(ctx, snap.ID))
+		return
+	}
+	t.Logf("snapshot: %v", err)
+	require.Less(t, len(err.Error()), 1000, "error length")
+	require.NotContains(t, err.Error(), rt.root, "the error names the host's state directory")
+	require.Contains(t, err.Error(), "~/deep/dd/")
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -153,16 +154,21 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 	if err := os.Mkdir(filepath.Join(tmp, "home"), 0o700); err != nil {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
 	}
+	src := r.tmpOf(m)
+	roots := [][2]string{{r.home(id), "~"}, {filepath.Join(tmp, "home"), "~"}, {filepath.Join(tmp, "tmp"), "/tmp"}}
+	if src != "" {
+		roots = append(roots, [2]string{src, "/tmp"})
+	}
 	if err := cp.tree(ctx, r.home(id), filepath.Join(tmp, "home")); err != nil {
-		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err, roots...)
 	}
 	sm := snapMeta{UID: r.uidOf(m)}
-	if src := r.tmpOf(m); src != "" {
+	if src != "" {
 		if err := os.Mkdir(filepath.Join(tmp, "tmp"), 0o700); err != nil {
 			return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
 		}
 		if err := cp.tree(ctx, src, filepath.Join(tmp, "tmp")); err != nil {
-			return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+			return driver.SnapshotInfo{}, snapErr(ctx, id, err, roots...)
 		}
 		sm.Tmp = true
 	}
@@ -189,7 +195,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		err = os.Rename(tmp, r.snapPath(sid))
 	}
 	if err != nil {
-		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err, [2]string{r.root, "the root"})
 	}
 	ok = true
 	return sm.Info, nil
@@ -209,15 +215,52 @@ func criuNote(path string) string {
 	return "installed at " + path + " but not used yet; full snapshots unavailable"
 }
 
-// snapErr classifies a failed copy.
-func snapErr(ctx context.Context, id string, err error) error {
+// snapErr classifies a failed copy. Its text names the file by its path
+// in the sandbox (roots maps host directories to what the sandbox calls
+// them), never the host's, and is bounded in length: a path the sandbox
+// made can be thousands of characters long.
+func snapErr(ctx context.Context, id string, err error, roots ...[2]string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	msg := copyErrText(err, roots)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("local: snapshot of %s: %w (%v)", id, sberrors.ErrNotFound, err)
+		return fmt.Errorf("local: snapshot of %s: %w (%s)", id, sberrors.ErrNotFound, msg)
 	}
-	return sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %v", id, err)
+	return sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %s", id, msg)
+}
+
+// copyErrText is err's text with the path of a *fs.PathError rewritten
+// from a host path under one of roots ({host dir, sandbox name}) to the
+// sandbox's, clipped in the middle; a path under none is left out.
+func copyErrText(err error, roots [][2]string) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		s := err.Error()
+		for _, r := range roots {
+			s = strings.ReplaceAll(s, r[0], r[1])
+		}
+		return clipMiddle(s, 300)
+	}
+	p := ""
+	for _, r := range roots {
+		if rel, ok := strings.CutPrefix(pe.Path, r[0]); ok && (rel == "" || rel[0] == '/') {
+			p = r[1] + rel
+			break
+		}
+	}
+	if p == "" {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return pe.Op + " " + clipMiddle(p, 200) + ": " + pe.Err.Error()
+}
+
+// clipMiddle shortens s to about n bytes, keeping its start and end.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n/3] + "…" + s[len(s)-(n-n/3):]
 }
 
 // freezeMark names the file, in a sandbox's directory, that records a
