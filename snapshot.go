@@ -8,6 +8,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,8 +149,25 @@ func checkSnapshotID(op, provider, id string) error {
 		return invalid(op, provider, "", "snapshot id", "%d bytes, over 512", len(id))
 	case hasControl(id) || slices.Contains([]byte(id), ' '):
 		return invalid(op, provider, "", "snapshot id", "%q holds spaces or control characters", printable(id))
+	case impossibleSnapshotID(id):
+		return invalid(op, provider, "", "snapshot id", "%q cannot be a snapshot id (it reads as a file path: a leading \"/\" or a \".\", \"..\" or empty path element)", printable(id))
 	}
 	return nil
+}
+
+// impossibleSnapshotID reports whether id reads as a file path no
+// provider's snapshot id can be: a leading or trailing "/", or a
+// "/"-separated element that is empty, "." or "..". (Provider ids may hold
+// "/", as E2B's "<team>/<name>:<tag>" does, but never such elements.) Such
+// an id is refused rather than looked up, so a mistake is not answered
+// like a snapshot already deleted.
+func impossibleSnapshotID(id string) bool {
+	for el := range strings.SplitSeq(id, "/") {
+		if el == "" || el == "." || el == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshotMode applies the default mode and checks it against what the

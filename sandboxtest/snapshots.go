@@ -26,6 +26,7 @@ var snapshotTests = []test{
 	{name: "CancelledForkLeavesNothing", needs: needsFork, fn: testForkCancelled},
 	{name: "FullModeRefused", needs: needsSnapshots, fn: testSnapshotFullRefused},
 	{name: "BadInput", needs: needsSnapshots, fn: testSnapshotBadInput},
+	{name: "ImpossibleOrUnknownID", needs: needsSnapshots, fn: testSnapshotImpossibleID},
 	{name: "SparseFile", needs: needsSnapshots, fn: testSnapshotSparse},
 	{name: "ForkKeepsNoNetwork", needs: needsFork, fn: testForkNoNetwork},
 }
@@ -523,5 +524,37 @@ func testSnapshotSparse(ctx context.Context, t *testing.T, s *suite) {
 	unit, _ := strconv.ParseInt(f[2], 10, 64)
 	if used := blocks * unit; used > 64<<20 {
 		t.Errorf("the copy of a %d-byte sparse file uses %d bytes on disk: its hole was filled", size, used)
+	}
+}
+
+// testSnapshotImpossibleID checks the snapshot calls on ids no snapshot
+// can have (file paths) and on a well-formed id no snapshot has: the first
+// are InvalidArgument naming the id (never a silent success that reads as
+// "deleted"), the second NotFound for Get and nil for Delete, as for a
+// snapshot already deleted.
+func testSnapshotImpossibleID(ctx context.Context, t *testing.T, s *suite) {
+	for _, id := range []string{"../..", "/etc", "snap-../../x", "a/./b", "x/"} {
+		err := s.c.DeleteSnapshot(ctx, id)
+		wantCode(t, err, sandbox.InvalidArgument)
+		if err != nil && !strings.Contains(err.Error(), id) {
+			t.Errorf("DeleteSnapshot(%q): error %q does not name the id", id, err)
+		}
+		_, err = s.c.GetSnapshot(ctx, id)
+		wantCode(t, err, sandbox.InvalidArgument)
+		opts := s.labelled(nil)
+		opts.Template, opts.FromSnapshot = "", id
+		sb, err := s.c.Create(ctx, opts)
+		if err == nil {
+			destroyAtCleanup(t, sb)
+			t.Errorf("Create from snapshot %q made %s", id, sb.ID())
+			continue
+		}
+		wantCode(t, err, sandbox.InvalidArgument)
+	}
+	unknown := "snap-does-not-exist-" + randHex(4)
+	_, err := s.c.GetSnapshot(ctx, unknown)
+	wantCode(t, err, sandbox.NotFound, sandbox.ErrNotFound)
+	if err := s.c.DeleteSnapshot(ctx, unknown); err != nil {
+		t.Errorf("DeleteSnapshot of unknown %q: %v, want nil", unknown, err)
 	}
 }

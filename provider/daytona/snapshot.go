@@ -337,7 +337,10 @@ func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRe
 }
 
 // DeleteSnapshot removes a snapshot, by its ID or (as Snapshot may hand
-// back) its name; one already gone is not an error.
+// back) its name; one already gone is not an error. Only a snapshot this
+// SDK made (its name carries internal/snapname's encoding) is removed: a
+// Daytona snapshot is also what sandboxes are created from (the
+// organization's base images), so any other one is NotFound and stays.
 func (r *Runtime) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 	const op = "delete-snapshot"
 	if snapshotID == "" {
@@ -352,6 +355,9 @@ func (r *Runtime) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 		return r.clean(err)
 	case sn.State == "removing":
 		return nil
+	}
+	if _, _, ok := snapname.Decode(sn.Name); !ok {
+		return sberrors.Errorf(sberrors.NotFound, "daytona: %s: %q is not a snapshot this SDK made (its name %q does not carry the SDK's encoding); nothing deleted", op, snapshotID, sn.Name)
 	}
 	_, err = r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {
 		return r.api.RemoveSnapshot(ctx, sn.Id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -286,5 +287,49 @@ func TestSnapshotCancelledLeavesNothing(t *testing.T) {
 	}
 	if cut == 0 {
 		t.Log("every Snapshot finished before its deadline")
+	}
+}
+
+// A Daytona snapshot is also what sandboxes start from: DeleteSnapshot
+// removes only one this SDK made. A snapshot made by other means (the
+// dashboard, the CLI) is NotFound and stays.
+func TestDeleteSnapshotSparesForeignSnapshots(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
+	req, err := http.NewRequest("POST", e.fake.URL()+"/sandbox/"+src.ID+"/snapshot", strings.NewReader(`{"name":"hand-made"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.fake.APIKey())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST snapshot: %d", resp.StatusCode)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !slices.Contains(e.fake.Snapshots(), "hand-made"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hand-made snapshot never appeared: %v", e.fake.Snapshots())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hand, err := e.rt.GetSnapshot(ctx, "hand-made")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"hand-made", hand.ID} {
+		if err := e.rt.DeleteSnapshot(ctx, id); !errors.Is(err, sberrors.ErrNotFound) {
+			t.Errorf("DeleteSnapshot(%q) = %v, want NotFound", id, err)
+		}
+	}
+	if n := e.fake.Count("DELETE", "/snapshots/"+hand.ID); n != 0 {
+		t.Errorf("DeleteSnapshot sent DELETE /snapshots/%s %d times", hand.ID, n)
+	}
+	if got, err := e.rt.GetSnapshot(ctx, hand.ID); err != nil || got.Detail["daytona.state"] != "active" {
+		t.Errorf("the hand-made snapshot after DeleteSnapshot: %+v, %v", got, err)
 	}
 }

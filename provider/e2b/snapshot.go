@@ -212,11 +212,24 @@ func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRe
 }
 
 // DeleteSnapshot deletes the snapshot's template; one already gone is not
-// an error.
+// an error. E2B's DELETE /templates/{id} deletes any template, the
+// caller's base templates included, so only a snapshot this SDK made is
+// deleted: its name must carry the SDK's encoding (internal/snapname) and
+// GET /snapshots must list it. Any other ID (a plain template, a snapshot
+// made by other means) is NotFound and nothing is deleted.
 func (r *Runtime) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 	const op = "delete-snapshot"
 	if snapshotID == "" {
 		return sberrors.Errorf(sberrors.InvalidArgument, "e2b: %s: empty snapshot ID", op)
+	}
+	if !madeHere(snapshotID) {
+		return sberrors.Errorf(sberrors.NotFound, "e2b: %s: %q is not a snapshot this SDK made (a template or a snapshot made by other means); nothing deleted", op, snapshotID)
+	}
+	if _, err := r.GetSnapshot(ctx, snapshotID); err != nil {
+		if sberrors.CodeOf(err) == sberrors.NotFound {
+			return nil // already gone
+		}
+		return err
 	}
 	status, data, _, err := r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
 		return r.api.DeleteTemplate(ctx, snapshotID)
@@ -229,6 +242,19 @@ func (r *Runtime) DeleteSnapshot(ctx context.Context, snapshotID string) error {
 		return nil
 	}
 	return r.scrub(apiErr(op, status, data))
+}
+
+// madeHere reports whether snapshot ID id ("<team>/<name>:<tag>", or its
+// name) names a snapshot this SDK made: its name carries snapname's
+// encoding.
+func madeHere(id string) bool {
+	name := id
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	name, _, _ = strings.Cut(name, ":")
+	_, _, ok := snapname.Decode(name)
+	return ok
 }
 
 // Fork creates n sandboxes from sandbox id's current state (see the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -379,4 +380,61 @@ func TestForkNativeAnswerLost(t *testing.T) {
 	if ids := e.fake.Sandboxes(); len(ids) != 1 || ids[0] != src.ID {
 		t.Fatalf("sandboxes after a fork whose answer was lost: %v (want only the source)", ids)
 	}
+}
+
+// E2B's DELETE /templates/{id} deletes any template: DeleteSnapshot never
+// sends it for an ID that is not a snapshot this SDK made (a base
+// template, a snapshot made by other means), which is NotFound and stays.
+func TestDeleteSnapshotSparesTemplatesAndForeignSnapshots(t *testing.T) {
+	e := newMemoryEnv(t)
+	ctx := context.Background()
+	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
+	// A snapshot made by other means (the E2B CLI, another SDK): its name
+	// does not carry this SDK's encoding.
+	st, body := rawPost(t, e, "/sandboxes/"+src.ID+"/snapshots", `{"name":"hand-made"}`)
+	if st != 201 {
+		t.Fatalf("POST snapshots: %d %s", st, body)
+	}
+	foreign := e2bfake.Team + "/hand-made:default"
+	if _, err := e.rt.GetSnapshot(ctx, foreign); err != nil {
+		t.Fatalf("GetSnapshot of the hand-made snapshot: %v", err)
+	}
+	for _, id := range []string{"base", "base:default", foreign} {
+		err := e.rt.DeleteSnapshot(ctx, id)
+		if !errors.Is(err, sberrors.ErrNotFound) {
+			t.Errorf("DeleteSnapshot(%q) = %v, want NotFound", id, err)
+		}
+		ident, _, _ := strings.Cut(id, ":")
+		for _, k := range []string{"DELETE /templates/" + id, "DELETE /templates/" + ident} {
+			if n := e.fake.Count(k); n != 0 {
+				t.Errorf("DeleteSnapshot(%q) sent %s", id, k)
+			}
+		}
+	}
+	if _, err := e.rt.GetSnapshot(ctx, foreign); err != nil {
+		t.Errorf("the hand-made snapshot is gone: %v", err)
+	}
+	in, err := e.rt.Create(ctx, &driver.CreateRequest{Template: "base", Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("create from base after DeleteSnapshot(base): %v", err)
+	}
+	_ = e.rt.Destroy(ctx, in.ID)
+}
+
+// rawPost sends a control-plane POST to the fake as another E2B client would.
+func rawPost(t *testing.T, e *env, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", e.fake.APIURL()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", e.fake.APIKey())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -133,8 +133,8 @@ func (c *copier) entry(ctx context.Context, src, dst string) error {
 		if err != nil {
 			return err
 		}
-		if err := c.dst(func() error { return os.Symlink(target, dst) }); err != nil {
-			return err
+		if err := c.dst(func() error { return unix.Symlink(target, dst) }); err != nil {
+			return &fs.PathError{Op: "symlink", Path: dst, Err: err}
 		}
 		return c.finish(dst, uid, gid, 0, &st, true)
 	case unix.S_IFIFO:
@@ -201,7 +201,7 @@ func (c *copier) file(src, dst string, size int64) error {
 		c.copied++
 		if err := copySparse(in, out, size); err != nil {
 			out.Close()
-			return fmt.Errorf("copying %s: %w", src, err)
+			return &fs.PathError{Op: "copy", Path: src, Err: err}
 		}
 		return out.Close()
 	})

@@ -822,6 +822,7 @@ func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
 	if err != nil {
 		return driver.Info{}, err
 	}
+	r.thawStale(ctx, m, true)
 	m, err = r.enforceLease(ctx, m)
 	if err != nil {
 		return driver.Info{}, err
@@ -949,11 +950,13 @@ func (r *Runtime) reaper() {
 	defer close(r.reaped)
 	t := time.NewTicker(r.reapEach)
 	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		go func() {
@@ -963,7 +966,12 @@ func (r *Runtime) reaper() {
 			case <-ctx.Done():
 			}
 		}()
-		_, _, _ = r.List(ctx, &driver.ListRequest{})
+		// Sandboxes left frozen by a snapshot or fork whose process died
+		// (this Runtime's start included) are thawed.
+		r.thawStaleAll(ctx)
+		if !first {
+			_, _, _ = r.List(ctx, &driver.ListRequest{})
+		}
 		cancel()
 	}
 }
@@ -1196,6 +1204,9 @@ func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	err := r.update(id, func(m *meta) error {
 		out = m
 		if m.State != driver.StatePaused {
+			// Running, but maybe left frozen by a snapshot or fork
+			// whose process died: thaw it.
+			r.thawStaleLocked(ctx, m)
 			return nil
 		}
 		switch m.Paused {
@@ -1252,6 +1263,7 @@ func (r *Runtime) running(ctx context.Context, id string) (*meta, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.thawStale(ctx, m, false)
 	if m.State == driver.StatePaused {
 		return nil, errPaused(id)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -153,16 +154,21 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 	if err := os.Mkdir(filepath.Join(tmp, "home"), 0o700); err != nil {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
 	}
+	src := r.tmpOf(m)
+	roots := [][2]string{{r.home(id), "~"}, {filepath.Join(tmp, "home"), "~"}, {filepath.Join(tmp, "tmp"), "/tmp"}}
+	if src != "" {
+		roots = append(roots, [2]string{src, "/tmp"})
+	}
 	if err := cp.tree(ctx, r.home(id), filepath.Join(tmp, "home")); err != nil {
-		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err, roots...)
 	}
 	sm := snapMeta{UID: r.uidOf(m)}
-	if src := r.tmpOf(m); src != "" {
+	if src != "" {
 		if err := os.Mkdir(filepath.Join(tmp, "tmp"), 0o700); err != nil {
 			return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %w", id, err)
 		}
 		if err := cp.tree(ctx, src, filepath.Join(tmp, "tmp")); err != nil {
-			return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+			return driver.SnapshotInfo{}, snapErr(ctx, id, err, roots...)
 		}
 		sm.Tmp = true
 	}
@@ -189,7 +195,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		err = os.Rename(tmp, r.snapPath(sid))
 	}
 	if err != nil {
-		return driver.SnapshotInfo{}, snapErr(ctx, id, err)
+		return driver.SnapshotInfo{}, snapErr(ctx, id, err, [2]string{r.root, "the root"})
 	}
 	ok = true
 	return sm.Info, nil
@@ -209,44 +215,246 @@ func criuNote(path string) string {
 	return "installed at " + path + " but not used yet; full snapshots unavailable"
 }
 
-// snapErr classifies a failed copy.
-func snapErr(ctx context.Context, id string, err error) error {
+// snapErr classifies a failed copy. Its text names the file by its path
+// in the sandbox (roots maps host directories to what the sandbox calls
+// them), never the host's, and is bounded in length: a path the sandbox
+// made can be thousands of characters long.
+func snapErr(ctx context.Context, id string, err error, roots ...[2]string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	msg := copyErrText(err, roots)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("local: snapshot of %s: %w (%v)", id, sberrors.ErrNotFound, err)
+		return fmt.Errorf("local: snapshot of %s: %w (%s)", id, sberrors.ErrNotFound, msg)
 	}
-	return sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %v", id, err)
+	return sberrors.Errorf(sberrors.Internal, "local: snapshot of %s: %s", id, msg)
 }
 
-// freezeFor freezes sandbox m for a copy and returns what thaws it.
+// copyErrText is err's text with the path of a *fs.PathError rewritten
+// from a host path under one of roots ({host dir, sandbox name}) to the
+// sandbox's, clipped in the middle; a path under none is left out.
+func copyErrText(err error, roots [][2]string) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		s := err.Error()
+		for _, r := range roots {
+			s = strings.ReplaceAll(s, r[0], r[1])
+		}
+		return clipMiddle(s, 300)
+	}
+	p := ""
+	for _, r := range roots {
+		if rel, ok := strings.CutPrefix(pe.Path, r[0]); ok && (rel == "" || rel[0] == '/') {
+			p = r[1] + rel
+			break
+		}
+	}
+	if p == "" {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return pe.Op + " " + clipMiddle(p, 200) + ": " + pe.Err.Error()
+}
+
+// clipMiddle shortens s to about n bytes, keeping its start and end.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n/3] + "…" + s[len(s)-(n-n/3):]
+}
+
+// freezeMark names the file, in a sandbox's directory, that records a
+// freeze for a snapshot or fork while it lasts: "<pid> <start> <how>" of
+// the process that froze the sandbox (its start time in clock ticks, so a
+// reused pid is not taken for it) and how ("cgroup" or "signal"). It is
+// written before the freeze and removed after the thaw, so that when that
+// process dies in between (SIGKILL, OOM, a crash), any Runtime on the root
+// sees that the freeze has no owner left and thaws the sandbox (see
+// thawStale) instead of leaving it frozen for good.
+const freezeMark = "frozen"
+
+// freezeOwner is what a freezeMark file records.
+type freezeOwner struct {
+	pid   int
+	start uint64
+	how   string
+}
+
+func (r *Runtime) freezeMarkPath(id string) string { return filepath.Join(r.dir(id), freezeMark) }
+
+// writeFreezeMark records that this process freezes sandbox id, how.
+func (r *Runtime) writeFreezeMark(id, how string) error {
+	pid := os.Getpid()
+	p := r.freezeMarkPath(id)
+	tmp := p + ".tmp-" + strconv.Itoa(pid)
+	b := fmt.Appendf(nil, "%d %d %s\n", pid, procStart(pid), how)
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// readFreezeMark reads sandbox id's freeze record. has is false when
+// there is none; a record that does not parse (a write cut short) has an
+// owner no process matches.
+func (r *Runtime) readFreezeMark(id string) (o freezeOwner, has bool) {
+	b, err := os.ReadFile(r.freezeMarkPath(id))
+	if err != nil {
+		return o, !errors.Is(err, os.ErrNotExist)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 3 {
+		o.pid, _ = strconv.Atoi(f[0])
+		o.start, _ = strconv.ParseUint(f[1], 10, 64)
+		o.how = f[2]
+	}
+	return o, true
+}
+
+// frozen reports whether the sandbox's cgroup is frozen or freezing.
+func (sc sandboxCgroups) frozen() bool {
+	if sc.V2 != "" {
+		if b, err := os.ReadFile(sc.V2 + "/cgroup.freeze"); err == nil && strings.TrimSpace(string(b)) == "1" {
+			return true
+		}
+	}
+	if fz := sc.V1["freezer"]; fz != "" {
+		if b, err := os.ReadFile(fz + "/freezer.state"); err == nil && strings.TrimSpace(string(b)) != "THAWED" {
+			return true
+		}
+	}
+	return false
+}
+
+// freezeFor freezes sandbox m for a copy and returns what thaws it. The
+// caller holds m's lock until it has thawed. The freeze is recorded first
+// (freezeMark), so that it outlives no process that made it.
 func (r *Runtime) freezeFor(ctx context.Context, m *meta) (thaw func(), err error) {
+	if err := r.writeFreezeMark(m.ID, "cgroup"); err != nil {
+		return nil, sberrors.Errorf(sberrors.Internal, "local: freezing %s for a snapshot: %w", m.ID, err)
+	}
+	unmark := func() { _ = os.Remove(r.freezeMarkPath(m.ID)) }
 	ok, err := m.Cgroups.freeze(ctx, true)
 	if err != nil {
 		_, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false)
+		unmark()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, sberrors.Errorf(sberrors.Internal, "local: freezing %s for a snapshot: %w", m.ID, err)
 	}
 	if ok {
-		return func() { _, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false) }, nil
+		return func() {
+			_, _ = m.Cgroups.freeze(context.WithoutCancel(ctx), false)
+			unmark()
+		}, nil
 	}
 	if !procAlive(m.AgentPID, m.AgentAt) {
+		unmark()
 		return func() {}, nil // no process: nothing writes
 	}
+	if err := r.writeFreezeMark(m.ID, "signal"); err != nil {
+		unmark()
+		return nil, sberrors.Errorf(sberrors.Internal, "local: stopping %s for a snapshot: %w", m.ID, err)
+	}
+	cont := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = agentCall(cctx, r.sock(m.ID), &request{Op: "cont"})
+	}
 	if err := agentCall(ctx, r.sock(m.ID), &request{Op: "stop"}); err != nil {
+		cont() // the agent may have stopped some before failing
+		unmark()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, sberrors.Errorf(sberrors.Internal, "local: stopping %s for a snapshot: %w", m.ID, err)
 	}
-	return func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = agentCall(cctx, r.sock(m.ID), &request{Op: "cont"})
-	}, nil
+	return func() { cont(); unmark() }, nil
+}
+
+// thawStale thaws sandbox m when a freeze for a snapshot or fork outlived
+// the process that made it: its freezeMark names a process gone, or, with
+// full (the reaper, Get, Resume), its cgroup is frozen while its state
+// is not paused. The check without a stale record costs a failed open
+// (and with full, a read of the cgroup's freeze state); the thaw itself
+// happens under the sandbox's lock, which every freeze holds while it
+// lasts, so it never undoes a live snapshot's freeze nor a Pause.
+func (r *Runtime) thawStale(ctx context.Context, m *meta, full bool) {
+	o, has := r.readFreezeMark(m.ID)
+	switch {
+	case has && procAlive(o.pid, o.start):
+		return // a live snapshot or fork: it thaws when done
+	case has:
+	case full && m.State != driver.StatePaused && m.Cgroups.frozen():
+	default:
+		return
+	}
+	l, err := r.lock(m.ID)
+	if err != nil {
+		return
+	}
+	defer l.unlock()
+	lm, err := l.read(m.ID)
+	if err != nil {
+		return
+	}
+	r.thawStaleLocked(ctx, lm)
+	*m = *lm
+}
+
+// thawStaleLocked is thawStale's work, with m's lock held: no freeze of a
+// live snapshot can be under way, so a freeze record is stale, and so is
+// a frozen cgroup unless the sandbox is paused.
+func (r *Runtime) thawStaleLocked(ctx context.Context, m *meta) {
+	o, has := r.readFreezeMark(m.ID)
+	if has && procAlive(o.pid, o.start) && o.pid != os.Getpid() {
+		return // cannot be with the lock held; never undo a live freeze
+	}
+	if m.State == driver.StatePaused {
+		// Paused since: the pause owns the freeze now.
+		if has {
+			_ = os.Remove(r.freezeMarkPath(m.ID))
+		}
+		return
+	}
+	if !has && !m.Cgroups.frozen() {
+		return
+	}
+	r.log.Warn("sandbox/local: thawing a sandbox left frozen by an interrupted snapshot or fork", "id", m.ID)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, _ = m.Cgroups.freeze(tctx, false)
+	if has && o.how == "signal" && procAlive(m.AgentPID, m.AgentAt) {
+		_ = agentCall(tctx, r.sock(m.ID), &request{Op: "cont"})
+	}
+	if has {
+		_ = os.Remove(r.freezeMarkPath(m.ID))
+	}
+}
+
+// thawStaleAll runs thawStale (full) on every sandbox under the root: at
+// the Runtime's start and on each pass of its reaper.
+func (r *Runtime) thawStaleAll(ctx context.Context) {
+	ents, err := os.ReadDir(r.root)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if ctx.Err() != nil {
+			return
+		}
+		if !e.IsDir() || !idRE.MatchString(e.Name()) {
+			continue
+		}
+		if m, err := r.readMeta(e.Name()); err == nil {
+			r.thawStale(ctx, m, true)
+		}
+	}
 }
 
 // readSnap reads a snapshot's meta.json.
