@@ -288,7 +288,7 @@ func (r *Runtime) connect(ctx context.Context, m *meta) (net.Conn, *meta, error)
 	if ctx.Err() != nil {
 		return nil, m, ctx.Err()
 	}
-	l, err := r.lock(m.ID)
+	l, err := r.lockCtx(ctx, m.ID)
 	if err != nil {
 		return nil, m, err
 	}

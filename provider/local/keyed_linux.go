@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
@@ -62,22 +61,13 @@ func (r *Runtime) CreateKeyed(ctx context.Context, key string, req *driver.Creat
 
 // lockCtx takes f's exclusive flock, polling so that ctx bounds the wait.
 func lockCtx(ctx context.Context, f *os.File) error {
-	delay := 2 * time.Millisecond
-	for {
-		err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if err != syscall.EWOULDBLOCK {
-			return sberrors.Errorf(sberrors.Internal, "local: key lock: %w", err)
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("local: waiting for the key lock: %w", ctx.Err())
-		case <-t.C:
-		}
-		delay = min(delay*2, 50*time.Millisecond)
+	err := flockCtx(ctx, f, syscall.LOCK_EX)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("local: waiting for the key lock: %w", ctx.Err())
+	default:
+		return sberrors.Errorf(sberrors.Internal, "local: key lock: %w", err)
 	}
 }

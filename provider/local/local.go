@@ -818,7 +818,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 
 // Get returns the sandbox's Info, enforcing its lease first.
 func (r *Runtime) Get(ctx context.Context, id string) (driver.Info, error) {
-	m, err := r.readMeta(id)
+	m, err := r.readMetaCtx(ctx, id)
 	if err != nil {
 		return driver.Info{}, err
 	}
@@ -982,7 +982,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !idRE.MatchString(id) {
 		return nil
 	}
-	l, err := r.lock(id)
+	l, err := r.lockCtx(ctx, id)
 	if err != nil && sberrors.CodeOf(err) != sberrors.NotFound {
 		return err
 	}
@@ -1259,7 +1259,7 @@ func errPaused(id string) error {
 
 // running reads the metadata of id and fails when the sandbox is paused.
 func (r *Runtime) running(ctx context.Context, id string) (*meta, error) {
-	m, err := r.readMeta(id)
+	m, err := r.readMetaCtx(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -167,6 +168,13 @@ func (r *Runtime) readStatic(id string) (*meta, error) {
 // readMeta reads the metadata of id. A sandbox that does not exist is
 // NotFound; an unreadable or corrupt file is Internal and names the file.
 func (r *Runtime) readMeta(id string) (*meta, error) {
+	return r.readMetaCtx(context.Background(), id)
+}
+
+// readMetaCtx is readMeta with the wait for the state's lock bounded by
+// ctx: a snapshot or fork holds a sandbox's lock while it copies, and a
+// call with a deadline must not wait past it.
+func (r *Runtime) readMetaCtx(ctx context.Context, id string) (*meta, error) {
 	m, err := r.readStatic(id)
 	if err != nil {
 		return nil, err
@@ -179,7 +187,10 @@ func (r *Runtime) readMeta(id string) (*meta, error) {
 		return nil, sberrors.Errorf(sberrors.Internal, "local: reading state of %s: %w", id, err)
 	}
 	defer f.Close()
-	if err := flock(f, syscall.LOCK_SH); err != nil {
+	if err := flockCtx(ctx, f, syscall.LOCK_SH); err != nil {
+		if ctx.Err() != nil {
+			return nil, busy(id, err)
+		}
 		return nil, sberrors.Errorf(sberrors.Internal, "local: lock state of %s: %w", id, err)
 	}
 	return m, r.readState(f, m)
@@ -210,6 +221,35 @@ func flock(f *os.File, how int) error {
 	}
 }
 
+// flockCtx takes f's flock (how is LOCK_SH or LOCK_EX) at once when it is
+// free, else polls until it is or ctx ends (ctx.Err() then).
+func flockCtx(ctx context.Context, f *os.File, how int) error {
+	err := flock(f, how|syscall.LOCK_NB)
+	if err != syscall.EWOULDBLOCK {
+		return err
+	}
+	delay := 2 * time.Millisecond
+	for {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := flock(f, how|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+			return err
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
+
+// busy is the error of a call whose ctx ended while another call (a
+// snapshot or fork copying the sandbox, say) held the sandbox's lock.
+func busy(id string, err error) error {
+	return fmt.Errorf("local: sandbox %s is busy (another call, such as a snapshot or fork, holds it): %w", id, err)
+}
+
 // locked is a sandbox's state file held under an exclusive lock, shared
 // by every process using the root.
 type locked struct {
@@ -219,14 +259,24 @@ type locked struct {
 
 // lock takes the sandbox's exclusive lock.
 func (r *Runtime) lock(id string) (*locked, error) {
+	return r.lockCtx(context.Background(), id)
+}
+
+// lockCtx is lock with the wait bounded by ctx.
+func (r *Runtime) lockCtx(ctx context.Context, id string) (*locked, error) {
 	if !idRE.MatchString(id) {
 		return nil, sberrors.Errorf(sberrors.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sberrors.ErrNotFound)
 	}
-	return r.lockPath(id)
+	return r.lockPathCtx(ctx, id)
 }
 
 // lockPath is lock for a directory name already known to be safe.
 func (r *Runtime) lockPath(id string) (*locked, error) {
+	return r.lockPathCtx(context.Background(), id)
+}
+
+// lockPathCtx is lockPath with the wait bounded by ctx.
+func (r *Runtime) lockPathCtx(ctx context.Context, id string) (*locked, error) {
 	f, err := os.OpenFile(filepath.Join(r.dir(id), stateFile), os.O_RDWR, 0)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -234,8 +284,11 @@ func (r *Runtime) lockPath(id string) (*locked, error) {
 		}
 		return nil, fmt.Errorf("local: lock: %w", err)
 	}
-	if err := flock(f, syscall.LOCK_EX); err != nil {
+	if err := flockCtx(ctx, f, syscall.LOCK_EX); err != nil {
 		f.Close()
+		if ctx.Err() != nil {
+			return nil, busy(id, err)
+		}
 		return nil, fmt.Errorf("local: lock: %w", err)
 	}
 	return &locked{r: r, f: f}, nil

@@ -394,7 +394,7 @@ func (r *Runtime) thawStale(ctx context.Context, m *meta, full bool) {
 	default:
 		return
 	}
-	l, err := r.lock(m.ID)
+	l, err := r.lockCtx(ctx, m.ID)
 	if err != nil {
 		return
 	}
