@@ -21,8 +21,8 @@ func TestConformance(t *testing.T) {
 	// The local backend's egress proxy enforces the allow-lists, and
 	// reaches the Brokered group's loopback upstream (Harness.Egress).
 	up := newEgressUpstream(t)
-	h := harness(func(t *testing.T) *env { return newEnvOn(t, up.backend(t), nil) }, skips)
-	h.Egress = up.hooks()
+	h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil) }, skips)
+	h.Egress = up.Hooks()
 	sandboxtest.Run(t, h)
 }
 

@@ -19,9 +19,9 @@ func TestConformance(t *testing.T) {
 	// upstream (Harness.Egress).
 	up := newEgressUpstream(t)
 	h := harness(func(t *testing.T, opts ...e2bfake.Option) *env {
-		return newEnvOver(t, up.backend(t), opts...)
+		return newEnvOver(t, up.Backend(t), opts...)
 	})
-	h.Egress = up.hooks()
+	h.Egress = up.Hooks()
 	sandboxtest.Run(t, h)
 }
 
