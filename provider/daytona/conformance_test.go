@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 	// reaches the Brokered group's loopback upstream (Harness.Egress).
 	up := newEgressUpstream(t)
 	h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil) }, skips)
-	h.Egress = up.Hooks()
+	h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
 	sandboxtest.Run(t, h)
 }
 

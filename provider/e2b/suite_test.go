@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 	h := harness(func(t *testing.T, opts ...e2bfake.Option) *env {
 		return newEnvOver(t, up.Backend(t), opts...)
 	})
-	h.Egress = up.Hooks()
+	h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
 	sandboxtest.Run(t, h)
 }
 

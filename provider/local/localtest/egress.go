@@ -23,7 +23,6 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/local"
-	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // EgressUpstream is the loopback HTTPS server behind the names a local
@@ -97,18 +96,18 @@ func (u *EgressUpstream) Handle(h http.Handler) {
 	u.mu.Unlock()
 }
 
-// Hooks are the conformance suite's egress hooks over u.
-func (u *EgressUpstream) Hooks() sandboxtest.EgressHooks {
-	return sandboxtest.EgressHooks{
-		Upstream: func(t *testing.T, h http.Handler) (string, string) {
-			u.Handle(h)
-			t.Cleanup(func() { u.Handle(nil) })
-			return SecretHost, OtherHost
-		},
-		// HTTPS through the proxy of the backend sandbox's variables; -k:
-		// the sandbox does not trust the test's own certificate.
-		Fetch: func(url, name, value string) []string {
-			return []string{"curl", "-fsSk", "--max-time", "20", "-H", name + ": " + value, strings.Replace(url, "http://", "https://", 1)}
-		},
-	}
+// Upstream serves h under SecretHost and OtherHost until t ends, and
+// returns the two names (the conformance suite's EgressHooks.Upstream).
+func (u *EgressUpstream) Upstream(t *testing.T, h http.Handler) (secretHost, otherHost string) {
+	u.Handle(h)
+	t.Cleanup(func() { u.Handle(nil) })
+	return SecretHost, OtherHost
+}
+
+// Fetch is the argv of an HTTPS GET of url with the header "name: value",
+// sent through the proxy in the backend sandbox's environment (the
+// conformance suite's EgressHooks.Fetch); -k: the sandbox does not trust
+// the test's own certificate.
+func (u *EgressUpstream) Fetch(url, name, value string) []string {
+	return []string{"curl", "-fsSk", "--max-time", "20", "-H", name + ": " + value, strings.Replace(url, "http://", "https://", 1)}
 }
