@@ -8,6 +8,21 @@ GO ?= go
 TESTTIMEOUT ?= 45m
 test: vet cross
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+	$(MAKE) test-modules
+
+# MODULES: the modules nested in this repository (framework adapters under
+# contrib/, providers whose dependencies the core must not carry). Each
+# builds alone (GOWORK=off: its replace directive points at this checkout),
+# is vetted for macOS and Windows too, and runs its tests.
+MODULES := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod provider/*/go.mod))
+.PHONY: test-modules
+test-modules:
+	@set -e; for m in $(MODULES); do \
+		echo "== module $$m"; \
+		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off GOOS=darwin $(GO) vet ./... && \
+			GOWORK=off GOOS=windows $(GO) vet ./... && \
+			GOWORK=off $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); \
+	done
 
 vet:
 	$(GO) vet ./...
