@@ -45,6 +45,7 @@ type sbx struct {
 	polls                             int // GETs left in "creating"
 	backendID, home                   string
 	previewToken                      string // preview.go; "" until a preview URL is asked for
+	sampler                           sampler // metrics.go; guarded by smu
 
 	smu      sync.Mutex
 	sessions map[string]*session
