@@ -636,6 +636,7 @@ func (s *mcpServer) addTools() {
 			}
 			return s.redactedLogs(ctx, r.ReadLogs, in.Offset, in.MaxBytes)
 		})
+	s.addMetricsTool()
 }
 
 func runStatus(ctx context.Context, r *run.Run) (runStatusOut, error) {
