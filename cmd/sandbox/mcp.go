@@ -585,6 +585,7 @@ func (s *mcpServer) addTools() {
 			}
 			return out, resultErr(r.Error)
 		})
+	s.addMetricsTool()
 	if !s.cfg.AllowExecute {
 		return
 	}
@@ -636,7 +637,6 @@ func (s *mcpServer) addTools() {
 			}
 			return s.redactedLogs(ctx, r.ReadLogs, in.Offset, in.MaxBytes)
 		})
-	s.addMetricsTool()
 }
 
 func runStatus(ctx context.Context, r *run.Run) (runStatusOut, error) {
