@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // findRow returns the row of id in top's JSON output.
@@ -121,5 +122,34 @@ func TestMCPMetrics(t *testing.T) {
 	cr := call(t, cs, "metrics", map[string]any{})
 	if strings.Contains(text(cr), `"cpu_seconds":0`) {
 		t.Errorf("unknown CPU printed as 0: %s", text(cr))
+	}
+}
+
+// Without --once, top redraws every --interval, showing a sandbox created
+// after it started, until interrupted: then it exits 130.
+func TestCLITopRefreshes(t *testing.T) {
+	url := cleanMemoryURL(t)
+	first := createSandbox(t, url)
+	var out, errb lockedBuffer
+	a := newApp(nil, &out, &errb)
+	a.getenv = func(string) string { return "" }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- a.run(ctx, []string{"--url", url, "top", "--interval", "100ms"}) }()
+	waitOutput(t, &out, first)
+	second := createSandbox(t, url)
+	waitOutput(t, &out, second)
+	if n := strings.Count(out.String(), clearScreen); n < 2 {
+		t.Errorf("%d redraws, want at least 2: %q", n, out.String())
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitInterrupted {
+			t.Errorf("top ended with %d, want %d (stderr %q)", c, exitInterrupted, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("top did not end within 10s of its context")
 	}
 }
