@@ -187,6 +187,29 @@ var metricsTests = []test{
 			return m.Processes >= before.Processes+1
 		})
 	}},
+	{name: "Paused", needs: func(c sandbox.Capabilities) string {
+		if r := needsMetrics(c); r != "" {
+			return r
+		}
+		return needsPause(c)
+	}, fn: func(ctx context.Context, t *testing.T, s *suite) {
+		// A paused sandbox reports what it holds, or refuses with
+		// ErrPaused; it never fails otherwise, and resumes as it was.
+		sb := s.create(ctx, t, nil)
+		check(t, sb.Pause(ctx))
+		m, err := sb.Metrics(ctx)
+		switch {
+		case errors.Is(err, sandbox.ErrPaused):
+		case err != nil:
+			t.Fatalf("Metrics of a paused sandbox: %v, want values or an error matching ErrPaused", err)
+		default:
+			checkMetrics(t, m)
+		}
+		if err := sb.Resume(ctx); err != nil {
+			t.Fatalf("Resume: %v", err)
+		}
+		readMetrics(ctx, t, sb)
+	}},
 	{name: "Gone", needs: needsMetrics, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		check(t, sb.Destroy(ctx))
