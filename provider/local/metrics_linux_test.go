@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 )
 
@@ -81,4 +82,37 @@ func cpuacctMounted() bool {
 		}
 	}
 	return false
+}
+
+// With a disk quota (DiskGiB), Metrics reports the home file system's
+// use and size: the limit is the quota, and a file written moves the use.
+func TestMetricsDiskQuota(t *testing.T) {
+	ctx := context.Background()
+	c := nsClient(t)
+	rt := c.Runtime().(*Runtime)
+	if why := rt.diskUnsupported(L4); why != "" {
+		t.Skip(why)
+	}
+	sb, err := c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Destroy(ctx) }()
+	before, err := sb.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.DiskLimitBytes < 900<<20 || before.DiskLimitBytes > 1<<30 || before.DiskBytes < 0 || before.DiskBytes > before.DiskLimitBytes {
+		t.Fatalf("with a 1 GiB quota: disk %d of %d", before.DiskBytes, before.DiskLimitBytes)
+	}
+	if _, err := sb.Exec(ctx, sandbox.Command{Shell: "dd if=/dev/zero of=big bs=1M count=50 && sync"}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := sb.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.DiskBytes < before.DiskBytes+40<<20 {
+		t.Errorf("disk use %d → %d after writing 50 MiB", before.DiskBytes, after.DiskBytes)
+	}
 }
