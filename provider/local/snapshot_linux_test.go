@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxkit/sandbox/sberrors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // A snapshot lives under the root: a new Runtime (a restart) lists it and
@@ -240,4 +241,108 @@ func TestForkNative(t *testing.T) {
 	assert.Zero(t, n, "a native fork makes no snapshot")
 	_, err = rt.Fork(ctx, "sbx-00000000000000-00000000", 1, &driver.CreateRequest{})
 	assert.Equal(t, sberrors.NotFound, sberrors.CodeOf(err))
+}
+
+// mkChain makes a chain of depth directories named "d" under dir, one
+// name at a time (the chain is far longer than PATH_MAX), and writes
+// "bottom" in the deepest with content; a hard link to it sits at the
+// top. It returns nothing: it fails the test.
+func mkChain(t *testing.T, dir string, depth int, content string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	for i := range depth {
+		require.NoError(t, unix.Mkdirat(fd, "d", 0o755), "level %d", i)
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		require.NoError(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, "bottom", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o640)
+	require.NoError(t, err)
+	_, err = unix.Write(f, []byte(content))
+	require.NoError(t, err)
+	unix.Close(f)
+	top, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	defer unix.Close(top)
+	require.NoError(t, unix.Linkat(fd, "bottom", top, "top-link", 0))
+}
+
+// readChain walks the chain mkChain made under dir and returns the
+// content of its bottom file and the mode of the deepest directory.
+func readChain(t *testing.T, dir string, depth int) (string, uint32) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	for i := range depth {
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		require.NoError(t, err, "level %d of the copy", i)
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	f, err := unix.Openat(fd, "bottom", unix.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer unix.Close(f)
+	b := make([]byte, 100)
+	n, err := unix.Read(f, b)
+	require.NoError(t, err)
+	return string(b[:n]), st.Mode & 0o7777
+}
+
+// A tree far deeper than PATH_MAX (5000 directories, 10000 bytes of
+// path) survives snapshot and restore whole, with its hard link kept,
+// and the copy holds a bounded number of descriptors.
+func TestSnapshotDeepTree(t *testing.T) {
+	const depth = 5000
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := levelRuntime(t, L1)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	mkChain(t, rt.home(sb.ID()), depth, "deep down")
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+	require.NoError(t, err)
+	defer c.DeleteSnapshot(ctx, snap.ID)
+	assert.Greater(t, snap.Size, int64(depth)*512, "the size counts the whole chain")
+	require.NoError(t, sb.Destroy(ctx))
+	child, err := c.Create(ctx, sandbox.CreateOptions{FromSnapshot: snap.ID})
+	require.NoError(t, err)
+	defer child.Destroy(ctx)
+	got, mode := readChain(t, rt.home(child.ID()), depth)
+	assert.Equal(t, "deep down", got)
+	assert.Equal(t, uint32(0o755), mode)
+	var a unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(rt.home(child.ID()), "top-link"), &a))
+	assert.Equal(t, uint64(2), uint64(a.Nlink), "the hard link to the bottom file is kept")
+	// The copy in the snapshot itself is whole too.
+	got, _ = readChain(t, filepath.Join(rt.snapPath(snap.ID), "home"), depth)
+	assert.Equal(t, "deep down", got)
+}
+
+// The walk keeps at most keepOpen levels of directories open: a copy of
+// a deep chain with a descriptor limit far below its depth succeeds.
+func TestCopyDeepTreeFewDescriptors(t *testing.T) {
+	const depth = 3000
+	src, dst := t.TempDir(), t.TempDir()
+	mkChain(t, src, depth, "x")
+	var old unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &old))
+	lim := old
+	lim.Cur = 1024
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim))
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	cp := newCopier(-1, -1)
+	require.NoError(t, cp.tree(context.Background(), src, dst))
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &old))
+	got, _ := readChain(t, dst, depth)
+	assert.Equal(t, "x", got)
+	assert.Greater(t, diskUsage(dst), int64(0))
 }
