@@ -201,9 +201,20 @@
 // Capabilities.SnapshotNote what the host offers. The Runtime is a
 // driver.Forker too: Fork freezes the source once and copies its files
 // straight into each new sandbox (at most 4 at a time), with no snapshot
-// in between. Full mode (processes
-// and memory) needs CRIU (Debian package criu) and is not offered yet: it
-// is FailedPrecondition saying so.
+// in between.
+//
+// Full mode (processes and memory) is not offered: it is
+// FailedPrecondition naming what the host lacks, and
+// Capabilities.SnapshotNote and each snapshot's Detail["full_mode"] say
+// the same. It would need CRIU (Debian package criu) passing `criu
+// check` on the host's kernel (probed once per process: Debian 12's
+// criu 3.17 fails it on kernels from 6.13 on, whose vDSO layout it
+// predates), and a restore of the checkpointed processes into the new
+// sandbox, which is not built: CRIU gives restored processes their old
+// process ids, which at L1 and L2 (no pid namespace) the source
+// sandbox's processes still hold, and at L3 and L4 the processes live in
+// the agent's user, mount and pid namespaces, which CRIU checkpoints
+// only whole, agent included.
 //
 // # Network
 //

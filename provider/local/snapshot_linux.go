@@ -34,7 +34,9 @@ import (
 // thawed after, unless it was paused. Files are reflinked (FICLONE) where
 // the root's file system clones (XFS, btrfs, bcachefs), else copied with
 // their holes kept; modes, owners, times, symbolic and hard links go with
-// them. Full mode (processes and memory) is not offered: it needs CRIU.
+// them. Full mode (processes and memory) is not offered: see fullMissing
+// for what the host lacks (CRIU, Debian package criu, and a restore of
+// the checkpoint into a new sandbox).
 
 // snapDir is the directory under the root that holds the snapshots.
 const snapDir = "snapshots"
@@ -64,7 +66,6 @@ func (r *Runtime) snapMetaPath(id string) string { return filepath.Join(r.snapPa
 type snapFacts struct {
 	once    sync.Once
 	reflink bool
-	criu    string
 }
 
 func (r *Runtime) snapFacts() *snapFacts {
@@ -73,9 +74,93 @@ func (r *Runtime) snapFacts() *snapFacts {
 		// The snapshots live on the root's file system: probe there,
 		// without making their directory before the first snapshot.
 		f.reflink = reflinks(r.root)
-		f.criu, _ = exec.LookPath("criu")
 	})
 	return f
+}
+
+// criuFacts is what the host offers for full snapshots: whether CRIU is
+// installed and whether `criu check` passes on this kernel. The host does
+// not change under a program, so it is probed once per process, on first
+// use, with a time bound.
+type criuFacts struct {
+	path string // "" when not installed
+	// checkErr is why `criu check` failed ("" when it passed).
+	checkErr string
+}
+
+var (
+	criuOnce  sync.Once
+	criuProbe criuFacts
+)
+
+// criuCheckTimeout bounds the `criu check` probe.
+const criuCheckTimeout = 20 * time.Second
+
+func probeCRIU() criuFacts {
+	criuOnce.Do(func() {
+		path, _ := exec.LookPath("criu")
+		criuProbe = checkCRIU(path, criuCheckTimeout)
+	})
+	return criuProbe
+}
+
+// checkCRIU runs `path check` (nothing when path is ""), bounded by
+// timeout.
+func checkCRIU(path string, timeout time.Duration) criuFacts {
+	f := criuFacts{path: path}
+	if path == "" {
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "check")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
+		f.checkErr = fmt.Sprintf("did not finish within %v", timeout)
+	case err != nil:
+		f.checkErr = criuCheckReason(string(out), err)
+	}
+	return f
+}
+
+// criuCheckReason is the first error `criu check` printed (its lines
+// read "Error (file:line): what"), else the way it ended; bounded.
+func criuCheckReason(out string, err error) string {
+	why := ""
+	for line := range strings.Lines(out) {
+		line = strings.TrimSpace(line)
+		if _, rest, ok := strings.Cut(line, "Error ("); ok {
+			if _, msg, ok := strings.Cut(rest, "): "); ok {
+				why = msg
+				break
+			}
+		}
+		if why == "" && line != "" {
+			why = line
+		}
+	}
+	if why == "" {
+		why = err.Error()
+	}
+	return clipMiddle(why, 200)
+}
+
+// fullMissing says why this host cannot take full snapshots of a sandbox:
+// what is missing, for the FailedPrecondition, Capabilities and Detail.
+// Restoring a checkpoint into a new sandbox (its processes with their
+// ids, inside the new sandbox's namespaces and under its agent) is not
+// built on any isolation level, so even where CRIU runs the answer names
+// that; where CRIU does not run, it names what is missing first.
+func fullMissing(f criuFacts) string {
+	switch {
+	case f.path == "":
+		return "CRIU is not installed (Debian package criu)"
+	case f.checkErr != "":
+		return "CRIU at " + f.path + " does not work on this kernel (criu check: " + f.checkErr + "; a newer criu may)"
+	}
+	return "CRIU at " + f.path + " passes criu check, but this provider does not restore checkpointed processes into a new sandbox at any isolation level yet"
 }
 
 // snapshotNote says what the host offers, for Capabilities and Detail.
@@ -85,7 +170,7 @@ func (r *Runtime) snapshotNote() string {
 	if f.reflink {
 		how = "files reflinked (copy-on-write)"
 	}
-	return "filesystem snapshots: " + how + "; mode full needs CRIU (Debian package criu), which this provider does not use yet"
+	return "filesystem snapshots: " + how + "; mode full (processes and memory) unavailable: " + fullMissing(probeCRIU())
 }
 
 // uidOf returns the host uid that owns the files of sandbox m's user.
@@ -117,7 +202,7 @@ func (r *Runtime) tmpOf(m *meta) string {
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	if req.Mode != driver.SnapshotFilesystem {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition,
-			"local: snapshot mode %q needs CRIU (Debian package criu), which this provider does not use yet; mode filesystem is available", req.Mode)
+			"local: snapshot mode %q (processes and memory) is unavailable: %s; mode %q is available", req.Mode, fullMissing(probeCRIU()), driver.SnapshotFilesystem)
 	}
 	if !idRE.MatchString(id) {
 		return driver.SnapshotInfo{}, notFound(r, id)
@@ -181,7 +266,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		CreatedAt: r.now().UTC(), Labels: maps.Clone(req.Labels), SourceID: id, Template: m.Template,
 		Detail: map[string]string{
 			"copy": how, "files_reflinked": strconv.Itoa(cp.reflinked), "files_copied": strconv.Itoa(cp.copied),
-			"kept": keptWhat(sm.Tmp), "criu": criuNote(facts.criu),
+			"kept": keptWhat(sm.Tmp), "full_mode": "unavailable: " + fullMissing(probeCRIU()),
 		},
 	}
 	b, err := json.MarshalIndent(sm, "", "  ")
@@ -206,13 +291,6 @@ func keptWhat(tmp bool) string {
 		return "home and temporary directory"
 	}
 	return "home (the temporary directory, a tmpfs, went with the agent)"
-}
-
-func criuNote(path string) string {
-	if path == "" {
-		return "not installed (Debian package criu); full snapshots unavailable"
-	}
-	return "installed at " + path + " but not used yet; full snapshots unavailable"
 }
 
 // snapErr classifies a failed copy. Its text names the file by its path

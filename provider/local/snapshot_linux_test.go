@@ -5,6 +5,7 @@ package local
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -155,14 +156,20 @@ func TestSnapshotFreezesAndThaws(t *testing.T) {
 	}
 }
 
-// Full mode is refused naming CRIU; the capabilities say what the host
-// offers.
+// Full mode is refused naming what the host lacks (the package criu, or
+// why criu does not work here); the capabilities say the same.
 func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t)
 	caps := rt.Capabilities()
 	assert.Equal(t, []driver.SnapshotMode{driver.SnapshotFilesystem}, caps.SnapshotModes)
-	assert.Contains(t, caps.SnapshotNote, "criu")
+	missing := fullMissing(probeCRIU())
+	assert.Contains(t, caps.SnapshotNote, "mode full (processes and memory) unavailable: "+missing)
+	if _, err := exec.LookPath("criu"); err != nil {
+		assert.Contains(t, missing, "Debian package criu")
+	} else {
+		assert.Contains(t, missing, "CRIU at ")
+	}
 	c := sandbox.NewClient(rt)
 	defer c.Close()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
@@ -170,10 +177,53 @@ func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	defer sb.Destroy(ctx)
 	_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull})
 	assert.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err))
-	assert.Contains(t, err.Error(), "needs CRIU (Debian package criu)")
-	// The driver refuses it on its own too.
+	assert.Contains(t, err.Error(), `"full"`)
+	assert.Contains(t, err.Error(), missing)
+	// The driver refuses it on its own too, naming the mode and the reason.
 	_, err = rt.Snapshot(ctx, sb.ID(), &driver.SnapshotRequest{Mode: driver.SnapshotFull})
-	assert.Contains(t, err.Error(), "Debian package criu")
+	assert.Equal(t, sberrors.FailedPrecondition, sberrors.CodeOf(err))
+	assert.Contains(t, err.Error(), `snapshot mode "full"`)
+	assert.Contains(t, err.Error(), missing)
+	// A filesystem snapshot's Detail says the same.
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+	require.NoError(t, err)
+	defer c.DeleteSnapshot(ctx, snap.ID)
+	assert.Equal(t, "unavailable: "+missing, snap.Detail["full_mode"])
+}
+
+// The CRIU probe tells apart a host without criu, a criu that fails its
+// check on this kernel (the reason is its first error line), one that
+// hangs (bounded), and one that passes.
+func TestCheckCRIU(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+		return p
+	}
+	none := checkCRIU("", time.Second)
+	assert.Equal(t, "CRIU is not installed (Debian package criu)", fullMissing(none))
+
+	broken := script("broken", `echo 'Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds' >&2
+echo 'Error (criu/crtools.c:260): Could not initialize kernel features detection.' >&2
+exit 1`)
+	f := checkCRIU(broken, 5*time.Second)
+	assert.Equal(t, "vdso: Unexpected rt vDSO area bounds", f.checkErr)
+	assert.Contains(t, fullMissing(f), "does not work on this kernel (criu check: vdso: Unexpected rt vDSO area bounds")
+
+	mute := script("mute", "exit 3")
+	assert.Equal(t, "exit status 3", checkCRIU(mute, 5*time.Second).checkErr)
+
+	hangs := script("hangs", "exec sleep 60")
+	start := time.Now()
+	f = checkCRIU(hangs, 200*time.Millisecond)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, f.checkErr, "did not finish within 200ms")
+
+	ok := script("ok", "echo 'Looks good.'")
+	f = checkCRIU(ok, 5*time.Second)
+	assert.Empty(t, f.checkErr)
+	assert.Contains(t, fullMissing(f), "passes criu check, but")
 }
 
 // A sparse file is copied without its holes: the copy takes no more
