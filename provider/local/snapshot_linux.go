@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -86,6 +88,11 @@ type criuFacts struct {
 	path string // "" when not installed
 	// checkErr is why `criu check` failed ("" when it passed).
 	checkErr string
+	// capsMissing names the capabilities CRIU needs to checkpoint another
+	// user's processes that this process lacks (a container's bounding
+	// set often drops CAP_SYS_RESOURCE; `criu check` passes without it,
+	// a dump then fails reading the processes' rlimits).
+	capsMissing []string
 }
 
 var (
@@ -100,8 +107,43 @@ func probeCRIU() criuFacts {
 	criuOnce.Do(func() {
 		path, _ := exec.LookPath("criu")
 		criuProbe = checkCRIU(path, criuCheckTimeout)
+		criuProbe.capsMissing = criuCaps(effectiveCaps())
 	})
 	return criuProbe
+}
+
+// effectiveCaps returns this process's effective capability set (CapEff
+// of /proc/self/status), or 0 when it cannot be read.
+func effectiveCaps() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// criuCaps names the capabilities in eff that CRIU needs and are missing:
+// CAP_SYS_PTRACE and CAP_SYS_RESOURCE, and CAP_SYS_ADMIN or
+// CAP_CHECKPOINT_RESTORE.
+func criuCaps(eff uint64) []string {
+	has := func(c uint) bool { return eff&(1<<c) != 0 }
+	var miss []string
+	if !has(unix.CAP_SYS_ADMIN) && !has(unix.CAP_CHECKPOINT_RESTORE) {
+		miss = append(miss, "CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE")
+	}
+	if !has(unix.CAP_SYS_PTRACE) {
+		miss = append(miss, "CAP_SYS_PTRACE")
+	}
+	if !has(unix.CAP_SYS_RESOURCE) {
+		miss = append(miss, "CAP_SYS_RESOURCE")
+	}
+	return miss
 }
 
 // checkCRIU runs `path check` (nothing when path is ""), bounded by
@@ -159,6 +201,8 @@ func fullMissing(f criuFacts) string {
 		return "CRIU is not installed (Debian package criu)"
 	case f.checkErr != "":
 		return "CRIU at " + f.path + " does not work on this kernel (criu check: " + f.checkErr + "; a newer criu may)"
+	case len(f.capsMissing) > 0:
+		return "CRIU at " + f.path + " needs capabilities this process lacks: " + strings.Join(f.capsMissing, ", ")
 	}
 	return "CRIU at " + f.path + " passes criu check, but this provider does not restore checkpointed processes into a new sandbox at any isolation level yet"
 }

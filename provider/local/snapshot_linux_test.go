@@ -164,6 +164,7 @@ func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	caps := rt.Capabilities()
 	assert.Equal(t, []driver.SnapshotMode{driver.SnapshotFilesystem}, caps.SnapshotModes)
 	missing := fullMissing(probeCRIU())
+	t.Logf("this host: %s", caps.SnapshotNote)
 	assert.Contains(t, caps.SnapshotNote, "mode full (processes and memory) unavailable: "+missing)
 	if _, err := exec.LookPath("criu"); err != nil {
 		assert.Contains(t, missing, "Debian package criu")
@@ -224,6 +225,14 @@ exit 1`)
 	f = checkCRIU(ok, 5*time.Second)
 	assert.Empty(t, f.checkErr)
 	assert.Contains(t, fullMissing(f), "passes criu check, but")
+
+	// A check that passes in a container without CAP_SYS_RESOURCE still
+	// cannot dump: the capabilities are named.
+	f.capsMissing = criuCaps(0x1fffeffffff) // every capability up to 40 but CAP_SYS_RESOURCE
+	assert.Equal(t, []string{"CAP_SYS_RESOURCE"}, f.capsMissing)
+	assert.Contains(t, fullMissing(f), "needs capabilities this process lacks: CAP_SYS_RESOURCE")
+	assert.Empty(t, criuCaps(1<<unix.CAP_CHECKPOINT_RESTORE|1<<unix.CAP_SYS_PTRACE|1<<unix.CAP_SYS_RESOURCE))
+	assert.Equal(t, []string{"CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE", "CAP_SYS_PTRACE", "CAP_SYS_RESOURCE"}, criuCaps(0))
 }
 
 // A sparse file is copied without its holes: the copy takes no more
