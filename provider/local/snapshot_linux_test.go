@@ -176,6 +176,7 @@ func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
 	defer sb.Destroy(ctx)
+	assert.Equal(t, caps.SnapshotNote, sb.Info().Detail["snapshots"], "Info.Detail says what the host offers")
 	_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull})
 	assert.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err))
 	assert.Contains(t, err.Error(), `"full"`)
