@@ -83,7 +83,7 @@ func (r *Runtime) snapFacts() *snapFacts {
 // criuFacts is what the host offers for full snapshots: whether CRIU is
 // installed and whether `criu check` passes on this kernel. The host does
 // not change under a program, so it is probed once per process, on first
-// use, with a time bound.
+// use, with a time bound (see probeCRIU).
 type criuFacts struct {
 	path string // "" when not installed
 	// checkErr is why `criu check` failed ("" when it passed).
@@ -103,13 +103,75 @@ var (
 // criuCheckTimeout bounds the `criu check` probe.
 const criuCheckTimeout = 20 * time.Second
 
-func probeCRIU() criuFacts {
+// criuCacheFile, under a Runtime's root, keeps the outcome of `criu check`
+// for the criu binary and the boot it was run on: the check costs about
+// 0.3 s, which every program's first Client would otherwise pay.
+const criuCacheFile = ".criu-check.json"
+
+// criuCache is criuCacheFile's content.
+type criuCache struct {
+	Key      string `json:"key"`
+	CheckErr string `json:"check_err"`
+}
+
+// probeCRIU returns what the host offers for full snapshots, probing once
+// per process (the outcome of `criu check` is reused from root's cache
+// while the binary and the boot are the same).
+func (r *Runtime) probeCRIU() criuFacts {
 	criuOnce.Do(func() {
 		path, _ := exec.LookPath("criu")
-		criuProbe = checkCRIU(path, criuCheckTimeout)
+		criuProbe = criuFacts{path: path}
+		if path != "" {
+			key := criuKey(path)
+			cache := filepath.Join(r.root, criuCacheFile)
+			var c criuCache
+			if b, err := os.ReadFile(cache); err == nil && json.Unmarshal(b, &c) == nil && key != "" && c.Key == key {
+				criuProbe.checkErr = c.CheckErr
+			} else {
+				criuProbe = checkCRIU(path, criuCheckTimeout)
+				if key != "" && !strings.HasPrefix(criuProbe.checkErr, "did not finish") {
+					writeCRIUCache(cache, criuCache{Key: key, CheckErr: criuProbe.checkErr})
+				}
+			}
+		}
 		criuProbe.capsMissing = criuCaps(effectiveCaps())
 	})
 	return criuProbe
+}
+
+// criuKey identifies the criu binary at path (its real path, size and
+// modification time) on this boot, or "" when it cannot be told.
+func criuKey(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return ""
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %d %d %s", real, fi.Size(), fi.ModTime().UnixNano(), strings.TrimSpace(string(boot)))
+}
+
+// writeCRIUCache writes the cache atomically; a failure only costs the
+// next program a probe.
+func writeCRIUCache(path string, c criuCache) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return
+	}
+	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
+	if os.WriteFile(tmp, b, 0o600) != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	if os.Rename(tmp, path) != nil {
+		_ = os.Remove(tmp)
+	}
 }
 
 // effectiveCaps returns this process's effective capability set (CapEff
@@ -214,7 +276,7 @@ func (r *Runtime) snapshotNote() string {
 	if f.reflink {
 		how = "files reflinked (copy-on-write)"
 	}
-	return "filesystem snapshots: " + how + "; mode full (processes and memory) unavailable: " + fullMissing(probeCRIU())
+	return "filesystem snapshots: " + how + "; mode full (processes and memory) unavailable: " + fullMissing(r.probeCRIU())
 }
 
 // uidOf returns the host uid that owns the files of sandbox m's user.
@@ -246,7 +308,7 @@ func (r *Runtime) tmpOf(m *meta) string {
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	if req.Mode != driver.SnapshotFilesystem {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition,
-			"local: snapshot mode %q (processes and memory) is unavailable: %s; mode %q is available", req.Mode, fullMissing(probeCRIU()), driver.SnapshotFilesystem)
+			"local: snapshot mode %q (processes and memory) is unavailable: %s; mode %q is available", req.Mode, fullMissing(r.probeCRIU()), driver.SnapshotFilesystem)
 	}
 	if !idRE.MatchString(id) {
 		return driver.SnapshotInfo{}, notFound(r, id)
@@ -310,7 +372,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		CreatedAt: r.now().UTC(), Labels: maps.Clone(req.Labels), SourceID: id, Template: m.Template,
 		Detail: map[string]string{
 			"copy": how, "files_reflinked": strconv.Itoa(cp.reflinked), "files_copied": strconv.Itoa(cp.copied),
-			"kept": keptWhat(sm.Tmp), "full_mode": "unavailable: " + fullMissing(probeCRIU()),
+			"kept": keptWhat(sm.Tmp), "full_mode": "unavailable: " + fullMissing(r.probeCRIU()),
 		},
 	}
 	b, err := json.MarshalIndent(sm, "", "  ")

@@ -163,7 +163,7 @@ func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	rt := newRuntime(t)
 	caps := rt.Capabilities()
 	assert.Equal(t, []driver.SnapshotMode{driver.SnapshotFilesystem}, caps.SnapshotModes)
-	missing := fullMissing(probeCRIU())
+	missing := fullMissing(rt.probeCRIU())
 	t.Logf("this host: %s", caps.SnapshotNote)
 	assert.Contains(t, caps.SnapshotNote, "mode full (processes and memory) unavailable: "+missing)
 	if _, err := exec.LookPath("criu"); err != nil {
@@ -405,4 +405,24 @@ func TestCopyDeepTreeFewDescriptors(t *testing.T) {
 	got, _ := readChain(t, dst, depth)
 	assert.Equal(t, "x", got)
 	assert.Greater(t, diskUsage(dst), int64(0))
+}
+
+// The outcome of `criu check` is reused across programs only for the same
+// binary on the same boot: another binary (here one rewritten in place) is
+// checked again.
+func TestCRIUCheckCacheKey(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "criu")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	k1 := criuKey(p)
+	require.NotEmpty(t, k1)
+	assert.Equal(t, k1, criuKey(p), "the same binary keeps its key")
+	require.NoError(t, os.Chtimes(p, time.Now(), time.Now().Add(time.Hour)))
+	assert.NotEqual(t, k1, criuKey(p), "a replaced binary is checked again")
+	assert.Empty(t, criuKey(filepath.Join(dir, "missing")))
+	cache := filepath.Join(dir, criuCacheFile)
+	writeCRIUCache(cache, criuCache{Key: "k", CheckErr: "why"})
+	b, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"key":"k","check_err":"why"}`, string(b))
 }
