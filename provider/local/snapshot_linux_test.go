@@ -405,6 +405,15 @@ func TestCopyDeepTreeFewDescriptors(t *testing.T) {
 	got, _ := readChain(t, dst, depth)
 	assert.Equal(t, "x", got)
 	assert.Greater(t, diskUsage(dst), int64(0))
+	// A failure at the bottom names the file by its path in the sandbox,
+	// clipped, never the host's.
+	err := newCopier(-1, -1).tree(context.Background(), src, dst)
+	require.Error(t, err)
+	msg := copyErrText(err, [][2]string{{dst, "~"}})
+	assert.Less(t, len(msg), 400, msg)
+	assert.True(t, strings.HasPrefix(msg, "open ~/d/d/"), msg)
+	assert.True(t, strings.HasSuffix(msg, "/d/bottom: file exists"), msg)
+	assert.NotContains(t, msg, dst)
 }
 
 // The outcome of `criu check` is reused across programs only for the same
