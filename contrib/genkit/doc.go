@@ -49,6 +49,6 @@
 // default) with a note saying how to read on; execute's output is capped
 // at the same size and its timeout is at most Options.ExecuteTimeout.
 // The values of Options.SecretEnv and Options.Secrets are replaced by
-// [REDACTED] in every output and error message, those of the file tools
+// "[REDACTED]" in every output and error message, those of the file tools
 // too (a file that holds a secret reads back redacted).
 package sandboxgenkit

@@ -48,7 +48,7 @@ type Options struct {
 	// Env is set for the commands execute runs.
 	Env map[string]string
 	// SecretEnv is set for the commands execute runs, and its values are
-	// replaced by [REDACTED] in every tool's output and error messages.
+	// replaced by "[REDACTED]" in every tool's output and error messages.
 	SecretEnv map[string]string
 	// Secrets are more values redacted from every output (the values of
 	// brokered secrets, a key the sandbox was created with), never set
