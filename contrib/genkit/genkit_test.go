@@ -381,6 +381,17 @@ func TestNoGuard(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "done", resp.Text())
 	assert.Equal(t, "invalid_argument", errCode(model.output(t, 0, 0)))
+
+	// The unregistered tools of Tools work the same way.
+	model.turns = [][]call{{{"write_file", map[string]any{"path": "a.txt", "content": "x"}}}}
+	model.seen = nil
+	var tools []ai.ToolRef
+	for _, tool := range ts.Tools() {
+		tools = append(tools, tool)
+	}
+	_, err = genkit.Generate(cctx, g, ai.WithModel(m), ai.WithTools(tools...), ai.WithUse(ts.Guard()), ai.WithPrompt("go"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, model.output(t, 0, 0)["bytes"])
 }
 
 // TestCancelledTurn: two tools of one turn running when the context

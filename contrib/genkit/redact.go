@@ -66,16 +66,20 @@ func (rd *redactor) cut(s string, n int) string {
 }
 
 // trimPartial drops the end of s when it is the start of a secret value:
-// what remains of a secret that a cap cut in two.
+// what remains of a secret that a cap cut in two. The longest such end,
+// over every secret, is dropped (one secret's first character must not
+// hide another's longer start).
 func (rd *redactor) trimPartial(s string) string {
+	longest := 0
 	for _, v := range rd.vals {
-		for k := min(len(v)-1, len(s)); k > 0; k-- {
+		for k := min(len(v)-1, len(s)); k > longest; k-- {
 			if strings.HasSuffix(s, v[:k]) {
-				return s[:len(s)-k]
+				longest = k
+				break
 			}
 		}
 	}
-	return s
+	return s[:len(s)-longest]
 }
 
 // value replaces secrets in every string reachable from v, a pointer to
