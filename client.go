@@ -185,6 +185,7 @@ func capabilities(rt driver.Runtime) Capabilities {
 		caps.WatchLatency = 0
 	}
 	_, caps.Terminals = rt.(driver.TerminalRuntime)
+	_, caps.Metrics = rt.(driver.MetricsReader)
 	caps.PauseKeepsMemory = caps.PauseKeepsMemory && caps.Pause
 	caps.AttachAcrossClients = caps.AttachAcrossClients && caps.Processes
 	_, caps.Snapshots = rt.(driver.Snapshotter)

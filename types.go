@@ -158,6 +158,9 @@ type Capabilities struct {
 	WatchLatency time.Duration
 	// ProcessList is true when Sandbox.Processes works.
 	ProcessList bool
+	// Metrics is true when Sandbox.Metrics reports resource use (the
+	// provider is a driver.MetricsReader).
+	Metrics bool
 	// Snapshots is true when Sandbox.Snapshot, CreateOptions.FromSnapshot
 	// and the snapshot calls of Client work (a driver.Snapshotter).
 	Snapshots bool

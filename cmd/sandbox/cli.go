@@ -206,7 +206,7 @@ signal N ended it, 137 when a signal the provider does not name ended it).`,
 	}
 	root.AddCommand(a.createCmd(), a.lsCmd(), a.infoCmd(), a.execCmd(), a.cpCmd(),
 		a.pauseCmd(), a.resumeCmd(), a.rmCmd(), a.timeoutCmd(), a.runCmd(), a.shellCmd(), a.mcpCmd(),
-		a.watchCmd(), a.psCmd(),
+		a.watchCmd(), a.psCmd(), a.topCmd(),
 		a.snapshotCmd(), a.snapshotsCmd(), a.snapshotRmCmd(), a.forkCmd())
 	return root
 }

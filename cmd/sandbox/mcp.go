@@ -585,6 +585,7 @@ func (s *mcpServer) addTools() {
 			}
 			return out, resultErr(r.Error)
 		})
+	s.addMetricsTool()
 	if !s.cfg.AllowExecute {
 		return
 	}

@@ -140,7 +140,7 @@ func localURL(t *testing.T) string {
 	return u
 }
 
-var fileTools = []string{"edit_file", "glob", "grep", "ls", "read_file", "write_file"}
+var fileTools = []string{"edit_file", "glob", "grep", "ls", "metrics", "read_file", "write_file"}
 
 // exerciseFileTools calls each file tool, and the escapes every one must
 // refuse with an isError result.

@@ -35,6 +35,7 @@ func TestConformanceMemory(t *testing.T) {
 		"Process/SignalTrapped":        "provider/memory's shell runs no trap handler: a signal always ends its process",
 		"Terminal/IsATTY":              "provider/memory's terminal is an emulation with no tty (test -t is false); the fake passes the pty through, and TestConformance/Terminal/IsATTY checks it over provider/local",
 		"Snapshots/FullKeepsProcesses": fakeFullSkip,
+		"Metrics/MemoryMoves":          "provider/memory holds no memory of its own to measure: the fake answers an idle sandbox's constant; TestConformance/Metrics/MemoryMoves checks it over provider/local",
 	}
 	sandboxtest.Run(t, h)
 }

@@ -15,7 +15,8 @@ import (
 
 // cgroupParents are the writable directories under which sandbox cgroups
 // are created: one in the unified (v2) hierarchy, used for freeze and kill,
-// and one per v1 controller, used for limits and the v1 freezer.
+// and one per v1 controller, used for limits, the v1 freezer and (cpuacct)
+// CPU accounting.
 type cgroupParents struct {
 	V2     string            // "" when no writable v2 hierarchy
 	V1     map[string]string // controller → parent directory
@@ -96,12 +97,23 @@ func detectCgroups() cgroupParents {
 		case "cgroup":
 			for _, opt := range strings.Split(super, ",") {
 				switch opt {
-				case "memory", "pids", "freezer", "cpu":
+				case "memory", "pids", "freezer", "cpu", "cpuacct":
 					p, ok := self[opt]
 					if !ok || cp.V1[opt] != "" {
 						continue
 					}
 					dir := filepath.Join(mnt, p, cgroupDirName)
+					if other := cp.v1Owner(dir); other != "" {
+						// Co-mounted controllers (cpu,cpuacct) share one
+						// directory: it is kept under "cpu", whose limits
+						// create writes, and Metrics finds cpuacct.usage
+						// there too.
+						if opt == "cpu" && other == "cpuacct" {
+							delete(cp.V1, other)
+							cp.V1[opt] = dir
+						}
+						continue
+					}
 					if os.MkdirAll(dir, 0o755) == nil && writable(dir) {
 						cp.V1[opt] = dir
 					}
@@ -132,6 +144,16 @@ func (cp cgroupParents) capAllPids() {
 			_ = os.WriteFile(dir+"/pids.max", n, 0)
 		}
 	}
+}
+
+// v1Owner returns the v1 controller whose parent directory is dir, or "".
+func (cp cgroupParents) v1Owner(dir string) string {
+	for c, d := range cp.V1 {
+		if d == dir {
+			return c
+		}
+	}
+	return ""
 }
 
 func writable(dir string) bool {

@@ -44,7 +44,8 @@ type sbx struct {
 	seq                               int64
 	polls                             int // GETs left in "creating"
 	backendID, home                   string
-	previewToken                      string // preview.go; "" until a preview URL is asked for
+	previewToken                      string  // preview.go; "" until a preview URL is asked for
+	sampler                           sampler // metrics.go; guarded by smu
 
 	smu      sync.Mutex
 	sessions map[string]*session

@@ -25,6 +25,8 @@
 //   - session output split or merged according to X-Daytona-SDK-Version;
 //   - label filters (JSON containment), state filters and cursor pages on
 //     GET /sandbox, or the older plain array (WithLegacyList).
+//   - GET /system/metrics answers the daemon's SystemMetrics, sampled from
+//     the backend's driver.Metrics (see metrics.go).
 //
 // Faults are injected with FailNext (502, 429, idle connections reset
 // before a request is read, a response cut in the middle or dropped whole

@@ -62,6 +62,8 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request) {
 	switch r.Method + " " + rest {
 	case "GET /version":
 		writeJSON(w, 200, map[string]string{"version": "v0.190.0-fake"})
+	case "GET /system/metrics":
+		t.metrics()
 	case "GET /user-home-dir", "GET /project-dir", "GET /work-dir":
 		writeJSON(w, 200, toolbox.Dir{Dir: b.home})
 	case "GET /files", "GET /files/":

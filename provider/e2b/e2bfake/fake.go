@@ -75,7 +75,8 @@
 //   - Only the v2 list, create, get, kill, timeout, pause, connect,
 //     network, snapshot (create, list, delete as a template) and fork
 //     endpoints exist (no v1 list, refreshes, deprecated resume, other
-//     template endpoints, metrics or logs). Snapshots keep files (see
+//     template endpoints or logs); metrics are sampled from the backend when
+//     asked for (see metrics.go). Snapshots keep files (see
 //     snapshots.go), not memory, unless the backend's own snapshots do.
 //     cpuCount, memoryMB and diskSizeMB are
 //     constants; clientID is the constant the API returns for paused
@@ -159,6 +160,7 @@ type box struct {
 	allowOut, denyOut       []string
 	rules                   api.SandboxNetworkRules
 	procs                   map[uint32]*proc
+	metrics                 metricsLog // samples served by GET /sandboxes/{id}/metrics (metrics.go)
 }
 
 // config is what the options set.

@@ -162,6 +162,20 @@ type SessionExecuteResponse struct {
 	Stdout   *string `json:"stdout,omitempty"`
 }
 
+// SystemMetrics defines model for SystemMetrics.
+type SystemMetrics struct {
+	CpuCount      int     `json:"cpuCount"`
+	CpuUsedPct    float64 `json:"cpuUsedPct"`
+	DiskFree      int64   `json:"diskFree"`
+	DiskTotal     int64   `json:"diskTotal"`
+	DiskUsed      int64   `json:"diskUsed"`
+	MemCache      int64   `json:"memCache"`
+	MemTotal      int64   `json:"memTotal"`
+	MemUsed       int64   `json:"memUsed"`
+	Timestamp     string  `json:"timestamp"`
+	TimestampUnix int64   `json:"timestampUnix"`
+}
+
 // CommandId defines model for commandId.
 type CommandId = string
 
@@ -392,6 +406,11 @@ type ClientInterface interface {
 	// SessionExecuteCommand performs a POST /process/session/{sessionId}/exec (the `SessionExecuteCommand` operationId) request.
 	// Takes a body of the `application/json` content type.
 	SessionExecuteCommand(ctx context.Context, sessionId SessionId, body SessionExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSystemMetrics performs a GET /system/metrics (the `GetSystemMetrics` operationId) request.
+	//
+	// The latest CPU, memory and disk sample of the sandbox. cpuUsedPct is the average CPU use in percent of the sandbox's CPU limit over the last sample window (0 until the first sample completes); byte fields are in bytes.
+	GetSystemMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUserHomeDir performs a GET /user-home-dir (the `GetUserHomeDir` operationId) request.
 	GetUserHomeDir(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -716,6 +735,21 @@ func (c *Client) SessionExecuteCommandWithBody(ctx context.Context, sessionId Se
 // Takes a body of the `application/json` content type.
 func (c *Client) SessionExecuteCommand(ctx context.Context, sessionId SessionId, body SessionExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSessionExecuteCommandRequest(c.Server, sessionId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSystemMetrics performs a GET /system/metrics (the `GetSystemMetrics` operationId) request.
+//
+// The latest CPU, memory and disk sample of the sandbox. cpuUsedPct is the average CPU use in percent of the sandbox's CPU limit over the last sample window (0 until the first sample completes); byte fields are in bytes.
+func (c *Client) GetSystemMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSystemMetricsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1612,6 +1646,33 @@ func NewSessionExecuteCommandRequestWithBody(server string, sessionId SessionId,
 	return req, nil
 }
 
+// NewGetSystemMetricsRequest constructs an http.Request for the GetSystemMetrics method
+func NewGetSystemMetricsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/system/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetUserHomeDirRequest constructs an http.Request for the GetUserHomeDir method
 func NewGetUserHomeDirRequest(server string) (*http.Request, error) {
 	var err error
@@ -1857,6 +1918,13 @@ type ClientWithResponsesInterface interface {
 	// SessionExecuteCommandWithResponse performs a POST /process/session/{sessionId}/exec (the `SessionExecuteCommand` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	SessionExecuteCommandWithResponse(ctx context.Context, sessionId SessionId, body SessionExecuteCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*SessionExecuteCommandResponse, error)
+
+	// GetSystemMetricsWithResponse performs a GET /system/metrics (the `GetSystemMetrics` operationId) request.
+	//
+	// The latest CPU, memory and disk sample of the sandbox. cpuUsedPct is the average CPU use in percent of the sandbox's CPU limit over the last sample window (0 until the first sample completes); byte fields are in bytes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetSystemMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSystemMetricsResponse, error)
 
 	// GetUserHomeDirWithResponse performs a GET /user-home-dir (the `GetUserHomeDir` operationId) request.
 	//
@@ -2744,6 +2812,47 @@ func (r SessionExecuteCommandResponse) ContentType() string {
 	return ""
 }
 
+type GetSystemMetricsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SystemMetrics
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSystemMetricsResponse) GetJSON200() *SystemMetrics {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSystemMetricsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSystemMetricsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSystemMetricsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSystemMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetUserHomeDirResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3144,6 +3253,19 @@ func (c *ClientWithResponses) SessionExecuteCommandWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseSessionExecuteCommandResponse(rsp)
+}
+
+// GetSystemMetricsWithResponse performs a GET /system/metrics (the `GetSystemMetrics` operationId) request.
+//
+// The latest CPU, memory and disk sample of the sandbox. cpuUsedPct is the average CPU use in percent of the sandbox's CPU limit over the last sample window (0 until the first sample completes); byte fields are in bytes.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetSystemMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetSystemMetricsResponse, error) {
+	rsp, err := c.GetSystemMetrics(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSystemMetricsResponse(rsp)
 }
 
 // GetUserHomeDirWithResponse performs a GET /user-home-dir (the `GetUserHomeDir` operationId) request.
@@ -3779,6 +3901,32 @@ func ParseSessionExecuteCommandResponse(rsp *http.Response) (*SessionExecuteComm
 			return nil, err
 		}
 		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSystemMetricsResponse parses an HTTP response from a GetSystemMetricsWithResponse call
+func ParseGetSystemMetricsResponse(rsp *http.Response) (*GetSystemMetricsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSystemMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SystemMetrics
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	}
 

@@ -142,6 +142,24 @@ type SandboxForkResult struct {
 // SandboxMetadata defines model for SandboxMetadata.
 type SandboxMetadata map[string]string
 
+// SandboxMetric One sample of a sandbox's resource use (collected every few seconds).
+type SandboxMetric struct {
+	CpuCount int32 `json:"cpuCount"`
+
+	// CpuUsedPct CPU use in percent of all the sandbox's cores together (0..100).
+	CpuUsedPct float32 `json:"cpuUsedPct"`
+	DiskTotal  int64   `json:"diskTotal"`
+	DiskUsed   int64   `json:"diskUsed"`
+	MemCache   int64   `json:"memCache"`
+	MemTotal   int64   `json:"memTotal"`
+	MemUsed    int64   `json:"memUsed"`
+	// Deprecated: this property has been marked as deprecated upstream, but no `x-deprecated-reason` was set
+	Timestamp time.Time `json:"timestamp"`
+
+	// TimestampUnix Unix seconds of the sample.
+	TimestampUnix int64 `json:"timestampUnix"`
+}
+
 // SandboxNetworkConfig defines model for SandboxNetworkConfig.
 type SandboxNetworkConfig struct {
 	AllowOut           *[]string `json:"allowOut,omitempty"`
@@ -203,6 +221,15 @@ type TimeoutRequest struct {
 
 // SandboxID defines model for sandboxID.
 type SandboxID = string
+
+// GetSandboxMetricsParams defines parameters for GetSandboxMetrics.
+type GetSandboxMetricsParams struct {
+	// Start Unix seconds where the interval starts.
+	Start *int64 `form:"start,omitempty" json:"start,omitempty"`
+
+	// End Unix seconds where the interval ends.
+	End *int64 `form:"end,omitempty" json:"end,omitempty"`
+}
 
 // GetSnapshotsParams defines parameters for GetSnapshots.
 type GetSnapshotsParams struct {
@@ -350,6 +377,9 @@ type ClientInterface interface {
 	// PostSandboxFork performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request.
 	// Takes a body of the `application/json` content type.
 	PostSandboxFork(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSandboxMetrics performs a GET /sandboxes/{sandboxID}/metrics (the `GetSandboxMetrics` operationId) request.
+	GetSandboxMetrics(ctx context.Context, sandboxID SandboxID, params *GetSandboxMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutSandboxNetworkWithBody performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 	// with any type of body and a specified content type.
@@ -508,6 +538,19 @@ func (c *Client) PostSandboxForkWithBody(ctx context.Context, sandboxID SandboxI
 // Takes a body of the `application/json` content type.
 func (c *Client) PostSandboxFork(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxForkRequest(c.Server, sandboxID, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSandboxMetrics performs a GET /sandboxes/{sandboxID}/metrics (the `GetSandboxMetrics` operationId) request.
+func (c *Client) GetSandboxMetrics(ctx context.Context, sandboxID SandboxID, params *GetSandboxMetricsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxMetricsRequest(c.Server, sandboxID, params)
 	if err != nil {
 		return nil, err
 	}
@@ -896,6 +939,79 @@ func NewPostSandboxForkRequestWithBody(server string, sandboxID SandboxID, conte
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSandboxMetricsRequest constructs an http.Request for the GetSandboxMetrics method
+func NewGetSandboxMetricsRequest(server string, sandboxID SandboxID, params *GetSandboxMetricsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxID", sandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sandboxes/%s/metrics", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Start != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "start", *params.Start, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.End != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "end", *params.End, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -1391,6 +1507,11 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	PostSandboxForkWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxForkJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxForkResponse, error)
 
+	// GetSandboxMetricsWithResponse performs a GET /sandboxes/{sandboxID}/metrics (the `GetSandboxMetrics` operationId) request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	GetSandboxMetricsWithResponse(ctx context.Context, sandboxID SandboxID, params *GetSandboxMetricsParams, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error)
+
 	// PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 	// with any type of body and a specified content type.
 	//
@@ -1850,6 +1971,75 @@ func (r PostSandboxForkResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PostSandboxForkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSandboxMetricsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]SandboxMetric
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON200() *[]SandboxMetric {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxMetricsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxMetricsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxMetricsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxMetricsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2439,6 +2629,17 @@ func (c *ClientWithResponses) PostSandboxForkWithResponse(ctx context.Context, s
 	return ParsePostSandboxForkResponse(rsp)
 }
 
+// GetSandboxMetricsWithResponse performs a GET /sandboxes/{sandboxID}/metrics (the `GetSandboxMetrics` operationId) request.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) GetSandboxMetricsWithResponse(ctx context.Context, sandboxID SandboxID, params *GetSandboxMetricsParams, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error) {
+	rsp, err := c.GetSandboxMetrics(ctx, sandboxID, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxMetricsResponse(rsp)
+}
+
 // PutSandboxNetworkWithBodyWithResponse performs a PUT /sandboxes/{sandboxID}/network (the `PutSandboxNetwork` operationId) request,
 // with any type of body and a specified content type.
 //
@@ -2879,6 +3080,60 @@ func ParsePostSandboxForkResponse(rsp *http.Response) (*PostSandboxForkResponse,
 	return response, nil
 }
 
+// ParseGetSandboxMetricsResponse parses an HTTP response from a GetSandboxMetricsWithResponse call
+func ParseGetSandboxMetricsResponse(rsp *http.Response) (*GetSandboxMetricsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []SandboxMetric
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePutSandboxNetworkResponse parses an HTTP response from a PutSandboxNetworkWithResponse call
 func ParsePutSandboxNetworkResponse(rsp *http.Response) (*PutSandboxNetworkResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3309,6 +3564,9 @@ type ServerInterface interface {
 	// (POST /sandboxes/{sandboxID}/fork)
 	PostSandboxFork(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
+	// (GET /sandboxes/{sandboxID}/metrics)
+	GetSandboxMetrics(w http.ResponseWriter, r *http.Request, sandboxID SandboxID, params GetSandboxMetricsParams)
+
 	// (PUT /sandboxes/{sandboxID}/network)
 	PutSandboxNetwork(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
@@ -3463,6 +3721,61 @@ func (siw *ServerInterfaceWrapper) PostSandboxFork(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.PostSandboxFork(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSandboxMetrics operation middleware
+func (siw *ServerInterfaceWrapper) GetSandboxMetrics(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sandboxID" -------------
+	var sandboxID SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sandboxID", r.PathValue("sandboxID"), &sandboxID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSandboxMetricsParams
+
+	// ------------- Optional query parameter "start" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "start", r.URL.Query(), &params.Start, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "start"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "start", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "end" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "end", r.URL.Query(), &params.End, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "end"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "end", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSandboxMetrics(w, r, sandboxID, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3871,6 +4184,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/sandboxes", wrapper.GetV2Sandboxes)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.DeleteSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.GetSandbox)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{sandboxID}/metrics", wrapper.GetSandboxMetrics)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/timeout", wrapper.PostSandboxTimeout)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/sandboxes/{sandboxID}/network", wrapper.PutSandboxNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/pause", wrapper.PostSandboxPause)
