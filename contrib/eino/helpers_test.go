@@ -41,7 +41,7 @@ type script struct {
 	mu      sync.Mutex
 	calls   []call
 	next    int
-	results map[string]string // tool results by call id
+	results map[string]string  // tool results by call id
 	offered []*schema.ToolInfo // the tools of the last Generate (model.WithTools, or WithTools)
 }
 
