@@ -90,8 +90,9 @@ func (b *Backend) response(r *backend.ExecuteResult, output string) *filesystem.
 // before any chunk when it can be, else as the stream's error.
 //
 // The command runs until it ends or ctx ends. Closing the reader early
-// cancels it. The reader must be read to its end or closed, as every eino
-// stream.
+// stops it too, at its next output (an eino stream tells its writer of a
+// close only when it sends). The reader must be read to its end or closed,
+// as every eino stream.
 func (b *Backend) ExecuteStreaming(ctx context.Context, req *filesystem.ExecuteRequest) (*schema.StreamReader[*filesystem.ExecuteResponse], error) {
 	if req.RunInBackendGround {
 		r, err := b.Execute(ctx, req)
