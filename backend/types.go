@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -385,6 +386,13 @@ type ExecuteRequest struct {
 	Command string
 	// Timeout bounds the command; 0 means the backend's default.
 	Timeout time.Duration
+	// Stream, when non-nil, receives the command's output while it runs:
+	// stdout and stderr as they come, interleaved, with secret values
+	// redacted, one Write at a time. It is not capped (the backend's
+	// output limit applies to ExecuteResult.Output, which is still filled
+	// in), so a caller that forwards it somewhere bounded caps it itself.
+	// It lets an agent framework show a long command's progress live.
+	Stream io.Writer
 }
 
 // ExecuteResult is how a command ended.

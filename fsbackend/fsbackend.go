@@ -1373,7 +1373,8 @@ func (b *FilesystemBackend) startsSecret(s string) bool {
 
 // Execute runs a shell command in the workspace, when Options.AllowExecute
 // is set. One round trip (two on the first call over a new transport, which
-// makes sure the workspace exists).
+// makes sure the workspace exists). A request with a Stream gets the output
+// live as well, redacted like Output and serialized into one writer.
 func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteRequest) (*backend.ExecuteResult, error) {
 	if !b.opts.AllowExecute {
 		return &backend.ExecuteResult{Error: backend.Errorf(backend.CodePermissionDenied, "", "execute is disabled for this backend")}, nil
@@ -1404,10 +1405,17 @@ func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteReq
 		timeout = b.opts.ExecuteTimeout
 	}
 	limit := b.opts.MaxExecuteOutput
-	res, err := b.sb.Exec(ctx, sandbox.Command{
+	cmd := sandbox.Command{
 		Shell: req.Command, Dir: base, Env: b.opts.Env, SecretEnv: b.opts.SecretEnv,
 		Timeout: timeout, MaxOutput: limit,
-	})
+	}
+	if req.Stream != nil {
+		// Both streams go to one writer, which the sandbox may call from
+		// two goroutines: serialize the writes.
+		w := &lockedWriter{w: req.Stream}
+		cmd.Stdout, cmd.Stderr = w, w
+	}
+	res, err := b.sb.Exec(ctx, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: execute: %w", err)
 	}
@@ -1430,6 +1438,19 @@ func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteReq
 		xr.Signal = signame.Name(res.Signal)
 	}
 	return xr, nil
+}
+
+// lockedWriter serializes the writes of a command's two output streams
+// to one writer (ExecuteRequest.Stream).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // batch runs f for each index, a few at a time (one at a time when
