@@ -130,8 +130,8 @@ type telemetry struct {
 	liveMu sync.Mutex
 	live   map[string]struct{} // created through the Client and not destroyed through it
 
-	opSets sync.Map // op → metric.MeasurementOption: the provider and operation
-	upSet  metric.MeasurementOption
+	opSets  sync.Map // op → metric.MeasurementOption: the provider and operation
+	upSet   metric.MeasurementOption
 	downSet metric.MeasurementOption
 }
 
