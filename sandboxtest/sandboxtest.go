@@ -126,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 		{"Brokered", brokeredTests},
 		{"Terminal", terminalTests},
 		{"Snapshots", snapshotTests},
+		{"Telemetry", telemetryTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
