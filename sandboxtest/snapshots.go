@@ -25,6 +25,7 @@ var snapshotTests = []test{
 	{name: "Paused", needs: needsSnapshotsAndPause, fn: testSnapshotPaused},
 	{name: "CancelledForkLeavesNothing", needs: needsFork, fn: testForkCancelled},
 	{name: "FullModeRefused", needs: needsSnapshots, fn: testSnapshotFullRefused},
+	{name: "FullKeepsProcesses", needs: needsFullSnapshots, fn: testSnapshotFullProcesses},
 	{name: "BadInput", needs: needsSnapshots, fn: testSnapshotBadInput},
 	{name: "ImpossibleOrUnknownID", needs: needsSnapshots, fn: testSnapshotImpossibleID},
 	{name: "SparseFile", needs: needsSnapshots, fn: testSnapshotSparse},
@@ -75,6 +76,19 @@ func needsFork(c sandbox.Capabilities) string {
 		return "provider cannot fork (no driver.Forker nor driver.Snapshotter)"
 	}
 	return needsSnapshots(c)
+}
+
+// needsFullSnapshots skips where the provider declares no full mode,
+// with what it says the host lacks (local names the package criu, or why
+// criu cannot work there).
+func needsFullSnapshots(c sandbox.Capabilities) string {
+	if !c.Snapshots {
+		return "provider has no snapshots (Capabilities.Snapshots=false: not a driver.Snapshotter)"
+	}
+	if !hasMode(c.SnapshotModes, sandbox.SnapshotFull) {
+		return "provider declares no full snapshots (Capabilities.SnapshotModes " + fmt.Sprint(c.SnapshotModes) + "): " + c.SnapshotNote
+	}
+	return ""
 }
 
 func needsSnapshotsAndPause(c sandbox.Capabilities) string {
@@ -475,6 +489,56 @@ func testSnapshotFullRefused(ctx context.Context, t *testing.T, s *suite) {
 	if !strings.Contains(err.Error(), "full") {
 		t.Errorf("error %q does not name the mode", err)
 	}
+}
+
+// testSnapshotFullProcesses checks that a full snapshot keeps a running
+// process with its memory: a shell loop counting in a variable and
+// writing the count to a file goes on counting, from where it was, in a
+// sandbox created from the snapshot (a filesystem copy would leave the
+// count standing; a restarted loop would count from 1 again).
+func testSnapshotFullProcesses(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	sh(ctx, t, sb, `mkdir -p full && nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > full/count.tmp && mv full/count.tmp full/count; sleep 0.1; done' >/dev/null 2>&1 </dev/null &`)
+	count := func(sb *sandbox.Sandbox) int {
+		b, err := sb.ReadFile(ctx, "full/count")
+		if err != nil {
+			return -1
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	// waitPast waits until sb's count exceeds n, always at least floor.
+	waitPast := func(sb *sandbox.Sandbox, what string, floor, n int) int {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c := count(sb)
+			if c >= 0 && c < floor {
+				t.Fatalf("%s: count %d went below %d: the loop started over instead of going on", what, c, floor)
+			}
+			if c > n {
+				return c
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				t.Fatalf("%s: count stayed at %d, want past %d: the process is not running", what, c, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	before := waitPast(sb, "source", 0, 3)
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull, Labels: map[string]string{"sandboxtest": s.runID}})
+	check(t, err)
+	s.deleteAtCleanup(t, snap.ID)
+	if snap.Mode != sandbox.SnapshotFull {
+		t.Errorf("full snapshot reports mode %q", snap.Mode)
+	}
+	child := s.createFrom(ctx, t, snap.ID)
+	waitPast(child, "sandbox from the full snapshot", before, before+5)
+	// The source runs on.
+	waitPast(sb, "source after the snapshot", before, count(sb)+2)
 }
 
 func testSnapshotBadInput(ctx context.Context, t *testing.T, s *suite) {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -103,6 +104,10 @@ type Runtime struct {
 	terms    termTable      // the terminals this Runtime started
 	gates    sync.Map       // container id -> *execGate
 	owned    sync.Map       // container id -> time.Time it was proven (or made) by this Runtime
+	// experimental is what the engine's last Ping said of its
+	// experimental mode (Docker-Experimental), which its checkpoint API
+	// needs: engineUnknown before any Ping.
+	experimental atomic.Int32
 }
 
 // config is what the options set.
@@ -345,6 +350,11 @@ func (r *Runtime) Ping(ctx context.Context) error {
 	if err != nil {
 		return r.wrap(ctx, "ping", err)
 	}
+	if p.Experimental {
+		r.experimental.Store(engineExperimental)
+	} else {
+		r.experimental.Store(engineStable)
+	}
 	if versionLess(p.APIVersion, MinAPIVersion) {
 		return fmt.Errorf("docker: engine at %s speaks API %s, want at least %s (Docker Engine 20.10): %w", r.host, p.APIVersion, MinAPIVersion, sberrors.ErrUnavailable)
 	}
@@ -375,7 +385,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		Network:       r.network != "none",
 		NetworkPolicy: r.netSupport(),
 		SnapshotModes: snapshotModes(),
-		SnapshotNote:  "filesystem snapshots are commits to images; full mode would need the engine's experimental checkpoint with CRIU",
+		SnapshotNote:  "filesystem snapshots are commits to images; mode full unavailable: " + r.fullMissing(),
 	}
 }
 

@@ -47,8 +47,15 @@ import (
 // exists for this provider (GetSnapshot, Create from it: NotFound).
 // `docker image prune` frees such layers once they are unused.
 //
-// Full mode (processes and memory) would need the engine's experimental
-// checkpoint with CRIU; it is not offered.
+// Full mode (processes and memory) is not offered. It would go through
+// the engine's checkpoint API (runc and CRIU), which the engine serves
+// only in experimental mode (dockerd --experimental) and which needs CRIU
+// on the engine's host; a Snapshot in mode full is FailedPrecondition
+// saying which of those this engine lacks (asking it with a Ping), and
+// Capabilities.SnapshotNote says the same once a Ping has answered.
+// Where the engine has the API, restoring its checkpoint into a new
+// container (ContainerStart with a checkpoint of another container) is
+// what is not built, and the error says that instead.
 
 // snapshotRepo is the repository of the owner tag of every snapshot image.
 const snapshotRepo = "sandboxkit-snapshot"
@@ -82,11 +89,35 @@ func snapshotModes() []driver.SnapshotMode {
 	return []driver.SnapshotMode{driver.SnapshotFilesystem}
 }
 
+// What the engine's last Ping said of its experimental mode.
+const (
+	engineUnknown int32 = iota
+	engineStable
+	engineExperimental
+)
+
+// fullMissing says what full snapshots lack on this engine, as far as its
+// last Ping tells.
+func (r *Runtime) fullMissing() string {
+	switch r.experimental.Load() {
+	case engineStable:
+		return "it needs the engine's checkpoint API, which the engine at " + r.host + " serves only in experimental mode (dockerd --experimental, with CRIU, Debian package criu, on the engine's host), and this engine runs without it"
+	case engineExperimental:
+		return "the engine at " + r.host + " runs in experimental mode with its checkpoint API, but this provider does not restore engine checkpoints into new containers yet"
+	}
+	return "it needs the engine's checkpoint API, served only in experimental mode (dockerd --experimental, with CRIU, Debian package criu, on the engine's host)"
+}
+
 // Snapshot commits sandbox id to an image owned by this provider.
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	const op = "snapshot"
 	if req.Mode != driver.SnapshotFilesystem {
-		return driver.SnapshotInfo{}, fmt.Errorf("docker: snapshot mode %q: this provider takes %q snapshots only (full mode needs the engine's experimental checkpoint with CRIU): %w", req.Mode, driver.SnapshotFilesystem, sberrors.ErrFailedPrecondition)
+		if r.experimental.Load() == engineUnknown {
+			if err := r.Ping(ctx); err != nil {
+				return driver.SnapshotInfo{}, err
+			}
+		}
+		return driver.SnapshotInfo{}, fmt.Errorf("docker: snapshot mode %q (processes and memory) is unavailable: %s; mode %q is available: %w", req.Mode, r.fullMissing(), driver.SnapshotFilesystem, sberrors.ErrFailedPrecondition)
 	}
 	key, err := r.ownerKey()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/docker"
 	"github.com/sandboxkit/sandbox/sberrors"
@@ -162,4 +163,38 @@ func TestSnapshotDeleteWhileInUse(t *testing.T) {
 	require.NoError(t, r.DeleteSnapshot(ctx, snap.ID), "deleting twice")
 	_, err = r.Snapshot(ctx, src.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFull})
 	require.True(t, errors.Is(err, sberrors.ErrFailedPrecondition), "full mode: %v", err)
+}
+
+// TestSnapshotFullSaysWhatIsMissing: full mode is FailedPrecondition
+// naming the mode and what this engine lacks, asked of the engine (its
+// experimental mode, which the checkpoint API needs); after a Ping the
+// capabilities say the same, and the portable layer refuses it with it.
+func TestSnapshotFullSaysWhatIsMissing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	engine(t)
+	raw := rawClient(t)
+	ping, err := raw.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	require.NoError(t, err)
+	want := "serves only in experimental mode (dockerd --experimental"
+	if ping.Experimental {
+		want = "runs in experimental mode with its checkpoint API, but this provider does not restore"
+	}
+	r := newRuntime(t)
+	t.Cleanup(func() { _ = r.Close() })
+	require.NotContains(t, r.Capabilities().SnapshotModes, driver.SnapshotFull)
+	in := dcreate(ctx, t, r, &driver.CreateRequest{})
+	// A Runtime that has not pinged asks the engine.
+	_, err = r.Snapshot(ctx, in.ID, &driver.SnapshotRequest{Mode: driver.SnapshotFull})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, sberrors.ErrFailedPrecondition), "%v", err)
+	require.Contains(t, err.Error(), `snapshot mode "full"`)
+	require.Contains(t, err.Error(), want)
+	require.Contains(t, r.Capabilities().SnapshotNote, want)
+	c := sandbox.NewClient(r)
+	sb, err := c.Attach(ctx, in.ID)
+	require.NoError(t, err)
+	_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull})
+	require.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), want)
 }

@@ -22,6 +22,7 @@ func TestConformance(t *testing.T) {
 		return newEnvOver(t, up.Backend(t), opts...)
 	})
 	h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
+	h.Skip = map[string]string{"Snapshots/FullKeepsProcesses": fakeFullSkip}
 	sandboxtest.Run(t, h)
 }
 
@@ -30,12 +31,19 @@ func TestConformance(t *testing.T) {
 func TestConformanceMemory(t *testing.T) {
 	h := harness(func(t *testing.T, _ ...e2bfake.Option) *env { return newMemoryEnv(t) })
 	h.Skip = map[string]string{
-		"Exec/KilledBySignal":   "provider/memory's shell has no kill; Process/SignalNamed covers the signal through the fake",
-		"Process/SignalTrapped": "provider/memory's shell runs no trap handler: a signal always ends its process",
-		"Terminal/IsATTY":       "provider/memory's terminal is an emulation with no tty (test -t is false); the fake passes the pty through, and TestConformance/Terminal/IsATTY checks it over provider/local",
+		"Exec/KilledBySignal":          "provider/memory's shell has no kill; Process/SignalNamed covers the signal through the fake",
+		"Process/SignalTrapped":        "provider/memory's shell runs no trap handler: a signal always ends its process",
+		"Terminal/IsATTY":              "provider/memory's terminal is an emulation with no tty (test -t is false); the fake passes the pty through, and TestConformance/Terminal/IsATTY checks it over provider/local",
+		"Snapshots/FullKeepsProcesses": fakeFullSkip,
 	}
 	sandboxtest.Run(t, h)
 }
+
+// fakeFullSkip is why the fake cannot show that a full snapshot keeps
+// processes, which the real E2B does (memory:true resumes them): its
+// backends take filesystem snapshots only, so the fake's memory snapshot
+// keeps the files alone.
+const fakeFullSkip = "e2bfake's backends (provider/local, provider/memory) take no full snapshots: its memory snapshots keep the files only, not the processes E2B resumes"
 
 // harness is the suite's harness over the envs newEnv makes, with the
 // fake's faults behind the fault hooks.

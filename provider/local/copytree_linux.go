@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +24,9 @@ import (
 // (mapped from the source sandbox's user to the destination's),
 // modification times, symbolic links, hard links (within one tree) and
 // FIFOs are kept; sockets and devices are left out (no sandbox can make a
-// device, and a socket is nothing without its process).
+// device, and a socket is nothing without its process). It works relative
+// to open directories, so a tree deeper than PATH_MAX (which a sandbox
+// can make one mkdir and chdir at a time) is copied whole.
 type copier struct {
 	// uidFrom and uidTo map the owner of the copied files: a file of
 	// uidFrom (uid and gid alike) becomes uidTo's; -1 maps nothing.
@@ -89,119 +93,343 @@ func (c *copier) owner(id uint32) int {
 	return int(id)
 }
 
-// tree copies the contents of directory src into the existing directory
-// dst (dst's own mode and owner are left as they are).
-func (c *copier) tree(ctx context.Context, src, dst string) error {
-	ents, err := os.ReadDir(src)
+// keepOpen is how many levels of directories a walk keeps open (the
+// copier two descriptors a level). Deeper, a walk closes a directory
+// while it is in a subdirectory and reopens it through the
+// subdirectory's "..", checking that it is the same directory: a tree
+// of any depth is walked with a bounded number of descriptors.
+const keepOpen = 64
+
+// openFlags opens a directory for a walk: never through a symbolic link.
+const openFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+// dirRef is a directory of a walk that may be closed while the walk is
+// below it: its descriptor (-1 while closed) and its identity.
+type dirRef struct {
+	fd       int
+	dev, ino uint64
+}
+
+// leave closes d for as long as the walk is in a subdirectory of it.
+func (d *dirRef) leave() error {
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return err
+	}
+	d.dev, d.ino = uint64(st.Dev), st.Ino
+	err := unix.Close(d.fd)
+	d.fd = -1
+	return err
+}
+
+// back reopens d through child's "..": the same directory, or an error
+// (it was moved meanwhile).
+func (d *dirRef) back(child int) error {
+	fd, err := unix.Openat(child, "..", openFlags, 0)
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if uint64(st.Dev) != d.dev || st.Ino != d.ino {
+		unix.Close(fd)
+		return fmt.Errorf("a directory moved while it was copied: %w", syscall.ESTALE)
+	}
+	d.fd = fd
+	return nil
+}
+
+func (d *dirRef) close() {
+	if d.fd >= 0 {
+		unix.Close(d.fd)
+		d.fd = -1
+	}
+}
+
+// readNames returns the names in directory fd, sorted.
+func readNames(fd int) ([]string, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	slices.Sort(names)
+	return names, err
+}
+
+// walkPath is where a walk is: the names from its root down, joined into
+// a path only for an error (a tree may be far deeper than PATH_MAX).
+type walkPath struct {
+	root  string
+	names []string
+}
+
+func (w *walkPath) path(name string) string {
+	var b strings.Builder
+	b.WriteString(w.root)
+	for _, n := range w.names {
+		b.WriteByte('/')
+		b.WriteString(n)
+	}
+	if name != "" {
+		b.WriteByte('/')
+		b.WriteString(name)
+	}
+	return b.String()
+}
+
+// copyWalk is one tree copy under way.
+type copyWalk struct {
+	src, dst walkPath
+}
+
+func (w *copyWalk) srcErr(op, name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &fs.PathError{Op: op, Path: w.src.path(name), Err: err}
+}
+
+func (w *copyWalk) dstErr(op, name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &fs.PathError{Op: op, Path: w.dst.path(name), Err: err}
+}
+
+// tree copies the contents of directory src into the existing directory
+// dst (dst's own mode and owner are left as they are). It works relative
+// to open directories (openat, mkdirat, ...), so a tree deeper than
+// PATH_MAX is copied whole.
+func (c *copier) tree(ctx context.Context, src, dst string) error {
+	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: src, Err: err}
+	}
+	var dfd int
+	if err := c.dst(func() (err error) {
+		dfd, err = unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		unix.Close(sfd)
+		return &fs.PathError{Op: "open", Path: dst, Err: err}
+	}
+	s, d := &dirRef{fd: sfd}, &dirRef{fd: dfd}
+	defer s.close()
+	defer d.close()
+	w := &copyWalk{src: walkPath{root: src}, dst: walkPath{root: dst}}
+	return c.dir(ctx, w, s, d, 0)
+}
+
+// dir copies the entries of directory s into directory d. On return s
+// and d are open again (unless it failed).
+func (c *copier) dir(ctx context.Context, w *copyWalk, s, d *dirRef, depth int) error {
+	names, err := readNames(s.fd)
+	if err != nil {
+		return w.srcErr("readdir", "", err)
+	}
+	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := c.entry(ctx, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+		if err := c.entry(ctx, w, s, d, name, depth); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entry copies one file, link or directory (recursively).
-func (c *copier) entry(ctx context.Context, src, dst string) error {
+// entry copies one file, link or directory (recursively) named name in
+// s to the same name in d.
+func (c *copier) entry(ctx context.Context, w *copyWalk, s, d *dirRef, name string, depth int) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(src, &st); err != nil {
-		return &fs.PathError{Op: "lstat", Path: src, Err: err}
+	if err := unix.Fstatat(s.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return w.srcErr("lstat", name, err)
 	}
 	uid, gid := c.owner(st.Uid), c.owner(st.Gid)
 	perm := uint32(st.Mode & 0o7777)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		if err := c.dst(func() error { return unix.Mkdir(dst, 0o700) }); err != nil {
+		if err := c.dst(func() error { return unix.Mkdirat(d.fd, name, 0o700) }); err != nil {
 			// An existing directory (lost+found of a disk image) is filled.
-			if fi, serr := os.Lstat(dst); err != unix.EEXIST || serr != nil || !fi.IsDir() {
-				return &fs.PathError{Op: "mkdir", Path: dst, Err: err}
+			var dst unix.Stat_t
+			if err != unix.EEXIST || unix.Fstatat(d.fd, name, &dst, unix.AT_SYMLINK_NOFOLLOW) != nil || dst.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return w.dstErr("mkdir", name, err)
 			}
 		}
-		if err := c.tree(ctx, src, dst); err != nil {
+		if err := c.subdir(ctx, w, s, d, name, depth); err != nil {
 			return err
 		}
 		// The mode last, so a read-only directory is filled first.
-		return c.finish(dst, uid, gid, perm, &st, false)
+		return c.finish(w, d.fd, name, uid, gid, perm, &st, false)
 	case unix.S_IFLNK:
-		target, err := os.Readlink(src)
+		target, err := readlinkat(s.fd, name)
 		if err != nil {
-			return err
+			return w.srcErr("readlink", name, err)
 		}
-		if err := c.dst(func() error { return unix.Symlink(target, dst) }); err != nil {
-			return &fs.PathError{Op: "symlink", Path: dst, Err: err}
+		if err := c.dst(func() error { return unix.Symlinkat(target, d.fd, name) }); err != nil {
+			return w.dstErr("symlink", name, err)
 		}
-		return c.finish(dst, uid, gid, 0, &st, true)
+		return c.finish(w, d.fd, name, uid, gid, 0, &st, true)
 	case unix.S_IFIFO:
-		if err := c.dst(func() error { return unix.Mkfifo(dst, 0o600) }); err != nil {
-			return &fs.PathError{Op: "mkfifo", Path: dst, Err: err}
+		if err := c.dst(func() error { return unix.Mkfifoat(d.fd, name, 0o600) }); err != nil {
+			return w.dstErr("mkfifo", name, err)
 		}
-		return c.finish(dst, uid, gid, perm, &st, false)
+		return c.finish(w, d.fd, name, uid, gid, perm, &st, false)
 	case unix.S_IFREG:
 		key := [2]uint64{uint64(st.Dev), st.Ino}
 		if st.Nlink > 1 {
 			if first, ok := c.links[key]; ok {
-				if err := c.dst(func() error { return os.Link(first, dst) }); err == nil {
+				if err := c.dst(func() error { return linkPath(first, d.fd, name) }); err == nil {
 					return nil
 				}
 			}
 		}
-		if err := c.file(src, dst, st.Size); err != nil {
+		if err := c.file(w, s.fd, d.fd, name, st.Size); err != nil {
 			return err
 		}
 		if st.Nlink > 1 {
-			c.links[key] = dst
+			c.links[key] = w.dst.path(name)
 		}
-		return c.finish(dst, uid, gid, perm, &st, false)
+		return c.finish(w, d.fd, name, uid, gid, perm, &st, false)
 	}
 	return nil // sockets, devices
 }
 
-// finish sets the owner, mode and times of a copy.
-func (c *copier) finish(dst string, uid, gid int, perm uint32, st *unix.Stat_t, link bool) error {
-	return c.dst(func() error { return finish(dst, uid, gid, perm, st, link) })
+// subdir copies directory name of s into the directory name of d, which
+// exists. Below keepOpen levels s and d stay open meanwhile; deeper, they
+// are closed and reopened after.
+func (c *copier) subdir(ctx context.Context, w *copyWalk, s, d *dirRef, name string, depth int) error {
+	cs := &dirRef{fd: -1}
+	cd := &dirRef{fd: -1}
+	defer cs.close()
+	defer cd.close()
+	var err error
+	if cs.fd, err = unix.Openat(s.fd, name, openFlags, 0); err != nil {
+		return w.srcErr("open", name, err)
+	}
+	if err := c.dst(func() (err error) { cd.fd, err = unix.Openat(d.fd, name, openFlags, 0); return err }); err != nil {
+		return w.dstErr("open", name, err)
+	}
+	w.src.names, w.dst.names = append(w.src.names, name), append(w.dst.names, name)
+	defer func() { w.src.names, w.dst.names = w.src.names[:len(w.src.names)-1], w.dst.names[:len(w.dst.names)-1] }()
+	if depth < keepOpen {
+		return c.dir(ctx, w, cs, cd, depth+1)
+	}
+	if err := s.leave(); err != nil {
+		return w.srcErr("close", "", err)
+	}
+	if err := d.leave(); err != nil {
+		return w.dstErr("close", "", err)
+	}
+	werr := c.dir(ctx, w, cs, cd, depth+1)
+	if err := s.back(cs.fd); err != nil {
+		return errors.Join(werr, w.srcErr("open", "..", err))
+	}
+	if err := c.dst(func() error { return d.back(cd.fd) }); err != nil {
+		return errors.Join(werr, w.dstErr("open", "..", err))
+	}
+	return werr
 }
 
-func finish(dst string, uid, gid int, perm uint32, st *unix.Stat_t, link bool) error {
-	if err := os.Lchown(dst, uid, gid); err != nil && !errors.Is(err, syscall.EPERM) {
-		return err
-	}
-	if !link {
-		if err := unix.Chmod(dst, perm); err != nil {
-			return &fs.PathError{Op: "chmod", Path: dst, Err: err}
+// readlinkat reads symbolic link name in directory fd.
+func readlinkat(fd int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		b := make([]byte, n)
+		k, err := unix.Readlinkat(fd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if k < n {
+			return string(b[:k]), nil
 		}
 	}
-	ts := []unix.Timespec{st.Atim, st.Mtim}
-	_ = unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
-	return nil
+}
+
+// linkPath makes name in directory fd a hard link to the file at path,
+// which may be longer than PATH_MAX: then its directory is opened one
+// name at a time.
+func linkPath(path string, fd int, name string) error {
+	if len(path) < unix.PathMax-1 {
+		return unix.Linkat(unix.AT_FDCWD, path, fd, name, 0)
+	}
+	dir, base := filepath.Split(path)
+	pfd, err := openDirPath(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	return unix.Linkat(pfd, base, fd, name, 0)
+}
+
+// openDirPath opens the directory at an absolute path of any length, one
+// name at a time.
+func openDirPath(path string) (int, error) {
+	fd, err := unix.Open("/", openFlags, 0)
+	if err != nil {
+		return -1, err
+	}
+	for el := range strings.SplitSeq(path, "/") {
+		if el == "" {
+			continue
+		}
+		next, err := unix.Openat(fd, el, openFlags, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// finish sets the owner, mode and times of the copy name in directory dfd.
+func (c *copier) finish(w *copyWalk, dfd int, name string, uid, gid int, perm uint32, st *unix.Stat_t, link bool) error {
+	return c.dst(func() error {
+		if err := unix.Fchownat(dfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, syscall.EPERM) {
+			return w.dstErr("chown", name, err)
+		}
+		if !link {
+			if err := unix.Fchmodat(dfd, name, perm, 0); err != nil {
+				return w.dstErr("chmod", name, err)
+			}
+		}
+		ts := []unix.Timespec{st.Atim, st.Mtim}
+		_ = unix.UtimesNanoAt(dfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+		return nil
+	})
 }
 
 // file copies a regular file's bytes: a reflink where the file system
 // allows, else the data ranges only, holes left as holes.
-func (c *copier) file(src, dst string, size int64) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+func (c *copier) file(w *copyWalk, sfd, dfd int, name string, size int64) error {
+	ifd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return w.srcErr("open", name, err)
 	}
+	in := os.NewFile(uintptr(ifd), name)
 	defer in.Close()
 	return c.dst(func() error {
-		out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		ofd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
-			return err
+			return w.dstErr("open", name, err)
 		}
-		if size > 0 && unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+		out := os.NewFile(uintptr(ofd), name)
+		if size > 0 && unix.IoctlFileClone(ofd, ifd) == nil {
 			c.reflinked++
 			return out.Close()
 		}
 		c.copied++
 		if err := copySparse(in, out, size); err != nil {
 			out.Close()
-			return &fs.PathError{Op: "copy", Path: src, Err: err}
+			return w.srcErr("copy", name, err)
 		}
 		return out.Close()
 	})
@@ -262,20 +490,63 @@ func copyRange(in, out *os.File, off, n int64) error {
 	return nil
 }
 
-// diskUsage sums the blocks the files under dir take (as du does).
+// diskUsage sums the blocks the files under dir take (as du does), at
+// any depth.
 func diskUsage(dir string) int64 {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	d := &dirRef{fd: fd}
+	defer d.close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return 0
+	}
+	return st.Blocks*512 + usageIn(d, 0)
+}
+
+// usageIn sums the blocks of what directory d holds. On return d is open
+// again unless it could not be reopened (then the sum is what it had).
+func usageIn(d *dirRef, depth int) int64 {
+	names, err := readNames(d.fd)
+	if err != nil {
+		return 0
+	}
 	var total int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		total += st.Blocks * 512
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		cfd, err := unix.Openat(d.fd, name, openFlags, 0)
 		if err != nil {
-			return nil
+			continue
 		}
-		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				total += st.Blocks * 512
-			}
+		c := &dirRef{fd: cfd}
+		if depth < keepOpen {
+			total += usageIn(c, depth+1)
+			c.close()
+			continue
 		}
-		return nil
-	})
+		if d.leave() != nil {
+			c.close()
+			return total
+		}
+		total += usageIn(c, depth+1)
+		err = errors.New("closed")
+		if c.fd >= 0 {
+			err = d.back(c.fd)
+		}
+		c.close()
+		if err != nil {
+			return total
+		}
+	}
 	return total
 }
 

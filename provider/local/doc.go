@@ -201,9 +201,24 @@
 // Capabilities.SnapshotNote what the host offers. The Runtime is a
 // driver.Forker too: Fork freezes the source once and copies its files
 // straight into each new sandbox (at most 4 at a time), with no snapshot
-// in between. Full mode (processes
-// and memory) needs CRIU (Debian package criu) and is not offered yet: it
-// is FailedPrecondition saying so.
+// in between.
+//
+// Full mode (processes and memory) is not offered: it is
+// FailedPrecondition naming what the host lacks, and
+// Capabilities.SnapshotNote and each snapshot's Detail["full_mode"] say
+// the same. It would need CRIU (Debian package criu) passing `criu
+// check` on the host's kernel (probed once per process, bounded: Debian
+// 12's criu 3.17 fails it on kernels from 6.13 on, whose vDSO layout it
+// predates; criu 4.2 passes), the capabilities CRIU dumps with
+// (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, CAP_SYS_PTRACE,
+// CAP_SYS_RESOURCE: a container's bounding set often lacks the last),
+// and a restore of the checkpointed processes into the new sandbox,
+// which is not built at any level: CRIU gives restored processes their
+// old process ids, which at L1 and L2 (no pid namespace) the source
+// sandbox's processes, running on, still hold; at L3 and L4 the
+// processes' namespaces belong to the sandbox's user namespace, which
+// CRIU run from the host refuses to dump without its init (the agent)
+// and CRIU run inside it has not the capabilities to.
 //
 // # Network
 //

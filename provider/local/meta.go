@@ -396,6 +396,9 @@ func (r *Runtime) info(m *meta) driver.Info {
 	if m.Why != "" {
 		detail["isolation_missing"] = m.Why
 	}
+	// What snapshots of it can keep here: how files are copied, and why
+	// full mode is unavailable (CRIU missing, failing or not allowed).
+	detail["snapshots"] = r.snapshotNote()
 	if m.Paused != "" {
 		detail["paused_by"] = m.Paused
 	}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -34,7 +36,9 @@ import (
 // thawed after, unless it was paused. Files are reflinked (FICLONE) where
 // the root's file system clones (XFS, btrfs, bcachefs), else copied with
 // their holes kept; modes, owners, times, symbolic and hard links go with
-// them. Full mode (processes and memory) is not offered: it needs CRIU.
+// them. Full mode (processes and memory) is not offered: see fullMissing
+// for what the host lacks (CRIU, Debian package criu, and a restore of
+// the checkpoint into a new sandbox).
 
 // snapDir is the directory under the root that holds the snapshots.
 const snapDir = "snapshots"
@@ -64,7 +68,6 @@ func (r *Runtime) snapMetaPath(id string) string { return filepath.Join(r.snapPa
 type snapFacts struct {
 	once    sync.Once
 	reflink bool
-	criu    string
 }
 
 func (r *Runtime) snapFacts() *snapFacts {
@@ -73,9 +76,197 @@ func (r *Runtime) snapFacts() *snapFacts {
 		// The snapshots live on the root's file system: probe there,
 		// without making their directory before the first snapshot.
 		f.reflink = reflinks(r.root)
-		f.criu, _ = exec.LookPath("criu")
 	})
 	return f
+}
+
+// criuFacts is what the host offers for full snapshots: whether CRIU is
+// installed and whether `criu check` passes on this kernel. The host does
+// not change under a program, so it is probed once per process, on first
+// use, with a time bound (see probeCRIU).
+type criuFacts struct {
+	path string // "" when not installed
+	// checkErr is why `criu check` failed ("" when it passed).
+	checkErr string
+	// capsMissing names the capabilities CRIU needs to checkpoint another
+	// user's processes that this process lacks (a container's bounding
+	// set often drops CAP_SYS_RESOURCE; `criu check` passes without it,
+	// a dump then fails reading the processes' rlimits).
+	capsMissing []string
+}
+
+var (
+	criuOnce  sync.Once
+	criuProbe criuFacts
+)
+
+// criuCheckTimeout bounds the `criu check` probe.
+const criuCheckTimeout = 20 * time.Second
+
+// criuCacheFile, under a Runtime's root, keeps the outcome of `criu check`
+// for the criu binary and the boot it was run on: the check costs about
+// 0.3 s, which every program's first Client would otherwise pay.
+const criuCacheFile = ".criu-check.json"
+
+// criuCache is criuCacheFile's content.
+type criuCache struct {
+	Key      string `json:"key"`
+	CheckErr string `json:"check_err"`
+}
+
+// probeCRIU returns what the host offers for full snapshots, probing once
+// per process (the outcome of `criu check` is reused from root's cache
+// while the binary and the boot are the same).
+func (r *Runtime) probeCRIU() criuFacts {
+	criuOnce.Do(func() {
+		path, _ := exec.LookPath("criu")
+		criuProbe = criuFacts{path: path}
+		if path != "" {
+			key := criuKey(path)
+			cache := filepath.Join(r.root, criuCacheFile)
+			var c criuCache
+			if b, err := os.ReadFile(cache); err == nil && json.Unmarshal(b, &c) == nil && key != "" && c.Key == key {
+				criuProbe.checkErr = c.CheckErr
+			} else {
+				criuProbe = checkCRIU(path, criuCheckTimeout)
+				if key != "" && !strings.HasPrefix(criuProbe.checkErr, "did not finish") {
+					writeCRIUCache(cache, criuCache{Key: key, CheckErr: criuProbe.checkErr})
+				}
+			}
+		}
+		criuProbe.capsMissing = criuCaps(effectiveCaps())
+	})
+	return criuProbe
+}
+
+// criuKey identifies the criu binary at path (its real path, size and
+// modification time) on this boot, or "" when it cannot be told.
+func criuKey(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return ""
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s %d %d %s", real, fi.Size(), fi.ModTime().UnixNano(), strings.TrimSpace(string(boot)))
+}
+
+// writeCRIUCache writes the cache atomically; a failure only costs the
+// next program a probe.
+func writeCRIUCache(path string, c criuCache) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return
+	}
+	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
+	if os.WriteFile(tmp, b, 0o600) != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	if os.Rename(tmp, path) != nil {
+		_ = os.Remove(tmp)
+	}
+}
+
+// effectiveCaps returns this process's effective capability set (CapEff
+// of /proc/self/status), or 0 when it cannot be read.
+func effectiveCaps() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// criuCaps names the capabilities in eff that CRIU needs and are missing:
+// CAP_SYS_PTRACE and CAP_SYS_RESOURCE, and CAP_SYS_ADMIN or
+// CAP_CHECKPOINT_RESTORE.
+func criuCaps(eff uint64) []string {
+	has := func(c uint) bool { return eff&(1<<c) != 0 }
+	var miss []string
+	if !has(unix.CAP_SYS_ADMIN) && !has(unix.CAP_CHECKPOINT_RESTORE) {
+		miss = append(miss, "CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE")
+	}
+	if !has(unix.CAP_SYS_PTRACE) {
+		miss = append(miss, "CAP_SYS_PTRACE")
+	}
+	if !has(unix.CAP_SYS_RESOURCE) {
+		miss = append(miss, "CAP_SYS_RESOURCE")
+	}
+	return miss
+}
+
+// checkCRIU runs `path check` (nothing when path is ""), bounded by
+// timeout.
+func checkCRIU(path string, timeout time.Duration) criuFacts {
+	f := criuFacts{path: path}
+	if path == "" {
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "check")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	switch {
+	case ctx.Err() != nil:
+		f.checkErr = fmt.Sprintf("did not finish within %v", timeout)
+	case err != nil:
+		f.checkErr = criuCheckReason(string(out), err)
+	}
+	return f
+}
+
+// criuCheckReason is the first error `criu check` printed (its lines
+// read "Error (file:line): what"), else the way it ended; bounded.
+func criuCheckReason(out string, err error) string {
+	why := ""
+	for line := range strings.Lines(out) {
+		line = strings.TrimSpace(line)
+		if _, rest, ok := strings.Cut(line, "Error ("); ok {
+			if _, msg, ok := strings.Cut(rest, "): "); ok {
+				why = msg
+				break
+			}
+		}
+		if why == "" && line != "" {
+			why = line
+		}
+	}
+	if why == "" {
+		why = err.Error()
+	}
+	return clipMiddle(why, 200)
+}
+
+// fullMissing says why this host cannot take full snapshots of a sandbox:
+// what is missing, for the FailedPrecondition, Capabilities and Detail.
+// Restoring a checkpoint into a new sandbox (its processes with their
+// ids, inside the new sandbox's namespaces and under its agent) is not
+// built on any isolation level, so even where CRIU runs the answer names
+// that; where CRIU does not run, it names what is missing first.
+func fullMissing(f criuFacts) string {
+	switch {
+	case f.path == "":
+		return "CRIU is not installed (Debian package criu)"
+	case f.checkErr != "":
+		return "CRIU at " + f.path + " does not work on this kernel (criu check: " + f.checkErr + "; a newer criu may)"
+	case len(f.capsMissing) > 0:
+		return "CRIU at " + f.path + " needs capabilities this process lacks: " + strings.Join(f.capsMissing, ", ")
+	}
+	return "CRIU at " + f.path + " passes criu check, but this provider does not restore checkpointed processes into a new sandbox at any isolation level yet"
 }
 
 // snapshotNote says what the host offers, for Capabilities and Detail.
@@ -85,7 +276,7 @@ func (r *Runtime) snapshotNote() string {
 	if f.reflink {
 		how = "files reflinked (copy-on-write)"
 	}
-	return "filesystem snapshots: " + how + "; mode full needs CRIU (Debian package criu), which this provider does not use yet"
+	return "filesystem snapshots: " + how + "; mode full (processes and memory) unavailable: " + fullMissing(r.probeCRIU())
 }
 
 // uidOf returns the host uid that owns the files of sandbox m's user.
@@ -117,7 +308,7 @@ func (r *Runtime) tmpOf(m *meta) string {
 func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotRequest) (driver.SnapshotInfo, error) {
 	if req.Mode != driver.SnapshotFilesystem {
 		return driver.SnapshotInfo{}, sberrors.Errorf(sberrors.FailedPrecondition,
-			"local: snapshot mode %q needs CRIU (Debian package criu), which this provider does not use yet; mode filesystem is available", req.Mode)
+			"local: snapshot mode %q (processes and memory) is unavailable: %s; mode %q is available", req.Mode, fullMissing(r.probeCRIU()), driver.SnapshotFilesystem)
 	}
 	if !idRE.MatchString(id) {
 		return driver.SnapshotInfo{}, notFound(r, id)
@@ -181,7 +372,7 @@ func (r *Runtime) Snapshot(ctx context.Context, id string, req *driver.SnapshotR
 		CreatedAt: r.now().UTC(), Labels: maps.Clone(req.Labels), SourceID: id, Template: m.Template,
 		Detail: map[string]string{
 			"copy": how, "files_reflinked": strconv.Itoa(cp.reflinked), "files_copied": strconv.Itoa(cp.copied),
-			"kept": keptWhat(sm.Tmp), "criu": criuNote(facts.criu),
+			"kept": keptWhat(sm.Tmp), "full_mode": "unavailable: " + fullMissing(r.probeCRIU()),
 		},
 	}
 	b, err := json.MarshalIndent(sm, "", "  ")
@@ -206,13 +397,6 @@ func keptWhat(tmp bool) string {
 		return "home and temporary directory"
 	}
 	return "home (the temporary directory, a tmpfs, went with the agent)"
-}
-
-func criuNote(path string) string {
-	if path == "" {
-		return "not installed (Debian package criu); full snapshots unavailable"
-	}
-	return "installed at " + path + " but not used yet; full snapshots unavailable"
 }
 
 // snapErr classifies a failed copy. Its text names the file by its path

@@ -5,6 +5,7 @@ package local
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/sandboxkit/sandbox/sberrors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // A snapshot lives under the root: a new Runtime (a restart) lists it and
@@ -154,25 +156,84 @@ func TestSnapshotFreezesAndThaws(t *testing.T) {
 	}
 }
 
-// Full mode is refused naming CRIU; the capabilities say what the host
-// offers.
+// Full mode is refused naming what the host lacks (the package criu, or
+// why criu does not work here); the capabilities say the same.
 func TestSnapshotFullNeedsCRIU(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t)
 	caps := rt.Capabilities()
 	assert.Equal(t, []driver.SnapshotMode{driver.SnapshotFilesystem}, caps.SnapshotModes)
-	assert.Contains(t, caps.SnapshotNote, "criu")
+	missing := fullMissing(rt.probeCRIU())
+	t.Logf("this host: %s", caps.SnapshotNote)
+	assert.Contains(t, caps.SnapshotNote, "mode full (processes and memory) unavailable: "+missing)
+	if _, err := exec.LookPath("criu"); err != nil {
+		assert.Contains(t, missing, "Debian package criu")
+	} else {
+		assert.Contains(t, missing, "CRIU at ")
+	}
 	c := sandbox.NewClient(rt)
 	defer c.Close()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
 	defer sb.Destroy(ctx)
+	assert.Equal(t, caps.SnapshotNote, sb.Info().Detail["snapshots"], "Info.Detail says what the host offers")
 	_, err = sb.Snapshot(ctx, sandbox.SnapshotOptions{Mode: sandbox.SnapshotFull})
 	assert.Equal(t, sandbox.FailedPrecondition, sandbox.CodeOf(err))
-	assert.Contains(t, err.Error(), "needs CRIU (Debian package criu)")
-	// The driver refuses it on its own too.
+	assert.Contains(t, err.Error(), `"full"`)
+	assert.Contains(t, err.Error(), missing)
+	// The driver refuses it on its own too, naming the mode and the reason.
 	_, err = rt.Snapshot(ctx, sb.ID(), &driver.SnapshotRequest{Mode: driver.SnapshotFull})
-	assert.Contains(t, err.Error(), "Debian package criu")
+	assert.Equal(t, sberrors.FailedPrecondition, sberrors.CodeOf(err))
+	assert.Contains(t, err.Error(), `snapshot mode "full"`)
+	assert.Contains(t, err.Error(), missing)
+	// A filesystem snapshot's Detail says the same.
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+	require.NoError(t, err)
+	defer c.DeleteSnapshot(ctx, snap.ID)
+	assert.Equal(t, "unavailable: "+missing, snap.Detail["full_mode"])
+}
+
+// The CRIU probe tells apart a host without criu, a criu that fails its
+// check on this kernel (the reason is its first error line), one that
+// hangs (bounded), and one that passes.
+func TestCheckCRIU(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+		return p
+	}
+	none := checkCRIU("", time.Second)
+	assert.Equal(t, "CRIU is not installed (Debian package criu)", fullMissing(none))
+
+	broken := script("broken", `echo 'Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds' >&2
+echo 'Error (criu/crtools.c:260): Could not initialize kernel features detection.' >&2
+exit 1`)
+	f := checkCRIU(broken, 5*time.Second)
+	assert.Equal(t, "vdso: Unexpected rt vDSO area bounds", f.checkErr)
+	assert.Contains(t, fullMissing(f), "does not work on this kernel (criu check: vdso: Unexpected rt vDSO area bounds")
+
+	mute := script("mute", "exit 3")
+	assert.Equal(t, "exit status 3", checkCRIU(mute, 5*time.Second).checkErr)
+
+	hangs := script("hangs", "exec sleep 60")
+	start := time.Now()
+	f = checkCRIU(hangs, 200*time.Millisecond)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Contains(t, f.checkErr, "did not finish within 200ms")
+
+	ok := script("ok", "echo 'Looks good.'")
+	f = checkCRIU(ok, 5*time.Second)
+	assert.Empty(t, f.checkErr)
+	assert.Contains(t, fullMissing(f), "passes criu check, but")
+
+	// A check that passes in a container without CAP_SYS_RESOURCE still
+	// cannot dump: the capabilities are named.
+	f.capsMissing = criuCaps(0x1fffeffffff) // every capability up to 40 but CAP_SYS_RESOURCE
+	assert.Equal(t, []string{"CAP_SYS_RESOURCE"}, f.capsMissing)
+	assert.Contains(t, fullMissing(f), "needs capabilities this process lacks: CAP_SYS_RESOURCE")
+	assert.Empty(t, criuCaps(1<<unix.CAP_CHECKPOINT_RESTORE|1<<unix.CAP_SYS_PTRACE|1<<unix.CAP_SYS_RESOURCE))
+	assert.Equal(t, []string{"CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE", "CAP_SYS_PTRACE", "CAP_SYS_RESOURCE"}, criuCaps(0))
 }
 
 // A sparse file is copied without its holes: the copy takes no more
@@ -240,4 +301,137 @@ func TestForkNative(t *testing.T) {
 	assert.Zero(t, n, "a native fork makes no snapshot")
 	_, err = rt.Fork(ctx, "sbx-00000000000000-00000000", 1, &driver.CreateRequest{})
 	assert.Equal(t, sberrors.NotFound, sberrors.CodeOf(err))
+}
+
+// mkChain makes a chain of depth directories named "d" under dir, one
+// name at a time (the chain is far longer than PATH_MAX), and writes
+// "bottom" in the deepest with content; a hard link to it sits at the
+// top. It returns nothing: it fails the test.
+func mkChain(t *testing.T, dir string, depth int, content string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	for i := range depth {
+		require.NoError(t, unix.Mkdirat(fd, "d", 0o755), "level %d", i)
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		require.NoError(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, "bottom", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o640)
+	require.NoError(t, err)
+	_, err = unix.Write(f, []byte(content))
+	require.NoError(t, err)
+	unix.Close(f)
+	top, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	defer unix.Close(top)
+	require.NoError(t, unix.Linkat(fd, "bottom", top, "top-link", 0))
+}
+
+// readChain walks the chain mkChain made under dir and returns the
+// content of its bottom file and the mode of the deepest directory.
+func readChain(t *testing.T, dir string, depth int) (string, uint32) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	for i := range depth {
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		require.NoError(t, err, "level %d of the copy", i)
+		unix.Close(fd)
+		fd = next
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	f, err := unix.Openat(fd, "bottom", unix.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer unix.Close(f)
+	b := make([]byte, 100)
+	n, err := unix.Read(f, b)
+	require.NoError(t, err)
+	return string(b[:n]), st.Mode & 0o7777
+}
+
+// A tree far deeper than PATH_MAX (5000 directories, 10000 bytes of
+// path) survives snapshot and restore whole, with its hard link kept,
+// and the copy holds a bounded number of descriptors.
+func TestSnapshotDeepTree(t *testing.T) {
+	const depth = 5000
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := levelRuntime(t, L1)
+	c := sandbox.NewClient(rt)
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	require.NoError(t, err)
+	defer sb.Destroy(ctx)
+	mkChain(t, rt.home(sb.ID()), depth, "deep down")
+	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
+	require.NoError(t, err)
+	defer c.DeleteSnapshot(ctx, snap.ID)
+	assert.Greater(t, snap.Size, int64(depth)*512, "the size counts the whole chain")
+	require.NoError(t, sb.Destroy(ctx))
+	child, err := c.Create(ctx, sandbox.CreateOptions{FromSnapshot: snap.ID})
+	require.NoError(t, err)
+	defer child.Destroy(ctx)
+	got, mode := readChain(t, rt.home(child.ID()), depth)
+	assert.Equal(t, "deep down", got)
+	assert.Equal(t, uint32(0o755), mode)
+	var a unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(rt.home(child.ID()), "top-link"), &a))
+	assert.Equal(t, uint64(2), uint64(a.Nlink), "the hard link to the bottom file is kept")
+	// The copy in the snapshot itself is whole too.
+	got, _ = readChain(t, filepath.Join(rt.snapPath(snap.ID), "home"), depth)
+	assert.Equal(t, "deep down", got)
+}
+
+// The walk keeps at most keepOpen levels of directories open: a copy of
+// a deep chain with a descriptor limit far below its depth succeeds.
+func TestCopyDeepTreeFewDescriptors(t *testing.T) {
+	const depth = 3000
+	src, dst := t.TempDir(), t.TempDir()
+	mkChain(t, src, depth, "x")
+	var old unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &old))
+	lim := old
+	lim.Cur = 1024
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim))
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	cp := newCopier(-1, -1)
+	require.NoError(t, cp.tree(context.Background(), src, dst))
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &old))
+	got, _ := readChain(t, dst, depth)
+	assert.Equal(t, "x", got)
+	assert.Greater(t, diskUsage(dst), int64(0))
+	// A failure at the bottom names the file by its path in the sandbox,
+	// clipped, never the host's.
+	err := newCopier(-1, -1).tree(context.Background(), src, dst)
+	require.Error(t, err)
+	msg := copyErrText(err, [][2]string{{dst, "~"}})
+	assert.Less(t, len(msg), 400, msg)
+	assert.True(t, strings.HasPrefix(msg, "open ~/d/d/"), msg)
+	assert.True(t, strings.HasSuffix(msg, "/d/bottom: file exists"), msg)
+	assert.NotContains(t, msg, dst)
+}
+
+// The outcome of `criu check` is reused across programs only for the same
+// binary on the same boot: another binary (here one rewritten in place) is
+// checked again.
+func TestCRIUCheckCacheKey(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "criu")
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755))
+	k1 := criuKey(p)
+	require.NotEmpty(t, k1)
+	assert.Equal(t, k1, criuKey(p), "the same binary keeps its key")
+	require.NoError(t, os.Chtimes(p, time.Now(), time.Now().Add(time.Hour)))
+	assert.NotEqual(t, k1, criuKey(p), "a replaced binary is checked again")
+	assert.Empty(t, criuKey(filepath.Join(dir, "missing")))
+	cache := filepath.Join(dir, criuCacheFile)
+	writeCRIUCache(cache, criuCache{Key: "k", CheckErr: "why"})
+	b, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"key":"k","check_err":"why"}`, string(b))
 }
