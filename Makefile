@@ -11,10 +11,11 @@ test: vet cross
 	$(MAKE) test-modules
 
 # MODULES: the modules nested in this repository (framework adapters under
-# contrib/, providers whose dependencies the core must not carry). Each
+# contrib/, providers whose dependencies the core must not carry, examples
+# that need an SDK the core must not carry). Each
 # builds alone (GOWORK=off: its replace directive points at this checkout),
 # is vetted for macOS and Windows too, and runs its tests.
-MODULES := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod provider/*/go.mod))
+MODULES := $(patsubst %/go.mod,%,$(wildcard contrib/*/go.mod provider/*/go.mod examples/*/go.mod))
 .PHONY: test-modules
 test-modules:
 	@set -e; for m in $(MODULES); do \

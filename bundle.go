@@ -71,8 +71,10 @@ type BundleOptions struct {
 // says what the sandbox holds and what the manifest says. Paths must be
 // distinct after resolving; a bad or repeated path is an InvalidArgument
 // error naming it, and nothing is written.
-func (s *Sandbox) WriteBundle(ctx context.Context, files []File, opts BundleOptions) (Manifest, error) {
+func (s *Sandbox) WriteBundle(ctx context.Context, files []File, opts BundleOptions) (_ Manifest, err error) {
 	const op = "write-bundle"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	mpath := opts.ManifestPath
 	if mpath == "" {
 		mpath = DefaultManifestPath

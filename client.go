@@ -21,6 +21,8 @@ import (
 	"github.com/sandboxkit/sandbox/internal/errscrub"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -30,6 +32,7 @@ type Client struct {
 	rt   driver.Runtime
 	caps Capabilities
 	log  *slog.Logger
+	tel  *telemetry
 	// reportsLeaseEnd: the provider says when it ended a sandbox at its
 	// lease end (driver.Capabilities.ReportsLeaseEnd).
 	reportsLeaseEnd bool
@@ -65,6 +68,9 @@ type options struct {
 	maxRead    int64
 	cleanup    time.Duration
 	calls      CallTimeouts
+	tp         trace.TracerProvider
+	mp         metric.MeterProvider
+	cmdLines   bool
 	bad        opts.Errors
 }
 
@@ -136,7 +142,7 @@ func NewClient(rt driver.Runtime, opts ...Option) *Client {
 
 func newClient(rt driver.Runtime, o *options) *Client {
 	return &Client{
-		rt: rt, caps: capabilities(rt), log: o.log, reportsLeaseEnd: rt.Capabilities().ReportsLeaseEnd,
+		rt: rt, caps: capabilities(rt), log: o.log, tel: newTelemetry(rt.Name(), o), reportsLeaseEnd: rt.Capabilities().ReportsLeaseEnd,
 		cmdTimeout: o.cmdTimeout, maxOutput: o.maxOutput, maxRead: o.maxRead, cleanup: o.cleanup, calls: o.calls,
 		badOpts:   o.bad.Err("sandbox"),
 		listeners: map[int]func(){},
@@ -229,6 +235,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.waitBackground()
+	c.tel.close()
 	if cl, ok := c.rt.(driver.Closer); ok {
 		return c.wrap("close", "", "", cl.Close())
 	}
@@ -315,6 +322,7 @@ func (c *Client) retry(ctx context.Context, op string, idempotent bool, again fu
 	if !isStale || (again != nil && !again()) {
 		return err
 	}
+	c.tel.staleRetry(ctx, op, err)
 	c.resetTransport(op, err)
 	return f()
 }
@@ -425,8 +433,10 @@ func hasControl(s string) bool {
 // ends while the provider is creating it, Create returns at once with
 // ctx's error and the sandbox is destroyed in the background (bounded by
 // WithCleanupTimeout; Close waits for it) rather than left running unseen.
-func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, error) {
+func (c *Client) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	const op = "create"
+	ctx, tc := c.tel.start(ctx, op, "")
+	defer func() { tc.end(ctx, err) }()
 	ctx, end := bound(ctx, op, c.calls.Create)
 	info, _, secrets, err := c.create(ctx, op, opts, func(ctx context.Context, req *driver.CreateRequest) (driver.Info, bool, error) {
 		info, err := c.rt.Create(ctx, req)
@@ -436,7 +446,9 @@ func (c *Client) Create(ctx context.Context, opts CreateOptions) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	sb := c.handle(info, secrets)
+	tc.setID(info.ID)
+	c.tel.sandboxCreated(ctx, info.ID)
+	sb = c.handle(info, secrets)
 	sb.owned = true
 	sb.brokered = slices.Clone(opts.BrokeredSecrets)
 	return sb, nil
@@ -674,8 +686,10 @@ type AttachOptions struct {
 }
 
 // AttachWith is Attach with options.
-func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) (*Sandbox, error) {
+func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) (_ *Sandbox, err error) {
 	const op = "attach"
+	ctx, tc := c.tel.start(ctx, op, id)
+	defer func() { tc.end(ctx, err) }()
 	if err := checkID(op, c.rt.Name(), id); err != nil {
 		return nil, err
 	}
@@ -684,7 +698,7 @@ func (c *Client) AttachWith(ctx context.Context, id string, opts AttachOptions) 
 	}
 	var info driver.Info
 	ctx, end := bound(ctx, op, c.calls.Lookup)
-	err := end(c.retry(ctx, op, true, nil, func() error {
+	err = end(c.retry(ctx, op, true, nil, func() error {
 		var err error
 		info, err = c.rt.Get(ctx, id)
 		return err
@@ -744,7 +758,8 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 		for {
 			var page []driver.Info
 			var next string
-			ctx, end := boundLeft(ctx, op, c.calls.Lookup, spent)
+			pctx, tc := c.tel.start(ctx, op, "")
+			ctx, end := boundLeft(pctx, op, c.calls.Lookup, spent)
 			t0 := time.Now()
 			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
@@ -752,6 +767,7 @@ func (c *Client) List(ctx context.Context, opts ListOptions) iter.Seq2[Info, err
 				return err
 			}))
 			spent += time.Since(t0)
+			tc.end(pctx, err)
 			if err != nil {
 				yield(Info{}, c.wrap(op, "", "", err))
 				return
@@ -805,6 +821,16 @@ func matches(in Info, opts ListOptions) bool {
 // process. Without a KeyedCreator, two processes may both create.
 func (c *Client) GetOrCreate(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	const op = "get-or-create"
+	ctx, tc := c.tel.start(ctx, op, "")
+	defer func() {
+		if sb != nil {
+			tc.setID(sb.id)
+			if tc.span.IsRecording() {
+				tc.span.SetAttributes(AttrCreated.Bool(created))
+			}
+		}
+		tc.end(ctx, err)
+	}()
 	name := c.rt.Name()
 	if len(opts.Labels) == 0 {
 		return nil, false, invalid(op, name, "", "labels", "empty: GetOrCreate finds sandboxes by labels")
@@ -926,6 +952,9 @@ func (c *Client) findOrCreate(ctx context.Context, opts CreateOptions, fkey stri
 	err = end(err)
 	if err != nil {
 		return flight{}, err
+	}
+	if created {
+		c.tel.sandboxCreated(ctx, info.ID)
 	}
 	if !created {
 		if info, err = c.wake(ctx, info); err != nil {

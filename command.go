@@ -165,11 +165,13 @@ type capBuffer struct {
 	buf       bytes.Buffer
 	max       int
 	truncated bool
+	total     int64 // bytes written, kept or not
 }
 
 func (c *capBuffer) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.total += int64(len(p))
 	room := c.max - c.buf.Len()
 	if room < len(p) {
 		c.truncated = true
@@ -186,6 +188,13 @@ func (c *capBuffer) empty() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.Len() == 0 && !c.truncated
+}
+
+// written returns how many bytes the stream carried, beyond the cap too.
+func (c *capBuffer) written() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
 }
 
 func (c *capBuffer) result() ([]byte, bool) {

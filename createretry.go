@@ -68,6 +68,7 @@ func (c *Client) retryingCreate(ctx context.Context, mk createFunc) createFunc {
 				return info, created, err
 			}
 			c.log.Info("sandbox: create failed for a transient reason; retrying", "provider", c.rt.Name(), "attempt", attempt, "in", wait, "code", CodeOf(err))
+			c.tel.createRetry(ctx, attempt, wait, err)
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():

@@ -25,8 +25,16 @@ import (
 // read once; Upload is retried after a stale transport only if nothing had
 // been read from r yet. Upload waits for a Read in progress, so r's reads
 // must end when ctx does.
-func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
+func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) (err error) {
 	const op = "upload"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	var cr *iox.CountingReader
+	defer func() {
+		if cr != nil {
+			s.c.tel.transfer(ctx, tc.span, true, cr.N)
+		}
+		tc.end(ctx, err)
+	}()
 	if r == nil {
 		return invalid(op, s.c.rt.Name(), s.id, "reader", "nil io.Reader for %q", printable(path))
 	}
@@ -37,7 +45,7 @@ func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader) error {
 	// Without a ctx deadline the transfer is bounded by its progress: it
 	// ends when the provider takes no bytes for CallTimeouts.Idle.
 	bctx, touch, stop := idleBound(ctx, op, s.c.calls.Idle)
-	cr := &iox.CountingReader{R: touchReader{r, touch}}
+	cr = &iox.CountingReader{R: touchReader{r, touch}}
 	err = s.c.retry(bctx, op, true, func() bool { return cr.N == 0 && cr.Err == nil }, func() error {
 		return s.c.rt.Upload(bctx, s.id, abs, cr)
 	})
@@ -77,8 +85,17 @@ func (t touchWriter) Write(p []byte) (int, error) {
 }
 
 // Download opens the file at path for streaming. Close the reader.
-func (s *Sandbox) Download(ctx context.Context, path string) (io.ReadCloser, error) {
+//
+// The call's span lasts until the reader is closed, and records the bytes
+// read.
+func (s *Sandbox) Download(ctx context.Context, path string) (_ io.ReadCloser, err error) {
 	const op = "download"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() {
+		if err != nil {
+			tc.end(ctx, err)
+		}
+	}()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return nil, err
@@ -99,7 +116,7 @@ func (s *Sandbox) Download(ctx context.Context, path string) (io.ReadCloser, err
 		return nil, s.wrap(op, abs, err)
 	}
 	touch()
-	return &wrappedReader{rc: rc, s: s, path: abs, ctx: ctx, bctx: bctx, touch: touch, stop: stop}, nil
+	return &wrappedReader{rc: rc, s: s, path: abs, ctx: ctx, bctx: bctx, touch: touch, stop: stop, tc: tc}, nil
 }
 
 // wrappedReader wraps read errors (other than io.EOF) into *Error and
@@ -111,23 +128,37 @@ type wrappedReader struct {
 	ctx, bctx context.Context
 	touch     func()
 	stop      func()
+	tc        call  // the download's span, ended by Close
+	n         int64 // bytes read
+	rerr      error // the first read error other than io.EOF
+	closed    bool
 }
 
 func (w *wrappedReader) Read(p []byte) (int, error) {
 	n, err := w.rc.Read(p)
 	if n > 0 {
 		w.touch()
+		w.n += int64(n)
 	}
 	if err != nil && err != io.EOF {
 		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
+		if w.rerr == nil {
+			w.rerr = err
+		}
 	}
 	return n, err
 }
 
-// Close closes the stream and releases its idle bound.
+// Close closes the stream, releases its idle bound and ends the
+// download's span.
 func (w *wrappedReader) Close() error {
 	err := w.rc.Close()
 	w.stop()
+	if !w.closed {
+		w.closed = true
+		w.s.c.tel.transfer(w.ctx, w.tc.span, false, w.n)
+		w.tc.end(w.ctx, w.rerr)
+	}
 	return err
 }
 
@@ -135,8 +166,12 @@ func (w *wrappedReader) Close() error {
 // path when it has one.
 func (w *wrappedReader) WriteTo(dst io.Writer) (int64, error) {
 	n, err := io.Copy(touchWriter{dst, w.touch}, w.rc)
+	w.n += n
 	if err != nil {
 		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
+		if w.rerr == nil {
+			w.rerr = err
+		}
 	}
 	return n, err
 }
@@ -158,8 +193,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 
 // ReadFileLimit is ReadFile with its own cap of limit bytes; a limit of
 // zero or less reads the whole file, however large.
-func (s *Sandbox) ReadFileLimit(ctx context.Context, path string, limit int64) ([]byte, error) {
+func (s *Sandbox) ReadFileLimit(ctx context.Context, path string, limit int64) (_ []byte, err error) {
 	const op = "download"
+	ctx, tc := s.c.tel.start(ctx, "read-file", s.id)
+	defer func() { tc.end(ctx, err) }()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return nil, err
@@ -222,7 +259,9 @@ type File struct {
 // input order, each an *Error that names its path, so a single check
 // covers the batch, errors.Is and CodeOf see each failure's code, and the
 // Unwrap() []error of the joined error lists which files failed.
-func (s *Sandbox) WriteFiles(ctx context.Context, files []File) error {
+func (s *Sandbox) WriteFiles(ctx context.Context, files []File) (err error) {
+	ctx, tc := s.c.tel.start(ctx, "write-files", s.id)
+	defer func() { tc.end(ctx, err) }()
 	return errors.Join(s.writeFiles(ctx, files)...)
 }
 
@@ -258,7 +297,9 @@ type VerifyOptions struct {
 // and what was written. The failures are joined as by WriteFiles. It
 // checks each file with its own calls; WriteBundle checks a whole set, with
 // a manifest, in one command.
-func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) error {
+func (s *Sandbox) WriteFilesVerified(ctx context.Context, files []File, opts VerifyOptions) (err error) {
+	ctx, tc := s.c.tel.start(ctx, "write-files-verified", s.id)
+	defer func() { tc.end(ctx, err) }()
 	errs := s.writeFiles(ctx, files)
 	for i, f := range files {
 		if errs[i] == nil {
@@ -303,8 +344,10 @@ func (s *Sandbox) verify(ctx context.Context, f File, opts VerifyOptions) error 
 }
 
 // Stat describes the file at path.
-func (s *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
+func (s *Sandbox) Stat(ctx context.Context, path string) (_ FileInfo, err error) {
 	const op = "stat"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return FileInfo{}, err
@@ -324,8 +367,10 @@ func (s *Sandbox) stat(ctx context.Context, op, abs string) (FileInfo, error) {
 }
 
 // ReadDir lists the directory at path, sorted by name.
-func (s *Sandbox) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
+func (s *Sandbox) ReadDir(ctx context.Context, path string) (_ []FileInfo, err error) {
 	const op = "readdir"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return nil, err
@@ -347,8 +392,10 @@ func (s *Sandbox) ReadDir(ctx context.Context, path string) ([]FileInfo, error) 
 }
 
 // MkdirAll creates the directory at path and its missing parents.
-func (s *Sandbox) MkdirAll(ctx context.Context, path string) error {
+func (s *Sandbox) MkdirAll(ctx context.Context, path string) (err error) {
 	const op = "mkdir"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return err
@@ -358,8 +405,10 @@ func (s *Sandbox) MkdirAll(ctx context.Context, path string) error {
 
 // Remove removes the file or directory tree at path. A missing path is an
 // error matching ErrNotFound and fs.ErrNotExist.
-func (s *Sandbox) Remove(ctx context.Context, path string) error {
+func (s *Sandbox) Remove(ctx context.Context, path string) (err error) {
 	const op = "remove"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	abs, err := s.path(op, "path", path)
 	if err != nil {
 		return err
@@ -382,8 +431,10 @@ func (s *Sandbox) Remove(ctx context.Context, path string) error {
 // returns nil when the path exists, and NotFound when it does not, as
 // rename(2) does, on every provider alike; the provider is not asked to
 // rename, only to stat the path.
-func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) error {
+func (s *Sandbox) Rename(ctx context.Context, oldPath, newPath string) (err error) {
 	const op = "rename"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	from, err := s.path(op, "old path", oldPath)
 	if err != nil {
 		return err

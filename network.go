@@ -421,8 +421,10 @@ func networkPolicyOf(p *driver.NetworkPolicy) *NetworkPolicy {
 // sandbox's brokered secrets are for (as Info reports them) is refused
 // with InvalidArgument naming the host. On success Info reports the new
 // policy.
-func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) error {
+func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) (err error) {
 	const op = "set-network"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	name := s.c.rt.Name()
 	np, err := normalizeNetwork(op, name, s.id, &p, false)
 	if err != nil {

@@ -26,8 +26,10 @@ func checkPort(op, provider, id string, port int) error {
 // for the cloud providers; local reaches 127.0.0.1 too. Providers without
 // it (Capabilities.Ports false) return an error matching ErrUnimplemented.
 // Use Process.WaitForPort first to know the server is listening.
-func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (Endpoint, error) {
+func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (_ Endpoint, err error) {
 	const op = "expose"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	if err := checkPort(op, s.c.rt.Name(), s.id, port); err != nil {
 		return Endpoint{}, err
 	}
@@ -46,7 +48,7 @@ func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (End
 	}
 	var ep driver.Endpoint
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
-	err := end(s.c.retry(ctx, op, true, nil, func() error {
+	err = end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		ep, err = p.Expose(ctx, s.id, port, opts.toDriver())
 		return err

@@ -38,15 +38,17 @@ func processInfoOf(p driver.ProcessInfo) ProcessInfo {
 // secrets. Providers that cannot list
 // processes (Capabilities.ProcessList false) return an error matching
 // ErrUnimplemented.
-func (s *Sandbox) Processes(ctx context.Context) ([]ProcessInfo, error) {
+func (s *Sandbox) Processes(ctx context.Context) (_ []ProcessInfo, err error) {
 	const op = "processes"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	pl, ok := s.c.rt.(driver.ProcessLister)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
 	}
 	var list []driver.ProcessInfo
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
-	err := end(s.c.retry(ctx, op, true, nil, func() error {
+	err = end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		list, err = pl.Processes(ctx, s.id)
 		return err

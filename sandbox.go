@@ -121,11 +121,13 @@ const maxArgBytes = 128<<10 - 1
 func shortPath(p string) string { return strconv.Quote(iox.Shorten(p, 64)) }
 
 // Refresh fetches the sandbox's current Info.
-func (s *Sandbox) Refresh(ctx context.Context) (Info, error) {
+func (s *Sandbox) Refresh(ctx context.Context) (_ Info, err error) {
 	const op = "get"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	var in driver.Info
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
-	err := end(s.c.retry(ctx, op, true, nil, func() error {
+	err = end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		in, err = s.c.rt.Get(ctx, s.id)
 		return err
@@ -174,12 +176,17 @@ func (c *Client) Destroy(ctx context.Context, id string) error {
 	return c.handle(Info{ID: id}, nil).destroy(ctx)
 }
 
-func (s *Sandbox) destroy(ctx context.Context) error {
+func (s *Sandbox) destroy(ctx context.Context) (err error) {
 	const op = "destroy"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	ctx, end := bound(ctx, op, s.c.calls.Destroy)
-	err := end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) }))
+	err = end(s.c.retry(ctx, op, true, nil, func() error { return s.c.rt.Destroy(ctx, s.id) }))
 	if CodeOf(err) == NotFound {
 		err = nil
+	}
+	if err == nil {
+		s.c.tel.sandboxDestroyed(ctx, s.id)
 	}
 	return s.wrap(op, "", err)
 }
@@ -192,8 +199,10 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 // code that attached to look at a sandbox cannot keep it alive (and
 // billed) behind its owner's back; attach with AttachOptions.Own to take
 // charge of a sandbox deliberately.
-func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
+func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) (err error) {
 	const op = "set-timeout"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	if d <= 0 {
 		return invalid(op, s.c.rt.Name(), s.id, "timeout", "%v is not positive", d)
 	}
@@ -213,8 +222,10 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration) error {
 // without pause return an error matching ErrUnimplemented. Only a handle
 // that owns its sandbox (see Owned) may pause it: on any other handle
 // Pause fails with FailedPrecondition and leaves the sandbox running.
-func (s *Sandbox) Pause(ctx context.Context) error {
+func (s *Sandbox) Pause(ctx context.Context) (err error) {
 	const op = "pause"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	p, ok := s.c.rt.(driver.Pauser)
 	if !ok {
 		return s.wrap(op, "", ErrUnimplemented)
@@ -223,7 +234,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 		return s.notOwned(op, "pause")
 	}
 	ctx, end := bound(ctx, op, s.c.calls.Pause)
-	err := end(s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) }))
+	err = end(s.c.retry(ctx, op, true, nil, func() error { return p.Pause(ctx, s.id) }))
 	if err != nil {
 		return s.wrap(op, "", err)
 	}
@@ -237,8 +248,10 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 // Only a handle that owns its sandbox (see Owned) may resume it: on any
 // other handle Resume fails with FailedPrecondition and leaves the
 // sandbox as it is.
-func (s *Sandbox) Resume(ctx context.Context) error {
+func (s *Sandbox) Resume(ctx context.Context) (err error) {
 	const op = "resume"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	if _, ok := s.c.rt.(driver.Pauser); ok && !s.owned {
 		return s.notOwned(op, "resume")
 	}
@@ -461,8 +474,13 @@ func (s *Sandbox) ExecUnredacted(ctx context.Context, cmd Command) (*Result, fun
 	return res, func(b []byte) []byte { return redact(b, secrets) }, err
 }
 
-func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*Result, *execPlan, error) {
-	p, err := s.plan(ctx, op, cmd, false, raw)
+func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (res *Result, p *execPlan, err error) {
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() {
+		tc.execDone(p, &cmd, res)
+		tc.end(ctx, err)
+	}()
+	p, err = s.plan(ctx, op, cmd, false, raw)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -487,7 +505,7 @@ func (s *Sandbox) exec(ctx context.Context, op string, cmd Command, raw bool) (*
 		return err
 	}))
 	p.stdin.close() // no Read of cmd.Stdin starts from now on
-	res := p.result(st, started)
+	res = p.result(st, started)
 	if err != nil {
 		if be := (*boundError)(nil); ctx.Err() == nil && errors.As(err, &be) {
 			// The provider did not end the command at its timeout.
@@ -523,13 +541,19 @@ func (s *Sandbox) wrapPlan(op string, p *execPlan, err error) error {
 // Wait and streamed to cmd.Stdout and cmd.Stderr. Close the Process (or
 // Wait for it) to release its stream. Providers without background
 // processes return an error matching ErrUnimplemented.
-func (s *Sandbox) Start(ctx context.Context, cmd Command) (*Process, error) {
+func (s *Sandbox) Start(ctx context.Context, cmd Command) (_ *Process, err error) {
 	const op = "start"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	var p *execPlan
+	defer func() {
+		tc.execDone(p, &cmd, nil)
+		tc.end(ctx, err)
+	}()
 	pr, ok := s.c.rt.(driver.ProcessRuntime)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
 	}
-	p, err := s.plan(ctx, op, cmd, true, false)
+	p, err = s.plan(ctx, op, cmd, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -609,8 +633,10 @@ func (s *Sandbox) AttachProcess(ctx context.Context, pid int, stdout, stderr io.
 // AttachProcess, redacting from its output the sandbox's secrets, the
 // SecretEnv values of every command and terminal started through this
 // handle, and opts.SecretEnv.
-func (s *Sandbox) AttachProcessWith(ctx context.Context, pid int, opts AttachProcessOptions) (*Process, error) {
+func (s *Sandbox) AttachProcessWith(ctx context.Context, pid int, opts AttachProcessOptions) (_ *Process, err error) {
 	const op = "attach-process"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	pr, ok := s.c.rt.(driver.ProcessRuntime)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
@@ -627,7 +653,7 @@ func (s *Sandbox) AttachProcessWith(ctx context.Context, pid int, opts AttachPro
 	o, e := sink(p.out, opts.Stdout, secrets), sink(p.err, opts.Stderr, secrets)
 	p.flush = []io.Writer{o, e}
 	var h driver.ProcessHandle
-	err := s.c.retry(ctx, op, true, nil, func() error {
+	err = s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		h, err = pr.Attach(ctx, s.id, pid, o, e)
 		return err
@@ -658,8 +684,16 @@ func (p *Process) PID() int { return p.h.PID() }
 // captured since Start (or since the attach). It may be called more than
 // once, and from several goroutines at once: each Wait returns when its own
 // ctx ends, with ctx's error, and the process runs on.
-func (p *Process) Wait(ctx context.Context) (*Result, error) {
+func (p *Process) Wait(ctx context.Context) (res *Result, err error) {
 	const op = "wait"
+	ctx, tc := p.sb.c.tel.start(ctx, op, p.sb.id)
+	defer func() {
+		tc.execDone(nil, nil, res)
+		if res != nil && tc.span.IsRecording() {
+			tc.span.SetAttributes(AttrStdoutBytes.Int64(p.plan.out.written()), AttrStderrBytes.Int64(p.plan.err.written()))
+		}
+		tc.end(ctx, err)
+	}()
 	p.mu.Lock()
 	if p.result != nil {
 		r := p.result
@@ -685,12 +719,16 @@ func (p *Process) Wait(ctx context.Context) (*Result, error) {
 }
 
 // Signal sends sig to the process.
-func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
+func (p *Process) Signal(ctx context.Context, sig syscall.Signal) (err error) {
+	ctx, tc := p.sb.c.tel.start(ctx, "signal", p.sb.id)
+	defer func() { tc.end(ctx, err) }()
 	return p.sb.wrap("signal", "", p.h.Signal(ctx, sig))
 }
 
 // Kill ends the process (SIGKILL). Wait then returns its Result.
-func (p *Process) Kill(ctx context.Context) error {
+func (p *Process) Kill(ctx context.Context) (err error) {
+	ctx, tc := p.sb.c.tel.start(ctx, "kill", p.sb.id)
+	defer func() { tc.end(ctx, err) }()
 	return p.sb.wrap("kill", "", p.h.Signal(ctx, syscall.SIGKILL))
 }
 

@@ -241,8 +241,10 @@ func (c *Client) deleteOrphanSnapshot(ctx context.Context, sn driver.Snapshotter
 // naming the mode and those it has. If ctx ends after the provider made
 // the snapshot, it is deleted in the background (bounded by
 // WithCleanupTimeout; Close waits for it).
-func (s *Sandbox) Snapshot(ctx context.Context, opts SnapshotOptions) (Snapshot, error) {
+func (s *Sandbox) Snapshot(ctx context.Context, opts SnapshotOptions) (_ Snapshot, err error) {
 	const op = "snapshot"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	c := s.c
 	sn, err := c.snapshotter(op, s.id)
 	if err != nil {
@@ -299,8 +301,10 @@ func (s *Sandbox) snapshot(ctx context.Context, op string, sn driver.Snapshotter
 
 // GetSnapshot describes the snapshot id; one that does not exist is
 // NotFound.
-func (c *Client) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
+func (c *Client) GetSnapshot(ctx context.Context, id string) (_ Snapshot, err error) {
 	const op = "get-snapshot"
+	ctx, tc := c.tel.start(ctx, op, "")
+	defer func() { tc.end(ctx, err) }()
 	sn, err := c.snapshotter(op, "")
 	if err != nil {
 		return Snapshot{}, err
@@ -358,7 +362,8 @@ func (c *Client) ListSnapshots(ctx context.Context, opts ListSnapshotsOptions) i
 		for {
 			var page []driver.SnapshotInfo
 			var next string
-			ctx, end := boundLeft(ctx, op, c.calls.Lookup, spent)
+			pctx, tc := c.tel.start(ctx, op, "")
+			ctx, end := boundLeft(pctx, op, c.calls.Lookup, spent)
 			t0 := time.Now()
 			err := end(c.retry(ctx, op, true, nil, func() error {
 				var err error
@@ -366,6 +371,7 @@ func (c *Client) ListSnapshots(ctx context.Context, opts ListSnapshotsOptions) i
 				return err
 			}))
 			spent += time.Since(t0)
+			tc.end(pctx, err)
 			if err != nil {
 				yield(Snapshot{}, c.wrap(op, "", "", err))
 				return
@@ -401,8 +407,10 @@ func labelsMatch(have, want map[string]string) bool {
 
 // DeleteSnapshot deletes the snapshot id. Sandboxes created from it are not
 // affected. A snapshot that is already gone is not an error.
-func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) (err error) {
 	const op = "delete-snapshot"
+	ctx, tc := c.tel.start(ctx, op, "")
+	defer func() { tc.end(ctx, err) }()
 	sn, err := c.snapshotter(op, "")
 	if err != nil {
 		return err
@@ -440,8 +448,10 @@ func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
 // returns ctx's error and nothing: every sandbox it made is destroyed and
 // its snapshot deleted, in the background (bounded by WithCleanupTimeout;
 // Close waits for it). Any handle may fork, as any may Snapshot.
-func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) ([]*Sandbox, error) {
+func (s *Sandbox) Fork(ctx context.Context, n int, opts ForkOptions) (_ []*Sandbox, err error) {
 	const op = "fork"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	c, name := s.c, s.c.rt.Name()
 	if n <= 0 || n > maxFork {
 		return nil, invalid(op, name, s.id, "fork count", "%d is not between 1 and %d", n, maxFork)
@@ -592,6 +602,9 @@ func (s *Sandbox) forkResult(ctx context.Context, op string, made []*Sandbox, er
 			c.later(func(context.Context) { c.destroyOrphan(id, cause) })
 		}
 		return nil, s.wrap(op, "", fmt.Errorf("sandbox: fork: %w", cause))
+	}
+	for _, sb := range made {
+		c.tel.sandboxCreated(ctx, sb.id)
 	}
 	err := errors.Join(slices.DeleteFunc(errs, func(e error) bool { return e == nil })...)
 	if err != nil {

@@ -116,8 +116,10 @@ type Terminal struct {
 // ctx bounds only the start. The provider must implement
 // driver.TerminalRuntime (Capabilities.Terminals); otherwise the error
 // matches ErrUnimplemented.
-func (s *Sandbox) StartTerminal(ctx context.Context, opts TerminalOptions) (*Terminal, error) {
+func (s *Sandbox) StartTerminal(ctx context.Context, opts TerminalOptions) (_ *Terminal, err error) {
 	const op = "start-terminal"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	name := s.c.rt.Name()
 	tr, ok := s.c.rt.(driver.TerminalRuntime)
 	if !ok {
@@ -172,7 +174,7 @@ func (s *Sandbox) StartTerminal(ctx context.Context, opts TerminalOptions) (*Ter
 	if err := s.coverLease(ctx, op, opts.Timeout); err != nil {
 		return nil, redactErr(s.c.wrap(op, s.id, "", err), secrets)
 	}
-	err := s.c.retry(ctx, op, false, nil, func() error {
+	err = s.c.retry(ctx, op, false, nil, func() error {
 		var err error
 		t.h, err = tr.StartTerminal(ctx, s.id, req)
 		return err
@@ -216,8 +218,10 @@ func (s *Sandbox) AttachTerminal(ctx context.Context, id string, out io.Writer) 
 // AttachTerminal, redacting from its output the sandbox's secrets, the
 // SecretEnv values of every command and terminal started through this
 // handle, and opts.SecretEnv.
-func (s *Sandbox) AttachTerminalWith(ctx context.Context, id string, opts AttachTerminalOptions) (*Terminal, error) {
+func (s *Sandbox) AttachTerminalWith(ctx context.Context, id string, opts AttachTerminalOptions) (_ *Terminal, err error) {
 	const op = "attach-terminal"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	tr, ok := s.c.rt.(driver.TerminalRuntime)
 	if !ok {
 		return nil, s.wrap(op, "", ErrUnimplemented)
@@ -233,7 +237,7 @@ func (s *Sandbox) AttachTerminalWith(ctx context.Context, id string, opts Attach
 	}
 	secrets := s.knownSecrets(secretValues(opts.SecretEnv))
 	t := s.newTerminal(secrets, opts.Output, 0)
-	err := s.c.retry(ctx, op, true, nil, func() error {
+	err = s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		t.h, err = tr.AttachTerminal(ctx, s.id, id, t.out)
 		return err

@@ -96,8 +96,10 @@ func fileEventOf(e driver.FileEvent) FileEvent {
 // consumer that falls behind gets one FileOverflow event in place of the
 // events it missed. Capabilities.WatchLatency says how late an event may
 // come on providers that poll.
-func (s *Sandbox) Watch(ctx context.Context, dir string, opts WatchOptions) (iter.Seq2[FileEvent, error], error) {
+func (s *Sandbox) Watch(ctx context.Context, dir string, opts WatchOptions) (_ iter.Seq2[FileEvent, error], err error) {
 	const op = "watch"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	if opts.Buffer < 0 || opts.Buffer > MaxWatchBuffer {
 		return nil, invalid(op, s.c.rt.Name(), s.id, "buffer", "%d is outside 0..%d", opts.Buffer, MaxWatchBuffer)
 	}

@@ -220,6 +220,7 @@ import (
 	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/signame"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 // MetadataDir is the name of the backend's hidden directory at the root of
@@ -711,7 +712,9 @@ func (b *FilesystemBackend) writeFile(ctx context.Context, base, rel string, dat
 // ReadResult.Truncated set. A file up to the cap must be text as a whole
 // (backend.CodeBinaryFile otherwise); of a larger one, the lines returned
 // must be.
-func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (*backend.ReadResult, error) {
+func (b *FilesystemBackend) Read(ctx context.Context, req *backend.ReadRequest) (_ *backend.ReadResult, err error) {
+	ctx, span := b.span(ctx, "read")
+	defer func() { telemetry.End(span, err) }()
 	if perr := notNegative(req.Path, "offset", req.Offset, "limit", req.Limit); perr != nil {
 		return &backend.ReadResult{Error: perr}, nil
 	}
@@ -804,7 +807,9 @@ func (b *FilesystemBackend) readLines(ctx context.Context, base, rel string, off
 // ReadChars returns a window of a text file's characters. One round trip.
 // A negative Offset or MaxChars is refused with
 // backend.CodeInvalidArgument naming it.
-func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadCharsRequest) (*backend.ReadCharsResult, error) {
+func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadCharsRequest) (_ *backend.ReadCharsResult, err error) {
+	ctx, span := b.span(ctx, "read_chars")
+	defer func() { telemetry.End(span, err) }()
 	if perr := notNegative(req.Path, "offset", req.Offset, "max chars", req.MaxChars); perr != nil {
 		return &backend.ReadCharsResult{Error: perr}, nil
 	}
@@ -827,7 +832,9 @@ func (b *FilesystemBackend) ReadChars(ctx context.Context, req *backend.ReadChar
 }
 
 // ReadBytes returns a file's bytes. One round trip.
-func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadBytesRequest) (*backend.ReadBytesResult, error) {
+func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadBytesRequest) (_ *backend.ReadBytesResult, err error) {
+	ctx, span := b.span(ctx, "read_bytes")
+	defer func() { telemetry.End(span, err) }()
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -843,7 +850,9 @@ func (b *FilesystemBackend) ReadBytes(ctx context.Context, req *backend.ReadByte
 }
 
 // Write writes a text file and clears its binary mark. One round trip.
-func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest) (*backend.WriteResult, error) {
+func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest) (_ *backend.WriteResult, err error) {
+	ctx, span := b.span(ctx, "write")
+	defer func() { telemetry.End(span, err) }()
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -855,7 +864,9 @@ func (b *FilesystemBackend) Write(ctx context.Context, req *backend.WriteRequest
 }
 
 // WriteBytes writes a file's bytes and marks it binary. One round trip.
-func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBytesRequest) (*backend.WriteResult, error) {
+func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBytesRequest) (_ *backend.WriteResult, err error) {
+	ctx, span := b.span(ctx, "write_bytes")
+	defer func() { telemetry.End(span, err) }()
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -867,7 +878,9 @@ func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBy
 }
 
 // Edit replaces a string in a text file. Two round trips.
-func (b *FilesystemBackend) Edit(ctx context.Context, req *backend.EditRequest) (*backend.EditResult, error) {
+func (b *FilesystemBackend) Edit(ctx context.Context, req *backend.EditRequest) (_ *backend.EditResult, err error) {
+	ctx, span := b.span(ctx, "edit")
+	defer func() { telemetry.End(span, err) }()
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -939,7 +952,9 @@ func joinRel(dir, name string) string {
 func isMeta(rel string) bool { return rel == MetadataDir || strings.HasPrefix(rel, MetadataDir+"/") }
 
 // Ls lists a directory. One round trip.
-func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (*backend.LsResult, error) {
+func (b *FilesystemBackend) Ls(ctx context.Context, req *backend.LsRequest) (_ *backend.LsResult, err error) {
+	ctx, span := b.span(ctx, "ls")
+	defer func() { telemetry.End(span, err) }()
 	base, rel, perr, err := b.prepare(ctx, req.Path)
 	if err != nil {
 		return nil, err
@@ -993,7 +1008,9 @@ func tooLong(name, value string, limit int) *backend.Error {
 // Glob returns the entries under a directory whose paths match a pattern.
 // One round trip. A pattern over MaxGlobBytes is refused with
 // backend.CodeInvalidArgument.
-func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) (*backend.GlobResult, error) {
+func (b *FilesystemBackend) Glob(ctx context.Context, req *backend.GlobRequest) (_ *backend.GlobResult, err error) {
+	ctx, span := b.span(ctx, "glob")
+	defer func() { telemetry.End(span, err) }()
 	if perr := tooLong("glob pattern", req.Pattern, MaxGlobBytes); perr != nil {
 		return &backend.GlobResult{Error: perr}, nil
 	}
@@ -1069,7 +1086,9 @@ func globMatch(pattern, relToDir, relToRoot string) bool {
 // provider's grep uses Go's regexp for both. There, IgnoreCase folds
 // ASCII letters only (the file tools run grep in the C locale), where
 // the helper folds Unicode letters.
-func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) (*backend.GrepResult, error) {
+func (b *FilesystemBackend) Grep(ctx context.Context, req *backend.GrepRequest) (_ *backend.GrepResult, err error) {
+	ctx, span := b.span(ctx, "grep")
+	defer func() { telemetry.End(span, err) }()
 	if perr := tooLong("pattern", req.Pattern, MaxPatternBytes); perr != nil {
 		return &backend.GrepResult{Error: perr}, nil
 	}
@@ -1375,7 +1394,9 @@ func (b *FilesystemBackend) startsSecret(s string) bool {
 // is set. One round trip (two on the first call over a new transport, which
 // makes sure the workspace exists). A request with a Stream gets the output
 // live as well, redacted like Output and serialized into one writer.
-func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteRequest) (*backend.ExecuteResult, error) {
+func (b *FilesystemBackend) Execute(ctx context.Context, req *backend.ExecuteRequest) (_ *backend.ExecuteResult, err error) {
+	ctx, span := b.span(ctx, "execute")
+	defer func() { telemetry.End(span, err) }()
 	if !b.opts.AllowExecute {
 		return &backend.ExecuteResult{Error: backend.Errorf(backend.CodePermissionDenied, "", "execute is disabled for this backend")}, nil
 	}
@@ -1492,7 +1513,9 @@ func batch(ctx context.Context, n int, sequential bool, f func(i int) error) err
 // UploadFiles writes files as bytes, one round trip each, and returns the
 // results in input order. An item is marked binary when its Binary field
 // is set or its data is not text.
-func (b *FilesystemBackend) UploadFiles(ctx context.Context, req *backend.UploadFilesRequest) (*backend.UploadFilesResult, error) {
+func (b *FilesystemBackend) UploadFiles(ctx context.Context, req *backend.UploadFilesRequest) (_ *backend.UploadFilesResult, err error) {
+	ctx, span := b.span(ctx, "upload_files")
+	defer func() { telemetry.End(span, err) }()
 	results, err := b.writeBatch(ctx, req.Files)
 	if err != nil {
 		return nil, err
@@ -1550,7 +1573,9 @@ func overlapping(rels []string) bool {
 
 // DownloadFiles reads files as bytes, one round trip each, and returns the
 // results in input order.
-func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.DownloadFilesRequest) (*backend.DownloadFilesResult, error) {
+func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.DownloadFilesRequest) (_ *backend.DownloadFilesResult, err error) {
+	ctx, span := b.span(ctx, "download_files")
+	defer func() { telemetry.End(span, err) }()
 	base, err := b.BaseDir(ctx)
 	if err != nil {
 		return nil, err
@@ -1578,7 +1603,9 @@ func (b *FilesystemBackend) DownloadFiles(ctx context.Context, req *backend.Down
 
 // SetFiles writes a checkpoint back, one round trip per file, restoring
 // binary marks; results are in input order.
-func (b *FilesystemBackend) SetFiles(ctx context.Context, req *backend.SetFilesRequest) (*backend.SetFilesResult, error) {
+func (b *FilesystemBackend) SetFiles(ctx context.Context, req *backend.SetFilesRequest) (_ *backend.SetFilesResult, err error) {
+	ctx, span := b.span(ctx, "set_files")
+	defer func() { telemetry.End(span, err) }()
 	results, err := b.writeBatch(ctx, req.Files)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 // GetFiles returns every regular file of the workspace with its content and
@@ -22,7 +23,9 @@ import (
 // one call removes it.
 // Symbolic links are not followed and not returned. A workspace replaced
 // since it was pinned is a result with CodeInvalidPath, not a Go error.
-func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesRequest) (*backend.GetFilesResult, error) {
+func (b *FilesystemBackend) GetFiles(ctx context.Context, _ *backend.GetFilesRequest) (_ *backend.GetFilesResult, err error) {
+	ctx, span := b.span(ctx, "get_files")
+	defer func() { telemetry.End(span, err) }()
 	base, err := b.BaseDir(ctx)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 //go:embed kernel.py
@@ -269,7 +270,9 @@ type Kernel struct {
 // (python3, bash or node) and, for the kernel's liveness and for finding
 // every process it started when it is killed, /proc. Close ends the kernel; a
 // Kernel dropped without Close lives on until the sandbox ends.
-func New(ctx context.Context, sb *sandbox.Sandbox, opts Options) (*Kernel, error) {
+func New(ctx context.Context, sb *sandbox.Sandbox, opts Options) (_ *Kernel, err error) {
+	ctx, span := telemetry.Start(ctx, tracer(sb), "interp.new", telemetry.Language.String(string(opts.Language)), telemetry.SandboxID.String(sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	if sb == nil {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "interp: new: sandbox is nil")
 	}
@@ -424,7 +427,9 @@ func (k *Kernel) next() (dir string, n int, err error) {
 // RunOptions.TimeoutGrace for it to end, so that the next cell finds the
 // kernel idle; a cell that is still running then is ended by killing the
 // kernel, and the error matches both ctx's error and ErrRestarted.
-func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (*Execution, error) {
+func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (_ *Execution, err error) {
+	ctx, span := telemetry.Start(ctx, tracer(k.sb), "interp.run", telemetry.Language.String(string(k.opts.Language)), telemetry.SandboxID.String(k.sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	const op = "run"
 	for _, f := range []struct {
 		name string
@@ -776,14 +781,16 @@ func (k *Kernel) interrupt(ctx context.Context, dir string, n int) bool {
 
 // Interrupt interrupts the cell that runs now, if any, as Ctrl-C would:
 // Python raises KeyboardInterrupt in it; the kernel and its state remain.
-func (k *Kernel) Interrupt(ctx context.Context) error {
+func (k *Kernel) Interrupt(ctx context.Context) (err error) {
+	ctx, span := telemetry.Start(ctx, tracer(k.sb), "interp.interrupt", telemetry.SandboxID.String(k.sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	k.mu.Lock()
 	dir, n, closed := k.dir, k.seq, k.closed
 	k.mu.Unlock()
 	if closed {
 		return wrap("interrupt", ErrClosed)
 	}
-	_, _, err := k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
+	_, _, err = k.exec(ctx, interruptScript, nil, "", nil, 1024, dir, strconv.Itoa(n), k.groupOf(dir))
 	if err != nil {
 		return wrap("interrupt", err)
 	}
@@ -793,7 +800,9 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 // Restart ends the kernel process (a cell that runs ends with it) and
 // starts a fresh one: no state survives, and the execution count starts
 // over. It is how to carry on after ErrDied.
-func (k *Kernel) Restart(ctx context.Context) error {
+func (k *Kernel) Restart(ctx context.Context) (err error) {
+	ctx, span := telemetry.Start(ctx, tracer(k.sb), "interp.restart", telemetry.SandboxID.String(k.sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	k.mu.Lock()
 	dir, closed := k.dir, k.closed
 	k.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/bgproc"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 // DefaultBudget is the lifetime of a run whose Request.Budget is zero.
@@ -208,7 +209,9 @@ func home(sb *sandbox.Sandbox) string {
 // Start extends the sandbox's lease to cover the budget (up to the
 // provider's maximum lease) when sb owns the sandbox (sandbox.Sandbox.Owned);
 // through a handle that only attached, the lease stays its owner's to set.
-func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (*Run, error) {
+func Start(ctx context.Context, sb *sandbox.Sandbox, req Request) (_ *Run, err error) {
+	ctx, span := telemetry.Start(ctx, tracer(sb), "run.start", telemetry.SandboxID.String(sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	const op = "start"
 	if sb == nil {
 		return nil, invalid(op, req.ID, "nil sandbox")
@@ -320,7 +323,9 @@ func extendLease(ctx context.Context, sb *sandbox.Sandbox, budget time.Duration)
 // Open returns the run with the given id in sb, for example one started by
 // another process before a restart. A run that does not exist is an error
 // matching sandbox.ErrNotFound.
-func Open(ctx context.Context, sb *sandbox.Sandbox, id string) (*Run, error) {
+func Open(ctx context.Context, sb *sandbox.Sandbox, id string) (_ *Run, err error) {
+	ctx, span := telemetry.Start(ctx, tracer(sb), "run.open", telemetry.SandboxID.String(sb.ID()), telemetry.RunID.String(id))
+	defer func() { telemetry.End(span, err) }()
 	const op = "open"
 	if sb == nil {
 		return nil, invalid(op, id, "nil sandbox")
@@ -367,7 +372,9 @@ func (r *Run) Status(ctx context.Context) (Status, error) {
 // ends; ending ctx does not end the run. A poll that fails with Code
 // Unavailable (the provider could not be reached) is retried, up to
 // waitTransient times in a row.
-func (r *Run) Wait(ctx context.Context) (Status, error) {
+func (r *Run) Wait(ctx context.Context) (_ Status, err error) {
+	ctx, span := telemetry.Start(ctx, tracer(r.sb), "run.wait", telemetry.SandboxID.String(r.sb.ID()), telemetry.RunID.String(r.id))
+	defer func() { telemetry.End(span, err) }()
 	delay := 50 * time.Millisecond
 	const maxDelay = 2 * time.Second
 	var last Status
@@ -412,7 +419,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // to those still running. It returns once the run is done, with the exit
 // recorded (Status.Killed set). A run that has not started yet never
 // starts; killing a run that is done does nothing.
-func (r *Run) Kill(ctx context.Context) error {
+func (r *Run) Kill(ctx context.Context) (err error) {
+	ctx, span := telemetry.Start(ctx, tracer(r.sb), "run.kill", telemetry.SandboxID.String(r.sb.ID()), telemetry.RunID.String(r.id))
+	defer func() { telemetry.End(span, err) }()
 	st, err := r.idempotent(ctx, killScript, killTimeout, strconv.Itoa(killGrace))
 	if err != nil {
 		return wrap("kill", r.id, err)
@@ -429,7 +438,9 @@ func (r *Run) Kill(ctx context.Context) error {
 // FailedPrecondition: Kill it first. The run's directory is first renamed
 // away in one step, so a Start of the same id racing with Remove finds
 // either the finished run or no run, never half of one.
-func (r *Run) Remove(ctx context.Context) error {
+func (r *Run) Remove(ctx context.Context) (err error) {
+	ctx, span := telemetry.Start(ctx, tracer(r.sb), "run.remove", telemetry.SandboxID.String(r.sb.ID()), telemetry.RunID.String(r.id))
+	defer func() { telemetry.End(span, err) }()
 	const op = "remove"
 	s, err := r.Status(ctx)
 	if err != nil {

@@ -32,12 +32,16 @@ func chainTexts(err error) []string {
 	return append(out, chainTexts(errors.Unwrap(err))...)
 }
 
+// The secret values testRedactedErrorChain provokes errors with (the
+// Telemetry group scans the spans of a run of it for them).
+const chainHandleSecret, chainCmdSecret = "sk-sandboxtest-7f3a9c2e41d0", "tok-sandboxtest-5b8e0d7a93"
+
 // testRedactedErrorChain provokes errors whose inputs hold a secret (the
 // handle's SecretEnv value, and a command's own) and checks that no error
 // in the chain holds it, while the code and the sentinels are those of the
 // same call made without a secret.
 func testRedactedErrorChain(ctx context.Context, t *testing.T, s *suite) {
-	const handleSecret, cmdSecret = "sk-sandboxtest-7f3a9c2e41d0", "tok-sandboxtest-5b8e0d7a93"
+	const handleSecret, cmdSecret = chainHandleSecret, chainCmdSecret
 	opts := s.h.Create
 	opts.Labels = map[string]string{"sandboxtest": s.runID}
 	opts.SecretEnv = map[string]string{"SBX_TEST_SECRET": handleSecret}

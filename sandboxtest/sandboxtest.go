@@ -127,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		{"Terminal", terminalTests},
 		{"Snapshots", snapshotTests},
 		{"Metrics", metricsTests},
+		{"Telemetry", telemetryTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

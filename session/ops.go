@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/fsbackend"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 // leaseSlack is added to a command's timeout when extending the lease
@@ -369,7 +370,9 @@ func (s *Session) Do(ctx context.Context, f func(ctx context.Context, sb *sandbo
 	return t.do(ctx, "do", 0, f)
 }
 
-func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(context.Context, *sandbox.Sandbox) error) error {
+func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(context.Context, *sandbox.Sandbox) error) (err error) {
+	ctx, span := s.m.span(ctx, op, s.key, telemetry.SandboxID.String(s.sb.ID()))
+	defer func() { telemetry.End(span, err) }()
 	if err := s.begin(op); err != nil {
 		return err
 	}
@@ -381,7 +384,7 @@ func (s *Session) do(ctx context.Context, op string, need time.Duration, f func(
 		}
 		return err
 	}
-	err := f(ctx, s.sb)
+	err = f(ctx, s.sb)
 	if err == nil || ctx.Err() != nil || !worthChecking(err) {
 		return err
 	}

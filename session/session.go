@@ -133,6 +133,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
 
 // Defaults for the zero fields of Options.
@@ -499,8 +500,10 @@ func (e *leaderDone) Unwrap() error { return e.err }
 // paused), else a new sandbox (primed, packages installed). Concurrent calls
 // for one key wait for a single attempt; a caller whose ctx ends stops
 // waiting without cancelling the others' attempt unless it led it.
-func (m *Manager) Acquire(ctx context.Context, key string) (*Session, error) {
+func (m *Manager) Acquire(ctx context.Context, key string) (_ *Session, err error) {
 	const op = "acquire"
+	ctx, span := m.span(ctx, op, key)
+	defer func() { telemetry.End(span, err) }()
 	if m.optErr != nil {
 		return nil, m.optErr
 	}

@@ -27,8 +27,10 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/fsbackend"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
 	"github.com/sandboxkit/sandbox/run"
 	"github.com/sandboxkit/sandbox/session"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Defaults of the MCP server.
@@ -369,14 +371,28 @@ func (s *mcpServer) toolError(err error) error {
 	return errors.New(s.redact(fmt.Sprintf("%s: %v", sandbox.CodeOf(err), err)))
 }
 
+// mcpScope is the instrumentation scope of the MCP server's spans.
+const mcpScope = "github.com/sandboxkit/sandbox/cmd/sandbox/mcp"
+
 // tool adds a typed tool whose handler gets the MCP session's sandbox;
 // outputs and errors are redacted, and errors become isError results.
 func addTool[In, Out any](s *mcpServer, t *mcp.Tool, h func(ctx context.Context, req *mcp.CallToolRequest, sess *session.Session, fsb *fsbackend.FilesystemBackend, in In) (Out, error)) {
 	mcp.AddTool(s.server, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		// One span per tool call, named as OpenTelemetry's MCP conventions
+		// name it; the session's calls are its children. The arguments are
+		// never recorded.
+		ctx, span := telemetry.Start(ctx, telemetry.Tracer(s.mgr.Client().TracerProvider(), mcpScope), "tools/call "+t.Name,
+			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", t.Name), telemetry.Tool.String(t.Name))
+		var cause error // the failure before toolError flattens it: its code goes on the span
+		defer func() { telemetry.End(span, cause) }()
 		var zero Out
 		sess, fsb, err := s.acquire(ctx, req.Session)
 		if err != nil {
+			cause = err
 			return nil, zero, s.toolError(err)
+		}
+		if span.IsRecording() {
+			span.SetAttributes(telemetry.KeyHash.String(telemetry.Hash(sess.Key())), telemetry.SandboxID.String(sess.ID()))
 		}
 		var out Out
 		err = sess.Do(ctx, func(ctx context.Context, _ *sandbox.Sandbox) error {
@@ -385,6 +401,7 @@ func addTool[In, Out any](s *mcpServer, t *mcp.Tool, h func(ctx context.Context,
 			return herr
 		})
 		if err != nil {
+			cause = err
 			return nil, zero, s.toolError(err)
 		}
 		redactValue(reflect.ValueOf(&out), s.redact)

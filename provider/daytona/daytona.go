@@ -213,7 +213,7 @@ func New(opts ...Option) (*Runtime, error) {
 	r.transport, r.counting = wire.Transport(r.transport)
 	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
 	// are bounded by their contexts only.
-	r.hc = &http.Client{Transport: r.transport}
+	r.hc = &http.Client{Transport: wire.Propagate(r.transport)} // with the caller's trace context (W3C traceparent)
 	c, err := api.NewClient(r.apiURL, api.WithHTTPClient(r.hc), api.WithRequestEditorFn(r.headers))
 	if err != nil {
 		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: %v", err)

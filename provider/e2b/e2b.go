@@ -365,13 +365,15 @@ func newRuntime(cfg config) (*Runtime, error) {
 	cfg.sandboxURL = strings.TrimRight(cfg.sandboxURL, "/")
 	t, counting := wire.Transport(cfg.transport)
 	r := &Runtime{cfg: cfg, transport: t, counting: counting, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
-	r.hc = &http.Client{Transport: &envdTransport{next: t}}
-	r.rpcDoer = roundTripper{&envdTransport{next: t}}
+	// Every request carries the caller's trace context (W3C traceparent).
+	pt := wire.Propagate(t)
+	r.hc = &http.Client{Transport: &envdTransport{next: pt}}
+	r.rpcDoer = roundTripper{&envdTransport{next: pt}}
 	if cfg.user != "" {
 		r.basicAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.user+":"))
 	}
 	key := cfg.apiKey
-	c, err := api.NewClient(cfg.apiURL, api.WithHTTPClient(&http.Client{Transport: t}),
+	c, err := api.NewClient(cfg.apiURL, api.WithHTTPClient(&http.Client{Transport: pt}),
 		api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
 			req.Header.Set("X-API-Key", key)
 			return nil

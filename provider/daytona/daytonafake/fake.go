@@ -168,6 +168,7 @@ type config struct {
 	createPolls int
 	legacyList  bool
 	noProxyURL  bool
+	onRequest   func(*http.Request)
 	bad         opts.Errors
 }
 
@@ -186,6 +187,12 @@ func WithAPIKey(key string) Option {
 		c.key = key
 	}
 }
+
+// WithRequestHook makes the fake call f with each request it receives
+// before it answers: tests use it to see what reached the service
+// (headers such as traceparent). f must not keep or change the request,
+// and must be safe for concurrent use.
+func WithRequestHook(f func(*http.Request)) Option { return func(c *config) { c.onRequest = f } }
 
 // WithCreatePolls makes a new sandbox report "creating" to its first n
 // GETs (and refuse toolbox calls with 502) before it is started, so
@@ -487,6 +494,9 @@ func (s *Server) now() time.Time { return time.Now().Add(s.skew) }
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.conns.Handling(r)()
+		if s.onRequest != nil {
+			s.onRequest(r)
+		}
 		s.mu.Lock()
 		s.counts[r.Method+" "+r.URL.Path]++
 		var f Fault

@@ -173,6 +173,7 @@ type config struct {
 	templates         []string
 	now               func() time.Time
 	apiAddr, envdAddr string
+	onRequest         func(*http.Request)
 	bad               opts.Errors
 }
 
@@ -180,6 +181,12 @@ type config struct {
 // it cannot listen, with an InvalidArgument error naming any option given
 // an invalid value.
 type Option func(*config)
+
+// WithRequestHook makes the fake call f with each request it receives,
+// on the control plane and envd alike, before it answers: tests use it to
+// see what reached the service (headers such as traceparent). f must not
+// keep or change the request, and must be safe for concurrent use.
+func WithRequestHook(f func(*http.Request)) Option { return func(c *config) { c.onRequest = f } }
 
 // WithAPIKey sets the API key clients must send (a random e2b_… key by default).
 func WithAPIKey(k string) Option {

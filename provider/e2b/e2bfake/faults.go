@@ -127,6 +127,9 @@ func (s *Server) take(r *http.Request) *Fault {
 func (s *Server) faulty(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer s.conns.Handling(r)()
+		if s.onRequest != nil {
+			s.onRequest(r)
+		}
 		f := s.take(r)
 		if f == nil {
 			next.ServeHTTP(w, r)

@@ -1,0 +1,14 @@
+package run
+
+import (
+	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/telemetry"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracer is the tracer of the package's spans ("run.<op>", with the run's
+// id and the sandbox; never the command), on the sandbox's Client's
+// tracer provider.
+func tracer(sb *sandbox.Sandbox) trace.Tracer {
+	return telemetry.Tracer(sb.Client().TracerProvider(), "github.com/sandboxkit/sandbox/run")
+}
