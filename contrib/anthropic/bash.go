@@ -21,7 +21,7 @@ const maxCommandBytes = 64 << 10
 // bashScript runs the model's command ($SBX_ANTHROPIC_CMD) so that the
 // shell's state persists between calls as far as a fresh process allows:
 // the working directory and the variables (every assignment is exported,
-// set -a, and saved with export -p) are restored from a state file named
+// set -a, and saved, quoted, from the environment) are restored from a state file named
 // by $SBX_ANTHROPIC_ID in the sandbox's temporary directory, outside the
 // workspace. A restart takes a new id and removes the old file. The
 // command text is never spliced into the script: it is eval'ed from the
@@ -31,13 +31,27 @@ if [ -n "$SBX_ANTHROPIC_OLD" ]; then rm -f -- "$__sbx_dir/.sandbox-anthropic-bas
 __sbx_state=$__sbx_dir/.sandbox-anthropic-bash-$SBX_ANTHROPIC_ID
 __sbx_cmd=$SBX_ANTHROPIC_CMD
 unset SBX_ANTHROPIC_CMD SBX_ANTHROPIC_ID SBX_ANTHROPIC_OLD
+set -a
 if [ -f "$__sbx_state" ]; then . "$__sbx_state" >/dev/null 2>&1; fi
 if [ -f "$__sbx_state.cwd" ]; then __sbx_cwd=$(cat -- "$__sbx_state.cwd"); cd -- "$__sbx_cwd" 2>/dev/null || echo "[the previous working directory $__sbx_cwd is gone; now in $(pwd)]" >&2; fi
-set -a
 eval "$__sbx_cmd"
 __sbx_rc=$?
 set +a
-export -p >"$__sbx_state" 2>/dev/null
+__sbx_sq="'"
+__sbx_rep="'\"'\"'"
+__sbx_names=$(env | while IFS= read -r __sbx_l; do case $__sbx_l in [A-Za-z_]*=*) printf '%s\n' "${__sbx_l%%=*}" ;; esac; done)
+for __sbx_n in $__sbx_names; do
+  case $__sbx_n in PWD|OLDPWD|SHLVL|_|__sbx_*|*[!A-Za-z0-9_]*) continue ;; esac
+  eval "__sbx_v=\${$__sbx_n}"
+  __sbx_q=
+  while :; do
+    case $__sbx_v in
+    *"$__sbx_sq"*) __sbx_head=${__sbx_v%%"$__sbx_sq"*}; __sbx_q=$__sbx_q$__sbx_head$__sbx_rep; __sbx_v=${__sbx_v#*"$__sbx_sq"} ;;
+    *) __sbx_q=$__sbx_q$__sbx_v; break ;;
+    esac
+  done
+  printf "%s='%s'\n" "$__sbx_n" "$__sbx_q"
+done >"$__sbx_state" 2>/dev/null
 pwd >"$__sbx_state.cwd" 2>/dev/null
 exit $__sbx_rc
 `

@@ -28,7 +28,7 @@ type toolResult struct {
 // for a scripted model: each request gets the next turn of the script (a
 // turn of tool_use blocks, stop_reason tool_use), then a final text turn
 // (end_turn). It checks what the real API checks (method, path, x-api-key,
-// anthropic-version, a continuing thread naming the last reply) and records
+// the key, anthropic-version, a continuing thread naming the last reply) and records
 // every tool_result the runner sends back, by tool_use id.
 type fakeAPI struct {
 	t      testing.TB
@@ -64,7 +64,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.fail(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path)
 		return
 	}
-	if r.Header.Get("x-api-key") != f.key {
+	// The SDK sends its key as a bearer token (option.WithAPIKey); the API
+	// also takes it in x-api-key.
+	if r.Header.Get("x-api-key") != f.key && r.Header.Get("authorization") != "Bearer "+f.key {
 		f.fail(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 		return
 	}

@@ -90,34 +90,39 @@ func TestClientToolsEndToEnd(t *testing.T) {
 			require.NoError(t, err)
 			defer tools.Close()
 
+			// The runner runs a turn's calls in parallel (bash ones one at a
+			// time, in any order): calls that depend on each other are in
+			// different turns.
 			f, srv := newFakeAPI(t,
 				[]call{
 					ed("create", map[string]any{"command": "create", "path": "notes/a.txt", "file_text": "alpha\nbeta\nalpha\n"}),
-					sh("mk", "mkdir -p sub && cd sub && GREETING=hello"),
 					sh("outside", "mkdir -p ../outside && echo top-secret > ../outside/f.txt && ln -s ../outside link && printf '\\000\\001\\002\\003' > bin.dat"),
 				},
 				[]call{
 					ed("view", map[string]any{"command": "view", "path": "notes/a.txt"}),
 					ed("two", map[string]any{"command": "str_replace", "path": "notes/a.txt", "old_str": "alpha", "new_str": "x"}),
 					ed("zero", map[string]any{"command": "str_replace", "path": "notes/a.txt", "old_str": "gamma", "new_str": "x"}),
-					sh("persist", "pwd; echo \"$GREETING\""),
 					ed("escape", map[string]any{"command": "view", "path": "../../../etc/passwd"}),
 					ed("symlink", map[string]any{"command": "view", "path": "link/f.txt"}),
 					ed("symlink-write", map[string]any{"command": "create", "path": "link/new.txt", "file_text": "x"}),
 					ed("binary", map[string]any{"command": "view", "path": "bin.dat"}),
+					sh("mk", "mkdir -p sub && cd sub && GREETING=\"it's here\""),
+				},
+				[]call{
+					sh("persist", "pwd; echo \"$GREETING\""),
+					ed("one", map[string]any{"command": "str_replace", "path": "notes/a.txt", "old_str": "beta", "new_str": "BETA"}),
+				},
+				[]call{
 					sh("huge", "i=0; while [ $i -lt 3000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done"),
 					sh("secret", "echo token=$API_TOKEN"),
 					sh("fail", "echo failing >&2; exit 3"),
 				},
 				[]call{
-					ed("one", map[string]any{"command": "str_replace", "path": "notes/a.txt", "old_str": "beta", "new_str": "BETA"}),
 					call{ID: "restart", Name: sbanthropic.BashToolName, Input: map[string]any{"restart": true}},
-				},
-				[]call{
 					ed("insert", map[string]any{"command": "insert", "path": "notes/a.txt", "insert_line": 0, "insert_text": "top"}),
-					sh("after-restart", "pwd; echo \"[${GREETING:-unset}]\""),
 				},
 				[]call{
+					sh("after-restart", "pwd; echo \"[${GREETING:-unset}]\""),
 					ed("range", map[string]any{"command": "view", "path": "notes/a.txt", "view_range": []int{1, 2}}),
 					ed("dir", map[string]any{"command": "view", "path": "notes"}),
 					ed("unknown", map[string]any{"command": "undo_edit", "path": "notes/a.txt"}),
@@ -159,7 +164,7 @@ func TestClientToolsEndToEnd(t *testing.T) {
 			assert.Contains(t, bad("two"), "lines 1, 3")
 			assert.Contains(t, bad("zero"), "No match found for replacement. Please check your text and try again.")
 			persist := ok("persist")
-			assert.True(t, strings.HasSuffix(persist, "/sub\nhello\n"), "cwd and variables persist: %q", persist)
+			assert.True(t, strings.HasSuffix(persist, "/sub\nit's here\n"), "cwd and variables persist: %q", persist)
 
 			assert.Contains(t, bad("escape"), "Error: ")
 			assert.NotContains(t, f.result(t, "escape").Text, "root:")
