@@ -53,7 +53,7 @@ func TestAgentToolsetEndToEnd(t *testing.T) {
 				[]call{use("edit-all", "edit", map[string]any{"file_path": "src/main.go", "old_string": "TODO", "new_string": "DONE", "replace_all": true})},
 				[]call{use("bash", "bash", map[string]any{"command": "cat src/main.go | grep -c DONE"})},
 			)
-			runLoop(t, newClient(srv.URL, f.key), set, nil)
+			runLoop(t, newClient(t, srv.URL, f.key), set, nil)
 			require.Empty(t, f.problems)
 
 			ok := func(id string) string {

@@ -2,6 +2,7 @@ package anthropic_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +50,13 @@ func providers(t *testing.T) map[string]func(t *testing.T) *sandbox.Sandbox {
 	}
 }
 
-func newClient(srv string, key string) sdk.Client {
-	return sdk.NewClient(option.WithBaseURL(srv), option.WithAPIKey(key), option.WithMaxRetries(0))
+// newClient returns the SDK's client for the fake API at srv, with a
+// transport of its own whose idle connections end with the test.
+func newClient(t *testing.T, srv string, key string) sdk.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return sdk.NewClient(option.WithBaseURL(srv), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: tr}))
 }
 
 // runLoop drives the SDK's own tool runner to completion.
@@ -133,7 +139,7 @@ func TestClientToolsEndToEnd(t *testing.T) {
 					ed("read-secret", map[string]any{"command": "view", "path": "cfg.txt"}),
 				},
 			)
-			msg := runLoop(t, newClient(srv.URL, f.key), tools.ClientTools(), tools.ToolParams())
+			msg := runLoop(t, newClient(t, srv.URL, f.key), tools.ClientTools(), tools.ToolParams())
 			assert.Equal(t, sdk.BetaStopReasonEndTurn, msg.StopReason)
 			require.Empty(t, f.problems)
 
