@@ -371,15 +371,40 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		sel = labels.Set{}
 	}
 	sel[sandboxv1beta1.CreatedByLabel] = createdByValue
-	list, err := r.ext.ExtensionsV1beta1().SandboxClaims(r.cfg.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: sel.String(), Limit: int64(req.PageSize), Continue: req.PageToken,
-	})
+	// A token "after:NAME" continues a listing the API server did not
+	// page (it ignored the limit, as some aggregated servers and the
+	// client-go fakes do): the page is cut here, by name.
+	after, local := strings.CutPrefix(req.PageToken, "after:")
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: int64(req.PageSize)}
+	if !local {
+		opts.Continue = req.PageToken
+	} else {
+		opts.Limit = 0
+	}
+	list, err := r.ext.ExtensionsV1beta1().SandboxClaims(r.cfg.namespace).List(ctx, opts)
 	if err != nil {
 		return nil, "", apiErr("list claims in", r.cfg.namespace, err)
 	}
-	out := make([]driver.Info, 0, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
+	items := list.Items
+	next := list.Continue
+	if local || len(items) > req.PageSize {
+		slices.SortFunc(items, func(a, b extv1beta1.SandboxClaim) int { return strings.Compare(a.Name, b.Name) })
+		if local {
+			i, _ := slices.BinarySearchFunc(items, after, func(c extv1beta1.SandboxClaim, n string) int { return strings.Compare(c.Name, n) })
+			for i < len(items) && items[i].Name <= after {
+				i++
+			}
+			items = items[i:]
+		}
+		next = ""
+		if len(items) > req.PageSize {
+			items = items[:req.PageSize]
+			next = "after:" + items[len(items)-1].Name
+		}
+	}
+	out := make([]driver.Info, 0, len(items))
+	for i := range items {
+		c := &items[i]
 		if c.DeletionTimestamp != nil || slices.Contains(req.ExcludeIDs, c.Name) {
 			continue
 		}
@@ -389,7 +414,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 		}
 		out = append(out, in)
 	}
-	return out, list.Continue, nil
+	return out, next, nil
 }
 
 // Destroy deletes the claim with foreground propagation, so the claim

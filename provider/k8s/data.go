@@ -117,7 +117,12 @@ func (r *Runtime) process(ep endpoint) (processv1.ProcessServiceClient, error) {
 	if c := r.grpc[target]; c != nil {
 		return processv1.NewProcessServiceClient(c.conn), nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	// Large flow-control windows: sandboxd gives a process's output
+	// readers a 5 s grace after it exits (pipeDrainGrace) and then closes
+	// the pipes, so a stream held back by a 64 KiB window could lose the
+	// end of the output of a busy sandbox.
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(16 << 20), grpc.WithInitialConnWindowSize(64 << 20)}
 	if r.cfg.dial != nil {
 		dial := r.cfg.dial
 		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
@@ -230,6 +235,8 @@ func restErr(resp *http.Response, what string) error {
 		return errorf("%s: %w: %s", what, sberrors.ErrPermission, msg)
 	case resp.StatusCode == http.StatusConflict:
 		return errorf("%s: %w: %s", what, sberrors.ErrFailedPrecondition, msg)
+	case strings.Contains(msg, "too many levels of symbolic links"):
+		return errorf("%s: %w", what, sberrors.Errorf(sberrors.FailedPrecondition, "a loop of symbolic links: %s", msg))
 	case strings.Contains(msg, "not a directory"):
 		return errorf("%s: %w", what, sberrors.ErrNotDirectory)
 	case strings.Contains(msg, "is a directory"):
@@ -396,10 +403,23 @@ func (r *Runtime) Stat(ctx context.Context, id, p string) (driver.FileInfo, erro
 			return e, nil
 		}
 	}
+	// Listings leave out links that are broken, loop or leave the root:
+	// ask for the path itself so a loop is not taken for a missing file.
+	resp, err := r.do(ctx, ep, http.MethodGet, p, nil, nil, "stat "+p)
+	if err != nil {
+		return driver.FileInfo{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return driver.FileInfo{}, restErr(resp, "stat "+p)
+	}
 	return driver.FileInfo{}, errorf("stat %s: %w", p, sberrors.ErrNotFound)
 }
 
-// Remove deletes path, recursively, with DELETE /v1/files/{path}.
+// Remove deletes path, and everything below a directory, through the
+// process service: sandboxd's DELETE /v1/files/{path} resolves symbolic
+// links first, so removing a link to a directory would delete the
+// directory's contents. rm removes the link itself.
 func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	ep, err := r.endpoint(ctx, id)
 	if err != nil {
@@ -411,15 +431,17 @@ func (r *Runtime) Remove(ctx context.Context, id, p string) error {
 	if p == ep.root {
 		return errorf("remove %s: the root sandboxd serves: %w", p, sberrors.ErrPermission)
 	}
-	resp, err := r.do(ctx, ep, http.MethodDelete, p, url.Values{"recursive": {"true"}}, nil, "remove "+p)
-	if err != nil {
+	code, stderr, err := r.execute(ctx, ep, []string{"/bin/sh", "-c", `[ -e "$1" ] || [ -L "$1" ] || exit 3; exec rm -rf -- "$1"`, "sh", p})
+	switch {
+	case err != nil:
 		return err
+	case code == 0:
+		return nil
+	case code == 3:
+		return errorf("remove %s: %w", p, sberrors.ErrNotFound)
+	default:
+		return errorf("remove %s: %w: %s", p, sberrors.ErrPermission, strings.TrimSpace(stderr))
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode/100 != 2 {
-		return restErr(resp, "remove "+p)
-	}
-	return nil
 }
 
 // MkdirAll runs mkdir -p through the process service (sandboxd's file API
@@ -459,9 +481,16 @@ func (r *Runtime) Rename(ctx context.Context, id, oldPath, newPath string) error
 			return err
 		}
 	}
+	if oldPath == newPath {
+		_, err := r.Stat(ctx, id, oldPath)
+		return err
+	}
 	code, stderr, err := r.execute(ctx, ep, []string{"mv", "-f", "--", oldPath, newPath})
 	if err != nil || code == 0 {
 		return err
+	}
+	if strings.Contains(stderr, "subdirectory of itself") {
+		return errorf("rename %s into itself (%s): %w", oldPath, newPath, sberrors.ErrInvalidArgument)
 	}
 	if _, serr := r.Stat(ctx, id, oldPath); serr != nil {
 		return serr

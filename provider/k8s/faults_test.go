@@ -210,3 +210,30 @@ func TestOpenURL(t *testing.T) {
 	}
 	_ = strconv.Itoa
 }
+
+// Removing a symbolic link to a directory removes the link, not the
+// directory's contents (sandboxd's DELETE resolves links first).
+func TestRemoveLinkKeepsTarget(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if r, err := sb.Exec(ctx, sandbox.Command{Shell: "mkdir d && echo keep > d/f && ln -s d link"}); err != nil || r.ExitCode != 0 {
+		t.Fatalf("setup: %v %+v", err, r)
+	}
+	if err := sb.Remove(ctx, "link"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sb.ReadFile(ctx, "d/f"); err != nil || string(got) != "keep\n" {
+		t.Errorf("d/f after removing link -> d: %q, %v", got, err)
+	}
+	if _, err := sb.Stat(ctx, "link"); sberrors.CodeOf(err) != sberrors.NotFound {
+		t.Errorf("Stat(link) after Remove: %v, want NotFound", err)
+	}
+	if err := sb.Remove(ctx, "missing"); sberrors.CodeOf(err) != sberrors.NotFound {
+		t.Errorf("Remove(missing): %v, want NotFound", err)
+	}
+}

@@ -84,13 +84,14 @@ func freePort(t *testing.T) int {
 }
 
 // startDaemon runs sandboxd on loopback with root as its --root-dir.
-func startDaemon(t *testing.T, root string) (*daemon, error) {
+func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 	bin := sandboxdPath(t)
 	for attempt := 0; ; attempt++ {
 		d := &daemon{rest: freePort(t), grpc: freePort(t), done: make(chan struct{})}
 		d.cmd = exec.Command(bin, "--listen-host=127.0.0.1", "--rest-port="+strconv.Itoa(d.rest),
 			"--grpc-port="+strconv.Itoa(d.grpc), "--root-dir="+root, "--shutdown-timeout=2s")
 		d.cmd.Dir = root
+		d.cmd.Env = append(os.Environ(), env...)
 		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := d.cmd.Start(); err != nil {
 			return nil, err
@@ -343,7 +344,13 @@ func (c *cluster) reconcileClaim(ctx context.Context, cl *extv1beta1.SandboxClai
 		if err := os.MkdirAll(p.root, 0o755); err != nil {
 			return
 		}
-		d, err := startDaemon(c.t, p.root)
+		// The controller injects the claim's env into the pod's container
+		// (SandboxClaimSpec.Env); sandboxd's commands inherit it.
+		var env []string
+		for _, e := range cl.Spec.Env {
+			env = append(env, e.Name+"="+e.Value)
+		}
+		d, err := startDaemon(c.t, p.root, env)
 		if err != nil {
 			c.setReady(ctx, cl, metav1.ConditionFalse, sandboxv1beta1.SandboxReasonDependenciesNotReady, err.Error(), "")
 			return
