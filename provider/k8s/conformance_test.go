@@ -1,3 +1,5 @@
+//go:build unix
+
 package k8s_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build unix
+
 package k8s_test
 
 import (
@@ -54,7 +56,6 @@ func sandboxdPath(t *testing.T) string {
 		}
 		sandboxdBin = filepath.Join(buildDir, "sandboxd")
 		cmd := exec.Command("go", "build", "-o", sandboxdBin, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd")
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build sandboxd: %v\n%s", err, out)
