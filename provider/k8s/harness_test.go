@@ -54,6 +54,11 @@ func sandboxdPath(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
+		// Traversable by the unprivileged user sandboxd runs as on a
+		// root host (startDaemon).
+		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
+			return
+		}
 		sandboxdBin = filepath.Join(buildDir, "sandboxd")
 		cmd := exec.Command("go", "build", "-o", sandboxdBin, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd")
 		out, err := cmd.CombinedOutput()
@@ -84,6 +89,10 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// unprivileged is the uid and gid sandboxd runs as when the tests run as
+// root (nobody on Debian).
+const unprivileged = 65534
+
 // startDaemon runs sandboxd on loopback with root as its --root-dir.
 func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 	bin := sandboxdPath(t)
@@ -92,8 +101,19 @@ func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 		d.cmd = exec.Command(bin, "--listen-host=127.0.0.1", "--rest-port="+strconv.Itoa(d.rest),
 			"--grpc-port="+strconv.Itoa(d.grpc), "--root-dir="+root, "--shutdown-timeout=2s")
 		d.cmd.Dir = root
-		d.cmd.Env = append(os.Environ(), env...)
+		d.cmd.Env = append(append(os.Environ(), "HOME="+root), env...)
 		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if os.Geteuid() == 0 {
+			// sandboxd runs the suite's commands with its own rights and
+			// no isolation: in a pod that is the container's, here it is
+			// the host's. As root, the hostile parts of the suite would
+			// act on the host itself, so sandboxd runs as an unprivileged
+			// user that owns only its root directory.
+			if err := os.Chown(root, unprivileged, unprivileged); err != nil {
+				return nil, err
+			}
+			d.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: unprivileged, Gid: unprivileged, NoSetGroups: true}
+		}
 		if err := d.cmd.Start(); err != nil {
 			return nil, err
 		}
@@ -187,11 +207,26 @@ func newCluster(t *testing.T) *cluster {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &cluster{t: t, ns: testNS, agents: agentsfake.NewSimpleClientset(), ext: ext, base: t.TempDir(),
+	c := &cluster{t: t, ns: testNS, agents: agentsfake.NewSimpleClientset(), ext: ext, base: podsDir(t),
 		pods: map[string]*pod{}, byIP: map[string]*daemon{}, cancel: cancel, done: make(chan struct{})}
 	go c.loop(ctx)
 	t.Cleanup(c.stop)
 	return c
+}
+
+// podsDir is the directory the pods' root directories go under: like
+// t.TempDir, but traversable by the unprivileged user sandboxd runs as.
+func podsDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "k8s-pods-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func (c *cluster) stop() {
