@@ -235,6 +235,13 @@ func restErr(resp *http.Response, what string) error {
 		return errorf("%s: %w: %s", what, sberrors.ErrPermission, msg)
 	case resp.StatusCode == http.StatusConflict:
 		return errorf("%s: %w: %s", what, sberrors.ErrFailedPrecondition, msg)
+	// sandboxd answers a failed system call with 500 and Go's error text:
+	// EACCES (a daemon that is not root, as in most pods, reading a file or
+	// directory its user may not) and ENOENT keep their meaning.
+	case strings.Contains(msg, "permission denied"):
+		return errorf("%s: %w: %s", what, sberrors.ErrPermission, msg)
+	case strings.Contains(msg, "no such file or directory"):
+		return errorf("%s: %w", what, sberrors.ErrNotFound)
 	case strings.Contains(msg, "too many levels of symbolic links"):
 		return errorf("%s: %w", what, sberrors.Errorf(sberrors.FailedPrecondition, "a loop of symbolic links: %s", msg))
 	case strings.Contains(msg, "not a directory"):

@@ -101,7 +101,10 @@ func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 		d.cmd = exec.Command(bin, "--listen-host=127.0.0.1", "--rest-port="+strconv.Itoa(d.rest),
 			"--grpc-port="+strconv.Itoa(d.grpc), "--root-dir="+root, "--shutdown-timeout=2s")
 		d.cmd.Dir = root
-		d.cmd.Env = append(append(os.Environ(), "HOME="+root), env...)
+		// A pod's environment: its own home and the system's PATH (the
+		// test's PATH may hold directories the unprivileged user cannot
+		// search, which turns "command not found" into exit 126).
+		d.cmd.Env = append(append(os.Environ(), "HOME="+root, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), env...)
 		d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if os.Geteuid() == 0 {
 			// sandboxd runs the suite's commands with its own rights and
