@@ -127,9 +127,9 @@ func (e *fsEnv) populate(tb testing.TB, n int) {
 	}
 }
 
-// The per-file approach of seed 000: list each directory, then read each
+// The naive per-file approach: list each directory, then read each
 // file, one provider call at a time.
-func (e *fsEnv) seedWalk(ctx context.Context, dir string, read bool, visit func(rel string, data []byte)) error {
+func (e *fsEnv) perFileWalk(ctx context.Context, dir string, read bool, visit func(rel string, data []byte)) error {
 	list, err := e.sb.ReadDir(ctx, dir)
 	if err != nil {
 		return err
@@ -140,7 +140,7 @@ func (e *fsEnv) seedWalk(ctx context.Context, dir string, read bool, visit func(
 			continue
 		}
 		if fi.IsDir() {
-			if err := e.seedWalk(ctx, fi.Path, read, visit); err != nil {
+			if err := e.perFileWalk(ctx, fi.Path, read, visit); err != nil {
 				return err
 			}
 			continue
@@ -165,7 +165,7 @@ type row struct {
 
 // BenchmarkFSBackend measures round trips and time per operation of the
 // FilesystemBackend (E2B adapter over e2bfake over provider/local) with 10,
-// 100 and 1000 files in the workspace, next to seed 000's per-file
+// 100 and 1000 files in the workspace, next to the naive per-file
 // approach for grep, glob and get-all, and prints a table. Run with
 //
 //	go test -run '^$' -bench FSBackend -benchtime 5x ./bench
@@ -196,9 +196,9 @@ func BenchmarkFSBackend(b *testing.B) {
 				r, err := e.b.Glob(ctx, &backend.GlobRequest{Pattern: "*.go"})
 				return check(err, len(r.Files) >= n)
 			}},
-			{"glob", "seed000 per-file", func() error {
+			{"glob", "naive per-file", func() error {
 				found := 0
-				err := e.seedWalk(ctx, e.base, false, func(rel string, _ []byte) {
+				err := e.perFileWalk(ctx, e.base, false, func(rel string, _ []byte) {
 					if ok, _ := path.Match("*.go", path.Base(rel)); ok {
 						found++
 					}
@@ -209,18 +209,18 @@ func BenchmarkFSBackend(b *testing.B) {
 				r, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "needle"})
 				return check(err, len(r.Matches) >= n)
 			}},
-			{"grep", "seed000 per-file", func() error {
+			{"grep", "naive per-file", func() error {
 				found := 0
-				err := e.seedWalk(ctx, e.base, true, func(_ string, data []byte) { found += strings.Count(string(data), "needle") })
+				err := e.perFileWalk(ctx, e.base, true, func(_ string, data []byte) { found += strings.Count(string(data), "needle") })
 				return check(err, found >= n)
 			}},
 			{"get-all", "fsbackend", func() error {
 				r, err := e.b.GetFiles(ctx, &backend.GetFilesRequest{})
 				return check(err, len(r.Files) >= n)
 			}},
-			{"get-all", "seed000 per-file", func() error {
+			{"get-all", "naive per-file", func() error {
 				found := 0
-				err := e.seedWalk(ctx, e.base, true, func(string, []byte) { found++ })
+				err := e.perFileWalk(ctx, e.base, true, func(string, []byte) { found++ })
 				return check(err, found >= n)
 			}},
 		}
