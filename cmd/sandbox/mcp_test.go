@@ -482,8 +482,9 @@ func stdioSession(t *testing.T, args ...string) *mcp.ClientSession {
 func TestMCPStdioBinary(t *testing.T) {
 	url := localURL(t)
 	cs := stdioSession(t, "--url", url, "mcp", "--allow-execute")
-	if got := toolNames(t, cs); len(got) != 10 {
-		t.Errorf("tools over stdio: %v", got)
+	want := "edit_file execute glob grep ls metrics read_file run_logs run_start run_status write_file"
+	if got := toolNames(t, cs); strings.Join(got, " ") != want {
+		t.Errorf("tools over stdio: %v, want %s", got, want)
 	}
 	exerciseFileTools(t, cs)
 	x := ok[executeOut](t, cs, "execute", map[string]any{"command": "python3 -c 'print(1)'"})
