@@ -121,6 +121,13 @@ func (s *Sandbox) Download(ctx context.Context, path string) (_ io.ReadCloser, e
 
 // wrappedReader wraps read errors (other than io.EOF) into *Error and
 // keeps the stream's idle bound alive while bytes arrive.
+//
+// Close may be called from another goroutine while a Read or WriteTo is
+// copying (the usual way to abort a stream), and more than once: the
+// byte count and first error are kept under mu, the stream is closed
+// once, and the download's span ends exactly once, when the stream is
+// closed and no Read or WriteTo is still running, so it records every
+// byte that was delivered.
 type wrappedReader struct {
 	rc        io.ReadCloser
 	s         *Sandbox
@@ -128,51 +135,95 @@ type wrappedReader struct {
 	ctx, bctx context.Context
 	touch     func()
 	stop      func()
-	tc        call  // the download's span, ended by Close
-	n         int64 // bytes read
-	rerr      error // the first read error other than io.EOF
-	closed    bool
+	tc        call // the download's span, ended once the stream is closed and idle
+
+	closeOnce sync.Once
+	closeErr  error // what the first Close of rc returned
+	endOnce   sync.Once
+
+	mu     sync.Mutex
+	n      int64 // bytes read
+	rerr   error // the first read error other than io.EOF
+	active int   // Read and WriteTo calls still running
+	closed bool
+}
+
+// begin marks a Read or WriteTo as running.
+func (w *wrappedReader) begin() {
+	w.mu.Lock()
+	w.active++
+	w.mu.Unlock()
+}
+
+// finish records what a Read or WriteTo delivered and ends the span when
+// the stream was closed meanwhile and nothing else is still copying.
+func (w *wrappedReader) finish(n int64, err error) {
+	w.mu.Lock()
+	w.n += n
+	if err != nil && w.rerr == nil {
+		w.rerr = err
+	}
+	w.active--
+	end := w.closed && w.active == 0
+	w.mu.Unlock()
+	if end {
+		w.endSpan()
+	}
+}
+
+// endSpan records the transfer and ends the download's span, once.
+func (w *wrappedReader) endSpan() {
+	w.endOnce.Do(func() {
+		w.mu.Lock()
+		n, rerr := w.n, w.rerr
+		w.mu.Unlock()
+		w.s.c.tel.transfer(w.ctx, w.tc.span, false, n)
+		w.tc.end(w.ctx, rerr)
+	})
 }
 
 func (w *wrappedReader) Read(p []byte) (int, error) {
+	w.begin()
 	n, err := w.rc.Read(p)
 	if n > 0 {
 		w.touch()
-		w.n += int64(n)
 	}
 	if err != nil && err != io.EOF {
 		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
-		if w.rerr == nil {
-			w.rerr = err
-		}
+		w.finish(int64(n), err)
+		return n, err
 	}
+	w.finish(int64(n), nil)
 	return n, err
 }
 
-// Close closes the stream, releases its idle bound and ends the
-// download's span.
+// Close closes the stream and releases its idle bound; the download's
+// span ends now, or when a Read or WriteTo still running returns. Later
+// calls return what the first one did.
 func (w *wrappedReader) Close() error {
-	err := w.rc.Close()
-	w.stop()
-	if !w.closed {
-		w.closed = true
-		w.s.c.tel.transfer(w.ctx, w.tc.span, false, w.n)
-		w.tc.end(w.ctx, w.rerr)
+	w.closeOnce.Do(func() {
+		w.closeErr = w.rc.Close()
+		w.stop()
+	})
+	w.mu.Lock()
+	w.closed = true
+	end := w.active == 0
+	w.mu.Unlock()
+	if end {
+		w.endSpan()
 	}
-	return err
+	return w.closeErr
 }
 
 // WriteTo streams the file to dst, letting io.Copy use the driver's fast
 // path when it has one.
 func (w *wrappedReader) WriteTo(dst io.Writer) (int64, error) {
+	w.begin()
 	n, err := io.Copy(touchWriter{dst, w.touch}, w.rc)
-	w.n += n
 	if err != nil {
 		err = w.s.wrap("download", w.path, explain(w.ctx, w.bctx, err))
-		if w.rerr == nil {
-			w.rerr = err
-		}
 	}
+	w.finish(n, err)
 	return n, err
 }
 

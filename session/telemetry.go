@@ -12,8 +12,8 @@ import (
 const scope = "github.com/sandboxkit/sandbox/session"
 
 // span starts the span of a session operation on key: named
-// "session.<op>", with the key hashed (keys are often user or
-// conversation ids), on the Client's tracer provider, so the portable
+// "session.<op>", with the key hashed under a per-process secret (keys
+// are often user or conversation ids; see telemetry.Hash), on the Client's tracer provider, so the portable
 // calls the operation makes are its children.
 func (m *Manager) span(ctx context.Context, op, key string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	var tr trace.Tracer

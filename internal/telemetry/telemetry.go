@@ -7,6 +7,8 @@ package telemetry
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 
@@ -20,8 +22,10 @@ import (
 // Attribute keys of the layered packages' spans (the root package's are
 // its Attr* constants).
 const (
-	// KeyHash is a session key's hash (see Hash): keys are often user or
-	// conversation ids, which a trace backend should not hold.
+	// KeyHash is a session key's keyed hash (see Hash): keys are often
+	// user or conversation ids, which a trace backend should not hold.
+	// It is stable within one process only, so it correlates the spans
+	// of one key within a run, not across runs.
 	KeyHash = attribute.Key("sandbox.session.key_hash")
 	// Tool is the name of an MCP tool or a file-tool verb.
 	Tool = attribute.Key("sandbox.tool")
@@ -66,9 +70,24 @@ func End(span trace.Span, err error) {
 	span.End()
 }
 
-// Hash returns the first 16 bytes of the SHA-256 of s, in hex: a stable
-// name for a key that does not reveal it.
+// hashKey keys Hash: random, drawn once per process.
+var hashKey = func() []byte {
+	k := make([]byte, 32)
+	// crypto/rand.Read never returns an error: it crashes the program
+	// rather than hand out a key that is not random.
+	_, _ = rand.Read(k)
+	return k
+}()
+
+// Hash returns the first 16 bytes, in hex, of the HMAC-SHA256 of s under
+// a random key drawn once per process. The same s gives the same hash
+// within one process, so the spans of one session key correlate within
+// a run; the hash differs from run to run, and without the key (which
+// never leaves the process) it cannot be reversed by hashing guesses,
+// which an unkeyed hash of a low-entropy id such as a user id or an
+// email address could.
 func Hash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:16])
+	m := hmac.New(sha256.New, hashKey)
+	m.Write([]byte(s))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }

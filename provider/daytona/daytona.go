@@ -155,8 +155,9 @@ type Runtime struct {
 	starts   startLog // processes started lately, for Processes (watch.go)
 	counting bool     // transport is our clone, counting writes
 
-	hc  *http.Client
-	api *api.Client
+	hc     *http.Client // control-plane API requests
+	toolhc *http.Client // toolbox requests: into the sandbox, trace context only
+	api    *api.Client
 
 	mu       sync.Mutex
 	toolURLs map[string]string // sandbox id → toolbox base URL (…/{id})
@@ -213,7 +214,12 @@ func New(opts ...Option) (*Runtime, error) {
 	r.transport, r.counting = wire.Transport(r.transport)
 	// No Client.Timeout (daytonaio/daytona#4750): long execs and transfers
 	// are bounded by their contexts only.
-	r.hc = &http.Client{Transport: wire.Propagate(r.transport)} // with the caller's trace context (W3C traceparent)
+	// Both clients send the caller's trace context (W3C traceparent). The
+	// control-plane API's also sends whatever the global propagator adds
+	// (such as baggage); the toolbox's does not, since the toolbox runs
+	// inside the sandbox and baggage often holds user or tenant ids.
+	r.hc = &http.Client{Transport: wire.Propagate(r.transport)}
+	r.toolhc = &http.Client{Transport: wire.PropagateTrace(r.transport)}
 	c, err := api.NewClient(r.apiURL, api.WithHTTPClient(r.hc), api.WithRequestEditorFn(r.headers))
 	if err != nil {
 		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: %v", err)
@@ -469,7 +475,7 @@ func (r *Runtime) toolboxClient(ctx context.Context, id string) (*toolbox.Client
 	if c != nil {
 		return c, nil
 	}
-	c, err = toolbox.NewClient(base, toolbox.WithHTTPClient(r.hc), toolbox.WithRequestEditorFn(r.headers))
+	c, err = toolbox.NewClient(base, toolbox.WithHTTPClient(r.toolhc), toolbox.WithRequestEditorFn(r.headers))
 	if err != nil {
 		return nil, fmt.Errorf("daytona: toolbox URL: %w: %w", sberrors.ErrInternal, err)
 	}

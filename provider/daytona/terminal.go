@@ -252,7 +252,7 @@ func (r *Runtime) connectTerm(ctx context.Context, id, sid, base string) (*dterm
 	for k, v := range hreq.Header {
 		hdr[k] = v
 	}
-	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: r.hc, HTTPHeader: hdr})
+	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: r.toolhc, HTTPHeader: hdr})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("daytona: terminal connect: %w", ctx.Err())

@@ -366,9 +366,13 @@ func newRuntime(cfg config) (*Runtime, error) {
 	t, counting := wire.Transport(cfg.transport)
 	r := &Runtime{cfg: cfg, transport: t, counting: counting, conns: map[string]*conn{}, rpc: map[string]*rpcClients{}, leases: map[string]time.Duration{}}
 	// Every request carries the caller's trace context (W3C traceparent).
+	// Requests to envd, which runs inside the sandbox, carry that only:
+	// baggage (often user or tenant ids) stays out of untrusted code. The
+	// control-plane API gets whatever the global propagator adds.
 	pt := wire.Propagate(t)
-	r.hc = &http.Client{Transport: &envdTransport{next: pt}}
-	r.rpcDoer = roundTripper{&envdTransport{next: pt}}
+	et := wire.PropagateTrace(t)
+	r.hc = &http.Client{Transport: &envdTransport{next: et}}
+	r.rpcDoer = roundTripper{&envdTransport{next: et}}
 	if cfg.user != "" {
 		r.basicAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.user+":"))
 	}
