@@ -45,10 +45,24 @@ type Sandbox struct {
 }
 
 // ID returns the provider's id of the sandbox.
-func (s *Sandbox) ID() string { return s.id }
+// A nil handle has the empty id.
+func (s *Sandbox) ID() string {
+	if s == nil {
+		return ""
+	}
+	return s.id
+}
 
 // Client returns the Client the handle belongs to.
-func (s *Sandbox) Client() *Client { return s.c }
+// A nil handle has none, and a nil Client's TracerProvider and
+// MeterProvider are the global ones, so a layer above can start its span
+// before it refuses a nil sandbox.
+func (s *Sandbox) Client() *Client {
+	if s == nil {
+		return nil
+	}
+	return s.c
+}
 
 // Info returns the sandbox's Info as last seen by this handle (at create,
 // attach, Refresh, Resume or SetTimeout). Use Refresh for the current state.

@@ -101,11 +101,21 @@ func WithTraceCommandLines(on bool) Option {
 // (WithTracerProvider, or the global one), so that code built on the
 // Client (session, fsbackend, run, interp) adds its spans to the same
 // traces.
-func (c *Client) TracerProvider() trace.TracerProvider { return c.tel.tp }
+func (c *Client) TracerProvider() trace.TracerProvider {
+	if c == nil || c.tel == nil || c.tel.tp == nil {
+		return otel.GetTracerProvider()
+	}
+	return c.tel.tp
+}
 
 // MeterProvider returns the provider the Client records its metrics with
 // (WithMeterProvider, or the global one).
-func (c *Client) MeterProvider() metric.MeterProvider { return c.tel.mp }
+func (c *Client) MeterProvider() metric.MeterProvider {
+	if c == nil || c.tel == nil || c.tel.mp == nil {
+		return otel.GetMeterProvider()
+	}
+	return c.tel.mp
+}
 
 // clientInstances numbers the Clients of the process, for the live
 // sandboxes gauge.
