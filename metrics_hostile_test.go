@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // hostileMetrics answers Metrics with a fixed sample, as a provider
@@ -49,5 +50,31 @@ func TestMetricsHostileSample(t *testing.T) {
 	}
 	if _, err := json.Marshal(got); err != nil {
 		t.Errorf("json.Marshal: %v", err)
+	}
+}
+
+// Metrics records a span like the other portable calls, with the
+// failure's code when the provider has no metrics.
+func TestMetricsSpan(t *testing.T) {
+	ctx := context.Background()
+	o := newOTelSDK(t)
+	c := sandbox.NewClient(memory.New(), sandbox.WithTracerProvider(o.tp), sandbox.WithMeterProvider(o.mp))
+	defer c.Close()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Metrics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := o.span(t, "sandbox.metrics")
+	var id string
+	for _, a := range s.Attributes {
+		if a.Key == sandbox.AttrSandboxID {
+			id = a.Value.AsString()
+		}
+	}
+	if id != sb.ID() || s.Status.Code == codes.Error {
+		t.Errorf("span %q: sandbox id %q (want %q), status %v", s.Name, id, sb.ID(), s.Status)
 	}
 }

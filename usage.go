@@ -153,15 +153,17 @@ func metricsOf(d driver.Metrics, now time.Time) Metrics {
 // by CallTimeouts.Lookup. Providers without resource metrics
 // (Capabilities.Metrics false) return an error matching ErrUnimplemented;
 // a destroyed sandbox one matching ErrNotFound.
-func (s *Sandbox) Metrics(ctx context.Context) (Metrics, error) {
+func (s *Sandbox) Metrics(ctx context.Context) (_ Metrics, err error) {
 	const op = "metrics"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	mr, ok := s.c.rt.(driver.MetricsReader)
 	if !ok {
 		return Metrics{}, s.wrap(op, "", fmt.Errorf("sandbox: provider %s reports no resource metrics: %w", s.c.rt.Name(), ErrUnimplemented))
 	}
 	var dm driver.Metrics
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
-	err := end(s.c.retry(ctx, op, true, nil, func() error {
+	err = end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		dm, err = mr.Metrics(ctx, s.id)
 		return err
