@@ -34,7 +34,10 @@ var _ driver.MetricsReader = (*Runtime)(nil)
 //     a note, as the sandbox may then use what its host has.
 //   - Disk: with a disk quota (Resources.DiskGiB, a loop-mounted home) the
 //     home file system's used and total size; otherwise the blocks of the
-//     home's files, summed (hard links once), with no limit.
+//     home's files, summed (hard links once), with no limit. The walk is
+//     relative to directory descriptors (any depth), bounded by ctx and
+//     by maxTreeEntries: past it the figure is a lower bound, and entries
+//     it cannot read are left out, each case with a note.
 //
 // Without cgroups (no delegated hierarchy), CPU time and the peak are
 // MetricUnknown, memory now is the sum of the processes' resident sets,
