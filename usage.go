@@ -86,9 +86,17 @@ func (m Metrics) CPUPercentSince(prev Metrics) float64 {
 	return m.CPUPercent
 }
 
-// metricsOf converts a driver's Metrics, normalising what a driver may
-// get wrong: any negative or NaN value becomes MetricUnknown, a missing time
-// becomes now, and a peak below the current value (the two read at
+// maxSampleSkew is how far from the host's clock a sample time may be
+// before metricsOf replaces it.
+const maxSampleSkew = 24 * time.Hour
+
+// metricsOf converts a driver's Metrics, normalising what a driver (or a
+// daemon inside the sandbox it asks, which the sandbox controls) may get
+// wrong: any negative or NaN value becomes MetricUnknown; a missing time,
+// or one JSON cannot encode or more than a day from now, becomes now (with
+// a note); where a limit is known, CPU percent above 100 times the CPU
+// limit, or memory, its peak or disk above twice their limit, becomes
+// MetricUnknown with a note; and a peak below the current value (the two read at
 // slightly different moments) is raised to it.
 func metricsOf(d driver.Metrics, now time.Time) Metrics {
 	i := func(v int64) int64 { return max(v, MetricUnknown) }
@@ -104,8 +112,33 @@ func metricsOf(d driver.Metrics, now time.Time) Metrics {
 		Processes: i(d.Processes), CPULimit: f(d.CPULimit), MemoryLimitBytes: i(d.MemoryLimitBytes),
 		DiskLimitBytes: i(d.DiskLimitBytes), Notes: slices.Clone(d.Notes),
 	}
-	if m.Time.IsZero() {
+	switch {
+	case m.Time.IsZero():
 		m.Time = now
+	case m.Time.Year() < 1 || m.Time.Year() > 9999 || m.Time.Sub(now).Abs() > maxSampleSkew:
+		// Out of the range JSON can encode, or far from now: a clock
+		// gone wrong or a hostile daemon; it would fail every encoding
+		// of the Metrics (a whole `sandbox top --json` table).
+		m.Time = now
+		m.Notes = append(m.Notes, "the provider's sample time was implausible (more than 24h from this host's clock): the time is when this call returned")
+	}
+	if Known(m.CPULimit) && m.CPULimit > 0 && Known(m.CPUPercent) && m.CPUPercent > 100*m.CPULimit {
+		m.CPUPercent = MetricUnknown
+		m.Notes = append(m.Notes, "the provider reported a CPU use above its CPU limit: CPU percent is unknown")
+	}
+	if Known(m.MemoryLimitBytes) && m.MemoryLimitBytes > 0 {
+		if m.MemoryBytes > 2*m.MemoryLimitBytes || m.MemoryBytes > math.MaxInt64/2 {
+			m.MemoryBytes = MetricUnknown
+			m.Notes = append(m.Notes, "the provider reported memory use far above the memory limit: memory is unknown")
+		}
+		if m.MemoryPeakBytes > 2*m.MemoryLimitBytes || m.MemoryPeakBytes > math.MaxInt64/2 {
+			m.MemoryPeakBytes = MetricUnknown
+			m.Notes = append(m.Notes, "the provider reported a memory peak far above the memory limit: the peak is unknown")
+		}
+	}
+	if Known(m.DiskLimitBytes) && m.DiskLimitBytes > 0 && (m.DiskBytes > 2*m.DiskLimitBytes || m.DiskBytes > math.MaxInt64/2) {
+		m.DiskBytes = MetricUnknown
+		m.Notes = append(m.Notes, "the provider reported disk use far above the disk limit: disk is unknown")
 	}
 	if Known(m.MemoryPeakBytes) && m.MemoryPeakBytes < m.MemoryBytes {
 		m.MemoryPeakBytes = m.MemoryBytes
@@ -120,15 +153,17 @@ func metricsOf(d driver.Metrics, now time.Time) Metrics {
 // by CallTimeouts.Lookup. Providers without resource metrics
 // (Capabilities.Metrics false) return an error matching ErrUnimplemented;
 // a destroyed sandbox one matching ErrNotFound.
-func (s *Sandbox) Metrics(ctx context.Context) (Metrics, error) {
+func (s *Sandbox) Metrics(ctx context.Context) (_ Metrics, err error) {
 	const op = "metrics"
+	ctx, tc := s.c.tel.start(ctx, op, s.id)
+	defer func() { tc.end(ctx, err) }()
 	mr, ok := s.c.rt.(driver.MetricsReader)
 	if !ok {
 		return Metrics{}, s.wrap(op, "", fmt.Errorf("sandbox: provider %s reports no resource metrics: %w", s.c.rt.Name(), ErrUnimplemented))
 	}
 	var dm driver.Metrics
 	ctx, end := bound(ctx, op, s.c.calls.Lookup)
-	err := end(s.c.retry(ctx, op, true, nil, func() error {
+	err = end(s.c.retry(ctx, op, true, nil, func() error {
 		var err error
 		dm, err = mr.Metrics(ctx, s.id)
 		return err

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -387,6 +388,20 @@ func printableArg(s string) string {
 		s = s[:max] + "..."
 	}
 	return strings.Trim(strconv.Quote(s), `"`)
+}
+
+// printable returns s as it is when every rune of it prints, else
+// Go-quoted (without the surrounding quotes): a table cell holds what a
+// provider or a sandbox chose (ids, states, labels), and a control
+// character in it (an ESC starting an OSC 52 clipboard write or a CSI
+// screen rewrite, a tab shifting the columns) must never reach the
+// terminal raw.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // redactSecrets replaces each secret value in s with [REDACTED], longest
@@ -795,21 +810,27 @@ func (a *app) lsCmd() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(list)
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tTEMPLATE\tCREATED\tLEASE END\tLABELS")
-			for _, i := range infos {
-				tmpl := i.Template
-				if tmpl == "" {
-					tmpl = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.State, tmpl, formatTime(i.CreatedAt), formatTime(i.LeaseEnd), formatLabels(i.Labels))
-			}
-			return tw.Flush()
+			return printInfos(a.stdout, infos)
 		},
 	}
 	cmd.Flags().StringArrayVar(&labels, "label", nil, "keep sandboxes with label KEY=VALUE (repeatable, all must match)")
 	cmd.Flags().StringArrayVar(&states, "state", nil, "keep sandboxes in this state: starting, running, paused, error (repeatable)")
 	return cmd
+}
+
+// printInfos writes ls's table. Each cell holds what a provider chose
+// (ids, states, templates): printable escapes its control characters.
+func printInfos(w io.Writer, infos []sandbox.Info) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tTEMPLATE\tCREATED\tLEASE END\tLABELS")
+	for _, i := range infos {
+		tmpl := i.Template
+		if tmpl == "" {
+			tmpl = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(i.ID), printable(string(i.State)), printable(tmpl), formatTime(i.CreatedAt), formatTime(i.LeaseEnd), printable(formatLabels(i.Labels)))
+	}
+	return tw.Flush()
 }
 
 func (a *app) infoCmd() *cobra.Command {

@@ -55,8 +55,15 @@ func knownFloat(v float64) *float64 {
 // toMetricsJSON converts m; cpuPct is the CPU use to show (see
 // Metrics.CPUPercentSince), MetricUnknown for none.
 func toMetricsJSON(m sandbox.Metrics, cpuPct float64) metricsJSON {
+	t := m.Time.UTC()
+	if t.Year() < 1 || t.Year() > 9999 {
+		// JSON cannot encode it: one such row would fail the whole
+		// output (every row of top --json, the MCP tool's answer).
+		t = time.Now().UTC()
+		m.Notes = append(slices.Clip(m.Notes), "the sample time could not be encoded: the time is when it was printed")
+	}
 	j := metricsJSON{
-		Time: m.Time.UTC(), CPUPercent: knownFloat(cpuPct), MemoryBytes: knownInt(m.MemoryBytes), MemoryPeak: knownInt(m.MemoryPeakBytes),
+		Time: t, CPUPercent: knownFloat(cpuPct), MemoryBytes: knownInt(m.MemoryBytes), MemoryPeak: knownInt(m.MemoryPeakBytes),
 		DiskBytes: knownInt(m.DiskBytes), Processes: knownInt(m.Processes), CPULimit: knownFloat(m.CPULimit),
 		MemoryLimit: knownInt(m.MemoryLimitBytes), DiskLimit: knownInt(m.DiskLimitBytes), Notes: m.Notes,
 	}
@@ -176,7 +183,7 @@ func printTop(w io.Writer, rows []topRow) error {
 			if r.err != nil {
 				note = "error: " + sandbox.CodeOf(r.err).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\n", r.info.ID, r.info.State, note)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\n", printable(r.info.ID), printable(string(r.info.State)), note)
 			continue
 		}
 		m := r.m
@@ -192,7 +199,7 @@ func printTop(w io.Writer, rows []topRow) error {
 		if sandbox.Known(m.Processes) {
 			procs = fmt.Sprint(m.Processes)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.info.ID, r.info.State, cpu, cpuTime,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(r.info.ID), printable(string(r.info.State)), cpu, cpuTime,
 			fmtBytes(m.MemoryBytes), fmtBytes(m.MemoryPeakBytes), fmtBytes(m.MemoryLimitBytes), fmtBytes(m.DiskBytes), procs)
 	}
 	return tw.Flush()

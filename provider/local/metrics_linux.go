@@ -2,14 +2,16 @@ package local
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
-	"io/fs"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
@@ -32,7 +34,10 @@ var _ driver.MetricsReader = (*Runtime)(nil)
 //     a note, as the sandbox may then use what its host has.
 //   - Disk: with a disk quota (Resources.DiskGiB, a loop-mounted home) the
 //     home file system's used and total size; otherwise the blocks of the
-//     home's files, summed (hard links once), with no limit.
+//     home's files, summed (hard links once), with no limit. The walk is
+//     relative to directory descriptors (any depth), bounded by ctx and
+//     by maxTreeEntries: past it the figure is a lower bound, and entries
+//     it cannot read are left out, each case with a note.
 //
 // Without cgroups (no delegated hierarchy), CPU time and the peak are
 // MetricUnknown, memory now is the sum of the processes' resident sets,
@@ -72,12 +77,18 @@ func (r *Runtime) Metrics(ctx context.Context, id string) (driver.Metrics, error
 			out.DiskBytes = (int64(st.Blocks) - int64(st.Bfree)) * bs
 		}
 	} else {
-		n, err := treeBytes(ctx, home)
+		u, err := treeBytes(ctx, home)
 		if err != nil {
 			return driver.Metrics{}, err
 		}
-		out.DiskBytes = n
+		out.DiskBytes = u.Bytes
 		out.Notes = append(out.Notes, "local: disk is the blocks of the home's files; there is no disk limit without a quota (Resources.DiskGiB)")
+		if u.Skipped > 0 {
+			out.Notes = append(out.Notes, fmt.Sprintf("local: %d entries of the home could not be read and are left out of the disk figure", u.Skipped))
+		}
+		if u.Capped {
+			out.Notes = append(out.Notes, fmt.Sprintf("local: the home holds more than %d entries or nests deeper than %d directories: disk is a lower bound (the walk stops there)", maxTreeEntries, maxTreeDepth))
+		}
 	}
 	if out.MemoryPeakBytes >= 0 && out.MemoryPeakBytes < out.MemoryBytes {
 		out.MemoryPeakBytes = out.MemoryBytes
@@ -205,46 +216,175 @@ func residentBytes(pid int) int64 {
 	return 0
 }
 
+// maxTreeEntries caps the entries one disk walk of a home visits, and
+// maxTreeDepth the directory levels it descends: a sandbox decides how
+// many files its home holds and how deeply they nest, and the walk runs
+// on the host, so what it costs is bounded. Past either, the sum is a
+// lower bound (treeUsage.Capped). Variables so tests can lower them.
+var (
+	maxTreeEntries = 1 << 20
+	maxTreeDepth   = 1 << 14
+)
+
+// direntBuf is how many bytes of directory entries one getdents call
+// reads (about a thousand entries of common name lengths); ctx is
+// checked once a batch.
+const direntBuf = 32 << 10
+
+// treeUsage is what a disk walk of a home found.
+type treeUsage struct {
+	Bytes   int64 // allocated blocks, in bytes
+	Skipped int   // entries that could not be read and are not counted
+	Capped  bool  // the walk stopped at maxTreeEntries or maxTreeDepth
+}
+
 // treeBytes sums the allocated blocks of the files under dir (as du
-// does: a hard-linked file once), without following symbolic links,
-// checking ctx as it goes. Files that vanish meanwhile are skipped.
-func treeBytes(ctx context.Context, dir string) (int64, error) {
-	type key struct{ dev, ino uint64 }
-	seen := map[key]bool{}
-	var n int64
-	i := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if i++; i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+// does: a hard-linked file once), without following symbolic links. It
+// walks relative to open directory descriptors, so the depth of the tree
+// (past PATH_MAX) never matters, reads each directory a batch at a time
+// (never a whole directory into memory), checks ctx once a batch and
+// stops at maxTreeEntries entries. An entry that cannot be read
+// (vanished, unreadable, moved meanwhile) is counted in Skipped, never
+// failing the walk; the only error is ctx's.
+func treeBytes(ctx context.Context, dir string) (treeUsage, error) {
+	if err := ctx.Err(); err != nil {
+		return treeUsage{}, err
+	}
+	fd, err := openDirPath(dir)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return treeUsage{}, nil
 		}
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-				return nil
-			}
+		return treeUsage{Skipped: 1}, nil
+	}
+	d := &dirRef{fd: fd}
+	defer d.close()
+	w := &treeWalk{ctx: ctx, seen: map[inode]bool{}}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		w.out.Bytes = st.Blocks * 512
+	}
+	if err := w.dir(d, 0); err != nil {
+		return treeUsage{}, err
+	}
+	return w.out, nil
+}
+
+type inode struct{ dev, ino uint64 }
+
+type treeWalk struct {
+	ctx     context.Context
+	seen    map[inode]bool // hard-linked files already counted
+	entries int
+	out     treeUsage
+}
+
+// dir adds what directory d holds. On return d is open again unless it
+// could not be reopened (then what it held past that point is skipped).
+func (w *treeWalk) dir(d *dirRef, depth int) error {
+	var buf []byte
+	for {
+		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		fi, err := d.Info()
+		if w.out.Capped {
+			return nil
+		}
+		if buf == nil {
+			buf = make([]byte, direntBuf)
+		}
+		n, err := unix.Getdents(d.fd, buf)
 		if err != nil {
+			w.out.Skipped++
 			return nil
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
+		if n <= 0 {
 			return nil
 		}
-		if st.Nlink > 1 && !d.IsDir() {
-			k := key{uint64(st.Dev), st.Ino}
-			if seen[k] {
+	batch:
+		for off := 0; off+19 <= n; {
+			// linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+			if reclen <= 19 || off+reclen > n {
+				break
+			}
+			next := int64(binary.NativeEndian.Uint64(buf[off+8:]))
+			raw := buf[off+19 : off+reclen]
+			off += reclen
+			if i := bytes.IndexByte(raw, 0); i >= 0 {
+				raw = raw[:i]
+			}
+			name := string(raw)
+			if name == "." || name == ".." || name == "" {
+				continue
+			}
+			if w.entries >= maxTreeEntries {
+				w.out.Capped = true
 				return nil
 			}
-			seen[k] = true
+			w.entries++
+			var st unix.Stat_t
+			if unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				w.out.Skipped++
+				continue
+			}
+			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+			if st.Nlink > 1 && !isDir {
+				k := inode{uint64(st.Dev), st.Ino}
+				if w.seen[k] {
+					continue
+				}
+				w.seen[k] = true
+			}
+			w.out.Bytes += st.Blocks * 512
+			if !isDir {
+				continue
+			}
+			if depth+1 >= maxTreeDepth {
+				w.out.Capped = true
+				return nil
+			}
+			cfd, err := unix.Openat(d.fd, name, openFlags, 0)
+			if err != nil {
+				w.out.Skipped++
+				continue
+			}
+			c := &dirRef{fd: cfd}
+			if depth < keepOpen {
+				err := w.dir(c, depth+1)
+				c.close()
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			// Deep: close d while below it (bounded descriptors), drop
+			// this batch (bounded memory), and come back to the entry
+			// after name by its directory offset.
+			buf = nil
+			if d.leave() != nil {
+				c.close()
+				w.out.Skipped++
+				return nil
+			}
+			err = w.dir(c, depth+1)
+			berr := errors.New("closed")
+			if c.fd >= 0 {
+				berr = d.back(c.fd)
+			}
+			c.close()
+			if err != nil {
+				return err
+			}
+			if berr != nil {
+				w.out.Skipped++
+				return nil
+			}
+			if _, err := unix.Seek(d.fd, next, io.SeekStart); err != nil {
+				w.out.Skipped++
+				return nil
+			}
+			break batch
 		}
-		n += st.Blocks * 512
-		return nil
-	})
-	if err != nil {
-		return 0, err
 	}
-	return n, nil
 }
