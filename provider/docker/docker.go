@@ -19,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/opts"
@@ -333,7 +334,12 @@ func New(opts ...Option) (*Runtime, error) {
 	// The engine's API version is negotiated (client.WithAPIVersionNegotiation)
 	// so one client speaks to Debian's 20.10 engine (1.41) as to current ones;
 	// Ping refuses engines older than MinAPIVersion.
-	cli, err := client.New(client.WithHost(r.host), client.WithAPIVersionNegotiation())
+	// The engine client's own HTTP spans (otelhttp, on the global provider
+	// unless told otherwise) carry each request's full URL, and the URL of
+	// a file call holds the sandbox's path, which may hold anything the
+	// caller put in it: they stay off. The portable layer's spans cover
+	// every call without the path.
+	cli, err := client.New(client.WithHost(r.host), client.WithAPIVersionNegotiation(), client.WithTraceProvider(noop.NewTracerProvider()))
 	if err != nil {
 		return nil, fmt.Errorf("docker: engine address %q: %v: %w", r.host, err, sberrors.ErrInvalidArgument)
 	}
