@@ -561,6 +561,13 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	}
 	b.mu.Unlock()
 	gen := b.helperEnv(base, e)
+	if op == "remove" {
+		// The in-sandbox helper has no remove: the shell path does it,
+		// with the same element-wise walk and checks.
+		for _, k := range []string{"SBX_HELPER", "SBX_HELPER_PROBE", "SBX_HELPER_AMD64", "SBX_HELPER_ARM64"} {
+			delete(e, k)
+		}
+	}
 	if maxOut <= 0 {
 		maxOut = b.opts.MaxReadBytes
 	}
@@ -875,6 +882,37 @@ func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBy
 		return &backend.WriteResult{Path: req.Path, Error: perr}, nil
 	}
 	return b.writeFile(ctx, base, rel, req.Data, true)
+}
+
+// Remove removes one file, or one symbolic link itself (never its
+// target), through the same jail as Write: the parent is reached element by
+// element and the name is unlinked relative to that pinned directory, so a
+// parent swapped for a symbolic link meanwhile cannot lead the removal out
+// of the workspace. A directory, the workspace root and the backend's
+// metadata are refused; a missing file is backend.CodeFileNotFound in the
+// result, not a Go error. One round trip.
+func (b *FilesystemBackend) Remove(ctx context.Context, req *backend.RemoveRequest) (_ *backend.RemoveResult, err error) {
+	ctx, span := b.span(ctx, "remove")
+	defer func() { telemetry.End(span, err) }()
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.RemoveResult{Path: req.Path, Error: perr}, nil
+	}
+	shown := shownPath(rel)
+	if rel == "." {
+		return &backend.RemoveResult{Path: shown, Error: backend.IsDirectory(shown)}, nil
+	}
+	r, err := b.run(ctx, base, "remove", map[string]string{"SBX_PATH": rel}, nil, 4096)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.RemoveResult{Path: shown, Error: pathError(r, shown, "removed", b.opts.MaxReadBytes)}, nil
+	}
+	return &backend.RemoveResult{Path: shown}, nil
 }
 
 // Edit replaces a string in a text file. Two round trips.
