@@ -59,4 +59,3 @@ func TestDeleteFileParentSwapRace(t *testing.T) {
 		})
 	}
 }
-
