@@ -786,7 +786,11 @@ func (b *FilesystemBackend) readLines(ctx context.Context, base, rel string, off
 		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 			data = data[:i+1] // the whole lines that fit
 		} else {
-			// One line longer than the cap: its start, whole characters.
+			// One line longer than the cap: its start, whole characters,
+			// without a tail that may be the start of a SecretEnv value
+			// (the rest of it lies past the cut, where a caller's
+			// redaction cannot see it).
+			data = []byte(b.dropSecretTail(string(data)))
 			for len(data) > 0 && !utf8.Valid(data) {
 				data = data[:len(data)-1]
 			}
@@ -1411,6 +1415,22 @@ func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 	}
 	if cut < len(s) {
 		return s[:cut] + "..."
+	}
+	return s
+}
+
+// dropSecretTail returns s without its shortest-starting tail that is a
+// proper prefix of a SecretEnv value (or of a line of one), for a text
+// cut at its end.
+func (b *FilesystemBackend) dropSecretTail(s string) string {
+	longest := 0
+	for _, sv := range b.opts.SecretEnv {
+		longest = max(longest, len(sv))
+	}
+	for i := max(0, len(s)-longest); i < len(s); i++ {
+		if b.startsSecret(s[i:]) {
+			return s[:i]
+		}
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package fsbackend
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox/backend"
@@ -51,6 +52,22 @@ func TestRemove(t *testing.T) {
 			require.Equal(t, backend.CodeIsDirectory, codeOf(remove(t, e.b, "/").Error))
 			require.Equal(t, "yes\n", e.sh(t, "[ -d "+e.base+"/a ] && echo yes || echo no"))
 			require.Equal(t, backend.CodeInvalidPath, codeOf(remove(t, e.b, "a/up/x/y").Error), "a link to a directory outside is not walked")
+		})
+	}
+}
+
+// Read's window of a line longer than the cap ends before a SecretEnv
+// value that straddles the cut: its start is not shown.
+func TestReadLongLineCutKeepsSecretWhole(t *testing.T) {
+	const secret = "s3cr3t-t0ken-value"
+	for name, e := range envs(t, Options{MaxReadBytes: 4096, SecretEnv: map[string]string{"TOK": secret}}) {
+		t.Run(name, func(t *testing.T) {
+			write(t, e.b, "f.txt", strings.Repeat("A", 4086)+secret+"\nx\n"+strings.Repeat("B", 100000))
+			r := readText(t, e.b, "f.txt")
+			require.Nil(t, r.Error)
+			require.True(t, r.Truncated)
+			require.Contains(t, r.Content, "AAAA")
+			require.NotContains(t, r.Content, secret[:4], "the start of the secret is shown")
 		})
 	}
 }
