@@ -39,4 +39,3 @@ func TestViewLongLineCutHidesSecretStart(t *testing.T) {
 		})
 	}
 }
-
