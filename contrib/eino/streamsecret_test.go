@@ -46,4 +46,3 @@ func TestExecuteStreamingHoldsBackSplitSecretLine(t *testing.T) {
 		})
 	}
 }
-
