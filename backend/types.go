@@ -183,6 +183,28 @@ func (r *WriteResult) Text() string {
 	return fmt.Sprintf("Wrote %d bytes to %s", r.Bytes, r.Path)
 }
 
+// RemoveRequest asks to remove one file, or one symbolic link itself
+// (never its target). A directory is refused: removing a tree is a
+// command's job, not a file tool's.
+type RemoveRequest struct {
+	Path string
+}
+
+// RemoveResult reports a removal.
+type RemoveResult struct {
+	// Path is the removed path, relative to the workspace root.
+	Path  string
+	Error *Error
+}
+
+// Text renders the result for the model.
+func (r *RemoveResult) Text() string {
+	if r.Error != nil {
+		return r.Error.Text()
+	}
+	return "Removed " + r.Path
+}
+
 // EditRequest asks to replace a string in a text file.
 type EditRequest struct {
 	Path      string

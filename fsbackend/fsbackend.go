@@ -561,6 +561,13 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	}
 	b.mu.Unlock()
 	gen := b.helperEnv(base, e)
+	if op == "remove" {
+		// The in-sandbox helper has no remove: the shell path does it,
+		// with the same element-wise walk and checks.
+		for _, k := range []string{"SBX_HELPER", "SBX_HELPER_PROBE", "SBX_HELPER_AMD64", "SBX_HELPER_ARM64"} {
+			delete(e, k)
+		}
+	}
 	if maxOut <= 0 {
 		maxOut = b.opts.MaxReadBytes
 	}
@@ -779,7 +786,11 @@ func (b *FilesystemBackend) readLines(ctx context.Context, base, rel string, off
 		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 			data = data[:i+1] // the whole lines that fit
 		} else {
-			// One line longer than the cap: its start, whole characters.
+			// One line longer than the cap: its start, whole characters,
+			// without a tail that may be the start of a SecretEnv value
+			// (the rest of it lies past the cut, where a caller's
+			// redaction cannot see it).
+			data = []byte(b.dropSecretTail(string(data)))
 			for len(data) > 0 && !utf8.Valid(data) {
 				data = data[:len(data)-1]
 			}
@@ -875,6 +886,37 @@ func (b *FilesystemBackend) WriteBytes(ctx context.Context, req *backend.WriteBy
 		return &backend.WriteResult{Path: req.Path, Error: perr}, nil
 	}
 	return b.writeFile(ctx, base, rel, req.Data, true)
+}
+
+// Remove removes one file, or one symbolic link itself (never its
+// target), through the same jail as Write: the parent is reached element by
+// element and the name is unlinked relative to that pinned directory, so a
+// parent swapped for a symbolic link meanwhile cannot lead the removal out
+// of the workspace. A directory, the workspace root and the backend's
+// metadata are refused; a missing file is backend.CodeFileNotFound in the
+// result, not a Go error. One round trip.
+func (b *FilesystemBackend) Remove(ctx context.Context, req *backend.RemoveRequest) (_ *backend.RemoveResult, err error) {
+	ctx, span := b.span(ctx, "remove")
+	defer func() { telemetry.End(span, err) }()
+	base, rel, perr, err := b.prepare(ctx, req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return &backend.RemoveResult{Path: req.Path, Error: perr}, nil
+	}
+	shown := shownPath(rel)
+	if rel == "." {
+		return &backend.RemoveResult{Path: shown, Error: backend.IsDirectory(shown)}, nil
+	}
+	r, err := b.run(ctx, base, "remove", map[string]string{"SBX_PATH": rel}, nil, 4096)
+	if err != nil {
+		return nil, err
+	}
+	if r.code != 0 {
+		return &backend.RemoveResult{Path: shown, Error: pathError(r, shown, "removed", b.opts.MaxReadBytes)}, nil
+	}
+	return &backend.RemoveResult{Path: shown}, nil
 }
 
 // Edit replaces a string in a text file. Two round trips.
@@ -1373,6 +1415,22 @@ func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 	}
 	if cut < len(s) {
 		return s[:cut] + "..."
+	}
+	return s
+}
+
+// dropSecretTail returns s without its shortest-starting tail that is a
+// proper prefix of a SecretEnv value (or of a line of one), for a text
+// cut at its end.
+func (b *FilesystemBackend) dropSecretTail(s string) string {
+	longest := 0
+	for _, sv := range b.opts.SecretEnv {
+		longest = max(longest, len(sv))
+	}
+	for i := max(0, len(s)-longest); i < len(s); i++ {
+		if b.startsSecret(s[i:]) {
+			return s[:i]
+		}
 	}
 	return s
 }

@@ -35,7 +35,7 @@ package fsbackend
 //
 // # Inputs
 //
-// SBX_OP (pin, read, write, ls, walk, grep, tar); SBX_BASE, the workspace
+// SBX_OP (pin, read, write, remove, ls, walk, grep, tar); SBX_BASE, the workspace
 // (absolute); SBX_PIN and SBX_PINFILE, above; SBX_META, the metadata
 // directory's name; SBX_PATH, the target relative to the workspace ("." for
 // the root), already checked element-wise; SBX_LIMIT, the largest file read,
@@ -369,6 +369,29 @@ write)
     fi
   fi
   if marked "$old"; then rm -f -- "$meta/binary/$old" 2>/dev/null; fi
+  exit 0 ;;
+remove)
+  # Only the parent is walked (step by step, as every operation does);
+  # the last element is never followed: a symbolic link is removed
+  # itself, relative to the parent the shell stands in, whatever its
+  # path names meanwhile. A directory is refused (rm without -r).
+  case $SBX_PATH in
+  .) die 101 "is the workspace directory" ;;
+  */*) rest=${SBX_PATH%/*}; name=${SBX_PATH##*/} ;;
+  *) rest=; name=$SBX_PATH ;;
+  esac
+  while [ -n "$rest" ]; do
+    c=${rest%%/*}
+    case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+    step "$c" || die "$?" "cannot be reached"
+  done
+  here || die "$?" "cannot be reached"
+  if [ "$PWD" = "$pbase" ] && [ "$name" = "$SBX_META" ]; then die 103 "cannot be reached"; fi
+  if [ -L "$name" ]; then :
+  elif [ -d "$name" ]; then die 101 "is a directory"
+  elif [ ! -e "$name" ]; then die 100 "not found"
+  fi
+  msg=$(rm -f -- "./$name" 2>&1) || { [ -d "$name" ] && [ ! -L "$name" ] && die 101 "is a directory"; die 104 "$msg"; }
   exit 0 ;;
 ls|walk)
   resolve || die "$?" "cannot be reached"

@@ -137,10 +137,20 @@ func (t *Tools) bash(ctx context.Context, raw json.RawMessage, withTimeout bool)
 			env["SBX_ANTHROPIC_OLD"] = old
 		}
 		limit := 4 * t.opts.MaxOutput
-		res, err := st.sb.Exec(ctx, sandbox.Command{
+		cmd := sandbox.Command{
 			Shell: bashScript, Dir: st.base, Env: env, SecretEnv: t.opts.SecretEnv,
 			Timeout: timeout, MaxOutput: limit,
-		})
+		}
+		res, err := st.sb.Exec(ctx, cmd)
+		if err != nil && sandbox.CodeOf(err) == sandbox.NotFound && ctx.Err() == nil {
+			// The workspace was removed (rm -rf by an earlier command):
+			// make it again and run the command once more, so that one
+			// command cannot leave the tool unable to run any other.
+			if merr := st.sb.MkdirAll(ctx, st.base); merr != nil {
+				return "", fmt.Errorf("anthropic: making the removed workspace again: %w", merr)
+			}
+			res, err = st.sb.Exec(ctx, cmd)
+		}
 		if err != nil {
 			return "", err
 		}

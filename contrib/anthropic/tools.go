@@ -298,6 +298,8 @@ func (t *Tools) bind(ctx context.Context, sb *sandbox.Sandbox, workspace string)
 	}
 	fb, err := fsbackend.New(sb, fsbackend.Options{
 		BaseDir: base, AllowExecute: false, MaxReadBytes: t.opts.MaxReadBytes, Logger: t.opts.Logger,
+		// SecretEnv lets the backend's cuts keep a secret whole.
+		SecretEnv: t.opts.SecretEnv,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("anthropic: file tools: %w", err)

@@ -136,6 +136,9 @@ func (o Options) withDefaults() Options {
 type Backend struct {
 	opts   Options
 	redact func(string) string
+	// secrets is what redact replaces, for holding back streamed output
+	// that may continue one.
+	secrets []string
 
 	// One of mgr (New) or fixed (NewFromSandbox).
 	mgr   *session.Manager
@@ -176,7 +179,7 @@ func New(mgr *session.Manager, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	return &Backend{opts: opts, redact: newRedactor(opts.SecretEnv), mgr: mgr, entries: map[string]*entry{}}, nil
+	return &Backend{opts: opts, redact: newRedactor(opts.SecretEnv), secrets: redactedValues(opts.SecretEnv), mgr: mgr, entries: map[string]*entry{}}, nil
 }
 
 // NewFromSandbox returns a Backend over one sandbox for every call, with
@@ -194,7 +197,7 @@ func NewFromSandbox(sb *sandbox.Sandbox, baseDir string, opts Options) (*Backend
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{opts: opts, redact: newRedactor(opts.SecretEnv), fixed: t}, nil
+	return &Backend{opts: opts, redact: newRedactor(opts.SecretEnv), secrets: redactedValues(opts.SecretEnv), fixed: t}, nil
 }
 
 func (o Options) check() error {

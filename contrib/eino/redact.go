@@ -17,6 +17,19 @@ const minSecretLine = 6
 // "[REDACTED]", longest first so that a secret holding another is replaced
 // whole.
 func newRedactor(secrets map[string]string) func(string) string {
+	vals := redactedValues(secrets)
+	if len(vals) == 0 {
+		return func(s string) string { return s }
+	}
+	pairs := make([]string, 0, 2*len(vals))
+	for _, v := range vals {
+		pairs = append(pairs, v, "[REDACTED]")
+	}
+	return strings.NewReplacer(pairs...).Replace
+}
+
+// redactedValues returns what newRedactor replaces, longest first.
+func redactedValues(secrets map[string]string) []string {
 	var vals []string
 	for _, v := range secrets {
 		if v == "" {
@@ -31,15 +44,26 @@ func newRedactor(secrets map[string]string) func(string) string {
 			}
 		}
 	}
-	if len(vals) == 0 {
-		return func(s string) string { return s }
-	}
 	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
-	pairs := make([]string, 0, 2*len(vals))
+	return vals
+}
+
+// secretTail returns where in p a tail starts that is a proper prefix of
+// one of vals (len(p) when none does): output cut there may continue a
+// value in its next part, which the redaction must see whole.
+func secretTail(p []byte, vals []string) int {
+	longest := 0
 	for _, v := range vals {
-		pairs = append(pairs, v, "[REDACTED]")
+		longest = max(longest, len(v))
 	}
-	return strings.NewReplacer(pairs...).Replace
+	for i := max(0, len(p)-longest); i < len(p); i++ {
+		for _, v := range vals {
+			if len(p)-i < len(v) && strings.HasPrefix(v, string(p[i:])) {
+				return i
+			}
+		}
+	}
+	return len(p)
 }
 
 // notes collects what a tool's result should say besides what eino's

@@ -114,7 +114,7 @@ func (b *Backend) ExecuteStreaming(ctx context.Context, req *filesystem.ExecuteR
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	sr, sw := schema.Pipe[*filesystem.ExecuteResponse](16)
-	live := &liveOutput{limit: b.opts.MaxExecuteOutput, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	live := &liveOutput{limit: b.opts.MaxExecuteOutput, secrets: b.secrets, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	var res *backend.ExecuteResult
 	go func() {
 		defer close(live.done)
@@ -177,8 +177,11 @@ func (b *Backend) ExecuteStreaming(ctx context.Context, req *filesystem.ExecuteR
 // command, and wakes the sender. It never blocks the command's output.
 type liveOutput struct {
 	limit int
-	wake  chan struct{}
-	done  chan struct{}
+	// secrets are the redacted values: a tail that may be the start of
+	// one is held back until more output comes or the command ends.
+	secrets []string
+	wake    chan struct{}
+	done    chan struct{}
 
 	mu      sync.Mutex
 	pending []byte
@@ -215,8 +218,13 @@ func (l *liveOutput) take() (string, bool) {
 	n := len(l.pending)
 	select {
 	case <-l.done:
+		if l.cut {
+			// Cut at the cap: what may start a value is never completed.
+			n = secretTail(l.pending, l.secrets)
+		}
 	default:
 		n = len(trimPartial(l.pending))
+		n = secretTail(l.pending[:n], l.secrets)
 	}
 	s := string(l.pending[:n])
 	l.pending = append(l.pending[:0], l.pending[n:]...)

@@ -148,12 +148,24 @@ func (t *Tools) deleteFile(ctx context.Context, p string) (string, error) {
 	if entry.IsDir {
 		return "", patchErrorf("delete_file %s: it is a directory; delete_file removes files only (use shell to remove a directory)", shorten(p))
 	}
-	// The parent was reached through the jail by lookup: removing the
-	// entry by name in it removes the file, or a symbolic link itself.
-	if err := t.sb.Remove(ctx, path.Join(t.ws, entry.Path)); err != nil {
+	// Removed through the jail again, not by path: the parent may have
+	// been swapped for a symbolic link since lookup listed it. The
+	// backend unlinks the name in the parent it pinned, a symbolic link
+	// itself rather than its target.
+	r, err := t.fb.Remove(ctx, &backend.RemoveRequest{Path: entry.Path})
+	if err != nil {
 		return "", err
 	}
-	return "Deleted " + entry.Path, nil
+	if r.Error != nil {
+		switch r.Error.Code {
+		case backend.CodeFileNotFound:
+			return "", patchErrorf("delete_file %s: the file does not exist", shorten(p))
+		case backend.CodeIsDirectory:
+			return "", patchErrorf("delete_file %s: it is a directory; delete_file removes files only (use shell to remove a directory)", shorten(p))
+		}
+		return "", refused("delete_file", p, r.Error)
+	}
+	return "Deleted " + r.Path, nil
 }
 
 // lookup finds p's entry by listing its parent through the file tools'

@@ -3,8 +3,10 @@ package openai
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -183,6 +185,13 @@ func (t *Tools) runCommand(ctx context.Context, cmd sandbox.Command, timeout tim
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		res, err = t.exec(ctx, cmd)
 	}
+	if err != nil && ctx.Err() == nil && cmd.Dir != t.ws && (sandbox.CodeOf(err) == sandbox.NotFound || errors.Is(err, sandbox.ErrNotDirectory)) {
+		// A working directory that is missing or not a directory is the
+		// model's mistake: answered like a shell's failed cd, naming the
+		// directory as the model can see it (the provider's error may
+		// carry a host path).
+		return commandResult{stderr: t.scrub(fmt.Sprintf("cannot run in working directory %s: it does not exist or is not a directory", t.shownDir(cmd.Dir))), exitCode: 127, duration: time.Since(start)}, nil
+	}
 	if err != nil {
 		if ctx.Err() == nil && sandbox.CodeOf(err) == sandbox.InvalidArgument {
 			// A command the sandbox refuses: the model can fix it.
@@ -304,4 +313,13 @@ func lastRunes(b []byte, n int) []byte {
 		i -= size
 	}
 	return b[i:]
+}
+
+// shownDir is dir as the model named it: relative to the workspace when
+// it lies there, else as given.
+func (t *Tools) shownDir(dir string) string {
+	if rel, ok := strings.CutPrefix(dir, t.ws+"/"); ok {
+		return strconv.Quote(rel)
+	}
+	return strconv.Quote(dir)
 }
