@@ -102,9 +102,14 @@ func TestExecuteStreamingClosedEarly(t *testing.T) {
 	b, _ := newFixed(t, providers()[0].client(t), eino.Options{AllowExecute: true})
 	sr, err := b.ExecuteStreaming(ctx, &filesystem.ExecuteRequest{Command: "echo started; sleep 1; echo tick; sleep 1; echo late > late.txt"})
 	require.NoError(t, err)
-	r, err := sr.Recv()
-	require.NoError(t, err)
-	require.Equal(t, "started\n", r.Output)
+	// The first line may come in more than one chunk.
+	var got string
+	for !strings.Contains(got, "\n") {
+		r, err := sr.Recv()
+		require.NoError(t, err)
+		got += r.Output
+	}
+	require.Equal(t, "started\n", got)
 	sr.Close()
 	time.Sleep(3 * time.Second)
 	_, err = b.Read(ctx, &filesystem.ReadRequest{FilePath: "late.txt"})
