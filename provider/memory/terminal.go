@@ -329,27 +329,31 @@ func (t *mterm) next(ctx, stop context.Context, from uint64) ([]byte, bool) {
 // queue is bounded: past it, lines are dropped.
 const maxQueued = 256
 
-// input applies typed bytes to the line discipline.
+// input applies typed bytes to the line discipline. The echo of a write
+// reaches the output before any line it completes is handed to the
+// program, as a tty echoes as it receives: the program's answer to a line
+// never comes before the line's echo.
 func (t *mterm) input(p []byte) {
 	var echo []byte
+	var lines [][]byte // completed lines, queued after the echo is out
 	t.mu.Lock()
 	for _, c := range p {
 		switch c {
 		case 0x03: // Ctrl-C: the typed line and queued input are dropped
 			echo = append(echo, "^C\n"...)
-			t.line, t.queue = t.line[:0], nil
+			t.line, t.queue, lines = t.line[:0], nil, nil
 			if t.cancel != nil {
 				t.cancel()
 			} else if t.shell {
-				t.queueLocked([]byte("\n")) // the shell prompts again
+				lines = append(lines, []byte("\n")) // the shell prompts again
 			}
 		case 0x04: // Ctrl-D
 			if len(t.line) > 0 {
-				t.queueLocked(bytes.Clone(t.line))
+				lines = append(lines, bytes.Clone(t.line))
 				t.line = t.line[:0]
 				continue
 			}
-			t.queueLocked(nil)
+			lines = append(lines, nil)
 		case 0x7f, 0x08: // backspace
 			if len(t.line) > 0 {
 				t.line = t.line[:len(t.line)-1]
@@ -357,7 +361,7 @@ func (t *mterm) input(p []byte) {
 			}
 		case '\r', '\n':
 			echo = append(echo, '\n')
-			t.queueLocked(append(bytes.Clone(t.line), '\n'))
+			lines = append(lines, append(bytes.Clone(t.line), '\n'))
 			t.line = t.line[:0]
 		default:
 			t.line = append(t.line, c)
@@ -367,6 +371,13 @@ func (t *mterm) input(p []byte) {
 	t.mu.Unlock()
 	if len(echo) > 0 {
 		t.emit(echo)
+	}
+	if len(lines) > 0 {
+		t.mu.Lock()
+		for _, l := range lines {
+			t.queueLocked(l)
+		}
+		t.mu.Unlock()
 	}
 }
 
