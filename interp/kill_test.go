@@ -102,6 +102,25 @@ while True:
 			ex, err := k.Run(ctx, fmt.Sprintf(cell, pidFile), interp.RunOptions{Timeout: timeout})
 			took := time.Since(start)
 			t.Logf("the hostile cell ended after %v: %v", took, err)
+			// As found, the cell itself returns at once; the kill comes
+			// only when its forked writer corrupts the kernel's channel
+			// before the cell's result is through. When the result wins
+			// that race, the cell simply succeeded and there is no kill to
+			// check: try again on a fresh kernel (a few times at most).
+			for try := 1; name == "as-found" && err == nil && try < 4; try++ {
+				sb = providers[0].new(t)
+				k = newKernel(t, sb, interp.Options{})
+				pids = strings.Fields(run(t, k, "import os\nprint(os.getpid(), os.getppid())").Stdout)
+				require.Len(t, pids, 2)
+				pidFile = fmt.Sprintf("/tmp/sk-hostile-%d.pids", time.Now().UnixNano())
+				start = time.Now()
+				ex, err = k.Run(ctx, fmt.Sprintf(cell, pidFile), interp.RunOptions{Timeout: timeout})
+				took = time.Since(start)
+				t.Logf("try %d: the hostile cell ended after %v: %v", try+1, took, err)
+			}
+			if name == "as-found" && err == nil {
+				t.Skip("the cell's result beat its writer four times: no kill happened to check (the persistent case checks the kill)")
+			}
 			assert.Less(t, took, bound, "the kill is bounded")
 			require.ErrorIs(t, err, interp.ErrRestarted)
 			require.NotNil(t, ex)
