@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,40 @@ func TestCoreModuleHasNoFrameworkDependency(t *testing.T) {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEveryNestedModuleIsTested keeps the Makefile's MODULES list (which
+// make test and .ci/run go through) equal to the go.mod files nested in
+// the repository, so a new adapter cannot go untested in CI.
+func TestEveryNestedModuleIsTested(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(mk), "\\\n", " ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "MODULES := "); ok {
+			for _, m := range strings.Fields(rest) {
+				listed[m] = true
+			}
+		}
+	}
+	for _, pat := range []string{"contrib/*/go.mod", "provider/*/go.mod", "examples/*/go.mod"} {
+		found, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range found {
+			m := filepath.ToSlash(filepath.Dir(f))
+			if !listed[m] {
+				t.Errorf("%s is a module of its own but not in the Makefile's MODULES: CI would not test it", m)
+			}
+			delete(listed, m)
+		}
+	}
+	for m := range listed {
+		t.Errorf("the Makefile's MODULES names %s, which has no go.mod", m)
 	}
 }
