@@ -517,6 +517,31 @@ func TestExecFilesAreSwept(t *testing.T) {
 	t.Errorf("%d files left in %s after 40 execs, want at most %d", n, scratch, 2*8)
 }
 
+// A create the caller abandoned that the server acts on only after the
+// caller left is still found by its token and destroyed: the look-up
+// waits for it (bounded) instead of trusting one early empty answer.
+func TestCreateAbandonedThenAdmittedIsNotOrphaned(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultLateAdmission)
+	label := map[string]string{"abandoned": "late"}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := e.c.Create(cctx, sandbox.CreateOptions{Labels: label}); sandbox.CodeOf(err) != sandbox.DeadlineExceeded {
+		t.Fatalf("abandoned create: %v, want DeadlineExceeded", err)
+	}
+	// Close waits for the abandoned create and its clean-up.
+	if err := e.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server acts on the request 300 ms after the caller left; give
+	// it time to, so that what it made would be seen.
+	time.Sleep(2 * time.Second)
+	if left := e.fake.Sandboxes(); len(left) != 0 {
+		t.Fatalf("sandboxes %v left by an abandoned create the server acted on late", left)
+	}
+}
+
 // A create whose response is lost still hands back the sandbox's id, so
 // the portable layer destroys it instead of leaving it running unseen.
 func TestCreateLostResponseIsNotOrphaned(t *testing.T) {

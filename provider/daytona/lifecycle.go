@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"io"
 	"maps"
 	"net/http"
@@ -52,17 +53,18 @@ const RecommendedAutoDeleteMinutes = 60
 // left out of Info.Labels.
 const createTokenLabel = "sandboxkit.create-token"
 
-// findByToken looks for the sandbox carrying a create token, bounded on
-// its own since the caller's context may be over. It returns "" when
-// there is none (or the lookup failed).
-func (r *Runtime) findByToken(token string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
-	if err != nil || len(page) == 0 {
-		return ""
-	}
-	return page[0].ID
+// findByToken looks for the sandbox carrying a create token (see
+// lostcreate: a request the caller abandoned is looked for a little
+// longer, as the server may still be acting on it). It returns "" when
+// there is none (or the look-up failed).
+func (r *Runtime) findByToken(caller context.Context, token string) string {
+	return lostcreate.Find(caller, func(ctx context.Context) (string, error) {
+		page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
+		if err != nil || len(page) == 0 {
+			return "", err
+		}
+		return page[0].ID, nil
+	})
 }
 
 // defaultHome is assumed when the toolbox cannot be asked.
@@ -310,13 +312,13 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		case asHTTP(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Message, "failed to start"):
 			// Created, but it failed while the server waited for it: the
 			// answer has no id, the sandbox stays (in error) until deleted.
-			return driver.Info{ID: r.findByToken(token)}, r.clean(err)
+			return driver.Info{ID: r.findByToken(ctx, token)}, r.clean(err)
 		case errors.Is(err, sberrors.ErrStaleTransport) || he != nil:
 			return driver.Info{}, r.clean(snapshotMissing(err, req.FromSnapshot)) // the server did not create it
 		}
 		// The request may have created a sandbox whose id never came
 		// back: find it by its token so that the caller can destroy it.
-		return driver.Info{ID: r.findByToken(token)}, r.clean(err)
+		return driver.Info{ID: r.findByToken(ctx, token)}, r.clean(err)
 	}
 	in, err := r.waitStarted(ctx, &sb)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"io"
 	"maps"
 	"net/http"
@@ -212,36 +213,13 @@ func sandboxName(req *driver.CreateRequest) (string, error) {
 // left out of Info.Labels.
 const createTokenLabel = "sandboxkit.create-token"
 
-// lostCreatePolls and lostCreateWait bound how long lostCreate keeps
-// looking for a create the caller gave up on.
-const (
-	lostCreatePolls  = 5
-	lostCreateWait   = 400 * time.Millisecond
-	lostCreateBudget = 15 * time.Second
-)
-
 // lostCreate handles a create whose answer never came (cut, dropped, or
 // the caller's ctx ended while the server acted): it looks the sandbox up
-// by its token. While ctx lives, a sandbox found is adopted (its Info
-// returned, nil error); otherwise its id comes back with err, so the
-// portable layer destroys it.
+// by its token (see lostcreate). While ctx lives, a sandbox found is
+// adopted (its Info returned, nil error); otherwise its id comes back
+// with err, so the portable layer destroys it.
 func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
-	// Every look-up together is bounded by lostCreateBudget, so a server
-	// that stalls costs the caller that long once, not once per look-up.
-	lctx, cancel := context.WithTimeout(context.Background(), lostCreateBudget)
-	defer cancel()
-	id, lerr := r.findByToken(lctx, token)
-	// A create the caller gave up on may still be under way on the
-	// server: it is looked for a little longer (bounded), so that what
-	// it makes is handed back to be destroyed rather than orphaned. A
-	// look-up that failed (the server does not answer) ends the search.
-	for i := 0; id == "" && lerr == nil && ctx.Err() != nil && i < lostCreatePolls; i++ {
-		select {
-		case <-time.After(lostCreateWait):
-		case <-lctx.Done():
-		}
-		id, lerr = r.findByToken(lctx, token)
-	}
+	id := lostcreate.Find(ctx, func(lctx context.Context) (string, error) { return r.findByToken(lctx, token) })
 	if id == "" {
 		return driver.Info{}, err
 	}

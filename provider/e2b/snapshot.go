@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"maps"
 	"net/http"
 	"strings"
@@ -360,9 +361,9 @@ func (r *Runtime) destroyLostForks(id, token string, n int, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	gone := map[string]bool{}
-	for i := 0; i <= lostCreatePolls && len(gone) < n; i++ {
+	for i := 0; i <= lostcreate.Polls && len(gone) < n; i++ {
 		if i > 0 {
-			time.Sleep(lostCreateWait)
+			time.Sleep(lostcreate.Wait)
 		}
 		page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 100})
 		if err != nil {

@@ -91,10 +91,12 @@
 package daytonafake
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -159,6 +161,11 @@ const (
 	// FaultNotFound answers 404 with an empty body, as the daemon's file
 	// handlers do for a missing file. The request is not handled.
 	FaultNotFound
+	// FaultLateAdmission holds the request until the client has given up
+	// on it (its context ended, the connection closed), then handles it a
+	// moment later, as a server that was slow to act on a request the
+	// caller abandoned: the work happens after the caller left.
+	FaultLateAdmission
 )
 
 // config is what the options set.
@@ -550,6 +557,16 @@ func (s *Server) faulty(next http.Handler) http.Handler {
 			resetMidBody(w, rec)
 		case FaultStall:
 			s.stall(w, r, next)
+		case FaultLateAdmission:
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			select {
+			case <-r.Context().Done():
+			case <-s.quit:
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			next.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
 		case FaultNotFound:
 			emptyError(w, http.StatusNotFound)
 		case FaultDelete, FaultStop:
