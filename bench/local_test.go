@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,10 +41,83 @@ import (
 // os/exec of the SDK binary itself (research row a3).
 const noopEnv = "SANDBOX_BENCH_EXIT_IN_INIT"
 
+// pingEnv makes the benchmark binary, in init, the far end of the
+// ping-pong baseline of T2: it dials the unix socket the variable names
+// and echoes every byte until the connection ends.
+const pingEnv = "SANDBOX_BENCH_PING_SOCKET"
+
 func init() {
 	if os.Getenv(noopEnv) == "1" {
 		os.Exit(0)
 	}
+	if sock := os.Getenv(pingEnv); sock != "" {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			os.Exit(2)
+		}
+		var b [1]byte
+		for {
+			if _, err := io.ReadFull(c, b[:]); err != nil {
+				os.Exit(0)
+			}
+			if _, err := c.Write(b[:]); err != nil {
+				os.Exit(0)
+			}
+		}
+	}
+}
+
+// pingPong is a round trip of one byte between this process and another
+// Go process (the test binary re-executed) over a unix socket: the floor
+// of any exchange with a sandbox's agent.
+type pingPong struct {
+	c   net.Conn
+	cmd *exec.Cmd
+}
+
+func newPingPong(b *testing.B) *pingPong {
+	b.Helper()
+	sock := filepath.Join(b.TempDir(), "ping")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), pingEnv+"="+sock)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetDeadline(time.Now().Add(30 * time.Second))
+	c, err := ln.Accept()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		b.Fatal(err)
+	}
+	p := &pingPong{c: c, cmd: cmd}
+	for range 100 { // warm both ends
+		p.once(b)
+	}
+	return p
+}
+
+// once times one round trip.
+func (p *pingPong) once(b *testing.B) time.Duration {
+	var buf [1]byte
+	t0 := time.Now()
+	if _, err := p.c.Write(buf[:]); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.ReadFull(p.c, buf[:]); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
+}
+
+func (p *pingPong) close() {
+	_ = p.c.Close()
+	_ = p.cmd.Wait()
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -201,7 +275,11 @@ func BenchmarkLocalT1Create(b *testing.B) {
 
 // BenchmarkLocalT2Exec: /bin/true through the Client (output captured,
 // exit code) against a raw os/exec with captured output. Target ≤ 1.5×
-// raw, ≤ 6 ms absolute.
+// raw, ≤ 6 ms absolute. Beside them, the round trip of a ping-pong
+// between two Go processes over a unix socket, measured in the same loop
+// (rtt-p50-us): the overhead of an exec over raw is reported as a
+// multiple of it (x-rtt; target ≤ 4), which stays comparable across hosts
+// and loads where absolute times do not.
 func BenchmarkLocalT2Exec(b *testing.B) {
 	ctx := context.Background()
 	c, rt := localClient(b)
@@ -211,9 +289,14 @@ func BenchmarkLocalT2Exec(b *testing.B) {
 	}
 	defer sb.Destroy(ctx)
 	b.Run(levelName(rt), func(b *testing.B) {
-		var tv, tb []time.Duration
+		var tv, tb, tp []time.Duration
+		pp := newPingPong(b)
+		defer pp.close()
 		cpu0, cs0 := agentCost(ctx, b, rt, sb.ID())
 		for b.Loop() {
+			for range 5 {
+				tp = append(tp, pp.once(b))
+			}
 			t0 := time.Now()
 			var o, e bytes.Buffer
 			cmd := exec.Command("/bin/true")
@@ -233,6 +316,9 @@ func BenchmarkLocalT2Exec(b *testing.B) {
 		b.ReportMetric(ms(median(tv)), "p50-ms")
 		b.ReportMetric(ms(median(tb)), "raw-p50-ms")
 		b.ReportMetric(float64(median(tv))/float64(median(tb)), "x-raw")
+		rtt := median(tp)
+		b.ReportMetric(float64(rtt)/float64(time.Microsecond), "rtt-p50-us")
+		b.ReportMetric(float64(median(tv)-median(tb))/float64(rtt), "x-rtt")
 		// What the agent itself spends per exec (its threads, not the
 		// command): far less noisy than wall time on a loaded machine.
 		b.ReportMetric(float64(cpu1-cpu0)/1e3/float64(len(tv)), "agent-cpu-us/op")
