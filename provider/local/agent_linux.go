@@ -627,24 +627,11 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 	if dir == "" {
 		dir = a.cfg.Home
 	}
-	if fi, err := os.Stat(dir); err != nil {
-		code := "NotFound"
-		switch {
-		case errors.Is(err, syscall.ENOTDIR):
-			code = "NotDirectory"
-		case errors.Is(err, fs.ErrPermission):
-			code = "PermissionDenied"
-		case errors.Is(err, syscall.ENAMETOOLONG):
-			code = "InvalidArgument"
-		}
-		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", iox.Shorten(dir, 64), errors.Unwrap(err))})
-		return false, nil
-	} else if !fi.IsDir() {
-		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", iox.Shorten(dir, 64))})
-		return false, nil
-	}
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
+		if badDir(fw, dir) {
+			return false, nil
+		}
 		a.failExec(fw, 127, fmt.Sprintf("sandbox: %s: command not found\n", req.Args[0]))
 		return !req.Stdin, nil
 	}
@@ -693,15 +680,15 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 	a.procMu.Unlock()
 	closeAll(stdinR)
 	closeFDs(outW, errW)
-	if ferr == nil {
-		if pidfd >= 0 {
-			go a.watchExit(pidfd)
-		} else {
-			go a.waitBlocking(pid)
-		}
-	}
 	if ferr != nil {
 		closeAll(stdinW, outR, errR)
+		// The child's chdir to dir comes before its execve: a working
+		// directory that is missing or not one fails there, and is told
+		// apart from a command that cannot run here, on this failure path
+		// only (no check of dir before every command).
+		if badDir(fw, dir) {
+			return false, nil
+		}
 		code := 127
 		if errors.Is(ferr, syscall.EACCES) || errors.Is(ferr, syscall.ENOEXEC) {
 			code = 126
@@ -714,10 +701,13 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
 	}
 	out, errp := &outPipe{f: outR}, &outPipe{f: errR}
-	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go p.pump(out, frameStdout, &pumps)
-	go p.pump(errp, frameStderr, &pumps)
+	// The last pump to reach EOF closes drained (no goroutine waits for
+	// the pumps only to say so).
+	drained := make(chan struct{})
+	var pumping atomic.Int32
+	pumping.Store(2)
+	go p.pump(out, frameStdout, &pumping, drained)
+	go p.pump(errp, frameStderr, &pumping, drained)
 	var timer *time.Timer
 	if req.Timeout > 0 {
 		timer = time.AfterFunc(time.Duration(req.Timeout), func() {
@@ -730,9 +720,42 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 			a.killTree(p.pid)
 		})
 	}
-	go a.finish(p, timer, &pumps, out, errp)
+	// One goroutine waits for the exit, reaps and then finishes: the
+	// reaper closed p.reaped by then, so finish goes on without a wait.
+	go func() {
+		if pidfd >= 0 {
+			a.watchExit(pidfd)
+		} else {
+			a.waitBlocking(pid)
+		}
+		a.finish(p, timer, drained, out, errp)
+	}()
 	done, next := a.stream(in, p, fw)
 	return done && p.fg && !req.Stdin, next
+}
+
+// badDir reports, with a fail frame naming it, a working directory that
+// is missing or not a directory; it returns false when dir is one.
+func badDir(fw *frameWriter, dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		code := "NotFound"
+		switch {
+		case errors.Is(err, syscall.ENOTDIR):
+			code = "NotDirectory"
+		case errors.Is(err, fs.ErrPermission):
+			code = "PermissionDenied"
+		case errors.Is(err, syscall.ENAMETOOLONG):
+			code = "InvalidArgument"
+		}
+		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", iox.Shorten(dir, 64), errors.Unwrap(err))})
+		return true
+	}
+	if !fi.IsDir() {
+		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", iox.Shorten(dir, 64))})
+		return true
+	}
+	return false
 }
 
 // failExec reports a command that could not start the way a shell would:
@@ -743,8 +766,12 @@ func (a *agent) failExec(fw *frameWriter, code int, msg string) {
 	_ = fw.writeJSON(frameExit, exitMsg{Code: code})
 }
 
-func (p *proc) pump(o *outPipe, typ byte, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (p *proc) pump(o *outPipe, typ byte, pumping *atomic.Int32, drained chan<- struct{}) {
+	defer func() {
+		if pumping.Add(-1) == 0 {
+			close(drained)
+		}
+	}()
 	buf := make([]byte, pumpBuf)
 	for {
 		n, err := o.f.Read(buf)
@@ -760,14 +787,12 @@ func (p *proc) pump(o *outPipe, typ byte, wg *sync.WaitGroup) {
 
 // finish waits for the process to be reaped and its output drained, then
 // publishes the exit status.
-func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, out, errp *outPipe) {
+func (a *agent) finish(p *proc, timer *time.Timer, drained <-chan struct{}, out, errp *outPipe) {
 	<-p.reaped
 	ws := <-p.status
 	if timer != nil {
 		timer.Stop()
 	}
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
 	settle(drained, out, errp)
 	closeAll(out.f, errp.f)
 	<-drained
@@ -807,6 +832,11 @@ func (a *agent) finish(p *proc, timer *time.Timer, pumps *sync.WaitGroup, out, e
 // and the caller stops reading there. Everything the command itself wrote
 // was in the pipes when it exited, so it is always read in full.
 func settle(drained <-chan struct{}, pipes ...*outPipe) {
+	select {
+	case <-drained:
+		return // the common case: no timer to make
+	default:
+	}
 	grace := time.NewTimer(waitDelay)
 	defer grace.Stop()
 	select {

@@ -996,6 +996,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	}
 	r.static.Delete(id)
 	r.dropConns(id)
+	states().forget(filepath.Join(r.dir(id), stateFile))
 	r.ports.drop(id, false)
 	// Hide the sandbox first, so that no call starts anything in it.
 	trash := filepath.Join(r.root, ".trash-"+id)

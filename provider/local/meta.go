@@ -179,7 +179,8 @@ func (r *Runtime) readMetaCtx(ctx context.Context, id string) (*meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(r.dir(id), stateFile))
+	path := filepath.Join(r.dir(id), stateFile)
+	f, err := os.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, notFound(r, id)
@@ -193,7 +194,22 @@ func (r *Runtime) readMetaCtx(ctx context.Context, id string) (*meta, error) {
 		}
 		return nil, sberrors.Errorf(sberrors.Internal, "local: lock state of %s: %w", id, err)
 	}
-	return m, r.readState(f, m)
+	// The shared lock is still taken (a snapshot or fork holds the
+	// exclusive one while it copies, and a call waits for it), but the
+	// record is read and decoded only when it changed since the last read
+	// (statecache_linux.go).
+	if st, ok := states().get(path); ok {
+		m.metaState = st
+		return m, nil
+	}
+	t, watched := states().watch(path, path)
+	if err := r.readState(f, m); err != nil {
+		return nil, err
+	}
+	if watched {
+		states().put(path, t, &m.metaState)
+	}
+	return m, nil
 }
 
 func (r *Runtime) readState(f *os.File, m *meta) error {

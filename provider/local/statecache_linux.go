@@ -1,0 +1,182 @@
+//go:build linux
+
+package local
+
+import (
+	"maps"
+	"path/filepath"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// states is the process's cache of state records, shared by its Runtimes
+// (one inotify instance per process: instances are few per user, and the
+// agents' Watch needs them).
+var states = sync.OnceValue(newStateCache)
+
+// stateCache keeps the last state record read of each sandbox in memory,
+// so that a call on a sandbox (an exec, above all) reads no file while
+// the record is unchanged. An inotify watch on each cached state file
+// tells when it changes: every write to a state file (by this process or
+// any other), and its unlinking or replacement, queues an event before
+// the writing call returns, and so does a move or removal of the
+// sandbox's directory (watched too: Destroy moves it away first); every
+// lookup first drains the queue without blocking, so an entry still
+// present after the drain is as new as the file. Entries are keyed by the
+// state file's path. When inotify is unavailable (or its watches run
+// out), the cache holds nothing and every read goes to the file, as without it.
+type stateCache struct {
+	mu      sync.Mutex
+	fd      int // inotify descriptor, nonblocking; -1: no cache
+	byWD    map[int32]string
+	entries map[string]*stateEntry
+	// gen counts the events seen per id (and gen0 every dropAll), so that
+	// a record read while its file changed is not cached.
+	gen  map[string]uint64
+	gen0 uint64
+}
+
+type stateEntry struct {
+	wd int32
+	st metaState
+}
+
+// maxStateEntries bounds the watches (and entries) one Runtime keeps.
+const maxStateEntries = 256
+
+func newStateCache() *stateCache {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		fd = -1
+	}
+	return &stateCache{fd: fd, byWD: map[int32]string{}, entries: map[string]*stateEntry{}, gen: map[string]uint64{}}
+}
+
+// drain applies the queued events: an entry whose file changed is
+// dropped. Called with mu held.
+func (c *stateCache) drain() {
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(c.fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				c.dropAll()
+				continue
+			}
+			id, ok := c.byWD[ev.Wd]
+			if !ok {
+				continue
+			}
+			c.gen[id]++
+			if ev.Mask&unix.IN_IGNORED != 0 {
+				delete(c.byWD, ev.Wd) // the kernel removed the watch
+			}
+			delete(c.entries, id) // the watch stays for the next record
+		}
+	}
+}
+
+func (c *stateCache) dropAll() {
+	for wd := range c.byWD {
+		_, _ = unix.InotifyRmWatch(c.fd, uint32(wd))
+	}
+	c.byWD = map[int32]string{}
+	c.entries = map[string]*stateEntry{}
+	c.gen = map[string]uint64{}
+	c.gen0++
+}
+
+// get returns the cached state of id, if it is as new as its file.
+func (c *stateCache) get(id string) (metaState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return metaState{}, false
+	}
+	c.drain()
+	e := c.entries[id]
+	if e == nil {
+		return metaState{}, false
+	}
+	st := e.st
+	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
+	return st, true
+}
+
+// stateTicket is what watch returns, for put: the watch, and the count
+// of events when the file was about to be read.
+type stateTicket struct {
+	wd        int32
+	gen, gen0 uint64
+}
+
+// watch puts watches on the state file at path for id, and on its
+// directory; they are taken before the file is read, so a write after the
+// read is seen.
+func (c *stateCache) watch(id, path string) (stateTicket, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return stateTicket{}, false
+	}
+	c.drain()
+	if len(c.byWD) >= 2*maxStateEntries {
+		c.dropAll()
+	}
+	dwd, err := unix.InotifyAddWatch(c.fd, filepath.Dir(path), unix.IN_MOVE_SELF|unix.IN_DELETE_SELF|unix.IN_ONLYDIR)
+	if err != nil {
+		return stateTicket{}, false
+	}
+	c.byWD[int32(dwd)] = id
+	wd, err := unix.InotifyAddWatch(c.fd, path, unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
+	if err != nil {
+		return stateTicket{}, false
+	}
+	c.byWD[int32(wd)] = id
+	return stateTicket{wd: int32(wd), gen: c.gen[id], gen0: c.gen0}, true
+}
+
+// put caches st, read from the file after watch returned t, unless the
+// file changed (or the watch went) since.
+func (c *stateCache) put(id string, t stateTicket, st *metaState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return
+	}
+	c.drain()
+	if c.byWD[t.wd] != id || c.gen[id] != t.gen || c.gen0 != t.gen0 {
+		return
+	}
+	e := &stateEntry{wd: t.wd, st: *st}
+	e.st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
+	c.entries[id] = e
+}
+
+// forget drops id's entry and watch (the sandbox is destroyed).
+func (c *stateCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return
+	}
+	c.drain()
+	for wd, wid := range c.byWD {
+		if wid == id {
+			_, _ = unix.InotifyRmWatch(c.fd, uint32(wd))
+			delete(c.byWD, wd)
+		}
+	}
+	delete(c.entries, id)
+	delete(c.gen, id)
+}
