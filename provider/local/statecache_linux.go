@@ -4,7 +4,6 @@ package local
 
 import (
 	"maps"
-	"path/filepath"
 	"sync"
 	"unsafe"
 
@@ -17,16 +16,17 @@ import (
 var states = sync.OnceValue(newStateCache)
 
 // stateCache keeps the last state record read of each sandbox in memory,
-// so that a call on a sandbox (an exec, above all) reads no file while
-// the record is unchanged. An inotify watch on each cached state file
+// so that a call on a sandbox (an exec, above all) neither reads nor
+// decodes its record while the record is unchanged. An inotify watch on each cached state file
 // tells when it changes: every write to a state file (by this process or
 // any other), and its unlinking or replacement, queues an event before
-// the writing call returns, and so does a move or removal of the
-// sandbox's directory (watched too: Destroy moves it away first); every
-// lookup first drains the queue without blocking, so an entry still
-// present after the drain is as new as the file. Entries are keyed by the
-// state file's path. When inotify is unavailable (or its watches run
-// out), the cache holds nothing and every read goes to the file, as without it.
+// the writing call returns, and every lookup first drains the queue
+// without blocking, so an entry still present after the drain is as new
+// as the file. Entries are keyed by the state file's path; the caller
+// still opens that path (and takes its shared lock) before a lookup, so a
+// sandbox whose directory was moved away or removed is not found. When
+// inotify is unavailable (or its watches run out), the cache holds
+// nothing and every read goes to the file, as without it.
 type stateCache struct {
 	mu      sync.Mutex
 	fd      int // inotify descriptor, nonblocking; -1: no cache
@@ -43,7 +43,7 @@ type stateEntry struct {
 	st metaState
 }
 
-// maxStateEntries bounds the watches (and entries) one Runtime keeps.
+// maxStateEntries bounds the watches (and entries) the process keeps.
 const maxStateEntries = 256
 
 func newStateCache() *stateCache {
@@ -120,9 +120,8 @@ type stateTicket struct {
 	gen, gen0 uint64
 }
 
-// watch puts watches on the state file at path for id, and on its
-// directory; they are taken before the file is read, so a write after the
-// read is seen.
+// watch puts a watch on the state file at path for id; it is taken
+// before the file is read, so a write after the read is seen.
 func (c *stateCache) watch(id, path string) (stateTicket, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -130,14 +129,9 @@ func (c *stateCache) watch(id, path string) (stateTicket, bool) {
 		return stateTicket{}, false
 	}
 	c.drain()
-	if len(c.byWD) >= 2*maxStateEntries {
+	if len(c.byWD) >= maxStateEntries {
 		c.dropAll()
 	}
-	dwd, err := unix.InotifyAddWatch(c.fd, filepath.Dir(path), unix.IN_MOVE_SELF|unix.IN_DELETE_SELF|unix.IN_ONLYDIR)
-	if err != nil {
-		return stateTicket{}, false
-	}
-	c.byWD[int32(dwd)] = id
 	wd, err := unix.InotifyAddWatch(c.fd, path, unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
 	if err != nil {
 		return stateTicket{}, false

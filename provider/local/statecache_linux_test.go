@@ -1,6 +1,8 @@
 package local
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -33,6 +35,15 @@ func TestStateCacheSeesWrites(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, m.LeaseEnd.Equal(end), "read %v after writing %v", m.LeaseEnd, end)
 	}
+	// Another process's Destroy moves the directory away first: the
+	// record is gone from then on, though this process forgot nothing.
+	_, err = rt.readMeta(in.ID)
+	require.NoError(t, err)
+	trash := filepath.Join(filepath.Dir(rt.dir(in.ID)), ".trash-"+in.ID)
+	require.NoError(t, os.Rename(rt.dir(in.ID), trash))
+	_, err = rt.readMeta(in.ID)
+	require.Error(t, err)
+	require.NoError(t, os.Rename(trash, rt.dir(in.ID)))
 	require.NoError(t, rt.Destroy(ctx, in.ID))
 	_, err = rt.readMeta(in.ID)
 	require.Error(t, err)
