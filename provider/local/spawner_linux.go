@@ -40,6 +40,8 @@ type spawnReq struct {
 	Egress   string `json:"egress,omitempty"`
 	EgressCA bool   `json:"egress_ca,omitempty"`
 	Op       string `json:"op,omitempty"`
+	// Trace asks for the stamps of the start's steps (see traceEnv).
+	Trace bool `json:"trace,omitempty"`
 }
 
 // spawnResp answers a spawnReq.
@@ -53,6 +55,7 @@ type spawnResp struct {
 	EgressPID   int      `json:"egress_pid,omitempty"` // the egress proxy's pid and start time
 	EgressStart uint64   `json:"egress_start,omitempty"`
 	Err         string   `json:"err,omitempty"`
+	Trace       []stamp  `json:"trace,omitempty"` // when asked: the spawner's and the agent's steps
 }
 
 // agentEnv is the environment of the agent process itself (commands get
@@ -94,6 +97,12 @@ func spawnerMain() {
 
 // startAgent starts one agent and waits until it has set the sandbox up.
 func startAgent(req *spawnReq) spawnResp {
+	var tr *trace
+	if req.Trace {
+		tr = &trace{}
+		tr.mark("got-req")
+		req.Config.Trace = true
+	}
 	fail := func(err error) spawnResp { return spawnResp{Err: err.Error()} }
 	_ = os.Remove(req.Sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: req.Sock, Net: "unix"})
@@ -178,6 +187,7 @@ func startAgent(req *spawnReq) spawnResp {
 		}
 		req.Config.EgressPort = egressPort
 	}
+	tr.mark("prepared")
 	extra := []*os.File{theirs, lf, dir, tree, state}
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
 	if logf != nil {
@@ -195,6 +205,7 @@ func startAgent(req *spawnReq) spawnResp {
 		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
 	go func() { _ = cmd.Wait() }() // reap it whenever it ends
+	tr.mark("agent-started")
 	var net netResult
 	if ns && req.Pasta != "" && req.Config.NewNet {
 		// Connect the network namespace while the agent sets up; the
@@ -207,6 +218,7 @@ func startAgent(req *spawnReq) spawnResp {
 			}
 			return fail(fmt.Errorf("isolated network: %w (see %s)", net.err, req.Log))
 		}
+		tr.mark("pasta-started")
 	}
 	killAgent := func() {
 		_ = cmd.Process.Kill()
@@ -232,6 +244,7 @@ func startAgent(req *spawnReq) spawnResp {
 		killAgent()
 		return fail(fmt.Errorf("configure agent: %w", err))
 	}
+	tr.mark("config-sent")
 	var rep setupReply
 	repc := make(chan error, 1)
 	go func() { repc <- json.NewDecoder(mine).Decode(&rep) }()
@@ -251,7 +264,13 @@ func startAgent(req *spawnReq) spawnResp {
 		killAgent()
 		return spawnResp{Features: rep.Features, Err: rep.Err}
 	}
+	tr.mark("agent-ready")
 	resp := spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
+	if tr != nil {
+		tr.add("agent:", rep.Trace)
+		tr.mark("resp")
+		resp.Trace = tr.stamps
+	}
 	if net.pid > 0 {
 		resp.NetPID, resp.NetStart = net.pid, procStart(net.pid)
 	}
