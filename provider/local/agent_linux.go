@@ -218,6 +218,13 @@ func (o *outPipe) settled(m mark) bool {
 func agentMain() {
 	t0 := monoNow()
 	closeOnExec()
+	if len(os.Args) > 1 && os.Args[1] == prestartArg {
+		if err := receiveHandover(); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox agent: %v\n", err)
+			os.Exit(2)
+		}
+		t0 = monoNow() // its start was ahead of the sandbox's
+	}
 	ctl := os.NewFile(agentCtlFD, "ctl")
 	var cfg agentConfig
 	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
