@@ -84,6 +84,19 @@ func (p *prestartSlot) take(key prestartKey) *idleAgent {
 	return ag
 }
 
+// end discards the idle agent, as the spawner exits: its pasta, outside
+// the agent's pid namespace on a host without root, would outlive it. An
+// agent being started ahead ends as its control socket closes.
+func (p *prestartSlot) end() {
+	p.mu.Lock()
+	ag := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	if ag != nil {
+		ag.discard()
+	}
+}
+
 // fill starts, in the background, an agent for the next sandbox of kind
 // key, with the namespaces of attr (a sandbox's: its cgroup is not used),
 // unless one is being started.

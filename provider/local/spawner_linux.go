@@ -78,6 +78,7 @@ func spawnerMain() {
 	for {
 		var req spawnReq
 		if err := dec.Decode(&req); err != nil {
+			prestarted.end()
 			os.Exit(0)
 		}
 		go func() {
