@@ -365,7 +365,8 @@
 // process in fresh namespaces, in the spawner's cgroup, that runs nothing
 // until a Create hands it the sandbox's cgroups, descriptors and
 // configuration; it is confined then as any agent is, and ends with the
-// spawner. A Create then costs the set-up alone. Set SANDBOX_LOCAL_TRACE=1
+// spawner (not with WithWarmPool, which starts whole sandboxes ahead). A
+// Create then costs the set-up alone. Set SANDBOX_LOCAL_TRACE=1
 // to have every create print where its time went. WithWarmPool keeps
 // sandboxes started ahead, so that a Create with default settings only
 // renames a directory and writes metadata. New also removes what dead

@@ -796,6 +796,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	}
 	tr := traceFrom(ctx)
 	req.Trace = tr != nil
+	req.Ahead = r.pool == nil
 	tr.mark("agent-req")
 	resp, err := sp.spawn(ctx, req)
 	tr.add("spawner:", resp.Trace)

@@ -42,6 +42,10 @@ type spawnReq struct {
 	Op       string `json:"op,omitempty"`
 	// Trace asks for the stamps of the start's steps (see traceEnv).
 	Trace bool `json:"trace,omitempty"`
+	// Ahead asks the spawner to start the next agent of this kind ahead
+	// (see prestartSlot); a Runtime with a warm pool, which starts whole
+	// sandboxes ahead, does not.
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 // spawnResp answers a spawnReq.
@@ -228,8 +232,10 @@ func startAgent(req *spawnReq) spawnResp {
 		tr.mark("agent-started")
 	}
 	defer mine.Close()
-	// The next sandbox of this kind finds its agent started.
-	defer prestarted.fill(key, attr)
+	if req.Ahead {
+		// The next sandbox of this kind finds its agent started.
+		defer prestarted.fill(key, attr)
+	}
 	for _, dir := range req.CgroupV1 {
 		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
