@@ -63,12 +63,15 @@ type agentConfig struct {
 	// intercepts TLS to the hosts of brokered secrets: the agent installs
 	// it in the sandbox's trust store (see installEgressCA).
 	EgressCA string `json:"egress_ca,omitempty"`
+	// Trace asks for the stamps of the set-up's steps (see traceEnv).
+	Trace bool `json:"trace,omitempty"`
 }
 
 // setupReply is the agent's answer once it is ready to serve.
 type setupReply struct {
 	Features features `json:"features"`
 	Err      string   `json:"err,omitempty"`
+	Trace    []stamp  `json:"trace,omitempty"`
 }
 
 // Fixed descriptors of an agent process.
@@ -213,18 +216,33 @@ func (o *outPipe) settled(m mark) bool {
 
 // agentMain is the body of the per-sandbox agent. It never returns.
 func agentMain() {
+	t0 := monoNow()
 	closeOnExec()
+	if len(os.Args) > 1 && os.Args[1] == prestartArg {
+		if err := receiveHandover(); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox agent: %v\n", err)
+			os.Exit(2)
+		}
+		t0 = monoNow() // its start was ahead of the sandbox's
+	}
 	ctl := os.NewFile(agentCtlFD, "ctl")
 	var cfg agentConfig
 	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox agent: reading config: %v\n", err)
 		os.Exit(2)
 	}
+	var tr *trace
+	if cfg.Trace {
+		tr = &trace{stamps: []stamp{{Name: "main", At: t0}}}
+		tr.mark("got-config")
+	}
 	feat, err := setupSandbox(&cfg)
+	tr.mark("namespaces+mounts")
 	var a *agent
 	if err == nil {
 		var lsm features
 		a, lsm = newAgent(&cfg)
+		tr.mark("landlock+seccomp")
 		feat.Landlock, feat.LandlockV, feat.Seccomp = lsm.Landlock, lsm.LandlockV, lsm.Seccomp
 		feat.Missing, feat.UID, feat.Sockets = lsm.Missing, lsm.UID, lsm.Sockets
 		if cfg.UID != 0 && lsm.UID != cfg.UID {
@@ -243,8 +261,12 @@ func agentMain() {
 		if werr := waitDefaultRoutes(cfg.NetWaitV4, cfg.NetWaitV6, netWaitTimeout); werr != nil {
 			err = fmt.Errorf("isolated network: %w", werr)
 		}
+		tr.mark("net-wait")
 	}
 	reply := setupReply{Features: feat}
+	if tr != nil {
+		reply.Trace = tr.stamps
+	}
 	if err != nil {
 		reply.Err = err.Error()
 	}

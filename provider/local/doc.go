@@ -359,7 +359,15 @@
 // was written up to that moment and stops reading.
 //
 // A cold create at L3 or L4 costs one start of the program's binary plus
-// the set-up (about 2× an os/exec of the binary). WithWarmPool keeps
+// the set-up (about 2× an os/exec of the binary). From a Runtime's second
+// sandbox of a kind (namespaces, network) on, the spawner starts the next
+// one's agent ahead, with its pasta for the isolated network: an idle
+// process in fresh namespaces, in the spawner's cgroup, that runs nothing
+// until a Create hands it the sandbox's cgroups, descriptors and
+// configuration; it is confined then as any agent is, and ends with the
+// spawner (not with WithWarmPool, which starts whole sandboxes ahead). A
+// Create then costs the set-up alone. Set SANDBOX_LOCAL_TRACE=1
+// to have every create print where its time went. WithWarmPool keeps
 // sandboxes started ahead, so that a Create with default settings only
 // renames a directory and writes metadata. New also removes what dead
 // processes left in the root (pooled sandboxes, interrupted destroys).

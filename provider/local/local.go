@@ -574,6 +574,9 @@ func (r *Runtime) create(ctx context.Context, req *driver.CreateRequest, src *re
 	}
 	id := newID()
 	info := driver.Info{ID: id, Provider: "local"}
+	tr := newTrace()
+	defer tr.print(id)
+	ctx = withTrace(ctx, tr)
 	m, l, err := r.createDirs(ctx, id, req, netMode, netNote, true)
 	if err != nil {
 		return driver.Info{}, err
@@ -601,11 +604,15 @@ func (r *Runtime) create(ctx context.Context, req *driver.CreateRequest, src *re
 	if err := l.write(m); err != nil {
 		return info, err
 	}
+	tr.mark("write-state")
 	if m.Achieved < r.min {
 		return info, &IsolationError{Want: r.min, Got: m.Achieved, Missing: []string{m.Why}}
 	}
 	r.preconnect(ctx, m)
-	return r.info(m), nil
+	tr.mark("preconnect")
+	in := r.info(m)
+	tr.mark("info")
+	return in, nil
 }
 
 // preconnect opens a connection to a new agent for the first exec, so the
@@ -629,6 +636,7 @@ func (r *Runtime) abandonDir(dir string, uid int) {
 // createDirs makes the directories, cgroups (at L2 and above) and metadata
 // of a new sandbox, and returns it locked, in state starting.
 func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateRequest, netMode, netNote string, visible bool) (*meta, *locked, error) {
+	tr := traceFrom(ctx)
 	dir := r.dir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: %w", dir, err)
@@ -667,6 +675,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: %w", dir, err)
 		}
 	}
+	tr.mark("dirs")
 	if _, err := agentKey(dir); err != nil {
 		r.abandonDir(dir, runAs)
 		return nil, nil, sberrors.Errorf(sberrors.Internal, "local: create %s: agent key: %w", dir, err)
@@ -682,6 +691,7 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 			disk = diskImage
 		}
 	}
+	tr.mark("key+disk")
 	egressCA := false
 	if netMode == netProxy {
 		ec := &egressConfig{Policy: req.Network.Clone(), Secrets: req.Secrets, Hosts: r.egressHosts, Roots: r.egressRoots, Dial: r.egressDial}
@@ -713,11 +723,13 @@ func (r *Runtime) createDirs(ctx context.Context, id string, req *driver.CreateR
 		// At L0 and L1 the cgroups are made with the agent, on first use.
 		r.makeCgroups(m)
 	}
+	tr.mark("cgroups")
 	l, err := r.createMeta(m, visible)
 	if err != nil {
 		r.destroyDir(context.Background(), m)
 		return nil, nil, err
 	}
+	tr.mark("meta")
 	return m, l, nil
 }
 
@@ -782,7 +794,13 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	if netMode == netProxy {
 		req.Egress, req.EgressCA = r.dir(m.ID), m.EgressCA
 	}
+	tr := traceFrom(ctx)
+	req.Trace = tr != nil
+	req.Ahead = r.pool == nil
+	tr.mark("agent-req")
 	resp, err := sp.spawn(ctx, req)
+	tr.add("spawner:", resp.Trace)
+	tr.mark("spawned")
 	if errors.Is(err, errSpawnerGone) && ctx.Err() == nil {
 		// The spawner died (killed, or crashed): start another and try
 		// once more. An agent the dead one may have started listens on a

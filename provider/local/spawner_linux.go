@@ -40,6 +40,12 @@ type spawnReq struct {
 	Egress   string `json:"egress,omitempty"`
 	EgressCA bool   `json:"egress_ca,omitempty"`
 	Op       string `json:"op,omitempty"`
+	// Trace asks for the stamps of the start's steps (see traceEnv).
+	Trace bool `json:"trace,omitempty"`
+	// Ahead asks the spawner to start the next agent of this kind ahead
+	// (see prestartSlot); a Runtime with a warm pool, which starts whole
+	// sandboxes ahead, does not.
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 // spawnResp answers a spawnReq.
@@ -53,6 +59,7 @@ type spawnResp struct {
 	EgressPID   int      `json:"egress_pid,omitempty"` // the egress proxy's pid and start time
 	EgressStart uint64   `json:"egress_start,omitempty"`
 	Err         string   `json:"err,omitempty"`
+	Trace       []stamp  `json:"trace,omitempty"` // when asked: the spawner's and the agent's steps
 }
 
 // agentEnv is the environment of the agent process itself (commands get
@@ -75,6 +82,7 @@ func spawnerMain() {
 	for {
 		var req spawnReq
 		if err := dec.Decode(&req); err != nil {
+			prestarted.end()
 			os.Exit(0)
 		}
 		go func() {
@@ -94,6 +102,12 @@ func spawnerMain() {
 
 // startAgent starts one agent and waits until it has set the sandbox up.
 func startAgent(req *spawnReq) spawnResp {
+	var tr *trace
+	if req.Trace {
+		tr = &trace{}
+		tr.mark("got-req")
+		req.Config.Trace = true
+	}
 	fail := func(err error) spawnResp { return spawnResp{Err: err.Error()} }
 	_ = os.Remove(req.Sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: req.Sock, Net: "unix"})
@@ -108,15 +122,8 @@ func startAgent(req *spawnReq) spawnResp {
 	}
 	defer lf.Close()
 	_ = os.Chmod(req.Sock, 0o600)
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fail(fmt.Errorf("socketpair: %w", err))
-	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-agent")
-	defer mine.Close()
 	dir, err := os.Open(filepath.Dir(req.Sock))
 	if err != nil {
-		theirs.Close()
 		return fail(err)
 	}
 	defer dir.Close()
@@ -173,40 +180,81 @@ func startAgent(req *spawnReq) spawnResp {
 		// Started with the agent, which needs its CA only once it is
 		// configured (below).
 		if eg, err = startEgress(req.Egress, logf, req.CgroupV2, req.CgroupV1); err != nil {
-			theirs.Close()
 			return fail(err)
 		}
 		req.Config.EgressPort = egressPort
 	}
-	extra := []*os.File{theirs, lf, dir, tree, state}
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
-	if logf != nil {
-		cmd.Stderr = logf
+	tr.mark("prepared")
+	key := prestartKey{ns: ns, newNet: req.Config.NewNet, hostUID: req.HostUID, hostGID: req.HostGID}
+	if ns && req.Config.NewNet {
+		key.pasta = req.Pasta
 	}
-	err = cmd.Start()
-	theirs.Close()
-	if err != nil {
-		if eg != nil {
-			eg.kill()
+	files := handoverFiles{listen: lf, dir: dir, tree: tree, state: state, log: logf}
+	var cmd *exec.Cmd
+	var mine *os.File
+	var adoptedNet *netResult
+	if ag := prestarted.take(key); ag != nil {
+		// An agent started ahead for a sandbox of this kind: it enters
+		// the sandbox's cgroup and gets its descriptors now, before its
+		// configuration; any failure leaves it for a fresh start.
+		if err := ag.adopt(req.CgroupV2, files); err == nil {
+			cmd, mine, adoptedNet = ag.cmd, ag.ctl, ag.net
+			tr.mark("agent-adopted")
+		} else {
+			ag.discard()
 		}
-		return fail(fmt.Errorf("start agent: %w", err))
+	}
+	if cmd == nil {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			if eg != nil {
+				eg.kill()
+			}
+			return fail(fmt.Errorf("socketpair: %w", err))
+		}
+		var theirs *os.File
+		mine, theirs = os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-agent")
+		extra := []*os.File{theirs, lf, dir, tree, state}
+		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
+		if logf != nil {
+			cmd.Stderr = logf
+		}
+		err = cmd.Start()
+		theirs.Close()
+		if err != nil {
+			mine.Close()
+			if eg != nil {
+				eg.kill()
+			}
+			return fail(fmt.Errorf("start agent: %w", err))
+		}
+		go func() { _ = cmd.Wait() }() // reap it whenever it ends
+		tr.mark("agent-started")
+	}
+	defer mine.Close()
+	if req.Ahead {
+		// The next sandbox of this kind finds its agent started.
+		defer prestarted.fill(key, attr)
 	}
 	for _, dir := range req.CgroupV1 {
 		_ = os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(cmd.Process.Pid)), 0)
 	}
-	go func() { _ = cmd.Wait() }() // reap it whenever it ends
 	var net netResult
 	if ns && req.Pasta != "" && req.Config.NewNet {
 		// Connect the network namespace while the agent sets up; the
 		// agent reports ready once pasta has configured it.
 		req.Config.NetWaitV4, req.Config.NetWaitV6 = hostDefaultRoutes()
-		if net = startPasta(req, cmd.Process.Pid, cgroupFD, logf); net.err != nil {
+		if adoptedNet != nil {
+			net = *adoptedNet
+			adoptNet(net, req.CgroupV2, req.CgroupV1)
+		} else if net = startPasta(req, cmd.Process.Pid, cgroupFD, logf); net.err != nil {
 			_ = cmd.Process.Kill()
 			if eg != nil {
 				eg.kill()
 			}
 			return fail(fmt.Errorf("isolated network: %w (see %s)", net.err, req.Log))
 		}
+		tr.mark("pasta-started")
 	}
 	killAgent := func() {
 		_ = cmd.Process.Kill()
@@ -232,6 +280,7 @@ func startAgent(req *spawnReq) spawnResp {
 		killAgent()
 		return fail(fmt.Errorf("configure agent: %w", err))
 	}
+	tr.mark("config-sent")
 	var rep setupReply
 	repc := make(chan error, 1)
 	go func() { repc <- json.NewDecoder(mine).Decode(&rep) }()
@@ -251,7 +300,13 @@ func startAgent(req *spawnReq) spawnResp {
 		killAgent()
 		return spawnResp{Features: rep.Features, Err: rep.Err}
 	}
+	tr.mark("agent-ready")
 	resp := spawnResp{PID: cmd.Process.Pid, Start: procStart(cmd.Process.Pid), Features: rep.Features}
+	if tr != nil {
+		tr.add("agent:", rep.Trace)
+		tr.mark("resp")
+		resp.Trace = tr.stamps
+	}
 	if net.pid > 0 {
 		resp.NetPID, resp.NetStart = net.pid, procStart(net.pid)
 	}
@@ -294,9 +349,11 @@ func startEgressOnly(req *spawnReq) spawnResp {
 // when it runs in the sandbox's pid namespace and ends with it), and a
 // channel that receives its exit.
 type netResult struct {
-	pid    int
-	exited <-chan error
-	err    error
+	pid     int
+	hostPid int  // pasta's pid, even where pid is 0
+	inPid   bool // it runs in the sandbox's pid namespace
+	exited  <-chan error
+	err     error
 }
 
 // startPasta connects the network namespace of the agent pid to the
@@ -360,7 +417,7 @@ func startPasta(req *spawnReq, pid, cgroupFD int, logf *os.File) netResult {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- st.waitFn() }() // reaps it whenever it ends
-	res := netResult{pid: st.res.pid, exited: exited}
+	res := netResult{pid: st.res.pid, hostPid: st.res.pid, inPid: st.inPid, exited: exited}
 	if st.inPid {
 		res.pid = 0 // ends with the sandbox's PID 1
 	} else {
