@@ -154,7 +154,14 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		body.EnvVars = &e
 	}
 	started := time.Now()
-	status, data, _, err := r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {
+	// The v2 create has no secure field: it secures every sandbox.
+	v2 := api.NewSandboxV2{
+		TemplateID: body.TemplateID, Timeout: body.Timeout, AutoPause: body.AutoPause, AutoResume: body.AutoResume,
+		AllowInternetAccess: body.AllowInternetAccess, Network: body.Network, Metadata: body.Metadata, EnvVars: body.EnvVars,
+	}
+	status, data, _, err := r.versioned(ctx, op, false, &r.routes.create, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostV2Sandboxes(ctx, v2)
+	}, func(ctx context.Context) (*http.Response, error) {
 		return r.api.PostSandboxes(ctx, body)
 	})
 	if err != nil {
@@ -497,8 +504,11 @@ func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	var status int
 	var data []byte
 	for _, lease := range leases {
-		status, data, _, err = r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
-			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(lease)})
+		secs := seconds(lease)
+		status, data, _, err = r.versioned(ctx, op, true, &r.routes.connect, func(ctx context.Context) (*http.Response, error) {
+			return r.api.PostV2SandboxConnect(ctx, id, api.ConnectSandboxV2{Timeout: &secs})
+		}, func(ctx context.Context) (*http.Response, error) {
+			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: secs})
 		})
 		if err != nil {
 			return driver.Info{}, r.scrub(err)

@@ -226,6 +226,7 @@ type Runtime struct {
 	rpcDoer   roundTripper
 	basicAuth string // "Basic …" selecting the user, or empty
 	api       *api.Client
+	routes    routes // which create and connect routes the server has (routes.go)
 
 	mu     sync.Mutex
 	conns  map[string]*conn
