@@ -6,7 +6,8 @@
 //
 // The fake enforces what E2B enforces, so a client bug shows up against it:
 // the X-API-Key and X-Access-Token headers, 404 for a gone sandbox, the
-// 15 s default lease when a create omits the timeout, a 60 s command
+// default lease when a create omits the timeout (300 s on POST
+// /v2/sandboxes, 15 s on the older POST /sandboxes), a 60 s command
 // lifetime when a Start carries no Connect-Timeout-Ms, the proxy's 502 for
 // a paused or gone sandbox, v2 list pagination and metadata encoding, and
 // the exact error bodies. Faults can be injected with Server.Inject.
@@ -72,10 +73,15 @@
 //     recorded only, and on any other backend (or a sandbox from a
 //     snapshot) the rules are recorded only: commands reach whatever the
 //     backend lets them reach. egressProxy is not modelled.
-//   - Only the v2 list, create, get, kill, timeout, pause, connect,
-//     network, snapshot (create, list, delete as a template) and fork
-//     endpoints exist (no v1 list, refreshes, deprecated resume, other
-//     template endpoints or logs); metrics are sampled from the backend when
+//   - Only the v2 list, create (POST /v2/sandboxes, which secures every
+//     sandbox, and the older POST /sandboxes), get, kill, timeout, pause,
+//     connect (POST /v2/sandboxes/{id}/connect and the older
+//     /sandboxes/{id}/connect), network, snapshot (create, list, delete
+//     as a template) and fork endpoints exist (no v1 list, refreshes,
+//     deprecated resume, other template endpoints or logs);
+//     WithoutV2Routes removes the v2 create and connect, as on E2B's API
+//     before SDK 2.51. A v2 connect's memory false (resume from disk only)
+//     is accepted and resumes as the backend does; metrics are sampled from the backend when
 //     asked for (see metrics.go). Snapshots keep files (see
 //     snapshots.go), not memory, unless the backend's own snapshots do.
 //     cpuCount, memoryMB and diskSizeMB are
