@@ -341,14 +341,19 @@ func newRuntime(cfg config) (*Runtime, error) {
 	if cfg.apiKey == "" {
 		return nil, sberrors.Errorf(sberrors.PermissionDenied, "e2b: no API key: set E2B_API_KEY or use WithAPIKey")
 	}
-	if !keyRE.MatchString(cfg.apiKey) {
-		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
-	}
 	if cfg.domain == "" {
 		cfg.domain = DefaultDomain
 	}
 	if cfg.apiURL == "" {
 		cfg.apiURL = "https://api." + cfg.domain
+	}
+	// E2B's keys are e2b_<hex>; a self-hosted engine's are its own
+	// (agbx_…, ark_…), so the form is checked for E2B's service only.
+	if strings.ContainsFunc(cfg.apiKey, func(c rune) bool { return c <= ' ' || c >= 0x7f }) {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key holds spaces, control or non-ASCII characters")
+	}
+	if e2bService(cfg.apiURL) && !keyRE.MatchString(cfg.apiKey) {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
 	}
 	if cfg.template == "" {
 		cfg.template = DefaultTemplate
@@ -388,6 +393,25 @@ func newRuntime(cfg config) (*Runtime, error) {
 	}
 	r.api = c
 	return r, nil
+}
+
+// e2bDomains are E2B's own domains, whose envd is reached through the
+// shared host sandbox.<domain>, as the official SDKs list them.
+var e2bDomains = []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}
+
+// e2bService reports whether apiURL is E2B's own control plane.
+func e2bService(apiURL string) bool {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	for _, d := range e2bDomains {
+		if h == "api."+d {
+			return true
+		}
+	}
+	return false
 }
 
 // openURL builds a Runtime from an e2b:// URL.
@@ -489,7 +513,7 @@ func (r *Runtime) envdBase(id string, c *conn) string {
 	if domain == "" {
 		domain = r.cfg.domain
 	}
-	if slices.Contains([]string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}, domain) {
+	if slices.Contains(e2bDomains, domain) {
 		return "https://sandbox." + domain
 	}
 	return "https://" + envdPort + "-" + id + "." + domain

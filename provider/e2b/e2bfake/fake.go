@@ -94,6 +94,7 @@ package e2bfake
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -182,6 +183,7 @@ type config struct {
 	onRequest         func(*http.Request)
 	noV2              bool   // WithoutV2Routes
 	domain            string // WithDomain
+	tls               bool   // WithTLS
 	bad               opts.Errors
 }
 
@@ -205,6 +207,31 @@ func WithAPIKey(k string) Option {
 		c.apiKey = k
 	}
 }
+
+// WithDomain makes the fake a self-hosted engine serving the sandbox
+// domain d, as openkruise/agents and other engines that speak E2B's
+// protocol are deployed: envd and user ports are reached at
+// <port>-<sandboxID>.<d>, routed by that host name as E2B's edge routes
+// it. The E2b-Sandbox-Id and E2b-Sandbox-Port headers are then honoured
+// only on a request to localhost, an IP literal or sandbox.<d>, as on
+// the edge; a host under another domain is refused (400 "invalid host").
+// A client reaches such names through its own dialer (a test maps them to
+// SandboxURL's address). Without it, the headers route any request.
+func WithDomain(d string) Option {
+	return func(c *config) {
+		if d == "" || strings.ContainsAny(d, "/:@ ") || strings.HasPrefix(d, ".") {
+			c.bad.Invalid("WithDomain", "%q: want a domain name such as example.com", d)
+		}
+		c.domain = d
+	}
+}
+
+// WithTLS makes both servers serve HTTPS with httptest's certificate
+// (Certificate), valid for 127.0.0.1, example.com and *.example.com: with
+// WithDomain("example.com") a client addresses the fake as it would a
+// self-hosted engine, https://api.example.com and
+// https://49983-<id>.example.com.
+func WithTLS() Option { return func(c *config) { c.tls = true } }
 
 // WithoutV2Routes makes the fake an E2B API from before SDK 2.51, which
 // had no POST /v2/sandboxes (create) and no POST
@@ -316,10 +343,14 @@ func New(backend driver.Runtime, opts ...Option) *Server {
 		nextPID: 400, portTr: &http.Transport{},
 	}
 	var err error
-	if s.api, err = fakeserve.Start(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
+	serve := fakeserve.Start
+	if s.tls {
+		serve = fakeserve.StartTLS
+	}
+	if s.api, err = serve(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
 		panic("e2bfake: " + err.Error())
 	}
-	if s.envd, err = fakeserve.Start(s.envdAddr, s.faulty(s.envdHandler()), func(hs *http.Server) { s.conns.Serve(hs, "envd") }); err != nil {
+	if s.envd, err = serve(s.envdAddr, s.faulty(s.envdHandler()), func(hs *http.Server) { s.conns.Serve(hs, "envd") }); err != nil {
 		s.api.Close()
 		panic("e2bfake: " + err.Error())
 	}
@@ -351,6 +382,10 @@ func (s *Server) APIKey() string { return s.apiKey }
 
 // APIURL returns the control plane's base URL (for E2B_API_URL).
 func (s *Server) APIURL() string { return s.api.URL }
+
+// Certificate returns the certificate both servers serve under WithTLS
+// (nil otherwise), for a client to trust.
+func (s *Server) Certificate() *x509.Certificate { return s.api.Certificate() }
 
 // SandboxURL returns envd's base URL for every sandbox (for
 // E2B_SANDBOX_URL); requests are routed by the E2b-Sandbox-Id header.
