@@ -21,7 +21,7 @@ type Server struct {
 	// StartTLS); it survives restarts.
 	URL string
 
-	tls bool // serve HTTPS with httptest's certificate
+	tls     bool // serve HTTPS with httptest's certificate
 	addr    string
 	handler http.Handler
 	setup   func(*http.Server)

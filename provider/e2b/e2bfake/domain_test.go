@@ -43,7 +43,7 @@ func TestDomainRoutesByHost(t *testing.T) {
 	}{
 		{"49983-" + c.SandboxID + ".example.com", nil, http.StatusNoContent},
 		{"49983-" + c.SandboxID + ".example.com", wrong, http.StatusNoContent}, // the host wins
-		{"49983-inope.example.com", right, http.StatusBadGateway},             // the host wins
+		{"49983-inope.example.com", right, http.StatusBadGateway},              // the host wins
 		{"sandbox.example.com", right, http.StatusNoContent},
 		{"127.0.0.1", right, http.StatusNoContent},
 		{"49983-" + c.SandboxID + ".other.test", right, http.StatusBadRequest},
