@@ -56,7 +56,8 @@ func decode(op string, body []byte, v any) error {
 
 // Create creates a sandbox from req.Template (default "base"), or from the
 // snapshot req.FromSnapshot, with the lease req.Timeout, always sent (E2B
-// would otherwise use 15 s).
+// would otherwise use 300 s on the v2 route, 15 s on the older one), with
+// POST /v2/sandboxes or, on a server without it, POST /sandboxes.
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.NewSandbox{TemplateID: req.Template}
@@ -477,7 +478,9 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	return r.scrub(apiErr(op, status, data))
 }
 
-// Resume resumes a paused sandbox with connect (201). A running sandbox
+// Resume resumes a paused sandbox with connect (201): POST
+// /v2/sandboxes/{id}/connect or, on a server without it, POST
+// /sandboxes/{id}/connect. A running sandbox
 // is left alone: connect would renew its lease, and Resume of a running
 // sandbox does nothing. The lease sent is the last one this Runtime asked
 // for the sandbox (its CreateOptions.Timeout, or the last SetTimeout), so

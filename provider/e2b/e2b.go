@@ -13,6 +13,27 @@
 //	E2B_SANDBOX_URL  envd base URL used for every sandbox, as the official
 //	                 SDKs do (requests are routed by the E2b-Sandbox-Id header)
 //
+// # API version and self-hosted engines
+//
+// The adapter speaks E2B's API as E2B's SDKs do from 2.51: create is POST
+// /v2/sandboxes and connect (resume) POST /v2/sandboxes/{id}/connect,
+// which secure every sandbox's envd with an access token. A server that
+// lacks them (an older E2B API, or an engine speaking the older protocol)
+// is sent POST /sandboxes (with secure true) and POST
+// /sandboxes/{id}/connect instead; the answer that says a route is
+// missing (405, 501, a 404 that is not E2B's error body, or E2B's
+// validator's "no matching operation" or "method not allowed") is learned
+// once per Runtime and route. A refusal by the v2 route itself (an unknown
+// template, a timeout out of range) is reported, never retried on the
+// older route.
+//
+// An engine that speaks E2B's protocol on its own domain (openkruise/agents,
+// AgentENV) is reached with WithDomain (URL: domain) and, when its API is
+// not at https://api.<domain>, WithAPIURL (api_url): envd and user ports
+// are then https://<port>-<id>.<domain>, or WithSandboxURL (sandbox_url)
+// for one gateway routing by the E2b-Sandbox-Id header. The API key's
+// form (e2b_ and hex digits) is checked only for E2B's own service.
+//
 // # URLs
 //
 // Importing the package registers the "e2b" scheme with sandbox.Open:
@@ -27,7 +48,9 @@
 // # Provider options
 //
 // CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
-// paused sandbox resumes it), "secure" ("false": no envd access token),
+// paused sandbox resumes it), "secure" (deprecated, as in E2B's SDKs: the
+// v2 create secures every sandbox; "false" makes the user ports public,
+// and only on an older server leaves envd without an access token),
 // OptPublicTraffic ("public_traffic") and OptName ("name").
 //
 // A sandbox's ports are private by default: it is created with public
