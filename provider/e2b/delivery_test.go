@@ -26,7 +26,7 @@ import (
 func TestCreateDroppedAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 	var creates atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/sandboxes" {
+		if r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes" {
 			creates.Add(1) // the request was read; the sandbox is being made...
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				_ = c.Close() // ...and the connection drops before the answer
