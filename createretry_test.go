@@ -83,7 +83,7 @@ func TestCreateRetriesE2BFake429(t *testing.T) {
 	}
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close() })
-	f := fake.Inject(&e2bfake.Fault{Kind: e2bfake.TooManyRequests, Path: "POST /sandboxes", Times: 2})
+	f := fake.Inject(&e2bfake.Fault{Kind: e2bfake.TooManyRequests, Path: "POST /v2/sandboxes", Times: 2})
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatalf("Create after two 429s: %v", err)

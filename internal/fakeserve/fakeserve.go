@@ -6,6 +6,7 @@
 package fakeserve
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,9 +17,11 @@ import (
 
 // Server is a restartable httptest.Server.
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:port"; it survives restarts.
+	// URL is the base URL, "http://127.0.0.1:port" ("https://…" for
+	// StartTLS); it survives restarts.
 	URL string
 
+	tls     bool // serve HTTPS with httptest's certificate
 	addr    string
 	handler http.Handler
 	setup   func(*http.Server)
@@ -34,10 +37,21 @@ type Server struct {
 // serves h. setup, when non-nil, configures each generation's http.Server
 // before it starts (connection hooks).
 func Start(addr string, h http.Handler, setup func(*http.Server)) (*Server, error) {
+	return start(addr, h, setup, false)
+}
+
+// StartTLS is Start serving HTTPS (HTTP/1.1) with httptest's certificate,
+// which is valid for 127.0.0.1, ::1, example.com and *.example.com (see
+// Certificate).
+func StartTLS(addr string, h http.Handler, setup func(*http.Server)) (*Server, error) {
+	return start(addr, h, setup, true)
+}
+
+func start(addr string, h http.Handler, setup func(*http.Server), tls bool) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	s := &Server{handler: h, setup: setup}
+	s := &Server{handler: h, setup: setup, tls: tls}
 	ts, err := s.serve(addr)
 	if err != nil {
 		return nil, err
@@ -66,8 +80,20 @@ func (s *Server) serve(addr string) (*httptest.Server, error) {
 	if s.setup != nil {
 		s.setup(ts.Config)
 	}
-	ts.Start()
+	if s.tls {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	return ts, nil
+}
+
+// Certificate returns the certificate a StartTLS server serves (nil for
+// plain HTTP), for a client to trust.
+func (s *Server) Certificate() *x509.Certificate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.Certificate()
 }
 
 // Addr returns the address the server listens on.

@@ -56,7 +56,8 @@ func decode(op string, body []byte, v any) error {
 
 // Create creates a sandbox from req.Template (default "base"), or from the
 // snapshot req.FromSnapshot, with the lease req.Timeout, always sent (E2B
-// would otherwise use 15 s).
+// would otherwise use 300 s on the v2 route, 15 s on the older one), with
+// POST /v2/sandboxes or, on a server without it, POST /sandboxes.
 func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver.Info, error) {
 	const op = "create"
 	body := api.NewSandbox{TemplateID: req.Template}
@@ -154,7 +155,14 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 		body.EnvVars = &e
 	}
 	started := time.Now()
-	status, data, _, err := r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {
+	// The v2 create has no secure field: it secures every sandbox.
+	v2 := api.NewSandboxV2{
+		TemplateID: body.TemplateID, Timeout: body.Timeout, AutoPause: body.AutoPause, AutoResume: body.AutoResume,
+		AllowInternetAccess: body.AllowInternetAccess, Network: body.Network, Metadata: body.Metadata, EnvVars: body.EnvVars,
+	}
+	status, data, _, err := r.versioned(ctx, op, false, &r.routes.create, func(ctx context.Context) (*http.Response, error) {
+		return r.api.PostV2Sandboxes(ctx, v2)
+	}, func(ctx context.Context) (*http.Response, error) {
 		return r.api.PostSandboxes(ctx, body)
 	})
 	if err != nil {
@@ -470,7 +478,9 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	return r.scrub(apiErr(op, status, data))
 }
 
-// Resume resumes a paused sandbox with connect (201). A running sandbox
+// Resume resumes a paused sandbox with connect (201): POST
+// /v2/sandboxes/{id}/connect or, on a server without it, POST
+// /sandboxes/{id}/connect. A running sandbox
 // is left alone: connect would renew its lease, and Resume of a running
 // sandbox does nothing. The lease sent is the last one this Runtime asked
 // for the sandbox (its CreateOptions.Timeout, or the last SetTimeout), so
@@ -497,8 +507,11 @@ func (r *Runtime) Resume(ctx context.Context, id string) (driver.Info, error) {
 	var status int
 	var data []byte
 	for _, lease := range leases {
-		status, data, _, err = r.call(ctx, op, true, func(ctx context.Context) (*http.Response, error) {
-			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: seconds(lease)})
+		secs := seconds(lease)
+		status, data, _, err = r.versioned(ctx, op, true, &r.routes.connect, func(ctx context.Context) (*http.Response, error) {
+			return r.api.PostV2SandboxConnect(ctx, id, api.ConnectSandboxV2{Timeout: &secs})
+		}, func(ctx context.Context) (*http.Response, error) {
+			return r.api.PostSandboxConnect(ctx, id, api.ConnectSandbox{Timeout: secs})
 		})
 		if err != nil {
 			return driver.Info{}, r.scrub(err)

@@ -26,7 +26,7 @@ import (
 func TestCreateDroppedAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 	var creates atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/sandboxes" {
+		if r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes" {
 			creates.Add(1) // the request was read; the sandbox is being made...
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				_ = c.Close() // ...and the connection drops before the answer
@@ -74,13 +74,13 @@ func TestFaultDropResponseIsOutcomeUnknown(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
-	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.DropResponse, Path: "POST /sandboxes"})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.DropResponse, Path: "POST /v2/sandboxes"})
 	adopted, err := e.client.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create whose answer was dropped: %v, want the sandbox found by its token", err)
 	}
 	defer adopted.Destroy(context.Background())
-	if n, m := e.fake.Count("POST /sandboxes"), len(e.fake.Sandboxes()); n != 2 || m != 2 {
+	if n, m := e.fake.Count("POST /v2/sandboxes"), len(e.fake.Sandboxes()); n != 2 || m != 2 {
 		t.Fatalf("%d creates and %d sandboxes, want 2 and 2 (one retry would make 3)", n, m)
 	}
 	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.DropResponse, Path: "POST /process.Process/Start"})
@@ -136,7 +136,7 @@ func TestNothingWrittenIsStale(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrStaleTransport) || errors.Is(err, sandbox.ErrOutcomeUnknown) {
 		t.Fatalf("create on a dead connection: %v, want ErrStaleTransport", err)
 	}
-	if n := fake.Count("POST /sandboxes"); n != 0 {
+	if n := fake.Count("POST /v2/sandboxes"); n != 0 {
 		t.Fatalf("%d creates reached the server, want 0", n)
 	}
 	c := sandbox.NewClient(newRT(&deadOnce{}))
@@ -146,7 +146,7 @@ func TestNothingWrittenIsStale(t *testing.T) {
 		t.Fatalf("create through the client: %v", err)
 	}
 	defer sb.Destroy(context.Background())
-	if n := fake.Count("POST /sandboxes"); n != 1 {
+	if n := fake.Count("POST /v2/sandboxes"); n != 1 {
 		t.Fatalf("%d creates reached the server, want exactly 1", n)
 	}
 }

@@ -13,6 +13,27 @@
 //	E2B_SANDBOX_URL  envd base URL used for every sandbox, as the official
 //	                 SDKs do (requests are routed by the E2b-Sandbox-Id header)
 //
+// # API version and self-hosted engines
+//
+// The adapter speaks E2B's API as E2B's SDKs do from 2.51: create is POST
+// /v2/sandboxes and connect (resume) POST /v2/sandboxes/{id}/connect,
+// which secure every sandbox's envd with an access token. A server that
+// lacks them (an older E2B API, or an engine speaking the older protocol)
+// is sent POST /sandboxes (with secure true) and POST
+// /sandboxes/{id}/connect instead; the answer that says a route is
+// missing (405, 501, a 404 that is not E2B's error body, or E2B's
+// validator's "no matching operation" or "method not allowed") is learned
+// once per Runtime and route. A refusal by the v2 route itself (an unknown
+// template, a timeout out of range) is reported, never retried on the
+// older route.
+//
+// An engine that speaks E2B's protocol on its own domain (openkruise/agents,
+// AgentENV) is reached with WithDomain (URL: domain) and, when its API is
+// not at https://api.<domain>, WithAPIURL (api_url): envd and user ports
+// are then https://<port>-<id>.<domain>, or WithSandboxURL (sandbox_url)
+// for one gateway routing by the E2b-Sandbox-Id header. The API key's
+// form (e2b_ and hex digits) is checked only for E2B's own service.
+//
 // # URLs
 //
 // Importing the package registers the "e2b" scheme with sandbox.Open:
@@ -27,7 +48,9 @@
 // # Provider options
 //
 // CreateOptions.ProviderOptions accepts "auto_resume" ("true": traffic to a
-// paused sandbox resumes it), "secure" ("false": no envd access token),
+// paused sandbox resumes it), "secure" (deprecated, as in E2B's SDKs: the
+// v2 create secures every sandbox; "false" makes the user ports public,
+// and only on an older server leaves envd without an access token),
 // OptPublicTraffic ("public_traffic") and OptName ("name").
 //
 // A sandbox's ports are private by default: it is created with public
@@ -226,6 +249,7 @@ type Runtime struct {
 	rpcDoer   roundTripper
 	basicAuth string // "Basic …" selecting the user, or empty
 	api       *api.Client
+	routes    routes // which create and connect routes the server has (routes.go)
 
 	mu     sync.Mutex
 	conns  map[string]*conn
@@ -340,14 +364,19 @@ func newRuntime(cfg config) (*Runtime, error) {
 	if cfg.apiKey == "" {
 		return nil, sberrors.Errorf(sberrors.PermissionDenied, "e2b: no API key: set E2B_API_KEY or use WithAPIKey")
 	}
-	if !keyRE.MatchString(cfg.apiKey) {
-		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
-	}
 	if cfg.domain == "" {
 		cfg.domain = DefaultDomain
 	}
 	if cfg.apiURL == "" {
 		cfg.apiURL = "https://api." + cfg.domain
+	}
+	// E2B's keys are e2b_<hex>; a self-hosted engine's are its own
+	// (agbx_…, ark_…), so the form is checked for E2B's service only.
+	if strings.ContainsFunc(cfg.apiKey, func(c rune) bool { return c <= ' ' || c >= 0x7f }) {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key holds spaces, control or non-ASCII characters")
+	}
+	if e2bService(cfg.apiURL) && !keyRE.MatchString(cfg.apiKey) {
+		return nil, sberrors.Errorf(sberrors.InvalidArgument, "e2b: the API key is malformed (want e2b_ followed by hex digits)")
 	}
 	if cfg.template == "" {
 		cfg.template = DefaultTemplate
@@ -387,6 +416,25 @@ func newRuntime(cfg config) (*Runtime, error) {
 	}
 	r.api = c
 	return r, nil
+}
+
+// e2bDomains are E2B's own domains, whose envd is reached through the
+// shared host sandbox.<domain>, as the official SDKs list them.
+var e2bDomains = []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}
+
+// e2bService reports whether apiURL is E2B's own control plane.
+func e2bService(apiURL string) bool {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return false
+	}
+	h := strings.ToLower(u.Hostname())
+	for _, d := range e2bDomains {
+		if h == "api."+d {
+			return true
+		}
+	}
+	return false
 }
 
 // openURL builds a Runtime from an e2b:// URL.
@@ -488,7 +536,7 @@ func (r *Runtime) envdBase(id string, c *conn) string {
 	if domain == "" {
 		domain = r.cfg.domain
 	}
-	if slices.Contains([]string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}, domain) {
+	if slices.Contains(e2bDomains, domain) {
 		return "https://sandbox." + domain
 	}
 	return "https://" + envdPort + "-" + id + "." + domain

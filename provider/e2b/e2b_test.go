@@ -248,7 +248,7 @@ func TestPauseResume(t *testing.T) {
 	if err := sb.Resume(ctx); err != nil {
 		t.Fatalf("resume of a running sandbox: %v", err)
 	}
-	if n := e.fake.Count("POST /sandboxes/{id}/connect"); n != 1 {
+	if n := e.fake.Count("POST /v2/sandboxes/{id}/connect"); n != 1 {
 		t.Fatalf("%d connect calls, want 1 (a running sandbox is not resumed)", n)
 	}
 }
@@ -517,7 +517,7 @@ func TestRateLimit(t *testing.T) {
 	noRetry := sandbox.NewClient(e.client.Runtime(), sandbox.WithCallTimeouts(sandbox.CallTimeouts{CreateRetry: -1}))
 	_, err := noRetry.Create(ctx, sandbox.CreateOptions{})
 	wantCode(t, err, sandbox.ResourceExhausted)
-	if n := e.fake.Count("POST /sandboxes"); n != 2 {
+	if n := e.fake.Count("POST /v2/sandboxes"); n != 2 {
 		t.Fatalf("%d create requests, want 2 (no retries)", n)
 	}
 }
@@ -546,7 +546,7 @@ func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
 	if _, err := sb.Refresh(ctx); err != nil || f.Hits() < 1 {
 		t.Fatalf("refresh: %v (fault hits %d)", err, f.Hits())
 	}
-	f = injectReset(e, "POST /sandboxes")
+	f = injectReset(e, "POST /v2/sandboxes")
 	if _, err := e.client.Create(ctx, sandbox.CreateOptions{}); err != nil || f.Hits() < 1 {
 		t.Fatalf("create: %v (fault hits %d)", err, f.Hits())
 	}

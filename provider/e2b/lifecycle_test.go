@@ -28,11 +28,11 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newMemoryEnv(t)
-			e.fake.Inject(&e2bfake.Fault{Kind: tc.kind, Path: "POST /sandboxes"})
+			e.fake.Inject(&e2bfake.Fault{Kind: tc.kind, Path: "POST /v2/sandboxes"})
 			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
 			defer cancel()
 			sb, err := e.client.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"k": "v"}})
-			if n := e.fake.Count("POST /sandboxes"); n != 1 {
+			if n := e.fake.Count("POST /v2/sandboxes"); n != 1 {
 				t.Fatalf("%d creates reached the server, want 1", n)
 			}
 			held := 0
@@ -66,7 +66,7 @@ func TestGetOrCreateOnce(t *testing.T) {
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
 	ids, created := sandboxtest.GetOrCreateMany(ctx, t, e.client, opts, 200)
-	if n := e.fake.Count("POST /sandboxes"); n != 1 || len(ids) != 1 || created != 1 {
+	if n := e.fake.Count("POST /v2/sandboxes"); n != 1 || len(ids) != 1 || created != 1 {
 		t.Fatalf("200 callers on one Client: %d creates sent, %d sandboxes returned, %d told created; want 1, 1, 1", n, len(ids), created)
 	}
 
@@ -100,7 +100,7 @@ func TestGetOrCreateOnce(t *testing.T) {
 		}
 		left = append(left, info.ID)
 	}
-	t.Logf("4 Clients: %d creates reached the server", e.fake.Count("POST /sandboxes")-1)
+	t.Logf("4 Clients: %d creates reached the server", e.fake.Count("POST /v2/sandboxes")-1)
 	if len(all) != 1 || made != 1 || len(left) != 1 {
 		t.Fatalf("4 Clients × 50: sandboxes returned %v, %d told created, %v left; want 1, 1, 1", all, made, left)
 	}

@@ -340,7 +340,7 @@ func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallResponse, Path: "POST /sandboxes"})
+	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallResponse, Path: "POST /v2/sandboxes"})
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	in, err := e.rt.Create(cctx, &driver.CreateRequest{FromSnapshot: snap.ID, Timeout: time.Minute})

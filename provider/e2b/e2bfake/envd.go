@@ -10,7 +10,9 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -50,7 +52,7 @@ func (s *Server) envdHandler() http.Handler {
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.expire()
-		id, port, err := routeID(r)
+		id, port, err := routeID(r, s.domain)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -95,14 +97,24 @@ func (s *Server) envdHandler() http.Handler {
 
 // routeID finds the sandbox and port a request is for, as E2B's edge
 // proxy does: from the E2b-Sandbox-Id and E2b-Sandbox-Port headers when
-// the host is an IP literal or localhost, else from a host of the form
-// <port>-<id>.<domain>.
-func routeID(r *http.Request) (string, int, error) {
+// the host is an IP literal, localhost or sandbox.<domain>, else from a
+// host of the form <port>-<id>.<domain>. Without a domain (WithDomain)
+// the headers are honoured on any host.
+func routeID(r *http.Request, domain string) (string, int, error) {
 	host := r.Host
-	if h, _, ok := strings.Cut(host, ":"); ok {
+	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	id, port := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port")
+	if domain != "" && host != "localhost" && host != "sandbox."+domain {
+		if _, err := netip.ParseAddr(host); err != nil {
+			// Routed by the host name alone, which must be under the domain.
+			if !strings.HasSuffix(host, "."+domain) {
+				return "", 0, fmt.Errorf("invalid host: %s", r.Host)
+			}
+			id, port = "", ""
+		}
+	}
 	if id == "" && port == "" {
 		first, _, _ := strings.Cut(host, ".")
 		var ok bool

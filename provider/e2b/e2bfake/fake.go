@@ -6,7 +6,8 @@
 //
 // The fake enforces what E2B enforces, so a client bug shows up against it:
 // the X-API-Key and X-Access-Token headers, 404 for a gone sandbox, the
-// 15 s default lease when a create omits the timeout, a 60 s command
+// default lease when a create omits the timeout (300 s on POST
+// /v2/sandboxes, 15 s on the older POST /sandboxes), a 60 s command
 // lifetime when a Start carries no Connect-Timeout-Ms, the proxy's 502 for
 // a paused or gone sandbox, v2 list pagination and metadata encoding, and
 // the exact error bodies. Faults can be injected with Server.Inject.
@@ -72,10 +73,15 @@
 //     recorded only, and on any other backend (or a sandbox from a
 //     snapshot) the rules are recorded only: commands reach whatever the
 //     backend lets them reach. egressProxy is not modelled.
-//   - Only the v2 list, create, get, kill, timeout, pause, connect,
-//     network, snapshot (create, list, delete as a template) and fork
-//     endpoints exist (no v1 list, refreshes, deprecated resume, other
-//     template endpoints or logs); metrics are sampled from the backend when
+//   - Only the v2 list, create (POST /v2/sandboxes, which secures every
+//     sandbox, and the older POST /sandboxes), get, kill, timeout, pause,
+//     connect (POST /v2/sandboxes/{id}/connect and the older
+//     /sandboxes/{id}/connect), network, snapshot (create, list, delete
+//     as a template) and fork endpoints exist (no v1 list, refreshes,
+//     deprecated resume, other template endpoints or logs);
+//     WithoutV2Routes removes the v2 create and connect, as on E2B's API
+//     before SDK 2.51. A v2 connect's memory false (resume from disk only)
+//     is accepted and resumes as the backend does; metrics are sampled from the backend when
 //     asked for (see metrics.go). Snapshots keep files (see
 //     snapshots.go), not memory, unless the backend's own snapshots do.
 //     cpuCount, memoryMB and diskSizeMB are
@@ -88,6 +94,7 @@ package e2bfake
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -174,6 +181,9 @@ type config struct {
 	now               func() time.Time
 	apiAddr, envdAddr string
 	onRequest         func(*http.Request)
+	noV2              bool   // WithoutV2Routes
+	domain            string // WithDomain
+	tls               bool   // WithTLS
 	bad               opts.Errors
 }
 
@@ -197,6 +207,39 @@ func WithAPIKey(k string) Option {
 		c.apiKey = k
 	}
 }
+
+// WithDomain makes the fake a self-hosted engine serving the sandbox
+// domain d, as openkruise/agents and other engines that speak E2B's
+// protocol are deployed: envd and user ports are reached at
+// <port>-<sandboxID>.<d>, routed by that host name as E2B's edge routes
+// it. The E2b-Sandbox-Id and E2b-Sandbox-Port headers are then honoured
+// only on a request to localhost, an IP literal or sandbox.<d>, as on
+// the edge; a host under another domain is refused (400 "invalid host").
+// A client reaches such names through its own dialer (a test maps them to
+// SandboxURL's address). Without it, the headers route any request.
+func WithDomain(d string) Option {
+	return func(c *config) {
+		if d == "" || strings.ContainsAny(d, "/:@ ") || strings.HasPrefix(d, ".") {
+			c.bad.Invalid("WithDomain", "%q: want a domain name such as example.com", d)
+		}
+		c.domain = d
+	}
+}
+
+// WithTLS makes both servers serve HTTPS with httptest's certificate
+// (Certificate), valid for 127.0.0.1, example.com and *.example.com: with
+// WithDomain("example.com") a client addresses the fake as it would a
+// self-hosted engine, https://api.example.com and
+// https://49983-<id>.example.com.
+func WithTLS() Option { return func(c *config) { c.tls = true } }
+
+// WithoutV2Routes makes the fake an E2B API from before SDK 2.51, which
+// had no POST /v2/sandboxes (create) and no POST
+// /v2/sandboxes/{id}/connect: it answers those as that API did, from its
+// request validator, with 400 "validation error: method not allowed" and
+// 404 "validation error: no matching operation was found". Clients then
+// use POST /sandboxes and POST /sandboxes/{id}/connect.
+func WithoutV2Routes() Option { return func(c *config) { c.noV2 = true } }
 
 // WithMaxLease sets the longest lease the fake accepts (1 h by default, the
 // Hobby plan's limit).
@@ -300,10 +343,14 @@ func New(backend driver.Runtime, opts ...Option) *Server {
 		nextPID: 400, portTr: &http.Transport{},
 	}
 	var err error
-	if s.api, err = fakeserve.Start(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
+	serve := fakeserve.Start
+	if s.tls {
+		serve = fakeserve.StartTLS
+	}
+	if s.api, err = serve(s.apiAddr, s.faulty(s.apiHandler()), func(hs *http.Server) { s.conns.Serve(hs, "api") }); err != nil {
 		panic("e2bfake: " + err.Error())
 	}
-	if s.envd, err = fakeserve.Start(s.envdAddr, s.faulty(s.envdHandler()), func(hs *http.Server) { s.conns.Serve(hs, "envd") }); err != nil {
+	if s.envd, err = serve(s.envdAddr, s.faulty(s.envdHandler()), func(hs *http.Server) { s.conns.Serve(hs, "envd") }); err != nil {
 		s.api.Close()
 		panic("e2bfake: " + err.Error())
 	}
@@ -335,6 +382,10 @@ func (s *Server) APIKey() string { return s.apiKey }
 
 // APIURL returns the control plane's base URL (for E2B_API_URL).
 func (s *Server) APIURL() string { return s.api.URL }
+
+// Certificate returns the certificate both servers serve under WithTLS
+// (nil otherwise), for a client to trust.
+func (s *Server) Certificate() *x509.Certificate { return s.api.Certificate() }
 
 // SandboxURL returns envd's base URL for every sandbox (for
 // E2B_SANDBOX_URL); requests are routed by the E2b-Sandbox-Id header.
@@ -515,6 +566,19 @@ func (s *Server) apiHandler() http.Handler {
 		},
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.noV2 && r.Method == http.MethodPost && isV2Route(r.URL.Path) {
+			// Before these routes, E2B's API answered them from its
+			// OpenAPI request validator, which runs before the API key
+			// is looked at: a method the path lacks is 400, a path it
+			// lacks 404. Such a request is counted.
+			s.count(r)
+			if r.URL.Path == "/v2/sandboxes" {
+				writeError(w, http.StatusBadRequest, "validation error: method not allowed")
+			} else {
+				writeError(w, http.StatusNotFound, "validation error: no matching operation was found")
+			}
+			return
+		}
 		if r.URL.Path != "/health" && r.Header.Get("X-API-Key") != s.apiKey {
 			writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key for more information.")
 			return
@@ -525,11 +589,30 @@ func (s *Server) apiHandler() http.Handler {
 	})
 }
 
+// isV2Route reports whether p is one of the routes E2B's SDKs 2.51 moved
+// create and connect to.
+func isV2Route(p string) bool {
+	if p == "/v2/sandboxes" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(p, "/v2/sandboxes/")
+	if !ok {
+		return false
+	}
+	_, tail, _ := strings.Cut(rest, "/")
+	return tail == "connect"
+}
+
 func (s *Server) count(r *http.Request) {
 	p := r.URL.Path
-	if strings.HasPrefix(p, "/sandboxes/") {
+	switch {
+	case strings.HasPrefix(p, "/sandboxes/"):
 		parts := strings.SplitN(p, "/", 4)
 		parts[2] = "{id}"
+		p = strings.Join(parts, "/")
+	case strings.HasPrefix(p, "/v2/sandboxes/"):
+		parts := strings.SplitN(p, "/", 5)
+		parts[3] = "{id}"
 		p = strings.Join(parts, "/")
 	}
 	s.mu.Lock()
@@ -549,12 +632,58 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// PostSandboxes is the create of E2B's SDKs before 2.51: the lease
+// defaults to 15 s, and envd is secured only when the request says so.
 func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
-	s := c.s
 	var req api.NewSandbox
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	if req.Timeout != nil && *req.Timeout <= 0 {
+		writeError(w, http.StatusBadRequest, "Timeout must be greater than 0")
+		return
+	}
+	c.create(w, r, req, c.s.defaultLease)
+}
+
+// PostV2Sandboxes is the create of E2B's SDKs from 2.51: the lease
+// defaults to 300 s, and envd is always secured (the request has no
+// secure field).
+func (c controlPlane) PostV2Sandboxes(w http.ResponseWriter, r *http.Request) {
+	var v2 api.NewSandboxV2
+	if !decodeBody(w, r, &v2) {
+		return
+	}
+	if v2.Timeout != nil && *v2.Timeout < 1 {
+		writeError(w, http.StatusBadRequest, `request body has an error: doesn't match schema: Error at "/timeout": number must be at least 1`)
+		return
+	}
+	if v2.AutoPauseMemory != nil && !*v2.AutoPauseMemory {
+		switch {
+		case v2.AutoPause == nil || !*v2.AutoPause:
+			writeError(w, http.StatusBadRequest, "autoPauseMemory can be set to false only together with autoPause")
+			return
+		case v2.AutoResume != nil && v2.AutoResume.Enabled:
+			writeError(w, http.StatusBadRequest, "autoPauseMemory false cannot be combined with autoResume")
+			return
+		}
+	}
+	secure := true
+	req := api.NewSandbox{
+		TemplateID: v2.TemplateID, Timeout: v2.Timeout, AutoPause: v2.AutoPause, AutoResume: v2.AutoResume,
+		Secure: &secure, AllowInternetAccess: v2.AllowInternetAccess, Network: v2.Network,
+		Metadata: v2.Metadata, EnvVars: v2.EnvVars,
+	}
+	c.create(w, r, req, v2DefaultLease)
+}
+
+// v2DefaultLease is the lease of a v2 create or connect that sends none.
+const v2DefaultLease = 300 * time.Second
+
+// create serves both creates, req holding what either asked (a v2 create
+// as a secure one); lease is the route's default.
+func (c controlPlane) create(w http.ResponseWriter, r *http.Request, req api.NewSandbox, lease time.Duration) {
+	s := c.s
 	if req.TemplateID == "" {
 		writeError(w, http.StatusBadRequest, `request body has an error: doesn't match schema: Error at "/templateID": property "templateID" is missing`)
 		return
@@ -563,12 +692,7 @@ func (c controlPlane) PostSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, msg)
 		return
 	}
-	lease := s.defaultLease
 	if req.Timeout != nil {
-		if *req.Timeout <= 0 {
-			writeError(w, http.StatusBadRequest, "Timeout must be greater than 0")
-			return
-		}
 		lease = time.Duration(*req.Timeout) * time.Second
 	}
 	if lease > s.maxLease {
@@ -876,13 +1000,42 @@ func (c controlPlane) PostSandboxPause(w http.ResponseWriter, r *http.Request, i
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// PostSandboxConnect is the connect of E2B's SDKs before 2.51: the body
+// and its timeout are required.
 func (c controlPlane) PostSandboxConnect(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
 	var req api.ConnectSandbox
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	c.connect(w, r, id, time.Duration(req.Timeout)*time.Second)
+}
+
+// PostV2SandboxConnect is the connect of E2B's SDKs from 2.51: the body
+// is optional and the lease defaults to 300 s. memory false (resume a
+// paused sandbox from its disk only) is accepted; the fake resumes it as
+// its backend does either way.
+func (c controlPlane) PostV2SandboxConnect(w http.ResponseWriter, r *http.Request, id api.SandboxID) {
+	var req api.ConnectSandboxV2
+	if r.ContentLength != 0 {
+		if !decodeBody(w, r, &req) {
+			return
+		}
+	}
+	d := v2DefaultLease
+	if req.Timeout != nil {
+		if *req.Timeout < 1 {
+			writeError(w, http.StatusBadRequest, `request body has an error: doesn't match schema: Error at "/timeout": number must be at least 1`)
+			return
+		}
+		d = time.Duration(*req.Timeout) * time.Second
+	}
+	c.connect(w, r, id, d)
+}
+
+// connect extends a running sandbox's lease to d from now (never
+// shortening it) or resumes a paused one with the lease d.
+func (c controlPlane) connect(w http.ResponseWriter, r *http.Request, id api.SandboxID, d time.Duration) {
 	s := c.s
-	d := time.Duration(req.Timeout) * time.Second
 	if d > s.maxLease {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.maxLease.Hours())))
 		return

@@ -43,6 +43,15 @@ type ConnectSandbox struct {
 	Timeout int32 `json:"timeout"`
 }
 
+// ConnectSandboxV2 The body of POST /v2/sandboxes/{sandboxID}/connect; the body and each field are optional.
+type ConnectSandboxV2 struct {
+	// Memory For a paused sandbox, whether to resume its memory (true, the default) or cold-boot it from its disk.
+	Memory *bool `json:"memory,omitempty"`
+
+	// Timeout Seconds from now the lease ends at least (a running sandbox's lease is only extended).
+	Timeout *int32 `json:"timeout,omitempty"`
+}
+
 // EnvVars defines model for EnvVars.
 type EnvVars map[string]string
 
@@ -82,6 +91,23 @@ type NewSandbox struct {
 	TemplateID          string                   `json:"templateID"`
 
 	// Timeout Lease in seconds; the server uses 15 when omitted.
+	Timeout *int32 `json:"timeout,omitempty"`
+}
+
+// NewSandboxV2 The create request of POST /v2/sandboxes, what E2B's SDKs send from version 2.51. It has no secure field, since every sandbox it creates has its envd access secured (an envdAccessToken in the answer).
+type NewSandboxV2 struct {
+	AllowInternetAccess *bool `json:"allow_internet_access,omitempty"`
+	AutoPause           *bool `json:"autoPause,omitempty"`
+
+	// AutoPauseMemory With autoPause, whether the pause keeps memory (true, the default) or only the filesystem.
+	AutoPauseMemory *bool                    `json:"autoPauseMemory,omitempty"`
+	AutoResume      *SandboxAutoResumeConfig `json:"autoResume,omitempty"`
+	EnvVars         *EnvVars                 `json:"envVars,omitempty"`
+	Metadata        *SandboxMetadata         `json:"metadata,omitempty"`
+	Network         *SandboxNetworkConfig    `json:"network,omitempty"`
+	TemplateID      string                   `json:"templateID"`
+
+	// Timeout Lease in seconds; the server uses 300 when omitted.
 	Timeout *int32 `json:"timeout,omitempty"`
 }
 
@@ -251,9 +277,13 @@ type GetV2SandboxesParams struct {
 }
 
 // PostSandboxesJSONRequestBody defines body for PostSandboxes for application/json ContentType.
+//
+// Deprecated: this type has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 type PostSandboxesJSONRequestBody = NewSandbox
 
 // PostSandboxConnectJSONRequestBody defines body for PostSandboxConnect for application/json ContentType.
+//
+// Deprecated: this type has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 type PostSandboxConnectJSONRequestBody = ConnectSandbox
 
 // PostSandboxForkJSONRequestBody defines body for PostSandboxFork for application/json ContentType.
@@ -270,6 +300,12 @@ type PostSandboxSnapshotsJSONRequestBody = SandboxSnapshotRequest
 
 // PostSandboxTimeoutJSONRequestBody defines body for PostSandboxTimeout for application/json ContentType.
 type PostSandboxTimeoutJSONRequestBody = TimeoutRequest
+
+// PostV2SandboxesJSONRequestBody defines body for PostV2Sandboxes for application/json ContentType.
+type PostV2SandboxesJSONRequestBody = NewSandboxV2
+
+// PostV2SandboxConnectJSONRequestBody defines body for PostV2SandboxConnect for application/json ContentType.
+type PostV2SandboxConnectJSONRequestBody = ConnectSandboxV2
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -350,10 +386,18 @@ type ClientInterface interface {
 
 	// PostSandboxesWithBody performs a POST /sandboxes (the `PostSandboxes` operationId) request,
 	// with any type of body and a specified content type.
+	//
+	// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostSandboxes performs a POST /sandboxes (the `PostSandboxes` operationId) request.
 	// Takes a body of the `application/json` content type.
+	//
+	// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxes(ctx context.Context, body PostSandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteSandbox performs a DELETE /sandboxes/{sandboxID} (the `DeleteSandbox` operationId) request.
@@ -364,10 +408,18 @@ type ClientInterface interface {
 
 	// PostSandboxConnectWithBody performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request,
 	// with any type of body and a specified content type.
+	//
+	// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxConnectWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostSandboxConnect performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request.
 	// Takes a body of the `application/json` content type.
+	//
+	// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxConnect(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostSandboxForkWithBody performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
@@ -423,6 +475,22 @@ type ClientInterface interface {
 
 	// GetV2Sandboxes performs a GET /v2/sandboxes (the `GetV2Sandboxes` operationId) request.
 	GetV2Sandboxes(ctx context.Context, params *GetV2SandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV2SandboxesWithBody performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request,
+	// with any type of body and a specified content type.
+	PostV2SandboxesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV2Sandboxes performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request.
+	// Takes a body of the `application/json` content type.
+	PostV2Sandboxes(ctx context.Context, body PostV2SandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV2SandboxConnectWithBody performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request,
+	// with any type of body and a specified content type.
+	PostV2SandboxConnectWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV2SandboxConnect performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request.
+	// Takes a body of the `application/json` content type.
+	PostV2SandboxConnect(ctx context.Context, sandboxID SandboxID, body PostV2SandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealth performs a GET /health (the `GetHealth` operationId) request.
@@ -440,6 +508,9 @@ func (c *Client) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // PostSandboxesWithBody performs a POST /sandboxes (the `PostSandboxes` operationId) request,
 // with any type of body and a specified content type.
+//
+// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) PostSandboxesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxesRequestWithBody(c.Server, contentType, body)
 	if err != nil {
@@ -454,6 +525,9 @@ func (c *Client) PostSandboxesWithBody(ctx context.Context, contentType string, 
 
 // PostSandboxes performs a POST /sandboxes (the `PostSandboxes` operationId) request.
 // Takes a body of the `application/json` content type.
+//
+// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) PostSandboxes(ctx context.Context, body PostSandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxesRequest(c.Server, body)
 	if err != nil {
@@ -494,6 +568,9 @@ func (c *Client) GetSandbox(ctx context.Context, sandboxID SandboxID, reqEditors
 
 // PostSandboxConnectWithBody performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request,
 // with any type of body and a specified content type.
+//
+// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) PostSandboxConnectWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxConnectRequestWithBody(c.Server, sandboxID, contentType, body)
 	if err != nil {
@@ -508,6 +585,9 @@ func (c *Client) PostSandboxConnectWithBody(ctx context.Context, sandboxID Sandb
 
 // PostSandboxConnect performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request.
 // Takes a body of the `application/json` content type.
+//
+// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) PostSandboxConnect(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPostSandboxConnectRequest(c.Server, sandboxID, body)
 	if err != nil {
@@ -704,6 +784,62 @@ func (c *Client) DeleteTemplate(ctx context.Context, templateID string, reqEdito
 // GetV2Sandboxes performs a GET /v2/sandboxes (the `GetV2Sandboxes` operationId) request.
 func (c *Client) GetV2Sandboxes(ctx context.Context, params *GetV2SandboxesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetV2SandboxesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV2SandboxesWithBody performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) PostV2SandboxesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV2SandboxesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV2Sandboxes performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) PostV2Sandboxes(ctx context.Context, body PostV2SandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV2SandboxesRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV2SandboxConnectWithBody performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) PostV2SandboxConnectWithBody(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV2SandboxConnectRequestWithBody(c.Server, sandboxID, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV2SandboxConnect performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) PostV2SandboxConnect(ctx context.Context, sandboxID SandboxID, body PostV2SandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV2SandboxConnectRequest(c.Server, sandboxID, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1418,6 +1554,93 @@ func NewGetV2SandboxesRequest(server string, params *GetV2SandboxesParams) (*htt
 	return req, nil
 }
 
+// NewPostV2SandboxesRequest calls the generic PostV2Sandboxes builder with application/json body
+func NewPostV2SandboxesRequest(server string, body PostV2SandboxesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostV2SandboxesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostV2SandboxesRequestWithBody constructs an http.Request for the PostV2Sandboxes method, with any body, and a specified content type
+func NewPostV2SandboxesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/sandboxes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPostV2SandboxConnectRequest calls the generic PostV2SandboxConnect builder with application/json body
+func NewPostV2SandboxConnectRequest(server string, sandboxID SandboxID, body PostV2SandboxConnectJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostV2SandboxConnectRequestWithBody(server, sandboxID, "application/json", bodyReader)
+}
+
+// NewPostV2SandboxConnectRequestWithBody constructs an http.Request for the PostV2SandboxConnect method, with any body, and a specified content type
+func NewPostV2SandboxConnectRequestWithBody(server string, sandboxID SandboxID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "sandboxID", sandboxID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v2/sandboxes/%s/connect", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -1470,11 +1693,19 @@ type ClientWithResponsesInterface interface {
 	// PostSandboxesWithBodyWithResponse performs a POST /sandboxes (the `PostSandboxes` operationId) request,
 	// with any type of body and a specified content type.
 	//
+	// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxesResponse, error)
 
 	// PostSandboxesWithResponse performs a POST /sandboxes (the `PostSandboxes` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxesWithResponse(ctx context.Context, body PostSandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxesResponse, error)
 
 	// DeleteSandboxWithResponse performs a DELETE /sandboxes/{sandboxID} (the `DeleteSandbox` operationId) request.
@@ -1490,11 +1721,19 @@ type ClientWithResponsesInterface interface {
 	// PostSandboxConnectWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request,
 	// with any type of body and a specified content type.
 	//
+	// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+	//
 	// Returns a wrapper object for the known response body format(s).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxConnectWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error)
 
 	// PostSandboxConnectWithResponse performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request.
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error)
 
 	// PostSandboxForkWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/fork (the `PostSandboxFork` operationId) request,
@@ -1568,6 +1807,26 @@ type ClientWithResponsesInterface interface {
 	//
 	// Returns a wrapper object for the known response body format(s).
 	GetV2SandboxesWithResponse(ctx context.Context, params *GetV2SandboxesParams, reqEditors ...RequestEditorFn) (*GetV2SandboxesResponse, error)
+
+	// PostV2SandboxesWithBodyWithResponse performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	PostV2SandboxesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV2SandboxesResponse, error)
+
+	// PostV2SandboxesWithResponse performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	PostV2SandboxesWithResponse(ctx context.Context, body PostV2SandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV2SandboxesResponse, error)
+
+	// PostV2SandboxConnectWithBodyWithResponse performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	PostV2SandboxConnectWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV2SandboxConnectResponse, error)
+
+	// PostV2SandboxConnectWithResponse performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	PostV2SandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostV2SandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV2SandboxConnectResponse, error)
 }
 
 type GetHealthResponse struct {
@@ -2530,6 +2789,172 @@ func (r GetV2SandboxesResponse) ContentType() string {
 	return ""
 }
 
+type PostV2SandboxesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Sandbox
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON201() *Sandbox {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostV2SandboxesResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostV2SandboxesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostV2SandboxesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostV2SandboxesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostV2SandboxesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PostV2SandboxConnectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Sandbox
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON201() *Sandbox {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PostV2SandboxConnectResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PostV2SandboxConnectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostV2SandboxConnectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostV2SandboxConnectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostV2SandboxConnectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthWithResponse performs a GET /health (the `GetHealth` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -2544,7 +2969,11 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 // PostSandboxesWithBodyWithResponse performs a POST /sandboxes (the `PostSandboxes` operationId) request,
 // with any type of body and a specified content type.
 //
+// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+//
 // Returns a wrapper object for the known response body format(s).
+//
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *ClientWithResponses) PostSandboxesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxesResponse, error) {
 	rsp, err := c.PostSandboxesWithBody(ctx, contentType, body, reqEditors...)
 	if err != nil {
@@ -2555,6 +2984,9 @@ func (c *ClientWithResponses) PostSandboxesWithBodyWithResponse(ctx context.Cont
 
 // PostSandboxesWithResponse performs a POST /sandboxes (the `PostSandboxes` operationId) request.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// The create of servers without POST /v2/sandboxes (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *ClientWithResponses) PostSandboxesWithResponse(ctx context.Context, body PostSandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxesResponse, error) {
 	rsp, err := c.PostSandboxes(ctx, body, reqEditors...)
 	if err != nil {
@@ -2588,7 +3020,11 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, sandbo
 // PostSandboxConnectWithBodyWithResponse performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request,
 // with any type of body and a specified content type.
 //
+// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+//
 // Returns a wrapper object for the known response body format(s).
+//
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *ClientWithResponses) PostSandboxConnectWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error) {
 	rsp, err := c.PostSandboxConnectWithBody(ctx, sandboxID, contentType, body, reqEditors...)
 	if err != nil {
@@ -2599,6 +3035,9 @@ func (c *ClientWithResponses) PostSandboxConnectWithBodyWithResponse(ctx context
 
 // PostSandboxConnectWithResponse performs a POST /sandboxes/{sandboxID}/connect (the `PostSandboxConnect` operationId) request.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// The connect of servers without POST /v2/sandboxes/{sandboxID}/connect (E2B's SDKs before 2.51).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *ClientWithResponses) PostSandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostSandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostSandboxConnectResponse, error) {
 	rsp, err := c.PostSandboxConnect(ctx, sandboxID, body, reqEditors...)
 	if err != nil {
@@ -2761,6 +3200,50 @@ func (c *ClientWithResponses) GetV2SandboxesWithResponse(ctx context.Context, pa
 		return nil, err
 	}
 	return ParseGetV2SandboxesResponse(rsp)
+}
+
+// PostV2SandboxesWithBodyWithResponse performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostV2SandboxesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV2SandboxesResponse, error) {
+	rsp, err := c.PostV2SandboxesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV2SandboxesResponse(rsp)
+}
+
+// PostV2SandboxesWithResponse performs a POST /v2/sandboxes (the `PostV2Sandboxes` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostV2SandboxesWithResponse(ctx context.Context, body PostV2SandboxesJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV2SandboxesResponse, error) {
+	rsp, err := c.PostV2Sandboxes(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV2SandboxesResponse(rsp)
+}
+
+// PostV2SandboxConnectWithBodyWithResponse performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostV2SandboxConnectWithBodyWithResponse(ctx context.Context, sandboxID SandboxID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV2SandboxConnectResponse, error) {
+	rsp, err := c.PostV2SandboxConnectWithBody(ctx, sandboxID, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV2SandboxConnectResponse(rsp)
+}
+
+// PostV2SandboxConnectWithResponse performs a POST /v2/sandboxes/{sandboxID}/connect (the `PostV2SandboxConnect` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) PostV2SandboxConnectWithResponse(ctx context.Context, sandboxID SandboxID, body PostV2SandboxConnectJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV2SandboxConnectResponse, error) {
+	rsp, err := c.PostV2SandboxConnect(ctx, sandboxID, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostV2SandboxConnectResponse(rsp)
 }
 
 // ParseGetHealthResponse parses an HTTP response from a GetHealthWithResponse call
@@ -3543,6 +4026,142 @@ func ParseGetV2SandboxesResponse(rsp *http.Response) (*GetV2SandboxesResponse, e
 	return response, nil
 }
 
+// ParsePostV2SandboxesResponse parses an HTTP response from a PostV2SandboxesWithResponse call
+func ParsePostV2SandboxesResponse(rsp *http.Response) (*PostV2SandboxesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostV2SandboxesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePostV2SandboxConnectResponse parses an HTTP response from a PostV2SandboxConnectWithResponse call
+func ParsePostV2SandboxConnectResponse(rsp *http.Response) (*PostV2SandboxConnectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostV2SandboxConnectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 
@@ -3550,6 +4169,8 @@ type ServerInterface interface {
 	GetHealth(w http.ResponseWriter, r *http.Request)
 
 	// (POST /sandboxes)
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxes(w http.ResponseWriter, r *http.Request)
 
 	// (DELETE /sandboxes/{sandboxID})
@@ -3559,6 +4180,8 @@ type ServerInterface interface {
 	GetSandbox(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
 	// (POST /sandboxes/{sandboxID}/connect)
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	PostSandboxConnect(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 
 	// (POST /sandboxes/{sandboxID}/fork)
@@ -3587,6 +4210,12 @@ type ServerInterface interface {
 
 	// (GET /v2/sandboxes)
 	GetV2Sandboxes(w http.ResponseWriter, r *http.Request, params GetV2SandboxesParams)
+
+	// (POST /v2/sandboxes)
+	PostV2Sandboxes(w http.ResponseWriter, r *http.Request)
+
+	// (POST /v2/sandboxes/{sandboxID}/connect)
+	PostV2SandboxConnect(w http.ResponseWriter, r *http.Request, sandboxID SandboxID)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -4059,6 +4688,46 @@ func (siw *ServerInterfaceWrapper) GetV2Sandboxes(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// PostV2Sandboxes operation middleware
+func (siw *ServerInterfaceWrapper) PostV2Sandboxes(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostV2Sandboxes(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PostV2SandboxConnect operation middleware
+func (siw *ServerInterfaceWrapper) PostV2SandboxConnect(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "sandboxID" -------------
+	var sandboxID SandboxID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "sandboxID", r.PathValue("sandboxID"), &sandboxID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "sandboxID", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PostV2SandboxConnect(w, r, sandboxID)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -4182,6 +4851,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/health", wrapper.GetHealth)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes", wrapper.PostSandboxes)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v2/sandboxes", wrapper.GetV2Sandboxes)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/sandboxes", wrapper.PostV2Sandboxes)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.DeleteSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{sandboxID}", wrapper.GetSandbox)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/sandboxes/{sandboxID}/metrics", wrapper.GetSandboxMetrics)
@@ -4189,6 +4859,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/sandboxes/{sandboxID}/network", wrapper.PutSandboxNetwork)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/pause", wrapper.PostSandboxPause)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/connect", wrapper.PostSandboxConnect)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v2/sandboxes/{sandboxID}/connect", wrapper.PostV2SandboxConnect)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/sandboxes/{sandboxID}/snapshots", wrapper.PostSandboxSnapshots)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/snapshots", wrapper.GetSnapshots)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/templates/{templateID}", wrapper.DeleteTemplate)
