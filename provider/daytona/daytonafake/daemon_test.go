@@ -3,8 +3,14 @@ package daytonafake_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
 
 // The expectations below are the real toolbox daemon's answers
@@ -87,5 +93,62 @@ func TestDaemonErrorBodies(t *testing.T) {
 	var m map[string]any
 	if json.Unmarshal(b, &m) == nil {
 		t.Errorf("delete of a non-empty directory answered a JSON body %v", m)
+	}
+}
+
+// TestPreviewProxyAnswers: the preview proxy answers a port nothing
+// listens on with 502 and an empty body, and a request without a valid
+// preview token with 307 to the login page (setting the PKCE cookie),
+// as Daytona's proxy does; the login page answers 200.
+func TestPreviewProxyAnswers(t *testing.T) {
+	r := newRaw(t)
+	id := r.create(nil)
+	st, link := r.json("GET", r.f.URL()+"/sandbox/"+id+"/ports/8080/preview-url", nil)
+	if st != 200 || link["token"] == nil {
+		t.Fatalf("preview-url: %d %v", st, link)
+	}
+	noRedirect := &http.Client{Transport: r.hc.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(token string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", r.f.PreviewURL()+"/x?y=1", nil)
+		req.Header.Set("X-Forwarded-Host", "8080-"+id+"."+daytonafake.PreviewDomain)
+		if token != "" {
+			req.Header.Set("X-Daytona-Preview-Token", token)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, b := get(link["token"].(string))
+	if resp.StatusCode != 502 || len(b) != 0 || resp.ContentLength != 0 {
+		t.Errorf("closed port: %d (Content-Length %d) %q, want 502 with an empty body", resp.StatusCode, resp.ContentLength, b)
+	}
+	for _, tok := range []string{"", "wrong"} {
+		resp, _ := get(tok)
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if resp.StatusCode != 307 || err != nil || loc.Path != daytonafake.AuthPath || loc.Query().Get("code_challenge_method") != "S256" ||
+			!strings.HasSuffix(loc.Query().Get("redirect_uri"), "/callback") {
+			t.Errorf("token %q: %d Location %q, want 307 to the login page", tok, resp.StatusCode, resp.Header.Get("Location"))
+			continue
+		}
+		var cookie bool
+		for _, c := range resp.Cookies() {
+			cookie = cookie || c.Name == "pkce_verifier"
+		}
+		if !cookie {
+			t.Errorf("token %q: no pkce_verifier cookie", tok)
+		}
+		page, err := r.hc.Get(loc.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		page.Body.Close()
+		if page.StatusCode != 200 {
+			t.Errorf("login page: %d", page.StatusCode)
+		}
 	}
 }
