@@ -56,7 +56,9 @@ func (s *Sandbox) Expose(ctx context.Context, port int, opts ExposeOptions) (_ E
 	if err != nil {
 		return Endpoint{}, s.wrap(op, "", err)
 	}
-	return endpointOf(ep), nil
+	out := endpointOf(ep)
+	out.provider, out.id = s.c.rt.Name(), s.id
+	return out, nil
 }
 
 // DefaultPortWait bounds WaitForPort and WaitForPortWith when ctx has no

@@ -244,6 +244,11 @@ type Endpoint struct {
 	// edge applies its own limits.
 	MaxConns    int
 	IdleTimeout time.Duration
+
+	// check is the provider's Endpoint.Check; provider and id name the
+	// sandbox in Transport's errors.
+	check        func(*http.Response) error
+	provider, id string
 }
 
 // String describes e without header values, which may be secrets.
@@ -308,7 +313,7 @@ func capabilitiesOf(d driver.Capabilities) Capabilities {
 // endpointOf converts a driver's Endpoint.
 func endpointOf(e driver.Endpoint) Endpoint {
 	return Endpoint{Port: e.Port, URL: e.URL, Header: e.Header.Clone(), Expires: e.Expires, Public: e.Public,
-		Socket: e.Socket, MaxConns: e.MaxConns, IdleTimeout: e.IdleTimeout}
+		Socket: e.Socket, MaxConns: e.MaxConns, IdleTimeout: e.IdleTimeout, check: e.Check}
 }
 
 // toDriver converts r for a CreateRequest.

@@ -87,6 +87,15 @@ type Endpoint struct {
 	// edge applies its own limits.
 	MaxConns    int
 	IdleTimeout time.Duration
+	// Check, when set, tells an answer of the provider's edge that stands
+	// for a failure from an answer of the sandbox's server: it returns
+	// the error resp stands for (FailedPrecondition naming the port when
+	// nothing listens on it, PermissionDenied when the edge refused the
+	// access token), or nil for the server's own response. It may read a
+	// bounded prefix of resp.Body, and must then leave resp.Body reading
+	// the whole body when it returns nil. The portable layer's
+	// Endpoint.Transport calls it on every response.
+	Check func(resp *http.Response) error `json:"-"`
 }
 
 // String describes e without header values, which may be secrets.

@@ -209,6 +209,29 @@ func execBadInput(ctx context.Context, t *testing.T, s *suite) {
 			t.Errorf("Sandbox.Exec with a %d-byte %s: %s", len(big), what, msg)
 		}
 	}
+	t.Run("InTheSandbox", func(t *testing.T) {
+		// Programs in the sandbox meet the kernel's limits too: a name
+		// over NAME_MAX is refused to mkdir and to a redirection, a
+		// symbolic link's target over PATH_MAX to ln -s; at the limits
+		// both are made.
+		long, ok := strings.Repeat("n", 256), strings.Repeat("m", 255)
+		target := strings.Repeat("t/", 2048) // 4096 bytes: over PATH_MAX with its NUL
+		script := fmt.Sprintf("cd bi || exit 9\n"+
+			"mkdir %[1]s 2>/dev/null && echo mkdir-over\n"+
+			"true 2>/dev/null >%[1]s && echo create-over\n"+
+			"ln -s %[3]s link-over 2>/dev/null && echo ln-over\n"+
+			"mkdir %[2]s && echo mkdir-at\n"+
+			"ln -s %[4]s link-at && echo ln-at\n"+
+			"true\n", long, ok, target, target[:4095])
+		r, err := sb.Exec(ctx, sandbox.Command{Shell: script})
+		if err != nil {
+			t.Fatalf("Exec: %v", err)
+		}
+		if got := string(r.Stdout); got != "mkdir-at\nln-at\n" || r.ExitCode != 0 {
+			t.Errorf("in the sandbox: exit %d, made %q, want only the names and target at the limits (mkdir-at, ln-at); stderr %.300q",
+				r.ExitCode, strings.Fields(got), r.Stderr)
+		}
+	})
 	for what, d := range badInputs("bi") {
 		t.Run(strings.ReplaceAll(what, " ", "_"), func(t *testing.T) {
 			for _, cmd := range []sandbox.Command{{Args: []string{"pwd"}, Dir: d}, {Shell: "pwd", Dir: d}} {

@@ -299,24 +299,30 @@ func readWSFrame(r io.Reader) ([]byte, error) {
 // testPortUnknown exposes a port nothing listens on: Expose fails naming
 // the port, or a request through the endpoint fails or gets an error
 // status (cloud edges answer 502).
+// testPortUnknown: a port nothing listens on is a portable error naming
+// the port, FailedPrecondition, whether Expose finds out (local checks the
+// port) or the edge does on the first request (through the endpoint's
+// Transport, which reads the edge's answer: a remote edge's 502 names
+// nothing on Daytona).
 func testPortUnknown(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
 	port := testPort()
+	want := fmt.Sprintf("port %d", port)
 	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
 	if err != nil {
-		if !strings.Contains(err.Error(), fmt.Sprint(port)) {
-			t.Fatalf("Expose(%d) error does not name the port: %v", port, err)
+		if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Expose(%d) = %v (code %v), want FailedPrecondition naming %q", port, err, sandbox.CodeOf(err), want)
 		}
 		return
 	}
-	resp, err := get(ctx, t, s.portClient(t), ep, "/")
-	if err != nil {
-		return
+	resp, err := get(ctx, t, ep.Client(s.portClient(t)), ep, "/")
+	if err == nil {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		t.Fatalf("GET on unknown port %d through the endpoint's client: status %d, body %q; want an error", port, resp.StatusCode, body)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode < 500 || !strings.Contains(string(body), fmt.Sprint(port)) {
-		t.Fatalf("GET on unknown port %d: status %d, body %q; want an error status naming the port", port, resp.StatusCode, body)
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), want) {
+		t.Fatalf("GET on unknown port %d: %v (code %v), want FailedPrecondition naming %q", port, err, sandbox.CodeOf(err), want)
 	}
 }
 

@@ -127,10 +127,18 @@ func testPortRequiresCredentials(ctx context.Context, t *testing.T, s *suite) {
 			variant{k + " empty", func(h http.Header) { h.Set(k, "") }},
 		)
 	}
+	// Through the endpoint's client: an edge that refuses by redirecting
+	// to a login page (Daytona's preview proxy) is an error there, where
+	// a client following the redirect would get the login page's 200.
+	ehc := ep.Client(hc)
 	for _, v := range variants {
-		status, body, err := fetchOnce(ctx, hc, ep, "/page.txt", v.edit)
+		status, body, err := fetchOnce(ctx, ehc, ep, "/page.txt", v.edit)
 		if strings.Contains(body, secret) || (err == nil && status < 400) {
 			t.Errorf("GET %v %s: status %d, body %q (err %v): the endpoint served a request without its credentials", ep, v.name, status, body, err)
+		}
+		var se *sandbox.Error
+		if errors.As(err, &se) && se.Code != sandbox.PermissionDenied {
+			t.Errorf("GET %v %s: %v (code %v), want PermissionDenied", ep, v.name, err, se.Code)
 		}
 	}
 	if ep.Socket != "" {

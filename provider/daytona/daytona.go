@@ -368,6 +368,10 @@ func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
 		e.kind = sberrors.ErrPermission
 	case status == http.StatusNotFound:
 		e.kind = sberrors.ErrNotFound
+	case status == http.StatusInternalServerError && strings.Contains(lower, "session not found"):
+		// The daemon answers an exec in a session that is gone (its
+		// shell ended, or the daemon restarted) with an untyped 500.
+		e.kind = sberrors.ErrNotFound
 	case status == http.StatusConflict && strings.Contains(lower, "already exists"):
 		e.kind = sberrors.ErrAlreadyExists
 	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:

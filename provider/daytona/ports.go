@@ -80,5 +80,50 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, _ driver.Expo
 	if len(h) > 0 {
 		ep.Header = h
 	}
+	ep.Check = previewCheck(port)
 	return ep, nil
+}
+
+// previewCheck tells the preview proxy's own failures from the answers
+// of the server on port (driver.Endpoint.Check):
+//   - nothing listens on the port: the daemon's reverse proxy, at the end
+//     of the proxy's chain, answers 502 with an empty body, which names
+//     nothing; the error names the port (FailedPrecondition);
+//   - the preview token is missing or no longer valid: the proxy answers
+//     307 to its OpenID Connect login page (an authorization-code request,
+//     with the pkce_verifier cookie), whose 200 a client following the
+//     redirect would take for the server's; the error says so
+//     (PermissionDenied), and the redirect is not followed.
+//
+// A server's own 502 with an empty body is taken for the first: the
+// proxy sends nothing that tells them apart.
+func previewCheck(port int) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		switch {
+		case resp.StatusCode == http.StatusBadGateway && resp.ContentLength == 0:
+			return sberrors.Errorf(sberrors.FailedPrecondition,
+				"daytona: preview: nothing accepts connections on port %d in the sandbox (the preview proxy answered 502 with an empty body)", port)
+		case resp.StatusCode == http.StatusTemporaryRedirect && authRedirect(resp):
+			return sberrors.Errorf(sberrors.PermissionDenied,
+				"daytona: preview: the preview proxy refused the request to port %d: its %s is missing or no longer valid (the token changes when the sandbox restarts: call Expose again); it redirected to its login page, not followed", port, PreviewTokenHeader)
+		}
+		return nil
+	}
+}
+
+// authRedirect reports whether a 307 is the preview proxy's redirect to
+// its login page rather than the server's own: it sets the PKCE verifier
+// cookie, or sends to an authorization-code request with a PKCE challenge.
+func authRedirect(resp *http.Response) bool {
+	for _, c := range resp.Cookies() {
+		if c.Name == "pkce_verifier" {
+			return true
+		}
+	}
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		return false
+	}
+	q := loc.Query()
+	return q.Get("response_type") == "code" && q.Get("code_challenge") != "" && q.Get("state") != ""
 }

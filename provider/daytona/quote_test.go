@@ -89,6 +89,15 @@ func TestParseErrorShapes(t *testing.T) {
 		{502, ``, sberrors.ErrUnavailable, "bad gateway"},
 		{404, "404 page not found", sberrors.ErrNotFound, "404 page not found"},
 		{400, `{"statusCode":400,"message":"Total CPU limit exceeded. Maximum allowed: 10."}`, sberrors.ErrLimit, "CPU limit"},
+		// The toolbox daemon's own answers (research/daemons.md).
+		{400, `{"statusCode":400,"message":"bad request: command cannot be empty or whitespace-only","code":"BAD_REQUEST","timestamp":"t","path":"/process/execute","method":"POST"}`, sberrors.ErrInvalidArgument, "command cannot be empty"},
+		{400, `{"statusCode":400,"message":"bad request: invalid environment variable name: '1X'","code":"BAD_REQUEST","timestamp":"t","path":"/process/execute","method":"POST"}`, sberrors.ErrInvalidArgument, "invalid environment variable name: '1X'"},
+		{500, `{"statusCode":500,"message":"failed to execute command: not found: session not found","timestamp":"0001-01-01T00:00:00Z","path":""}`, sberrors.ErrNotFound, "session not found"},
+		{400, ``, sberrors.ErrInvalidArgument, "bad request"},
+	}
+	// The daemon's timeout of /process/execute.
+	if e := r.parseError("op", 408, []byte(`{"statusCode":408,"message":"request timeout: command execution timeout","code":"REQUEST_TIMEOUT","timestamp":"t","path":"/process/execute","method":"POST"}`)); sberrors.CodeOf(e) != sberrors.DeadlineExceeded || !strings.Contains(e.Error(), "command execution timeout") {
+		t.Errorf("408: %v (code %v), want DeadlineExceeded naming the timeout", e, sberrors.CodeOf(e))
 	}
 	for _, c := range cases {
 		e := r.parseError("op", c.status, []byte(c.body))

@@ -43,7 +43,7 @@ func TestExposeHostScheme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep = sandbox.Endpoint(dep)
+	ep = sandbox.Endpoint{Port: dep.Port, URL: dep.URL, Header: dep.Header, Public: dep.Public}
 	if want := "https://8080-" + sb.ID() + ".edge.example"; ep.URL != want || ep.Header.Get("E2b-Sandbox-Port") != "" {
 		t.Fatalf("endpoint %v, want %s without routing headers", ep, want)
 	}

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -44,5 +45,26 @@ ln -s loop-a loop-b`})
 	}
 	if list, err := sb.ReadDir(ctx, "dirdangling"); sandbox.CodeOf(err) != sandbox.NotFound {
 		t.Errorf("ReadDir(dirdangling) = %v, %v; want NotFound", list, err)
+	}
+}
+
+// TestSymlinkTargetOverPathMax: ln -s of a target over PATH_MAX fails as
+// symlink(2) does on Linux (ENAMETOOLONG), and creates nothing; a target
+// of PATH_MAX bytes less the NUL is made.
+func TestSymlinkTargetOverPathMax(t *testing.T) {
+	ctx := context.Background()
+	c := sandbox.NewClient(memory.New())
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	target := strings.Repeat("t/", 2048)
+	r, err := sb.Exec(ctx, sandbox.Command{Shell: "ln -s " + target + " over; echo $?; ln -s " + target[:4095] + " at; echo $?"})
+	if err != nil || string(r.Stdout) != "1\n0\n" || !strings.Contains(string(r.Stderr), "too long") {
+		t.Fatalf("ln -s of 4096 then 4095 bytes: %+v, %v; want the first refused (file name too long), the second made", r, err)
+	}
+	if _, err := sb.Stat(ctx, "over"); sandbox.CodeOf(err) != sandbox.NotFound {
+		t.Errorf("the refused link exists: %v", err)
 	}
 }

@@ -476,9 +476,13 @@ func (v *vfs) mkdir(p string, perm fs.FileMode) error {
 	return nil
 }
 
-// symlink creates a symbolic link at p pointing to target.
+// symlink creates a symbolic link at p pointing to target. A target over
+// PATH_MAX is refused as symlink(2) refuses it (ENAMETOOLONG).
 func (v *vfs) symlink(target, p string) error {
 	err := v.with(func(b *box) error {
+		if len(target) > pathsafe.MaxPath {
+			return syscall.ENAMETOOLONG
+		}
 		phys, n, err := walkLocked(b, v.abs(p), false)
 		if err != nil {
 			return err

@@ -284,6 +284,12 @@ func New(backend driver.Runtime, opts ...Option) *Server {
 	mux.HandleFunc("/api/", s.api)
 	s.portTr = &http.Transport{}
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == AuthPath {
+			// Before the preview hosts: a client following the redirect
+			// sends X-Forwarded-Host along.
+			authPage(w, r)
+			return
+		}
 		if host, ok := previewHost(r); ok {
 			s.preview(w, r, host)
 			return

@@ -1,8 +1,12 @@
 package daytonafake
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -89,7 +93,7 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request, host string) {
 	if !public {
 		got := r.Header.Get("X-Daytona-Preview-Token")
 		if tok == "" || subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
-			http.Error(w, "unauthorized: a valid x-daytona-preview-token is required", http.StatusUnauthorized)
+			s.authRedirect(w, r, host, id)
 			return
 		}
 	}
@@ -97,9 +101,10 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request, host string) {
 		http.Error(w, fmt.Sprintf("sandbox %s is %s", id, state), http.StatusBadGateway)
 		return
 	}
-	bad := func() {
-		http.Error(w, fmt.Sprintf("no server is listening on port %d of sandbox %s", port, id), http.StatusBadGateway)
-	}
+	// Nothing listens on the port: the daemon's reverse proxy, at the
+	// end of the chain, answers 502 with an empty body, which the proxy
+	// passes on as it is.
+	bad := func() { emptyError(w, http.StatusBadGateway) }
 	p, ok := s.backend.(driver.PortExposer)
 	if !ok {
 		bad()
@@ -130,4 +135,38 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request, host string) {
 		ErrorHandler:  func(w http.ResponseWriter, _ *http.Request, _ error) { bad() },
 	}
 	rp.ServeHTTP(w, r)
+}
+
+// AuthPath is the path, on PreviewURL, of the fake's stand-in for the
+// OpenID Connect login page the preview proxy sends a request without a
+// valid preview token to (on Daytona, another host). It answers 200 with
+// a page, as a login page does: a client that follows the redirect gets a
+// 200 that is not the server's.
+const AuthPath = "/.daytonafake/oauth/authorize"
+
+// authRedirect answers a preview request without a valid token as the
+// preview proxy does: 307 to the login page (an authorization-code
+// request with PKCE, coming back to the proxy's /callback), with the
+// pkce_verifier cookie set.
+func (s *Server) authRedirect(w http.ResponseWriter, r *http.Request, host, id string) {
+	base := host
+	if _, rest, ok := strings.Cut(host, "."); ok {
+		base = rest
+	}
+	state, _ := json.Marshal(map[string]string{"state": randHex(16), "returnTo": "https://" + host + r.URL.RequestURI(), "sandboxId": id})
+	sum := sha256.Sum256([]byte(randHex(16)))
+	q := url.Values{
+		"client_id": {"daytona"}, "redirect_uri": {"https://" + base + "/callback"}, "response_type": {"code"},
+		"scope": {"openid profile"}, "state": {base64.URLEncoding.EncodeToString(state)},
+		"audience": {"daytona"}, "code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])},
+		"code_challenge_method": {"S256"},
+	}
+	http.SetCookie(w, &http.Cookie{Name: "pkce_verifier", Value: randHex(16), Path: "/", Domain: "." + base, MaxAge: 300, HttpOnly: true})
+	http.Redirect(w, r, s.ts.URL+AuthPath+"?"+q.Encode(), http.StatusTemporaryRedirect)
+}
+
+// authPage serves AuthPath.
+func authPage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, "<!doctype html><title>Log in</title><p>Log in to Daytona to open this preview.</p>\n")
 }

@@ -81,17 +81,17 @@ func splitOutput(r *http.Request) bool {
 func (t *tb) createSession() {
 	var req toolbox.CreateSessionRequest
 	if err := json.NewDecoder(t.r.Body).Decode(&req); err != nil || req.SessionId == "" {
-		ginError(t.w, t.r, 400, "BAD_REQUEST", "invalid request body")
+		t.ginError(400, "BAD_REQUEST", "invalid request body")
 		return
 	}
 	if req.SessionId == "entrypoint" {
-		ginError(t.w, t.r, 400, "BAD_REQUEST", "session ID 'entrypoint' is reserved")
+		t.ginError(400, "BAD_REQUEST", "session ID 'entrypoint' is reserved")
 		return
 	}
 	t.b.smu.Lock()
 	defer t.b.smu.Unlock()
 	if _, ok := t.b.sessions[req.SessionId]; ok {
-		ginError(t.w, t.r, 409, "CONFLICT", "conflict: session already exists")
+		t.ginError(409, "CONFLICT", "conflict: session already exists")
 		return
 	}
 	ctx, cancel := context.WithCancel(t.s.baseCtx)
@@ -111,7 +111,7 @@ func (t *tb) sessionOp(parts []string) {
 	switch {
 	case len(parts) == 1 && t.r.Method == http.MethodGet:
 		if se == nil {
-			ginError(t.w, t.r, 404, "NOT_FOUND", "not found: session not found")
+			t.ginError(404, "NOT_FOUND", "not found: session not found")
 			return
 		}
 		out := toolbox.Session{SessionId: se.id, Commands: []toolbox.Command{}}
@@ -123,7 +123,7 @@ func (t *tb) sessionOp(parts []string) {
 		writeJSON(t.w, 200, out)
 	case len(parts) == 1 && t.r.Method == http.MethodDelete:
 		if se == nil {
-			ginError(t.w, t.r, 404, "NOT_FOUND", "not found: session not found")
+			t.ginError(404, "NOT_FOUND", "not found: session not found")
 			return
 		}
 		t.b.smu.Lock()
@@ -135,14 +135,14 @@ func (t *tb) sessionOp(parts []string) {
 		t.sessionExec(se)
 	case len(parts) >= 3 && parts[1] == "command" && t.r.Method == http.MethodGet:
 		if se == nil {
-			ginError(t.w, t.r, 404, "NOT_FOUND", "not found: session not found")
+			t.ginError(404, "NOT_FOUND", "not found: session not found")
 			return
 		}
 		se.mu.Lock()
 		c := se.cmds[parts[2]]
 		se.mu.Unlock()
 		if c == nil {
-			ginError(t.w, t.r, 404, "NOT_FOUND", "not found: command not found")
+			t.ginError(404, "NOT_FOUND", "not found: command not found")
 			return
 		}
 		if len(parts) == 3 {
@@ -172,15 +172,15 @@ func (c *command) dto() toolbox.Command {
 func (t *tb) sessionExec(se *session) {
 	var req toolbox.SessionExecuteRequest
 	if err := json.NewDecoder(t.r.Body).Decode(&req); err != nil {
-		ginError(t.w, t.r, 400, "INVALID_REQUEST_BODY", "invalid request body")
+		t.ginError(400, "INVALID_REQUEST_BODY", "invalid request body")
 		return
 	}
 	if strings.TrimSpace(req.Command) == "" {
-		ginError(t.w, t.r, 400, "BAD_REQUEST", "command is required")
+		t.ginError(400, "BAD_REQUEST", "command is required")
 		return
 	}
 	if se == nil {
-		ginError(t.w, t.r, 500, "INTERNAL_SERVER_ERROR", "failed to execute command: not found: session not found")
+		t.internalError("failed to execute command: not found: session not found")
 		return
 	}
 	c := &command{id: uuid4(), text: req.Command, done: make(chan struct{})}

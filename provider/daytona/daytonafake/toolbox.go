@@ -57,8 +57,8 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request) {
 		emptyError(w, http.StatusBadGateway)
 		return
 	}
-	t := &tb{s: s, b: b, w: w, r: r}
 	rest := "/" + r.PathValue("rest")
+	t := &tb{s: s, b: b, w: w, r: r, route: rest}
 	switch r.Method + " " + rest {
 	case "GET /version":
 		writeJSON(w, 200, map[string]string{"version": "v0.190.0-fake"})
@@ -107,6 +107,27 @@ type tb struct {
 	b *sbx
 	w http.ResponseWriter
 	r *http.Request
+	// route is the path the daemon itself sees (the proxy strips
+	// /toolbox/{id}), which its error bodies name.
+	route string
+}
+
+// ginError writes the daemon's error body, naming the daemon's route.
+func (t *tb) ginError(status int, code, msg string) {
+	writeJSON(t.w, status, map[string]any{
+		"statusCode": status, "message": msg, "code": code,
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "path": t.route, "method": t.r.Method,
+	})
+}
+
+// internalError writes the body of an error the daemon's handlers do not
+// type (its middleware's default): 500 with no code, a zero timestamp and
+// an empty path.
+func (t *tb) internalError(msg string) {
+	writeJSON(t.w, http.StatusInternalServerError, map[string]any{
+		"statusCode": http.StatusInternalServerError, "message": msg,
+		"timestamp": "0001-01-01T00:00:00Z", "path": "",
+	})
 }
 
 func (t *tb) ctx() context.Context { return t.r.Context() }
@@ -265,6 +286,7 @@ func (t *tb) upload() {
 			return
 		}
 		end := t.s.writes.Begin(key)
+		t.mkParents(t.abs(p))
 		cr := &countReader{r: part}
 		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), cr)
 		if refused(err) && cr.n == 0 {
@@ -282,6 +304,31 @@ func (t *tb) upload() {
 	}
 }
 
+// uploadDirMode is the mode the daemon's upload gives the parent
+// directories it creates (its bulk upload uses 0755).
+const uploadDirMode = "0750"
+
+// mkParents creates the missing parent directories of abs with the mode
+// the daemon's upload gives them (research/daemons.md: 0750), topmost
+// first. A failure is left for the upload itself to report.
+func (t *tb) mkParents(abs string) {
+	var missing []string
+	for dir := path.Dir(abs); dir != "/" && dir != "." && dir != t.b.home; dir = path.Dir(dir) {
+		_, err := t.s.backend.Stat(t.ctx(), t.b.backendID, dir)
+		if sberrors.CodeOf(err) != sberrors.NotFound {
+			break
+		}
+		missing = append([]string{dir}, missing...)
+	}
+	if len(missing) == 0 {
+		return
+	}
+	_, _ = t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
+		Args: append([]string{"mkdir", "-m", uploadDirMode, "--"}, missing...), Dir: t.b.home,
+		Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute,
+	})
+}
+
 func (t *tb) folder() {
 	q := t.r.URL.Query()
 	if q.Get("path") == "" {
@@ -290,7 +337,7 @@ func (t *tb) folder() {
 	}
 	if m := q.Get("mode"); m != "" {
 		if _, err := strconv.ParseUint(m, 8, 32); err != nil {
-			ginError(t.w, t.r, 400, "BAD_REQUEST", "invalid mode format")
+			t.ginError(400, "BAD_REQUEST", "invalid mode format")
 			return
 		}
 	}
@@ -322,7 +369,8 @@ func (t *tb) delete() {
 	}
 	if fi.IsDir() && q.Get("recursive") != "true" {
 		if list, err := t.s.backend.ReadDir(t.ctx(), t.b.backendID, abs); err != nil || len(list) > 0 {
-			ginError(t.w, t.r, 400, "BAD_REQUEST", "cannot delete directory without recursive flag")
+			// The daemon's os.Remove fails (ENOTEMPTY): 400, empty body.
+			emptyError(t.w, http.StatusBadRequest)
 			return
 		}
 	}
@@ -391,8 +439,10 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 // daemonShell starts the shell the daemon would pick (bash when there is
 // one, else sh) reading the command from stdin. bash reads a script on a
 // pipe one byte at a time, so a command that reads stdin swallows the rest
-// of the script, as with the real daemon.
-const daemonShell = "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
+// of the script, as with the real daemon. Its stderr is its stdout: the
+// daemon gives the command one pipe for both, so the merged result keeps
+// the order the command wrote in.
+const daemonShell = "exec 2>&1; if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"
 
 // execute runs the command as the daemon does: fed to sh on stdin, output
 // merged, a timeout answered 408 with the output dropped. The command is
@@ -401,18 +451,18 @@ const daemonShell = "if command -v bash >/dev/null 2>&1; then exec bash; else ex
 func (t *tb) execute() {
 	var req toolbox.ExecuteRequest
 	if err := json.NewDecoder(t.r.Body).Decode(&req); err != nil {
-		ginError(t.w, t.r, 400, "INVALID_REQUEST_BODY", "invalid request body: "+err.Error())
+		t.ginError(400, "INVALID_REQUEST_BODY", "invalid request body: "+err.Error())
 		return
 	}
 	if strings.TrimSpace(req.Command) == "" {
-		ginError(t.w, t.r, 400, "BAD_REQUEST", "command is required")
+		t.ginError(400, "BAD_REQUEST", "bad request: command cannot be empty or whitespace-only")
 		return
 	}
 	env := map[string]string{}
 	if req.Envs != nil {
 		for k, v := range *req.Envs {
 			if !envKeyRE.MatchString(k) {
-				ginError(t.w, t.r, 400, "BAD_REQUEST", fmt.Sprintf("invalid environment variable name: '%s'", k))
+				t.ginError(400, "BAD_REQUEST", fmt.Sprintf("bad request: invalid environment variable name: '%s'", k))
 				return
 			}
 			env[k] = v
@@ -447,7 +497,7 @@ func (t *tb) execute() {
 	case err != nil:
 		writeJSON(t.w, 200, toolbox.ExecuteResponse{ExitCode: ptr(-1), Result: ptr(err.Error())})
 	case st.TimedOut:
-		ginError(t.w, t.r, http.StatusRequestTimeout, "REQUEST_TIMEOUT", "command execution timeout")
+		t.ginError(http.StatusRequestTimeout, "REQUEST_TIMEOUT", "request timeout: command execution timeout")
 	default:
 		// json.Marshal turns invalid UTF-8 into U+FFFD, as the daemon's
 		// encoder does.
