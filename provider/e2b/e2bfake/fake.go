@@ -144,6 +144,8 @@ type Server struct {
 	counts  map[string]int
 	nextPID uint32
 	bg      sync.WaitGroup
+	// bash records, by backend sandbox id, whether /bin/bash runs there.
+	bash sync.Map
 }
 
 type box struct {
