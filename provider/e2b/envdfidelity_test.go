@@ -77,6 +77,11 @@ func TestMissingProgramAnswersAsEnvd(t *testing.T) {
 			res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"printf", "%s|", "a b", "$HOME", "'"}})
 			require.NoError(t, err)
 			assert.Equal(t, "a b|$HOME|'|", string(res.Stdout))
+			if name == "local" { // provider/memory runs no program by its path
+				res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"/usr/bin/printf", "ok"}})
+				require.NoError(t, err)
+				assert.Equal(t, "ok", string(res.Stdout), "stderr %q", res.Stderr)
+			}
 		})
 	}
 }

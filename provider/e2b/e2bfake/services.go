@@ -106,7 +106,7 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 
 // findProgram runs "$@" when its program exists and otherwise fails as
 // envd's wrapper does: nice(1)'s message on stderr and exit status 127.
-const findProgram = `case $1 in */*) [ -e "$1" ] ;; *) command -v "$1" >/dev/null 2>&1 ;; esac ||
+const findProgram = `command -v "$1" >/dev/null 2>&1 ||
 { printf "/usr/bin/nice: '%s': No such file or directory\n" "$1" >&2; exit 127; }
 exec "$@"`
 
@@ -152,8 +152,8 @@ func argvFits(b *box, cfg *process.ProcessConfig) error {
 		fmt.Errorf("error starting process '%s': fork/exec /bin/sh: argument list too long", command))
 }
 
-// hasBash reports whether b's backend sandbox runs /bin/bash, asking it
-// once (a backend without bash runs bash lines with its shell).
+// hasBash reports whether b's backend sandbox runs bash, asking it once
+// (a backend without bash runs bash lines with its shell).
 func (s *Server) hasBash(ctx context.Context, b *box) bool {
 	if v, ok := s.bash.Load(b.backendID); ok {
 		return v.(bool)
@@ -662,10 +662,12 @@ func (s *Server) lstatLink(ctx context.Context, b *box, p string, fi driver.File
 			t = strings.TrimSuffix(out.String(), "\n")
 		}
 	}
+	// The size is the link's own, as lstat's: its target as stored.
+	size := int64(len(t))
 	if t != "" && !path.IsAbs(t) {
 		t = path.Join(path.Dir(p), t)
 	}
-	return driver.FileInfo{Path: p, Size: int64(len(t)), Mode: fs.ModeSymlink | 0o777, ModTime: l.ModTime, LinkTarget: t}, true
+	return driver.FileInfo{Path: p, Size: size, Mode: fs.ModeSymlink | 0o777, ModTime: l.ModTime, LinkTarget: t}, true
 }
 
 // ownerScript prints the numeric owner and group of $1 (not following a
