@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -141,6 +142,12 @@ func (r *Runtime) envdErr(ctx context.Context, op, id string, a *wire.Attempt, e
 			code = sberrors.Internal
 		}
 		msg := ce.Message()
+		if strings.HasSuffix(msg, ": argument list too long") {
+			return tooLong(op, msg)
+		}
+		// envd's messages may echo a request (a path, a whole command):
+		// a caller gets them bounded.
+		msg = iox.Shorten(msg, maxMsg)
 		switch {
 		case strings.HasPrefix(msg, "cwd '") && strings.HasSuffix(msg, "' does not exist"):
 			// Process.Start on a missing working directory: envd says
@@ -189,4 +196,33 @@ func invalidMsg(msg string) bool {
 func deniedMsg(msg string) bool {
 	return strings.Contains(msg, "permission denied") || strings.Contains(msg, "operation not permitted") ||
 		strings.Contains(msg, "read-only file system")
+}
+
+// maxMsg bounds the part of an error message that comes from envd.
+const maxMsg = 4 << 10
+
+// Linux's limits on a program's arguments (fs/exec.c), as envd's exec
+// meets them: one argument of at most MAX_ARG_STRLEN bytes with its NUL,
+// and all of them and the environment within ARG_MAX with the usual 8 MiB
+// stack.
+const (
+	maxArgStrlen = 128 << 10
+	argMax       = 2 << 20
+)
+
+// tooLong is Start refused with E2BIG: envd's message ("error starting
+// process '<the whole command>': fork/exec /bin/sh: argument list too
+// long") can be megabytes long, so the error names the command's size and
+// the limits instead.
+func tooLong(op, msg string) error {
+	size := len(msg)
+	if cmd, ok := strings.CutPrefix(msg, "error starting process '"); ok {
+		if i := strings.LastIndex(cmd, "': "); i >= 0 {
+			size = len(cmd[:i])
+		}
+	}
+	return sberrors.Errorf(sberrors.InvalidArgument,
+		"e2b: %s: the command (%d bytes with its arguments) is over the kernel's limits on a program's arguments "+
+			"(argument list too long: %d bytes per argument, %d in all with the environment); pass large data on Stdin or in a file",
+		op, size, maxArgStrlen-1, argMax)
 }

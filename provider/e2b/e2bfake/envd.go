@@ -1,6 +1,7 @@
 package e2bfake
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -173,7 +174,7 @@ func rpcUser(h http.Header) (string, error) {
 func fileUser(w http.ResponseWriter, r *http.Request) bool {
 	u := r.URL.Query().Get("username")
 	if u != "" && !users[u] {
-		writeError(w, http.StatusUnauthorized, fmt.Sprintf("error looking up user '%s': user: unknown user %s", u, u))
+		writeEnvdError(w, http.StatusUnauthorized, fmt.Sprintf("error looking up user '%s': user: unknown user %s", u, u))
 		return false
 	}
 	return true
@@ -188,32 +189,119 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	fi, err := s.backend.Stat(r.Context(), b.backendID, p)
 	switch {
 	case sberrors.CodeOf(err) == sberrors.NotFound:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
+		writeEnvdError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
+		writeEnvdError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
 		return
 	case fi.IsDir():
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
+		writeEnvdError(w, http.StatusBadRequest, fmt.Sprintf("path '%s' is a directory", p))
 		return
 	}
 	rc, err := s.backend.Download(r.Context(), b.backendID, p)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
+		writeEnvdError(w, http.StatusInternalServerError, "error opening file: "+err.Error())
 		return
 	}
 	defer rc.Close()
-	w.Header().Set("Content-Disposition", fmt.Sprintf("inline; filename=%q", path.Base(p)))
-	w.Header().Set("Content-Type", "application/octet-stream")
+	h := w.Header()
+	h.Set("Content-Disposition", fmt.Sprintf("inline; filename=%q", path.Base(p)))
+	h.Set("Accept-Ranges", "bytes")
+	if !fi.ModTime.IsZero() {
+		h.Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
+	}
+	// envd serves the file with http.ServeContent: the type comes from the
+	// name's extension, else from sniffing the first 512 bytes.
+	br := bufio.NewReaderSize(rc, 512)
+	ctype := mime.TypeByExtension(path.Ext(p))
+	if ctype == "" {
+		head, _ := br.Peek(512)
+		ctype = http.DetectContentType(head)
+	}
+	h.Set("Content-Type", ctype)
+	var body io.Reader = br
+	size, status := fi.Size, http.StatusOK
+	if rg := r.Header.Get("Range"); rg != "" {
+		start, n, ok := byteRange(rg, fi.Size)
+		switch {
+		case !ok:
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", fi.Size))
+			http.Error(w, "invalid range: failed to overlap", http.StatusRequestedRangeNotSatisfiable)
+			return
+		case n >= 0:
+			if _, err := io.CopyN(io.Discard, br, start); err != nil {
+				writeEnvdError(w, http.StatusInternalServerError, "error reading file: "+err.Error())
+				return
+			}
+			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+n-1, fi.Size))
+			body, size, status = io.LimitReader(br, n), n, http.StatusPartialContent
+		}
+	}
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-		w.Header().Set("Content-Encoding", "gzip")
+		h.Set("Content-Encoding", "gzip")
+		w.WriteHeader(status)
 		zw := gzip.NewWriter(w)
-		_, _ = io.Copy(zw, rc)
+		_, _ = io.Copy(zw, body)
 		_ = zw.Close()
 		return
 	}
-	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
-	_, _ = io.Copy(w, rc)
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(status)
+	_, _ = io.Copy(w, body)
+}
+
+// byteRange parses a Range header of one byte range against a file of
+// size bytes, as http.ServeContent does: it returns the first byte and the
+// count, n < 0 when the header is to be ignored (not bytes, or several
+// ranges, which the fake answers with the whole file), and ok false when
+// the range is unsatisfiable (416).
+func byteRange(h string, size int64) (start, n int64, ok bool) {
+	spec, found := strings.CutPrefix(h, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, -1, true
+	}
+	first, last, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return 0, -1, true
+	}
+	if first == "" {
+		// A suffix: the last N bytes.
+		k, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || k < 0 {
+			return 0, -1, true
+		}
+		if k == 0 {
+			return 0, 0, false
+		}
+		k = min(k, size)
+		return size - k, k, true
+	}
+	a, err := strconv.ParseInt(first, 10, 64)
+	if err != nil || a < 0 {
+		return 0, -1, true
+	}
+	if a >= size {
+		return 0, 0, false
+	}
+	end := size - 1
+	if last != "" {
+		b, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || b < a {
+			return 0, -1, true
+		}
+		end = min(b, size-1)
+	}
+	return a, end - a + 1, true
+}
+
+// writeEnvdError writes one of envd's JSON error bodies.
+func writeEnvdError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{status, msg})
 }
 
 type uploaded struct {
@@ -231,7 +319,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "error decompressing body: "+err.Error())
+			writeEnvdError(w, http.StatusBadRequest, "error decompressing body: "+err.Error())
 			return
 		}
 		body = zr
@@ -239,23 +327,23 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	qpath := r.URL.Query().Get("path")
 	ct, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if r.Header.Get("Content-Type") == "" || err != nil {
-		writeError(w, http.StatusBadRequest, "missing or invalid Content-Type")
+		writeEnvdError(w, http.StatusBadRequest, "missing or invalid Content-Type")
 		return
 	}
 	out := []uploaded{}
 	switch ct {
 	case "application/octet-stream":
 		if !octetStream(b.version) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
+			writeEnvdError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
 			return
 		}
 		if qpath == "" {
-			writeError(w, http.StatusBadRequest, "path is required for octet-stream upload")
+			writeEnvdError(w, http.StatusBadRequest, "path is required for octet-stream upload")
 			return
 		}
 		p := resolve(b.home, qpath)
 		if status, msg := s.put(r.Context(), b, p, body); status != 0 {
-			writeError(w, status, msg)
+			writeEnvdError(w, status, msg)
 			return
 		}
 		out = append(out, uploaded{Name: path.Base(p), Path: p, Type: "file"})
@@ -268,7 +356,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "error reading multipart body: "+err.Error())
+				writeEnvdError(w, http.StatusBadRequest, "error reading multipart body: "+err.Error())
 				return
 			}
 			if part.FormName() != "file" {
@@ -281,18 +369,18 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			p := resolve(b.home, name)
 			if seen[p] {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("you cannot upload multiple files to the same path '%s' in one upload request", p))
+				writeEnvdError(w, http.StatusBadRequest, fmt.Sprintf("you cannot upload multiple files to the same path '%s' in one upload request", p))
 				return
 			}
 			seen[p] = true
 			if status, msg := s.put(r.Context(), b, p, part); status != 0 {
-				writeError(w, status, msg)
+				writeEnvdError(w, status, msg)
 				return
 			}
 			out = append(out, uploaded{Name: path.Base(p), Path: p, Type: "file"})
 		}
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
+		writeEnvdError(w, http.StatusBadRequest, fmt.Sprintf("unsupported Content-Type: %s", ct))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -18,9 +18,14 @@
 //     to a Start without Connect-Timeout-Ms is the official SDKs' default,
 //     enforced to catch a client that forgets to send one
 //     (WithDefaultCommandTimeout changes it).
-//   - A shell wrapper "/bin/bash -l -c LINE" (or "sh -c LINE") is handed to
-//     the backend as a shell line, so the backend's shell runs it, not a
-//     login bash; other commands go to the backend as an argv.
+//   - A shell wrapper "/bin/bash -l -c LINE" runs in the backend's bash
+//     ("bash -c LINE", not a login shell: the host's profile is not the
+//     template's), or its shell where it has no bash; "sh -c LINE" runs in
+//     its shell. Other commands go to the backend as an argv behind a
+//     small sh script that names a missing program as envd's nice(1)
+//     wrapper does. An argv over Linux's limits (128 KiB an argument,
+//     2 MiB in all with the environment, the limits of the usual 8 MiB
+//     stack) is refused as envd's exec refuses it.
 //   - Users: "user" (the default) and "root" are accepted, others refused
 //     as envd does, but the backend runs everything as its own user, and
 //     relative paths resolve against the backend sandbox's home whatever
@@ -35,8 +40,11 @@
 //     the fake answers as envd does; over a backend whose file methods
 //     have the user's rights (provider/local) such a write is refused, as
 //     envd's own open fails (500 "permission denied").
-//   - /files: no Range or conditional requests, no signed URLs (signature
-//     query parameters), no X-Metadata headers, no 507.
+//   - /files: a download's Content-Type and single byte ranges are as
+//     envd's http.ServeContent gives them; a request of several ranges
+//     gets the whole file, and conditional requests are not answered.
+//     No signed URLs (signature query parameters), no X-Metadata headers,
+//     no 507.
 //   - Processes: no PTY (Start with a pty and Update are unimplemented),
 //     no tags from templates (no "startCmd" process), pids are the
 //     backend's. Exited processes are remembered for 30 s, as envd does.
@@ -151,6 +159,8 @@ type Server struct {
 	counts  map[string]int
 	nextPID uint32
 	bg      sync.WaitGroup
+	// bash records, by backend sandbox id, whether bash runs there.
+	bash sync.Map
 }
 
 type box struct {

@@ -418,8 +418,8 @@ func TestStatIsAnLstatLikeEnvd(t *testing.T) {
 		st, _, b := r.do("POST", r.SandboxURL()+"/filesystem.Filesystem/Stat", h, []byte(`{"path":"`+p+`"}`))
 		var out struct {
 			Entry struct {
-				Type, SymlinkTarget string
-				Mode                uint32
+				Type, SymlinkTarget, Permissions, Size string
+				Mode                                   uint32
 			} `json:"entry"`
 		}
 		if err := json.Unmarshal(b, &out); err != nil || st != 200 {
@@ -432,8 +432,12 @@ func TestStatIsAnLstatLikeEnvd(t *testing.T) {
 			}
 			continue
 		}
-		if out.Entry.Type != "FILE_TYPE_SYMLINK" || out.Entry.SymlinkTarget != want || out.Entry.Mode != 0o777 {
+		if out.Entry.Type != "FILE_TYPE_SYMLINK" || out.Entry.SymlinkTarget != want || out.Entry.Mode != 0o777 || out.Entry.Permissions != "Lrwxrwxrwx" {
 			t.Errorf("Stat(%s): %s, want a symlink to %s with mode 0777", p, b, want)
+		}
+		// lstat's size: the target as stored ("d" for rel).
+		if wantSize := map[string]string{"/home/user/rel": "1", "/home/user/abs": "4", "/home/user/gone": "8"}[p]; out.Entry.Size != wantSize {
+			t.Errorf("Stat(%s): size %q, want %s, the link's own", p, out.Entry.Size, wantSize)
 		}
 	}
 }

@@ -72,11 +72,23 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	if err := argvFits(b, cfg); err != nil {
+		return err
+	}
 	cmd := &driver.Command{Dir: dir, Env: cfg.GetEnvs(), Timeout: timeout}
-	if line, ok := shellLine(cfg.GetCmd(), cfg.GetArgs()); ok {
+	switch line, ok := shellLine(cfg.GetCmd(), cfg.GetArgs()); {
+	case ok && path.Base(cfg.GetCmd()) == "bash" && s.hasBash(ctx, b):
+		// envd runs the bash asked for: its quoting and builtins (printf
+		// '\x00', $'…', [[ ]]) differ from sh's. Not a login bash: the
+		// host's profile is not the template's (see the package doc).
+		cmd.Args = []string{"bash", "-c", line}
+	case ok:
 		cmd.Shell = line
-	} else {
-		cmd.Args = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
+	default:
+		// envd execs the program through "/usr/bin/nice", which names a
+		// program it cannot find in its own words; the backend's are
+		// different, so the fake looks first.
+		cmd.Args = append([]string{"sh", "-c", findProgram, "sh", cfg.GetCmd()}, cfg.GetArgs()...)
 	}
 	withStdin := m.Stdin == nil || m.GetStdin()
 	p, sb, err := s.startProc(ctx, b, cfg, m.GetTag(), cmd, withStdin)
@@ -90,6 +102,71 @@ func (ps *processService) Start(ctx context.Context, req *connect.Request[proces
 	return ps.pump(ctx, req.Header().Get("Keepalive-Ping-Interval"), p, sb, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
+}
+
+// findProgram runs "$@" when its program exists and otherwise fails as
+// envd's wrapper does: nice(1)'s message on stderr and exit status 127.
+const findProgram = `command -v "$1" >/dev/null 2>&1 ||
+{ printf "/usr/bin/nice: '%s': No such file or directory\n" "$1" >&2; exit 127; }
+exec "$@"`
+
+// Linux's limits on a program's arguments (fs/exec.c): one string of at
+// most MAX_ARG_STRLEN bytes with its NUL, and the strings with their
+// pointers within a quarter of the stack limit, ARG_MAX with the usual
+// 8 MiB stack.
+const (
+	maxArgStrlen = 128 << 10
+	argMax       = 2 << 20
+)
+
+// envdWrapper is the script envd runs every process under ("/bin/sh -c
+// SCRIPT -- CMD ARGS..."), setting its OOM score and nice value.
+const envdWrapper = `echo 100 > /proc/$$/oom_score_adj && exec /usr/bin/nice -n 0 "${@}"`
+
+// argvFits refuses, as envd's exec of "/bin/sh" does, a process whose
+// arguments or environment are over the kernel's limits: Connect
+// invalid_argument naming the whole command, before any start event.
+func argvFits(b *box, cfg *process.ProcessConfig) error {
+	strs := append([]string{"/bin/sh", "-c", envdWrapper, "--", cfg.GetCmd()}, cfg.GetArgs()...)
+	strs = append(strs, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME="+b.home, "USER="+defaultUser, "LOGNAME="+defaultUser, "E2B_SANDBOX=true")
+	for k, v := range b.env {
+		strs = append(strs, k+"="+v)
+	}
+	for k, v := range cfg.GetEnvs() {
+		strs = append(strs, k+"="+v)
+	}
+	total := 0
+	for _, a := range strs {
+		if len(a)+1 > maxArgStrlen {
+			total = argMax + 1
+			break
+		}
+		total += len(a) + 1 + 8
+	}
+	if total <= argMax {
+		return nil
+	}
+	command := strings.Join(append([]string{cfg.GetCmd()}, cfg.GetArgs()...), " ")
+	return connect.NewError(connect.CodeInvalidArgument,
+		fmt.Errorf("error starting process '%s': fork/exec /bin/sh: argument list too long", command))
+}
+
+// hasBash reports whether b's backend sandbox runs bash, asking it once
+// (a backend without bash runs bash lines with its shell).
+func (s *Server) hasBash(ctx context.Context, b *box) bool {
+	if v, ok := s.bash.Load(b.backendID); ok {
+		return v.(bool)
+	}
+	st, err := s.backend.Exec(ctx, b.backendID, &driver.Command{
+		Args: []string{"bash", "-c", ":"}, Dir: b.home, Env: map[string]string{},
+		Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute,
+	})
+	if err != nil {
+		return false // not known: ask again next time
+	}
+	s.bash.Store(b.backendID, st.ExitCode == 0)
+	return st.ExitCode == 0
 }
 
 // cwd resolves and checks a process's working directory as envd does.
@@ -585,10 +662,12 @@ func (s *Server) lstatLink(ctx context.Context, b *box, p string, fi driver.File
 			t = strings.TrimSuffix(out.String(), "\n")
 		}
 	}
+	// The size is the link's own, as lstat's: its target as stored.
+	size := int64(len(t))
 	if t != "" && !path.IsAbs(t) {
 		t = path.Join(path.Dir(p), t)
 	}
-	return driver.FileInfo{Path: p, Size: int64(len(t)), Mode: fs.ModeSymlink | 0o777, ModTime: l.ModTime, LinkTarget: t}, true
+	return driver.FileInfo{Path: p, Size: size, Mode: fs.ModeSymlink | 0o777, ModTime: l.ModTime, LinkTarget: t}, true
 }
 
 // ownerScript prints the numeric owner and group of $1 (not following a
