@@ -30,7 +30,9 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +47,10 @@ import (
 // Harness describes the provider under test.
 type Harness struct {
 	// NewClient returns a Client on the provider under test. It is called
-	// once per top-level group; the suite closes the Client.
+	// once per top-level group, from several goroutines at once (groups
+	// run concurrently, see ParallelEnv); the suite closes the Client.
+	// Each group's Client should own its provider state (a fake, a root)
+	// so that one group's faults and listings do not reach another's.
 	NewClient func(t *testing.T) *sandbox.Client
 	// Create holds the options every sandbox of the suite is created with
 	// (a template, provider options); the suite adds its own labels.
@@ -90,6 +95,12 @@ type Harness struct {
 	// wire against loopback upstreams (see EgressHooks); its Enforced
 	// subtests skip without it.
 	Egress EgressHooks
+	// Groups, when set, names the only groups to run ("Lifecycle",
+	// "Exec", ..., "Driver" for drivertest). A provider tested in several
+	// configurations (isolation levels, scratch directories) runs the
+	// whole suite in one and, in the others, the groups a configuration
+	// changes; FullEnv set to 1 runs every group everywhere.
+	Groups []string
 }
 
 type suite struct {
@@ -99,7 +110,55 @@ type suite struct {
 	runID string
 }
 
-// Run runs the whole suite as subtests of t.
+// FullEnv names the environment variable that, set to 1, runs every
+// group in every configuration, ignoring Harness.Groups: a provider's
+// test runs the whole suite in one configuration and a subset in the
+// others, and a full run (CI's, or before a release) checks them all.
+const FullEnv = "SANDBOXTEST_FULL"
+
+// ParallelEnv names the environment variable that sets how many groups
+// of one Run go at once (default 4; 1 runs them one after another).
+// Groups are independent (each has its own Client and, in every
+// provider's harness, its own provider state), and their time is mostly
+// waiting on sandboxes, not CPU, so a few at once finish the suite in a
+// fraction of the time even on a 2-core machine.
+const ParallelEnv = "SANDBOXTEST_PARALLEL"
+
+// groups are the suite's groups, in the order they start. The subtests of
+// one group run one after another: they share the group's Client, and
+// some inject faults into it or count what it lists.
+var groups = []struct {
+	name  string
+	tests []test
+	// alone: the group runs after the others have finished, with no
+	// other group of this Run beside it. Stress is the suite's load: it
+	// sizes its concurrency for the provider alone, and beside other
+	// groups it would make their bounded waits measure its load.
+	alone bool
+}{
+	{"Lifecycle", lifecycleTests, false},
+	{"Exec", execTests, false},
+	{"Process", processTests, false},
+	{"Files", fileTests, false},
+	{"Pause", pauseTests, false},
+	{"Concurrency", concurrencyTests, false},
+	{"Stress", stressTests, true},
+	{"Ports", portTests, false},
+	{"Network", networkTests, false},
+	{"Watch", watchTests, false},
+	{"Processes", processListTests, false},
+	{"Brokered", brokeredTests, false},
+	{"Terminal", terminalTests, false},
+	{"Snapshots", snapshotTests, false},
+	{"Metrics", metricsTests, false},
+	{"Telemetry", telemetryTests, false},
+}
+
+// driverGroup is the name of the group that runs drivertest.
+const driverGroup = "Driver"
+
+// Run runs the whole suite (or the groups Harness.Groups names) as
+// subtests of t, a few groups at once (see ParallelEnv).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.NewClient == nil {
@@ -108,35 +167,40 @@ func Run(t *testing.T, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = 5 * time.Minute
 	}
-	groups := []struct {
-		name  string
-		tests []test
-	}{
-		{"Lifecycle", lifecycleTests},
-		{"Exec", execTests},
-		{"Process", processTests},
-		{"Files", fileTests},
-		{"Pause", pauseTests},
-		{"Concurrency", concurrencyTests},
-		{"Stress", stressTests},
-		{"Ports", portTests},
-		{"Network", networkTests},
-		{"Watch", watchTests},
-		{"Processes", processListTests},
-		{"Brokered", brokeredTests},
-		{"Terminal", terminalTests},
-		{"Snapshots", snapshotTests},
-		{"Metrics", metricsTests},
-		{"Telemetry", telemetryTests},
+	selected, err := selectGroups(h.Groups)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
+	par, err := parallelism()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each group runs as a subtest started from its own goroutine
+	// (testing allows concurrent Run calls), bounded by sem, rather than
+	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
+	// counts waiting groups as if they used a CPU each.
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	start := func(name string, fn func(t *testing.T)) {
+		if !selected[name] {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(name, fn)
+		}()
+	}
+	runGroup := func(name string, tests []test) func(t *testing.T) {
+		return func(t *testing.T) {
 			c := h.NewClient(t)
 			t.Cleanup(func() { _ = c.Close() })
 			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
-			for _, tc := range g.tests {
+			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
-					if reason, ok := h.Skip[g.name+"/"+tc.name]; ok {
+					if reason, ok := h.Skip[name+"/"+tc.name]; ok {
 						t.Skip(reason)
 					}
 					if tc.needs != nil {
@@ -149,9 +213,59 @@ func Run(t *testing.T, h Harness) {
 					tc.fn(ctx, t, s)
 				})
 			}
-		})
+		}
 	}
-	t.Run("Driver", func(t *testing.T) { runDriver(t, h) })
+	for _, g := range groups {
+		if !g.alone {
+			start(g.name, runGroup(g.name, g.tests))
+		}
+	}
+	start(driverGroup, func(t *testing.T) { runDriver(t, h) })
+	wg.Wait()
+	for _, g := range groups {
+		if g.alone {
+			start(g.name, runGroup(g.name, g.tests))
+		}
+	}
+	wg.Wait()
+}
+
+// selectGroups returns the set of groups to run: those names lists (all
+// when it is empty or FullEnv is 1), or an error naming one that is no
+// group.
+func selectGroups(names []string) (map[string]bool, error) {
+	all := map[string]bool{driverGroup: true}
+	for _, g := range groups {
+		all[g.name] = true
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	sel := map[string]bool{}
+	for _, n := range names {
+		if !all[n] {
+			return nil, fmt.Errorf("sandboxtest: Harness.Groups names %q, which is no group of the suite", n)
+		}
+		sel[n] = true
+	}
+	if os.Getenv(FullEnv) == "1" {
+		return all, nil
+	}
+	return sel, nil
+}
+
+// parallelism returns how many groups run at once: ParallelEnv's value,
+// or 4.
+func parallelism() (int, error) {
+	v := os.Getenv(ParallelEnv)
+	if v == "" {
+		return 4, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("sandboxtest: %s=%q: want a whole number of groups at once, at least 1", ParallelEnv, v)
+	}
+	return n, nil
 }
 
 // runDriver runs drivertest on the Runtime of the harness's Clients, so a
