@@ -3,7 +3,6 @@ package e2b_test
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -92,7 +91,6 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 			mu.Unlock()
 			return nc
 		},
-		Timeout: time.Minute,
 		Faults: sandboxtest.FaultHooks{
 			Stall: func(t *testing.T, c *sandbox.Client) {
 				fakeOf(t, c).Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
