@@ -130,28 +130,23 @@ const ParallelEnv = "SANDBOXTEST_PARALLEL"
 var groups = []struct {
 	name  string
 	tests []test
-	// alone: the group runs after the others have finished, with no
-	// other group of this Run beside it. Stress is the suite's load: it
-	// sizes its concurrency for the provider alone, and beside other
-	// groups it would make their bounded waits measure its load.
-	alone bool
 }{
-	{"Lifecycle", lifecycleTests, false},
-	{"Exec", execTests, false},
-	{"Process", processTests, false},
-	{"Files", fileTests, false},
-	{"Pause", pauseTests, false},
-	{"Concurrency", concurrencyTests, false},
-	{"Stress", stressTests, true},
-	{"Ports", portTests, false},
-	{"Network", networkTests, false},
-	{"Watch", watchTests, false},
-	{"Processes", processListTests, false},
-	{"Brokered", brokeredTests, false},
-	{"Terminal", terminalTests, false},
-	{"Snapshots", snapshotTests, false},
-	{"Metrics", metricsTests, false},
-	{"Telemetry", telemetryTests, false},
+	{"Lifecycle", lifecycleTests},
+	{"Exec", execTests},
+	{"Process", processTests},
+	{"Files", fileTests},
+	{"Pause", pauseTests},
+	{"Concurrency", concurrencyTests},
+	{"Stress", stressTests},
+	{"Ports", portTests},
+	{"Network", networkTests},
+	{"Watch", watchTests},
+	{"Processes", processListTests},
+	{"Brokered", brokeredTests},
+	{"Terminal", terminalTests},
+	{"Snapshots", snapshotTests},
+	{"Metrics", metricsTests},
+	{"Telemetry", telemetryTests},
 }
 
 // driverGroup is the name of the group that runs drivertest.
@@ -180,6 +175,11 @@ func Run(t *testing.T, h Harness) {
 	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
 	// counts waiting groups as if they used a CPU each.
 	sem := make(chan struct{}, par)
+	// Every subtest holds excl for reading while it runs, and a subtest
+	// marked alone holds it for writing: it loads the host on purpose
+	// (busy goroutines, hundreds of execs), and beside it other subtests'
+	// bounded waits would measure that load instead of their provider.
+	var excl sync.RWMutex
 	var wg sync.WaitGroup
 	start := func(name string, fn func(t *testing.T)) {
 		if !selected[name] {
@@ -193,14 +193,22 @@ func Run(t *testing.T, h Harness) {
 			t.Run(name, fn)
 		}()
 	}
-	runGroup := func(name string, tests []test) func(t *testing.T) {
-		return func(t *testing.T) {
+	// drivertest's subtests take no part in excl, so the Driver group
+	// holds it for reading throughout; it starts first, so that a subtest
+	// that runs alone seldom waits for all of it.
+	start(driverGroup, func(t *testing.T) {
+		excl.RLock()
+		defer excl.RUnlock()
+		runDriver(t, h)
+	})
+	for _, g := range groups {
+		start(g.name, func(t *testing.T) {
 			c := h.NewClient(t)
 			t.Cleanup(func() { _ = c.Close() })
 			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
-			for _, tc := range tests {
+			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
-					if reason, ok := h.Skip[name+"/"+tc.name]; ok {
+					if reason, ok := h.Skip[g.name+"/"+tc.name]; ok {
 						t.Skip(reason)
 					}
 					if tc.needs != nil {
@@ -208,24 +216,19 @@ func Run(t *testing.T, h Harness) {
 							t.Skip(reason)
 						}
 					}
+					if tc.alone {
+						excl.Lock()
+						defer excl.Unlock()
+					} else {
+						excl.RLock()
+						defer excl.RUnlock()
+					}
 					ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
 					defer cancel()
 					tc.fn(ctx, t, s)
 				})
 			}
-		}
-	}
-	for _, g := range groups {
-		if !g.alone {
-			start(g.name, runGroup(g.name, g.tests))
-		}
-	}
-	start(driverGroup, func(t *testing.T) { runDriver(t, h) })
-	wg.Wait()
-	for _, g := range groups {
-		if g.alone {
-			start(g.name, runGroup(g.name, g.tests))
-		}
+		})
 	}
 	wg.Wait()
 }
@@ -302,6 +305,9 @@ type test struct {
 	name  string
 	needs func(sandbox.Capabilities) string // "" when runnable, else why not
 	fn    func(ctx context.Context, t *testing.T, s *suite)
+	// alone: no other subtest of the same Run runs beside this one (it
+	// loads the host on purpose; see Run).
+	alone bool
 }
 
 func needsProcesses(c sandbox.Capabilities) string {
