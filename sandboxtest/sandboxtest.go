@@ -13,6 +13,12 @@
 //		})
 //	}
 //
+// A provider tested in several configurations runs the whole suite in one
+// and, through Harness.Groups, the groups a configuration changes in the
+// others; SANDBOXTEST_FULL=1 (FullEnv) runs every group everywhere. The
+// groups of one Run go a few at once (SANDBOXTEST_PARALLEL, ParallelEnv),
+// each on its own Client; the subtests of a group run one after another.
+//
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
 // ">&2" and "$NAME"; the file subtests also use mkdir, touch, rm and ln -s
