@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,8 +22,8 @@ func TestSelectGroupsSubsetAndFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != len(groups)+1 || !all[driverGroup] {
-		t.Fatalf("no names selected %d groups (%v), want all %d and Driver", len(all), all, len(groups))
+	if len(all) != len(groups())+1 || !all[driverGroup] {
+		t.Fatalf("no names selected %d groups (%v), want all %d and Driver", len(all), all, len(groups()))
 	}
 	sel, err := selectGroups([]string{"Exec", "Driver"})
 	if err != nil {
@@ -53,5 +54,27 @@ func TestParallelismFromEnv(t *testing.T) {
 		if _, err := parallelism(); err == nil || !strings.Contains(err.Error(), ParallelEnv) {
 			t.Errorf("%s=%q: error %v, want one naming the variable", ParallelEnv, v, err)
 		}
+	}
+}
+
+// The files of the package add subtests to the groups in init functions;
+// the groups Run walks must hold them (a list taken before those init
+// functions ran silently lost them).
+func TestGroupsHoldSubtestsAddedAtInit(t *testing.T) {
+	want := map[string][]string{
+		"Exec":   {"OutputAfterFastExit", "ErrorTable", "PathLimits", "KilledBySignal"},
+		"Files":  {"ErrorTable", "InterruptedUpload", "ReadThroughSymlink"},
+		"Stress": {"ConcurrentExecExact"},
+	}
+	for _, g := range groups() {
+		for _, name := range want[g.name] {
+			if !slices.ContainsFunc(g.tests, func(tc test) bool { return tc.name == name }) {
+				t.Errorf("group %s lacks %s, which its file adds at init", g.name, name)
+			}
+		}
+		delete(want, g.name)
+	}
+	if len(want) != 0 {
+		t.Errorf("groups missing: %v", want)
 	}
 }

@@ -130,29 +130,37 @@ const FullEnv = "SANDBOXTEST_FULL"
 // fraction of the time even on a 2-core machine.
 const ParallelEnv = "SANDBOXTEST_PARALLEL"
 
-// groups are the suite's groups, in the order they start. The subtests of
-// one group run one after another: they share the group's Client, and
-// some inject faults into it or count what it lists.
-var groups = []struct {
+// group is one of the suite's groups of subtests.
+type group struct {
 	name  string
 	tests []test
-}{
-	{"Lifecycle", lifecycleTests},
-	{"Exec", execTests},
-	{"Process", processTests},
-	{"Files", fileTests},
-	{"Pause", pauseTests},
-	{"Concurrency", concurrencyTests},
-	{"Stress", stressTests},
-	{"Ports", portTests},
-	{"Network", networkTests},
-	{"Watch", watchTests},
-	{"Processes", processListTests},
-	{"Brokered", brokeredTests},
-	{"Terminal", terminalTests},
-	{"Snapshots", snapshotTests},
-	{"Metrics", metricsTests},
-	{"Telemetry", telemetryTests},
+}
+
+// groups returns the suite's groups, in the order they start. The
+// subtests of one group run one after another: they share the group's
+// Client, and some inject faults into it or count what it lists. It is a
+// function, not a variable, because the files of the package add their
+// subtests to the groups' lists in init functions, which run after
+// package variables are set.
+func groups() []group {
+	return []group{
+		{"Lifecycle", lifecycleTests},
+		{"Exec", execTests},
+		{"Process", processTests},
+		{"Files", fileTests},
+		{"Pause", pauseTests},
+		{"Concurrency", concurrencyTests},
+		{"Stress", stressTests},
+		{"Ports", portTests},
+		{"Network", networkTests},
+		{"Watch", watchTests},
+		{"Processes", processListTests},
+		{"Brokered", brokeredTests},
+		{"Terminal", terminalTests},
+		{"Snapshots", snapshotTests},
+		{"Metrics", metricsTests},
+		{"Telemetry", telemetryTests},
+	}
 }
 
 // driverGroup is the name of the group that runs drivertest.
@@ -207,7 +215,7 @@ func Run(t *testing.T, h Harness) {
 		defer excl.RUnlock()
 		runDriver(t, h)
 	})
-	for _, g := range groups {
+	for _, g := range groups() {
 		start(g.name, func(t *testing.T) {
 			c := h.NewClient(t)
 			t.Cleanup(func() { _ = c.Close() })
@@ -244,7 +252,7 @@ func Run(t *testing.T, h Harness) {
 // group.
 func selectGroups(names []string) (map[string]bool, error) {
 	all := map[string]bool{driverGroup: true}
-	for _, g := range groups {
+	for _, g := range groups() {
 		all[g.name] = true
 	}
 	if len(names) == 0 {
