@@ -221,26 +221,35 @@ func Run(t *testing.T, h Harness) {
 			t.Cleanup(func() { _ = c.Close() })
 			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
 			for _, tc := range g.tests {
+				reason, skip := h.Skip[g.name+"/"+tc.name]
+				if !skip && tc.needs != nil {
+					reason = tc.needs(s.caps)
+					skip = reason != ""
+				}
+				// The lock is taken outside the subtest, so that its
+				// time and its context's bound leave out the wait.
+				switch {
+				case skip:
+				case tc.alone:
+					excl.Lock()
+				default:
+					excl.RLock()
+				}
 				t.Run(tc.name, func(t *testing.T) {
-					if reason, ok := h.Skip[g.name+"/"+tc.name]; ok {
+					if skip {
 						t.Skip(reason)
-					}
-					if tc.needs != nil {
-						if reason := tc.needs(s.caps); reason != "" {
-							t.Skip(reason)
-						}
-					}
-					if tc.alone {
-						excl.Lock()
-						defer excl.Unlock()
-					} else {
-						excl.RLock()
-						defer excl.RUnlock()
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
 					defer cancel()
 					tc.fn(ctx, t, s)
 				})
+				switch {
+				case skip:
+				case tc.alone:
+					excl.Unlock()
+				default:
+					excl.RUnlock()
+				}
 			}
 		})
 	}
