@@ -24,9 +24,9 @@ import (
 // Result is never short with a nil error.
 
 func init() {
-	stressTests = append(stressTests, test{name: "ConcurrentExecExact", fn: testConcurrentExecExact})
+	stressTests = append(stressTests, test{name: "ConcurrentExecExact", fn: testConcurrentExecExact, alone: true})
 	execTests = append(execTests,
-		test{name: "OutputAfterFastExit", fn: testOutputAfterFastExit},
+		test{name: "OutputAfterFastExit", fn: testOutputAfterFastExit, alone: true},
 		test{name: "StdinNotReadAfterReturn", fn: testStdinNotReadAfterReturn},
 	)
 	processTests = append(processTests, test{name: "ConcurrentWaitHonoursCtx", needs: needsProcesses, fn: testConcurrentWait})

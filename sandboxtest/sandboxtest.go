@@ -13,6 +13,12 @@
 //		})
 //	}
 //
+// A provider tested in several configurations runs the whole suite in one
+// and, through Harness.Groups, the groups a configuration changes in the
+// others; SANDBOXTEST_FULL=1 (FullEnv) runs every group everywhere. The
+// groups of one Run go a few at once (SANDBOXTEST_PARALLEL, ParallelEnv),
+// each on its own Client; the subtests of a group run one after another.
+//
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
 // ">&2" and "$NAME"; the file subtests also use mkdir, touch, rm and ln -s
@@ -30,7 +36,9 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +53,10 @@ import (
 // Harness describes the provider under test.
 type Harness struct {
 	// NewClient returns a Client on the provider under test. It is called
-	// once per top-level group; the suite closes the Client.
+	// once per top-level group, from several goroutines at once (groups
+	// run concurrently, see ParallelEnv); the suite closes the Client.
+	// Each group's Client should own its provider state (a fake, a root)
+	// so that one group's faults and listings do not reach another's.
 	NewClient func(t *testing.T) *sandbox.Client
 	// Create holds the options every sandbox of the suite is created with
 	// (a template, provider options); the suite adds its own labels.
@@ -90,6 +101,12 @@ type Harness struct {
 	// wire against loopback upstreams (see EgressHooks); its Enforced
 	// subtests skip without it.
 	Egress EgressHooks
+	// Groups, when set, names the only groups to run ("Lifecycle",
+	// "Exec", ..., "Driver" for drivertest). A provider tested in several
+	// configurations (isolation levels, scratch directories) runs the
+	// whole suite in one and, in the others, the groups a configuration
+	// changes; FullEnv set to 1 runs every group everywhere.
+	Groups []string
 }
 
 type suite struct {
@@ -99,19 +116,34 @@ type suite struct {
 	runID string
 }
 
-// Run runs the whole suite as subtests of t.
-func Run(t *testing.T, h Harness) {
-	t.Helper()
-	if h.NewClient == nil {
-		t.Fatal("sandboxtest: Harness.NewClient is nil")
-	}
-	if h.Timeout == 0 {
-		h.Timeout = 5 * time.Minute
-	}
-	groups := []struct {
-		name  string
-		tests []test
-	}{
+// FullEnv names the environment variable that, set to 1, runs every
+// group in every configuration, ignoring Harness.Groups: a provider's
+// test runs the whole suite in one configuration and a subset in the
+// others, and a full run (CI's, or before a release) checks them all.
+const FullEnv = "SANDBOXTEST_FULL"
+
+// ParallelEnv names the environment variable that sets how many groups
+// of one Run go at once (default 4; 1 runs them one after another).
+// Groups are independent (each has its own Client and, in every
+// provider's harness, its own provider state), and their time is mostly
+// waiting on sandboxes, not CPU, so a few at once finish the suite in a
+// fraction of the time even on a 2-core machine.
+const ParallelEnv = "SANDBOXTEST_PARALLEL"
+
+// group is one of the suite's groups of subtests.
+type group struct {
+	name  string
+	tests []test
+}
+
+// groups returns the suite's groups, in the order they start. The
+// subtests of one group run one after another: they share the group's
+// Client, and some inject faults into it or count what it lists. It is a
+// function, not a variable, because the files of the package add their
+// subtests to the groups' lists in init functions, which run after
+// package variables are set.
+func groups() []group {
+	return []group{
 		{"Lifecycle", lifecycleTests},
 		{"Exec", execTests},
 		{"Process", processTests},
@@ -129,29 +161,137 @@ func Run(t *testing.T, h Harness) {
 		{"Metrics", metricsTests},
 		{"Telemetry", telemetryTests},
 	}
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
+}
+
+// driverGroup is the name of the group that runs drivertest.
+const driverGroup = "Driver"
+
+// Run runs the whole suite (or the groups Harness.Groups names) as
+// subtests of t, a few groups at once (see ParallelEnv).
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewClient == nil {
+		t.Fatal("sandboxtest: Harness.NewClient is nil")
+	}
+	if h.Timeout == 0 {
+		h.Timeout = 5 * time.Minute
+	}
+	selected, err := selectGroups(h.Groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	par, err := parallelism()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each group runs as a subtest started from its own goroutine
+	// (testing allows concurrent Run calls), bounded by sem, rather than
+	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
+	// counts waiting groups as if they used a CPU each.
+	sem := make(chan struct{}, par)
+	// Every subtest holds excl for reading while it runs, and a subtest
+	// marked alone holds it for writing: it loads the host on purpose
+	// (busy goroutines, hundreds of execs), and beside it other subtests'
+	// bounded waits would measure that load instead of their provider.
+	var excl sync.RWMutex
+	var wg sync.WaitGroup
+	start := func(name string, fn func(t *testing.T)) {
+		if !selected[name] {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(name, fn)
+		}()
+	}
+	// drivertest's subtests take no part in excl, so the Driver group
+	// holds it for reading throughout; it starts first, so that a subtest
+	// that runs alone seldom waits for all of it.
+	start(driverGroup, func(t *testing.T) {
+		excl.RLock()
+		defer excl.RUnlock()
+		runDriver(t, h)
+	})
+	for _, g := range groups() {
+		start(g.name, func(t *testing.T) {
 			c := h.NewClient(t)
 			t.Cleanup(func() { _ = c.Close() })
 			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
 			for _, tc := range g.tests {
+				reason, skip := h.Skip[g.name+"/"+tc.name]
+				if !skip && tc.needs != nil {
+					reason = tc.needs(s.caps)
+					skip = reason != ""
+				}
+				// The lock is taken outside the subtest, so that its
+				// time and its context's bound leave out the wait.
+				switch {
+				case skip:
+				case tc.alone:
+					excl.Lock()
+				default:
+					excl.RLock()
+				}
 				t.Run(tc.name, func(t *testing.T) {
-					if reason, ok := h.Skip[g.name+"/"+tc.name]; ok {
+					if skip {
 						t.Skip(reason)
-					}
-					if tc.needs != nil {
-						if reason := tc.needs(s.caps); reason != "" {
-							t.Skip(reason)
-						}
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
 					defer cancel()
 					tc.fn(ctx, t, s)
 				})
+				switch {
+				case skip:
+				case tc.alone:
+					excl.Unlock()
+				default:
+					excl.RUnlock()
+				}
 			}
 		})
 	}
-	t.Run("Driver", func(t *testing.T) { runDriver(t, h) })
+	wg.Wait()
+}
+
+// selectGroups returns the set of groups to run: those names lists (all
+// when it is empty or FullEnv is 1), or an error naming one that is no
+// group.
+func selectGroups(names []string) (map[string]bool, error) {
+	all := map[string]bool{driverGroup: true}
+	for _, g := range groups() {
+		all[g.name] = true
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	sel := map[string]bool{}
+	for _, n := range names {
+		if !all[n] {
+			return nil, fmt.Errorf("sandboxtest: Harness.Groups names %q, which is no group of the suite", n)
+		}
+		sel[n] = true
+	}
+	if os.Getenv(FullEnv) == "1" {
+		return all, nil
+	}
+	return sel, nil
+}
+
+// parallelism returns how many groups run at once: ParallelEnv's value,
+// or 4.
+func parallelism() (int, error) {
+	v := os.Getenv(ParallelEnv)
+	if v == "" {
+		return 4, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("sandboxtest: %s=%q: want a whole number of groups at once, at least 1", ParallelEnv, v)
+	}
+	return n, nil
 }
 
 // runDriver runs drivertest on the Runtime of the harness's Clients, so a
@@ -188,6 +328,9 @@ type test struct {
 	name  string
 	needs func(sandbox.Capabilities) string // "" when runnable, else why not
 	fn    func(ctx context.Context, t *testing.T, s *suite)
+	// alone: no other subtest of the same Run runs beside this one (it
+	// loads the host on purpose; see Run).
+	alone bool
 }
 
 func needsProcesses(c sandbox.Capabilities) string {

@@ -61,8 +61,16 @@ func TestConformanceDefaultScratch(t *testing.T) {
 		"ReattachAcrossClients", "SecretsRedacted", "DestroyEndsTerminal", "BadInput", "AttachRedactsTerminalSecrets"} {
 		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
 	}
-	sandboxtest.Run(t, harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip))
+	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
+	h.Groups = scratchGroups
+	sandboxtest.Run(t, h)
 }
+
+// scratchGroups are the groups TestConformanceDefaultScratch runs (all of
+// them with sandboxtest.FullEnv=1): those whose commands, files and
+// listings meet the adapter's scratch directory. TestConformance runs
+// every group.
+var scratchGroups = []string{"Lifecycle", "Exec", "Process", "Processes", "Files", "Watch", "Snapshots", "Driver"}
 
 // noSnapModes is why the host test runtime skips the snapshot checks of
 // modes and links: it is no Snapshotter, so the fake copies a snapshot

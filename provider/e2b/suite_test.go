@@ -3,7 +3,6 @@ package e2b_test
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -37,8 +36,15 @@ func TestConformanceMemory(t *testing.T) {
 		"Snapshots/FullKeepsProcesses": fakeFullSkip,
 		"Metrics/MemoryMoves":          "provider/memory holds no memory of its own to measure: the fake answers an idle sandbox's constant; TestConformance/Metrics/MemoryMoves checks it over provider/local",
 	}
+	h.Groups = memoryGroups
 	sandboxtest.Run(t, h)
 }
+
+// memoryGroups are the groups TestConformanceMemory runs (all of them with
+// sandboxtest.FullEnv=1): those where the fake meets its backend's
+// commands, files, processes, terminals and snapshots. TestConformance
+// runs every group.
+var memoryGroups = []string{"Lifecycle", "Exec", "Process", "Processes", "Files", "Watch", "Terminal", "Snapshots"}
 
 // fakeFullSkip is why the fake cannot show that a full snapshot keeps
 // processes, which the real E2B does (memory:true resumes them): its
@@ -85,7 +91,6 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 			mu.Unlock()
 			return nc
 		},
-		Timeout: time.Minute,
 		Faults: sandboxtest.FaultHooks{
 			Stall: func(t *testing.T, c *sandbox.Client) {
 				fakeOf(t, c).Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})

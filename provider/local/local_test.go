@@ -38,6 +38,20 @@ func sameRoot(t *testing.T, c *sandbox.Client) *sandbox.Client {
 	return sandbox.NewClient(r2)
 }
 
+// Groups the other configurations run; the best level runs them all, and
+// sandboxtest.FullEnv=1 runs them all everywhere. Each names the groups
+// the configuration changes.
+var (
+	// A pooled sandbox is made before its create options are known, so
+	// every group that depends on those options (labels, env, network
+	// policy, secrets) or draws many sandboxes from the pool runs again.
+	warmPoolGroups = []string{"Lifecycle", "Exec", "Process", "Files", "Concurrency", "Network", "Brokered", "Snapshots"}
+	// L2 and L1 confine commands differently (Landlock, a uid of the
+	// sandbox's own, no namespaces or cgroup): what commands, files,
+	// processes, terminals, snapshots and metrics see changes.
+	levelGroups = []string{"Lifecycle", "Exec", "Process", "Files", "Terminal", "Processes", "Snapshots", "Metrics", "Watch"}
+)
+
 func TestConformance(t *testing.T) {
 	up := newConformanceUpstream(t)
 	t.Run("best", func(t *testing.T) {
@@ -48,7 +62,7 @@ func TestConformance(t *testing.T) {
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
-		}, Egress: up.hooks()})
+		}, Egress: up.hooks(), Groups: warmPoolGroups})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
@@ -66,13 +80,13 @@ func TestConformance(t *testing.T) {
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,
 			"Ports/ConcurrentDownloadsAbandoned": noListen, "Ports/RequiresCredentials": noListen,
 			"Ports/ServerNeverClosesFreesDescriptors": noListen, "Ports/ConnectionCapAndIdle": noListen,
-		}})
+		}, Groups: append(levelGroups, "Ports")})
 	})
 	t.Run("L1", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			// A root the sandbox's user can reach, so that on a root host
 			// commands run unprivileged, as under the default root.
 			return sandbox.NewClient(levelRuntime(t, L1))
-		}, SameProvider: sameRoot, SnapshotSparseSize: 1 << 30})
+		}, SameProvider: sameRoot, SnapshotSparseSize: 1 << 30, Groups: levelGroups})
 	})
 }

@@ -1,0 +1,80 @@
+package sandboxtest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A provider that names a group the suite does not have learns which
+// name, instead of silently running less than it meant to.
+func TestSelectGroupsNamesUnknownGroup(t *testing.T) {
+	t.Setenv(FullEnv, "")
+	_, err := selectGroups([]string{"Exec", "Exce"})
+	if err == nil || !strings.Contains(err.Error(), `"Exce"`) {
+		t.Fatalf("selectGroups with a misspelt group: %v, want an error naming \"Exce\"", err)
+	}
+}
+
+func TestSelectGroupsSubsetAndFull(t *testing.T) {
+	t.Setenv(FullEnv, "")
+	all, err := selectGroups(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(groups())+1 || !all[driverGroup] {
+		t.Fatalf("no names selected %d groups (%v), want all %d and Driver", len(all), all, len(groups()))
+	}
+	sel, err := selectGroups([]string{"Exec", "Driver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sel) != 2 || !sel["Exec"] || !sel[driverGroup] {
+		t.Fatalf("selected %v, want Exec and Driver only", sel)
+	}
+	t.Setenv(FullEnv, "1")
+	full, err := selectGroups([]string{"Exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != len(all) {
+		t.Fatalf("with %s=1 selected %v, want every group", FullEnv, full)
+	}
+}
+
+func TestParallelismFromEnv(t *testing.T) {
+	for v, want := range map[string]int{"": 4, "1": 1, "8": 8} {
+		t.Setenv(ParallelEnv, v)
+		if n, err := parallelism(); err != nil || n != want {
+			t.Errorf("%s=%q: %d, %v; want %d", ParallelEnv, v, n, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-2", "four"} {
+		t.Setenv(ParallelEnv, v)
+		if _, err := parallelism(); err == nil || !strings.Contains(err.Error(), ParallelEnv) {
+			t.Errorf("%s=%q: error %v, want one naming the variable", ParallelEnv, v, err)
+		}
+	}
+}
+
+// The files of the package add subtests to the groups in init functions;
+// the groups Run walks must hold them (a list taken before those init
+// functions ran silently lost them).
+func TestGroupsHoldSubtestsAddedAtInit(t *testing.T) {
+	want := map[string][]string{
+		"Exec":   {"OutputAfterFastExit", "ErrorTable", "PathLimits", "KilledBySignal"},
+		"Files":  {"ErrorTable", "InterruptedUpload", "ReadThroughSymlink"},
+		"Stress": {"ConcurrentExecExact"},
+	}
+	for _, g := range groups() {
+		for _, name := range want[g.name] {
+			if !slices.ContainsFunc(g.tests, func(tc test) bool { return tc.name == name }) {
+				t.Errorf("group %s lacks %s, which its file adds at init", g.name, name)
+			}
+		}
+		delete(want, g.name)
+	}
+	if len(want) != 0 {
+		t.Errorf("groups missing: %v", want)
+	}
+}
