@@ -118,6 +118,7 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		return invalid(op, s.c.rt.Name(), s.id, "process", "pid %d runs in sandbox %s, not this one", opts.Process.PID(), opts.Process.sb.id)
 	}
 	start := time.Now()
+	var ownBound *portWaitBound
 	if _, ok := ctx.Deadline(); !ok {
 		d := opts.Timeout
 		if d == 0 {
@@ -125,7 +126,8 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		}
 		if d > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, d, &portWaitBound{d: d})
+			ownBound = &portWaitBound{d: d}
+			ctx, cancel = context.WithTimeoutCause(ctx, d, ownBound)
 			defer cancel()
 		}
 	}
@@ -160,8 +162,17 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		if handedOff {
 			note = fmt.Sprintf("; the server (pid %d) exited with code 0 and nothing it left listens", opts.Process.PID())
 		}
+		cause := context.Cause(ctx)
+		if cause == nil {
+			// A poll ran into the deadline just before ctx reports it
+			// (Exec ends a command it cannot finish in time early).
+			cause = context.DeadlineExceeded
+			if ownBound != nil {
+				cause = ownBound
+			}
+		}
 		return s.wrap(op, "", fmt.Errorf("port %d not listening after %v (%d polls of /proc/net/tcp and /proc/net/tcp6)%s: %w",
-			port, time.Since(start).Round(time.Millisecond), polls, note, context.Cause(ctx)))
+			port, time.Since(start).Round(time.Millisecond), polls, note, cause))
 	}
 	died := func(r *Result) error {
 		// The server may have handed the port on before exiting: look once more.
@@ -196,7 +207,7 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		}
 		ok, err := poll()
 		if err != nil {
-			if ctx.Err() != nil {
+			if _, bounded := ctx.Deadline(); ctx.Err() != nil || (bounded && CodeOf(err) == DeadlineExceeded) {
 				return ended()
 			}
 			return err
