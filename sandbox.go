@@ -130,6 +130,30 @@ func (s *Sandbox) path(op, name, p string) (string, error) {
 // (an exit 127 on one, an error on another).
 const maxArgBytes = 128<<10 - 1
 
+// maxArgvBytes bounds a command's arguments and environment together,
+// each string counted with its NUL and its pointer as execve(2) counts
+// them: Linux refuses to exec past ARG_MAX (a quarter of the stack limit,
+// 2 MiB by default), and the sandbox's own environment and a provider's
+// wrapper (a shell, nice) count too, so 256 KiB of that is left to them.
+// Refused by the portable layer with InvalidArgument, so that no provider
+// runs it, exits 127, or echoes megabytes back in its error.
+const maxArgvBytes = 2<<20 - 256<<10
+
+// argvBytes is what a command's strings take of ARG_MAX (see maxArgvBytes).
+func argvBytes(cmd *Command) int {
+	const ptr = 8
+	n := len(cmd.Shell) + 1 + ptr
+	for _, a := range cmd.Args {
+		n += len(a) + 1 + ptr
+	}
+	for _, env := range []map[string]string{cmd.Env, cmd.SecretEnv} {
+		for k, v := range env {
+			n += len(k) + 1 + len(v) + 1 + ptr
+		}
+	}
+	return n
+}
+
 // shortPath quotes p for a message, shortened to its first 64 bytes and
 // its length when it is longer.
 func shortPath(p string) string { return strconv.Quote(iox.Shorten(p, 64)) }
@@ -338,6 +362,10 @@ func (s *Sandbox) plan(ctx context.Context, op string, cmd Command, background, 
 	}
 	if err := checkEnv(op, name, s.id, cmd.SecretEnv, true); err != nil {
 		return nil, err
+	}
+	if n := argvBytes(&cmd); n > maxArgvBytes {
+		return nil, invalid(op, name, s.id, "command", "its arguments and environment take %d bytes, over the limit of %d (ARG_MAX less room for the sandbox's own environment); pass large data on Stdin or in a file",
+			n, maxArgvBytes)
 	}
 	if cmd.Timeout < 0 {
 		return nil, invalid(op, name, s.id, "timeout", "%v is negative", cmd.Timeout)

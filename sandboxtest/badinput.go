@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -203,6 +204,9 @@ func execBadInput(ctx context.Context, t *testing.T, s *suite) {
 		"Args[1]": {Args: []string{"echo", big}},
 		"Shell":   {Shell: "echo " + big},
 		"env":     {Args: []string{"true"}, Env: map[string]string{"BIG": big}},
+		// Each under the one-string limit, together over ARG_MAX.
+		"arguments and environment": {Args: append([]string{"echo"}, slices.Repeat([]string{big[:100<<10]}, 16)...),
+			Env: map[string]string{"A": big[:100<<10], "B": big[:100<<10], "C": big[:100<<10], "D": big[:100<<10]}},
 	} {
 		_, err := sb.Exec(ctx, cmd)
 		if msg := checkBadInput(err, what); msg != "" {
