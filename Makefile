@@ -21,13 +21,28 @@ MODULES := contrib/anthropic contrib/eino contrib/genkit contrib/mcpgo \
 modules:
 	@echo $(MODULES)
 .PHONY: test-modules
+# MODULEJOBS modules are checked at once (each one's vet for three systems,
+# then its tests); their output is printed a module at a time, as each
+# ends, and any failure fails the target after the others finish.
+MODULEJOBS ?= 3
 test-modules:
-	@set -e; for m in $(MODULES); do \
-		echo "== module $$m"; \
-		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off GOOS=darwin $(GO) vet ./... && \
-			GOWORK=off GOOS=windows $(GO) vet ./... && \
-			GOWORK=off $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); \
-	done
+	@$(MAKE) --no-print-directory -k -j$(MODULEJOBS) -O $(addprefix test-module/,$(MODULES))
+
+# test-module/DIR: one nested module alone (GOWORK=off), vetted for Linux,
+# macOS and Windows (the three vets at once: they share the build cache
+# and each type-checks for its own system), then tested.
+test-module/%:
+	@echo "== module $*"
+	@cd $* && logs=$$(mktemp -d) && pids= && \
+		for os in linux darwin windows; do \
+			GOWORK=off GOOS=$$os $(GO) vet ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
+		done; \
+		rc=0; for p in $$pids; do wait $$p || rc=1; done; \
+		for os in linux darwin windows; do \
+			if [ -s $$logs/$$os ]; then echo "-- GOOS=$$os go vet ($*)"; cat $$logs/$$os; fi; \
+		done; \
+		rm -rf $$logs; \
+		[ $$rc = 0 ] && GOWORK=off $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 
 vet:
 	$(GO) vet ./...
