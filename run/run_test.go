@@ -21,9 +21,16 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox/internal/testpar"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on commands in sandboxes far more than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(3)
+	goleak.VerifyTestMain(m)
+}
 
 // harness gives the scenarios a sandbox world: each newRuntime call is a
 // fresh Runtime over the same sandboxes, as a new process would open.
