@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/interp"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
@@ -24,7 +25,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they mostly wait on kernels in sandboxes (timeouts, interrupts).
+func TestMain(m *testing.M) {
+	testpar.Widen(2)
+	goleak.VerifyTestMain(m)
+}
 
 // providers builds a sandbox on each provider the package is tested over:
 // local at this host's best isolation level, e2b over e2bfake and daytona
@@ -88,6 +94,7 @@ func run(t *testing.T, k *interp.Kernel, code string) *interp.Execution {
 }
 
 func TestPython(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -266,6 +273,7 @@ func TestPython(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	_, err := interp.New(t.Context(), nil, interp.Options{})
 	require.ErrorContains(t, err, "sandbox is nil")
 	sb := create(t, localRuntime(t))
@@ -286,6 +294,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 const coopGrace = 15 * time.Second
 
 func TestBash(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -326,6 +335,7 @@ func TestBash(t *testing.T) {
 }
 
 func TestNode(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
