@@ -10,6 +10,12 @@ test: vet cross
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 	$(MAKE) test-modules
 
+# test-short: the inner loop while changing code (README's Testing): every
+# behaviour, with the stress and fault repetitions cut (testing.Short).
+.PHONY: test-short
+test-short:
+	$(GO) test -short ./...
+
 # MODULES: the modules nested in this repository (framework adapters under
 # contrib/, providers whose dependencies the core must not carry, examples
 # that need an SDK the core must not carry). Each
