@@ -6,7 +6,10 @@ GO ?= go
 # sized for a loaded 2-core machine (the default 10 minutes is not; under
 # a load average of 30 fsbackend alone took 30 min).
 TESTTIMEOUT ?= 45m
-test: vet cross
+# The three vets (Linux, and the cross builds for macOS and Windows) run
+# at once: see VET3.
+test:
+	@$(VET3)
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 	$(MAKE) test-modules
 
@@ -35,20 +38,27 @@ test-modules:
 	@$(MAKE) --no-print-directory -k -j$(MODULEJOBS) -O $(addprefix test-module/,$(MODULES))
 
 # test-module/DIR: one nested module alone (GOWORK=off), vetted for Linux,
-# macOS and Windows (the three vets at once: they share the build cache
-# and each type-checks for its own system), then tested.
+# macOS and Windows, then tested.
 test-module/%:
 	@echo "== module $*"
-	@cd $* && logs=$$(mktemp -d) && pids= && \
-		for os in linux darwin windows; do \
-			GOWORK=off GOOS=$$os $(GO) vet ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
-		done; \
-		rc=0; for p in $$pids; do wait $$p || rc=1; done; \
-		for os in linux darwin windows; do \
-			if [ -s $$logs/$$os ]; then echo "-- GOOS=$$os go vet ($*)"; cat $$logs/$$os; fi; \
-		done; \
-		rm -rf $$logs; \
-		[ $$rc = 0 ] && GOWORK=off $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+	@cd $* && export GOWORK=off && $(VET3) && \
+		$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+
+# VET3: go vet ./... for Linux, macOS and Windows at once in the current
+# directory (the three share the build cache and each type-checks for its
+# own system, tests included); each one's findings are printed after all
+# three end, and any finding fails it.
+define VET3
+logs=$$(mktemp -d) && pids= && \
+	for os in linux darwin windows; do \
+		GOOS=$$os $(GO) vet ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
+	done; \
+	rc=0; for p in $$pids; do wait $$p || rc=1; done; \
+	for os in linux darwin windows; do \
+		if [ -s $$logs/$$os ]; then echo "-- GOOS=$$os go vet ($$(pwd))"; cat $$logs/$$os; fi; \
+	done; \
+	rm -rf $$logs; [ $$rc = 0 ]
+endef
 
 vet:
 	$(GO) vet ./...
