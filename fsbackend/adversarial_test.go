@@ -48,11 +48,24 @@ func advEnvs() []advEnv {
 	}
 }
 
-// forEach runs f over every adversarial environment.
+// forEach runs f over every adversarial environment, the environments in
+// parallel.
 func forEach(t *testing.T, opts Options, f func(t *testing.T, e *env)) {
+	forEachEnv(t, opts, true, f)
+}
+
+// forEachEnv runs f over every adversarial environment, in parallel or one
+// after another. A test whose sandbox command races the tools (busy,
+// forking for as long as the calls take) runs its environments one after
+// another: racers side by side slow each other's calls, which keeps every
+// racer busy longer (under a load average of 60, four side by side had
+// not ended after 18 minutes).
+func forEachEnv(t *testing.T, opts Options, parallel bool, f func(t *testing.T, e *env)) {
 	for _, a := range advEnvs() {
 		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
+			if parallel {
+				t.Parallel()
+			}
 			e := a.make(t, opts)
 			t.Logf("isolation: %s", e.sb.Info().Isolation)
 			f(t, e)
@@ -286,7 +299,7 @@ func TestAdversarialSwapRace(t *testing.T) {
 	if testing.Short() {
 		n, m = 20, 5
 	}
-	forEach(t, Options{}, func(t *testing.T, e *env) {
+	forEachEnv(t, Options{}, false, func(t *testing.T, e *env) {
 		write(t, e.b, "d/file.txt", "inside\n")
 		e.sh(t, "mkdir -p "+e.out+"/d && printf 'SECRET\\n' > "+e.out+"/d/file.txt && : > "+e.out+"/d/only-outside.txt")
 		stop := e.base + "/../race.stop"

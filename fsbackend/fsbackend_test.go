@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sandboxkit/sandbox/internal/testpar"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
@@ -24,12 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMain runs more tests at once than go test's default of one per CPU:
-// they wait on commands in sandboxes far more than they compute.
-func TestMain(m *testing.M) {
-	testpar.Widen(2)
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env is one backend under test over a sandbox whose commands run for real.
 type env struct {
