@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/goleak"
 
-
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
