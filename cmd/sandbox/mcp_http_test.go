@@ -245,7 +245,11 @@ func TestMCPHTTPSessionCap(t *testing.T) {
 // keeps sending stays.
 func TestMCPHTTPIdleReleasesSandbox(t *testing.T) {
 	t.Parallel()
-	const idle = 400 * time.Millisecond
+	// Wide enough that the busy session's requests, one every idle/8, keep
+	// it alive on a loaded machine (at 400 ms, under a load average of 70
+	// with the package's tests in parallel, a gap between two of them
+	// passed for idleness and ended it too).
+	const idle = 2 * time.Second
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{})
 	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken}, IdleTimeout: idle, MaxSessions: 2})
 	quiet, err := httpConnect(t, endpoint, testToken)
