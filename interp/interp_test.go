@@ -13,7 +13,6 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/interp"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
@@ -25,12 +24,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain runs more tests at once than go test's default of one per CPU:
-// they mostly wait on kernels in sandboxes (timeouts, interrupts).
-func TestMain(m *testing.M) {
-	testpar.Widen(2)
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // providers builds a sandbox on each provider the package is tested over:
 // local at this host's best isolation level, e2b over e2bfake and daytona
