@@ -6,9 +6,18 @@ GO ?= go
 # sized for a loaded 2-core machine (the default 10 minutes is not; under
 # a load average of 30 fsbackend alone took 30 min).
 TESTTIMEOUT ?= 45m
-test: vet cross
+# The three vets (Linux, and the cross builds for macOS and Windows) run
+# at once: see VET3.
+test:
+	@$(VET3)
 	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
 	$(MAKE) test-modules
+
+# test-short: the inner loop while changing code (README's Testing): every
+# behaviour, with the stress and fault repetitions cut (testing.Short).
+.PHONY: test-short
+test-short:
+	$(GO) test -short ./...
 
 # MODULES: the modules nested in this repository (framework adapters under
 # contrib/, providers whose dependencies the core must not carry, examples
@@ -21,13 +30,35 @@ MODULES := contrib/anthropic contrib/eino contrib/genkit contrib/mcpgo \
 modules:
 	@echo $(MODULES)
 .PHONY: test-modules
+# MODULEJOBS modules are checked at once (each one's vet for three systems,
+# then its tests); their output is printed a module at a time, as each
+# ends, and any failure fails the target after the others finish.
+MODULEJOBS ?= 3
 test-modules:
-	@set -e; for m in $(MODULES); do \
-		echo "== module $$m"; \
-		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off GOOS=darwin $(GO) vet ./... && \
-			GOWORK=off GOOS=windows $(GO) vet ./... && \
-			GOWORK=off $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...); \
-	done
+	@$(MAKE) --no-print-directory -k -j$(MODULEJOBS) -O $(addprefix test-module/,$(MODULES))
+
+# test-module/DIR: one nested module alone (GOWORK=off), vetted for Linux,
+# macOS and Windows, then tested.
+test-module/%:
+	@echo "== module $*"
+	@cd $* && export GOWORK=off && $(VET3) && \
+		$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+
+# VET3: go vet ./... for Linux, macOS and Windows at once in the current
+# directory (the three share the build cache and each type-checks for its
+# own system, tests included); each one's findings are printed after all
+# three end, and any finding fails it.
+define VET3
+logs=$$(mktemp -d) && pids= && \
+	for os in linux darwin windows; do \
+		GOOS=$$os $(GO) vet ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
+	done; \
+	rc=0; for p in $$pids; do wait $$p || rc=1; done; \
+	for os in linux darwin windows; do \
+		if [ -s $$logs/$$os ]; then echo "-- GOOS=$$os go vet ($$(pwd))"; cat $$logs/$$os; fi; \
+	done; \
+	rm -rf $$logs; [ $$rc = 0 ]
+endef
 
 vet:
 	$(GO) vet ./...

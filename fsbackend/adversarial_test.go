@@ -48,10 +48,24 @@ func advEnvs() []advEnv {
 	}
 }
 
-// forEach runs f over every adversarial environment.
+// forEach runs f over every adversarial environment, the environments in
+// parallel.
 func forEach(t *testing.T, opts Options, f func(t *testing.T, e *env)) {
+	forEachEnv(t, opts, true, f)
+}
+
+// forEachEnv runs f over every adversarial environment, in parallel or one
+// after another. A test whose sandbox command races the tools (busy,
+// forking for as long as the calls take) runs its environments one after
+// another: racers side by side slow each other's calls, which keeps every
+// racer busy longer (under a load average of 60, four side by side had
+// not ended after 18 minutes).
+func forEachEnv(t *testing.T, opts Options, parallel bool, f func(t *testing.T, e *env)) {
 	for _, a := range advEnvs() {
 		t.Run(a.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			e := a.make(t, opts)
 			t.Logf("isolation: %s", e.sb.Info().Isolation)
 			f(t, e)
@@ -151,6 +165,7 @@ func requireReplacedGetFiles(t *testing.T, b *FilesystemBackend) {
 }
 
 func TestAdversarialWorkspaceSwap(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{AllowExecute: true}, func(t *testing.T, e *env) {
 		// Before the first file tool call: execute's first contact pins the
 		// workspace before the command can replace it.
@@ -200,6 +215,7 @@ func TestAdversarialWorkspaceSwap(t *testing.T) {
 // that pinned it and by a new one, while a symbolic link, a file or a
 // directory elsewhere in its place stays refused.
 func TestWorkspaceRecreated(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{}, func(t *testing.T, e *env) {
 		parent := path.Dir(e.base)
 		write(t, e.b, "a.txt", "old")
@@ -248,6 +264,7 @@ func TestWorkspaceRecreated(t *testing.T) {
 }
 
 func TestAdversarialHardLinks(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{}, func(t *testing.T, e *env) {
 		write(t, e.b, "a.txt", "inside")
 		if !e.try("ln " + e.out + "/secret.txt " + e.base + "/hl.txt") {
@@ -275,13 +292,14 @@ func TestAdversarialHardLinks(t *testing.T) {
 // outside in a tight loop inside the sandbox while the tools run, and counts
 // the calls that reached the outside.
 func TestAdversarialSwapRace(t *testing.T) {
+	t.Parallel()
 	// 200 calls per verb for the verbs that read or write content, 50 for
 	// the others; -short runs a tenth.
 	n, m := 200, 50
 	if testing.Short() {
 		n, m = 20, 5
 	}
-	forEach(t, Options{}, func(t *testing.T, e *env) {
+	forEachEnv(t, Options{}, false, func(t *testing.T, e *env) {
 		write(t, e.b, "d/file.txt", "inside\n")
 		e.sh(t, "mkdir -p "+e.out+"/d && printf 'SECRET\\n' > "+e.out+"/d/file.txt && : > "+e.out+"/d/only-outside.txt")
 		stop := e.base + "/../race.stop"
@@ -417,6 +435,7 @@ done`})
 }
 
 func TestAdversarialProvenance(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{}, func(t *testing.T, e *env) {
 		w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img/logo.png", Data: []byte("PNGish")})
 		require.NoError(t, err)
@@ -460,6 +479,7 @@ func TestAdversarialProvenance(t *testing.T) {
 }
 
 func TestAdversarialIndex(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{}, func(t *testing.T, e *env) {
 		_, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "logo.png", Data: []byte("PNGish")})
 		require.NoError(t, err)
@@ -531,6 +551,7 @@ func TestAdversarialIndex(t *testing.T) {
 }
 
 func TestAdversarialBoundedWork(t *testing.T) {
+	t.Parallel()
 	forEach(t, Options{AllowExecute: true}, func(t *testing.T, e *env) {
 		write(t, e.b, "ok.txt", "needle\n")
 		e.sh(t, "cd "+e.base+" && mkfifo pipe && dd if=/dev/null of=big.bin bs=1 seek=21474836480 2>/dev/null")
@@ -592,8 +613,10 @@ func TestAdversarialBoundedWork(t *testing.T) {
 // time, and several may create the same new parent directory at once;
 // none may fail for it.
 func TestConcurrentWritesShareNewDirectories(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			files := make([]backend.File, 12)
 			for i := range files {
 				files[i] = backend.File{Path: fmt.Sprintf("new/deep/dir/f%d.txt", i), Data: []byte("x")}

@@ -36,6 +36,7 @@ func requireInvalid(t *testing.T, e *backend.Error, name string) {
 // offset to the end, not an empty window; negative offsets and limits are
 // refused naming the argument, never read as zero.
 func TestReadWindowOverflow(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := 1; i <= 2000; i++ {
 		fmt.Fprintf(&b, "line %d\n", i)
@@ -43,6 +44,7 @@ func TestReadWindowOverflow(t *testing.T) {
 	content := b.String()
 	for name, e := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "long.txt", content)
 			for _, limit := range []int{math.MaxInt, math.MaxInt - 1000, math.MaxInt - 1499, 1 << 62} {
 				r, err := e.b.Read(ctx, &backend.ReadRequest{Path: "long.txt", Offset: 1500, Limit: limit})
@@ -103,10 +105,12 @@ func TestReadWindowOverflow(t *testing.T) {
 // "Internal: helper exited 127"), and one at the limit, made of the
 // characters a shell would expand, is searched for exactly.
 func TestGrepPatternLength(t *testing.T) {
+	t.Parallel()
 	unit := `'"$(echo x)\` + "`" + `; * ? [a] ~ %s `
 	atLimit := strings.Repeat(unit, MaxPatternBytes/len(unit)+1)[:MaxPatternBytes]
 	for name, e := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "q.txt", "first line\n<"+atLimit+">\n")
 			for _, p := range []string{strings.Repeat("x", 1<<20), strings.Repeat("y", MaxPatternBytes+1)} {
 				g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: p})
@@ -136,6 +140,7 @@ func TestGrepPatternLength(t *testing.T) {
 // a C1 control or bytes that are not UTF-8 is returned escaped and marked,
 // never dropped (it was neither a match nor listed as skipped).
 func TestGrepControlCharacters(t *testing.T) {
+	t.Parallel()
 	content := "plain ERROR\n\x1b[31mERROR\x1b[0m red\ncaf\xe9 ERROR\n\u009b2J ERROR\ttab\r\nno match\n"
 	want := []backend.GrepMatch{
 		{Path: "log.txt", Line: 1, Text: "plain ERROR"},
@@ -145,6 +150,7 @@ func TestGrepControlCharacters(t *testing.T) {
 	}
 	for name, e := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "log.txt", content)
 			for _, path := range []string{"", "log.txt"} {
 				g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "ERROR", Path: path})
@@ -164,6 +170,7 @@ func TestGrepControlCharacters(t *testing.T) {
 // TestEscapeLineCut: an escaped line is cut like any other, at
 // MaxLineChars characters, never inside an escape.
 func TestEscapeLineCut(t *testing.T) {
+	t.Parallel()
 	b := &FilesystemBackend{}
 	esc, cut := escapeLine([]byte(strings.Repeat("\x1b", 3*MaxLineChars)))
 	require.Equal(t, strings.Repeat(`\x1b`, MaxLineChars)+"...", b.cutAt(esc, cut, false))
@@ -181,6 +188,7 @@ func TestEscapeLineCut(t *testing.T) {
 // error it gets back is short (a 1 MiB path that climbs above the
 // workspace came back whole in the message).
 func TestLongPathMessages(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t, Options{})
 	for _, p := range []string{strings.Repeat("../", 1<<18), strings.Repeat("a/", 1<<18), strings.Repeat("n", 1<<20), "/" + strings.Repeat("x", 300)} {
 		r, err := e.b.Read(ctx, &backend.ReadRequest{Path: p})

@@ -16,6 +16,7 @@ import (
 // placeholder is the env value commands see, and the value, should a
 // command print it, is redacted from execute's output.
 func TestExecuteOverBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()

@@ -26,6 +26,7 @@ type pathCorpus struct {
 // or invalid one is refused with CodeInvalidPath and writes nothing. A
 // false rejection of an ordinary name fails here as surely as an escape.
 func TestPathCorpus(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../testdata/paths.json")
 	require.NoError(t, err)
 	var c pathCorpus
@@ -34,6 +35,7 @@ func TestPathCorpus(t *testing.T) {
 
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for in, rel := range c.Accept {
 				content := "corpus " + rel + "\n"
 				w, err := e.b.Write(ctx, &backend.WriteRequest{Path: in, Content: content})

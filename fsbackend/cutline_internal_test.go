@@ -9,6 +9,7 @@ import (
 // and the end of a line the output cap cut, never leave the start of a
 // SecretEnv value (or of a line of a multi-line one) in the text.
 func TestCutLineKeepsSecretsWhole(t *testing.T) {
+	t.Parallel()
 	const secret = "tok-5ecret-XYZ-123"
 	b := &FilesystemBackend{opts: Options{SecretEnv: map[string]string{"K": secret, "PEM": "-----BEGIN-----\nzzqq77pp99\n-----END-----"}}}
 	for k := 1; k < len(secret); k++ {

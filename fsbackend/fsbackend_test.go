@@ -131,8 +131,10 @@ func codeOf(e *backend.Error) backend.Code {
 }
 
 func TestReadWindow(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "notes.txt", "alpha\nbeta\ngamma\n")
 			r := readText(t, e.b, "notes.txt")
 			require.Nil(t, r.Error)
@@ -155,8 +157,10 @@ func TestReadWindow(t *testing.T) {
 }
 
 func TestReadChars(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "long.txt", "héllo wörld")
 			r, err := e.b.ReadChars(ctx, &backend.ReadCharsRequest{Path: "long.txt", Offset: 6, MaxChars: 3})
 			require.NoError(t, err)
@@ -177,8 +181,10 @@ func TestReadChars(t *testing.T) {
 }
 
 func TestWriteCreatesParentsAndReplaces(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r, err := e.b.Write(ctx, &backend.WriteRequest{Path: "a/b/c/deep.txt", Content: "one"})
 			require.NoError(t, err)
 			require.Nil(t, r.Error)
@@ -199,8 +205,10 @@ func TestWriteCreatesParentsAndReplaces(t *testing.T) {
 }
 
 func TestEdit(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "code.py", "x = 1\ny = 1\nz = 2\n")
 			r, err := e.b.Edit(ctx, &backend.EditRequest{Path: "code.py", OldString: "z = 2", NewString: "z = 3"})
 			require.NoError(t, err)
@@ -230,8 +238,10 @@ func TestEdit(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "dir/file.txt", "x")
 			require.Equal(t, backend.CodeIsDirectory, codeOf(readText(t, e.b, "dir").Error))
 			require.Equal(t, backend.CodeIsDirectory, codeOf(readText(t, e.b, "/").Error))
@@ -254,8 +264,10 @@ func TestErrorCodes(t *testing.T) {
 }
 
 func TestJailNamesAndRerooting(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			// Unusual but valid names.
 			for _, p := range []string{"report..final.md", "app/[...slug]/page.tsx", "..hidden", "a/...", "sp ace/é.txt"} {
 				write(t, e.b, p, "ok "+p)
@@ -283,8 +295,10 @@ func TestJailNamesAndRerooting(t *testing.T) {
 }
 
 func TestSymlinkEscapes(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "inside.txt", "in")
 			e.sh(t, "printf secret > "+e.out+"/secret.txt")
 			e.sh(t, "ln -s "+e.out+" "+e.base+"/outdir")
@@ -361,8 +375,10 @@ func TestSymlinkEscapes(t *testing.T) {
 }
 
 func TestBinaryProvenance(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			// Bytes that happen to be valid text still count as binary.
 			w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img/logo.png", Data: []byte("PNGish")})
 			require.NoError(t, err)
@@ -424,8 +440,10 @@ func TestBinaryProvenance(t *testing.T) {
 }
 
 func TestLs(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			// A missing workspace is created on first use.
 			ls, err := e.b.Ls(ctx, &backend.LsRequest{Path: "/"})
 			require.NoError(t, err)
@@ -456,8 +474,10 @@ func TestLs(t *testing.T) {
 }
 
 func TestGlob(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for _, p := range []string{"main.go", "src/a.go", "src/x/b.go", "src/x/readme.md", "docs/report..final.md"} {
 				write(t, e.b, p, "package x")
 			}
@@ -482,8 +502,10 @@ func TestGlob(t *testing.T) {
 }
 
 func TestGrep(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "a.py", "def f(x: str | int):\n    return x\n# str | int again\n")
 			write(t, e.b, "sub/b.py", "x = 'str | int'\n")
 			write(t, e.b, "sub/c.txt", "str | int in text\n")
@@ -523,6 +545,7 @@ func TestGrep(t *testing.T) {
 }
 
 func TestExecute(t *testing.T) {
+	t.Parallel()
 	e := newHost(t, Options{})
 	r, err := e.b.Execute(ctx, &backend.ExecuteRequest{Command: "echo hi"})
 	require.NoError(t, err)
@@ -533,6 +556,7 @@ func TestExecute(t *testing.T) {
 		SecretEnv: map[string]string{"API_TOKEN": "tok-123456"}, MaxExecuteOutput: 200}
 	for name, e := range envs(t, opts) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r, err := e.b.Execute(ctx, &backend.ExecuteRequest{Command: `pwd; echo "$GREETING"; echo "token=$API_TOKEN" >&2; exit 3`})
 			require.NoError(t, err)
 			require.Nil(t, r.Error)
@@ -574,8 +598,10 @@ func TestExecute(t *testing.T) {
 }
 
 func TestBatchesInInputOrder(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			up, err := e.b.UploadFiles(ctx, &backend.UploadFilesRequest{Files: []backend.File{
 				{Path: "one.txt", Data: []byte("1")},
 				{Path: "../bad.txt", Data: []byte("x")},
@@ -616,8 +642,10 @@ func allBytes() []byte {
 }
 
 func TestGetSetFiles(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "a.txt", "A")
 			write(t, e.b, "d/e/f.md", "F")
 			_, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "img.bin", Data: allBytes()})
@@ -648,8 +676,10 @@ func TestGetSetFiles(t *testing.T) {
 }
 
 func TestTenMiBBinaryRoundTrip(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			data := make([]byte, 10<<20)
 			_, _ = rand.Read(data)
 			w, err := e.b.WriteBytes(ctx, &backend.WriteBytesRequest{Path: "big/blob.bin", Data: data})
@@ -680,6 +710,7 @@ func TestTenMiBBinaryRoundTrip(t *testing.T) {
 // byte-exact, in one round trip, even when a secret (here "1") occurs in
 // names, sizes and the helper's records.
 func TestFileToolsIgnoreRedaction(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	rt := hostrt.NewWithHome(dir)
@@ -713,6 +744,7 @@ func TestFileToolsIgnoreRedaction(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
+	t.Parallel()
 	e := newHost(t, Options{})
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -3,6 +3,7 @@ package fsbackend
 import "testing"
 
 func TestArchivePathRefusesInjectedLines(t *testing.T) {
+	t.Parallel()
 	ok := &opResult{kv: map[string][]string{"pbase": {"/home/user/workspace"}, "tar": {"/home/user/workspace/.fsbackend/tmp/snapshot.Ab12"}}}
 	if got, err := archivePath(ok); err != nil || got != "/home/user/workspace/.fsbackend/tmp/snapshot.Ab12" {
 		t.Fatalf("genuine archive refused: %q %v", got, err)

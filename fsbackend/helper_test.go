@@ -56,6 +56,7 @@ func sha(data []byte) string {
 // the repository, with the flags of the go generate step, and requires the
 // same bytes: the committed binaries are what the source says.
 func TestHelperReproducible(t *testing.T) {
+	t.Parallel()
 	goVersion, sums := helperSums(t)
 	for _, arch := range helperArches {
 		gz, err := helperFiles.ReadFile("helperbin/fshelper-linux-" + arch + ".gz")
@@ -129,6 +130,7 @@ func needHelper(t *testing.T) {
 // in its usual number of round trips, a new backend instance over the same
 // sandbox finds it, and one that vanished is put back.
 func TestHelperServesFileTools(t *testing.T) {
+	t.Parallel()
 	needHelper(t)
 	rt, err := local.New(local.WithRoot(t.TempDir()))
 	require.NoError(t, err)
@@ -220,6 +222,7 @@ func TestHelperServesFileTools(t *testing.T) {
 // costs nothing but the attempt: the call is answered by
 // the shell path in the same round trip, and the backend stops trying.
 func TestHelperUnrunnableFallsBackToShell(t *testing.T) {
+	t.Parallel()
 	needHelper(t)
 	e := newLocal(t, Options{})
 	write(t, e.b, "a.txt", "one\n")

@@ -31,6 +31,7 @@ func (p *probeRecorder) Exec(ctx context.Context, id string, cmd *driver.Command
 // The $HOME probe is bounded at ProbeTimeout even when ctx allows much
 // longer (issue 22 item 14).
 func TestHomeProbeBounded(t *testing.T) {
+	t.Parallel()
 	rec := &probeRecorder{Runtime: memory.New()}
 	c := sandbox.NewClient(rec)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -21,8 +21,10 @@ func remove(t *testing.T, b *FilesystemBackend, p string) *backend.RemoveResult 
 // refuses a directory, the root and the metadata, and never reaches
 // outside the workspace through a linked parent.
 func TestRemove(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "a/file.txt", "x")
 			e.sh(t, "printf keep > "+e.out+"/victim.txt")
 			e.sh(t, "ln -s "+e.out+"/victim.txt "+e.base+"/link")
@@ -59,9 +61,11 @@ func TestRemove(t *testing.T) {
 // Read's window of a line longer than the cap ends before a SecretEnv
 // value that straddles the cut: its start is not shown.
 func TestReadLongLineCutKeepsSecretWhole(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-t0ken-value"
 	for name, e := range envs(t, Options{MaxReadBytes: 4096, SecretEnv: map[string]string{"TOK": secret}}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "f.txt", strings.Repeat("A", 4086)+secret+"\nx\n"+strings.Repeat("B", 100000))
 			r := readText(t, e.b, "f.txt")
 			require.Nil(t, r.Error)

@@ -21,6 +21,7 @@ func calls(rt *memory.Runtime, f func()) int {
 }
 
 func TestRoundTripsPerOperation(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{10, 100} {
 		t.Run(fmt.Sprint(n, " files"), func(t *testing.T) {
 			b, rt, _, err := newMemory(ctx, Options{})
@@ -115,6 +116,7 @@ func TestRoundTripsPerOperation(t *testing.T) {
 }
 
 func TestBaseDirProbe(t *testing.T) {
+	t.Parallel()
 	b, rt, _, err := newMemory(ctx, Options{})
 	require.NoError(t, err)
 	defer b.Close()
@@ -170,6 +172,7 @@ func TestBaseDirProbe(t *testing.T) {
 }
 
 func TestStaleTransportRetriedOnce(t *testing.T) {
+	t.Parallel()
 	b, rt, _, err := newMemory(ctx, Options{})
 	require.NoError(t, err)
 	defer b.Close()
@@ -222,6 +225,7 @@ func TestStaleTransportRetriedOnce(t *testing.T) {
 }
 
 func TestExecuteStaleTransport(t *testing.T) {
+	t.Parallel()
 	b, rt, _, err := newMemory(ctx, Options{AllowExecute: true})
 	require.NoError(t, err)
 	defer b.Close()
@@ -248,6 +252,7 @@ func TestExecuteStaleTransport(t *testing.T) {
 }
 
 func TestCloseUnregistersResetListener(t *testing.T) {
+	t.Parallel()
 	b, rt, _, err := newMemory(ctx, Options{})
 	require.NoError(t, err)
 	write(t, b, "a.txt", "x")
@@ -259,6 +264,7 @@ func TestCloseUnregistersResetListener(t *testing.T) {
 }
 
 func TestBrokenShellSurfacesHelperFailure(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	client := sandbox.NewClient(rt)
 	// A sandbox whose sh cannot run the helper (as a shell without

@@ -41,9 +41,11 @@ func (s *streamRecorder) String() string {
 // out), both streams go to it, redacted, and the result is filled in as
 // without a stream.
 func TestExecuteStream(t *testing.T) {
+	t.Parallel()
 	opts := Options{AllowExecute: true, SecretEnv: map[string]string{"API_TOKEN": "tok-streamed-123"}}
 	for name, e := range envs(t, opts) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			rec := &streamRecorder{first: make(chan struct{})}
 			wrote := make(chan error, 1)
 			go func() {

@@ -15,6 +15,7 @@ import (
 // Each file-tool verb is a span with the verb and the sandbox, never a
 // path or content, and the portable calls it makes are its children.
 func TestFileToolSpans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

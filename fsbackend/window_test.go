@@ -32,8 +32,10 @@ func grepOK(t *testing.T, b *FilesystemBackend, req backend.GrepRequest) *backen
 // TestGrepRegexCaseContext checks Regex, IgnoreCase, Before and After on
 // every path: the helper (Go's regexp) and the sandbox's grep.
 func TestGrepRegexCaseContext(t *testing.T) {
+	t.Parallel()
 	for name, e := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "ctx.txt", "1\nfoo\n3\n4\n5\n6\nFOO\n8\n")
 			write(t, e.b, "sub/n.txt", "id 42\nid x\nfooo\n")
 
@@ -94,8 +96,10 @@ func TestGrepRegexCaseContext(t *testing.T) {
 // TestGrepContextCutAndEscaped checks that context lines are cut and
 // escaped as matches are.
 func TestGrepContextCutAndEscaped(t *testing.T) {
+	t.Parallel()
 	for name, e := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			long := strings.Repeat("y", MaxLineChars+50)
 			write(t, e.b, "c.txt", long+"\nneedle\n\x1b[31mred\n")
 			r := grepOK(t, e.b, backend.GrepRequest{Pattern: "needle", Before: 1, After: 1})
@@ -112,12 +116,14 @@ func TestGrepContextCutAndEscaped(t *testing.T) {
 // larger than the read cap (32 MiB by default) instead of refusing it, and
 // that the bytes returned stay capped.
 func TestReadLargeFileWindow(t *testing.T) {
+	t.Parallel()
 	// A cap of 256 KiB stands for the default 32 MiB: the rule is the
 	// same, and the memory provider's shell builds a 40 MB file in
 	// minutes, not seconds.
 	const maxRead = 256 << 10
 	for name, e := range envsBothPaths(t, Options{MaxReadBytes: maxRead}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			// 100 short lines, one line of 375 KB, 10 short lines:
 			// made in the sandbox, so the test moves none of it itself.
 			e.sh(t, `cd `+e.base+` 2>/dev/null || { mkdir -p `+e.base+` && cd `+e.base+`; }
@@ -169,8 +175,10 @@ i=1; while [ $i -le 10 ]; do echo "tail $i"; i=$((i+1)); done >> big.txt`)
 // removed and recreated on every environment, the memory provider's shell
 // included.
 func TestWorkspaceRecreatedEveryShell(t *testing.T) {
+	t.Parallel()
 	for name, e := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			write(t, e.b, "a.txt", "old")
 			e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && echo new > "+e.base+"/b.txt")
 			require.Equal(t, "     1\tnew", readText(t, e.b, "b.txt").Content)

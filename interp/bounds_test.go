@@ -27,6 +27,7 @@ func hasMatplotlib(t *testing.T, k *interp.Kernel) bool {
 // An event line longer than what one poll returns (4 MiB) is read across
 // polls: a value or a figure of any size within the caps comes back whole.
 func TestEventsLargerThanAPoll(t *testing.T) {
+	t.Parallel()
 	sb := create(t, localRuntime(t))
 	k := newKernel(t, sb, interp.Options{})
 	t.Run("Value", func(t *testing.T) {
@@ -80,6 +81,7 @@ func TestEventsLargerThanAPoll(t *testing.T) {
 // its kernel is killed after the grace and a fresh one started, which the
 // error and Execution.Restarted report; the next cell runs on it.
 func TestTimeoutEndsCellForSure(t *testing.T) {
+	t.Parallel()
 	const timeout = 2 * time.Second
 	// The goal: the timeout, the grace and a kernel start; 5 times that.
 	const bound = 5 * (timeout + interp.DefaultTimeoutGrace + 2*time.Second)
@@ -200,6 +202,7 @@ func heapPeak(f func()) uint64 {
 // What a cell prints, and what it displays, is kept up to caps: the host's
 // memory stays bounded whatever the cell does.
 func TestOutputBounded(t *testing.T) {
+	t.Parallel()
 	sb := create(t, localRuntime(t))
 	k := newKernel(t, sb, interp.Options{})
 	t.Run("Heap", func(t *testing.T) {

@@ -88,6 +88,7 @@ func run(t *testing.T, k *interp.Kernel, code string) *interp.Execution {
 }
 
 func TestPython(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -266,6 +267,7 @@ func TestPython(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	_, err := interp.New(t.Context(), nil, interp.Options{})
 	require.ErrorContains(t, err, "sandbox is nil")
 	sb := create(t, localRuntime(t))
@@ -286,6 +288,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 const coopGrace = 15 * time.Second
 
 func TestBash(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -326,6 +329,7 @@ func TestBash(t *testing.T) {
 }
 
 func TestNode(t *testing.T) {
+	t.Parallel()
 	for _, p := range providers[:2] {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()

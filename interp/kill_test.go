@@ -31,6 +31,7 @@ func liveProcs(t *testing.T, sb *sandbox.Sandbox, pids []string) []string {
 // end in bounded time, end the old kernel and every process its cells
 // started, and only then report the kernel restarted; the next cell runs.
 func TestKillEndsHostileDescendants(t *testing.T) {
+	t.Parallel()
 	const timeout = 2 * time.Second
 	const bound = 5 * (timeout + interp.DefaultTimeoutGrace)
 	cells := map[string]string{
@@ -139,6 +140,7 @@ while True:
 // A result form dropped for being over MaxResultBytes marks the result
 // Truncated, as its doc says, not only the Execution.
 func TestDroppedResultFormTruncates(t *testing.T) {
+	t.Parallel()
 	cells := map[interp.Language]string{
 		interp.Python: "class P:\n def _repr_html_(self): return 'h'*(11<<20)\nP()",
 		interp.Node:   "({ _repr_html_() { return 'h'.repeat(11 << 20); } })",

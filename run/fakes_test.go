@@ -44,12 +44,23 @@ func localBackend(t *testing.T) driver.Runtime {
 	return rt
 }
 
+// skipRepeatInShort skips, under -short, the fakes over provider/local:
+// the adapters' scenarios run over the host runtime in the same mode, and
+// provider/local's own in TestLocal; the full run keeps the pairing.
+func skipRepeatInShort(t *testing.T, backend string) {
+	t.Helper()
+	if testing.Short() && backend == "local" {
+		t.Skip("-short: the fake over provider/local repeats the scenarios run over the host runtime and TestLocal")
+	}
+}
+
 // TestE2BFake runs the scenarios over the e2b adapter against e2bfake.
 // Every new runtime is a new adapter on the same fake, as a restarted
 // client would make.
 func TestE2BFake(t *testing.T) {
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
+			skipRepeatInShort(t, b.name)
 			fake := e2bfake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
@@ -68,6 +79,7 @@ func TestE2BFake(t *testing.T) {
 func TestDaytonaFake(t *testing.T) {
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
+			skipRepeatInShort(t, b.name)
 			fake := daytonafake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {

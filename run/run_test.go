@@ -21,9 +21,16 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
 	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox/internal/testpar"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on commands in sandboxes far more than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(3)
+	goleak.VerifyTestMain(m)
+}
 
 // harness gives the scenarios a sandbox world: each newRuntime call is a
 // fresh Runtime over the same sandboxes, as a new process would open.
@@ -229,7 +236,7 @@ func TestHostRuntime(t *testing.T) {
 func testDoubleStart(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	req := Request{ID: "double", Command: counterCommand("double.count", 60)}
+	req := Request{ID: "double", Command: counterCommand("double.count", 300)}
 	r1 := start(t, sb, req)
 	r2 := start(t, sb, req)
 	waitReady(t, r1)
@@ -250,7 +257,7 @@ func testDoubleStart(t *testing.T, h harness) {
 
 func testConcurrentStarts(t *testing.T, h harness) {
 	w := newWorld(t, h)
-	req := Request{ID: "many", Command: counterCommand("many.count", 60)}
+	req := Request{ID: "many", Command: counterCommand("many.count", 300)}
 	const n = 6
 	var wg sync.WaitGroup
 	pids := make([]int, n)
@@ -449,7 +456,7 @@ func testOutcomeUnknown(t *testing.T, h harness, afterRun bool, id string) {
 	f.fail.Store(1)
 	c, sb := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
 	t.Cleanup(func() { c.Close() })
-	r := start(t, sb, Request{ID: id, Command: counterCommand(id+".count", 60)})
+	r := start(t, sb, Request{ID: id, Command: counterCommand(id+".count", 300)})
 	if f.faults.Load() != 1 {
 		t.Fatalf("%d faults injected, want 1", f.faults.Load())
 	}
@@ -477,7 +484,7 @@ func testOutcomeUnknownBeforeAdmission(t *testing.T, h harness) {
 func testReconcileKillsDuplicate(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	req := Request{ID: "dup", Command: counterCommand("dup.count", 60)}
+	req := Request{ID: "dup", Command: counterCommand("dup.count", 300)}
 	r := start(t, sb, req)
 	// Plant a process that looks like a second wrapper of the same run
 	// (argv[1] is the run's run.sh), as a launcher of another version
@@ -747,7 +754,7 @@ func admitOnly(t *testing.T, sb *sandbox.Sandbox, req Request) *Run {
 func testPendingLaunched(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	req := Request{ID: "pending", Command: counterCommand("pending.count", 60)}
+	req := Request{ID: "pending", Command: counterCommand("pending.count", 300)}
 	admitOnly(t, sb, req)
 	r := start(t, w.sandbox(t), req)
 	waitReady(t, r)
@@ -762,7 +769,7 @@ func testPendingLaunched(t *testing.T, h harness) {
 func testKillPending(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
-	req := Request{ID: "pending-kill", Command: counterCommand("pending-kill.count", 60)}
+	req := Request{ID: "pending-kill", Command: counterCommand("pending-kill.count", 300)}
 	r := admitOnly(t, sb, req)
 	if err := r.Kill(testCtx(t)); err != nil {
 		t.Fatal(err)
@@ -839,7 +846,7 @@ func TestValidation(t *testing.T) {
 func TestDefaultID(t *testing.T) {
 	w := newWorld(t, hostHarness(t))
 	sb := w.sandbox(t)
-	req := Request{Command: counterCommand("default.count", 60)}
+	req := Request{Command: counterCommand("default.count", 300)}
 	r1 := start(t, sb, req)
 	r2 := start(t, sb, req)
 	re := regexp.MustCompile(`^run-` + regexp.QuoteMeta(sb.ID()) + `-[0-9]{13}-[0-9a-f]{8}$`)
@@ -986,7 +993,7 @@ func testBadAdmissionRecord(t *testing.T, h harness) {
 	w := newWorld(t, h)
 	sb := w.sandbox(t)
 	counter := path.Join(sb.Home(), "counter")
-	req := Request{ID: "admission", Command: counterCommand(counter, 60)}
+	req := Request{ID: "admission", Command: counterCommand(counter, 300)}
 	r := start(t, sb, req)
 	waitReady(t, r)
 	rec := path.Join(r.dir, "admission")

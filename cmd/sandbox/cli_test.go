@@ -117,6 +117,7 @@ func createSandbox(t *testing.T, url string, args ...string) string {
 }
 
 func TestCLILifecycle(t *testing.T) {
+	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
 			// create --json prints the sandbox; plain create prints its id.
@@ -194,6 +195,7 @@ func TestCLILifecycle(t *testing.T) {
 }
 
 func TestCLIExecExitCodes(t *testing.T) {
+	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
 			id := createSandbox(t, url)
@@ -304,6 +306,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 // through: the command waits for a line of stdin that the test writes only
 // after seeing the command's previous output.
 func TestCLIExecStreamsLive(t *testing.T) {
+	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
 			id := createSandbox(t, url)
@@ -334,6 +337,7 @@ func TestCLIExecStreamsLive(t *testing.T) {
 }
 
 func TestCLICopy(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	data := make([]byte, size)
 	rand.Read(data)
@@ -404,6 +408,7 @@ func TestCLICopy(t *testing.T) {
 // TestCLICopyProgress checks that the progress bar is drawn when stderr is a
 // terminal and the file is large, and only then.
 func TestCLICopyProgress(t *testing.T) {
+	t.Parallel()
 	url := providers(t)["memory"]
 	id := createSandbox(t, url)
 	dir := t.TempDir()
@@ -427,6 +432,7 @@ func TestCLICopyProgress(t *testing.T) {
 }
 
 func TestCLIRun(t *testing.T) {
+	t.Parallel()
 	url, ok := providers(t)["local"]
 	if !ok {
 		t.Skip("the run package needs /proc and POSIX tools: local provider (Linux) only")
@@ -480,6 +486,7 @@ func TestCLIRun(t *testing.T) {
 // TestCLIHelpAndCompletion checks that every verb has an example, that the
 // completion scripts are generated and that ids complete.
 func TestCLIHelpAndCompletion(t *testing.T) {
+	t.Parallel()
 	a := newApp(nil, io.Discard, io.Discard)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

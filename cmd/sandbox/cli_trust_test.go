@@ -39,6 +39,7 @@ func invokeEnv(t *testing.T, url string, env map[string]string, stdin *strings.R
 // everything the tool prints: streamed stdout and stderr, --json fields,
 // and error messages (plain and --json), whichever verb prints them.
 func TestCLISecretEnv(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-Value-4242"
 	env := map[string]string{"TOKEN": secret, "PLAIN": "from-env"}
 	noLeak := func(t *testing.T, what string, r cliRun) {
@@ -178,6 +179,7 @@ func TestCLISecretEnv(t *testing.T) {
 // exactly: as a string when they are valid UTF-8, else base64 in
 // stdout_base64/stderr_base64, flagged by stdout_encoding/stderr_encoding.
 func TestCLIExecJSONBytes(t *testing.T) {
+	t.Parallel()
 	bin := "a\xff\xfeb\x00c\xc3(\n"
 	text := "h\u00e9llo \u2028 <&> \x01\n"
 	for name, url := range providers(t) {
@@ -423,6 +425,7 @@ func TestCLICallTimeout(t *testing.T) {
 // (overlapping ones, one inside another, near misses) gives the output of
 // redacting the whole stream at once.
 func TestRedactWriterSplits(t *testing.T) {
+	t.Parallel()
 	secrets := map[string]string{"A": "tok-123", "B": "tok-123456", "C": "xyz"}
 	streams := []string{
 		"tok-123456 and tok-123 and tok-12 and xyz",
@@ -466,6 +469,7 @@ func TestRedactWriterSplits(t *testing.T) {
 // TestRedactSecretsCut checks that an error message that shortens a long
 // input does not give away the piece of a secret at the cut.
 func TestRedactSecretsCut(t *testing.T) {
+	t.Parallel()
 	secrets := map[string]string{"K": "s3cr3t-Value-4242", "Q": `quo"ted`}
 	for msg, want := range map[string]string{
 		`path "/x/s3cr3t-Val..." is too long`:      `path "/x/[REDACTED]" is too long`,

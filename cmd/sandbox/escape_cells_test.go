@@ -17,6 +17,7 @@ const osc52 = "\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07\x1b[2J"
 // top's table shows ids and states a provider chose: control characters
 // in them are escaped, never written raw to the terminal.
 func TestTopTableEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
 	rows := []topRow{
 		{info: sandbox.Info{ID: "sbx" + osc52, State: sandbox.StateRunning}, err: errors.New("x"), cpu: -1},
 		{info: sandbox.Info{ID: "ok", State: sandbox.State("running\x1b[31m")}, cpu: -1},
@@ -36,6 +37,7 @@ func TestTopTableEscapesControlCharacters(t *testing.T) {
 
 // ls's table escapes the ids, states and templates a provider reports.
 func TestLsTableEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	err := printInfos(&b, []sandbox.Info{
 		{ID: "sbx" + osc52, State: sandbox.State("running\x1b[31m"), Template: "t\x9b2J"},
@@ -53,6 +55,7 @@ func TestLsTableEscapesControlCharacters(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"sbx-1":       "sbx-1",
 		"héllo wörld": "héllo wörld",
@@ -70,6 +73,7 @@ func TestPrintable(t *testing.T) {
 // One sample time JSON cannot encode must not fail top --json for every
 // row, nor the MCP metrics tool's answer (both encode toMetricsJSON).
 func TestMetricsJSONUnencodableTime(t *testing.T) {
+	t.Parallel()
 	good := sandbox.Metrics{Time: time.Now(), CPUTime: -1, CPUPercent: 1, MemoryBytes: 1, MemoryPeakBytes: -1, DiskBytes: 1, Processes: -1, CPULimit: 1, MemoryLimitBytes: 1, DiskLimitBytes: 1}
 	bad := good
 	bad.Time = time.Unix(1e12, 0)

@@ -77,6 +77,7 @@ func inspector(t *testing.T, insp, bin, url string, args ...string) []byte {
 // the official MCP Inspector in CLI mode lists the tools, then calls
 // write_file and read_file, and a jail escape comes back as an error result.
 func TestMCPInspectorCLI(t *testing.T) {
+	t.Parallel()
 	npx := findInspector(t)
 	url := localURL(t)
 	bin := builtBinary(t)

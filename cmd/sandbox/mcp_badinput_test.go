@@ -14,6 +14,7 @@ import (
 // matching line holding a terminal escape is returned escaped (it was
 // dropped).
 func TestMCPBadInput(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	cs := connect(t, srv, nil)
 	var b strings.Builder
@@ -38,6 +39,7 @@ func TestMCPBadInput(t *testing.T) {
 // timeout_seconds, or as a run id, was quoted whole by the go-sdk's
 // input checks; the error still names the argument.
 func TestMCPToolErrorBounded(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{AllowExecute: true})
 	cs := connect(t, srv, nil)
 	big := strings.Repeat("9", 200<<10)

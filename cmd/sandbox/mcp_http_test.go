@@ -130,6 +130,7 @@ func countSessions(srv *mcpServer) int {
 // right token works, and that a session is bound to the token that opened
 // it.
 func TestMCPHTTPAuth(t *testing.T) {
+	t.Parallel()
 	const other = "second-token-ABCDEFGHIJKLMNOP"
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{})
 	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken, other}})
@@ -180,6 +181,7 @@ func TestMCPHTTPAuth(t *testing.T) {
 // that opens nothing, that another token has its own cap, and that ending
 // a session frees its place.
 func TestMCPHTTPSessionCap(t *testing.T) {
+	t.Parallel()
 	const other = "second-token-ABCDEFGHIJKLMNOP"
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken, other}, MaxSessions: 3})
@@ -242,7 +244,12 @@ func TestMCPHTTPSessionCap(t *testing.T) {
 // for IdleTimeout ends and its sandbox is destroyed, while a session that
 // keeps sending stays.
 func TestMCPHTTPIdleReleasesSandbox(t *testing.T) {
-	const idle = 400 * time.Millisecond
+	t.Parallel()
+	// Wide enough that the busy session's requests, one every idle/8, keep
+	// it alive on a loaded machine (at 400 ms, under a load average of 70
+	// with the package's tests in parallel, a gap between two of them
+	// passed for idleness and ended it too).
+	const idle = 2 * time.Second
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{})
 	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken}, IdleTimeout: idle, MaxSessions: 2})
 	quiet, err := httpConnect(t, endpoint, testToken)
@@ -336,6 +343,7 @@ func startMCPCommand(t *testing.T, env map[string]string, args ...string) (endpo
 // TestMCPHTTPGeneratedToken runs "sandbox mcp --http": the token it prints
 // on stderr opens a session, and a request without it is refused.
 func TestMCPHTTPGeneratedToken(t *testing.T) {
+	t.Parallel()
 	endpoint, stderr := startMCPCommand(t, nil, "--http", "127.0.0.1:0")
 	var token string
 	for _, line := range strings.Split(stderr.String(), "\n") {
@@ -367,6 +375,7 @@ func TestMCPHTTPGeneratedToken(t *testing.T) {
 // read, two sources at once, a short token or an empty file are refused at
 // start without showing the token.
 func TestMCPHTTPGivenToken(t *testing.T) {
+	t.Parallel()
 	endpoint, stderr := startMCPCommand(t, map[string]string{tokenEnv: testToken}, "--http", "127.0.0.1:0", "--max-sessions", "1")
 	if strings.Contains(stderr.String(), testToken) {
 		t.Errorf("the given token is printed: %s", stderr)
@@ -445,6 +454,7 @@ func TestMCPHTTPGivenToken(t *testing.T) {
 // Host header (DNS rebinding), a cross-origin browser request and a body
 // over the limit are still refused, and open no session.
 func TestMCPHTTPKeepsOtherChecks(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	endpoint := httpServer(t, srv, httpOptions{Tokens: []string{testToken}})
 	send := func(body string, edit func(*http.Request)) int {

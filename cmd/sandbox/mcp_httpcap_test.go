@@ -54,6 +54,7 @@ func deleteRaw(hc *http.Client, endpoint, id string) error {
 // 429; the server holds no more than the cap; once those end (DELETE), as
 // many open again.
 func TestMCPHTTPSessionCapExact(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int{1, 3} {
 		t.Run(fmt.Sprint("cap", limit), func(t *testing.T) {
 			srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})

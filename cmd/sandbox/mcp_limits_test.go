@@ -15,6 +15,7 @@ import (
 // negative value or one no duration holds is InvalidArgument naming the
 // argument, never a wrap to some other timeout.
 func TestMCPExecuteTimeoutCeiling(t *testing.T) {
+	t.Parallel()
 	const ceiling = time.Second
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{AllowExecute: true, ExecuteTimeout: ceiling})
 	cs := connect(t, srv, nil)
@@ -85,6 +86,7 @@ func showsPart(s string, secrets ...string) string {
 // TestMCPGrepCutKeepsSecrets checks that grep's cut of long lines never
 // returns the start of a secret that straddles it, wherever it falls.
 func TestMCPGrepCutKeepsSecrets(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{Secrets: map[string]string{"K": testSecret}})
 	cs := connect(t, srv, nil)
 	var b strings.Builder
@@ -156,6 +158,7 @@ func readAllLogs(t *testing.T, cs *mcp.ClientSession, id string, m int) []string
 // and that while a run goes on, the beginning of a secret it is still
 // writing (a multi-line one here) is withheld.
 func TestMCPRunLogsRedactedAcrossPages(t *testing.T) {
+	t.Parallel()
 	const pem = "-----BEGIN KEY-----\nzzqq77pp99\n-----END KEY-----"
 	url := localURL(t)
 	srv, _ := newTestServer(t, url, mcpConfig{AllowExecute: true, Secrets: map[string]string{"K": testSecret, "PEM": pem}})
@@ -217,6 +220,7 @@ func TestMCPRunLogsRedactedAcrossPages(t *testing.T) {
 // overflowed lifetime or an error from deeper down; a number no integer
 // holds is an error naming budget_seconds.
 func TestMCPRunBudgetCeiling(t *testing.T) {
+	t.Parallel()
 	const ceiling = 2 * time.Second
 	srv, _ := newTestServer(t, localURL(t), mcpConfig{AllowExecute: true, RunBudget: ceiling})
 	cs := connect(t, srv, nil)

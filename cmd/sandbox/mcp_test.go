@@ -190,6 +190,7 @@ func exerciseFileTools(t *testing.T, cs *mcp.ClientSession) {
 }
 
 func TestMCPFileToolsInMemory(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	cs := connect(t, srv, nil)
 	if got := toolNames(t, cs); !slices.Equal(got, fileTools) {
@@ -204,6 +205,7 @@ func TestMCPFileToolsInMemory(t *testing.T) {
 }
 
 func TestMCPExecuteLocal(t *testing.T) {
+	t.Parallel()
 	url := localURL(t)
 	srv, _ := newTestServer(t, url, mcpConfig{
 		AllowExecute: true, Secrets: map[string]string{"CLI_TEST_TOKEN": testSecret}, ProgressInterval: 100 * time.Millisecond,
@@ -302,6 +304,7 @@ func TestMCPExecuteLocal(t *testing.T) {
 // TestMCPSessionsGetTheirOwnSandbox runs two MCP sessions at once: each gets
 // its own sandbox, and both are destroyed when the sessions end.
 func TestMCPSessionsGetTheirOwnSandbox(t *testing.T) {
+	t.Parallel()
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{})
 	count := func() int {
 		n := 0
@@ -346,6 +349,7 @@ func TestMCPSessionsGetTheirOwnSandbox(t *testing.T) {
 }
 
 func TestMCPStreamableHTTP(t *testing.T) {
+	t.Parallel()
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -390,6 +394,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 // TestMCPWorkspace checks that --workspace places the file tools' root, and
 // that a session that made no tool call is ended by Close.
 func TestMCPWorkspace(t *testing.T) {
+	t.Parallel()
 	srv, client := newTestServer(t, memoryURL(t), mcpConfig{Workspace: "proj/ws"})
 	cs := connect(t, srv, nil)
 	idle := connect(t, srv, nil)
@@ -422,6 +427,7 @@ func TestMCPWorkspace(t *testing.T) {
 }
 
 func TestMCPHTTPRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	err := srv.serveHTTP(context.Background(), "0.0.0.0:0", httpOptions{}, &strings.Builder{})
 	if _, ok := errors.AsType[*usageError](err); !ok {
@@ -480,6 +486,7 @@ func stdioSession(t *testing.T, args ...string) *mcp.ClientSession {
 }
 
 func TestMCPStdioBinary(t *testing.T) {
+	t.Parallel()
 	url := localURL(t)
 	cs := stdioSession(t, "--url", url, "mcp", "--allow-execute")
 	want := "edit_file execute glob grep ls metrics read_file run_logs run_start run_status write_file"

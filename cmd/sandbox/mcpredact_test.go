@@ -43,6 +43,7 @@ func (f *fakeLogs) read(_ context.Context, offset int64, max int) (run.Chunk, er
 // from any offset either; and when the output grows a byte at a time
 // while it is polled, no poll shows part of a secret being written.
 func TestRedactedLogsPaging(t *testing.T) {
+	t.Parallel()
 	const pem = "-----BEGIN KEY-----\nzzqq77pp99\n-----END KEY-----"
 	secrets := map[string]string{"K": testSecret, "PEM": pem}
 	s := &mcpServer{secrets: newSecretSet(secrets)}

@@ -25,6 +25,7 @@ func invokeWithEnv(t *testing.T, url string, env map[string]string, args ...stri
 // brokered secret: Info reports them, env in the sandbox holds the
 // placeholder, and no output of the tool holds the value.
 func TestCLIBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	url := memoryURL(t)
 	t.Cleanup(func() { destroyAll(t, url) })
 	env := map[string]string{"API_KEY": cliBrokered, "TOK": "tok-value-0001"}
@@ -74,6 +75,7 @@ func TestCLIBrokeredSecret(t *testing.T) {
 // Bad flags fail naming the input, before any sandbox is made, and never
 // show the value.
 func TestCLIBrokeredSecretErrors(t *testing.T) {
+	t.Parallel()
 	url := memoryURL(t)
 	t.Cleanup(func() { destroyAll(t, url) })
 	env := map[string]string{"API_KEY": cliBrokered}
@@ -114,6 +116,7 @@ func TestCLIBrokeredSecretErrors(t *testing.T) {
 // The default header and format, a header alone, and a format with a
 // colon in it.
 func TestBrokerSecretFlagParsing(t *testing.T) {
+	t.Parallel()
 	a := newApp(nil, &bytes.Buffer{}, &bytes.Buffer{})
 	a.getenv = func(string) string { return "v" }
 	n := netFlags{broker: []string{"A=x.example.com", "B=y.example.com:X-Key", "C=z.example.com:Authorization:Token t=%s; scheme:b"}}
@@ -131,6 +134,7 @@ func TestBrokerSecretFlagParsing(t *testing.T) {
 // The MCP server's sandboxes get the policy and the brokered secret, and
 // the value is in its redaction set without being set for commands.
 func TestMCPBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	srv, c := newTestServer(t, memoryURL(t), mcpConfig{
 		AllowExecute: true,
 		Network:      &sandbox.NetworkPolicy{Allow: []string{"api.example.com"}},

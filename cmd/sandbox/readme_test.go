@@ -112,6 +112,7 @@ func readmeArgs(t *testing.T) map[string]toolArgs {
 // the required ones marked, so a user (or a model's author) does not have
 // to guess names such as file_path for path.
 func TestREADMEListsMCPTools(t *testing.T) {
+	t.Parallel()
 	want := schemaArgs(t)
 	got := readmeArgs(t)
 	ok := true

@@ -84,6 +84,7 @@ func shellScript(bin, url string, args ...string) string {
 // window of a fixed size it types commands and reads the screen, resizes
 // the window, interrupts a sleep with Ctrl-C, and leaves with "exit 3".
 func TestShellUnderTmux(t *testing.T) {
+	t.Parallel()
 	tm := newTmux(t)
 	bin := builtBinary(t)
 	root := t.TempDir()
@@ -144,6 +145,7 @@ func TestShellUnderTmux(t *testing.T) {
 // Without an ID, shell creates a sandbox and destroys it once the shell
 // exits.
 func TestShellThrowAwaySandbox(t *testing.T) {
+	t.Parallel()
 	tm := newTmux(t)
 	bin := builtBinary(t)
 	root := t.TempDir()
@@ -171,6 +173,7 @@ func TestShellThrowAwaySandbox(t *testing.T) {
 // With stdin not a terminal, its bytes are typed into the sandbox's
 // terminal; the exit status passes through.
 func TestShellPipedInput(t *testing.T) {
+	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -190,6 +193,7 @@ func TestShellPipedInput(t *testing.T) {
 
 // Bad usage is refused with InvalidArgument before anything is created.
 func TestShellUsage(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	a := newApp(strings.NewReader(""), &out, &errb)
 	code := a.run(context.Background(), []string{"--url", "memory://shell-usage", "shell", "a", "b"})

@@ -7,6 +7,7 @@ import (
 )
 
 func TestCLISnapshotAndFork(t *testing.T) {
+	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
 			id := createSandbox(t, url)
@@ -62,6 +63,7 @@ func TestCLISnapshotAndFork(t *testing.T) {
 }
 
 func TestCLISnapshotBadInput(t *testing.T) {
+	t.Parallel()
 	url := "memory://" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + randomHex(4)
 	t.Cleanup(func() { destroyAll(t, url) })
 	id := createSandbox(t, url)

@@ -27,6 +27,7 @@ func findRow(t *testing.T, out, id string) metricsJSON {
 // On the memory provider, top reports the files' bytes and marks CPU and
 // memory unknown: null in JSON and "-" in the table, never 0.
 func TestCLITopOnceMemory(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	id := createSandbox(t, url)
 	sb := openSandbox(t, url, id)
@@ -63,6 +64,7 @@ func TestCLITopOnceMemory(t *testing.T) {
 // On the local provider, top reads the sandbox's cgroup: memory and
 // processes are measured (not null, not 0: its agent runs).
 func TestCLITopOnceLocal(t *testing.T) {
+	t.Parallel()
 	url := localURL(t)
 	id := createSandbox(t, url)
 	t.Cleanup(func() { destroyAll(t, url) })
@@ -77,6 +79,7 @@ func TestCLITopOnceLocal(t *testing.T) {
 }
 
 func TestCLITopBadInput(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	for _, args := range [][]string{{"--interval", "0"}, {"--interval", "-1s"}} {
 		r := invoke(t, url, nil, append([]string{"top", "--once"}, args...)...)
@@ -93,6 +96,7 @@ func TestCLITopBadInput(t *testing.T) {
 // The MCP metrics tool is read-only and reports the session's sandbox,
 // unknown values null.
 func TestMCPMetrics(t *testing.T) {
+	t.Parallel()
 	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{})
 	cs := connect(t, srv, nil)
 	res, err := cs.ListTools(context.Background(), nil)
@@ -128,6 +132,7 @@ func TestMCPMetrics(t *testing.T) {
 // Without --once, top redraws every --interval, showing a sandbox created
 // after it started, until interrupted: then it exits 130.
 func TestCLITopRefreshes(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	first := createSandbox(t, url)
 	var out, errb lockedBuffer

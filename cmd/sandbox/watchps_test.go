@@ -67,6 +67,7 @@ func waitOutput(t *testing.T, out *lockedBuffer, want string) {
 // "sandbox watch" prints each change as it happens, one line each, until
 // interrupted, then exits 130.
 func TestCLIWatch(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	id := createSandbox(t, url)
 	sb := openSandbox(t, url, id)
@@ -166,6 +167,7 @@ func TestCLIWatch(t *testing.T) {
 }
 
 func TestCLIWatchBadInput(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	id := createSandbox(t, url)
 	r := invoke(t, url, nil, "watch", id)
@@ -185,6 +187,7 @@ func TestCLIWatchBadInput(t *testing.T) {
 // "sandbox ps" lists a running background process as a handle, and not
 // one that finished.
 func TestCLIPs(t *testing.T) {
+	t.Parallel()
 	url := cleanMemoryURL(t)
 	id := createSandbox(t, url)
 	sb := openSandbox(t, url, id)
