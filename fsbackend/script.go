@@ -257,7 +257,10 @@ regular() {
 openv() {
   if [ -n "$late" ]; then set -- "$pbase"; else set --; fi
   if [ -n "$proc" ]; then
-    exec 3< "./$name" || return 104
+    # "command" keeps a failed open from ending the shell (a redirection
+    # error on the special builtin exec does, with status 2), so a file
+    # swapped away meanwhile is an answer, not a crashed helper.
+    { command exec 3< "./$name"; } 2>/dev/null || return 104
     set -- "$@" /proc/self/fd/3
   fi
   st=$(find "$@" "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %s %D-%i %l//' 2>/dev/null)
@@ -338,7 +341,7 @@ write)
   if [ -n "$proc" ]; then
     # Opened without truncation, then checked like a read's file before
     # a byte changes; truncated and written through the open file.
-    exec 4<> "./$name" 2>/dev/null || die 104 "cannot open"
+    { command exec 4<> "./$name"; } 2>/dev/null || die 104 "cannot open"
     st=$(find /proc/self/fd/4 "./$name" -maxdepth 0 -printf '%y %n %D-%i-%s-%T@ %l//' 2>/dev/null)
     fp=${st%%//*}; fp=${fp#* * * }; st=${st#*//}
     if [ "$PWD" = / ]; then want=/$name; else want=$PWD/$name; fi
