@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"strconv"
@@ -189,29 +188,6 @@ func termEnv(env []string, shell string) []string {
 	return out
 }
 
-// checkWorkDir fails the request when dir is not a directory it can use.
-func checkWorkDir(fw *frameWriter, dir string) bool {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		code := "NotFound"
-		switch {
-		case errors.Is(err, syscall.ENOTDIR):
-			code = "NotDirectory"
-		case errors.Is(err, fs.ErrPermission):
-			code = "PermissionDenied"
-		case errors.Is(err, syscall.ENAMETOOLONG):
-			code = "InvalidArgument"
-		}
-		_ = fw.writeJSON(frameFail, failMsg{code, fmt.Sprintf("working directory %q: %v", iox.Shorten(dir, 64), errors.Unwrap(err))})
-		return false
-	}
-	if !fi.IsDir() {
-		_ = fw.writeJSON(frameFail, failMsg{"NotDirectory", fmt.Sprintf("working directory %q is not a directory", iox.Shorten(dir, 64))})
-		return false
-	}
-	return true
-}
-
 // startTerm starts req's program on a new terminal and serves the
 // connection as an attachment to it.
 func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
@@ -219,7 +195,7 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 	if dir == "" {
 		dir = a.cfg.Home
 	}
-	if !checkWorkDir(fw, dir) {
+	if badDir(fw, dir) {
 		return
 	}
 	if req.Rows == 0 || req.Cols == 0 {
