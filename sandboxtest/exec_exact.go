@@ -354,8 +354,16 @@ func testStdinNotReadAfterReturn(ctx context.Context, t *testing.T, s *suite) {
 
 func testConcurrentWait(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
-	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo up; sleep 60"}))
+	var live lockedBuffer
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo up; sleep 60", Stdout: &live}))
 	defer p.Close()
+	// The output is checked in the Result after Kill, so the process must
+	// have written it first: on a loaded host the shell may not have run
+	// echo by the time of the Kill. A provider that delivers a running
+	// process's output only at its end shows nothing live; 10 s are given.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(live.String(), "up") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	first := make(chan error, 1)
 	go func() {
 		_, err := p.Wait(ctx)
