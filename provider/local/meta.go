@@ -202,7 +202,7 @@ func (r *Runtime) readMetaCtx(ctx context.Context, id string) (*meta, error) {
 		m.metaState = st
 		return m, nil
 	}
-	t, watched := states().watch(path, path)
+	t, watched := states().watch(path)
 	if err := r.readState(f, m); err != nil {
 		return nil, err
 	}

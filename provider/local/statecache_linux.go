@@ -31,16 +31,11 @@ type stateCache struct {
 	mu      sync.Mutex
 	fd      int // inotify descriptor, nonblocking; -1: no cache
 	byWD    map[int32]string
-	entries map[string]*stateEntry
-	// gen counts the events seen per id (and gen0 every dropAll), so that
-	// a record read while its file changed is not cached.
+	entries map[string]metaState
+	// gen counts the events seen per path (and gen0 every dropAll), so
+	// that a record read while its file changed is not cached.
 	gen  map[string]uint64
 	gen0 uint64
-}
-
-type stateEntry struct {
-	wd int32
-	st metaState
 }
 
 // maxStateEntries bounds the watches (and entries) the process keeps.
@@ -51,7 +46,7 @@ func newStateCache() *stateCache {
 	if err != nil {
 		fd = -1
 	}
-	return &stateCache{fd: fd, byWD: map[int32]string{}, entries: map[string]*stateEntry{}, gen: map[string]uint64{}}
+	return &stateCache{fd: fd, byWD: map[int32]string{}, entries: map[string]metaState{}, gen: map[string]uint64{}}
 }
 
 // drain applies the queued events: an entry whose file changed is
@@ -73,15 +68,15 @@ func (c *stateCache) drain() {
 				c.dropAll()
 				continue
 			}
-			id, ok := c.byWD[ev.Wd]
+			path, ok := c.byWD[ev.Wd]
 			if !ok {
 				continue
 			}
-			c.gen[id]++
+			c.gen[path]++
 			if ev.Mask&unix.IN_IGNORED != 0 {
 				delete(c.byWD, ev.Wd) // the kernel removed the watch
 			}
-			delete(c.entries, id) // the watch stays for the next record
+			delete(c.entries, path) // the watch stays for the next record
 		}
 	}
 }
@@ -91,24 +86,24 @@ func (c *stateCache) dropAll() {
 		_, _ = unix.InotifyRmWatch(c.fd, uint32(wd))
 	}
 	c.byWD = map[int32]string{}
-	c.entries = map[string]*stateEntry{}
+	c.entries = map[string]metaState{}
 	c.gen = map[string]uint64{}
 	c.gen0++
 }
 
-// get returns the cached state of id, if it is as new as its file.
-func (c *stateCache) get(id string) (metaState, bool) {
+// get returns the cached state read from path, if it is as new as the
+// file.
+func (c *stateCache) get(path string) (metaState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
 		return metaState{}, false
 	}
 	c.drain()
-	e := c.entries[id]
-	if e == nil {
+	st, ok := c.entries[path]
+	if !ok {
 		return metaState{}, false
 	}
-	st := e.st
 	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
 	return st, true
 }
@@ -120,9 +115,9 @@ type stateTicket struct {
 	gen, gen0 uint64
 }
 
-// watch puts a watch on the state file at path for id; it is taken
-// before the file is read, so a write after the read is seen.
-func (c *stateCache) watch(id, path string) (stateTicket, bool) {
+// watch puts a watch on the state file at path; it is taken before the
+// file is read, so a write after the read is seen.
+func (c *stateCache) watch(path string) (stateTicket, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
@@ -136,41 +131,41 @@ func (c *stateCache) watch(id, path string) (stateTicket, bool) {
 	if err != nil {
 		return stateTicket{}, false
 	}
-	c.byWD[int32(wd)] = id
-	return stateTicket{wd: int32(wd), gen: c.gen[id], gen0: c.gen0}, true
+	c.byWD[int32(wd)] = path
+	return stateTicket{wd: int32(wd), gen: c.gen[path], gen0: c.gen0}, true
 }
 
-// put caches st, read from the file after watch returned t, unless the
-// file changed (or the watch went) since.
-func (c *stateCache) put(id string, t stateTicket, st *metaState) {
+// put caches st, read from path after watch returned t, unless the file
+// changed (or the watch went) since.
+func (c *stateCache) put(path string, t stateTicket, st *metaState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
 		return
 	}
 	c.drain()
-	if c.byWD[t.wd] != id || c.gen[id] != t.gen || c.gen0 != t.gen0 {
+	if c.byWD[t.wd] != path || c.gen[path] != t.gen || c.gen0 != t.gen0 {
 		return
 	}
-	e := &stateEntry{wd: t.wd, st: *st}
-	e.st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
-	c.entries[id] = e
+	e := *st
+	e.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
+	c.entries[path] = e
 }
 
-// forget drops id's entry and watch (the sandbox is destroyed).
-func (c *stateCache) forget(id string) {
+// forget drops path's entry and watch (the sandbox is destroyed).
+func (c *stateCache) forget(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
 		return
 	}
 	c.drain()
-	for wd, wid := range c.byWD {
-		if wid == id {
+	for wd, p := range c.byWD {
+		if p == path {
 			_, _ = unix.InotifyRmWatch(c.fd, uint32(wd))
 			delete(c.byWD, wd)
 		}
 	}
-	delete(c.entries, id)
-	delete(c.gen, id)
+	delete(c.entries, path)
+	delete(c.gen, path)
 }
