@@ -199,10 +199,10 @@ func heapPeak(f func()) uint64 {
 	return peak - base
 }
 
-// What a cell prints, and what it displays, is kept up to caps: the host's
-// memory stays bounded whatever the cell does.
-func TestOutputBounded(t *testing.T) {
-	t.Parallel()
+// The host's heap stays bounded whatever a cell prints or its kernel sends.
+// Not parallel: the heap is the process's, and a test running beside this
+// one would be counted as this one's growth.
+func TestOutputHeapBounded(t *testing.T) {
 	sb := create(t, localRuntime(t))
 	k := newKernel(t, sb, interp.Options{})
 	t.Run("Heap", func(t *testing.T) {
@@ -221,6 +221,38 @@ func TestOutputBounded(t *testing.T) {
 		assert.Equal(t, strings.Repeat(strings.Repeat("y", 65535)+"\n", interp.DefaultMaxOutput>>16), ex.Stdout)
 		assert.Less(t, grew, uint64(80<<20), "the heap grew by %d MiB", grew>>20)
 	})
+	t.Run("KernelPastItsCaps", func(t *testing.T) {
+		// The cell's code reaches the kernel's own event writer: Run keeps
+		// its caps whatever the kernel sends.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var ex *interp.Execution
+		var err error
+		grew := heapPeak(func() {
+			ex, err = k.Run(ctx, "import sys, base64\nkm = sys.modules['__main__']\n"+
+				"km.emit({'type': 'result', 'main': True, 'data': {'text/plain': 'q' * (24 << 20)}})\n"+
+				"km.emit({'type': 'result', 'main': False, 'data': {'text/plain': 'r' * (3 << 20)}})\n"+
+				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'w' * (3 << 20)).decode()})\n"+
+				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'v' * (3 << 20)).decode()})",
+				interp.RunOptions{MaxOutput: 1 << 20, MaxResultBytes: 1 << 20})
+		})
+		require.NoError(t, err)
+		t.Logf("a kernel sending 33 MiB past the caps grew the heap by %d MiB at most", grew>>20)
+		require.Len(t, ex.Results, 1, "the 24 MiB result is dropped")
+		assert.Equal(t, strings.Repeat("r", 1<<20), ex.Results[0].Text)
+		assert.True(t, ex.ResultsTruncated)
+		assert.Equal(t, strings.Repeat("w", 1<<20), ex.Stdout)
+		assert.True(t, ex.StdoutTruncated)
+		assert.Less(t, grew, uint64(64<<20))
+	})
+}
+
+// What a cell prints, and what it displays, is kept up to caps: the host's
+// memory stays bounded whatever the cell does.
+func TestOutputBounded(t *testing.T) {
+	t.Parallel()
+	sb := create(t, localRuntime(t))
+	k := newKernel(t, sb, interp.Options{})
 	t.Run("CallbackGetsAll", func(t *testing.T) {
 		var live strings.Builder
 		ex, err := k.Run(t.Context(), "import sys\nprint('o' * 5000)\nsys.stderr.write('e' * 3000)", interp.RunOptions{MaxOutput: 1000,
@@ -290,30 +322,6 @@ func TestOutputBounded(t *testing.T) {
 		assert.NotEmpty(t, ex.Results[1].PNG)
 		assert.True(t, ex.ResultsTruncated)
 		run(t, k, "plt.close('all')")
-	})
-	t.Run("KernelPastItsCaps", func(t *testing.T) {
-		// The cell's code reaches the kernel's own event writer: Run keeps
-		// its caps whatever the kernel sends.
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
-		var ex *interp.Execution
-		var err error
-		grew := heapPeak(func() {
-			ex, err = k.Run(ctx, "import sys, base64\nkm = sys.modules['__main__']\n"+
-				"km.emit({'type': 'result', 'main': True, 'data': {'text/plain': 'q' * (24 << 20)}})\n"+
-				"km.emit({'type': 'result', 'main': False, 'data': {'text/plain': 'r' * (3 << 20)}})\n"+
-				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'w' * (3 << 20)).decode()})\n"+
-				"km.emit({'type': 'stdout', 'data': base64.b64encode(b'v' * (3 << 20)).decode()})",
-				interp.RunOptions{MaxOutput: 1 << 20, MaxResultBytes: 1 << 20})
-		})
-		require.NoError(t, err)
-		t.Logf("a kernel sending 33 MiB past the caps grew the heap by %d MiB at most", grew>>20)
-		require.Len(t, ex.Results, 1, "the 24 MiB result is dropped")
-		assert.Equal(t, strings.Repeat("r", 1<<20), ex.Results[0].Text)
-		assert.True(t, ex.ResultsTruncated)
-		assert.Equal(t, strings.Repeat("w", 1<<20), ex.Stdout)
-		assert.True(t, ex.StdoutTruncated)
-		assert.Less(t, grew, uint64(64<<20))
 	})
 	t.Run("Bash", func(t *testing.T) {
 		kb := newKernel(t, sb, interp.Options{Language: interp.Bash})
