@@ -175,7 +175,9 @@ func TestProcessesRedactSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"sleep", "30", "--token=tok-5ecr3t-value"}})
+	// The secret is the shell's $0, so the command keeps running (a sleep
+	// given it as an operand would fail at once and leave the list).
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"sh", "-c", "sleep 30", "--token=tok-5ecr3t-value"}})
 	if err != nil {
 		t.Fatal(err)
 	}
