@@ -64,14 +64,25 @@ func (s *suite) stressSize(t *testing.T) (execs, boxes int, fromEnv bool) {
 // usual pipe and frame sizes, up to 1 MiB.
 var exactSizes = []int{1, 10, 100, 1000, 4096, 65535, 65537, 200_000, 1 << 20}
 
-// exactContent returns size bytes of every value, fixed per size.
+// exactContents holds the content of each size made so far: the
+// exactness subtests compare hundreds of outputs of up to 1 MiB with it,
+// and making it a byte at a time (each write checked by -race) for every
+// comparison cost more than the execs themselves.
+var exactContents sync.Map // int -> []byte
+
+// exactContent returns size bytes of every value, fixed per size. The
+// slice is shared: callers must not modify it.
 func exactContent(size int) []byte {
+	if b, ok := exactContents.Load(size); ok {
+		return b.([]byte)
+	}
 	r := rand.New(rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16)}))
 	b := make([]byte, size)
 	for i := range b {
 		b[i] = byte(r.Uint32())
 	}
-	return b
+	got, _ := exactContents.LoadOrStore(size, b)
+	return got.([]byte)
 }
 
 // exactFile is where the content of size lives in a sandbox.

@@ -1085,13 +1085,35 @@ var fileTests = []test{
 	}},
 }
 
-// patternReader yields a deterministic non-repeating-looking byte stream.
+// patternReader yields a deterministic non-repeating-looking byte stream:
+// byte i (from 1) is byte(i*2654435761>>13) ^ byte(i>>8), which repeats
+// every patternPeriod bytes.
 type patternReader struct{ n uint64 }
 
-func (p *patternReader) Read(b []byte) (int, error) {
+// patternPeriod is the period of patternReader's stream: both terms of a
+// byte depend only on the low 21 bits of its index.
+const patternPeriod = 1 << 21
+
+// patternTable holds one period of patternReader's stream, from index 0,
+// made once: Read copies from it, since computing the tens of MiB the
+// file subtests move a byte at a time (each write checked by -race) cost
+// seconds.
+var patternTable = sync.OnceValue(func() []byte {
+	b := make([]byte, patternPeriod)
 	for i := range b {
-		p.n++
-		b[i] = byte(p.n*2654435761>>13) ^ byte(p.n>>8)
+		n := uint64(i)
+		b[i] = byte(n*2654435761>>13) ^ byte(n>>8)
+	}
+	return b
+})
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	tab := patternTable()
+	done := 0
+	for done < len(b) {
+		k := copy(b[done:], tab[(p.n+1)%patternPeriod:])
+		done += k
+		p.n += uint64(k)
 	}
 	return len(b), nil
 }
