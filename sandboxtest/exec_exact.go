@@ -57,6 +57,19 @@ func (s *suite) stressSize(t *testing.T) (execs, boxes int, fromEnv bool) {
 		}
 		return ne, nb, true
 	}
+	// The execs repeat one check, each one on its own: a plain run does
+	// half of them and -short a fifth, at least two per sandbox so that
+	// every sandbox still serves execs at once, and all nine output sizes
+	// still go to both streams. The bug of issue 12 this was written for
+	// cut 59 of 200 on daytona; at that rate 40 execs all passing has a
+	// chance below 1e-6. A full run (CI's) does them all.
+	if !full() {
+		div := 2
+		if testing.Short() {
+			div = 5
+		}
+		execs = max(execs/div, 2*boxes)
+	}
 	return execs, boxes, false
 }
 
@@ -266,8 +279,15 @@ func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
 	stop := starve()
 	defer stop()
 	// Several at once, so the readers of one command compete with the
-	// others and with the busy goroutines when it exits.
-	const rounds, parallel = 2, 16
+	// others and with the busy goroutines when it exits. A round repeats
+	// the check of the one before (each command exits with the tail of
+	// its 1 MiB still unread and its readers starved); a plain run does
+	// one round of 16 commands and the argv cat, a full run (CI's) two.
+	const parallel = 16
+	rounds := 1
+	if full() {
+		rounds = 2
+	}
 	for round := range rounds {
 		var wg sync.WaitGroup
 		for j := range parallel {
