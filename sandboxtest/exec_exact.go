@@ -324,13 +324,16 @@ func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
 }
 
 // heldReader is a Stdin whose Reads block until the test feeds them; it
-// counts the Reads that started.
+// counts the Reads that started and those still blocked.
 type heldReader struct {
-	reads atomic.Int64
-	feed  chan []byte
+	reads   atomic.Int64
+	blocked atomic.Int64
+	feed    chan []byte
 }
 
 func (r *heldReader) Read(p []byte) (int, error) {
+	r.blocked.Add(1)
+	defer r.blocked.Add(-1)
 	r.reads.Add(1)
 	b, ok := <-r.feed
 	if !ok {
@@ -365,10 +368,13 @@ func testStdinNotReadAfterReturn(ctx context.Context, t *testing.T, s *suite) {
 	}
 	atReturn := in.reads.Load()
 	// Feed a Read left blocked (if any), then give a copy that was not
-	// ended the chance to start another one.
-	select {
-	case in.feed <- []byte("after return\n"):
-	case <-time.After(2 * time.Second):
+	// ended the chance to start another one. With none blocked there is
+	// nothing to feed: a Read that starts later is counted below.
+	if in.blocked.Load() > 0 {
+		select {
+		case in.feed <- []byte("after return\n"):
+		case <-time.After(2 * time.Second):
+		}
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) && in.reads.Load() == atReturn {
