@@ -79,7 +79,9 @@ type Harness struct {
 	Faults FaultHooks
 	// StressExecs and StressSandboxes size Stress/ConcurrentExecExact:
 	// that many concurrent execs over that many sandboxes (defaults 200
-	// and 10). The environment variable named by StressEnv overrides both.
+	// and 10) in a full run (FullEnv); a plain run does half the execs
+	// and -short a fifth, over the same sandboxes. The environment
+	// variable named by StressEnv overrides both, in every mode.
 	StressExecs, StressSandboxes int
 	// SameProvider, when set, returns a new Client on the same provider
 	// state as c (its sandboxes, their processes and terminals), made as
@@ -119,8 +121,17 @@ type suite struct {
 // FullEnv names the environment variable that, set to 1, runs every
 // group in every configuration, ignoring Harness.Groups: a provider's
 // test runs the whole suite in one configuration and a subset in the
-// others, and a full run (CI's, or before a release) checks them all.
+// others, and a full run (CI's, or before a release) checks them all. A
+// full run also gives the subtests that repeat a check under load (see
+// full) their full counts and sizes.
 const FullEnv = "SANDBOXTEST_FULL"
+
+// full reports whether FullEnv asks for the full run. The subtests that
+// repeat one check many times to catch a race, or move more bytes than
+// the check needs so that a rare one shows, do all of it then; a plain
+// run does a part that still catches the bug each was written for (each
+// says why), and -short a smaller part where that holds too.
+func full() bool { return os.Getenv(FullEnv) == "1" }
 
 // ParallelEnv names the environment variable that sets how many groups
 // of one Run go at once (default 4; 1 runs them one after another).
@@ -274,7 +285,7 @@ func selectGroups(names []string) (map[string]bool, error) {
 		}
 		sel[n] = true
 	}
-	if os.Getenv(FullEnv) == "1" {
+	if full() {
 		return all, nil
 	}
 	return sel, nil
@@ -1085,13 +1096,35 @@ var fileTests = []test{
 	}},
 }
 
-// patternReader yields a deterministic non-repeating-looking byte stream.
+// patternReader yields a deterministic non-repeating-looking byte stream:
+// byte i (from 1) is byte(i*2654435761>>13) ^ byte(i>>8), which repeats
+// every patternPeriod bytes.
 type patternReader struct{ n uint64 }
 
-func (p *patternReader) Read(b []byte) (int, error) {
+// patternPeriod is the period of patternReader's stream: both terms of a
+// byte depend only on the low 21 bits of its index.
+const patternPeriod = 1 << 21
+
+// patternTable holds one period of patternReader's stream, from index 0,
+// made once: Read copies from it, since computing the tens of MiB the
+// file subtests move a byte at a time (each write checked by -race) cost
+// seconds.
+var patternTable = sync.OnceValue(func() []byte {
+	b := make([]byte, patternPeriod)
 	for i := range b {
-		p.n++
-		b[i] = byte(p.n*2654435761>>13) ^ byte(p.n>>8)
+		n := uint64(i)
+		b[i] = byte(n*2654435761>>13) ^ byte(n>>8)
+	}
+	return b
+})
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	tab := patternTable()
+	done := 0
+	for done < len(b) {
+		k := copy(b[done:], tab[(p.n+1)%patternPeriod:])
+		done += k
+		p.n += uint64(k)
 	}
 	return len(b), nil
 }
