@@ -35,6 +35,7 @@ import (
 // loopback, checked by the proxy with the sandbox's own curl, over plain
 // HTTP (absolute form), CONNECT and SOCKS5.
 func TestEgressPolicyChecks(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
@@ -147,6 +148,7 @@ func brokered(ctx context.Context, t *testing.T, e *egressEnv) *sandbox.Sandbox 
 // with a CA the sandbox trusts through its own trust store) and never
 // another host, which gets the placeholder the sandbox sent.
 func TestEgressBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		up := newTLSUpstream(t, "api.example.test", "other.example.test")
@@ -200,6 +202,7 @@ func redact(l []string) []string {
 // builds the value in memory from two halves so that its own command
 // line does not hold it. Nor is the value in the sandbox's metadata.
 func TestEgressSecretNotInSandbox(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
@@ -263,6 +266,7 @@ print("HITS", hits)
 // pip installs a package through the proxy from a package index (PEP 503
 // simple API) on the host's loopback, under a name the policy allows.
 func TestEgressPipInstall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed in /usr/bin (the sandbox sees the host's /usr)")

@@ -64,13 +64,23 @@ func lookPathCurl() (string, error) {
 }
 
 // eachNSLevel runs f at L4 and at L3, skipping a level the host lacks.
+// The two levels run in parallel (each has a Runtime and a root of its
+// own), like the egress tests themselves: their time is mostly spent
+// waiting on sandboxes and their proxies, not on this process, and no
+// egress test counts the process's descriptors or heap, so none sees
+// another's. -parallel (GOMAXPROCS by default) bounds how many sandboxes
+// with a network run at once.
 func eachNSLevel(t *testing.T, f func(t *testing.T, l Level)) {
 	for _, l := range []Level{L4, L3} {
-		t.Run(l.String(), func(t *testing.T) { f(t, l) })
+		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
+			f(t, l)
+		})
 	}
 }
 
 func TestEgressAllowDeny(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
@@ -93,6 +103,7 @@ func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
 // the sandbox's namespace has no route out, and the host's loopback (where
 // the upstream listens) is not the sandbox's.
 func TestEgressFailsClosed(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
@@ -139,6 +150,7 @@ for reuse in (False, True):
 // Destroy ends the proxy; so does the sandbox's end by any other way (the
 // agent's death closes the proxy's connection).
 func TestEgressDestroyEndsProxy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	for _, how := range []string{"destroy", "agent-dies"} {
@@ -173,6 +185,7 @@ func TestEgressDestroyEndsProxy(t *testing.T) {
 // (the first one closed) finds the proxy still enforcing it and changes
 // it again.
 func TestEgressSetNetworkAndRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	root := e.rt.Root()
@@ -224,6 +237,7 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 // A sandbox created without network gets the proxy at run time; one with
 // the isolated network of pasta cannot be narrowed (FailedPrecondition).
 func TestEgressSetNetworkModes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	off := mustCreate(ctx, t, e.c, sandbox.CreateOptions{NoNetwork: true})
@@ -257,6 +271,7 @@ func TestEgressSetNetworkModes(t *testing.T) {
 // Below L3 there is no network namespace for the proxy: lists are
 // refused, naming what it would take.
 func TestEgressRefusedAtL2(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
 	if err != nil {
@@ -276,6 +291,7 @@ func TestEgressRefusedAtL2(t *testing.T) {
 // one: the relay holds each connection a short while for a proxy, then
 // closes it.
 func TestEgressProxyGoneFailsClosed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
