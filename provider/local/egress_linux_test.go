@@ -79,22 +79,30 @@ func eachNSLevel(t *testing.T, f func(t *testing.T, l Level)) {
 	}
 }
 
-func TestEgressAllowDeny(t *testing.T) {
+// TestEgressAllowList: one sandbox per level behind an allow-list of a
+// name and loopback serves the subtests, none of which changes it.
+func TestEgressAllowList(t *testing.T) {
 	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
 		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
-		res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
-		if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
-			t.Errorf("allowed name: %q %q", res.Stdout, res.Stderr)
-		}
-		res = run(ctx, t, sb, "curl -sS -p --max-time 10 http://other.example.test:"+e.port+"/")
-		if res.ExitCode == 0 {
-			t.Errorf("denied name reached: %q", res.Stdout)
-		}
-		t.Logf("denied: %s", res.Stderr)
+		t.Run("AllowDeny", func(t *testing.T) { testEgressAllowDeny(ctx, t, e, sb) })
+		t.Run("FailsClosed", func(t *testing.T) { testEgressFailsClosed(ctx, t, e, sb) })
 	})
+}
+
+// An allowed name is reached through the proxy; another is not.
+func testEgressAllowDeny(ctx context.Context, t *testing.T, e *egressEnv, sb *sandbox.Sandbox) {
+	res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
+	if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
+		t.Errorf("allowed name: %q %q", res.Stdout, res.Stderr)
+	}
+	res = run(ctx, t, sb, "curl -sS -p --max-time 10 http://other.example.test:"+e.port+"/")
+	if res.ExitCode == 0 {
+		t.Errorf("denied name reached: %q", res.Stdout)
+	}
+	t.Logf("denied: %s", res.Stderr)
 }
 
 func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
@@ -102,32 +110,27 @@ func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
 // A program that ignores the proxy variables cannot connect anywhere:
 // the sandbox's namespace has no route out, and the host's loopback (where
 // the upstream listens) is not the sandbox's.
-func TestEgressFailsClosed(t *testing.T) {
-	t.Parallel()
-	eachNSLevel(t, func(t *testing.T, l Level) {
-		ctx := context.Background()
-		e := newEgressEnv(t, l)
-		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
-		res := run(ctx, t, sb, "env | grep -i _proxy | sort")
-		for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
-			"https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
-			if !strings.Contains(string(res.Stdout), want+"\n") {
-				t.Errorf("env lacks %s: %q", want, res.Stdout)
-			}
+func testEgressFailsClosed(ctx context.Context, t *testing.T, e *egressEnv, sb *sandbox.Sandbox) {
+	res := run(ctx, t, sb, "env | grep -i _proxy | sort")
+	for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
+		"https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
+		if !strings.Contains(string(res.Stdout), want+"\n") {
+			t.Errorf("env lacks %s: %q", want, res.Stdout)
 		}
-		for _, cmd := range []string{
-			"curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + e.port + "/",
-			"env -u http_proxy -u HTTP_PROXY -u ALL_PROXY curl -sS --max-time 5 http://127.0.0.1:" + e.port + "/",
-			"curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/",
-		} {
-			res := run(ctx, t, sb, cmd)
-			if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
-				t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
-			}
+	}
+	for _, cmd := range []string{
+		"curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + e.port + "/",
+		"env -u http_proxy -u HTTP_PROXY -u ALL_PROXY curl -sS --max-time 5 http://127.0.0.1:" + e.port + "/",
+		"curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/",
+	} {
+		res := run(ctx, t, sb, cmd)
+		if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
+			t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
 		}
-		// The relay's port is the agent's: no command can take it over,
-		// with or without SO_REUSEPORT.
-		res = run(ctx, t, sb, `python3 -c '
+	}
+	// The relay's port is the agent's: no command can take it over,
+	// with or without SO_REUSEPORT.
+	res = run(ctx, t, sb, `python3 -c '
 import socket
 for reuse in (False, True):
     s = socket.socket()
@@ -138,13 +141,12 @@ for reuse in (False, True):
     except OSError as e:
         print("refused", e.errno)
 '`)
-		if strings.Contains(string(res.Stdout), "BOUND") || strings.Count(string(res.Stdout), "refused") != 2 {
-			t.Errorf("a command could bind the relay's port: %q %q", res.Stdout, res.Stderr)
-		}
-		if d := sb.Info().Detail["egress"]; d != "proxy" {
-			t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
-		}
-	})
+	if strings.Contains(string(res.Stdout), "BOUND") || strings.Count(string(res.Stdout), "refused") != 2 {
+		t.Errorf("a command could bind the relay's port: %q %q", res.Stdout, res.Stderr)
+	}
+	if d := sb.Info().Detail["egress"]; d != "proxy" {
+		t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
+	}
 }
 
 // Destroy ends the proxy; so does the sandbox's end by any other way (the
