@@ -32,6 +32,13 @@ type egressEnv struct {
 
 var loop = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 
+// egressCallTimeouts widens the bound of calls made without a deadline
+// that the portable layer gives lookups (10 s by default), which
+// SetNetwork shares: a SetNetwork that starts a proxy starts a process
+// (this -race test binary, re-executed), which on a host under heavy load
+// (the egress tests run in parallel) took longer than that.
+var egressCallTimeouts = sandbox.WithCallTimeouts(sandbox.CallTimeouts{Lookup: 2 * time.Minute})
+
 func newEgressEnv(t *testing.T, l Level, opts ...Option) *egressEnv {
 	t.Helper()
 	if _, err := lookPathCurl(); err != nil {
@@ -51,7 +58,7 @@ func newEgressEnv(t *testing.T, l Level, opts ...Option) *egressEnv {
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
-	return &egressEnv{rt: rt, c: sandbox.NewClient(rt), api: api, port: port}
+	return &egressEnv{rt: rt, c: sandbox.NewClient(rt, egressCallTimeouts), api: api, port: port}
 }
 
 func lookPathCurl() (string, error) {
@@ -214,7 +221,7 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt2.Close()
-	c2 := sandbox.NewClient(rt2)
+	c2 := sandbox.NewClient(rt2, egressCallTimeouts)
 	sb2, err := c2.Attach(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
