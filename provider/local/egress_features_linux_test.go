@@ -266,6 +266,11 @@ print("HITS", hits)
 	}
 }
 
+// pipTimeout bounds each pip command of TestEgressPipInstall: pip is
+// several seconds of CPU, and at a load average over 100 (with the egress
+// tests in parallel) an install took more than 2 minutes.
+const pipTimeout = 5 * time.Minute
+
 // pip installs a package through the proxy from a package index (PEP 503
 // simple API) on the host's loopback, under a name the policy allows.
 func TestEgressPipInstall(t *testing.T) {
@@ -294,7 +299,7 @@ func TestEgressPipInstall(t *testing.T) {
 	_, port, _ := net.SplitHostPort(idx.Listener.Addr().String())
 	e := newEgressEnv(t, L4)
 	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"pypi.test", "127.0.0.1"}}})
-	res, err := sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip install --disable-pip-version-check --no-cache-dir --break-system-packages --target "$HOME/lib" --index-url http://pypi.test:%s/simple/ --trusted-host pypi.test tinypkg && PYTHONPATH="$HOME/lib" python3 -c 'import tinypkg; print(tinypkg.MAGIC)'`, port), Timeout: 2 * time.Minute})
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip install --disable-pip-version-check --no-cache-dir --break-system-packages --target "$HOME/lib" --index-url http://pypi.test:%s/simple/ --trusted-host pypi.test tinypkg && PYTHONPATH="$HOME/lib" python3 -c 'import tinypkg; print(tinypkg.MAGIC)'`, port), Timeout: pipTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +307,7 @@ func TestEgressPipInstall(t *testing.T) {
 		t.Errorf("pip install through the proxy: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	// The same index by a name the policy does not allow: refused.
-	res, err = sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip download --disable-pip-version-check --no-cache-dir --retries 0 --timeout 5 -d "$HOME/dl" --index-url http://other.example.test:%s/simple/ --trusted-host other.example.test tinypkg`, port), Timeout: 2 * time.Minute})
+	res, err = sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip download --disable-pip-version-check --no-cache-dir --retries 0 --timeout 5 -d "$HOME/dl" --index-url http://other.example.test:%s/simple/ --trusted-host other.example.test tinypkg`, port), Timeout: pipTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
