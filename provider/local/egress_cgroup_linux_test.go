@@ -47,6 +47,7 @@ func procNoFile(t *testing.T, pid int) uint64 {
 // This holds for the proxy started with the agent and for one SetNetwork
 // starts later.
 func TestEgressProxyInSandboxCgroup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	at := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test"}},
@@ -90,6 +91,7 @@ func TestEgressProxyInSandboxCgroup(t *testing.T) {
 // with ErrPaused rather than waiting on a frozen proxy, and after Resume
 // the proxy serves and takes a new policy.
 func TestEgressPausedSetNetwork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
@@ -136,6 +138,7 @@ func TestEgressPausedSetNetwork(t *testing.T) {
 // brokered secrets, which the creating handle carries over, and with an
 // allow-all that SetNetwork put behind the proxy.
 func TestEgressForkStaysBehindProxy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	if e.rt.pasta == "" {

@@ -35,6 +35,7 @@ import (
 // loopback, checked by the proxy with the sandbox's own curl, over plain
 // HTTP (absolute form), CONNECT and SOCKS5.
 func TestEgressPolicyChecks(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
@@ -143,47 +144,57 @@ func brokered(ctx context.Context, t *testing.T, e *egressEnv) *sandbox.Sandbox 
 	return sb
 }
 
-// The brokered header reaches its host (over HTTPS the proxy intercepts,
-// with a CA the sandbox trusts through its own trust store) and never
-// another host, which gets the placeholder the sandbox sent.
+// TestEgressBrokeredSecret: one sandbox per level with a brokered secret
+// serves the subtests: the secret on the wire, then the scan for its
+// value inside (after the secret was used, so that nothing the use left
+// behind escapes the scan).
 func TestEgressBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		up := newTLSUpstream(t, "api.example.test", "other.example.test")
 		e := newEgressEnv(t, l, WithEgressRootCAs(up.rootCA))
 		sb := brokered(ctx, t, e)
-		// No CA option: curl finds the proxy's CA in the bundle it reads
-		// by default (/etc/ssl/certs/ca-certificates.crt in the sandbox).
-		res := run(ctx, t, sb, `curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" https://api.example.test:`+up.port+`/`)
-		if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
-			t.Fatalf("HTTPS to the brokered host: %q %q", res.Stdout, res.Stderr)
-		}
-		if got := up.auth("api.example.test"); len(got) != 1 || got[0] != "Bearer "+testSecret {
-			t.Errorf("the brokered host got Authorization %q, want the secret", redact(got))
-		}
-		// Plain HTTP to another host: the placeholder, unchanged.
-		res = run(ctx, t, sb, `curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" http://other.example.test:`+e.port+`/`)
-		if !strings.Contains(string(res.Stdout), fmt.Sprintf("auth=%q", "Bearer "+testPlaceholder)) {
-			t.Errorf("another host over HTTP: %q %q", res.Stdout, res.Stderr)
-		}
-		// HTTPS to another host passes through (not intercepted: the
-		// sandbox sees the upstream's own certificate, which it does not
-		// trust, hence -k) and carries the placeholder.
-		res = run(ctx, t, sb, `curl -sSk --max-time 10 -H "Authorization: Bearer $API_KEY" https://other.example.test:`+up.port+`/`)
-		if !strings.Contains(string(res.Stdout), "upstream other.example.test") {
-			t.Fatalf("HTTPS to another host: %q %q", res.Stdout, res.Stderr)
-		}
-		if got := up.auth("other.example.test"); len(got) != 1 || got[0] != "Bearer "+testPlaceholder {
-			t.Errorf("another host got Authorization %q, want the placeholder", redact(got))
-		}
-		res = run(ctx, t, sb, "env | grep -E '^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|PIP_CERT|GIT_SSL_CAINFO|NODE_EXTRA_CA_CERTS)=' | sort; grep -c 'BEGIN CERTIFICATE' "+egressCAOnly)
-		for _, want := range []string{"SSL_CERT_FILE=" + egressBundle, "CURL_CA_BUNDLE=" + egressBundle, "REQUESTS_CA_BUNDLE=" + egressBundle,
-			"PIP_CERT=" + egressBundle, "GIT_SSL_CAINFO=" + egressBundle, "NODE_EXTRA_CA_CERTS=" + egressCAOnly} {
-			if !strings.Contains(string(res.Stdout), want+"\n") {
-				t.Errorf("env lacks %s: %q", want, res.Stdout)
-			}
-		}
+		t.Run("OnTheWire", func(t *testing.T) { testEgressBrokeredOnTheWire(ctx, t, e, up, sb) })
+		t.Run("NotInSandbox", func(t *testing.T) { testEgressSecretNotInSandbox(ctx, t, e, sb) })
 	})
+}
+
+// The brokered header reaches its host (over HTTPS the proxy intercepts,
+// with a CA the sandbox trusts through its own trust store) and never
+// another host, which gets the placeholder the sandbox sent.
+func testEgressBrokeredOnTheWire(ctx context.Context, t *testing.T, e *egressEnv, up *tlsUpstream, sb *sandbox.Sandbox) {
+	// No CA option: curl finds the proxy's CA in the bundle it reads
+	// by default (/etc/ssl/certs/ca-certificates.crt in the sandbox).
+	res := run(ctx, t, sb, `curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" https://api.example.test:`+up.port+`/`)
+	if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
+		t.Fatalf("HTTPS to the brokered host: %q %q", res.Stdout, res.Stderr)
+	}
+	if got := up.auth("api.example.test"); len(got) != 1 || got[0] != "Bearer "+testSecret {
+		t.Errorf("the brokered host got Authorization %q, want the secret", redact(got))
+	}
+	// Plain HTTP to another host: the placeholder, unchanged.
+	res = run(ctx, t, sb, `curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" http://other.example.test:`+e.port+`/`)
+	if !strings.Contains(string(res.Stdout), fmt.Sprintf("auth=%q", "Bearer "+testPlaceholder)) {
+		t.Errorf("another host over HTTP: %q %q", res.Stdout, res.Stderr)
+	}
+	// HTTPS to another host passes through (not intercepted: the
+	// sandbox sees the upstream's own certificate, which it does not
+	// trust, hence -k) and carries the placeholder.
+	res = run(ctx, t, sb, `curl -sSk --max-time 10 -H "Authorization: Bearer $API_KEY" https://other.example.test:`+up.port+`/`)
+	if !strings.Contains(string(res.Stdout), "upstream other.example.test") {
+		t.Fatalf("HTTPS to another host: %q %q", res.Stdout, res.Stderr)
+	}
+	if got := up.auth("other.example.test"); len(got) != 1 || got[0] != "Bearer "+testPlaceholder {
+		t.Errorf("another host got Authorization %q, want the placeholder", redact(got))
+	}
+	res = run(ctx, t, sb, "env | grep -E '^(SSL_CERT_FILE|CURL_CA_BUNDLE|REQUESTS_CA_BUNDLE|PIP_CERT|GIT_SSL_CAINFO|NODE_EXTRA_CA_CERTS)=' | sort; grep -c 'BEGIN CERTIFICATE' "+egressCAOnly)
+	for _, want := range []string{"SSL_CERT_FILE=" + egressBundle, "CURL_CA_BUNDLE=" + egressBundle, "REQUESTS_CA_BUNDLE=" + egressBundle,
+		"PIP_CERT=" + egressBundle, "GIT_SSL_CAINFO=" + egressBundle, "NODE_EXTRA_CA_CERTS=" + egressCAOnly} {
+		if !strings.Contains(string(res.Stdout), want+"\n") {
+			t.Errorf("env lacks %s: %q", want, res.Stdout)
+		}
+	}
 }
 
 func redact(l []string) []string {
@@ -199,13 +210,9 @@ func redact(l []string) []string {
 // in /proc (environ and cmdline of every process it sees). The search
 // builds the value in memory from two halves so that its own command
 // line does not hold it. Nor is the value in the sandbox's metadata.
-func TestEgressSecretNotInSandbox(t *testing.T) {
-	eachNSLevel(t, func(t *testing.T, l Level) {
-		ctx := context.Background()
-		e := newEgressEnv(t, l)
-		sb := brokered(ctx, t, e)
-		half := len(testSecret) / 2
-		script := fmt.Sprintf(`
+func testEgressSecretNotInSandbox(ctx context.Context, t *testing.T, e *egressEnv, sb *sandbox.Sandbox) {
+	half := len(testSecret) / 2
+	script := fmt.Sprintf(`
 import os, sys
 needle = (%q + %q).encode()
 hits = []
@@ -233,36 +240,41 @@ for pid in os.listdir("/proc"):
 print("placeholder" if os.environ.get("API_KEY") == %q else "no placeholder")
 print("HITS", hits)
 `, testSecret[:half], testSecret[half:], testPlaceholder)
-		if err := sb.WriteFile(ctx, "scan.py", []byte(script)); err != nil {
-			t.Fatal(err)
+	if err := sb.WriteFile(ctx, "scan.py", []byte(script)); err != nil {
+		t.Fatal(err)
+	}
+	// Something running while the scan looks, holding the placeholder.
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: `sleep 30 & S=$!; python3 scan.py; kill $S`, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Stdout); !strings.Contains(out, "placeholder\n") || !strings.Contains(out, "HITS []") {
+		t.Errorf("scan: %q %q", strings.ReplaceAll(out, testSecret, "<SECRET>"), res.Stderr)
+	}
+	dir := e.rt.dir(sb.ID())
+	for _, f := range []string{metaFile, stateFile, "agent.log"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); bytes.Contains(b, []byte(testSecret)) {
+			t.Errorf("%s holds the secret's value", f)
 		}
-		// Something running while the scan looks, holding the placeholder.
-		res, err := sb.Exec(ctx, sandbox.Command{Shell: `sleep 30 & S=$!; python3 scan.py; kill $S`, Timeout: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out := string(res.Stdout); !strings.Contains(out, "placeholder\n") || !strings.Contains(out, "HITS []") {
-			t.Errorf("scan: %q %q", strings.ReplaceAll(out, testSecret, "<SECRET>"), res.Stderr)
-		}
-		dir := e.rt.dir(sb.ID())
-		for _, f := range []string{metaFile, stateFile, "agent.log"} {
-			if b, _ := os.ReadFile(filepath.Join(dir, f)); bytes.Contains(b, []byte(testSecret)) {
-				t.Errorf("%s holds the secret's value", f)
-			}
-		}
-		fi, err := os.Stat(filepath.Join(dir, egressFile))
-		if err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %v %v, want 0600", egressFile, fi.Mode(), err)
-		}
-		if in := sb.Info(); strings.Contains(fmt.Sprint(in), testSecret) {
-			t.Error("Info holds the secret's value")
-		}
-	})
+	}
+	fi, err := os.Stat(filepath.Join(dir, egressFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v %v, want 0600", egressFile, fi.Mode(), err)
+	}
+	if in := sb.Info(); strings.Contains(fmt.Sprint(in), testSecret) {
+		t.Error("Info holds the secret's value")
+	}
 }
+
+// pipTimeout bounds each pip command of TestEgressPipInstall: pip is
+// several seconds of CPU, and at a load average over 100 (with the egress
+// tests in parallel) an install took more than 2 minutes.
+const pipTimeout = 5 * time.Minute
 
 // pip installs a package through the proxy from a package index (PEP 503
 // simple API) on the host's loopback, under a name the policy allows.
 func TestEgressPipInstall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("python3 is not installed in /usr/bin (the sandbox sees the host's /usr)")
@@ -287,7 +299,7 @@ func TestEgressPipInstall(t *testing.T) {
 	_, port, _ := net.SplitHostPort(idx.Listener.Addr().String())
 	e := newEgressEnv(t, L4)
 	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"pypi.test", "127.0.0.1"}}})
-	res, err := sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip install --disable-pip-version-check --no-cache-dir --break-system-packages --target "$HOME/lib" --index-url http://pypi.test:%s/simple/ --trusted-host pypi.test tinypkg && PYTHONPATH="$HOME/lib" python3 -c 'import tinypkg; print(tinypkg.MAGIC)'`, port), Timeout: 2 * time.Minute})
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip install --disable-pip-version-check --no-cache-dir --break-system-packages --target "$HOME/lib" --index-url http://pypi.test:%s/simple/ --trusted-host pypi.test tinypkg && PYTHONPATH="$HOME/lib" python3 -c 'import tinypkg; print(tinypkg.MAGIC)'`, port), Timeout: pipTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +307,7 @@ func TestEgressPipInstall(t *testing.T) {
 		t.Errorf("pip install through the proxy: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	// The same index by a name the policy does not allow: refused.
-	res, err = sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip download --disable-pip-version-check --no-cache-dir --retries 0 --timeout 5 -d "$HOME/dl" --index-url http://other.example.test:%s/simple/ --trusted-host other.example.test tinypkg`, port), Timeout: 2 * time.Minute})
+	res, err = sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf(`python3 -m pip download --disable-pip-version-check --no-cache-dir --retries 0 --timeout 5 -d "$HOME/dl" --index-url http://other.example.test:%s/simple/ --trusted-host other.example.test tinypkg`, port), Timeout: pipTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,13 @@ type egressEnv struct {
 
 var loop = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 
+// egressCallTimeouts widens the bound of calls made without a deadline
+// that the portable layer gives lookups (10 s by default), which
+// SetNetwork shares: a SetNetwork that starts a proxy starts a process
+// (this -race test binary, re-executed), which on a host under heavy load
+// (the egress tests run in parallel) took longer than that.
+var egressCallTimeouts = sandbox.WithCallTimeouts(sandbox.CallTimeouts{Lookup: 2 * time.Minute})
+
 func newEgressEnv(t *testing.T, l Level, opts ...Option) *egressEnv {
 	t.Helper()
 	if _, err := lookPathCurl(); err != nil {
@@ -51,7 +58,7 @@ func newEgressEnv(t *testing.T, l Level, opts ...Option) *egressEnv {
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	_, port, _ := net.SplitHostPort(api.Listener.Addr().String())
-	return &egressEnv{rt: rt, c: sandbox.NewClient(rt), api: api, port: port}
+	return &egressEnv{rt: rt, c: sandbox.NewClient(rt, egressCallTimeouts), api: api, port: port}
 }
 
 func lookPathCurl() (string, error) {
@@ -64,27 +71,45 @@ func lookPathCurl() (string, error) {
 }
 
 // eachNSLevel runs f at L4 and at L3, skipping a level the host lacks.
+// The two levels run in parallel (each has a Runtime and a root of its
+// own), like the egress tests themselves: their time is mostly spent
+// waiting on sandboxes and their proxies, not on this process, and no
+// egress test counts the process's descriptors or heap, so none sees
+// another's. -parallel (GOMAXPROCS by default) bounds how many sandboxes
+// with a network run at once.
 func eachNSLevel(t *testing.T, f func(t *testing.T, l Level)) {
 	for _, l := range []Level{L4, L3} {
-		t.Run(l.String(), func(t *testing.T) { f(t, l) })
+		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
+			f(t, l)
+		})
 	}
 }
 
-func TestEgressAllowDeny(t *testing.T) {
+// TestEgressAllowList: one sandbox per level behind an allow-list of a
+// name and loopback serves the subtests, none of which changes it.
+func TestEgressAllowList(t *testing.T) {
+	t.Parallel()
 	eachNSLevel(t, func(t *testing.T, l Level) {
 		ctx := context.Background()
 		e := newEgressEnv(t, l)
 		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
-		res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
-		if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
-			t.Errorf("allowed name: %q %q", res.Stdout, res.Stderr)
-		}
-		res = run(ctx, t, sb, "curl -sS -p --max-time 10 http://other.example.test:"+e.port+"/")
-		if res.ExitCode == 0 {
-			t.Errorf("denied name reached: %q", res.Stdout)
-		}
-		t.Logf("denied: %s", res.Stderr)
+		t.Run("AllowDeny", func(t *testing.T) { testEgressAllowDeny(ctx, t, e, sb) })
+		t.Run("FailsClosed", func(t *testing.T) { testEgressFailsClosed(ctx, t, e, sb) })
 	})
+}
+
+// An allowed name is reached through the proxy; another is not.
+func testEgressAllowDeny(ctx context.Context, t *testing.T, e *egressEnv, sb *sandbox.Sandbox) {
+	res := run(ctx, t, sb, "curl -sS -p --max-time 10 http://api.example.test:"+e.port+"/")
+	if !strings.Contains(string(res.Stdout), "upstream api.example.test") {
+		t.Errorf("allowed name: %q %q", res.Stdout, res.Stderr)
+	}
+	res = run(ctx, t, sb, "curl -sS -p --max-time 10 http://other.example.test:"+e.port+"/")
+	if res.ExitCode == 0 {
+		t.Errorf("denied name reached: %q", res.Stdout)
+	}
+	t.Logf("denied: %s", res.Stderr)
 }
 
 func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
@@ -92,31 +117,27 @@ func statPath(p string) (os.FileInfo, error) { return os.Stat(p) }
 // A program that ignores the proxy variables cannot connect anywhere:
 // the sandbox's namespace has no route out, and the host's loopback (where
 // the upstream listens) is not the sandbox's.
-func TestEgressFailsClosed(t *testing.T) {
-	eachNSLevel(t, func(t *testing.T, l Level) {
-		ctx := context.Background()
-		e := newEgressEnv(t, l)
-		sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})
-		res := run(ctx, t, sb, "env | grep -i _proxy | sort")
-		for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
-			"https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
-			if !strings.Contains(string(res.Stdout), want+"\n") {
-				t.Errorf("env lacks %s: %q", want, res.Stdout)
-			}
+func testEgressFailsClosed(ctx context.Context, t *testing.T, e *egressEnv, sb *sandbox.Sandbox) {
+	res := run(ctx, t, sb, "env | grep -i _proxy | sort")
+	for _, want := range []string{"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128", "http_proxy=http://127.0.0.1:3128",
+		"https_proxy=http://127.0.0.1:3128", "ALL_PROXY=http://127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1,::1"} {
+		if !strings.Contains(string(res.Stdout), want+"\n") {
+			t.Errorf("env lacks %s: %q", want, res.Stdout)
 		}
-		for _, cmd := range []string{
-			"curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + e.port + "/",
-			"env -u http_proxy -u HTTP_PROXY -u ALL_PROXY curl -sS --max-time 5 http://127.0.0.1:" + e.port + "/",
-			"curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/",
-		} {
-			res := run(ctx, t, sb, cmd)
-			if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
-				t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
-			}
+	}
+	for _, cmd := range []string{
+		"curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + e.port + "/",
+		"env -u http_proxy -u HTTP_PROXY -u ALL_PROXY curl -sS --max-time 5 http://127.0.0.1:" + e.port + "/",
+		"curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/",
+	} {
+		res := run(ctx, t, sb, cmd)
+		if res.ExitCode == 0 || strings.Contains(string(res.Stdout), "upstream") {
+			t.Errorf("%s: connected without the proxy: %q", cmd, res.Stdout)
 		}
-		// The relay's port is the agent's: no command can take it over,
-		// with or without SO_REUSEPORT.
-		res = run(ctx, t, sb, `python3 -c '
+	}
+	// The relay's port is the agent's: no command can take it over,
+	// with or without SO_REUSEPORT.
+	res = run(ctx, t, sb, `python3 -c '
 import socket
 for reuse in (False, True):
     s = socket.socket()
@@ -127,18 +148,18 @@ for reuse in (False, True):
     except OSError as e:
         print("refused", e.errno)
 '`)
-		if strings.Contains(string(res.Stdout), "BOUND") || strings.Count(string(res.Stdout), "refused") != 2 {
-			t.Errorf("a command could bind the relay's port: %q %q", res.Stdout, res.Stderr)
-		}
-		if d := sb.Info().Detail["egress"]; d != "proxy" {
-			t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
-		}
-	})
+	if strings.Contains(string(res.Stdout), "BOUND") || strings.Count(string(res.Stdout), "refused") != 2 {
+		t.Errorf("a command could bind the relay's port: %q %q", res.Stdout, res.Stderr)
+	}
+	if d := sb.Info().Detail["egress"]; d != "proxy" {
+		t.Errorf(`Detail["egress"] = %q, want "proxy"`, d)
+	}
 }
 
 // Destroy ends the proxy; so does the sandbox's end by any other way (the
 // agent's death closes the proxy's connection).
 func TestEgressDestroyEndsProxy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	for _, how := range []string{"destroy", "agent-dies"} {
@@ -173,6 +194,7 @@ func TestEgressDestroyEndsProxy(t *testing.T) {
 // (the first one closed) finds the proxy still enforcing it and changes
 // it again.
 func TestEgressSetNetworkAndRestart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	root := e.rt.Root()
@@ -199,7 +221,7 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt2.Close()
-	c2 := sandbox.NewClient(rt2)
+	c2 := sandbox.NewClient(rt2, egressCallTimeouts)
 	sb2, err := c2.Attach(ctx, sb.ID())
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +246,7 @@ func TestEgressSetNetworkAndRestart(t *testing.T) {
 // A sandbox created without network gets the proxy at run time; one with
 // the isolated network of pasta cannot be narrowed (FailedPrecondition).
 func TestEgressSetNetworkModes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	off := mustCreate(ctx, t, e.c, sandbox.CreateOptions{NoNetwork: true})
@@ -257,6 +280,7 @@ func TestEgressSetNetworkModes(t *testing.T) {
 // Below L3 there is no network namespace for the proxy: lists are
 // refused, naming what it would take.
 func TestEgressRefusedAtL2(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
 	if err != nil {
@@ -276,6 +300,7 @@ func TestEgressRefusedAtL2(t *testing.T) {
 // one: the relay holds each connection a short while for a proxy, then
 // closes it.
 func TestEgressProxyGoneFailsClosed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEgressEnv(t, L4)
 	sb := mustCreate(ctx, t, e.c, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{"api.example.test", "127.0.0.1"}}})

@@ -409,8 +409,10 @@ func TestFilesWholeView(t *testing.T) {
 // TestNoDescriptorLeak: a command holds only its stdin, stdout and stderr,
 // none of the descriptors of the program, the spawner or the agent.
 func TestNoDescriptorLeak(t *testing.T) {
+	t.Parallel() // it counts a command's descriptors, not this process's
 	for _, l := range []Level{L1, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := newRuntime(t)
 			if l == L1 {

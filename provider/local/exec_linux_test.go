@@ -21,6 +21,7 @@ import (
 // command runs (it sends no start frame for those), the outcome is
 // unknown, not a stale transport the portable layer would retry.
 func TestExecAgentDiesMidCommand(t *testing.T) {
+	t.Parallel() // its own Runtime; it counts no descriptor of this process
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})

@@ -17,6 +17,7 @@ import (
 // block Download or Upload (the host would wait for a writer or reader
 // the sandbox never provides, whatever ctx says); both refuse it.
 func TestSpecialFilesRefused(t *testing.T) {
+	t.Parallel() // its own Runtime; it counts no descriptor of this process
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})

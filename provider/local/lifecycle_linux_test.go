@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -82,7 +83,9 @@ func TestL2LandlockSeccomp(t *testing.T) {
 }
 
 // TestHundredSandboxesLeaveNothing creates, uses and destroys 100
-// sandboxes concurrently and checks that no process, mount, cgroup,
+// sandboxes concurrently (25 unless sandboxtest.FullEnv is 1, as in CI:
+// enough at once for their creates, agents and destroys to overlap, in a
+// quarter of the time) and checks that no process, mount, cgroup,
 // directory or descriptor is left.
 func TestHundredSandboxesLeaveNothing(t *testing.T) {
 	if testing.Short() {
@@ -103,7 +106,10 @@ func TestHundredSandboxesLeaveNothing(t *testing.T) {
 		procs    []int
 		cg       sandboxCgroups
 	}
-	const n = 100
+	n := 100
+	if os.Getenv(sandboxtest.FullEnv) != "1" {
+		n = 25
+	}
 	traces := make([]trace, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -172,7 +178,11 @@ func TestHundredSandboxesLeaveNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		t.Errorf("left in the root: %s", e.Name())
+		// The CRIU check's cache stays by design (see TestWarmPool); it is
+		// there when this test is the process's first CRIU probe.
+		if e.Name() != criuCacheFile {
+			t.Errorf("left in the root: %s", e.Name())
+		}
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	if bytes.Contains(mounts, []byte(rt.Root())) {
