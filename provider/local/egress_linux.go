@@ -396,9 +396,15 @@ func startEgress(dir string, logf *os.File, cgroupV2 string, cgroupV1 []string) 
 	return &egressStart{cmd: cmd, status: bufio.NewReader(pr), pipe: pr}, nil
 }
 
+// egressStatusWait bounds each wait for the proxy's next status line. A
+// proxy that fails says so on that line, and one that dies closes it, so
+// the bound is reached only by a proxy that hangs; it is generous because
+// a starved host took over 15 s to start the proxy's binary.
+const egressStatusWait = time.Minute
+
 // started waits until the proxy runs and returns its CA.
 func (e *egressStart) started() (string, error) {
-	h, err := e.next(15 * time.Second)
+	h, err := e.next(egressStatusWait)
 	if err != nil {
 		return "", err
 	}
@@ -425,7 +431,7 @@ func (e *egressStart) next(d time.Duration) (egressHello, error) {
 // attached waits until the proxy has connected to the agent.
 func (e *egressStart) attached() error {
 	defer e.pipe.Close()
-	h, err := e.next(30 * time.Second)
+	h, err := e.next(egressStatusWait)
 	if err == nil && !h.Attached {
 		err = errors.New("egress proxy: no attach reported")
 	}
