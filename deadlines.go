@@ -37,7 +37,7 @@ type CallTimeouts struct {
 	Lookup time.Duration
 	// Destroy bounds Destroy (default 1m).
 	Destroy time.Duration
-	// Lease bounds SetTimeout (default 1m).
+	// Lease bounds SetTimeout and SetNetwork (default 1m).
 	Lease time.Duration
 	// Pause bounds Pause (default 1m).
 	Pause time.Duration

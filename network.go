@@ -420,7 +420,8 @@ func networkPolicyOf(p *driver.NetworkPolicy) *NetworkPolicy {
 // ErrUnimplemented. A policy that would no longer let through a host the
 // sandbox's brokered secrets are for (as Info reports them) is refused
 // with InvalidArgument naming the host. On success Info reports the new
-// policy.
+// policy. CallTimeouts.Lease bounds it, as it does SetTimeout: a provider
+// may start or restart its enforcement point (local starts a proxy).
 func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) (err error) {
 	const op = "set-network"
 	ctx, tc := s.c.tel.start(ctx, op, s.id)
@@ -447,7 +448,7 @@ func (s *Sandbox) SetNetwork(ctx context.Context, p NetworkPolicy) (err error) {
 	if err := s.c.checkNetworkSupport(op, s.id, np, false); err != nil {
 		return err
 	}
-	ctx, end := bound(ctx, op, s.c.calls.Lookup)
+	ctx, end := bound(ctx, op, s.c.calls.Lease)
 	err = end(s.c.retry(ctx, op, true, nil, func() error { return ns.SetNetwork(ctx, s.id, np.Clone()) }))
 	if err != nil {
 		return s.wrap(op, "", err)
