@@ -103,6 +103,7 @@ func TestOpenURLRefusesKeys(t *testing.T) {
 func redact(u string) string { return strings.ReplaceAll(u, "0123456789abcdef", "…") }
 
 func TestCreateDefaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	before := time.Now()
@@ -132,6 +133,7 @@ func TestCreateDefaults(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -155,6 +157,7 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 func TestListPaginationAndFilters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	label := map[string]string{"group": "x&y=z 100%"}
@@ -196,6 +199,7 @@ func TestListPaginationAndFilters(t *testing.T) {
 }
 
 func TestSetTimeoutExtends(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: time.Minute})
 	if err := sb.SetTimeout(ctxT(t), 20*time.Minute); err != nil {
@@ -215,6 +219,7 @@ func TestSetTimeoutExtends(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -254,6 +259,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestExecBehaviour(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -284,6 +290,7 @@ func TestExecBehaviour(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	t.Parallel()
 	// The fake kills commands that arrive without a timeout after 200 ms:
 	// a 2 s command passes only because the adapter always sends one.
 	e := newEnv(t, e2bfake.WithDefaultCommandTimeout(200*time.Millisecond))
@@ -322,6 +329,7 @@ func TestExecTimeout(t *testing.T) {
 }
 
 func TestExecCancelKillsRemote(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -345,6 +353,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // TestExecCancelBeforeStartEvent: the process started but its start event
 // never reached the client; cancelling still ends it (found by its tag).
 func TestExecCancelBeforeStartEvent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -366,6 +375,7 @@ func TestExecCancelBeforeStartEvent(t *testing.T) {
 }
 
 func TestBackgroundProcesses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -407,6 +417,7 @@ func TestBackgroundProcesses(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -450,6 +461,7 @@ func TestFiles(t *testing.T) {
 // uploads (the fake refuses octet-stream for it), so the adapter streams a
 // multipart body through a pipe.
 func TestUploadMultipartForOldEnvd(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t, e2bfake.WithEnvdVersion("0.5.0"))
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -465,6 +477,7 @@ func TestUploadMultipartForOldEnvd(t *testing.T) {
 
 // TestUser: the user travels as Basic auth; envd refuses unknown users.
 func TestUser(t *testing.T) {
+	t.Parallel()
 	f := e2bfake.New(memory.New())
 	defer f.Close()
 	for user, ok := range map[string]bool{"root": true, "nobody": false} {
@@ -487,6 +500,7 @@ func TestUser(t *testing.T) {
 }
 
 func TestErrorsCarryNoSecrets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	wrong, err := e2b.New(e2b.WithAPIKey("e2b_deadbeefdeadbeef"), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
@@ -509,6 +523,7 @@ func TestErrorsCarryNoSecrets(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, e2bfake.WithMaxSandboxes(1))
 	ctx := ctxT(t)
 	mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -526,6 +541,7 @@ func TestRateLimit(t *testing.T) {
 // Faults
 
 func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{}) // leaves a pooled envd connection
@@ -568,6 +584,7 @@ func injectReset(e *env, path string) *e2bfake.Fault {
 }
 
 func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -584,6 +601,7 @@ func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 // TestFaultResetMidDownload: a connection cut in the middle of a download
 // is an error, never a silently short file.
 func TestFaultResetMidDownload(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -599,6 +617,7 @@ func TestFaultResetMidDownload(t *testing.T) {
 }
 
 func TestFaultHangIsBoundedByContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	for _, path := range []string{"POST /process.Process/Start", "POST /filesystem.Filesystem/Stat", "GET /sandboxes/"} {
@@ -619,6 +638,7 @@ func TestFaultHangIsBoundedByContext(t *testing.T) {
 }
 
 func TestFaultKilledBetweenListAndExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"job": "1"}})
@@ -638,6 +658,7 @@ func TestFaultKilledBetweenListAndExec(t *testing.T) {
 }
 
 func TestFaultProxy502AndRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -668,6 +689,7 @@ func listProcs(t *testing.T, e *env, sb *sandbox.Sandbox) int {
 // Execs one after another share one pooled connection: each process
 // stream is read to its end, so the connection goes back to the pool.
 func TestExecsReuseTheConnection(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	sb, err := e.client.Create(ctxT(t), sandbox.CreateOptions{})
 	if err != nil {
@@ -699,6 +721,7 @@ func TestExecsReuseTheConnection(t *testing.T) {
 // with E2B's 5-minute default; one another Runtime created gets the
 // default.
 func TestResumeKeepsTheLease(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: 40 * time.Minute})
@@ -744,6 +767,7 @@ func TestResumeKeepsTheLease(t *testing.T) {
 // Resume leaves a running sandbox's lease alone, and a lease above the
 // plan's maximum (which SetTimeout clamps silently) still resumes.
 func TestResumeRunningAndOverLongLease(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time {

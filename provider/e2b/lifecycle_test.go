@@ -18,6 +18,7 @@ import (
 // (the caller's ctx still lives) or destroys it. Nothing is left that the
 // caller does not hold.
 func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		kind e2bfake.FaultKind
@@ -62,6 +63,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 // Clients (each its own Runtime, as 4 processes would be) × 50 goroutines
 // leave one sandbox after the post-create check, and every caller gets it.
 func TestGetOrCreateOnce(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
