@@ -19,6 +19,7 @@ import (
 // (The move endpoint refuses an existing destination; removing it first
 // and moving again left a window in which the file was missing.)
 func TestRenameReplaceIsAtomic(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -59,6 +60,7 @@ func TestRenameReplaceIsAtomic(t *testing.T) {
 
 // Renaming onto a directory is refused and changes nothing.
 func TestRenameOntoDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)

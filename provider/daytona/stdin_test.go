@@ -13,6 +13,7 @@ import (
 
 // A Stdin of several chunks reaches the command byte for byte.
 func TestExecLargeStdin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	data := make([]byte, 9<<20+12345) // three chunks
@@ -30,6 +31,7 @@ func TestExecLargeStdin(t *testing.T) {
 // A Stdin that arrives in pieces with pauses between them is delivered as
 // it comes, in order, and its end ends the command's input.
 func TestExecStdinInPieces(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	pr, pw := io.Pipe()
