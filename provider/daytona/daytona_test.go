@@ -315,6 +315,7 @@ func TestOlderServers(t *testing.T) {
 		"legacy toolbox path": {opts: []daytona.Option{daytona.WithLegacyToolbox()}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, o.fake, o.opts...)
 			sb := e.create(t)
 			if r := sh(t, sb, "echo ok"); string(r.Stdout) != "ok\n" {

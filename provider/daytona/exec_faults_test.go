@@ -95,6 +95,7 @@ func TestExecLostOutputIsAnError(t *testing.T) {
 		fault daytonafake.Fault
 	}{{"502", daytonafake.Fault502}, {"404", daytonafake.FaultNotFound}} {
 		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, nil)
 			sb := e.create(t)
 			stop := e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", f.fault)

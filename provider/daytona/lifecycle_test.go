@@ -232,6 +232,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 		{"drop", daytonafake.FaultDropResponse, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnvOn(t, memory.New(), nil)
 			e.fake.FailNext("POST", "/api/sandbox", tc.fault)
 			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)

@@ -24,6 +24,18 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// mustCreateAsync is mustCreate for another goroutine than the test's: a
+// failure marks the test failed and returns "" (the caller then stops).
+func mustCreateAsync(t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) string {
+	t.Helper()
+	sb, err := c.Create(ctxT(t), opts)
+	if err != nil {
+		t.Errorf("Create: %v", err)
+		return ""
+	}
+	return sb.ID()
+}
+
 func mustCreate(t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := c.Create(ctxT(t), opts)
@@ -161,11 +173,19 @@ func TestListPaginationAndFilters(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	label := map[string]string{"group": "x&y=z 100%"}
-	var ids []string
-	for range 5 {
-		ids = append(ids, mustCreate(t, e.client, sandbox.CreateOptions{Labels: label}).ID())
+	// The sandboxes are made at once: each create waits on its backend,
+	// and what is listed does not depend on their order.
+	ids := make([]string, 5)
+	var other string
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() { ids[i] = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: label}) })
 	}
-	other := mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}})
+	wg.Go(func() { other = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}}) })
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	got := map[string]bool{}
 	for in, err := range e.client.List(ctx, sandbox.ListOptions{Labels: label, PageSize: 2}) {
 		if err != nil {
@@ -173,7 +193,7 @@ func TestListPaginationAndFilters(t *testing.T) {
 		}
 		got[in.ID] = true
 	}
-	if len(got) != 5 || got[other.ID()] {
+	if len(got) != 5 || got[other] {
 		t.Fatalf("listed %v, want %v", got, ids)
 	}
 	if n := e.fake.Count("GET /v2/sandboxes"); n != 3 {

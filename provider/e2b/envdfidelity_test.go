@@ -69,6 +69,7 @@ func TestMissingProgramAnswersAsEnvd(t *testing.T) {
 	t.Parallel()
 	for name, newE := range map[string]func(*testing.T, ...e2bfake.Option) *env{"memory": newMemoryEnv, "local": newEnv} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newE(t)
 			ctx := ctxT(t)
 			sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

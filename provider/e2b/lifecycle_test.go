@@ -28,6 +28,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 		{"drop", e2bfake.DropResponse, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newMemoryEnv(t)
 			e.fake.Inject(&e2bfake.Fault{Kind: tc.kind, Path: "POST /v2/sandboxes"})
 			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
