@@ -181,7 +181,9 @@ func TestListPaginationAndFilters(t *testing.T) {
 	for i := range ids {
 		wg.Go(func() { ids[i] = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: label}) })
 	}
-	wg.Go(func() { other = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}}) })
+	wg.Go(func() {
+		other = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}})
+	})
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
