@@ -18,8 +18,11 @@ import (
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
+// ctxT bounds a test's calls, so that a hang fails it: a minute, as in
+// provider/daytona's tests, since the tests run in parallel and a loaded
+// machine's creates over provider/local take seconds each.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
