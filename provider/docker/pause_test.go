@@ -18,6 +18,7 @@ import (
 // (SANDBOX_TEST_DOCKER_PAUSE_LOOPS times, default 5); every step is bounded
 // so a hang fails the test instead of stalling it.
 func TestPauseWhileFollowerStarts(t *testing.T) {
+	t.Parallel()
 	c := newClient(t)
 	loops := 5
 	if s := os.Getenv("SANDBOX_TEST_DOCKER_PAUSE_LOOPS"); s != "" {
