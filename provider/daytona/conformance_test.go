@@ -16,7 +16,10 @@ var skips = map[string]string{
 }
 
 // TestConformance runs the whole suite against daytona over daytonafake
-// over provider/local.
+// over provider/local. Like TestConformanceDefaultScratch it is not marked
+// parallel: its groups already run a few at once, and its subtests that
+// bound a wait (or run alone, see sandboxtest) would otherwise measure the
+// package's other tests.
 func TestConformance(t *testing.T) {
 	// The local backend's egress proxy enforces the allow-lists, and
 	// reaches the Brokered group's loopback upstream (Harness.Egress).

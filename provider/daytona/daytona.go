@@ -80,6 +80,19 @@ type config struct {
 	previewBase                        string // WithPreviewBaseURL
 	transport                          http.RoundTripper
 	bad                                opts.Errors // invalid option values, reported by New
+	// grace replaces ExecGrace when positive; only the package's tests
+	// set it (export_test.go), to see a stall end without waiting the
+	// full grace.
+	grace time.Duration
+}
+
+// execGrace is how long Exec may run past Command.Timeout: ExecGrace,
+// unless a test shortened it.
+func (c *config) execGrace() time.Duration {
+	if c.grace > 0 {
+		return c.grace
+	}
+	return ExecGrace
 }
 
 // WithAPIKey sets the API key (default: DAYTONA_API_KEY).

@@ -36,6 +36,7 @@ func (e *env) create(t *testing.T) *sandbox.Sandbox {
 }
 
 func TestExecByteExactSplit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -73,6 +74,7 @@ func sh(t *testing.T, sb *sandbox.Sandbox, line string) *sandbox.Result {
 }
 
 func TestExecLargeOutputStreamsPastTheCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	var live bytes.Buffer
@@ -87,6 +89,7 @@ func TestExecLargeOutputStreamsPastTheCap(t *testing.T) {
 }
 
 func TestExecMissingDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	_, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"true"}, Dir: "/no/such/dir"})
@@ -96,6 +99,7 @@ func TestExecMissingDir(t *testing.T) {
 }
 
 func TestCancelKillsRemoteCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	// A cancel, not a deadline: a deadline would also bound the command's
@@ -130,6 +134,7 @@ func TestCancelKillsRemoteCommand(t *testing.T) {
 
 // A sandbox auto-stopped between two calls is woken and the call succeeds.
 func TestAutoStoppedIsWoken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -163,6 +168,7 @@ func TestAutoStoppedIsWoken(t *testing.T) {
 }
 
 func TestWithoutAutoWakeIsPaused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil, daytona.WithoutAutoWake())
 	sb := e.create(t)
 	e.fake.Stop(sb.ID())
@@ -174,6 +180,7 @@ func TestWithoutAutoWakeIsPaused(t *testing.T) {
 
 // A sandbox deleted between list and use is NotFound, and Get agrees.
 func TestDeletedBetweenListAndUse(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -212,6 +219,7 @@ func TestDeletedBetweenListAndUse(t *testing.T) {
 }
 
 func TestCreateWaitsAndFails(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, []daytonafake.Option{daytonafake.WithCreatePolls(3)})
 	ctx := ctxT(t)
 	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})
@@ -246,6 +254,7 @@ func TestCreateWaitsAndFails(t *testing.T) {
 // A sandbox that fails while the server waits for it (400 "Sandbox failed
 // to start", no id in the answer) is still found and destroyed.
 func TestCreateFailedToStartIsNotOrphaned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	e.fake.FailNextCreate("error", "out of capacity")
@@ -270,6 +279,7 @@ func TestCreateFailedToStartIsNotOrphaned(t *testing.T) {
 }
 
 func TestCreateOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	_, err := e.c.Create(ctx, sandbox.CreateOptions{Resources: sandbox.Resources{CPUs: 2}})
@@ -295,6 +305,7 @@ func TestCreateOptions(t *testing.T) {
 }
 
 func TestOlderServers(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]struct {
 		fake []daytonafake.Option
 		opts []daytona.Option
@@ -304,6 +315,7 @@ func TestOlderServers(t *testing.T) {
 		"legacy toolbox path": {opts: []daytona.Option{daytona.WithLegacyToolbox()}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, o.fake, o.opts...)
 			sb := e.create(t)
 			if r := sh(t, sb, "echo ok"); string(r.Stdout) != "ok\n" {
@@ -324,6 +336,7 @@ func TestOlderServers(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -384,6 +397,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestStaleTransport(t *testing.T) {
+	t.Parallel()
 	fake := daytonafake.New(nil)
 	url, key := fake.URL(), fake.APIKey()
 	fake.Close() // nothing listens any more: no request can be admitted
@@ -402,6 +416,7 @@ func TestStaleTransport(t *testing.T) {
 
 // No error carries the API key, even from a server that echoes it.
 func TestNoKeyInErrors(t *testing.T) {
+	t.Parallel()
 	const key = "dtn_do-not-leak-0123456789abcdef"
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -451,6 +466,7 @@ func TestNoKeyInErrors(t *testing.T) {
 }
 
 func TestRenameReplacesAndSetTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -496,6 +512,7 @@ func TestOpenURL(t *testing.T) {
 
 // Finished commands' files are removed in batches, not left to pile up.
 func TestExecFilesAreSwept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -521,6 +538,7 @@ func TestExecFilesAreSwept(t *testing.T) {
 // caller left is still found by its token and destroyed: the look-up
 // waits for it (bounded) instead of trusting one early empty answer.
 func TestCreateAbandonedThenAdmittedIsNotOrphaned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultLateAdmission)
@@ -545,6 +563,7 @@ func TestCreateAbandonedThenAdmittedIsNotOrphaned(t *testing.T) {
 // A create whose response is lost still hands back the sandbox's id, so
 // the portable layer destroys it instead of leaving it running unseen.
 func TestCreateLostResponseIsNotOrphaned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	e.fake.FailNext("POST", "/api/sandbox", daytonafake.FaultResetMidBody)
@@ -575,6 +594,7 @@ func TestCreateLostResponseIsNotOrphaned(t *testing.T) {
 // transport: the portable layer resets it and retries once, and the
 // command runs exactly once.
 func TestResetBeforeAdmissionRetriesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -647,6 +667,7 @@ func TestEnvironmentAndHeaders(t *testing.T) {
 // wraps it in a longer line of its own; a longer one is refused before
 // anything runs, as on every provider (where `sh -c` would get E2BIG).
 func TestExecLongShellLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	tail := "; printf %s \"$v\" | wc -c"
@@ -662,6 +683,7 @@ func TestExecLongShellLine(t *testing.T) {
 }
 
 func TestStartLongQuotedLine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -679,6 +701,7 @@ func TestStartLongQuotedLine(t *testing.T) {
 // The wrapper's own shell variables never reach the command: a command
 // sees the environment it was given, whatever the names.
 func TestExecEnvNamesTheWrapperUses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	env := map[string]string{"d": "dee", "r": "arr", "v": "vee", "p": "pee"}
@@ -694,6 +717,7 @@ func TestExecEnvNamesTheWrapperUses(t *testing.T) {
 // An unwritable scratch directory is reported as such, and the command
 // does not run.
 func TestExecUnwritableScratchDir(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	// A file where the scratch directory should be.
@@ -727,6 +751,7 @@ func (h homeRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // A home directory the wrapper script could not use unquoted (as the
 // scratch directory's parent) is refused before any command runs.
 func TestScratchUnderAnOddHome(t *testing.T) {
+	t.Parallel()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
 	e := newEnv(t, nil, daytona.WithTransport(homeRewriter{next: tr, dir: "/home/a b;touch pwned"}))
@@ -740,6 +765,7 @@ func TestScratchUnderAnOddHome(t *testing.T) {
 // A command's environment is the command's alone: a PATH without the
 // wrapper's tools, or shell options, do not change how the wrapper runs.
 func TestExecEnvDoesNotReachTheWrapper(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	r, err := sb.Exec(ctxT(t), sandbox.Command{Args: []string{"/bin/sh", "-c", `printf '%s|' "$PATH"; echo out; echo err >&2`}, Env: map[string]string{"PATH": "/nowhere"}})
@@ -762,6 +788,7 @@ func TestExecEnvDoesNotReachTheWrapper(t *testing.T) {
 // environment: the file is gone once the command has started, so secret
 // values do not stay on the sandbox's disk.
 func TestStagedCommandLeavesNoSecretOnDisk(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)

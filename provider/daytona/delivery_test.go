@@ -21,6 +21,7 @@ import (
 // connection a proxy then cut before the answer, is ErrOutcomeUnknown,
 // never a stale transport: the portable layer does not run it again.
 func TestExecDroppedMidCommandIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
@@ -69,6 +70,7 @@ func (c *resetConn) Write([]byte) (int, error) {
 // A request that did not write a byte cannot have been acted on: it is a
 // stale transport, and the portable layer's one retry runs it once.
 func TestNothingWrittenIsStale(t *testing.T) {
+	t.Parallel()
 	newTransport := func() *http.Transport {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.DialContext = (&deadOnce{}).dial

@@ -23,6 +23,7 @@ func newEgressUpstream(t *testing.T) *localtest.EgressUpstream { return localtes
 // proxy an allowed host answers and another does not, and
 // network-settings (SetNetwork) changes that before it returns.
 func TestFakeEnforcesAllowLists(t *testing.T) {
+	t.Parallel()
 	up := newEgressUpstream(t)
 	up.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello\n")) }))
 	e := newEnvOn(t, up.Backend(t), nil)

@@ -249,11 +249,12 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (st 
 	// hctx is the hard bound of the whole call; ectx that of the execute
 	// request, whose answer should come at the command's timeout.
 	hctx, ectx := ctx, ctx
+	grace := r.execGrace()
 	if cmd.Timeout > 0 {
 		var c1, c2 context.CancelFunc
-		hctx, c1 = context.WithDeadline(ctx, start.Add(cmd.Timeout+ExecGrace))
+		hctx, c1 = context.WithDeadline(ctx, start.Add(cmd.Timeout+grace))
 		defer c1()
-		ectx, c2 = context.WithDeadline(hctx, start.Add(cmd.Timeout+ExecGrace/2))
+		ectx, c2 = context.WithDeadline(hctx, start.Add(cmd.Timeout+grace/2))
 		defer c2()
 	}
 	// stalled reports that the bound ran out while the caller still waits.
@@ -334,14 +335,14 @@ else printf '\n%[5]s %%s - 0 0\n\n%[5]s-E\n\n%[5]s-Z\n' $r; fi
 	if res.err != nil && ctx.Err() != nil {
 		// The daemon does not end a command whose client left: end it,
 		// within the grace.
-		kill := time.Now().Add(ExecGrace / 2)
+		kill := time.Now().Add(grace / 2)
 		if cmd.Timeout > 0 {
-			kill = earliest(kill, start.Add(cmd.Timeout+ExecGrace))
+			kill = earliest(kill, start.Add(cmd.Timeout+grace))
 		}
 		kctx, cancel := context.WithDeadline(context.Background(), kill)
 		// First what the poller has not fetched yet, so that the partial
 		// output is as complete as it can be (best effort, briefly).
-		fctx, fcancel := context.WithTimeout(kctx, ExecGrace/4)
+		fctx, fcancel := context.WithTimeout(kctx, grace/4)
 		_ = pl.rest(fctx)
 		fcancel()
 		r.killExec(kctx, id, d)

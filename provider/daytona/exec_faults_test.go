@@ -31,6 +31,7 @@ func newLocalDefaultEnv(t *testing.T) *env {
 // The default scratch directory over provider/local: large output, live
 // streaming and the partial output of a timed-out command all arrive.
 func TestExecDefaultScratchOverLocal(t *testing.T) {
+	t.Parallel()
 	e := newLocalDefaultEnv(t)
 	sb := e.create(t)
 	var live bytes.Buffer
@@ -88,11 +89,13 @@ func (w *firstWrite) at() time.Duration {
 // A failure to download the output of a command that ran is an error
 // saying the outcome is unknown, never a short result with a nil error.
 func TestExecLostOutputIsAnError(t *testing.T) {
+	t.Parallel()
 	for _, f := range []struct {
 		name  string
 		fault daytonafake.Fault
 	}{{"502", daytonafake.Fault502}, {"404", daytonafake.FaultNotFound}} {
 		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, nil)
 			sb := e.create(t)
 			stop := e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", f.fault)
@@ -123,11 +126,14 @@ func TestExecLostOutputIsAnError(t *testing.T) {
 
 // A stalled connection (the answer stops moving, the connection stays
 // open) ends Exec within Command.Timeout plus ExecGrace, with an error.
+// The Runtime's grace is testGrace, so that the test need not wait
+// ExecGrace for each stall.
 func TestExecStallIsBounded(t *testing.T) {
-	e := newEnv(t, nil)
+	t.Parallel()
+	e := newEnv(t, nil, daytona.WithExecGraceForTest(testGrace))
 	sb := e.create(t)
 	const timeout = 3 * time.Second
-	bound := timeout + daytona.ExecGrace
+	bound := timeout + testGrace
 	check := func(what string, run func(ctx context.Context) error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
@@ -176,6 +182,12 @@ func TestExecStallIsBounded(t *testing.T) {
 	}
 }
 
+// testGrace is the grace of the Runtime TestExecStallIsBounded uses: its
+// half, the wait for the execute answer past the command's timeout, is
+// still long enough for an answer on a loaded machine, and the whole is
+// less than half ExecGrace.
+const testGrace = 4 * time.Second
+
 // blockingReader blocks every Read until released, and counts the Reads
 // begun.
 type blockingReader struct {
@@ -202,6 +214,7 @@ func (b *blockingReader) count() int {
 // command's timeout ends it as on any provider, Exec returns within the
 // bound, and never reads the caller's reader after it returned.
 func TestExecStdinNotReadAfterReturn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	in := &blockingReader{release: make(chan struct{})}
@@ -236,6 +249,7 @@ func TestExecStdinNotReadAfterReturn(t *testing.T) {
 // output). Whether a fault meets a poll or the final fetch depends on
 // timing, so three execs each get one.
 func TestExecOutputSurvivesOneFailedDownload(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	want := bytes.Repeat([]byte{0}, 3<<20)

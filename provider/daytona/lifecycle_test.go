@@ -26,6 +26,7 @@ import (
 // create to the server; 4 Clients (each its own Runtime, as 4 processes
 // would be) × 50 goroutines leave one sandbox, named after the key.
 func TestGetOrCreateOnceInProcess(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, memory.New(), nil)
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}
@@ -76,6 +77,7 @@ const childEnv = "SANDBOXKIT_DAYTONA_GETORCREATE_CHILD"
 // calling GetOrCreate on one fake leave exactly one sandbox, which every
 // caller got.
 func TestGetOrCreateOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in a child process")
 	}
@@ -185,6 +187,7 @@ func awaitGo(t *testing.T) {
 // TestGetOrCreateChild is the child process of
 // TestGetOrCreateOnceAcrossProcesses.
 func TestGetOrCreateChild(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(childEnv) == "" {
 		t.Skip("runs only as a child of TestGetOrCreateOnceAcrossProcesses")
 	}
@@ -219,6 +222,7 @@ func TestGetOrCreateChild(t *testing.T) {
 // its answer is stalled until the caller gives up, or dropped: nothing is
 // left once Close returns that the caller does not hold.
 func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		fault daytonafake.Fault
@@ -228,6 +232,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 		{"drop", daytonafake.FaultDropResponse, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnvOn(t, memory.New(), nil)
 			e.fake.FailNext("POST", "/api/sandbox", tc.fault)
 			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
@@ -255,6 +260,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 // returns at once; the sandbox is deleted in the background before Close
 // returns.
 func TestCreateCancelledWhileCreatingIsPrompt(t *testing.T) {
+	t.Parallel()
 	e := newEnvOn(t, memory.New(), []daytonafake.Option{daytonafake.WithCreatePolls(4)})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -294,6 +300,7 @@ func (g *gatedBackend) Create(ctx context.Context, req *driver.CreateRequest) (d
 // still creating the sandbox wins: the sandbox does not come back and its
 // backend is freed.
 func TestDeleteDuringCreateWins(t *testing.T) {
+	t.Parallel()
 	mem := memory.New()
 	be := &gatedBackend{Runtime: mem, entered: make(chan struct{}), release: make(chan struct{})}
 	e := newEnvOn(t, be, nil)

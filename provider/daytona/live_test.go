@@ -14,6 +14,7 @@ import (
 // DAYTONA_API_KEY (and optionally DAYTONA_API_URL, DAYTONA_TARGET) and
 // creates and deletes real sandboxes.
 func TestLiveConformance(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("DAYTONA_API_KEY") == "" {
 		t.Skip("DAYTONA_API_KEY is not set: skipping the tests against the real Daytona")
 	}

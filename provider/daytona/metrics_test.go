@@ -18,6 +18,7 @@ import (
 // daemon's SystemMetrics fields, and the adapter converts it (cpuUsedPct
 // of the CPU limit, the sandbox's own sizes as limits).
 func TestSystemMetricsShape(t *testing.T) {
+	t.Parallel()
 	fake := daytonafake.New(memory.New())
 	t.Cleanup(fake.Close)
 	rt, err := daytona.New(daytona.WithAPIKey(fake.APIKey()), daytona.WithAPIURL(fake.URL()))

@@ -15,6 +15,7 @@ import (
 // sandbox's user may not write is PermissionDenied (it used to be read
 // as "a file is in the way"), a file in the way is still ErrNotDirectory.
 func TestMkdirAllClassifiesTheDaemons400(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)

@@ -16,6 +16,7 @@ import (
 // to X-Forwarded-Host; the fake's preview proxy refuses a request without
 // the token.
 func TestExposePreviewURL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := t.Context()
 	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})
@@ -80,6 +81,7 @@ func TestExposePreviewURL(t *testing.T) {
 // for a missing or stale token is PermissionDenied naming the token
 // header, with the redirect not followed; the server's own answers pass.
 func TestPreviewEdgeFailuresAreErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := t.Context()
 	sb, err := e.c.Create(ctx, sandbox.CreateOptions{})

@@ -35,6 +35,7 @@ var quoteSeeds = []string{
 // TestShellQuoteRoundTrip checks every seed through /bin/sh and, where
 // present, bash (the daemon's shell), several words at a time.
 func TestShellQuoteRoundTrip(t *testing.T) {
+	t.Parallel()
 	shells := []string{"/bin/sh"}
 	if p, err := exec.LookPath("bash"); err == nil {
 		shells = append(shells, p)
@@ -70,6 +71,7 @@ func FuzzShellQuote(f *testing.F) {
 }
 
 func TestParseErrorShapes(t *testing.T) {
+	t.Parallel()
 	r := &Runtime{config: config{key: "dtn_secret"}}
 	cases := []struct {
 		status int
@@ -111,6 +113,7 @@ func TestParseErrorShapes(t *testing.T) {
 }
 
 func TestParseTrailer(t *testing.T) {
+	t.Parallel()
 	out := "noise\nSBKXab 3 - 2 1\nYQA=\nSBKXab-E\nYg==\nSBKXab-Z\n"
 	tr, ok := parseTrailer(out, "SBKXab")
 	if !ok || tr.rc != 3 || !tr.inline || !bytes.Equal(tr.stdout, []byte("a\x00")) || string(tr.stderr) != "b" {
@@ -126,6 +129,7 @@ func TestParseTrailer(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]string{"-rw-r--r--": "-rw-r--r--", "drwxr-x---": "drwxr-x---", "Lrwxrwxrwx": "Lrwxrwxrwx", "dtrwxrwxrwx": "dtrwxrwxrwx", "urwxr-xr-x": "urwxr-xr-x"} {
 		if got := parseMode(s).String(); got != want {
 			t.Errorf("parseMode(%q) = %q", s, got)
@@ -136,6 +140,7 @@ func TestParseMode(t *testing.T) {
 // The Runtime's client has no global timeout (daytonaio/daytona#4750):
 // deadlines come from contexts only.
 func TestNoClientTimeout(t *testing.T) {
+	t.Parallel()
 	r, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +151,7 @@ func TestNoClientTimeout(t *testing.T) {
 }
 
 func TestScratchDirValidated(t *testing.T) {
+	t.Parallel()
 	for _, d := range []string{"tmp/x", "/tmp/a b", "/tmp/$x", "/tmp/*", "~x", "/tmp/`id`", "/tmp/;rm"} {
 		if _, err := New(WithAPIKey("dtn_x"), WithAPIURL("http://127.0.0.1:1/api"), WithScratchDir(d)); sberrors.CodeOf(err) != sberrors.InvalidArgument {
 			t.Errorf("WithScratchDir(%q): %v, want InvalidArgument", d, err)

@@ -18,6 +18,7 @@ import (
 // A server that echoes the API key in its error bodies: no error in the
 // chain a caller can walk holds it, and the codes and sentinels hold.
 func TestNoKeyInErrorChain(t *testing.T) {
+	t.Parallel()
 	const key = "dtn_chain-do-not-leak-0123456789abcdef"
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

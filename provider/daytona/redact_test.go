@@ -19,6 +19,7 @@ import (
 // must not leak the key's first half: the key is redacted before the
 // message is shortened.
 func TestKeyAcrossTheTruncationIsRedacted(t *testing.T) {
+	t.Parallel()
 	const key = "Zq9straddle-0123456789abcdefghij"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pad, _ := strconv.Atoi(path.Base(r.URL.Path)) // the id says where the key starts
@@ -72,6 +73,7 @@ func (x *execRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // Output the toolbox returned that the adapter cannot parse is the
 // command's own and may hold secrets: it never goes into the error.
 func TestUnexpectedExecOutputNotInError(t *testing.T) {
+	t.Parallel()
 	x := &execRewriter{next: http.DefaultTransport.(*http.Transport).Clone()}
 	defer x.next.(*http.Transport).CloseIdleConnections()
 	e := newEnv(t, nil, daytona.WithTransport(x))

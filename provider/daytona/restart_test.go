@@ -16,6 +16,7 @@ import (
 // cut) between two commands; the second runs on a new connection after at
 // most one transport reset, and each command ran exactly once.
 func TestServerRestartedBetweenCalls(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestServerRestartedBetweenCalls(t *testing.T) {
 // Exec returns (an error when the answer was lost) instead of hanging,
 // the command is not run a second time, and the sandbox keeps working.
 func TestServerRestartedMidExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)

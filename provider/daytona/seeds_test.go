@@ -16,6 +16,7 @@ import (
 // A caller without a ctx deadline is not hung by a Daytona API that never
 // answers: the Client's default bound ends the call (issue 22 item 6).
 func TestDefaultDeadlineEndsHungRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	c := sandbox.NewClient(e.rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{Lookup: time.Second, Destroy: time.Second}))
 	ctx := context.Background()
@@ -56,6 +57,7 @@ func TestDefaultDeadlineEndsHungRequest(t *testing.T) {
 // A create refused with 429 is retried after the Retry-After the throttler
 // sent (issue 22 item 3).
 func TestCreateRetries429HonouringRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.fake.FailNext("POST", "/api/sandbox", daytonafake.Fault429)
@@ -81,6 +83,7 @@ func TestCreateRetries429HonouringRetryAfter(t *testing.T) {
 // must not vanish), and OptAutoDelete at the recommended value deletes a
 // sandbox stopped for an hour (issue 22 item 7).
 func TestAutoDeleteOffByDefaultAndOptIn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	plain, err := e.c.Create(ctx, sandbox.CreateOptions{})

@@ -44,6 +44,7 @@ func snapRead(t *testing.T, e *env, id, path string) (string, error) {
 }
 
 func TestSnapshotCreateFromAndDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	if !slices.Equal(e.rt.Capabilities().SnapshotModes, []driver.SnapshotMode{driver.SnapshotFilesystem}) {
@@ -99,6 +100,7 @@ func TestSnapshotCreateFromAndDelete(t *testing.T) {
 }
 
 func TestSnapshotRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -127,6 +129,7 @@ func TestSnapshotRefusals(t *testing.T) {
 }
 
 func TestSnapshotOfStoppedSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -149,6 +152,7 @@ func TestSnapshotOfStoppedSandbox(t *testing.T) {
 }
 
 func TestListSnapshotsPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -200,6 +204,7 @@ func TestListSnapshotsPages(t *testing.T) {
 }
 
 func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -228,6 +233,7 @@ func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
 // TestSnapshotConcurrentWaitsForTheOther: Daytona answers 409 while the
 // sandbox is snapshotting; the second Snapshot waits and asks again.
 func TestSnapshotConcurrentWaitsForTheOther(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -255,6 +261,7 @@ func TestSnapshotConcurrentWaitsForTheOther(t *testing.T) {
 // TestSnapshotCancelledLeavesNothing: a Snapshot whose ctx ends while
 // Daytona makes the snapshot leaves none behind once Close returns.
 func TestSnapshotCancelledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -294,6 +301,7 @@ func TestSnapshotCancelledLeavesNothing(t *testing.T) {
 // removes only one this SDK made. A snapshot made by other means (the
 // dashboard, the CLI) is NotFound and stays.
 func TestDeleteSnapshotSparesForeignSnapshots(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	src := snapCreate(t, e, &driver.CreateRequest{Timeout: time.Minute})

@@ -11,7 +11,9 @@ import (
 	"github.com/sandboxkit/sandbox"
 )
 
-// A Stdin of several chunks reaches the command byte for byte.
+// A Stdin of several chunks reaches the command byte for byte. Not in
+// parallel: its 9 MiB keep a CPU busy under -race, so beside the other
+// tests it gains nothing and its one-minute bound gets tight.
 func TestExecLargeStdin(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t)
@@ -30,6 +32,7 @@ func TestExecLargeStdin(t *testing.T) {
 // A Stdin that arrives in pieces with pauses between them is delivered as
 // it comes, in order, and its end ends the command's input.
 func TestExecStdinInPieces(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	pr, pw := io.Pipe()

@@ -18,6 +18,7 @@ import (
 // that made them: the fake sees a traceparent in the caller's trace whose
 // parent is the call's span, and none for a call without a span.
 func TestTraceContextReachesTheService(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var mu sync.Mutex
 	var got []string

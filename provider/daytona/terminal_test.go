@@ -34,6 +34,7 @@ func (s *screen) String() string {
 // greeting, the prompt, the typed line, the start marker) reaches the
 // caller: the output is the program's alone.
 func TestTerminalOutputIsTheProgramsOnly(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := newEnv(t, nil)
@@ -60,6 +61,7 @@ func TestTerminalOutputIsTheProgramsOnly(t *testing.T) {
 // A missing program or a working directory that is a file fails
 // StartTerminal itself, as Exec's would, and leaves no session behind.
 func TestTerminalStartErrors(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := newEnv(t, nil)

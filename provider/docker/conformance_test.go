@@ -59,7 +59,10 @@ func newRuntime(t *testing.T, opts ...docker.Option) *docker.Runtime {
 // skips are the subtests docker cannot pass, with the reason.
 var skips = map[string]string{}
 
-// TestConformance runs the whole suite over the engine with runc.
+// TestConformance runs the whole suite over the engine with runc. It is
+// not marked parallel, unlike the package's other tests: its groups
+// already run a few at once, and its subtests that bound a wait (or run
+// alone, see sandboxtest) would otherwise measure the other tests.
 func TestConformance(t *testing.T) {
 	engine(t)
 	// Where the egress proxy runs, its sandboxes reach loopback

@@ -44,6 +44,7 @@ const stateEnv = "SANDBOXKIT_DOCKER_TEST_STATE"
 // An engine that is not there is Unavailable, and the error names the
 // socket so the user knows what to start.
 func TestUnreachableEngineNamesSocket(t *testing.T) {
+	t.Parallel()
 	const sock = "unix:///nonexistent/sandboxkit-test/docker.sock"
 	r, err := docker.New(docker.WithHost(sock))
 	require.NoError(t, err)
@@ -65,6 +66,7 @@ func TestUnreachableEngineNamesSocket(t *testing.T) {
 
 // Bad URL parameters are InvalidArgument, naming the parameter.
 func TestOpenBadParameter(t *testing.T) {
+	t.Parallel()
 	_, err := sandbox.Open(context.Background(), "docker://?imagee=x")
 	require.Error(t, err)
 	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err))
@@ -100,6 +102,7 @@ func create(ctx context.Context, t *testing.T, c *sandbox.Client, opts sandbox.C
 // The container is hardened as the package doc says, and a create-time
 // secret is in the commands' environment but not in `docker inspect`.
 func TestContainerConfig(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -134,6 +137,7 @@ func TestContainerConfig(t *testing.T) {
 // A timeout ends the command's whole process tree, not only its first
 // process.
 func TestTimeoutEndsProcessTree(t *testing.T) {
+	t.Parallel()
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -148,6 +152,7 @@ func TestTimeoutEndsProcessTree(t *testing.T) {
 
 // A cancelled ctx ends the remote command too.
 func TestCancelEndsCommand(t *testing.T) {
+	t.Parallel()
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -190,6 +195,7 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 // Sandboxes outlive their Client: another Runtime lists them by label and
 // sees a lease extended by the first.
 func TestPersistentAcrossClients(t *testing.T) {
+	t.Parallel()
 	c1 := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -210,6 +216,7 @@ func TestPersistentAcrossClients(t *testing.T) {
 
 // A sandbox whose lease passed is gone for every client.
 func TestLeaseEnds(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

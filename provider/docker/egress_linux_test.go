@@ -226,6 +226,7 @@ func egressSandbox(ctx context.Context, t *testing.T, opts sandbox.CreateOptions
 // route out, only its loopback, where the proxy listens; through the
 // proxy the allowed host answers and another is refused.
 func TestEgressBypassCannotConnect(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, u, _ := egressSandbox(ctx, t, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{confSecretHost}}})
@@ -283,6 +284,7 @@ func helpers(t *testing.T, id string) []int {
 // The helper outlives the Runtime (and the Client) that started it, as
 // the container does, and Destroy, from another Runtime, ends it.
 func TestEgressHelperLifetime(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	u := newUpstream(t)
@@ -317,6 +319,7 @@ func TestEgressHelperLifetime(t *testing.T) {
 // run: here a Runtime over gVisor's runsc, whose network stack is its
 // own (the probe refuses it before the engine is asked anything).
 func TestEgressRefusedWhereUnavailable(t *testing.T) {
+	t.Parallel()
 	r := newRuntime(t, docker.WithRuntime("runsc"))
 	defer r.Close()
 	ns := r.Capabilities().NetworkPolicy
@@ -344,6 +347,7 @@ func TestEgressRefusedWhereUnavailable(t *testing.T) {
 // bundle its variables name (no -k), the upstream gets the value, the
 // sandbox only the placeholder, and the bundle is root's, read-only.
 func TestEgressBrokered(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const value = "sk-live-0f3c2b1a9e8d7c6b5a4f3e2d1c0b9a8f"
@@ -378,6 +382,7 @@ func TestEgressBrokered(t *testing.T) {
 // the container again, puts a new helper with the recorded policy in
 // front of it.
 func TestEgressHelperFollowsContainer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sb, _, _ := egressSandbox(ctx, t, sandbox.CreateOptions{Network: &sandbox.NetworkPolicy{Allow: []string{confOtherHost}}})

@@ -17,6 +17,7 @@ import (
 // and survives a pause with its background process. CI runs this rather
 // than the whole suite over runsc (TestConformanceGVisor), to stay fast.
 func TestGVisorBasics(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(gvisorRuntime(t))
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -31,6 +31,7 @@ func loadWith(path string) error {
 // Runtime; racing first Runtimes agree on one key; a key others can read,
 // or a damaged one, is refused with an error naming the file.
 func TestOwnerKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state", "sandboxkit", "key")
 	const racers = 8

@@ -21,6 +21,7 @@ import (
 // another key (another user) sees none of them, and cannot run a command
 // in, pause or remove one.
 func TestOwnershipFollowsKey(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	a := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -67,6 +68,7 @@ func TestOwnershipFollowsKey(t *testing.T) {
 // A new process of the same user adopts the sandboxes of an earlier one:
 // the key is on disk, not in the process.
 func TestOwnershipAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	host, image := engine(t)
 	a := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -9,6 +9,7 @@ import (
 // those proven after the listing began (a Create under way, not yet
 // listed), so that Create's clean-up can still remove its container.
 func TestForgetGone(t *testing.T) {
+	t.Parallel()
 	r := &Runtime{}
 	since := time.Now()
 	r.owned.Store("gone", since.Add(-time.Minute))
@@ -25,6 +26,7 @@ func TestForgetGone(t *testing.T) {
 // The owner name depends on the key and on the container's id, so neither
 // another key nor another id gives the same name.
 func TestOwnerName(t *testing.T) {
+	t.Parallel()
 	a := make([]byte, keyBytes)
 	b := append(make([]byte, keyBytes-1), 1)
 	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -95,6 +95,7 @@ func notFound(t *testing.T, err error, format string, args ...any) {
 // sandbox's name once it is free. Every call naming its id is
 // NotFound, for the Runtime that made the copied sandbox and for another.
 func TestForeignContainersAreNotAdopted(t *testing.T) {
+	t.Parallel()
 	_, image := engine(t)
 	raw := rawClient(t)
 	rt1 := newRuntime(t)
@@ -211,6 +212,7 @@ func TestForeignContainersAreNotAdopted(t *testing.T) {
 // A container that mounts a real read-only-root sandbox's volumes (its
 // state directory included) and copies its labels is still foreign.
 func TestForeignContainerWithBorrowedVolumes(t *testing.T) {
+	t.Parallel()
 	_, image := engine(t)
 	raw := rawClient(t)
 	c := newClient(t, docker.WithReadOnlyRoot(true))

@@ -10,16 +10,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // Pausing a sandbox right after Start, while the background process's
 // output follower is starting, must neither hang the engine's Resume and
 // Destroy nor lose the process. The race is narrow, so the test loops
-// (SANDBOX_TEST_DOCKER_PAUSE_LOOPS times, default 5); every step is bounded
-// so a hang fails the test instead of stalling it.
+// (SANDBOX_TEST_DOCKER_PAUSE_LOOPS times; by default 5 in a full run,
+// sandboxtest.FullEnv=1 as in CI, 2 otherwise and 1 with -short); every
+// step is bounded so a hang fails the test instead of stalling it.
 func TestPauseWhileFollowerStarts(t *testing.T) {
+	t.Parallel()
 	c := newClient(t)
-	loops := 5
+	loops := 2
+	switch {
+	case os.Getenv(sandboxtest.FullEnv) == "1":
+		loops = 5
+	case testing.Short():
+		loops = 1
+	}
 	if s := os.Getenv("SANDBOX_TEST_DOCKER_PAUSE_LOOPS"); s != "" {
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err, "SANDBOX_TEST_DOCKER_PAUSE_LOOPS")

@@ -34,6 +34,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 // upload cut short leaves the old file whole, the lease can still move,
 // and Destroy removes the writable volumes.
 func TestReadOnlyRoot(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	c := newClient(t, docker.WithReadOnlyRoot(true))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -94,6 +95,7 @@ func TestReadOnlyRoot(t *testing.T) {
 
 // readonly=1 in the URL is the option; a bad value is InvalidArgument.
 func TestOpenReadOnlyParameter(t *testing.T) {
+	t.Parallel()
 	_, err := sandbox.Open(context.Background(), "docker://?readonly=maybe")
 	require.Error(t, err)
 	assert.Equal(t, sandbox.InvalidArgument, sandbox.CodeOf(err))
@@ -103,6 +105,7 @@ func TestOpenReadOnlyParameter(t *testing.T) {
 // With a read-only root and a numeric user the image does not know, the
 // home directory Create makes (in the volume of its parent) is the user's.
 func TestReadOnlyRootNewHome(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, docker.WithReadOnlyRoot(true), docker.WithUser("2000:2000"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 // (not only documented) and reported in Info.Detail; explicit Resources
 // replace the defaults.
 func TestDefaultResourceLimits(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -71,6 +72,7 @@ func mustGet(ctx context.Context, t *testing.T, c *sandbox.Client, id string) sa
 // InvalidArgument naming Resources.MemoryMiB, before any container is
 // made (the engine's own answer named neither the field nor the unit).
 func TestMemoryBelowEngineMinimum(t *testing.T) {
+	t.Parallel()
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

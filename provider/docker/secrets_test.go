@@ -40,6 +40,7 @@ func engineGet(ctx context.Context, t *testing.T, raw *client.Client, path strin
 // inspect, and the create-time file is in the container's layer for
 // whoever can copy from the container.
 func TestSecretsInInspect(t *testing.T) {
+	t.Parallel()
 	raw := rawClient(t)
 	c := newClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

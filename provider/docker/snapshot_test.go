@@ -46,6 +46,7 @@ func dread(ctx context.Context, t *testing.T, r *docker.Runtime, id, p string) s
 // another key) is NotFound for every snapshot call and for Create, and is
 // never removed.
 func TestSnapshotImagesAreOwned(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, image := engine(t)
@@ -106,6 +107,7 @@ func TestSnapshotImagesAreOwned(t *testing.T) {
 // its own labels (not the committed container's), its own auto-pause, and
 // the snapshot survives the source's Destroy and a new Runtime.
 func TestSnapshotChildLabelsAndRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	key := filepath.Join(t.TempDir(), "key")
@@ -139,6 +141,7 @@ func TestSnapshotChildLabelsAndRestart(t *testing.T) {
 // from untags it (the engine keeps the layers the sandbox uses); the
 // snapshot is then gone for the provider and the sandbox unaffected.
 func TestSnapshotDeleteWhileInUse(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	raw := rawClient(t)
@@ -170,6 +173,7 @@ func TestSnapshotDeleteWhileInUse(t *testing.T) {
 // experimental mode, which the checkpoint API needs); after a Ping the
 // capabilities say the same, and the portable layer refuses it with it.
 func TestSnapshotFullSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	engine(t)

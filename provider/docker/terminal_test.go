@@ -35,6 +35,7 @@ func (s *syncBuffer) String() string {
 // attach to a running exec): another Runtime's AttachTerminal is
 // NotFound, and the program keeps running for the first one.
 func TestTerminalAttachOnlyFromItsRuntime(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c1 := newClient(t)
@@ -61,6 +62,7 @@ func TestTerminalAttachOnlyFromItsRuntime(t *testing.T) {
 // A program that does not exist, or a working directory that does not,
 // fails StartTerminal itself, as Exec's would (not later, at Wait).
 func TestTerminalStartErrors(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := newClient(t)

@@ -12,6 +12,7 @@ import (
 // and other agree (whether or not the user is in the group); w and x are
 // both needed.
 func TestMayWriteDirFromMode(t *testing.T) {
+	t.Parallel()
 	u := who{user: "user", group: "user"}
 	cases := []struct {
 		owner, group string
@@ -42,6 +43,7 @@ func TestMayWriteDirFromMode(t *testing.T) {
 }
 
 func TestSticky(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]bool{"dtrwxrwxrwx": true, "drwxrwxrwx": false, "-rw-r--r--": false, "": false, "Lrwxrwxrwx": false} {
 		if got := sticky(&filesystem.EntryInfo{Permissions: s}); got != want {
 			t.Errorf("%q: %v, want %v", s, got, want)

@@ -50,6 +50,7 @@ func wantDenied(t *testing.T, what string, err error) {
 // have root's rights, does too): the adapter holds the file methods to the
 // sandbox user's rights, refusing before anything is written.
 func TestFileMethodsHaveTheUsersRights(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -85,6 +86,7 @@ func TestFileMethodsHaveTheUsersRights(t *testing.T) {
 // where the user's commands may not succeed, and what they create is the
 // user's, as envd makes it.
 func TestRootFileAccess(t *testing.T) {
+	t.Parallel()
 	e := newRootEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -120,6 +122,7 @@ func TestFileAccessURL(t *testing.T) {
 // A WriteFile costs one Stat more than the upload and the rename (envd's
 // Stat of the file's directory); who the user is was learned at Create.
 func TestWriteFileRoundTrips(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

@@ -13,6 +13,7 @@ import (
 // the value; SetNetwork sends the rules again (E2B's PUT clears what it is
 // not sent).
 func TestBrokeredSecretsBecomeRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newMemoryEnv(t)
 	if !e.client.Capabilities().NetworkPolicy.BrokeredSecrets {

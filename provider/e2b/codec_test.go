@@ -12,6 +12,7 @@ import (
 // TestCodecMatchesProtoJSON checks that the fast path decodes and encodes
 // exactly what protojson does, and leaves what it does not know to it.
 func TestCodecMatchesProtoJSON(t *testing.T) {
+	t.Parallel()
 	msg := "exit status 3"
 	events := []*process.ProcessEvent{
 		{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: 412}}},

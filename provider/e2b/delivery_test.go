@@ -24,6 +24,7 @@ import (
 // sandbox: it is ErrOutcomeUnknown, never a stale transport, and the
 // portable layer does not create a second one.
 func TestCreateDroppedAfterAdmissionIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	var creates atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/v2/sandboxes" {
@@ -71,6 +72,7 @@ func TestCreateDroppedAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 // answers are lost, and neither is sent again. The create is found by its
 // token and adopted; the command's outcome stays unknown.
 func TestFaultDropResponseIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -118,6 +120,7 @@ func (c *resetConn) Write([]byte) (int, error) {
 // stale transport, and the portable layer's one retry creates exactly one
 // sandbox.
 func TestNothingWrittenIsStale(t *testing.T) {
+	t.Parallel()
 	fake := e2bfake.New(memory.New())
 	defer fake.Close()
 	newRT := func(o *deadOnce) *e2b.Runtime {
@@ -153,6 +156,7 @@ func TestNothingWrittenIsStale(t *testing.T) {
 
 // Nothing listening: no connection, so nothing can have been admitted.
 func TestRefusedIsStale(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -257,6 +257,15 @@ type Runtime struct {
 	leases map[string]time.Duration // the last lease asked for, per sandbox (see Resume)
 }
 
+// execGrace is how long a command's or process's stream may run past its
+// lifetime: ExecGrace, unless a test shortened it.
+func (r *Runtime) execGrace() time.Duration {
+	if r.cfg.grace > 0 {
+		return r.cfg.grace
+	}
+	return ExecGrace
+}
+
 // conn is what the adapter knows about reaching one sandbox's envd.
 type conn struct {
 	token   string
@@ -284,6 +293,10 @@ type config struct {
 	rootFiles  bool // WithRootFileAccess: no permission check before file writes
 	transport  http.RoundTripper
 	bad        opts.Errors // invalid option values, reported by New
+	// grace replaces ExecGrace when positive; only the package's tests
+	// set it (export_test.go), to see a stall end without waiting the
+	// full grace.
+	grace time.Duration
 }
 
 // Option configures a Runtime. New fails with an InvalidArgument error

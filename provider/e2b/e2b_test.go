@@ -18,10 +18,25 @@ import (
 	"github.com/sandboxkit/sandbox/provider/memory"
 )
 
+// ctxT bounds a test's calls, so that a hang fails it: a minute, as in
+// provider/daytona's tests, since the tests run in parallel and a loaded
+// machine's creates over provider/local take seconds each.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// mustCreateAsync is mustCreate for another goroutine than the test's: a
+// failure marks the test failed and returns "" (the caller then stops).
+func mustCreateAsync(t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) string {
+	t.Helper()
+	sb, err := c.Create(ctxT(t), opts)
+	if err != nil {
+		t.Errorf("Create: %v", err)
+		return ""
+	}
+	return sb.ID()
 }
 
 func mustCreate(t *testing.T, c *sandbox.Client, opts sandbox.CreateOptions) *sandbox.Sandbox {
@@ -103,6 +118,7 @@ func TestOpenURLRefusesKeys(t *testing.T) {
 func redact(u string) string { return strings.ReplaceAll(u, "0123456789abcdef", "…") }
 
 func TestCreateDefaults(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	before := time.Now()
@@ -132,6 +148,7 @@ func TestCreateDefaults(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -155,14 +172,25 @@ func TestLeaseExpiry(t *testing.T) {
 }
 
 func TestListPaginationAndFilters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	label := map[string]string{"group": "x&y=z 100%"}
-	var ids []string
-	for range 5 {
-		ids = append(ids, mustCreate(t, e.client, sandbox.CreateOptions{Labels: label}).ID())
+	// The sandboxes are made at once: each create waits on its backend,
+	// and what is listed does not depend on their order.
+	ids := make([]string, 5)
+	var other string
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() { ids[i] = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: label}) })
 	}
-	other := mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}})
+	wg.Go(func() {
+		other = mustCreateAsync(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"group": "x"}})
+	})
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	got := map[string]bool{}
 	for in, err := range e.client.List(ctx, sandbox.ListOptions{Labels: label, PageSize: 2}) {
 		if err != nil {
@@ -170,7 +198,7 @@ func TestListPaginationAndFilters(t *testing.T) {
 		}
 		got[in.ID] = true
 	}
-	if len(got) != 5 || got[other.ID()] {
+	if len(got) != 5 || got[other] {
 		t.Fatalf("listed %v, want %v", got, ids)
 	}
 	if n := e.fake.Count("GET /v2/sandboxes"); n != 3 {
@@ -196,6 +224,7 @@ func TestListPaginationAndFilters(t *testing.T) {
 }
 
 func TestSetTimeoutExtends(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: time.Minute})
 	if err := sb.SetTimeout(ctxT(t), 20*time.Minute); err != nil {
@@ -215,6 +244,7 @@ func TestSetTimeoutExtends(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -254,6 +284,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 func TestExecBehaviour(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -284,6 +315,7 @@ func TestExecBehaviour(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	t.Parallel()
 	// The fake kills commands that arrive without a timeout after 200 ms:
 	// a 2 s command passes only because the adapter always sends one.
 	e := newEnv(t, e2bfake.WithDefaultCommandTimeout(200*time.Millisecond))
@@ -322,6 +354,7 @@ func TestExecTimeout(t *testing.T) {
 }
 
 func TestExecCancelKillsRemote(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -345,6 +378,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // TestExecCancelBeforeStartEvent: the process started but its start event
 // never reached the client; cancelling still ends it (found by its tag).
 func TestExecCancelBeforeStartEvent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -366,6 +400,7 @@ func TestExecCancelBeforeStartEvent(t *testing.T) {
 }
 
 func TestBackgroundProcesses(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -407,6 +442,7 @@ func TestBackgroundProcesses(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -450,6 +486,7 @@ func TestFiles(t *testing.T) {
 // uploads (the fake refuses octet-stream for it), so the adapter streams a
 // multipart body through a pipe.
 func TestUploadMultipartForOldEnvd(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t, e2bfake.WithEnvdVersion("0.5.0"))
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -465,6 +502,7 @@ func TestUploadMultipartForOldEnvd(t *testing.T) {
 
 // TestUser: the user travels as Basic auth; envd refuses unknown users.
 func TestUser(t *testing.T) {
+	t.Parallel()
 	f := e2bfake.New(memory.New())
 	defer f.Close()
 	for user, ok := range map[string]bool{"root": true, "nobody": false} {
@@ -487,6 +525,7 @@ func TestUser(t *testing.T) {
 }
 
 func TestErrorsCarryNoSecrets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	wrong, err := e2b.New(e2b.WithAPIKey("e2b_deadbeefdeadbeef"), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()))
@@ -509,6 +548,7 @@ func TestErrorsCarryNoSecrets(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, e2bfake.WithMaxSandboxes(1))
 	ctx := ctxT(t)
 	mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -526,6 +566,7 @@ func TestRateLimit(t *testing.T) {
 // Faults
 
 func TestFaultResetBeforeAdmissionRetriesOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{}) // leaves a pooled envd connection
@@ -568,6 +609,7 @@ func injectReset(e *env, path string) *e2bfake.Fault {
 }
 
 func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -584,6 +626,7 @@ func TestFaultResetAfterAdmissionIsOutcomeUnknown(t *testing.T) {
 // TestFaultResetMidDownload: a connection cut in the middle of a download
 // is an error, never a silently short file.
 func TestFaultResetMidDownload(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -599,6 +642,7 @@ func TestFaultResetMidDownload(t *testing.T) {
 }
 
 func TestFaultHangIsBoundedByContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	for _, path := range []string{"POST /process.Process/Start", "POST /filesystem.Filesystem/Stat", "GET /sandboxes/"} {
@@ -619,6 +663,7 @@ func TestFaultHangIsBoundedByContext(t *testing.T) {
 }
 
 func TestFaultKilledBetweenListAndExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	mustCreate(t, e.client, sandbox.CreateOptions{Labels: map[string]string{"job": "1"}})
@@ -638,6 +683,7 @@ func TestFaultKilledBetweenListAndExec(t *testing.T) {
 }
 
 func TestFaultProxy502AndRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
@@ -668,6 +714,7 @@ func listProcs(t *testing.T, e *env, sb *sandbox.Sandbox) int {
 // Execs one after another share one pooled connection: each process
 // stream is read to its end, so the connection goes back to the pool.
 func TestExecsReuseTheConnection(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	sb, err := e.client.Create(ctxT(t), sandbox.CreateOptions{})
 	if err != nil {
@@ -699,6 +746,7 @@ func TestExecsReuseTheConnection(t *testing.T) {
 // with E2B's 5-minute default; one another Runtime created gets the
 // default.
 func TestResumeKeepsTheLease(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{Timeout: 40 * time.Minute})
@@ -744,6 +792,7 @@ func TestResumeKeepsTheLease(t *testing.T) {
 // Resume leaves a running sandbox's lease alone, and a lease above the
 // plan's maximum (which SetTimeout clamps silently) still resumes.
 func TestResumeRunningAndOverLongLease(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time {

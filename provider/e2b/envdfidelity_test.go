@@ -23,6 +23,7 @@ import (
 // layer refuses such a command first (sandboxtest Exec/PathLimits), so the
 // adapter is driven directly here, as another caller of the driver would.
 func TestExecOverArgMaxIsBoundedInvalidArgument(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -44,6 +45,7 @@ func TestExecOverArgMaxIsBoundedInvalidArgument(t *testing.T) {
 // A Shell line runs in bash, as envd runs "/bin/bash -l -c": bash's
 // printf writes the bytes an \x escape names, sh's does not.
 func TestShellLineRunsInBash(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash on this host")
 	}
@@ -64,8 +66,10 @@ func TestShellLineRunsInBash(t *testing.T) {
 // A program that does not exist exits 127 with envd's message (its
 // wrapper's nice(1) names it), over both backends.
 func TestMissingProgramAnswersAsEnvd(t *testing.T) {
+	t.Parallel()
 	for name, newE := range map[string]func(*testing.T, ...e2bfake.Option) *env{"memory": newMemoryEnv, "local": newEnv} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newE(t)
 			ctx := ctxT(t)
 			sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

@@ -211,7 +211,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		return driver.ExitStatus{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: exec: command timeout %v is not positive", timeout)
 	}
 	cmdDeadline := time.Now().Add(timeout)
-	rctx, cancel := context.WithDeadline(ctx, cmdDeadline.Add(ExecGrace))
+	rctx, cancel := context.WithDeadline(ctx, cmdDeadline.Add(r.execGrace()))
 	defer cancel()
 	// timedOut reports the command's timeout, unless the caller's deadline
 	// was the binding one (envd may report it a moment before ctx ends).
@@ -260,7 +260,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		// Neither the end nor envd's deadline_exceeded came within the
 		// grace: the stream stalled. envd ends the process at its
 		// lifetime, which has passed.
-		return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within the command's timeout (%v) plus %v: the stream stalled: %w", op, ev.pid, timeout, ExecGrace, sberrors.ErrOutcomeUnknown))
+		return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within the command's timeout (%v) plus %v: the stream stalled: %w", op, ev.pid, timeout, r.execGrace(), sberrors.ErrOutcomeUnknown))
 	case serr == nil:
 		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w: %w", op, errNoResult, sberrors.ErrOutcomeUnknown)
 	}
@@ -345,7 +345,7 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	// that envd's deadline_exceeded (a timeout) is told from a stream
 	// that stalled (an error).
 	end := time.Now().Add(life)
-	sctx, cancel := context.WithDeadline(context.Background(), end.Add(ExecGrace))
+	sctx, cancel := context.WithDeadline(context.Background(), end.Add(r.execGrace()))
 	stop := context.AfterFunc(ctx, cancel)
 	src, ev, err := r.openStart(ctx, sctx, "exec", id, c, startRequest(cmd), end)
 	if !stop() && err == nil {
@@ -463,7 +463,7 @@ func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 		// envd's own word: the process reached its lifetime.
 		return driver.ExitStatus{ExitCode: -1, TimedOut: true}, nil
 	case errors.Is(h.sctx.Err(), context.DeadlineExceeded):
-		return driver.ExitStatus{}, h.r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within its lifetime plus %v: the stream stalled: %w", op, h.ev.pid, ExecGrace, sberrors.ErrOutcomeUnknown))
+		return driver.ExitStatus{}, h.r.scrub(fmt.Errorf("e2b: %s: process %d: no end event from envd within its lifetime plus %v: the stream stalled: %w", op, h.ev.pid, h.r.execGrace(), sberrors.ErrOutcomeUnknown))
 	case h.err == nil:
 		return driver.ExitStatus{}, fmt.Errorf("e2b: %s: %w", op, errNoResult)
 	}

@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 )
 
 // A stream that stalls (no more bytes, the connection stays open) is an
 // error saying the outcome is unknown, within Command.Timeout plus
 // ExecGrace: never TimedOut with a nil error, although the command ended
-// long before its timeout.
+// long before its timeout. The stalls go through a Runtime whose grace is
+// testGrace, so that the test need not wait ExecGrace for each.
 func TestExecStallIsAnError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	stalled := attachWithGrace(t, e, sb.ID(), testGrace)
 	const timeout = 3 * time.Second
-	bound := timeout + e2b.ExecGrace
+	bound := timeout + testGrace
 	for _, kind := range []struct {
 		name string
 		k    e2bfake.FaultKind
@@ -29,7 +31,7 @@ func TestExecStallIsAnError(t *testing.T) {
 		e.fake.Inject(&e2bfake.Fault{Kind: kind.k, Path: "POST /process.Process/Start"})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
 		start := time.Now()
-		res, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
+		res, err := stalled.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
 		took := time.Since(start)
 		cancel()
 		t.Logf("stall %s: returned after %v (bound %v): %v", kind.name, took.Round(time.Millisecond), bound, err)
@@ -77,6 +79,7 @@ func (b *blockingReader) count() int {
 // although the caller's reader blocks; the reader is not read after Exec
 // returned.
 func TestExecStdinNotReadAfterReturn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	in := &blockingReader{release: make(chan struct{})}
@@ -105,17 +108,20 @@ func TestExecStdinNotReadAfterReturn(t *testing.T) {
 }
 
 // The same holds for a background process: its Wait tells envd's timeout
-// from a stream that stalled.
+// from a stream that stalled (the stall through a Runtime whose grace is
+// testGrace, the timeout through one with ExecGrace).
 func TestProcessStallIsAnError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+	stalled := attachWithGrace(t, e, sb.ID(), testGrace)
 	const timeout = 3 * time.Second
-	bound := timeout + e2b.ExecGrace
+	bound := timeout + testGrace
 	ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
 	defer cancel()
 	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallStream, Path: "POST /process.Process/Start"})
 	start := time.Now()
-	p, err := sb.Start(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
+	p, err := stalled.Start(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2b_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
@@ -51,4 +52,27 @@ func newEnvOver(t *testing.T, backend driver.Runtime, fakeOpts ...e2bfake.Option
 	c := sandbox.NewClient(rt)
 	t.Cleanup(func() { _ = c.Close() })
 	return &env{fake: fake, backend: backend, rt: rt, client: c}
+}
+
+// testGrace is the grace of the Runtimes attachWithGrace makes: long
+// enough for envd's deadline_exceeded to arrive on a loaded machine, short
+// enough that a test of a stalled stream does not wait ExecGrace.
+const testGrace = 2 * time.Second
+
+// attachWithGrace attaches to sandbox id through a second Runtime on e's
+// fake whose grace past a command's lifetime is grace instead of
+// ExecGrace (e2b.WithExecGraceForTest).
+func attachWithGrace(t *testing.T, e *env, id string, grace time.Duration) *sandbox.Sandbox {
+	t.Helper()
+	rt, err := e2b.New(e2b.WithAPIKey(e.fake.APIKey()), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()), e2b.WithExecGraceForTest(grace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	sb, err := c.Attach(ctxT(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
 }

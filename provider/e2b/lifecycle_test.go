@@ -18,6 +18,7 @@ import (
 // (the caller's ctx still lives) or destroys it. Nothing is left that the
 // caller does not hold.
 func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		kind e2bfake.FaultKind
@@ -27,6 +28,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 		{"drop", e2bfake.DropResponse, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newMemoryEnv(t)
 			e.fake.Inject(&e2bfake.Fault{Kind: tc.kind, Path: "POST /v2/sandboxes"})
 			ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
@@ -62,6 +64,7 @@ func TestLostCreateResponseLeavesNoOrphan(t *testing.T) {
 // Clients (each its own Runtime, as 4 processes would be) × 50 goroutines
 // leave one sandbox after the post-create check, and every caller gets it.
 func TestGetOrCreateOnce(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	opts := sandbox.CreateOptions{Labels: map[string]string{"user": "ada"}}

@@ -14,6 +14,7 @@ import (
 // E2B_API_KEY (and optionally E2B_DOMAIN / E2B_API_URL) and is skipped
 // without it; it creates and destroys real sandboxes.
 func TestLive(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("E2B_API_KEY") == "" {
 		t.Skip("E2B_API_KEY is not set: skipping the tests against the real E2B")
 	}

@@ -35,6 +35,7 @@ func rawGet(t *testing.T, url, key string) (int, []byte) {
 // seconds, 404 with E2B's error body for an unknown sandbox, 401 without
 // the key; and the adapter reports the latest sample.
 func TestMetricsEndpointShape(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

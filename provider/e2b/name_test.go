@@ -11,6 +11,7 @@ import (
 // sandboxes: it comes back from the server and List finds the sandbox by
 // it.
 func TestCreateName(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{

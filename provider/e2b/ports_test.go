@@ -16,6 +16,7 @@ import (
 // edge's host name for the port, https://<port>-<id>.<domain>, as the
 // SDKs' getHost; with one, the override routed by E2b-Sandbox-Id/Port.
 func TestExposeHostScheme(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := t.Context()
 	if !e.client.Capabilities().Ports {
@@ -58,6 +59,7 @@ func TestExposeHostScheme(t *testing.T) {
 // with 403; public_traffic=true or secure=false give a Public endpoint
 // without one; public_traffic=false without secure is InvalidArgument.
 func TestExposePrivateTraffic(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := t.Context()
 	expose := func(opts map[string]string) sandbox.Endpoint {

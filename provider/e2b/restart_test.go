@@ -14,6 +14,7 @@ import (
 // cut) between two commands; the second runs on a new connection after at
 // most one transport reset, and each command ran exactly once.
 func TestServerRestartedBetweenCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	var resets atomic.Int32
@@ -36,6 +37,7 @@ func TestServerRestartedBetweenCalls(t *testing.T) {
 // Exec returns (an error when the answer was lost) instead of hanging,
 // the command is not run a second time, and the sandbox keeps working.
 func TestServerRestartedMidExec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
 	ctx := ctxT(t)

@@ -31,6 +31,7 @@ func (c writeCounter) Write(p []byte) (int, error) {
 // request leaves in one write (headers and body together), not in two,
 // and that the server still gets the whole body.
 func TestRoundTripperSendsSmallBodyInOneWrite(t *testing.T) {
+	t.Parallel()
 	var got atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

@@ -8,6 +8,7 @@ import (
 // TestRouteMissing: which answers to a v2 request mean the server lacks
 // the route (fall back) and which are the route's own answer (report it).
 func TestRouteMissing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		status int
 		body   string

@@ -14,6 +14,7 @@ import (
 // the new ones. The sandbox is secured (envd refuses a request without
 // its access token), with no secure flag sent.
 func TestCreateAndConnectUseV2(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -45,6 +46,7 @@ func TestCreateAndConnectUseV2(t *testing.T) {
 // creates and resumes through the older routes, and asks each v2 route
 // once per Runtime, not on every call.
 func TestOlderServerFallsBackOnce(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t, e2bfake.WithoutV2Routes())
 	ctx := ctxT(t)
 	for range 2 {
@@ -80,6 +82,7 @@ func TestOlderServerFallsBackOnce(t *testing.T) {
 // does not try the older route, which would refuse it again or, worse,
 // create what the server meant to refuse.
 func TestRefusedCreateDoesNotFallBack(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	_, err := e.client.Create(ctxT(t), sandbox.CreateOptions{Template: "no-such-template"})
 	if sandbox.CodeOf(err) != sandbox.NotFound {

@@ -44,6 +44,7 @@ func readFile(t *testing.T, e *env, id, path string) (string, error) {
 }
 
 func TestSnapshotCreateFromAndDelete(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	if !slices.Equal(e.rt.Capabilities().SnapshotModes, []driver.SnapshotMode{driver.SnapshotFilesystem, driver.SnapshotFull}) {
@@ -105,6 +106,7 @@ func TestSnapshotCreateFromAndDelete(t *testing.T) {
 }
 
 func TestSnapshotModeAndLabels(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -153,6 +155,7 @@ func TestSnapshotModeAndLabels(t *testing.T) {
 }
 
 func TestSnapshotOfPausedSandbox(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -176,6 +179,7 @@ func TestSnapshotOfPausedSandbox(t *testing.T) {
 }
 
 func TestListSnapshotsPages(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -226,6 +230,7 @@ func TestListSnapshotsPages(t *testing.T) {
 }
 
 func TestForkNative(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Labels: map[string]string{"team": "x"}, Timeout: time.Minute})
@@ -260,6 +265,7 @@ func TestForkNative(t *testing.T) {
 }
 
 func TestForkPartialFailure(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -286,6 +292,7 @@ func TestForkPartialFailure(t *testing.T) {
 }
 
 func TestForkErrors(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	if _, err := e.rt.Fork(ctx, "inope", 1, &driver.CreateRequest{}); !errors.Is(err, sberrors.ErrNotFound) {
@@ -304,6 +311,7 @@ func TestForkErrors(t *testing.T) {
 }
 
 func TestForkWithOwnLabelsGoesThroughSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Labels: map[string]string{"a": "1"}, Timeout: time.Minute})
@@ -333,6 +341,7 @@ func TestForkWithOwnLabelsGoesThroughSnapshot(t *testing.T) {
 }
 
 func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -364,6 +373,7 @@ func TestCreateFromSnapshotCancelledOrphansNothing(t *testing.T) {
 // forks, but the caller gives up before the answer: Fork finds the forks
 // (they carry the source's metadata) and destroys them.
 func TestForkNativeAnswerLost(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
@@ -386,6 +396,7 @@ func TestForkNativeAnswerLost(t *testing.T) {
 // sends it for an ID that is not a snapshot this SDK made (a base
 // template, a snapshot made by other means), which is NotFound and stays.
 func TestDeleteSnapshotSparesTemplatesAndForeignSnapshots(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})

@@ -13,6 +13,7 @@ import (
 
 // An empty or unknown state from the API is never read as running.
 func TestUnknownStateIsNotRunning(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := t.Context()
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{Labels: map[string]string{"app": "st"}})
@@ -64,6 +65,7 @@ func TestUnknownStateIsNotRunning(t *testing.T) {
 
 // The default look-up bound covers a whole List, not each of its pages.
 func TestListLookupBoundCoversAllPages(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := t.Context()
 	for range 3 {
@@ -100,6 +102,7 @@ func TestListLookupBoundCoversAllPages(t *testing.T) {
 // A sandbox in an unknown state is found again by GetOrCreate and by a
 // session's reattach, not duplicated.
 func TestUnknownStateIsNotDuplicated(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := t.Context()
 	m1 := session.NewManager(e.client, session.Options{ReapInterval: -1})

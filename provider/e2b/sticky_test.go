@@ -14,6 +14,7 @@ import (
 // bit from envd's permission string. Over the local provider the
 // sandbox's user is not root and /tmp is 1777.
 func TestStickyDirectory(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

@@ -25,6 +25,7 @@ func envelope(flags byte, msg string) string {
 // TestEventStream reads crafted Connect streams: every way a stream can
 // end must give the events before it and the code connect-go would give.
 func TestEventStream(t *testing.T) {
+	t.Parallel()
 	start := envelope(0, `{"event":{"start":{"pid":7}}}`)
 	out := envelope(0, `{"event": {"data": {"stdout": "aGk="}}}`)
 	end := envelope(0, `{"event":{"end":{"exitCode":3, "exited":true}}}`)
@@ -93,6 +94,7 @@ func TestEventStream(t *testing.T) {
 
 // TestEventStreamRefused covers answers that are not a stream at all.
 func TestEventStreamRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		status int
 		ctype  string
@@ -119,6 +121,7 @@ func TestEventStreamRefused(t *testing.T) {
 // TestEventStreamContext checks that an ended context ends a stream
 // waiting for events with the context's code.
 func TestEventStreamContext(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/connect+json")

@@ -23,6 +23,7 @@ func run(t *testing.T, sb *sandbox.Sandbox, line string) {
 // A symbolic link in the path must not get a change past the check: envd
 // follows it as root, so the rights that decide are the real directory's.
 func TestAccessThroughSymlinks(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -90,6 +91,7 @@ func TestAccessThroughSymlinks(t *testing.T) {
 // envd removes a directory tree as root; the user's own rm -rf stops at an
 // entry the user may not remove, and so must Remove.
 func TestRemoveTreeHasTheUsersRights(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
@@ -121,6 +123,7 @@ func TestRemoveTreeHasTheUsersRights(t *testing.T) {
 // envd reads as root; the user's own cat fails on a file it may not read
 // or in a directory it may not search, and so must ReadFile and Download.
 func TestReadsHaveTheUsersRights(t *testing.T) {
+	t.Parallel()
 	e := newMemoryEnv(t)
 	ctx := ctxT(t)
 	sb, err := e.client.Create(ctx, sandbox.CreateOptions{})

@@ -39,6 +39,7 @@ func (l *headerLog) take() []string {
 // traceparent in the caller's trace whose parent is the call's span. A
 // call made with no span in its context sends none.
 func TestTraceContextReachesTheService(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var log headerLog
 	e := newEnvOver(t, memory.New(memory.WithRootFileAccess()), e2bfake.WithRequestHook(log.hook))

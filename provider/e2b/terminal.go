@@ -78,7 +78,7 @@ func (r *Runtime) StartTerminal(ctx context.Context, id string, req *driver.Term
 		life = maxLease
 	}
 	end := time.Now().Add(life)
-	sctx, cancel := context.WithDeadline(context.Background(), end.Add(ExecGrace))
+	sctx, cancel := context.WithDeadline(context.Background(), end.Add(r.execGrace()))
 	stop := context.AfterFunc(ctx, cancel)
 	src, ev, err := r.openStart(ctx, sctx, op, id, c, ptyStartRequest(req), end)
 	if !stop() && err == nil {

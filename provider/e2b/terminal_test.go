@@ -59,6 +59,7 @@ func typeKeys(t *testing.T, term *sandbox.Terminal, keys string) {
 // Ctrl-C for the foreground job, the exit status comes from the end
 // event, and a second adapter re-attaches by the terminal's ID.
 func TestTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -167,6 +168,7 @@ func TestTerminal(t *testing.T) {
 
 // A program ended by Ctrl-C reports SIGINT from envd's end event.
 func TestTerminalCtrlCStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

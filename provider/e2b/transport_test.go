@@ -28,6 +28,7 @@ func (c *countingRT) RoundTrip(req *http.Request) (*http.Response, error) {
 // does, and every request of the adapter (control plane and envd) goes
 // through it.
 func TestWithTransportTakesARoundTripper(t *testing.T) {
+	t.Parallel()
 	fake := e2bfake.New(memory.New())
 	t.Cleanup(fake.Close)
 	base := &http.Transport{}

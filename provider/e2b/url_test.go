@@ -3,6 +3,7 @@ package e2b
 import "testing"
 
 func TestEnvdBase(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		domain, override, connDomain, want string
 	}{
@@ -21,6 +22,7 @@ func TestEnvdBase(t *testing.T) {
 }
 
 func TestVersionAtLeast(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{"0.6.13": true, "0.5.7": true, "0.5.6": false, "v1.0.0": true, "": false, "0.5": false, "1.0.0-rc1": true} {
 		if got := versionAtLeast(v, 0, 5, 7); got != want {
 			t.Errorf("%q: %v, want %v", v, got, want)

@@ -39,6 +39,7 @@ func (b *overflowingBackend) Watch(ctx context.Context, id, dir string, req *dri
 // envd ends a watch whose queue overflowed with an error; the adapter
 // reports the overflow and watches again, so later changes still come.
 func TestWatchOverflowReopens(t *testing.T) {
+	t.Parallel()
 	be := &overflowingBackend{Runtime: memory.New(memory.WithRootFileAccess())}
 	e := newEnvOver(t, be)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -11,7 +11,10 @@ import (
 )
 
 // TestConformance runs the portable suite against e2b over e2bfake over
-// provider/local, so commands and files are real.
+// provider/local, so commands and files are real. Like
+// TestConformanceMemory it is not marked parallel: its groups already run
+// a few at once, and its subtests that bound a wait (or run alone, see
+// sandboxtest) would otherwise measure the package's other tests.
 func TestConformance(t *testing.T) {
 	// The local backend's egress proxy enforces the egress rules and the
 	// header transforms, and reaches the Brokered group's loopback
