@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,12 +55,19 @@ func testTerminalAttachSecrets(ctx context.Context, t *testing.T, s *suite) {
 func testProcessAttachSecrets(ctx context.Context, t *testing.T, s *suite) {
 	const secret = "sbx-attach-proc-2b7d94"
 	sb := s.create(ctx, t, nil)
+	n := 0
 	run := func(name string, attach func(pid int, out *screen) (*sandbox.Process, error)) {
-		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: `sleep 1; echo "v=$TOK"; echo end`,
+		// The command prints only once the test, attached, writes its
+		// gate file: however slow the attach, it sees that output.
+		n++
+		gate := fmt.Sprintf("attach-gate-%d", n)
+		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{
+			Shell:     `while [ ! -e ` + gate + ` ]; do sleep 0.05; done; echo "v=$TOK"; echo end`,
 			SecretEnv: map[string]string{"TOK": secret}}))
 		defer p.Close()
 		out := &screen{}
 		att := must[*sandbox.Process](t, name)(attach(p.PID(), out))
+		check(t, sb.WriteFile(ctx, gate, nil))
 		r := must[*sandbox.Result](t, "Wait attached")(att.Wait(ctx))
 		if !strings.Contains(string(r.Stdout), "end") {
 			t.Fatalf("%s: the attach saw %q; want the output after it", name, r.Stdout)
@@ -85,7 +93,7 @@ func testProcessesCommandSecrets(ctx context.Context, t *testing.T, s *suite) {
 	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: `sh -c 'sleep 30; true' "$TOK"`,
 		SecretEnv: map[string]string{"TOK": secret}}))
 	defer func() { _ = p.Kill(context.Background()); p.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a bound for a loaded host, not a goal
 	for {
 		ps := must[[]sandbox.ProcessInfo](t, "Processes")(sb.Processes(ctx))
 		seen := false
@@ -100,7 +108,7 @@ func testProcessesCommandSecrets(ctx context.Context, t *testing.T, s *suite) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the started command is not in Processes after 10s: %+v", ps)
+			t.Fatalf("the started command is not in Processes after 30s: %+v", ps)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
