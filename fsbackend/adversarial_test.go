@@ -645,9 +645,10 @@ func TestAdversarialBoundedWork(t *testing.T) {
 // none may fail for it.
 func TestConcurrentWritesShareNewDirectories(t *testing.T) {
 	t.Parallel()
-	for name, e := range envs(t, Options{}) {
+	for name, mk := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			files := make([]backend.File, 12)
 			for i := range files {
 				files[i] = backend.File{Path: fmt.Sprintf("new/deep/dir/f%d.txt", i), Data: []byte("x")}
