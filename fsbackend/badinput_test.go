@@ -12,12 +12,9 @@ import (
 
 // badInputEnvs are envs plus provider/local kept to the shell path, so
 // both the helper and the shell script see every bad input.
-func badInputEnvs(t *testing.T) map[string]*env {
+func badInputEnvs(t *testing.T) map[string]envMaker {
 	m := envs(t, Options{})
-	s := newLocal(t, Options{})
-	s.b.shellOnly()
-	s.shell = true
-	m["local-shell"] = s
+	m["local-shell"] = localShell(Options{})
 	return m
 }
 
@@ -42,9 +39,10 @@ func TestReadWindowOverflow(t *testing.T) {
 		fmt.Fprintf(&b, "line %d\n", i)
 	}
 	content := b.String()
-	for name, e := range badInputEnvs(t) {
+	for name, mk := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "long.txt", content)
 			for _, limit := range []int{math.MaxInt, math.MaxInt - 1000, math.MaxInt - 1499, 1 << 62} {
 				r, err := e.b.Read(ctx, &backend.ReadRequest{Path: "long.txt", Offset: 1500, Limit: limit})
@@ -108,9 +106,10 @@ func TestGrepPatternLength(t *testing.T) {
 	t.Parallel()
 	unit := `'"$(echo x)\` + "`" + `; * ? [a] ~ %s `
 	atLimit := strings.Repeat(unit, MaxPatternBytes/len(unit)+1)[:MaxPatternBytes]
-	for name, e := range badInputEnvs(t) {
+	for name, mk := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "q.txt", "first line\n<"+atLimit+">\n")
 			for _, p := range []string{strings.Repeat("x", 1<<20), strings.Repeat("y", MaxPatternBytes+1)} {
 				g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: p})
@@ -148,9 +147,10 @@ func TestGrepControlCharacters(t *testing.T) {
 		{Path: "log.txt", Line: 3, Text: `caf\xe9 ERROR`, Escaped: true},
 		{Path: "log.txt", Line: 4, Text: `\xc2\x9b2J ERROR` + "\ttab\r", Escaped: true},
 	}
-	for name, e := range badInputEnvs(t) {
+	for name, mk := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "log.txt", content)
 			for _, path := range []string{"", "log.txt"} {
 				g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "ERROR", Path: path})

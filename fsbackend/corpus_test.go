@@ -33,9 +33,10 @@ func TestPathCorpus(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &c))
 	require.NotEmpty(t, c.Accept)
 
-	for name, e := range envs(t, Options{}) {
+	for name, mk := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			for in, rel := range c.Accept {
 				content := "corpus " + rel + "\n"
 				w, err := e.b.Write(ctx, &backend.WriteRequest{Path: in, Content: content})

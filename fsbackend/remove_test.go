@@ -22,9 +22,10 @@ func remove(t *testing.T, b *FilesystemBackend, p string) *backend.RemoveResult 
 // outside the workspace through a linked parent.
 func TestRemove(t *testing.T) {
 	t.Parallel()
-	for name, e := range envs(t, Options{}) {
+	for name, mk := range envs(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "a/file.txt", "x")
 			e.sh(t, "printf keep > "+e.out+"/victim.txt")
 			e.sh(t, "ln -s "+e.out+"/victim.txt "+e.base+"/link")
@@ -63,9 +64,10 @@ func TestRemove(t *testing.T) {
 func TestReadLongLineCutKeepsSecretWhole(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cr3t-t0ken-value"
-	for name, e := range envs(t, Options{MaxReadBytes: 4096, SecretEnv: map[string]string{"TOK": secret}}) {
+	for name, mk := range envs(t, Options{MaxReadBytes: 4096, SecretEnv: map[string]string{"TOK": secret}}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "f.txt", strings.Repeat("A", 4086)+secret+"\nx\n"+strings.Repeat("B", 100000))
 			r := readText(t, e.b, "f.txt")
 			require.Nil(t, r.Error)

@@ -43,9 +43,10 @@ func (s *streamRecorder) String() string {
 func TestExecuteStream(t *testing.T) {
 	t.Parallel()
 	opts := Options{AllowExecute: true, SecretEnv: map[string]string{"API_TOKEN": "tok-streamed-123"}}
-	for name, e := range envs(t, opts) {
+	for name, mk := range envs(t, opts) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			rec := &streamRecorder{first: make(chan struct{})}
 			wrote := make(chan error, 1)
 			go func() {

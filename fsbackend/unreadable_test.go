@@ -16,9 +16,10 @@ import (
 // said permission_denied.
 func TestUnreadableReported(t *testing.T) {
 	t.Parallel()
-	for name, e := range badInputEnvs(t) {
+	for name, mk := range badInputEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			e.sh(t, "mkdir -p "+e.base+" && cd "+e.base+" && mkdir -p g/closed g/open g/nox && echo needle > g/nox/hidden.txt && echo needle > g/ok.txt && echo needle > g/noperm.txt && echo needle > g/closed/in.txt && echo needle > g/open/deep.txt && chmod 000 g/noperm.txt g/closed && chmod 400 g/nox")
 			t.Cleanup(func() { e.try("chmod -R u+rwx " + e.base + "/g") })
 			if e.try("cat " + e.base + "/g/noperm.txt") {

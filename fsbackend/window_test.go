@@ -12,12 +12,9 @@ import (
 // envsBothPaths is envs plus provider/local kept to the shell path, so that
 // a behaviour is checked with the helper (host, local) and without it
 // (local-shell, memory).
-func envsBothPaths(t *testing.T, opts Options) map[string]*env {
+func envsBothPaths(t *testing.T, opts Options) map[string]envMaker {
 	m := envs(t, opts)
-	e := newLocal(t, opts)
-	e.shell = true
-	e.b.shellOnly()
-	m["local-shell"] = e
+	m["local-shell"] = localShell(opts)
 	return m
 }
 
@@ -33,9 +30,10 @@ func grepOK(t *testing.T, b *FilesystemBackend, req backend.GrepRequest) *backen
 // every path: the helper (Go's regexp) and the sandbox's grep.
 func TestGrepRegexCaseContext(t *testing.T) {
 	t.Parallel()
-	for name, e := range envsBothPaths(t, Options{}) {
+	for name, mk := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "ctx.txt", "1\nfoo\n3\n4\n5\n6\nFOO\n8\n")
 			write(t, e.b, "sub/n.txt", "id 42\nid x\nfooo\n")
 
@@ -97,9 +95,10 @@ func TestGrepRegexCaseContext(t *testing.T) {
 // escaped as matches are.
 func TestGrepContextCutAndEscaped(t *testing.T) {
 	t.Parallel()
-	for name, e := range envsBothPaths(t, Options{}) {
+	for name, mk := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			long := strings.Repeat("y", MaxLineChars+50)
 			write(t, e.b, "c.txt", long+"\nneedle\n\x1b[31mred\n")
 			r := grepOK(t, e.b, backend.GrepRequest{Pattern: "needle", Before: 1, After: 1})
@@ -121,9 +120,10 @@ func TestReadLargeFileWindow(t *testing.T) {
 	// same, and the memory provider's shell builds a 40 MB file in
 	// minutes, not seconds.
 	const maxRead = 256 << 10
-	for name, e := range envsBothPaths(t, Options{MaxReadBytes: maxRead}) {
+	for name, mk := range envsBothPaths(t, Options{MaxReadBytes: maxRead}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			// 100 short lines, one line of 375 KB, 10 short lines:
 			// made in the sandbox, so the test moves none of it itself.
 			e.sh(t, `cd `+e.base+` 2>/dev/null || { mkdir -p `+e.base+` && cd `+e.base+`; }
@@ -176,9 +176,10 @@ i=1; while [ $i -le 10 ]; do echo "tail $i"; i=$((i+1)); done >> big.txt`)
 // included.
 func TestWorkspaceRecreatedEveryShell(t *testing.T) {
 	t.Parallel()
-	for name, e := range envsBothPaths(t, Options{}) {
+	for name, mk := range envsBothPaths(t, Options{}) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			e := mk(t)
 			write(t, e.b, "a.txt", "old")
 			e.sh(t, "rm -rf "+e.base+" && mkdir "+e.base+" && echo new > "+e.base+"/b.txt")
 			require.Equal(t, "     1\tnew", readText(t, e.b, "b.txt").Content)

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
@@ -98,6 +99,10 @@ func invokeApp(t *testing.T, a *app, url string, args ...string) cliRun {
 	return r
 }
 
+// fullRun reports whether SANDBOXTEST_FULL=1 (sandboxtest.FullEnv, set by
+// CI) asks for full-size data.
+func fullRun() bool { return os.Getenv(sandboxtest.FullEnv) == "1" }
+
 func mustOK(t *testing.T, r cliRun, what string) cliRun {
 	t.Helper()
 	if r.code != 0 {
@@ -120,6 +125,7 @@ func TestCLILifecycle(t *testing.T) {
 	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			// create --json prints the sandbox; plain create prints its id.
 			r := mustOK(t, invoke(t, url, nil, "create", "--json", "--label", "team=cli", "--label", "run=1", "--env", "GREETING=hi"), "create --json")
 			var created infoJSON
@@ -198,6 +204,7 @@ func TestCLIExecExitCodes(t *testing.T) {
 	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 			if name == "local" {
 				mustOK(t, invoke(t, url, strings.NewReader("echo hi\n"), "cp", "-", id+":noexec.sh"), "cp noexec")
@@ -309,6 +316,7 @@ func TestCLIExecStreamsLive(t *testing.T) {
 	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 			pr, pw := io.Pipe()
 			defer pr.Close()
@@ -336,9 +344,21 @@ func TestCLIExecStreamsLive(t *testing.T) {
 	}
 }
 
+// TestCLICopy checks cp in every direction. The large file is larger than
+// the client's whole-file read cap (sandbox.DefaultMaxReadFile) and cp's
+// progress threshold, so cp must stream it and draws no bar off a
+// terminal: 64 MiB in a full run (SANDBOXTEST_FULL=1, as CI sets it), 12
+// MiB and a byte in a plain one, as every copy of the data is checked byte
+// by byte under -race.
 func TestCLICopy(t *testing.T) {
 	t.Parallel()
-	const size = 64 << 20
+	size := 12<<20 + 1
+	if fullRun() {
+		size = 64 << 20
+	}
+	if size <= sandbox.DefaultMaxReadFile || size <= progressThreshold {
+		t.Fatalf("a %d-byte file does not exceed the read cap and the progress threshold", size)
+	}
 	data := make([]byte, size)
 	rand.Read(data)
 	dir := t.TempDir()
@@ -349,6 +369,7 @@ func TestCLICopy(t *testing.T) {
 	want := sha256.Sum256(data)
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 			start := time.Now()
 			r := mustOK(t, invoke(t, url, nil, "cp", src, id+":data/big.bin"), "cp up")
@@ -360,7 +381,7 @@ func TestCLICopy(t *testing.T) {
 			if r.stderr != "" {
 				t.Errorf("cp down printed %q on stderr", r.stderr)
 			}
-			t.Logf("64 MiB up and down in %v", time.Since(start))
+			t.Logf("%d bytes up and down in %v", size, time.Since(start))
 			got, err := os.ReadFile(back)
 			if err != nil {
 				t.Fatal(err)

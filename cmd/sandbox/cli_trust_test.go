@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,7 @@ func TestCLISecretEnv(t *testing.T) {
 	}
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 
 			// The command sees the value; streamed output has it redacted.
@@ -184,6 +186,7 @@ func TestCLIExecJSONBytes(t *testing.T) {
 	text := "h\u00e9llo \u2028 <&> \x01\n"
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 			mustOK(t, invoke(t, url, strings.NewReader(bin), "cp", "-", id+":bin"), "cp bin")
 			mustOK(t, invoke(t, url, strings.NewReader(text), "cp", "-", id+":text"), "cp text")
@@ -308,13 +311,17 @@ func unreachableAddr(t *testing.T) string {
 // bounded by --call-timeout: against a Daytona and an E2B whose API always
 // answers 502/429, never answers, or cannot be reached, each verb returns
 // within 5x the bound with an error that says it timed out.
+//
+// Each fault has a fake of its own (the fakes of one provider share an API
+// key, which the providers read from the process environment), so the
+// checks run side by side, a few at a time: each waits out its bound (a
+// hung create longer), and one after another they were the package's
+// longest serial wait. The time a check measures starts when it runs.
 func TestCLICallTimeout(t *testing.T) {
 	const bound = time.Second
-	dfake := daytonafake.New(memory.New())
-	defer dfake.Close()
-	t.Setenv("DAYTONA_API_KEY", dfake.APIKey())
-	dURL := "daytona://?api_url=" + dfake.URL()
-	dID := createSandbox(t, dURL) // made before the faults, for the verbs that take one
+	// At most this many invocations at once: their waits overlap while
+	// each still gets the CPU it needs to answer within its bound.
+	const atOnce = 12
 
 	verbs := func(id string) [][]string {
 		return [][]string{
@@ -353,57 +360,97 @@ func TestCLICallTimeout(t *testing.T) {
 		t.Logf("%q: %v: %s", args, took.Round(time.Millisecond), strings.TrimSpace(r.stderr))
 	}
 
-	t.Run("daytona", func(t *testing.T) {
-		for _, f := range []daytonafake.Fault{daytonafake.Fault502, daytonafake.Fault429, daytonafake.FaultHang} {
-			stop := dfake.FailEvery("", "", f)
-			for _, args := range verbs(dID) {
-				hang := f == daytonafake.FaultHang
-				check(t, dURL, args, hang || args[0] == "create", map[bool]time.Duration{true: lostCreate}[hang && args[0] == "create"])
-			}
-			stop()
+	// The cases, set up first: a fake per fault, with a sandbox made
+	// before the fault for the verbs that take one.
+	type callCase struct {
+		name        string
+		url         string
+		args        []string
+		wantTimeout bool
+		allow       time.Duration
+	}
+	var cases []callCase
+	add := func(group, url string, args []string, wantTimeout bool, allow time.Duration) {
+		verb := args[0]
+		if verb == "run" {
+			verb += "_" + args[1]
 		}
-	})
+		cases = append(cases, callCase{group + "/" + verb, url, args, wantTimeout, allow})
+	}
+	allowFor := func(hang bool, args []string) time.Duration {
+		if hang && args[0] == "create" {
+			return lostCreate
+		}
+		return 0
+	}
+
+	dKey := "dtn_" + randomHex(16)
+	t.Setenv("DAYTONA_API_KEY", dKey)
+	daytona := func() (*daytonafake.Server, string, string) {
+		dfake := daytonafake.New(memory.New(), daytonafake.WithAPIKey(dKey))
+		t.Cleanup(dfake.Close)
+		url := "daytona://?api_url=" + dfake.URL()
+		return dfake, url, createSandbox(t, url)
+	}
+	for _, f := range []struct {
+		name  string
+		fault daytonafake.Fault
+	}{{"502", daytonafake.Fault502}, {"429", daytonafake.Fault429}, {"hang", daytonafake.FaultHang}} {
+		dfake, url, id := daytona()
+		dfake.FailEvery("", "", f.fault)
+		hang := f.fault == daytonafake.FaultHang
+		for _, args := range verbs(id) {
+			add("daytona-"+f.name, url, args, hang || args[0] == "create", allowFor(hang, args))
+		}
+	}
 	// The verb's own call hangs after the attach succeeded.
-	t.Run("daytona-op-hangs", func(t *testing.T) {
-		var stops []func()
-		for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-			stops = append(stops, dfake.FailEvery(m, "", daytonafake.FaultHang))
+	dfake, url, id := daytona()
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		dfake.FailEvery(m, "", daytonafake.FaultHang)
+	}
+	for _, args := range [][]string{{"pause", id}, {"timeout", id, "2h"}, {"rm", id}} {
+		add("daytona-op-hangs", url, args, true, 0)
+	}
+
+	eKey := "e2b_" + randomHex(20)
+	t.Setenv("E2B_API_KEY", eKey)
+	for _, k := range []struct {
+		name string
+		kind e2bfake.FaultKind
+	}{{"502", e2bfake.ProxyBadGateway}, {"429", e2bfake.TooManyRequests}, {"hang", e2bfake.Hang}} {
+		efake := e2bfake.New(memory.New(), e2bfake.WithAPIKey(eKey))
+		t.Cleanup(efake.Close)
+		url := "e2b://?api_url=" + efake.APIURL() + "&sandbox_url=" + efake.SandboxURL()
+		id := createSandbox(t, url)
+		efake.Inject(&e2bfake.Fault{Kind: k.kind, Times: 1 << 30})
+		hang := k.kind == e2bfake.Hang
+		for _, args := range verbs(id) {
+			add("e2b-"+k.name, url, args, hang || args[0] == "create", allowFor(hang, args))
 		}
-		defer func() {
-			for _, stop := range stops {
-				stop()
-			}
-		}()
-		for _, args := range [][]string{{"pause", dID}, {"timeout", dID, "2h"}, {"rm", dID}} {
-			check(t, dURL, args, true, 0)
+	}
+
+	addr := unreachableAddr(t)
+	for name, url := range map[string]string{
+		"daytona": "daytona://?api_url=http://" + addr + "/api",
+		"e2b":     "e2b://?api_url=http://" + addr + "&sandbox_url=http://" + addr,
+	} {
+		for _, args := range verbs("sbx-unreachable") {
+			add("unreachable-"+name, url, args, args[0] == "create", 0)
 		}
-	})
-	t.Run("e2b", func(t *testing.T) {
-		for _, k := range []e2bfake.FaultKind{e2bfake.ProxyBadGateway, e2bfake.TooManyRequests, e2bfake.Hang} {
-			efake := e2bfake.New(memory.New())
-			t.Setenv("E2B_API_KEY", efake.APIKey())
-			eURL := "e2b://?api_url=" + efake.APIURL() + "&sandbox_url=" + efake.SandboxURL()
-			id := createSandbox(t, eURL)
-			efake.Inject(&e2bfake.Fault{Kind: k, Times: 1 << 30})
-			for _, args := range verbs(id) {
-				hang := k == e2bfake.Hang
-				check(t, eURL, args, hang || args[0] == "create", map[bool]time.Duration{true: lostCreate}[hang && args[0] == "create"])
-			}
-			efake.Close()
-		}
-	})
-	t.Run("unreachable", func(t *testing.T) {
-		addr := unreachableAddr(t)
-		t.Setenv("E2B_API_KEY", "e2b_0123456789abcdef")
-		for _, url := range []string{
-			"daytona://?api_url=http://" + addr + "/api",
-			"e2b://?api_url=http://" + addr + "&sandbox_url=http://" + addr,
-		} {
-			for _, args := range verbs("sbx-unreachable") {
-				check(t, url, args, args[0] == "create", 0)
-			}
-		}
-	})
+	}
+
+	// The longest first, so that they overlap the rest.
+	slices.SortStableFunc(cases, func(a, b callCase) int { return int(b.allow - a.allow) })
+	sem := make(chan struct{}, atOnce)
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(c.name, func(t *testing.T) { check(t, c.url, c.args, c.wantTimeout, c.allow) })
+		})
+	}
+	wg.Wait()
 
 	// A bound that is not positive is a usage error.
 	for _, v := range []string{"0s", "-1s"} {

@@ -176,6 +176,7 @@ func TestShellPipedInput(t *testing.T) {
 	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			var out, errb bytes.Buffer
 			a := newApp(strings.NewReader("echo piped-$((2*3))\nexit 4\n"), &out, &errb)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

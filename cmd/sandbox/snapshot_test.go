@@ -10,6 +10,7 @@ func TestCLISnapshotAndFork(t *testing.T) {
 	t.Parallel()
 	for name, url := range providers(t) {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			id := createSandbox(t, url)
 			mustOK(t, invoke(t, url, nil, "exec", id, "--", "sh", "-c", "printf v1 > state.txt"), "exec write")
 			r := mustOK(t, invoke(t, url, nil, "snapshot", id, "--name", "base", "--label", "cli=yes"), "snapshot")
