@@ -427,9 +427,10 @@ func testVanished(t *testing.T, h harness) {
 	waitReady(t, r)
 	// Something outside the run kills the wrapper and the command without
 	// a chance to record an exit, as a sandbox restart would.
-	script := `kill -KILL "$1"; for f in /proc/[0-9]*/environ; do
-	if tr '\000' '\n' < "$f" 2>/dev/null | grep -Fqx "SANDBOXKIT_RUN=$2"; then p=${f#/proc/}; kill -KILL "${p%/environ}"; fi
-done`
+	// sk_pids reads each process's environment once (one grep), not a
+	// tr and a grep per process of a busy host.
+	script := prelude + `kill -KILL "$1"
+for p in $(sk_pids "SANDBOXKIT_RUN=$2"); do kill -KILL "$p"; done`
 	res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "k", strconv.Itoa(r.PID()), r.token}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("kill from outside: %v %+v", err, res)
