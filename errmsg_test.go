@@ -129,6 +129,7 @@ var sandboxWord = regexp.MustCompile(`(?i)\bsandbox\b`)
 // code text the message already states, the input named, and the code and
 // *Error still there for errors.Is and errors.As.
 func TestErrorMessagesSayEachFactOnce(t *testing.T) {
+	t.Parallel()
 	codeText := map[sandbox.Code]string{}
 	for _, s := range []error{sandbox.ErrNotFound, sandbox.ErrInvalidArgument, sandbox.ErrPermission, sandbox.ErrAlreadyExists,
 		sandbox.ErrFailedPrecondition, sandbox.ErrUnimplemented, sandbox.ErrLimit, sandbox.ErrUnavailable, sandbox.ErrInternal} {
