@@ -297,7 +297,7 @@ func TestDefaultDeadlinesEndSilentProvider(t *testing.T) {
 }
 
 func TestDownloadBoundByProgressNotTotal(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a 250 ms trickle under a real 5 s idle bound, which a starved host can miss.
 	rt := newHangRuntime()
 	// 25 bytes, one every 250 ms: about 6 s in all, longer than the 5 s
 	// idle bound, but never 5 s without a byte.
