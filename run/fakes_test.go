@@ -67,11 +67,9 @@ func skipRepeat(t *testing.T, backend string) {
 // Every new runtime is a new adapter on the same fake, as a restarted
 // client would make.
 func TestE2BFake(t *testing.T) {
-	t.Parallel()
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
 			skipRepeat(t, b.name)
-			t.Parallel()
 			fake := e2bfake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
@@ -88,11 +86,9 @@ func TestE2BFake(t *testing.T) {
 // TestDaytonaFake runs the scenarios the adapter can change over the
 // daytona adapter against daytonafake (all of them when fullRun).
 func TestDaytonaFake(t *testing.T) {
-	t.Parallel()
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
 			skipRepeat(t, b.name)
-			t.Parallel()
 			fake := daytonafake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {

@@ -46,7 +46,6 @@ func TestHelperStartRun(t *testing.T) {
 // exits (closing its client) while the run goes on, then finds the run from
 // this process: status, exit code and the whole output.
 func TestRunOutlivesClientProcess(t *testing.T) {
-	t.Parallel()
 	if os.Getenv(helperEnv) != "" {
 		t.Skip("in the helper process")
 	}

@@ -256,7 +256,6 @@ func hostHarness(t *testing.T) harness {
 }
 
 func TestHostRuntime(t *testing.T) {
-	t.Parallel()
 	runScenarios(t, hostHarness(t), 0)
 }
 
@@ -542,7 +541,6 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 }
 
 func TestWaitRidesOutTransientFailures(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, hostHarness(t))
 	f := &faultRuntime{}
 	c, sb := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
@@ -850,7 +848,6 @@ func testBinaryOutput(t *testing.T, h harness) {
 }
 
 func TestValidation(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, hostHarness(t))
 	sb := w.sandbox(t)
 	for name, req := range map[string]Request{
@@ -874,7 +871,6 @@ func TestValidation(t *testing.T) {
 // A Start without an id gets a fresh one of seed 003's form, so two such
 // Starts are two runs (idempotency is by id), each found again by its id.
 func TestDefaultID(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t, hostHarness(t))
 	sb := w.sandbox(t)
 	req := Request{Command: counterCommand("default.count", 300)}
@@ -906,7 +902,6 @@ func TestDefaultID(t *testing.T) {
 }
 
 func TestEncodeID(t *testing.T) {
-	t.Parallel()
 	seen := map[string]string{}
 	ids := []string{"a", "a\x00", "A", "ab", "b", strings.Repeat("z", maxInlineID), strings.Repeat("z", maxInlineID+1), "\xff", "/", ".."}
 	for _, id := range ids {
@@ -922,7 +917,6 @@ func TestEncodeID(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	t.Parallel()
 	base := fingerprint([]string{"a", "b"}, "/d", map[string]string{"X": "1", "Y": "2"})
 	if base != fingerprint([]string{"a", "b"}, "/d", map[string]string{"Y": "2", "X": "1"}) {
 		t.Error("fingerprint depends on map order")
@@ -945,7 +939,6 @@ func TestFingerprint(t *testing.T) {
 // Offsets count the file's bytes even when the sandbox's secrets make the
 // returned data longer or shorter: a poller sees every line once.
 func TestReadLogsWithRedaction(t *testing.T) {
-	t.Parallel()
 	c := sandbox.NewClient(newHostRuntime(t))
 	defer c.Close()
 	ctx := testCtx(t)
@@ -981,7 +974,6 @@ func TestReadLogsWithRedaction(t *testing.T) {
 // digests and counts, and "0" in the exit code) leaves them intact: only
 // the output handed to the caller is redacted.
 func TestSecretsInRecordsDoNotCorruptThem(t *testing.T) {
-	t.Parallel()
 	c := sandbox.NewClient(newHostRuntime(t))
 	defer c.Close()
 	ctx := testCtx(t)
@@ -1068,7 +1060,6 @@ func testBadAdmissionRecord(t *testing.T, h harness) {
 }
 
 func TestParseAdmission(t *testing.T) {
-	t.Parallel()
 	fp := strings.Repeat("0123456789abcdef", 4)
 	if pid, got, err := parseAdmission("4242 " + fp); err != nil || pid != 4242 || got != fp {
 		t.Fatalf("parseAdmission of a good record: %d %q %v", pid, got, err)
