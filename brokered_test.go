@@ -28,6 +28,7 @@ var placeholderRE = regexp.MustCompile(`^SBX_BROKERED_[A-Z0-9_]+_[0-9a-f]{24}$`)
 // Every bad brokered secret is refused with InvalidArgument naming what
 // is wrong, before any request, and no error shows the value.
 func TestBrokeredSecretValidation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	allow := &sandbox.NetworkPolicy{Allow: []string{"api.example.com", "*.pythonhosted.org", "10.0.0.0/8"}}
 	ok := sandbox.BrokeredSecret{Value: brokeredValue, Hosts: []string{"api.example.com"}}
@@ -93,6 +94,7 @@ func TestBrokeredSecretValidation(t *testing.T) {
 // Different headers on overlapping hosts, and the same header on hosts
 // that do not overlap, are fine.
 func TestBrokeredSecretsThatCoexist(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -112,6 +114,7 @@ func TestBrokeredSecretsThatCoexist(t *testing.T) {
 // A provider that does not declare BrokeredSecrets refuses them with
 // FailedPrecondition naming BrokeredSecrets, before any request.
 func TestBrokeredSecretsNeedTheCapability(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(noBrokerRuntime{rt})
 	defer c.Close()
@@ -135,6 +138,7 @@ func TestBrokeredSecretsNeedTheCapability(t *testing.T) {
 // hosts, header, env name and placeholder; a handle from Attach learns no
 // value; the driver is handed the defaults and the implied policy.
 func TestBrokeredSecretPlaceholder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	var seen []driver.BrokeredSecret
@@ -216,6 +220,7 @@ func TestBrokeredSecretPlaceholder(t *testing.T) {
 // SetNetwork may not strand a brokered secret: a policy that no longer
 // lets its host through is refused naming the host.
 func TestSetNetworkKeepsBrokeredHosts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -238,6 +243,7 @@ func TestSetNetworkKeepsBrokeredHosts(t *testing.T) {
 // GetOrCreate takes brokered secrets as Create does: the sandbox it makes
 // has them, and every caller's handle redacts its own values.
 func TestGetOrCreateBrokeredSecret(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -267,6 +273,7 @@ func TestGetOrCreateBrokeredSecret(t *testing.T) {
 // InvalidArgument naming the host. A wildcard over one owner's domain
 // (even under a multi-label suffix) is kept.
 func TestBrokeredSecretRefusesPublicSuffix(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
 	for _, h := range []string{"*.com", "*.github.io", "*.co.uk", "co.uk", "github.io", "localhost", "com", "*.test", "*.localhost"} {
@@ -296,6 +303,7 @@ func TestBrokeredSecretRefusesPublicSuffix(t *testing.T) {
 // Header, Env, or swaps Value and Hosts): no validation error shows it,
 // nor any Value of the request.
 func TestBrokeredSecretErrorsHideMisplacedValues(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
 	const key = brokeredValue

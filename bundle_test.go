@@ -210,10 +210,12 @@ func checkBundle(t *testing.T, rt driver.Runtime) {
 }
 
 func TestWriteBundleMemory(t *testing.T) {
+	t.Parallel()
 	checkBundle(t, memory.New())
 }
 
 func TestWriteBundleLocal(t *testing.T) {
+	t.Parallel()
 	rt, err := local.New(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func (b bareRuntime) Capabilities() driver.Capabilities {
 // facts about those features hold only with them, so a Client never shows
 // a capability its provider's methods contradict.
 func TestCapabilitiesDerivedFromInterfaces(t *testing.T) {
+	t.Parallel()
 	caps := sandbox.NewClient(bareRuntime{memory.New()}).Capabilities()
 	assert.False(t, caps.Pause, "Pause without a driver.Pauser")
 	assert.False(t, caps.Processes, "Processes without a driver.ProcessRuntime")

@@ -16,6 +16,7 @@ import (
 // TestGetOrCreateSingleFlight: 200 concurrent callers with one key make
 // exactly one sandbox, all get it, and exactly one is told it created it.
 func TestGetOrCreateSingleFlight(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	defer c.Close()
@@ -145,6 +146,7 @@ func (b *blockCreate) Create(ctx context.Context, req *driver.CreateRequest) (dr
 // gives up, it returns at once, and a caller still waiting does the work
 // itself instead of inheriting the cancellation.
 func TestGetOrCreateWinnerGivesUp(t *testing.T) {
+	t.Parallel()
 	mem := memory.New()
 	rt := &blockCreate{Runtime: mem, entered: make(chan struct{})}
 	c := sandbox.NewClient(rt)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCreateRetriesTransientFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, code := range []sandbox.Code{sandbox.ResourceExhausted, sandbox.Unavailable} {
 		rt := memory.New()
@@ -29,6 +30,7 @@ func TestCreateRetriesTransientFailures(t *testing.T) {
 }
 
 func TestCreateNeverRetriesConfigurationErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, fail := range []error{
 		sandbox.Errorf(sandbox.NotFound, "memory: template missing"),
@@ -49,6 +51,7 @@ func TestCreateNeverRetriesConfigurationErrors(t *testing.T) {
 }
 
 func TestCreateRetryBudget(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	off := sandbox.NewClient(rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{CreateRetry: -1}))
@@ -75,6 +78,7 @@ func TestCreateRetryBudget(t *testing.T) {
 }
 
 func TestCreateRetriesE2BFake429(t *testing.T) {
+	t.Parallel()
 	fake := e2bfake.New(memory.New())
 	t.Cleanup(fake.Close)
 	rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))

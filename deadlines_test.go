@@ -175,6 +175,7 @@ func wantBound(t *testing.T, what string, err error) {
 }
 
 func TestDefaultDeadlinesApplied(t *testing.T) {
+	t.Parallel()
 	rt := newHangRuntime()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -236,6 +237,7 @@ func TestDefaultDeadlinesApplied(t *testing.T) {
 }
 
 func TestDefaultDeadlinesEndSilentProvider(t *testing.T) {
+	t.Parallel()
 	rt := newHangRuntime()
 	short := 300 * time.Millisecond
 	c := sandbox.NewClient(rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{
@@ -295,6 +297,7 @@ func TestDefaultDeadlinesEndSilentProvider(t *testing.T) {
 }
 
 func TestDownloadBoundByProgressNotTotal(t *testing.T) {
+	// Not parallel: a 250 ms trickle under a real 5 s idle bound, which a starved host can miss.
 	rt := newHangRuntime()
 	// 25 bytes, one every 250 ms: about 6 s in all, longer than the 5 s
 	// idle bound, but never 5 s without a byte.

@@ -324,6 +324,7 @@ func docLinks(text string) []*comment.DocLink {
 // written). go doc and pkg.go.dev render a link that does not resolve as
 // plain text, so a broken one is easy to miss.
 func TestDocLinks(t *testing.T) {
+	t.Parallel()
 	pkgs := loadDocPackages(t)
 	var bad []string
 	links := 0
@@ -389,6 +390,7 @@ var seedRE = regexp.MustCompile(`(?i)\bseeds?\b`)
 // files) speaks of the project's seeds: that is internal history, which
 // means nothing to a user; a comment says what a behaviour is and why.
 func TestPublicDocsNameNoSeed(t *testing.T) {
+	t.Parallel()
 	pkgs := loadDocPackages(t)
 	n := 0
 	for _, dp := range pkgs {

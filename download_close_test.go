@@ -42,6 +42,7 @@ func downloadSpans(o *otelSDK) int {
 // (the usual way to abort a stream) is safe, and the download's span ends
 // once, after the copy returns, with every byte the copy delivered.
 func TestDownloadCloseDuringWriteTo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	c := sandbox.NewClient(memory.New(), sandbox.WithTracerProvider(o.tp), sandbox.WithMeterProvider(o.mp))
@@ -96,6 +97,7 @@ func TestDownloadCloseDuringWriteTo(t *testing.T) {
 
 // Two Closes at once close the stream and end the download's span once.
 func TestDownloadConcurrentClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	c := sandbox.NewClient(memory.New(), sandbox.WithTracerProvider(o.tp), sandbox.WithMeterProvider(o.mp))

@@ -34,6 +34,7 @@ func (e *checkingExposer) Expose(_ context.Context, _ string, port int, _ driver
 // followed); the server's answers, a 502 of its own included, pass
 // unchanged, body and all.
 func TestEndpointTransportReportsEdgeFailures(t *testing.T) {
+	t.Parallel()
 	var logins atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -129,6 +129,7 @@ var sandboxWord = regexp.MustCompile(`(?i)\bsandbox\b`)
 // code text the message already states, the input named, and the code and
 // *Error still there for errors.Is and errors.As.
 func TestErrorMessagesSayEachFactOnce(t *testing.T) {
+	// Not parallel: calls under the default bounds (10 s attach) with no deadline of their own, which a starved host can miss.
 	codeText := map[sandbox.Code]string{}
 	for _, s := range []error{sandbox.ErrNotFound, sandbox.ErrInvalidArgument, sandbox.ErrPermission, sandbox.ErrAlreadyExists,
 		sandbox.ErrFailedPrecondition, sandbox.ErrUnimplemented, sandbox.ErrLimit, sandbox.ErrUnavailable, sandbox.ErrInternal} {

@@ -14,6 +14,7 @@ import (
 // provider must not download a framework it does not use. Adapters and
 // heavy providers are modules of their own (contrib/, provider/k8s).
 func TestCoreModuleHasNoFrameworkDependency(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("go.mod")
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func TestCoreModuleHasNoFrameworkDependency(t *testing.T) {
 // make test and .ci/run go through) equal to the go.mod files nested in
 // the repository, so a new adapter cannot go untested in CI.
 func TestEveryNestedModuleIsTested(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile("Makefile")
 	if err != nil {
 		t.Fatal(err)

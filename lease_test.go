@@ -27,6 +27,7 @@ func leaseAtLeast(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, d time
 }
 
 func TestExecExtendsLeaseToCoverTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -78,6 +79,7 @@ func TestExecExtendsLeaseToCoverTimeout(t *testing.T) {
 }
 
 func TestStartExtendsLeaseToCoverTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -111,6 +113,7 @@ func TestStartExtendsLeaseToCoverTimeout(t *testing.T) {
 // covered, no Timeout (it may run for ever) extends nothing, and a handle
 // that does not own the sandbox never extends it.
 func TestStartTerminalExtendsLeaseToCoverTimeout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -159,6 +162,7 @@ func (r maxLeaseRuntime) Capabilities() driver.Capabilities {
 }
 
 func TestExecLeaseExtensionClampedToMaxLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(maxLeaseRuntime{memory.New(), 10 * time.Minute})
 	defer c.Close()
@@ -176,6 +180,7 @@ func TestExecLeaseExtensionClampedToMaxLease(t *testing.T) {
 }
 
 func TestExecOnAttachedHandleLeavesLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -200,8 +205,10 @@ func TestExecOnAttachedHandleLeavesLease(t *testing.T) {
 }
 
 func TestExecLeaseEndsMidCommand(t *testing.T) {
+	t.Parallel()
 	for _, auto := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Destroyed", true: "AutoPaused"}[auto], func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			c := sandbox.NewClient(memory.New())
 			defer c.Close()
@@ -242,6 +249,7 @@ func TestExecLeaseEndsMidCommand(t *testing.T) {
 }
 
 func TestExecSandboxDestroyedMidCommandIsNotLeaseExpired(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -268,6 +276,7 @@ func TestExecSandboxDestroyedMidCommandIsNotLeaseExpired(t *testing.T) {
 }
 
 func TestLifecycleNeedsOwner(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -344,6 +353,7 @@ func TestLifecycleNeedsOwner(t *testing.T) {
 }
 
 func TestProcessLeaseEndsWhileRunning(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -368,6 +378,7 @@ func TestProcessLeaseEndsWhileRunning(t *testing.T) {
 }
 
 func TestExecRunsWhenLeaseExtensionFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -396,6 +407,7 @@ func TestExecRunsWhenLeaseExtensionFails(t *testing.T) {
 // the sandbox was destroyed, not that its lease ended: the provider says
 // why the sandbox ended, and a plain NotFound from it is a Destroy.
 func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		own     bool // the lease is extended through a second owner (AttachOptions.Own)
@@ -408,6 +420,7 @@ func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
 		{name: "WaitByID", process: true, byID: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			c := sandbox.NewClient(memory.New())
 			defer c.Close()
@@ -466,6 +479,7 @@ func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
 // lease too short for them wait for one extension rather than each making
 // its own (a get and a set-timeout per command, before).
 func TestConcurrentExecsExtendTheLeaseOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	// A slow look-up, as over a network: every command sees the short

@@ -33,6 +33,7 @@ func (l *listRecorder) List(ctx context.Context, req *driver.ListRequest) ([]dri
 // other matches; a provider that ignores it is filtered above, and pages
 // holding only excluded sandboxes do not end the listing.
 func TestListExcludeIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, blind := range []bool{false, true} {
 		rec := &listRecorder{Runtime: memory.New(), blind: blind}

@@ -26,6 +26,7 @@ func (h hostileMetrics) Metrics(context.Context, string) (driver.Metrics, error)
 // their limits) comes out of Sandbox.Metrics as unknowns with notes and a
 // usable time, and encodes as JSON.
 func TestMetricsHostileSample(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m := driver.NewMetrics()
 	m.Time = time.Unix(1e12, 0)
@@ -56,6 +57,7 @@ func TestMetricsHostileSample(t *testing.T) {
 // Metrics records a span like the other portable calls, with the
 // failure's code when the provider has no metrics.
 func TestMetricsSpan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	c := sandbox.NewClient(memory.New(), sandbox.WithTracerProvider(o.tp), sandbox.WithMeterProvider(o.mp))

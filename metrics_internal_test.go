@@ -12,6 +12,7 @@ import (
 // the call's time with a note, so one bad row never fails an encoding of
 // many (sandbox top --json, the MCP metrics tool).
 func TestMetricsOfImplausibleTime(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	for _, ts := range []time.Time{
 		time.Unix(1e12, 0), time.Unix(-1e12, 0), // past year 9999 and before year 1
@@ -37,6 +38,7 @@ func TestMetricsOfImplausibleTime(t *testing.T) {
 // Where a limit is known, a value far past it (reported by a daemon the
 // sandbox controls) becomes unknown with a note; values within it stay.
 func TestMetricsOfImplausibleAgainstLimits(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	d := driver.NewMetrics()
 	d.Time = now

@@ -11,6 +11,7 @@ import (
 )
 
 func TestNormalizeNetwork(t *testing.T) {
+	t.Parallel()
 	dp := func(m NetworkMode, ad, ac, dd, dc []string) *driver.NetworkPolicy {
 		return &driver.NetworkPolicy{Mode: m, AllowDomains: ad, AllowCIDRs: ac, DenyDomains: dd, DenyCIDRs: dc}
 	}
@@ -66,6 +67,7 @@ func TestNormalizeNetwork(t *testing.T) {
 }
 
 func TestNormalizeNetworkRefuses(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		give NetworkPolicy
 		no   bool
@@ -106,6 +108,7 @@ func TestNormalizeNetworkRefuses(t *testing.T) {
 }
 
 func TestNetworkMissing(t *testing.T) {
+	t.Parallel()
 	p, err := normalizeNetwork("create", "test", "", &NetworkPolicy{Allow: []string{"*.example.com", "10.0.0.0/8"}, Deny: []string{"x.example.com"}}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +128,7 @@ func TestNetworkMissing(t *testing.T) {
 }
 
 func TestNetworkMissingCIDRLimits(t *testing.T) {
+	t.Parallel()
 	many := []string{"2001:db8::/32"}
 	for i := range 10 {
 		many = append(many, fmt.Sprintf("10.%d.0.0/16", i))

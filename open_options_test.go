@@ -12,6 +12,7 @@ import (
 // TestOpenAppliesClientOptions: the call bounds given to Open are the ones
 // the Client applies to the provider it opened.
 func TestOpenAppliesClientOptions(t *testing.T) {
+	t.Parallel()
 	c, err := sandbox.Open(context.Background(), "memory://",
 		sandbox.WithCallTimeouts(sandbox.CallTimeouts{Lookup: 3 * time.Second, ExecGrace: -1}),
 		sandbox.WithCommandTimeout(7*time.Minute))

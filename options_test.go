@@ -12,6 +12,7 @@ import (
 // TestOpenBadOptionNamesIt: Open refuses an invalid option value with an
 // InvalidArgument error that names the option, before opening anything.
 func TestOpenBadOptionNamesIt(t *testing.T) {
+	t.Parallel()
 	c, err := sandbox.Open(t.Context(), "memory://", sandbox.WithCommandTimeout(-1), sandbox.WithCleanupTimeout(0))
 	require.Error(t, err)
 	assert.Nil(t, c)
@@ -25,6 +26,7 @@ func TestOpenBadOptionNamesIt(t *testing.T) {
 // given an invalid option returns the error naming it from every call,
 // and the provider is never asked.
 func TestNewClientBadOptionFailsEveryCall(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt, sandbox.WithMaxOutput(0))
 	defer c.Close()

@@ -19,6 +19,7 @@ import (
 // CSVs in, a Python program, a JSON out; then a Python exception, a
 // signal and a timeout as *ExitError.
 func TestRunTaskLocal(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed on this machine")
 	}

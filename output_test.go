@@ -20,6 +20,7 @@ import (
 // with the exit status, the signal or the timeout and a bounded, redacted
 // stderr tail otherwise; its message is one line.
 func TestOutputExitError(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 
@@ -85,6 +86,7 @@ func TestOutputExitError(t *testing.T) {
 
 // TestOutputSignal: a command a signal ended is an *ExitError naming it.
 func TestOutputSignal(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(&statusRuntime{Runtime: memory.New(), st: driver.ExitStatus{ExitCode: -1, Signal: syscall.SIGKILL}})
 	defer c.Close()
 	ctx := context.Background()
@@ -105,6 +107,7 @@ func TestOutputSignal(t *testing.T) {
 // TestWriteFilesJoined: two failing files out of three give one error
 // that joins both, each naming its path and matching its own code.
 func TestWriteFilesJoined(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	if err := sb.MkdirAll(ctx, "taken"); err != nil {
@@ -145,6 +148,7 @@ func TestWriteFilesJoined(t *testing.T) {
 // nothing back; a missing output is NotFound naming its path; bad inputs
 // are refused before anything runs.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 
@@ -200,6 +204,7 @@ func TestRun(t *testing.T) {
 // Sandbox does with its secrets) keeps the *ExitError for errors.As, with
 // the secret gone from its stderr tail and its message.
 func TestExitErrorRedactedChain(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	_, err := sb.Output(context.Background(), sandbox.Command{Shell: "echo 'token tok-9a7c2 refused' >&2; exit 1"})
 	red := errscrub.Chain(fmt.Errorf("step 2: %w", err), func(s string) string { return strings.ReplaceAll(s, "tok-9a7c2", "[REDACTED]") })

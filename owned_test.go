@@ -75,11 +75,13 @@ func checkOwnership(t *testing.T, c *sandbox.Client) {
 }
 
 func TestOwnedVsAttachedMemory(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	checkOwnership(t, c)
 }
 
 func TestOwnedVsAttachedE2BFake(t *testing.T) {
+	t.Parallel()
 	fake := e2bfake.New(memory.New())
 	t.Cleanup(fake.Close)
 	rt, err := e2b.New(e2b.WithAPIKey(fake.APIKey()), e2b.WithAPIURL(fake.APIURL()), e2b.WithSandboxURL(fake.SandboxURL()))
@@ -94,6 +96,7 @@ func TestOwnedVsAttachedE2BFake(t *testing.T) {
 // A panicking transport-reset listener is recovered: the retry still
 // happens, the other listeners still run, and the caller's call succeeds.
 func TestPanickingResetListenerRecovered(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // (the memory fake served a 1 MiB path, and spun for minutes on
 // MkdirAll of one).
 func TestPathLimitsRefusedBeforeTheProvider(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	huge := strings.Repeat("abcdefgh/", 1<<20/9)
@@ -71,6 +72,7 @@ func TestPathLimitsRefusedBeforeTheProvider(t *testing.T) {
 // with InvalidArgument as Linux does with ENAMETOOLONG, instead of
 // serving them.
 func TestMemoryRefusesWhatLinuxRefuses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	long := "/home/user/" + strings.Repeat("n", 256)
@@ -97,6 +99,7 @@ func TestMemoryRefusesWhatLinuxRefuses(t *testing.T) {
 // TestRenameIntoItself: moving a directory below itself is InvalidArgument
 // (it was Internal on local), decided from the cleaned paths.
 func TestRenameIntoItself(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	if err := sb.MkdirAll(ctx, "a/b"); err != nil {
@@ -118,6 +121,7 @@ func TestRenameIntoItself(t *testing.T) {
 // however many times the cause repeats it, and a cause of any length is
 // cut, so a message never grows with the input.
 func TestErrorMessageBounded(t *testing.T) {
+	t.Parallel()
 	p := "/" + strings.Repeat("p", 1<<20)
 	e := &sandbox.Error{Op: "stat", Provider: "x", Path: p, Code: sandbox.Internal,
 		Err: errors.New("x: stat " + p + ": " + p + ": failed")}
@@ -136,6 +140,7 @@ func TestErrorMessageBounded(t *testing.T) {
 // TestFSViewLongNames: the io/fs view refuses a name over the limits with
 // a PathError whose message stays short.
 func TestFSViewLongNames(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	fsys := sb.FS(context.Background())
 	for _, name := range []string{strings.Repeat("x", 1<<20), strings.Repeat("d/", 3000) + "f"} {
@@ -155,6 +160,7 @@ func TestFSViewLongNames(t *testing.T) {
 // short message that never shows an env value, on every provider (local
 // ran it and answered exit 127 "argument list too long"; memory ran it).
 func TestArgumentLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	big := strings.Repeat("a", 128<<10)

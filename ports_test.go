@@ -27,6 +27,7 @@ func (e *exposer) Expose(_ context.Context, id string, port int, _ driver.Expose
 }
 
 func TestExposeWithoutPortExposerIsUnimplemented(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	if sb.Client().Capabilities().Ports {
 		t.Fatal("Capabilities.Ports is true for a runtime without PortExposer")
@@ -38,6 +39,7 @@ func TestExposeWithoutPortExposerIsUnimplemented(t *testing.T) {
 }
 
 func TestExposeValidatesPortAndDerivesCapability(t *testing.T) {
+	t.Parallel()
 	rt := &exposer{Runtime: memory.New()}
 	c := sandbox.NewClient(rt)
 	defer c.Close()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestReadFileDefaultCap(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	if c.MaxReadFile() != sandbox.DefaultMaxReadFile || sandbox.DefaultMaxReadFile != 10<<20 {
@@ -44,6 +45,7 @@ func TestReadFileDefaultCap(t *testing.T) {
 }
 
 func TestReadFileCapConfigurable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		cap    int64
@@ -76,6 +78,7 @@ func (g growingRuntime) Stat(ctx context.Context, id, p string) (driver.FileInfo
 }
 
 func TestReadFileCapEnforcedWhileReading(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(growingRuntime{memory.New()}, sandbox.WithMaxReadFile(1000))
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})

@@ -61,6 +61,7 @@ func isProgram(code string) bool {
 // reader copies these; one that does not parse, or that gofmt would
 // rewrite, is a bug in the documentation.
 func TestREADMEGoBlocksParse(t *testing.T) {
+	t.Parallel()
 	blocks := readmeGoBlocks(t)
 	programs := 0
 	for _, b := range blocks {
@@ -101,6 +102,7 @@ func TestREADMEGoBlocksParse(t *testing.T) {
 // workspace (go.work) with this one, so nothing is written into the tree
 // and nothing is fetched.
 func TestREADMEProgramsVet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("vetting README programs compiles the providers they import")
 	}

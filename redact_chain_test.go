@@ -32,6 +32,7 @@ func noSecretInChain(t *testing.T, what string, err error, secret string) {
 // A driver error that quotes a secret, as a server echoing a bad key does,
 // is redacted along the whole chain while its code and sentinels hold.
 func TestRedactionSurvivesUnwrap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const secret = "sk-live-redact-5d1f0c9a7e"
 	rt := memory.New()

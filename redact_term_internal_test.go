@@ -11,6 +11,7 @@ import (
 // across writes cut anywhere, replaces the whole span and keeps the
 // colour codes so the terminal's state is as the program left it.
 func TestTerminalRedactorSkipsEscapes(t *testing.T) {
+	t.Parallel()
 	const secret = "tok-9f8e7d6c5b4a-SECRET"
 	cases := []struct{ in, want string }{
 		{"TOK=tok-\x1b[01;31m\x1b[K9f8e7d\x1b[m\x1b[K6c5b4a-SECRET\r\n", "TOK=[REDACTED]\x1b[01;31m\x1b[K\x1b[m\x1b[K\r\n"},

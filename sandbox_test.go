@@ -17,9 +17,16 @@ import (
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"go.uber.org/goleak"
+
+	"github.com/sandboxkit/sandbox/internal/testpar"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// many wait on leases, sleeps and timeouts far more than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(2)
+	goleak.VerifyTestMain(m)
+}
 
 func newSandbox(t *testing.T, opts sandbox.CreateOptions) (*sandbox.Sandbox, *memory.Runtime) {
 	t.Helper()
@@ -33,6 +40,7 @@ func newSandbox(t *testing.T, opts sandbox.CreateOptions) (*sandbox.Sandbox, *me
 }
 
 func TestStaleTransportRetriedOnceWithReset(t *testing.T) {
+	t.Parallel()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	var resets atomic.Int32
 	unregister := sb.Client().OnTransportReset(func() { resets.Add(1) })
@@ -59,6 +67,7 @@ func TestStaleTransportRetriedOnceWithReset(t *testing.T) {
 }
 
 func TestOutcomeUnknownNeverRetried(t *testing.T) {
+	t.Parallel()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	rt.FailNext(memory.OpExec, 1, fmt.Errorf("reset mid-stream: %w", sandbox.ErrOutcomeUnknown))
 	_, err := sb.Exec(context.Background(), sandbox.Command{Args: []string{"true"}})
@@ -74,6 +83,7 @@ func TestOutcomeUnknownNeverRetried(t *testing.T) {
 // message) is retried for an idempotent call only; text that merely reads
 // like it is not evidence.
 func TestClosedTransportRetriedOnlyForIdempotentCalls(t *testing.T) {
+	t.Parallel()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	closed := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
 	rt.FailNext(memory.OpStat, 1, closed)
@@ -91,6 +101,7 @@ func TestClosedTransportRetriedOnlyForIdempotentCalls(t *testing.T) {
 }
 
 func TestUploadNotRetriedAfterReaderConsumed(t *testing.T) {
+	t.Parallel()
 	sb, rt := newSandbox(t, sandbox.CreateOptions{})
 	rt.FailNext(memory.OpUpload, 1, sandbox.ErrStaleTransport)
 	if err := sb.WriteFile(context.Background(), "a", []byte("x")); err != nil {
@@ -130,6 +141,7 @@ func (s slowCreate) Create(ctx context.Context, req *driver.CreateRequest) (driv
 }
 
 func TestCreateAfterContextEndDestroysOrphan(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(slowCreate{rt})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -148,6 +160,7 @@ func TestCreateAfterContextEndDestroysOrphan(t *testing.T) {
 }
 
 func TestErrorShape(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	_, err := sb.ReadFile(context.Background(), "missing.txt")
 	var se *sandbox.Error
@@ -175,6 +188,7 @@ func TestErrorShape(t *testing.T) {
 }
 
 func TestSecretsNeverInErrorsOrOutput(t *testing.T) {
+	t.Parallel()
 	secret := "sk-" + strings.Repeat("q", 20)
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -231,6 +245,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestClosedClient(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	c.Close()
 	if _, err := c.Create(context.Background(), sandbox.CreateOptions{}); !errors.Is(err, sandbox.ErrClosed) {
@@ -239,6 +254,7 @@ func TestClosedClient(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	clock := func() time.Time { return now }
 	c := sandbox.NewClient(memory.New(memory.WithClock(clock)))
@@ -288,6 +304,7 @@ func FuzzOpenAndPaths(f *testing.F) {
 }
 
 func TestCodeOfErrorf(t *testing.T) {
+	t.Parallel()
 	for _, code := range []sandbox.Code{sandbox.DeadlineExceeded, sandbox.Canceled, sandbox.NotFound, sandbox.Internal} {
 		if got := sandbox.CodeOf(fmt.Errorf("wrapped: %w", sandbox.Errorf(code, "x"))); got != code {
 			t.Errorf("CodeOf(Errorf(%v)) = %v", code, got)
@@ -296,6 +313,7 @@ func TestCodeOfErrorf(t *testing.T) {
 }
 
 func TestAttachWithSecrets(t *testing.T) {
+	t.Parallel()
 	secret := "attach-secret-value"
 	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
@@ -340,6 +358,7 @@ func (s *secretRuntime) Exec(ctx context.Context, id string, cmd *driver.Command
 }
 
 func TestRedactionOfNestedSecretsSplitAcrossWrites(t *testing.T) {
+	t.Parallel()
 	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"url=postgres://admin:hun", "ter2@db:5432/prod", " pw=hunter2\n"}}
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -359,6 +378,7 @@ func TestRedactionOfNestedSecretsSplitAcrossWrites(t *testing.T) {
 }
 
 func TestRedactionDoesNotHoldBackLiveOutput(t *testing.T) {
+	t.Parallel()
 	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"listening on :8080\n"}, block: make(chan struct{})}
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -394,6 +414,7 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestSecretsRedactedFromErrors(t *testing.T) {
+	t.Parallel()
 	rt := &secretRuntime{Runtime: memory.New()}
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -411,6 +432,7 @@ func TestSecretsRedactedFromErrors(t *testing.T) {
 }
 
 func TestOpenURLErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{"memory://user:TOPSECRET@host:badport", "memory://host/%zz?api_key=TOPSECRET"} {
 		_, err := sandbox.Open(context.Background(), u)
 		if sandbox.CodeOf(err) != sandbox.InvalidArgument || strings.Contains(err.Error(), "TOPSECRET") {
@@ -420,6 +442,7 @@ func TestOpenURLErrorsHideCredentials(t *testing.T) {
 }
 
 func TestSandboxCallsAfterCloseFail(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	sb, err := c.Create(context.Background(), sandbox.CreateOptions{})
 	if err != nil {
@@ -432,6 +455,7 @@ func TestSandboxCallsAfterCloseFail(t *testing.T) {
 }
 
 func TestConcurrentWait(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{SecretEnv: map[string]string{"S": "secret-value"}})
@@ -461,6 +485,7 @@ func TestConcurrentWait(t *testing.T) {
 }
 
 func TestSetTimeoutAsksTheProvider(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -485,6 +510,7 @@ func TestSetTimeoutAsksTheProvider(t *testing.T) {
 // with a live writer it is refused, so nothing unredacted ever reaches a
 // caller's writer, and Exec itself still redacts.
 func TestExecUnredactedForParsers(t *testing.T) {
+	t.Parallel()
 	rt := &secretRuntime{Runtime: memory.New(), chunks: []string{"pid=4141 pw=hunter2\n"}}
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()

@@ -24,6 +24,7 @@ func (s *statusRuntime) Exec(context.Context, string, *driver.Command) (driver.E
 // Result.Signal with ExitCode -1, and a timeout reports TimedOut and no
 // Signal whatever the provider said.
 func TestResultSignal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		st       driver.ExitStatus

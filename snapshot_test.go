@@ -25,6 +25,7 @@ func snapCount(t *testing.T, rt *memory.Runtime) int {
 }
 
 func TestSnapshotCapabilities(t *testing.T) {
+	t.Parallel()
 	caps := sandbox.NewClient(memory.New()).Capabilities()
 	assert.True(t, caps.Snapshots)
 	assert.True(t, caps.Fork)
@@ -40,6 +41,7 @@ func TestSnapshotCapabilities(t *testing.T) {
 }
 
 func TestSnapshotUnimplemented(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(bareRuntime{memory.New()})
 	defer c.Close()
@@ -62,6 +64,7 @@ func TestSnapshotUnimplemented(t *testing.T) {
 // A mode the provider lacks is refused before any request, naming the
 // mode and what the provider has.
 func TestSnapshotModeNotOffered(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -81,6 +84,7 @@ func TestSnapshotModeNotOffered(t *testing.T) {
 
 // Snapshot reads the sandbox: a handle that does not own it may take one.
 func TestSnapshotByAttachedHandle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -103,6 +107,7 @@ func TestSnapshotByAttachedHandle(t *testing.T) {
 // A create that fails is reported, and the others are returned, owned;
 // the fork's snapshot is deleted all the same.
 func TestForkPartialFailure(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -153,6 +158,7 @@ func (b *blockingCreates) Create(ctx context.Context, req *driver.CreateRequest)
 // A cancelled Fork returns nothing and leaves nothing: the sandboxes it
 // made are destroyed and its snapshot deleted (Close waits for that).
 func TestForkCancelledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := &blockingCreates{Runtime: memory.New(), n: 2, blocked: make(chan struct{})}
 	c := sandbox.NewClient(rt)
@@ -183,6 +189,7 @@ func (o orphanSnapshots) Snapshot(ctx context.Context, id string, req *driver.Sn
 }
 
 func TestSnapshotFailedAfterMakingIsDeleted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := orphanSnapshots{memory.New()}
 	c := sandbox.NewClient(rt)
@@ -218,6 +225,7 @@ func (f *nativeFork) Fork(ctx context.Context, id string, n int, req *driver.Cre
 }
 
 func TestForkNative(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := &nativeFork{Runtime: memory.New(), fail: true}
 	c := sandbox.NewClient(rt)
@@ -245,6 +253,7 @@ func TestForkNative(t *testing.T) {
 }
 
 func TestCreateFromSnapshotInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -278,6 +287,7 @@ func TestCreateFromSnapshotInput(t *testing.T) {
 
 // A fork of a sandbox without network has none either, unless asked.
 func TestForkKeepsNoNetwork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
@@ -301,6 +311,7 @@ func TestForkKeepsNoNetwork(t *testing.T) {
 // unless they are given again or the children have no network. It holds
 // with a native fork and through a snapshot.
 func TestForkOfBrokeredSandbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, rt := range map[string]driver.Runtime{"native": &nativeFork{Runtime: memory.New()}, "snapshot": memory.New()} {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestStdinGatePassesEverything(t *testing.T) {
+	t.Parallel()
 	want := bytes.Repeat([]byte("0123456789abcdef\x00\xff"), 10_000)
 	g := newStdinGate(iotest.HalfReader(bytes.NewReader(want)))
 	got, err := io.ReadAll(iotest.OneByteReader(io.LimitReader(g, 7)))
@@ -47,6 +48,7 @@ func (r *blockingReader) Read(p []byte) (int, error) {
 }
 
 func TestStdinGateAbandonsABlockedRead(t *testing.T) {
+	t.Parallel()
 	r := &blockingReader{feed: make(chan []byte)}
 	g := newStdinGate(r)
 	errc := make(chan error, 1)
@@ -77,6 +79,7 @@ func TestStdinGateAbandonsABlockedRead(t *testing.T) {
 }
 
 func TestStdinGateOneReadAtATime(t *testing.T) {
+	t.Parallel()
 	r := &blockingReader{feed: make(chan []byte)}
 	g := newStdinGate(r)
 	var wg sync.WaitGroup

@@ -79,6 +79,7 @@ func attrOf(kvs []attribute.KeyValue, key attribute.Key) (attribute.Value, bool)
 // A stale transport's single retry is an event on the call's span, and
 // counted; the retried call succeeds and its span says so.
 func TestTelemetryStaleRetryEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	rt := memory.New()
@@ -124,6 +125,7 @@ func TestTelemetryStaleRetryEvent(t *testing.T) {
 // A create the provider refused for a transient reason and retried shows
 // the retry as an event with the attempt and the code.
 func TestTelemetryCreateRetryEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	rt := memory.New()
@@ -196,6 +198,7 @@ func TestTelemetryGlobalProvidersByDefault(t *testing.T) {
 // A Download's span lasts until the reader is closed and records the
 // bytes read; the transferred counter gets them by direction.
 func TestTelemetryDownloadSpanEndsAtClose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	o := newOTelSDK(t)
 	c := sandbox.NewClient(memory.New(), sandbox.WithTracerProvider(o.tp), sandbox.WithMeterProvider(o.mp))

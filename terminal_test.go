@@ -59,6 +59,7 @@ func (h *scriptedTerm) Wait(ctx context.Context) (driver.ExitStatus, error) {
 // A secret the driver delivers across two writes is still redacted from
 // a terminal's output, on the Output writer and through Read.
 func TestTerminalRedactsSecretSplitAcrossWrites(t *testing.T) {
+	t.Parallel()
 	const secret = "tok-terminal-5a9c3e"
 	rt := &scriptedTerms{Runtime: memory.New(), chunks: []string{"key=" + secret[:7], secret[7:] + "\r\n", "tail"}}
 	c := sandbox.NewClient(rt)
@@ -99,6 +100,7 @@ func TestTerminalRedactsSecretSplitAcrossWrites(t *testing.T) {
 // The buffer behind Read keeps at most BufferSize bytes: the oldest go
 // and are counted.
 func TestTerminalBufferBounded(t *testing.T) {
+	t.Parallel()
 	rt := &scriptedTerms{Runtime: memory.New(), chunks: []string{strings.Repeat("a", 100), strings.Repeat("b", 30)}}
 	c := sandbox.NewClient(rt)
 	defer c.Close()
@@ -127,6 +129,7 @@ func TestTerminalBufferBounded(t *testing.T) {
 
 // A provider without terminals says so.
 func TestTerminalUnimplemented(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(bareRuntime{memory.New()})
 	defer c.Close()
 	ctx := context.Background()
@@ -145,6 +148,7 @@ func TestTerminalUnimplemented(t *testing.T) {
 
 // Read blocks until output comes, and Close ends a Read that waits.
 func TestTerminalReadUnblockedByClose(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // package's own, not aliases of the driver contract's, so a change to
 // package driver cannot change the user's API.
 func TestUserTypesBelongToThisPackage(t *testing.T) {
+	t.Parallel()
 	const self = "github.com/sandboxkit/sandbox"
 	for _, typ := range []reflect.Type{
 		reflect.TypeFor[Info](), reflect.TypeFor[State](), reflect.TypeFor[FileInfo](),
@@ -106,6 +107,7 @@ func sameFields(t *testing.T, d, user any, skip ...string) {
 // field of the driver's types, so a field added to the contract is either
 // carried to the user or fails here.
 func TestConversionsCarryEveryField(t *testing.T) {
+	t.Parallel()
 	var in driver.Info
 	fill(t, &in)
 	out := infoOf(in)
@@ -151,6 +153,7 @@ func TestConversionsCarryEveryField(t *testing.T) {
 
 // TestInfoOfCopiesMaps: the user's Info does not share the driver's maps.
 func TestInfoOfCopiesMaps(t *testing.T) {
+	t.Parallel()
 	d := driver.Info{ID: "a", Labels: map[string]string{"k": "v"}, Detail: map[string]string{"d": "x"}}
 	u := infoOf(d)
 	u.Labels["k"] = "changed"

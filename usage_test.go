@@ -23,6 +23,7 @@ type fixedMetrics struct {
 func (f *fixedMetrics) Metrics(context.Context, string) (driver.Metrics, error) { return f.m, f.err }
 
 func TestMetricsUnimplemented(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(bareRuntime{memory.New()})
 	defer c.Close()
@@ -47,6 +48,7 @@ func TestMetricsUnimplemented(t *testing.T) {
 // -1 or NaN is unknown, a peak below the current value is raised, a
 // missing time is the call's; driver errors are wrapped with the op.
 func TestMetricsNormalised(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dm := driver.NewMetrics()
 	dm.MemoryBytes, dm.MemoryPeakBytes, dm.DiskBytes = 5000, 4000, -7
@@ -82,6 +84,7 @@ func TestMetricsNormalised(t *testing.T) {
 }
 
 func TestCPUPercentSince(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	a := sandbox.Metrics{Time: t0, CPUTime: time.Second, CPUPercent: sandbox.MetricUnknown}
 	b := sandbox.Metrics{Time: t0.Add(2 * time.Second), CPUTime: 2 * time.Second, CPUPercent: sandbox.MetricUnknown}

@@ -55,6 +55,7 @@ func TestWaitForPortFailsAtOnceWhenServerDies(t *testing.T) {
 }
 
 func TestWaitForPortQuotesABoundedStderrTail(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	ctx := t.Context()
 	p, err := sb.Start(ctx, sandbox.Command{Shell: "i=0; while [ $i -lt 400 ]; do echo 'noise noise noise noise' >&2; i=$((i+1)); done; echo FINAL-LINE >&2; exit 1"})
@@ -95,6 +96,7 @@ func TestWaitForPortWithoutDeadlineEndsAtItsBound(t *testing.T) {
 }
 
 func TestWaitForPortCallerDeadlineSaysWhatWasPolled(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -105,6 +107,7 @@ func TestWaitForPortCallerDeadlineSaysWhatWasPolled(t *testing.T) {
 }
 
 func TestWaitForPortHappyPath(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -123,6 +126,7 @@ func TestWaitForPortHappyPath(t *testing.T) {
 }
 
 func TestWaitForPortServerThatHandsOffIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -141,6 +145,7 @@ func TestWaitForPortServerThatHandsOffIsNotAFailure(t *testing.T) {
 }
 
 func TestWaitForPortRefusesAnotherSandboxsProcess(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	other, err := sb.Client().Create(t.Context(), sandbox.CreateOptions{})
 	if err != nil {
@@ -162,6 +167,7 @@ func TestWaitForPortRefusesAnotherSandboxsProcess(t *testing.T) {
 // until the port listens. When nothing ever does, the wait ends at its
 // bound and says the server exited 0.
 func TestWaitForPortWaitsForAChildAfterExitZero(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 )
 
 func TestWatchAndProcessesUnimplemented(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(bareRuntime{memory.New()})
 	defer c.Close()
@@ -31,6 +32,7 @@ func TestWatchAndProcessesUnimplemented(t *testing.T) {
 }
 
 func TestWatchBadBuffer(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t, sandbox.CreateOptions{})
 	for _, n := range []int{-1, sandbox.MaxWatchBuffer + 1} {
 		_, err := sb.Watch(context.Background(), ".", sandbox.WatchOptions{Buffer: n})
@@ -73,6 +75,7 @@ func stubSandbox(t *testing.T, st *stubWatcher) *sandbox.Sandbox {
 // The portable layer resolves a relative dir against home, applies the
 // default buffer, and wraps a driver's failure with the op and the path.
 func TestWatchDefaultsAndWrapping(t *testing.T) {
+	t.Parallel()
 	boom := sberrors.Errorf(sberrors.Unavailable, "agent went away")
 	st := &stubWatcher{seq: func(yield func(driver.FileEvent, error) bool) {
 		if yield(driver.FileEvent{Path: "/home/user/w/a", Kind: driver.FileCreated}, nil) {
@@ -111,6 +114,7 @@ func TestWatchDefaultsAndWrapping(t *testing.T) {
 // A driver that goes on yielding after ctx ended does not keep the
 // caller's loop running: the sequence ends with ctx.
 func TestWatchEndsWithContextWhateverTheDriver(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	st := &stubWatcher{seq: func(yield func(driver.FileEvent, error) bool) {
 		for {
@@ -145,6 +149,7 @@ func TestWatchEndsWithContextWhateverTheDriver(t *testing.T) {
 }
 
 func TestProcessesSortedAndConverted(t *testing.T) {
+	t.Parallel()
 	st := &stubWatcher{}
 	sb := stubSandbox(t, st)
 	list, err := sb.Processes(context.Background())
@@ -167,6 +172,7 @@ func TestProcessesSortedAndConverted(t *testing.T) {
 // A secret of the handle that a command was given on its command line is
 // redacted from the process list, as from output.
 func TestProcessesRedactSecrets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)

@@ -32,6 +32,7 @@ func (l lossyRuntime) Upload(ctx context.Context, id, p string, r io.Reader) err
 }
 
 func TestWriteFilesVerified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(lossyRuntime{memory.New()})
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})

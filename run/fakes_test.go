@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
 // fakeBackends are the runtimes the fakes execute through: the test host
@@ -44,23 +45,31 @@ func localBackend(t *testing.T) driver.Runtime {
 	return rt
 }
 
-// skipRepeatInShort skips, under -short, the fakes over provider/local:
-// the adapters' scenarios run over the host runtime in the same mode, and
-// provider/local's own in TestLocal; the full run keeps the pairing.
-func skipRepeatInShort(t *testing.T, backend string) {
+// skipRepeat skips the fakes over provider/local unless fullRun (and
+// always under -short): the adapters' scenarios run over the host
+// runtime, and provider/local's own in TestLocal; the full run keeps the
+// pairing.
+func skipRepeat(t *testing.T, backend string) {
 	t.Helper()
-	if testing.Short() && backend == "local" {
+	if backend != "local" {
+		return
+	}
+	if testing.Short() {
 		t.Skip("-short: the fake over provider/local repeats the scenarios run over the host runtime and TestLocal")
+	}
+	if !fullRun() {
+		t.Skipf("the fake over provider/local repeats the scenarios run over the host runtime and TestLocal (%s=1 runs it)", sandboxtest.FullEnv)
 	}
 }
 
-// TestE2BFake runs the scenarios over the e2b adapter against e2bfake.
+// TestE2BFake runs the scenarios the adapter can change over the e2b
+// adapter against e2bfake (all of them when fullRun).
 // Every new runtime is a new adapter on the same fake, as a restarted
 // client would make.
 func TestE2BFake(t *testing.T) {
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
-			skipRepeatInShort(t, b.name)
+			skipRepeat(t, b.name)
 			fake := e2bfake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
@@ -69,17 +78,17 @@ func TestE2BFake(t *testing.T) {
 					t.Fatalf("e2b.New: %v", err)
 				}
 				return rt
-			}})
+			}}, viaAdapter)
 		})
 	}
 }
 
-// TestDaytonaFake runs the scenarios over the daytona adapter against
-// daytonafake.
+// TestDaytonaFake runs the scenarios the adapter can change over the
+// daytona adapter against daytonafake (all of them when fullRun).
 func TestDaytonaFake(t *testing.T) {
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
-			skipRepeatInShort(t, b.name)
+			skipRepeat(t, b.name)
 			fake := daytonafake.New(b.new(t))
 			t.Cleanup(fake.Close)
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
@@ -89,7 +98,7 @@ func TestDaytonaFake(t *testing.T) {
 				}
 				t.Cleanup(func() { _ = rt.ResetTransport() })
 				return rt
-			}})
+			}}, viaAdapter)
 		})
 	}
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // TestLocal runs the scenarios over provider/local at the default
-// isolation level of this host and at L1 (plain host processes).
+// isolation level of this host, and at L1 (plain host processes) those
+// whose outcome depends on how processes run (all of them when fullRun).
 func TestLocal(t *testing.T) {
 	for _, name := range []string{"default", "L1"} {
 		t.Run(name, func(t *testing.T) {
@@ -16,8 +17,10 @@ func TestLocal(t *testing.T) {
 			root := t.TempDir()
 			var opts []local.Option
 			opts = append(opts, local.WithRoot(root))
+			var only reach
 			if name == "L1" {
 				opts = append(opts, local.WithIsolation(local.L1))
+				only = viaProcesses
 			}
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
 				rt, err := local.New(opts...)
@@ -26,7 +29,7 @@ func TestLocal(t *testing.T) {
 				}
 				t.Cleanup(func() { rt.Close() })
 				return rt
-			}})
+			}}, only)
 		})
 	}
 }
