@@ -119,7 +119,7 @@ func procs(t *testing.T, sb *sandbox.Sandbox, r *Run) (wrappers, sleeps int) {
 	t.Helper()
 	script := prelude + `d=$1
 n=0
-for p in $(sk_pids "SANDBOXKIT_RUN=$2"); do
+for p in $(sk_pids "SANDBOXKIT_RUN=$2" "SANDBOXKIT_RUN_DIR=$1"); do
 	if [ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ]; then n=$((n + 1)); fi
 done
 echo "$(sk_roots | wc -l) $n"`
@@ -257,6 +257,33 @@ func hostHarness(t *testing.T) harness {
 
 func TestHostRuntime(t *testing.T) {
 	runScenarios(t, hostHarness(t), 0)
+}
+
+// Killing a run ends its own processes only, not those of a run of the
+// same id in another sandbox whose processes it can see (two sandboxes of
+// a host runtime share the host's process table).
+func TestKillStaysInItsSandbox(t *testing.T) {
+	t.Parallel()
+	h := hostHarness(t)
+	req := Request{ID: "same-id", Command: counterCommand("same.count", 300)}
+	w1, w2 := newWorld(t, h), newWorld(t, h)
+	sb1, sb2 := w1.sandbox(t), w2.sandbox(t)
+	r1, r2 := start(t, sb1, req), start(t, sb2, req)
+	waitReady(t, r1)
+	waitReady(t, r2)
+	if _, n := procs(t, sb2, r2); n != 1 {
+		t.Fatalf("the second sandbox's run has %d command processes before the kill, want 1", n)
+	}
+	if err := r1.Kill(testCtx(t)); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	if _, n := procs(t, sb2, r2); n != 1 {
+		t.Errorf("after killing the run in one sandbox, the same-id run in the other has %d command processes, want 1", n)
+	}
+	s, err := r2.Status(testCtx(t))
+	if err != nil || s.State != Running {
+		t.Errorf("the other sandbox's run: Status = %+v, %v; want running", s, err)
+	}
 }
 
 func testDoubleStart(t *testing.T, h harness) {

@@ -28,7 +28,7 @@ import "github.com/sandboxkit/sandbox/internal/bgproc"
 // usual tools whatever the caller's environment says, and these helpers:
 //
 //	sk_has PID LINE   process PID's initial environment holds LINE
-//	sk_pids LINE      pids of processes whose environment holds LINE
+//	sk_pids LINE [LINE2]  pids of processes whose environment holds LINE (and LINE2)
 //	sk_wrapper PID    PID is a wrapper of the run in $d: its argv[1] is
 //	                  $d/run.sh (cmdline, unlike environ, can be read
 //	                  whatever user runs the process)
@@ -54,7 +54,7 @@ sk_pids() {
 	for sk_f in $(grep -lF -e "$1" /proc/[0-9]*/environ 2>/dev/null); do
 		sk_p=${sk_f#/proc/}
 		sk_p=${sk_p%/environ}
-		if sk_has "$sk_p" "$1"; then echo "$sk_p"; fi
+		if sk_has "$sk_p" "$1" && { [ -z "${2-}" ] || sk_has "$sk_p" "$2"; }; then echo "$sk_p"; fi
 	done
 }
 sk_wrapper() {
@@ -111,8 +111,8 @@ sk_dump() {
 //	setsid sh DIR/run.sh DIR TOKEN FP BUDGET WORKDIR PATHSET PATH argv...
 //
 // so that argv[1] of the wrapper, and of no other process, is DIR/run.sh.
-// The command's processes get SANDBOXKIT_RUN=TOKEN in their environment,
-// which finds them for Kill.
+// The command's processes get SANDBOXKIT_RUN=TOKEN and SANDBOXKIT_RUN_DIR=DIR
+// in their environment, which together find them for Kill.
 const wrapperScript = `# sandboxkit run wrapper v2: runs one admitted command and records its outcome.
 IFS=' 	
 '
@@ -245,7 +245,11 @@ sk_dump
 // does not finish is killed and the exit is recorded for it. A run that is
 // already gone without an exit record stays lost. Arguments: DIR TOKEN GRACE.
 const killScript = prelude + `d=$1 tok=$2 grace=$3
+# A run's processes are those with its id and its directory: a run of the
+# same id in another sandbox whose processes this one can see (a host
+# runtime, local without a pid namespace) has another directory.
 runmark="SANDBOXKIT_RUN=$tok"
+dirmark="SANDBOXKIT_RUN_DIR=$d"
 if [ ! -e "$d/request" ]; then
 	echo missing=1
 	exit 0
@@ -271,7 +275,7 @@ pid=${pid%% *}
 sig=TERM
 i=0
 while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
-	for p in $(sk_pids "$runmark"); do kill -s "$sig" "$p" 2>/dev/null; done
+	for p in $(sk_pids "$runmark" "$dirmark"); do kill -s "$sig" "$p" 2>/dev/null; done
 	bg_signal "$d/child" "$sig"
 	i=$((i + 1))
 	if [ "$i" -ge $((grace * 10)) ]; then sig=KILL; fi
@@ -282,7 +286,7 @@ if [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; then
 	kill -KILL "$pid" 2>/dev/null
 	bg_put "$d/exit" "137 killed"
 fi
-for p in $(sk_pids "$runmark"); do kill -KILL "$p" 2>/dev/null; done
+for p in $(sk_pids "$runmark" "$dirmark"); do kill -KILL "$p" 2>/dev/null; done
 sk_dump
 `
 
