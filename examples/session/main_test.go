@@ -17,8 +17,11 @@ func TestSessionExample(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("the example runs Python on the local provider: python3 is not installed")
 	}
+	// Its own root: a sandbox is adopted by its label, so another run of
+	// this example on the machine (another checkout's tests) sharing the
+	// default root could adopt this one's sandbox and end it.
 	var out strings.Builder
-	if err := run(&out, ""); err != nil {
+	if err := run(&out, "local://"+t.TempDir()); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
