@@ -62,7 +62,19 @@ type created struct {
 	EnvdAccessToken string `json:"envdAccessToken"`
 }
 
+// create creates a sandbox from body, with a 10-minute lease unless body
+// names one: the API's default (15 s) is shorter than a test can take on a
+// loaded host, and a sandbox ended mid-test answers 502.
 func (f *rawFake) create(body string) created {
+	f.t.Helper()
+	if !strings.Contains(body, `"timeout"`) {
+		body = `{"timeout":600,` + strings.TrimPrefix(body, "{")
+	}
+	return f.createAsSent(body)
+}
+
+// createAsSent creates a sandbox from body as it is.
+func (f *rawFake) createAsSent(body string) created {
 	f.t.Helper()
 	st, _, b := f.do("POST", f.APIURL()+"/sandboxes", map[string]string{"X-API-Key": f.APIKey(), "Content-Type": "application/json"}, []byte(body))
 	if st != http.StatusCreated {
@@ -92,7 +104,7 @@ func TestControlPlaneAuthAndDefaults(t *testing.T) {
 		t.Fatalf("timeout 0: %d %s", st, b)
 	}
 	before := time.Now()
-	c := f.create(`{"templateID":"base"}`)
+	c := f.createAsSent(`{"templateID":"base"}`)
 	end, _ := f.Lease(c.SandboxID)
 	if d := end.Sub(before); d < 14*time.Second || d > 16*time.Second {
 		t.Fatalf("default lease %v, want 15s", d)
@@ -214,6 +226,9 @@ func frames(t *testing.T, b []byte) (msgs []string, end string) {
 	t.Helper()
 	for len(b) >= 5 {
 		flags, n := b[0], binary.BigEndian.Uint32(b[1:5])
+		if uint64(n) > uint64(len(b)-5) {
+			t.Fatalf("not a Connect stream: a frame of %d bytes in %d: %.200q", n, len(b)-5, b)
+		}
 		msg := string(b[5 : 5+n])
 		b = b[5+n:]
 		if flags&2 != 0 {

@@ -31,7 +31,7 @@ func TestV2CreateAndConnect(t *testing.T) {
 	if left := time.Until(end); left < 290*time.Second || left > 300*time.Second {
 		t.Fatalf("v2 create without a timeout: lease ends in %v, want 300 s", left)
 	}
-	old := f.create(`{"templateID":"base"}`)
+	old := f.createAsSent(`{"templateID":"base"}`)
 	if end, _ := f.Lease(old.SandboxID); time.Until(end) > 15*time.Second {
 		t.Fatalf("older create without a timeout: lease ends in %v, want 15 s", time.Until(end))
 	}
