@@ -5,6 +5,7 @@ package local
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -140,10 +141,21 @@ func TestResumeThawsRunningButFrozen(t *testing.T) {
 	require.NoError(t, err)
 	m, err := rt.readMeta(sb.ID())
 	require.NoError(t, err)
-	ok, err := m.Cgroups.freeze(ctx, true)
-	require.NoError(t, err)
+	// The state under test is a cgroup told to freeze that nobody thaws;
+	// whether the kernel has finished freezing every task does not matter
+	// (on a starved host it once took over a minute), so the wait for it
+	// is short and its end is not a failure.
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	ok, err := m.Cgroups.freeze(fctx, true)
+	fcancel()
 	if !ok {
 		t.Skip("no cgroup freezer on this host")
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		require.NoError(t, err)
+	}
+	if err != nil {
+		t.Logf("the cgroup is still freezing after 10 s: %v", err)
 	}
 	require.NoError(t, sb.Resume(ctx))
 	ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
