@@ -353,8 +353,15 @@ func (a *agent) serveWatch(in <-chan frameMsg, fw *frameWriter, req *request) {
 	}
 	f := os.NewFile(uintptr(fd), "inotify") // pollable: Close ends a Read
 	w := &inotifyWatch{a: a, fd: fd, rootFd: -1, recursive: req.Recursive, root: dir, dirs: map[int32]string{}, fw: fw}
-	defer func() {
+	// release gives the watch's directories back to the agent's count. A
+	// refused watch releases them before its failure is sent: a client
+	// that retries at once with a smaller watch must find them free.
+	release := func() {
 		agentWatches.Add(-int64(len(w.dirs)))
+		clear(w.dirs)
+	}
+	defer func() {
+		release()
 		if w.rootFd >= 0 {
 			_ = unix.Close(w.rootFd)
 		}
@@ -378,6 +385,7 @@ func (a *agent) serveWatch(in <-chan frameMsg, fw *frameWriter, req *request) {
 	})
 	if err != nil {
 		_ = f.Close()
+		release()
 		_ = fw.writeJSON(frameFail, watchFail(dir, err))
 		return
 	}
