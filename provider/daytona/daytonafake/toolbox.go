@@ -267,18 +267,6 @@ func (t *tb) upload() {
 		emptyError(t.w, 400)
 		return
 	}
-	// Wait for an abandoned upload of the path to stop, and record this
-	// one before reading any of the body, so that a delete or move of the
-	// path waits in turn: once the client's clean-up is answered, nothing
-	// writes for it (a client whose upload failed early cleans up while
-	// this handler may still be reading the multipart header).
-	key := t.writeKey(t.abs(p))
-	if err := t.s.writes.Wait(t.ctx(), key); err != nil {
-		emptyError(t.w, 400)
-		return
-	}
-	end := t.s.writes.Begin(key)
-	defer end()
 	for {
 		part, err := mr.NextPart()
 		if err != nil {
@@ -289,6 +277,15 @@ func (t *tb) upload() {
 			_, _ = io.Copy(io.Discard, part)
 			continue
 		}
+		// Wait for an abandoned upload of the path to stop, and record
+		// this one, so that a delete or move of it waits in turn: once
+		// the client's clean-up is answered, nothing writes for it.
+		key := t.writeKey(t.abs(p))
+		if err := t.s.writes.Wait(t.ctx(), key); err != nil {
+			emptyError(t.w, 400)
+			return
+		}
+		end := t.s.writes.Begin(key)
 		t.mkParents(t.abs(p))
 		cr := &countReader{r: part}
 		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), cr)
