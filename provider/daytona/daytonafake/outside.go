@@ -2,7 +2,6 @@ package daytonafake
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"mime"
@@ -172,14 +171,7 @@ func (t *tb) uploadInside(abs string, src io.Reader) {
 		_, err := io.Copy(pw, src)
 		pw.CloseWithError(err)
 	}()
-	// The write runs to its end even when the client left (its stdin then
-	// ends at once): the daemon writes in the handler, so once the
-	// handler is done nothing more is written, and a clean-up the client
-	// sends after its failed upload finds the file. Ending the Exec with
-	// the request would let the command create the file afterwards.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx()), insideTimeout)
-	defer cancel()
-	st, err := t.s.backend.Exec(ctx, t.b.backendID, &driver.Command{
+	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", uploadScript, "sh", abs}, Dir: t.b.home,
 		Stdin: pr, Stdout: io.Discard, Stderr: io.Discard, Timeout: insideTimeout,
 	})
