@@ -3,12 +3,14 @@ package daytonafake_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
@@ -32,6 +34,67 @@ func TestUploadParentsMode0750(t *testing.T) {
 	st, out := r.json("POST", r.tb(id)+"/process/execute", map[string]any{"command": "stat -c %a up up/a up/a/b up/a/b/f"})
 	if st != 200 || out["result"] != "750\n750\n750\n644\n" {
 		t.Errorf("modes of the created parents and the file: %d %q, want 750 750 750 644", st, out["result"])
+	}
+}
+
+// TestUploadWritesNothingUntilTheBodyEnds: the daemon parses the whole
+// multipart form before it creates the destination, so while the body
+// is still coming nothing appears in the directory, and a body that
+// never ends properly leaves nothing there (a client whose upload failed
+// cleans up once, and a write begun after that would stay).
+func TestUploadWritesNothingUntilTheBodyEnds(t *testing.T) {
+	r := newRaw(t)
+	id := r.create(nil)
+	if st, out := r.json("POST", r.tb(id)+"/process/execute", map[string]any{"command": "mkdir d"}); st != 200 {
+		t.Fatalf("mkdir: %d %v", st, out)
+	}
+	list := func() string {
+		st, _, b := r.do("GET", r.tb(id)+"/files?path=d", nil, "")
+		var fis []struct{ Name string }
+		if st != 200 || json.Unmarshal(b, &fis) != nil {
+			t.Fatalf("list d: %d %s", st, b)
+		}
+		var names []string
+		for _, fi := range fis {
+			names = append(names, fi.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	req, err := http.NewRequest("POST", r.tb(id)+"/files/upload?path=d/f", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+r.key)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := r.hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				err = errors.New("200")
+			}
+		}
+		sent <- err
+	}()
+	w, _ := mw.CreateFormFile("file", "f")
+	if _, err := w.Write(bytes.Repeat([]byte("a"), 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	// The handler has read the part's first bytes by now (the pipe
+	// returns once they are taken); give it time to act on them.
+	time.Sleep(300 * time.Millisecond)
+	if l := list(); l != "" {
+		t.Errorf("while the body is still coming, the directory holds %q, want nothing", l)
+	}
+	pw.CloseWithError(errors.New("the client gave up"))
+	if err := <-sent; err != nil && err.Error() == "200" {
+		t.Fatal("an upload whose body never ended was answered 200")
+	}
+	if l := list(); l != "" {
+		t.Errorf("after an upload whose body never ended, the directory holds %q, want nothing", l)
 	}
 }
 

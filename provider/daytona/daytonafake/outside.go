@@ -2,6 +2,7 @@ package daytonafake
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"mime"
@@ -161,7 +162,7 @@ cat >"$1" 2>/dev/null || exit 5
 // uploadInside writes src to abs from inside the sandbox, as upload does.
 func (t *tb) uploadInside(abs string, src io.Reader) {
 	// The backend may abandon a Read of its Stdin that is still running
-	// when Exec returns; src (a multipart part) must not be read then while
+	// when Exec returns; src must not be read then while
 	// the handler closes it, so it is fed through a pipe whose copier ends
 	// before this returns.
 	pr, pw := io.Pipe()
@@ -171,7 +172,12 @@ func (t *tb) uploadInside(abs string, src io.Reader) {
 		_, err := io.Copy(pw, src)
 		pw.CloseWithError(err)
 	}()
-	st, err := t.s.backend.Exec(t.ctx(), t.b.backendID, &driver.Command{
+	// The write runs to its end even when the client left, as the
+	// daemon's does: ending the Exec with the request could let the
+	// command create the file after the client's clean-up found none.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx()), insideTimeout)
+	defer cancel()
+	st, err := t.s.backend.Exec(ctx, t.b.backendID, &driver.Command{
 		Args: []string{"sh", "-c", uploadScript, "sh", abs}, Dir: t.b.home,
 		Stdin: pr, Stdout: io.Discard, Stderr: io.Discard, Timeout: insideTimeout,
 	})

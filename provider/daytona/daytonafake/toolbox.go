@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -259,7 +260,11 @@ func (t *tb) download() {
 	_, _ = io.CopyN(t.w, rc, fi.Size-from)
 }
 
-// upload streams the multipart field "file" into the backend.
+// upload writes the multipart field "file" into the backend. As the
+// daemon does (it parses the whole form before it creates the
+// destination), the body is read to its end first, into a file outside
+// the sandbox: a body that ends early (the client's source failed or it
+// gave up) writes nothing at the path, whenever this handler runs.
 func (t *tb) upload() {
 	p := t.r.URL.Query().Get("path")
 	mr, err := t.r.MultipartReader()
@@ -267,41 +272,61 @@ func (t *tb) upload() {
 		emptyError(t.w, 400)
 		return
 	}
-	for {
-		part, err := mr.NextPart()
-		if err != nil {
-			emptyError(t.w, 400)
-			return
-		}
-		if part.FormName() != "file" {
-			_, _ = io.Copy(io.Discard, part)
-			continue
-		}
-		// Wait for an abandoned upload of the path to stop, and record
-		// this one, so that a delete or move of it waits in turn: once
-		// the client's clean-up is answered, nothing writes for it.
-		key := t.writeKey(t.abs(p))
-		if err := t.s.writes.Wait(t.ctx(), key); err != nil {
-			emptyError(t.w, 400)
-			return
-		}
-		end := t.s.writes.Begin(key)
-		t.mkParents(t.abs(p))
-		cr := &countReader{r: part}
-		err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), cr)
-		if refused(err) && cr.n == 0 {
-			t.uploadInside(t.abs(p), part)
-			end()
-			return
-		}
-		end()
-		if err != nil {
-			emptyError(t.w, 400)
-			return
-		}
-		t.w.WriteHeader(200)
+	t.mkParents(t.abs(p))
+	spool, err := os.CreateTemp("", "daytonafake-upload-")
+	if err != nil {
+		emptyError(t.w, http.StatusInternalServerError)
 		return
 	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	found := false
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			emptyError(t.w, 400)
+			return
+		}
+		dst := io.Discard
+		if part.FormName() == "file" && !found {
+			found, dst = true, spool
+		}
+		if _, err := io.Copy(dst, part); err != nil {
+			emptyError(t.w, 400)
+			return
+		}
+	}
+	if !found {
+		emptyError(t.w, 400)
+		return
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		emptyError(t.w, http.StatusInternalServerError)
+		return
+	}
+	// Wait for another upload of the path to stop, and record this one,
+	// so that a delete or move of it waits in turn.
+	key := t.writeKey(t.abs(p))
+	if err := t.s.writes.Wait(t.ctx(), key); err != nil {
+		emptyError(t.w, 400)
+		return
+	}
+	end := t.s.writes.Begin(key)
+	defer end()
+	cr := &countReader{r: spool}
+	err = t.s.backend.Upload(t.ctx(), t.b.backendID, t.abs(p), cr)
+	if refused(err) && cr.n == 0 {
+		t.uploadInside(t.abs(p), spool)
+		return
+	}
+	if err != nil {
+		emptyError(t.w, 400)
+		return
+	}
+	t.w.WriteHeader(200)
 }
 
 // uploadDirMode is the mode the daemon's upload gives the parent
