@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"net/url"
@@ -109,6 +110,11 @@ type Runtime struct {
 	// experimental mode (Docker-Experimental), which its checkpoint API
 	// needs: engineUnknown before any Ping.
 	experimental atomic.Int32
+
+	// loseTail, set only by tests, stands between a follower's stream
+	// and the caller's writers: it returns the writers round (0, 1, …)
+	// of following a background process writes to.
+	loseTail func(round int, stdout, stderr io.Writer) (io.Writer, io.Writer)
 }
 
 // config is what the options set.

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,8 @@ echo "$p"`
 // with the process's exit code. Its first byte, S, tells that it runs: an
 // exec the runtime could not start (the container was being paused, say)
 // writes the runtime's message instead, which must not reach the caller.
+// A header line on stdout after the S gives the offsets it starts from, so
+// the client can tell how much of each file it has and resume exactly.
 //
 //	sh -c follower sbx DIR OUTOFFSET ERROFFSET
 const follower = `d=$1 oo=$2 oe=$3
@@ -68,6 +71,7 @@ printf S
 [ -e "$d/ready" ] || exit 200
 [ "$oo" = -1 ] && oo=$(wc -c <"$d/out")
 [ "$oe" = -1 ] && oe=$(wc -c <"$d/err")
+printf '%s %s\n' "$oo" "$oe"
 while :; do
   fin=0; [ -e "$d/status" ] && fin=1
   n=$(wc -c <"$d/out"); if [ "$n" -gt "$oo" ]; then tail -c +$((oo+1)) "$d/out" | head -c $((n-oo)); oo=$n; fi
@@ -222,20 +226,31 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// followRounds bounds the followers run after the process ended to fetch
+// output a follower's stream lost.
+const followRounds = 5
+
 // follow runs the follower exec until the process ends, starting it again
-// from the bytes already delivered when the connection breaks.
+// from the bytes already delivered when the connection breaks. Once the
+// process has ended it checks that every byte of its output arrived: the
+// engine gives an exec's streams a bounded time to drain after the exec
+// exits (on a starved host the tail of the output was cut), so a short
+// stream is followed again from where it stopped.
 func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 	defer h.wg.Done()
 	defer close(h.done)
-	var so, se *countingWriter
-	failures := 0
-	for {
-		so, se = &countingWriter{w: stdout}, &countingWriter{w: stderr}
-		gate := &gateWriter{w: so}
+	failures, rounds := 0, 0
+	for round := 0; ; round++ {
+		so, se := &countingWriter{w: stdout}, &countingWriter{w: stderr}
+		var wo, we io.Writer = so, se
+		if h.r.loseTail != nil {
+			wo, we = h.r.loseTail(round, so, se)
+		}
+		gate := &gateWriter{w: wo}
 		code, err := h.r.runExec(h.ctx, h.id, client.ExecCreateOptions{
 			Cmd: []string{"/bin/sh", "-c", follower, "sbx", h.dir, strconv.FormatInt(outOff, 10), strconv.FormatInt(errOff, 10)},
-		}, gate, &gatedWriter{g: gate, w: se})
-		if err == nil && !gate.open {
+		}, gate, &gatedWriter{g: gate, w: we})
+		if err == nil && !gate.started {
 			// The follower never ran: wait while the sandbox is paused.
 			if werr := h.waitRunning(); werr != nil {
 				h.err = werr
@@ -243,10 +258,21 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 			}
 			continue
 		}
+		if err == nil && code == followerGone {
+			h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sberrors.ErrNotFound)
+			return
+		}
+		if gate.open {
+			// Resume from what was delivered, whatever ended this round.
+			outOff, errOff = gate.outOff+so.n, gate.errOff+se.n
+		}
+		if err == nil && !gate.open {
+			err = fmt.Errorf("docker: process %d: the follower's stream ended before its header: %w", h.pid, sberrors.ErrOutcomeUnknown)
+		}
 		if err == nil {
-			if code == followerGone {
-				h.err = fmt.Errorf("docker: process %d: its directory is gone: %w", h.pid, sberrors.ErrNotFound)
-				return
+			if rounds < followRounds && h.short(outOff, errOff) {
+				rounds++
+				continue
 			}
 			h.status, h.err = h.r.procStatus(h.ctx, h.id, h.dir, code)
 			return
@@ -268,14 +294,8 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 			h.err = err
 			return
 		}
-		if outOff >= 0 {
-			outOff += so.n
-			errOff += se.n
-		} else {
-			// An attach that lost its stream before learning the
-			// offsets resumes at the current end.
-			outOff, errOff = -1, -1
-		}
+		// An attach that lost its stream before learning the offsets
+		// resumes at the current end (outOff and errOff stay -1).
 		select {
 		case <-h.ctx.Done():
 		case <-time.After(100 * time.Millisecond):
@@ -283,43 +303,104 @@ func (h *handle) follow(stdout, stderr io.Writer, outOff, errOff int64) {
 	}
 }
 
-// gateWriter passes output on only after the follower's first byte, S.
+// short reports whether the ended process's output files hold more than
+// the offsets delivered. A file it cannot stat counts as delivered: the
+// exit status is still worth returning.
+func (h *handle) short(outOff, errOff int64) bool {
+	for _, f := range []struct {
+		name string
+		off  int64
+	}{{"out", outOff}, {"err", errOff}} {
+		res, err := h.r.cli.ContainerStatPath(h.ctx, h.id, client.ContainerStatPathOptions{Path: h.dir + "/" + f.name})
+		if err == nil && res.Stat.Size > f.off {
+			return true
+		}
+	}
+	return false
+}
+
+// gateWriter passes output on only after the follower's first byte, S,
+// and its header line ("OUTOFFSET ERROFFSET\n"), which it parses.
 type gateWriter struct {
-	w      io.Writer
-	open   bool
-	closed bool // the first byte was something else: drop everything
+	w       io.Writer
+	started bool   // the first byte was S
+	open    bool   // the header was read: output passes
+	closed  bool   // the first byte was something else, or the header was bad: drop everything
+	hdr     []byte // the header so far
+	outOff  int64
+	errOff  int64
+	pending []byte // stderr that arrived before the header (the engine copies the two streams apart)
+	errCut  bool   // pending overflowed: this round's stderr is dropped from there on
+	errW    io.Writer
 }
 
 func (g *gateWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	if !g.open && !g.closed && len(p) > 0 {
-		if p[0] != 'S' {
-			g.closed = true
-		} else {
-			g.open = true
-			p = p[1:]
-		}
-	}
-	if !g.open {
+	if g.closed {
 		return n, nil
 	}
-	if _, err := g.w.Write(p); err != nil {
-		return 0, err
+	if !g.started && len(p) > 0 {
+		if p[0] != 'S' {
+			g.closed = true
+			return n, nil
+		}
+		g.started = true
+		p = p[1:]
+	}
+	if !g.open {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			g.hdr = append(g.hdr, p...)
+			if len(g.hdr) > 64 {
+				g.closed = true
+			}
+			return n, nil
+		}
+		g.hdr = append(g.hdr, p[:i]...)
+		p = p[i+1:]
+		if _, err := fmt.Sscanf(string(g.hdr), "%d %d", &g.outOff, &g.errOff); err != nil {
+			g.closed = true
+			return n, nil
+		}
+		g.open = true
+		if len(g.pending) > 0 && g.errW != nil {
+			if _, err := g.errW.Write(g.pending); err != nil {
+				return 0, err
+			}
+		}
+		g.pending = nil
+	}
+	if len(p) > 0 {
+		if _, err := g.w.Write(p); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }
 
-// gatedWriter passes stderr on only once the gate opened.
+// gatedWriter passes stderr on only once the gate opened; what comes
+// before is held (up to 1 MiB) and passed on when it opens. Past that
+// bound the rest of the round's stderr is dropped, and the completeness
+// check fetches it once the process has ended.
 type gatedWriter struct {
 	g *gateWriter
 	w io.Writer
 }
 
 func (g *gatedWriter) Write(p []byte) (int, error) {
-	if !g.g.open {
-		return len(p), nil
+	switch {
+	case g.g.errCut || g.g.closed:
+	case g.g.open:
+		return g.w.Write(p)
+	case len(g.g.pending)+len(p) <= 1<<20:
+		g.g.errW = g.w
+		g.g.pending = append(g.g.pending, p...)
+	default:
+		// Nothing after the cut passes this round: what was delivered
+		// stays contiguous, and the next round resumes from its end.
+		g.g.errCut = true
 	}
-	return g.w.Write(p)
+	return len(p), nil
 }
 
 // waitRunning waits, until Close, while the sandbox is paused; it fails
