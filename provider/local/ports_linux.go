@@ -118,8 +118,8 @@ type forwarder struct {
 	active   int // connections admitted and not yet ended
 	conns    map[io.Closer]struct{}
 	// pending holds the TCP connections waiting for their first
-	// request's headers, oldest first (at most maxPending); pendingAt
-	// finds their elements.
+	// request's headers (each a *waiting), oldest first (at most
+	// maxPending); pendingAt finds their elements.
 	pending   *list.List
 	pendingAt map[net.Conn]*list.Element
 	wg        sync.WaitGroup
@@ -413,35 +413,44 @@ func (f *forwarder) admit(c net.Conn) bool {
 	return ok
 }
 
+// waiting is a TCP connection waiting for its first request's headers.
+type waiting struct {
+	c     net.Conn
+	heard atomic.Bool // a byte of it was read
+}
+
 // hold adds c to the connections waiting for their first request's
-// headers; at maxPending, the oldest waiting one with no byte queued
-// unread (a client that sent nothing more), or else the oldest, is closed
-// to make room. False (c closed) when f is closed.
-func (f *forwarder) hold(c net.Conn) bool {
+// headers; at maxPending, the oldest waiting one that sent nothing (no
+// byte read from it nor queued unread), or else the oldest, is closed to
+// make room. A connection whose request is being read (its bytes no
+// longer queued) is not taken for a silent one. Nil (c closed) when f is
+// closed.
+func (f *forwarder) hold(c net.Conn) *waiting {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
 		closeNow(c)
-		return false
+		return nil
 	}
 	var out net.Conn
 	if f.pending.Len() >= maxPending {
 		e := f.pending.Front()
 		for x := e; x != nil; x = x.Next() {
-			if queued(x.Value.(net.Conn)) == 0 {
+			if w := x.Value.(*waiting); !w.heard.Load() && queued(w.c) == 0 {
 				e = x
 				break
 			}
 		}
-		out = f.pending.Remove(e).(net.Conn)
+		out = f.pending.Remove(e).(*waiting).c
 		delete(f.pendingAt, out)
 	}
-	f.pendingAt[c] = f.pending.PushBack(c)
+	w := &waiting{c: c}
+	f.pendingAt[c] = f.pending.PushBack(w)
 	f.mu.Unlock()
 	if out != nil {
 		closeNow(out) // its reader fails and returns
 	}
-	return true
+	return w
 }
 
 // unhold removes c from the waiting connections: false when it was no
@@ -561,24 +570,29 @@ func (f *forwarder) accept(ln net.Listener, auth bool) {
 		}
 		// A TCP connection waits apart until its token is checked; a
 		// unix socket connection (owner only) is admitted at once.
-		if auth && !f.hold(c) || !auth && !f.admit(c) {
+		var w *waiting
+		if auth {
+			if w = f.hold(c); w == nil {
+				continue
+			}
+		} else if !f.admit(c) {
 			continue
 		}
 		f.wg.Add(1)
-		go f.relay(c, auth)
+		go f.relay(c, w)
 	}
 }
 
 // relay carries one accepted connection through the agent, once its first
-// request showed the token and it was admitted (auth; a connection that
-// needs no token comes admitted).
-func (f *forwarder) relay(tc net.Conn, auth bool) {
+// request showed the token and it was admitted (w, the connection held
+// until then; a connection that needs no token comes admitted, w nil).
+func (f *forwarder) relay(tc net.Conn, held *waiting) {
 	defer f.wg.Done()
 	idle := f.idleTimeout()
 	var first []byte
-	if auth {
+	if held != nil {
 		var ok bool
-		first, ok = f.authenticate(tc, min(headerTimeout, idle))
+		first, ok = f.authenticate(tc, min(headerTimeout, idle), &held.heard)
 		if !f.unhold(tc) || !ok {
 			_ = tc.Close()
 			return
@@ -683,7 +697,7 @@ func (f *forwarder) relay(tc net.Conn, auth bool) {
 // authenticate reads c's first request headers (for up to wait) and
 // checks that they carry the endpoint's token, answering a refusal
 // itself. It returns every byte read, to be sent on.
-func (f *forwarder) authenticate(c net.Conn, wait time.Duration) ([]byte, bool) {
+func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.Bool) ([]byte, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	buf := make([]byte, 0, 4096)
 	end := -1
@@ -696,6 +710,9 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration) ([]byte, bool) 
 			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
 		}
 		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
+		if n > 0 {
+			heard.Store(true)
+		}
 		buf = buf[:len(buf)+n]
 		end = headerEnd(buf)
 		if end < 0 && err != nil {

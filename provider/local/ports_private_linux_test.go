@@ -2,6 +2,7 @@ package local
 
 import (
 	"bufio"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -364,4 +365,51 @@ func testIdleFlood(t *testing.T, py, prefix string) {
 		t.Errorf("host descriptors grew by %d under a flood of %d idle connections: want at most the pending bound %d (+32)", grown, flood, maxPending)
 	}
 	t.Logf("descriptors: %d before the flood, at most %d during it", base, maxFDs)
+}
+
+// A connection whose request the relay has begun to read (its bytes no
+// longer queued in the kernel) is not taken for a silent one when the
+// waiting connections are at their bound: a silent one is closed
+// instead, even when the one being read is the oldest. Under load the
+// owner's request, read but not yet checked, was closed to make room for
+// a flood of connections whose bytes were still queued.
+func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
+	t.Parallel()
+	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
+	var ends []net.Conn
+	defer func() {
+		for _, c := range ends {
+			_ = c.Close()
+		}
+	}()
+	conn := func() net.Conn {
+		a, b := net.Pipe()
+		ends = append(ends, b)
+		return a
+	}
+	owner := conn()
+	w := f.hold(owner)
+	if w == nil {
+		t.Fatal("hold refused the first connection")
+	}
+	w.heard.Store(true) // the relay read its request
+	silent := make([]net.Conn, maxPending-1)
+	for i := range silent {
+		silent[i] = conn()
+		if f.hold(silent[i]) == nil {
+			t.Fatalf("hold refused connection %d", i+2)
+		}
+	}
+	if f.hold(conn()) == nil {
+		t.Fatal("hold refused the connection past the bound")
+	}
+	if !f.unhold(owner) {
+		t.Fatal("the connection being read was closed to make room; want the oldest silent one closed")
+	}
+	if f.unhold(silent[0]) {
+		t.Error("the oldest silent connection is still waiting")
+	}
+	if got := f.pending.Len(); got != maxPending-1 {
+		t.Errorf("%d connections wait, want %d", got, maxPending-1)
+	}
 }
