@@ -175,7 +175,9 @@ func (r *Runtime) replace(ctx context.Context, id, tmp, p string) error {
 
 // notWritableScript exits 0 when the nearest existing directory at or
 // above $1 is one the user running it cannot write.
-const notWritableScript = `d=$1; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; [ -d "$d" ] && [ ! -w "$d" ]`
+// The walk stops (unknown: exit 2) when dirname makes no progress, so a
+// shell whose dirname misbehaves cannot keep it looping until its timeout.
+const notWritableScript = `d=$1; while [ ! -e "$d" ]; do n=$(dirname -- "$d") || exit 2; [ -n "$n" ] && [ "$n" != "$d" ] || exit 2; d=$n; done; [ -d "$d" ] && [ ! -w "$d" ]`
 
 // notWritable reports whether the sandbox's user cannot create entries in
 // dir or, where dir is missing, in its nearest existing parent (run by the
@@ -354,7 +356,7 @@ func (r *Runtime) classifyRefusal(ctx context.Context, id, op, p, from string, e
 		break
 	}
 	if r.notWritable(ctx, id, from) {
-		return sberrors.Errorf(sberrors.PermissionDenied, "daytona: %s %q: the sandbox's user may not create it", op, p)
+		return sberrors.Errorf(sberrors.PermissionDenied, "daytona: %s %q: the user may not write its nearest existing directory", op, p)
 	}
 	return r.clean(err)
 }

@@ -451,26 +451,66 @@ func uMktemp(_ context.Context, c *Call) int {
 	return fail(c, 1, "failed to create file via template '%s': File exists", tmpl)
 }
 
+// operands drops a leading "--" (the end of options) from args.
+func operands(args []string) []string {
+	if len(args) > 0 && args[0] == "--" {
+		return args[1:]
+	}
+	return args
+}
+
+// uBasename prints NAME without its directory and, when given, SUFFIX, as
+// coreutils does ("--" ends the options; "/" stays "/").
 func uBasename(_ context.Context, c *Call) int {
-	if len(c.Args) < 2 {
+	ops := operands(c.Args[1:])
+	if len(ops) < 1 {
 		return fail(c, 1, "missing operand")
 	}
-	b := path.Base(c.Args[1])
-	if len(c.Args) > 2 && b != c.Args[2] {
-		b = strings.TrimSuffix(b, c.Args[2])
+	if len(ops) > 2 {
+		return fail(c, 1, "extra operand '%s'", ops[2])
+	}
+	b := ops[0]
+	if b != "" {
+		b = path.Base(b)
+	}
+	if len(ops) == 2 && b != ops[1] {
+		b = strings.TrimSuffix(b, ops[1])
 	}
 	fmt.Fprintln(c.Stdout, b)
 	return 0
 }
 
+// uDirname prints each NAME with its last component removed, as coreutils
+// does: trailing slashes are not a component ("/a/b/" gives "/a"), a name
+// without a slash gives ".", and "--" ends the options.
 func uDirname(_ context.Context, c *Call) int {
-	if len(c.Args) < 2 {
+	ops := operands(c.Args[1:])
+	if len(ops) < 1 {
 		return fail(c, 1, "missing operand")
 	}
-	for _, a := range c.Args[1:] {
-		fmt.Fprintln(c.Stdout, path.Dir(a))
+	for _, a := range ops {
+		fmt.Fprintln(c.Stdout, dirOf(a))
 	}
 	return 0
+}
+
+// dirOf is dirname(1) of one name.
+func dirOf(a string) string {
+	s := strings.TrimRight(a, "/")
+	if s == "" {
+		if a == "" {
+			return "."
+		}
+		return "/"
+	}
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return "."
+	}
+	if d := strings.TrimRight(s[:i], "/"); d != "" {
+		return d
+	}
+	return "/"
 }
 
 // uStat supports -L and -c FORMAT (%n %s %i %h %d %D %a %A %f %F %Y %X %Z
