@@ -98,6 +98,19 @@
 //     signal n as 128+n there too), so the provider cannot tell a signal
 //     from "exit 128+n" and ExitStatus.Signal stays 0
 //     (Capabilities.ReportsSignal is false).
+//   - The engine gives an exec's output streams a bounded time (about two
+//     seconds) to drain once the exec exits, then closes them: on a
+//     starved host the tail of the output was lost. So an Exec without
+//     stdin keeps its exec alive until the client has all of it: once the
+//     command ended, the wrapper writes an end mark (the exec's random
+//     token between control characters) on each stream and waits for the
+//     client, which acknowledges on the exec's stdin once both marks
+//     arrived; the marks never reach the caller, nor does output written
+//     after them (by a process that left the command's process group). An
+//     Exec with stdin, whose stdin is the command's, has no handshake. A
+//     background process's output goes to files in the container; once
+//     it has ended, the client compares what it received with the files'
+//     sizes and follows again from where a stream stopped short.
 //   - Terminals (driver.TerminalRuntime) are execs with a TTY: the engine
 //     allocates the pseudo-terminal and makes the program its session
 //     leader, so Ctrl-C, job control and SIGWINCH work as in any terminal.

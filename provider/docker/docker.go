@@ -115,6 +115,10 @@ type Runtime struct {
 	// and the caller's writers: it returns the writers round (0, 1, …)
 	// of following a background process writes to.
 	loseTail func(round int, stdout, stderr io.Writer) (io.Writer, io.Writer)
+	// beforeAck, set only by tests, is told whether an Exec's exec was
+	// still running when both end marks arrived, before the client
+	// acknowledges them.
+	beforeAck func(running bool)
 }
 
 // config is what the options set.

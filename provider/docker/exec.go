@@ -35,32 +35,56 @@ import (
 // The command's output streams are the exec's: nothing else writes there.
 // A background process's supervisor sets __sbx_pidfile to learn the
 // command's process group.
-const wrapper = `t=$1 m=$2 d=$3
+//
+// With __sbx_end set (an Exec without stdin), the command's stdin is
+// /dev/null and the exec's is kept for an acknowledgement: once the
+// command has ended, the wrapper writes __sbx_end on stderr and on stdout
+// and waits for a line (or the end) on its stdin before it exits. The
+// client answers once both marks arrived, so every byte of output has
+// reached it before the exec exits: the engine gives an exec's streams
+// only a bounded time to drain after it exits, and on a starved host the
+// tail of the output was cut.
+//
+// Its own variables are named __sbx_*: a command (or the create-time
+// environment) may use any other name, and gets its own value.
+const wrapper = `__sbx_t=$1 __sbx_m=$2 __sbx_d=$3
 shift 3
-pf=${__sbx_pidfile-}
-unset __sbx_pidfile
+__sbx_pf=${__sbx_pidfile-} __sbx_ack=${__sbx_end-}
+unset __sbx_pidfile __sbx_end
 if [ -r ` + stateDir + `/env ]; then . ` + stateDir + `/env; fi
 unset __sbx_keep
-if [ ! -d "$d" ]; then
-  if [ -e "$d" ]; then : >"$m.notdir"; else : >"$m.missing"; fi
+if [ ! -d "$__sbx_d" ]; then
+  if [ -e "$__sbx_d" ]; then : >"$__sbx_m.notdir"; else : >"$__sbx_m.missing"; fi
   exit 126
 fi
-cd "$d" 2>/dev/null || { : >"$m.denied"; exit 126; }
+cd "$__sbx_d" 2>/dev/null || { : >"$__sbx_m.denied"; exit 126; }
 exec 3<&0 0</dev/null 4>&2
-setsid "$@" <&3 2>&4 3<&- 4>&- &
-p=$!
-exec 3<&- 2>/dev/null 4>&-
-if [ -n "$pf" ]; then echo "$p" >"$pf"; fi
-w=
-if [ "$t" != 0 ]; then
-  setsid sh -c 'sleep "$1"; : >"$2"; kill -9 -"$3"' sh "$t" "$m" "$p" </dev/null >/dev/null 2>&1 &
-  w=$!
+if [ -n "$__sbx_ack" ]; then
+  setsid "$@" </dev/null 2>&4 3<&- 4>&- &
+  __sbx_p=$!
+  exec 2>/dev/null
+else
+  setsid "$@" <&3 2>&4 3<&- 4>&- &
+  __sbx_p=$!
+  exec 3<&- 2>/dev/null 4>&-
 fi
-wait "$p"
-rc=$?
-if [ -n "$w" ]; then kill -9 -"$w" 2>/dev/null; kill -9 "$w" 2>/dev/null; fi
-kill -9 -"$p" 2>/dev/null
-exit "$rc"
+if [ -n "$__sbx_pf" ]; then echo "$__sbx_p" >"$__sbx_pf"; fi
+__sbx_w=
+if [ "$__sbx_t" != 0 ]; then
+  setsid sh -c 'sleep "$1"; : >"$2"; kill -9 -"$3"' sh "$__sbx_t" "$__sbx_m" "$__sbx_p" </dev/null >/dev/null 2>&1 3<&- 4>&- &
+  __sbx_w=$!
+fi
+wait "$__sbx_p"
+__sbx_rc=$?
+if [ -n "$__sbx_w" ]; then kill -9 -"$__sbx_w" 2>/dev/null; kill -9 "$__sbx_w" 2>/dev/null; fi
+kill -9 -"$__sbx_p" 2>/dev/null
+if [ -n "$__sbx_ack" ]; then
+  printf '%s' "$__sbx_ack" >&4
+  printf '%s' "$__sbx_ack"
+  exec 4>&-
+  read -r __sbx_x <&3 || :
+fi
+exit "$__sbx_rc"
 `
 
 // killScript ends every process whose environment holds the exec's token:
@@ -88,6 +112,10 @@ type execSpec struct {
 	timeout time.Duration // 0: none
 	token   string
 	stdin   bool
+	// end, when set, is the mark the wrapper writes on both streams once
+	// the command ended, and then waits for the client's
+	// acknowledgement on stdin (see wrapper); only without stdin.
+	end string
 }
 
 func commandArgv(cmd *driver.Command) []string {
@@ -114,9 +142,12 @@ func execOptions(spec execSpec) (client.ExecCreateOptions, error) {
 		env = append(env, k+"="+spec.env[k])
 	}
 	env = append(env, "__sbx_keep="+strings.Join(keys, " "), "SANDBOXKIT_EXEC="+spec.token)
+	if spec.end != "" {
+		env = append(env, "__sbx_end="+spec.end)
+	}
 	argv := append([]string{"/bin/sh", "-c", wrapper, "sbx", secs, stateDir + "/t/" + spec.token, spec.dir}, spec.argv...)
 	return client.ExecCreateOptions{
-		Cmd: argv, Env: env, AttachStdout: true, AttachStderr: true, AttachStdin: spec.stdin,
+		Cmd: argv, Env: env, AttachStdout: true, AttachStderr: true, AttachStdin: spec.stdin || spec.end != "",
 	}, nil
 }
 
@@ -126,6 +157,9 @@ func execOptions(spec execSpec) (client.ExecCreateOptions, error) {
 // which ends the command's process group.
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (driver.ExitStatus, error) {
 	spec := execSpec{argv: commandArgv(cmd), dir: cmd.Dir, env: cmd.Env, timeout: cmd.Timeout, token: newToken(), stdin: cmd.Stdin != nil}
+	if !spec.stdin {
+		spec.end = endMark(spec.token)
+	}
 	opts, err := execOptions(spec)
 	if err != nil {
 		return driver.ExitStatus{}, err
@@ -152,7 +186,26 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 			att.CloseWrite()
 		}()
 	}
-	_, copyErr := stdcopy.StdCopy(cmd.Stdout, cmd.Stderr, att.Reader)
+	stdout, stderr := cmd.Stdout, cmd.Stderr
+	var ends *endPair
+	if spec.end != "" {
+		ends = newEndPair(spec.end, cmd.Stdout, cmd.Stderr, func() {
+			// Both marks arrived: every byte of output is here, and
+			// the wrapper may exit.
+			if r.beforeAck != nil {
+				res, err := r.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+				r.beforeAck(err == nil && res.Running)
+			}
+			_, _ = att.Conn.Write([]byte("\n"))
+		})
+		stdout, stderr = ends.out, ends.err
+	}
+	_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
+	if ends != nil && copyErr == nil {
+		// A stream that ended without its mark (the wrapper did not get
+		// that far) passes on what it held back.
+		copyErr = ends.flush()
+	}
 	att.Close()
 	if c, ok := cmd.Stdin.(io.Closer); ok {
 		c.Close()

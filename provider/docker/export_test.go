@@ -7,3 +7,7 @@ import "io"
 func SetLoseTail(r *Runtime, f func(round int, stdout, stderr io.Writer) (io.Writer, io.Writer)) {
 	r.loseTail = f
 }
+
+// SetBeforeAck has f told, for every Exec, whether its exec still ran
+// when both end marks arrived.
+func SetBeforeAck(r *Runtime, f func(running bool)) { r.beforeAck = f }

@@ -83,3 +83,41 @@ func TestBackgroundOutputSurvivesACutStream(t *testing.T) {
 	defer mu.Unlock()
 	assert.GreaterOrEqual(t, rounds, 3, "the cut streams were not followed again")
 }
+
+// An Exec's exec stays alive until the client has every byte of its
+// output: the wrapper writes an end mark on each stream and exits only
+// once the client, having seen both, acknowledges. The engine drains an
+// exec's streams for a bounded time after it exits; with the exec still
+// running, nothing can be cut.
+func TestExecAwaitsTheClientBeforeExiting(t *testing.T) {
+	t.Parallel()
+	r := newRuntime(t)
+	var mu sync.Mutex
+	var calls []bool
+	docker.SetBeforeAck(r, func(running bool) {
+		mu.Lock()
+		calls = append(calls, running)
+		mu.Unlock()
+	})
+	c := sandbox.NewClient(r)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb := create(ctx, t, c, sandbox.CreateOptions{})
+	res, err := sb.Exec(ctx, sandbox.Command{Shell: "printf out; printf 'the last words' >&2; exit 3"})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.ExitCode)
+	assert.Equal(t, "out", string(res.Stdout))
+	assert.Equal(t, "the last words", string(res.Stderr))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []bool{true}, calls, "the exec had exited before the client acknowledged its output (or no end marks came)")
+	// With stdin, the exec's stdin is the command's: no marks, no wait.
+	calls = nil
+	mu.Unlock()
+	res, err = sb.Exec(ctx, sandbox.Command{Args: []string{"cat"}, Stdin: strings.NewReader("in")})
+	mu.Lock()
+	require.NoError(t, err)
+	assert.Equal(t, "in", string(res.Stdout))
+	assert.Empty(t, calls)
+}

@@ -30,32 +30,32 @@ const procDir = stateDir + "/p"
 // exec that launched it (the container's init adopts it).
 //
 //	sh -c supervisor sbx WRAPPER TIMEOUT DIR STDIN(0|1) ARGV...
-const supervisor = `w=$1 t=$2 c=$3 s=$4; shift 4
-d=` + procDir + `/$$
-mkdir -m 0700 "$d" || exit 1
-: >"$d/out"; : >"$d/err"
-if [ "$s" = 1 ]; then mkfifo -m 0600 "$d/in" || exit 1; fi
-: >"$d/ready"
-if [ "$s" = 1 ]; then exec <"$d/in"; else exec </dev/null; fi
-__sbx_pidfile=$d/pgid sh -c "$w" sbx "$t" "$d/timedout" "$c" "$@" >>"$d/out" 2>>"$d/err"
-echo $? >"$d/status.new"
-mv -f "$d/status.new" "$d/status"`
+const supervisor = `__sbx_w=$1 __sbx_t=$2 __sbx_c=$3 __sbx_s=$4; shift 4
+__sbx_d=` + procDir + `/$$
+mkdir -m 0700 "$__sbx_d" || exit 1
+: >"$__sbx_d/out"; : >"$__sbx_d/err"
+if [ "$__sbx_s" = 1 ]; then mkfifo -m 0600 "$__sbx_d/in" || exit 1; fi
+: >"$__sbx_d/ready"
+if [ "$__sbx_s" = 1 ]; then exec <"$__sbx_d/in"; else exec </dev/null; fi
+__sbx_pidfile=$__sbx_d/pgid sh -c "$__sbx_w" sbx "$__sbx_t" "$__sbx_d/timedout" "$__sbx_c" "$@" >>"$__sbx_d/out" 2>>"$__sbx_d/err"
+echo $? >"$__sbx_d/status.new"
+mv -f "$__sbx_d/status.new" "$__sbx_d/status"`
 
 // launcher starts the supervisor detached and prints its pid once the
 // supervisor's directory is ready.
 //
 //	sh -c launcher sbx SUPERVISOR WRAPPER TIMEOUT DIR STDIN ARGV...
 const launcher = `if [ ! -d "$4" ]; then if [ -e "$4" ]; then exit 4; fi; exit 2; fi
-sup=$1; shift
-setsid sh -c "$sup" sbx "$@" </dev/null >/dev/null 2>&1 &
-p=$!
-i=0
-while [ ! -e ` + procDir + `/$p/ready ]; do
-  i=$((i+1)); [ $i -gt 1000 ] && exit 1
-  kill -0 "$p" 2>/dev/null || [ -e ` + procDir + `/$p/ready ] || exit 1
+__sbx_sup=$1; shift
+setsid sh -c "$__sbx_sup" sbx "$@" </dev/null >/dev/null 2>&1 &
+__sbx_p=$!
+__sbx_i=0
+while [ ! -e ` + procDir + `/$__sbx_p/ready ]; do
+  __sbx_i=$((__sbx_i+1)); [ $__sbx_i -gt 1000 ] && exit 1
+  kill -0 "$__sbx_p" 2>/dev/null || [ -e ` + procDir + `/$__sbx_p/ready ] || exit 1
   sleep 0.01
 done
-echo "$p"`
+echo "$__sbx_p"`
 
 // follower copies a process's output from byte offsets (-1: the current
 // end) to its stdout and stderr until the process has ended, and exits

@@ -50,24 +50,25 @@ import (
 // the terminal as its controlling terminal. The watchdog ends
 // the program's process group only while that pid still runs this exec
 // (its environment holds the exec's token).
-const termWrapper = `t=$1 m=$2 d=$3
+const termWrapper = `__sbx_t=$1 __sbx_m=$2 __sbx_d=$3
 shift 3
 if [ -r ` + stateDir + `/env ]; then . ` + stateDir + `/env; fi
 unset __sbx_keep
-if [ ! -d "$d" ]; then
-  if [ -e "$d" ]; then : >"$m.notdir"; else : >"$m.missing"; fi
+if [ ! -d "$__sbx_d" ]; then
+  if [ -e "$__sbx_d" ]; then : >"$__sbx_m.notdir"; else : >"$__sbx_m.missing"; fi
   exit 126
 fi
-cd "$d" 2>/dev/null || { : >"$m.denied"; exit 126; }
-command -v "$1" >/dev/null 2>&1 || { : >"$m.noprog"; exit 127; }
-if [ "$t" != 0 ]; then
+cd "$__sbx_d" 2>/dev/null || { : >"$__sbx_m.denied"; exit 126; }
+command -v "$1" >/dev/null 2>&1 || { : >"$__sbx_m.noprog"; exit 127; }
+if [ "$__sbx_t" != 0 ]; then
   setsid sh -c 'sleep "$1"
-if tr "\0" "\n" <"/proc/$3/environ" 2>/dev/null | grep -qx "SANDBOXKIT_EXEC=$4"; then : >"$2"; kill -9 -"$3" 2>/dev/null; kill -9 "$3"; fi' sh "$t" "$m" "$$" "$SANDBOXKIT_EXEC" </dev/null >/dev/null 2>&1 &
+if tr "\0" "\n" <"/proc/$3/environ" 2>/dev/null | grep -qx "SANDBOXKIT_EXEC=$4"; then : >"$2"; kill -9 -"$3" 2>/dev/null; kill -9 "$3"; fi' sh "$__sbx_t" "$__sbx_m" "$$" "$SANDBOXKIT_EXEC" </dev/null >/dev/null 2>&1 &
 fi
 printf 'S%s\n' "$$"
-i=0
-while [ ! -e "$m.go" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
-rm -f "$m.go"
+__sbx_i=0
+while [ ! -e "$__sbx_m.go" ] && [ $__sbx_i -lt 1000 ]; do sleep 0.01; __sbx_i=$((__sbx_i+1)); done
+rm -f "$__sbx_m.go"
+unset __sbx_t __sbx_m __sbx_d __sbx_i
 exec "$@"
 `
 
