@@ -416,14 +416,21 @@ func (f *forwarder) admit(c net.Conn) bool {
 // waiting is a TCP connection waiting for its first request's headers.
 type waiting struct {
 	c     net.Conn
+	since time.Time   // when it was accepted
 	heard atomic.Bool // a byte of it was read
 }
 
+// newConnGrace is how long a connection just accepted may send nothing
+// before it can count as silent: a client sends its request after its
+// connect returns, which a starved host can delay.
+const newConnGrace = time.Second
+
 // hold adds c to the connections waiting for their first request's
 // headers; at maxPending, the oldest waiting one that sent nothing (no
-// byte read from it nor queued unread), or else the oldest, is closed to
-// make room. A connection whose request is being read (its bytes no
-// longer queued) is not taken for a silent one. Nil (c closed) when f is
+// byte read from it nor queued unread) in the newConnGrace since it was
+// accepted, or else the oldest, is closed to make room. A connection
+// whose request is being read (its bytes no longer queued) is not taken
+// for a silent one, nor is one just accepted. Nil (c closed) when f is
 // closed.
 func (f *forwarder) hold(c net.Conn) *waiting {
 	f.mu.Lock()
@@ -435,8 +442,13 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 	var out net.Conn
 	if f.pending.Len() >= maxPending {
 		e := f.pending.Front()
+		now := time.Now()
 		for x := e; x != nil; x = x.Next() {
-			if w := x.Value.(*waiting); !w.heard.Load() && queued(w.c) == 0 {
+			w := x.Value.(*waiting)
+			if now.Sub(w.since) < newConnGrace {
+				break // this one and those after it are newer
+			}
+			if !w.heard.Load() && queued(w.c) == 0 {
 				e = x
 				break
 			}
@@ -444,7 +456,7 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 		out = f.pending.Remove(e).(*waiting).c
 		delete(f.pendingAt, out)
 	}
-	w := &waiting{c: c}
+	w := &waiting{c: c, since: time.Now()}
 	f.pendingAt[c] = f.pending.PushBack(w)
 	f.mu.Unlock()
 	if out != nil {

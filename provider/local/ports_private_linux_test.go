@@ -372,10 +372,11 @@ func testIdleFlood(t *testing.T, py, prefix string) {
 // waiting connections are at their bound: a silent one is closed
 // instead, even when the one being read is the oldest. Under load the
 // owner's request, read but not yet checked, was closed to make room for
-// a flood of connections whose bytes were still queued.
+// a flood of connections whose bytes were still queued. Nor is a
+// connection just accepted, which has not had time to send: the oldest is
+// closed instead.
 func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 	t.Parallel()
-	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
 	var ends []net.Conn
 	defer func() {
 		for _, c := range ends {
@@ -387,18 +388,28 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 		ends = append(ends, b)
 		return a
 	}
-	owner := conn()
-	w := f.hold(owner)
-	if w == nil {
-		t.Fatal("hold refused the first connection")
+	old := time.Now().Add(-time.Minute)
+	hold := func(f *forwarder, c net.Conn, heard bool, since time.Time) {
+		t.Helper()
+		w := f.hold(c)
+		if w == nil {
+			t.Fatal("hold refused a connection under the bound")
+		}
+		w.heard.Store(heard)
+		w.since = since
 	}
-	w.heard.Store(true) // the relay read its request
+	newForwarder := func() *forwarder {
+		return &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
+	}
+
+	// The oldest is being read; the others sent nothing for a minute.
+	f := newForwarder()
+	owner := conn()
+	hold(f, owner, true, old)
 	silent := make([]net.Conn, maxPending-1)
 	for i := range silent {
 		silent[i] = conn()
-		if f.hold(silent[i]) == nil {
-			t.Fatalf("hold refused connection %d", i+2)
-		}
+		hold(f, silent[i], false, old)
 	}
 	if f.hold(conn()) == nil {
 		t.Fatal("hold refused the connection past the bound")
@@ -411,5 +422,25 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 	}
 	if got := f.pending.Len(); got != maxPending-1 {
 		t.Errorf("%d connections wait, want %d", got, maxPending-1)
+	}
+
+	// A flood whose requests are being read, and the owner's connection
+	// just accepted, nothing sent yet: the flood's oldest goes.
+	f = newForwarder()
+	flood := make([]net.Conn, maxPending-1)
+	for i := range flood {
+		flood[i] = conn()
+		hold(f, flood[i], true, old)
+	}
+	owner = conn()
+	hold(f, owner, false, time.Now())
+	if f.hold(conn()) == nil {
+		t.Fatal("hold refused the connection past the bound")
+	}
+	if !f.unhold(owner) {
+		t.Fatal("the connection just accepted was closed as silent; want the oldest closed")
+	}
+	if f.unhold(flood[0]) {
+		t.Error("the oldest connection is still waiting")
 	}
 }

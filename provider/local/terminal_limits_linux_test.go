@@ -64,7 +64,8 @@ time.sleep(60)
 	defer p.Kill(context.Background())
 	var held string
 	for i := 0; i < 600 && held == ""; i++ {
-		if bs, err := a.ReadFile(ctx, "ready"); err == nil {
+		// The script creates the file, then writes it: empty is not ready.
+		if bs, err := a.ReadFile(ctx, "ready"); err == nil && len(bs) > 0 {
 			held = string(bs)
 			break
 		}

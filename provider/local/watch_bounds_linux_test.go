@@ -58,7 +58,8 @@ time.sleep(60)
 	defer func() { _ = p.Kill(context.Background()); _, _ = p.Wait(context.Background()) }()
 	var held string
 	for i := 0; i < 600 && held == ""; i++ {
-		if bs, err := a.ReadFile(ctx, "ready"); err == nil {
+		// The script creates the file, then writes it: empty is not ready.
+		if bs, err := a.ReadFile(ctx, "ready"); err == nil && len(bs) > 0 {
 			held = string(bs)
 		} else {
 			time.Sleep(100 * time.Millisecond)
