@@ -6,8 +6,42 @@ import (
 	"io"
 	"io/fs"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
+
+// CutReader reads R and ends with io.EOF where R fails, keeping R's error
+// for Failure. An upload whose source fails sends its body so far as a
+// whole: the server writes it and answers, so that the uploader's
+// clean-up of what was written comes after the server's last write. An
+// aborted request instead leaves the server free to start writing after
+// the clean-up, if it had not yet got to the request.
+type CutReader struct {
+	R   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+// Read reads from R; R's failure ends the stream.
+func (c *CutReader) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	if err != nil && err != io.EOF {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+		return n, io.EOF
+	}
+	return n, err
+}
+
+// Failure returns the error R failed with, or nil.
+func (c *CutReader) Failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
 
 // CountingReader counts the bytes read from R and records its first error
 // other than io.EOF: whether any byte was consumed decides whether a call

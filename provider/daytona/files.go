@@ -112,9 +112,16 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 // byte: the daemon's own move answers 409 when the destination exists.
 // On any failure the temporary file is removed and path is left as it was.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
-	cr := &iox.CountingReader{R: src}
+	// A source that fails ends the body (see iox.CutReader): the daemon
+	// writes what came and answers before the temporary file is removed.
+	cut := &iox.CutReader{R: src}
+	cr := &iox.CountingReader{R: cut}
 	tmp := pathsafe.TempSibling(p)
 	err := r.upload(ctx, id, tmp, cr, func() bool { return cr.N == 0 })
+	if srcErr := cut.Failure(); srcErr != nil {
+		r.removeTemp(ctx, id, tmp)
+		return fmt.Errorf("daytona: upload %s: reading the source: %w", p, srcErr)
+	}
 	if err == nil {
 		if err = r.replace(ctx, id, tmp, p); err != nil {
 			r.removeTemp(ctx, id, tmp)

@@ -116,7 +116,10 @@
 // Upload is atomic: envd writes a file in place, so the bytes go to a
 // hidden temporary name next to the target (".<name>.<random>.sbx.tmp")
 // and envd's Move, a rename(2), replaces the target after the last byte.
-// On failure the temporary file is removed; should envd open it after that
+// On failure the temporary file is removed. A source that fails ends the
+// request's body rather than aborting it, so envd has answered (and
+// written its last byte) before the removal. When the call's context ends
+// mid-upload the request is aborted; should envd open the file after the
 // removal (a request abandoned before envd read its headers), a hidden
 // temporary file can stay behind, never the target.
 //

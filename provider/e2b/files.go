@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/filesystem"
@@ -132,7 +133,14 @@ func (r *Runtime) removeTemp(ctx context.Context, id string, c *conn, tmp string
 // part produced through a pipe while it is sent.
 func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src io.Reader) error {
 	const op = "upload"
-	in := &guardedReader{r: src}
+	// A source that fails ends the body as if it were complete, so envd
+	// finishes writing the temporary file and answers before Upload
+	// removes it. Aborting the request instead leaves a handler that
+	// envd had not yet started (the body's first bytes still queued on
+	// the connection under load) to create the file after the removal,
+	// and envd does not remove a file whose upload failed.
+	cut := &iox.CutReader{R: src}
+	in := &guardedReader{r: cut}
 	defer in.Close()
 	var body io.Reader = in
 	ctype, stop := "application/octet-stream", func() {}
@@ -153,6 +161,12 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 	// it is handed back to the caller.
 	in.Close()
 	stop()
+	if srcErr := cut.Failure(); srcErr != nil {
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return fmt.Errorf("e2b: %s %s: reading the source: %w", op, p, srcErr)
+	}
 	if err != nil {
 		return r.scrub(r.filesErr(ctx, op, id, p, a, err))
 	}
