@@ -416,22 +416,28 @@ func (f *forwarder) admit(c net.Conn) bool {
 // waiting is a TCP connection waiting for its first request's headers.
 type waiting struct {
 	c     net.Conn
-	since time.Time   // when it was accepted
-	heard atomic.Bool // a byte of it was read
+	since time.Time    // when it was accepted
+	heard atomic.Int64 // when a byte of it was last read (Unix ns), 0 before
 }
 
-// newConnGrace is how long a connection just accepted may send nothing
-// before it can count as silent: a client sends its request after its
-// connect returns, which a starved host can delay.
-const newConnGrace = time.Second
+// idle returns how long w has been accepted without sending, or since the
+// last bytes read from it.
+func (w *waiting) idle(now time.Time) time.Duration {
+	if n := w.heard.Load(); n != 0 {
+		return now.Sub(time.Unix(0, n))
+	}
+	return now.Sub(w.since)
+}
 
 // hold adds c to the connections waiting for their first request's
-// headers; at maxPending, the oldest waiting one that sent nothing (no
-// byte read from it nor queued unread) in the newConnGrace since it was
-// accepted, or else the oldest, is closed to make room. A connection
-// whose request is being read (its bytes no longer queued) is not taken
-// for a silent one, nor is one just accepted. Nil (c closed) when f is
-// closed.
+// headers; at maxPending, the one idle longest (the longest since it was
+// accepted or since the last bytes read from it) among those with no
+// bytes queued unread, or else the oldest, is closed to make room. A
+// flood of connections that send nothing, or part of a request and then
+// nothing, so loses its own connections first, not one whose request is
+// arriving or queued for a starved relay to read, nor one just accepted
+// (a client sends its request after its connect returns, which a starved
+// host can delay). Nil (c closed) when f is closed.
 func (f *forwarder) hold(c net.Conn) *waiting {
 	f.mu.Lock()
 	if f.closed {
@@ -441,16 +447,12 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 	}
 	var out net.Conn
 	if f.pending.Len() >= maxPending {
-		e := f.pending.Front()
+		e, most := f.pending.Front(), time.Duration(-1)
 		now := time.Now()
-		for x := e; x != nil; x = x.Next() {
+		for x := f.pending.Front(); x != nil; x = x.Next() {
 			w := x.Value.(*waiting)
-			if now.Sub(w.since) < newConnGrace {
-				break // this one and those after it are newer
-			}
-			if !w.heard.Load() && queued(w.c) == 0 {
-				e = x
-				break
+			if idle := w.idle(now); idle > most && queued(w.c) == 0 {
+				e, most = x, idle
 			}
 		}
 		out = f.pending.Remove(e).(*waiting).c
@@ -709,7 +711,7 @@ func (f *forwarder) relay(tc net.Conn, held *waiting) {
 // authenticate reads c's first request headers (for up to wait) and
 // checks that they carry the endpoint's token, answering a refusal
 // itself. It returns every byte read, to be sent on.
-func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.Bool) ([]byte, bool) {
+func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.Int64) ([]byte, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	buf := make([]byte, 0, 4096)
 	end := -1
@@ -723,7 +725,7 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.B
 		}
 		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
 		if n > 0 {
-			heard.Store(true)
+			heard.Store(time.Now().UnixNano())
 		}
 		buf = buf[:len(buf)+n]
 		end = headerEnd(buf)

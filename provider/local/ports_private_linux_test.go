@@ -367,14 +367,15 @@ func testIdleFlood(t *testing.T, py, prefix string) {
 	t.Logf("descriptors: %d before the flood, at most %d during it", base, maxFDs)
 }
 
-// A connection whose request the relay has begun to read (its bytes no
-// longer queued in the kernel) is not taken for a silent one when the
-// waiting connections are at their bound: a silent one is closed
-// instead, even when the one being read is the oldest. Under load the
-// owner's request, read but not yet checked, was closed to make room for
-// a flood of connections whose bytes were still queued. Nor is a
-// connection just accepted, which has not had time to send: the oldest is
-// closed instead.
+// When the waiting connections are at their bound, the one closed to
+// make room is the one idle longest (since it was accepted, or since its
+// last bytes were read): a flood's connections, silent or stalled midway
+// through their headers, go before the owner's, whether its request is
+// being read (under load the owner's request, read but not yet checked,
+// was closed to make room for a flood whose bytes were still queued),
+// still queued in the kernel, or not sent yet because its connect only
+// just returned (a flood of partial headers had the oldest closed, and
+// the oldest was the owner's).
 func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 	t.Parallel()
 	var ends []net.Conn
@@ -388,59 +389,61 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 		ends = append(ends, b)
 		return a
 	}
-	old := time.Now().Add(-time.Minute)
-	hold := func(f *forwarder, c net.Conn, heard bool, since time.Time) {
+	now := time.Now()
+	old, never := now.Add(-time.Minute), time.Time{}
+	hold := func(f *forwarder, c net.Conn, heard, since time.Time) {
 		t.Helper()
 		w := f.hold(c)
 		if w == nil {
 			t.Fatal("hold refused a connection under the bound")
 		}
-		w.heard.Store(heard)
+		if !heard.IsZero() {
+			w.heard.Store(heard.UnixNano())
+		}
 		w.since = since
 	}
 	newForwarder := func() *forwarder {
 		return &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
 	}
-
-	// The oldest is being read; the others sent nothing for a minute.
-	f := newForwarder()
-	owner := conn()
-	hold(f, owner, true, old)
-	silent := make([]net.Conn, maxPending-1)
-	for i := range silent {
-		silent[i] = conn()
-		hold(f, silent[i], false, old)
-	}
-	if f.hold(conn()) == nil {
-		t.Fatal("hold refused the connection past the bound")
-	}
-	if !f.unhold(owner) {
-		t.Fatal("the connection being read was closed to make room; want the oldest silent one closed")
-	}
-	if f.unhold(silent[0]) {
-		t.Error("the oldest silent connection is still waiting")
-	}
-	if got := f.pending.Len(); got != maxPending-1 {
-		t.Errorf("%d connections wait, want %d", got, maxPending-1)
-	}
-
-	// A flood whose requests are being read, and the owner's connection
-	// just accepted, nothing sent yet: the flood's oldest goes.
-	f = newForwarder()
-	flood := make([]net.Conn, maxPending-1)
-	for i := range flood {
-		flood[i] = conn()
-		hold(f, flood[i], true, old)
-	}
-	owner = conn()
-	hold(f, owner, false, time.Now())
-	if f.hold(conn()) == nil {
-		t.Fatal("hold refused the connection past the bound")
-	}
-	if !f.unhold(owner) {
-		t.Fatal("the connection just accepted was closed as silent; want the oldest closed")
-	}
-	if f.unhold(flood[0]) {
-		t.Error("the oldest connection is still waiting")
+	for _, tc := range []struct {
+		name         string
+		floodHeard   time.Time // when the flood's bytes were last read
+		floodSince   time.Time
+		ownerHeard   time.Time
+		ownerSince   time.Time
+		ownerIsFirst bool
+	}{
+		{"silent flood, owner being read and oldest", never, old, now, old.Add(-time.Minute), true},
+		{"stalled headers, owner being read and oldest", old, old, now, old.Add(-time.Minute), true},
+		{"stalled headers, owner just accepted", old, old, never, now, false},
+		{"flood being read, owner just accepted", now.Add(-100 * time.Millisecond), old, never, now, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newForwarder()
+			flood := make([]net.Conn, maxPending-1)
+			owner := conn()
+			if tc.ownerIsFirst {
+				hold(f, owner, tc.ownerHeard, tc.ownerSince)
+			}
+			for i := range flood {
+				flood[i] = conn()
+				hold(f, flood[i], tc.floodHeard, tc.floodSince)
+			}
+			if !tc.ownerIsFirst {
+				hold(f, owner, tc.ownerHeard, tc.ownerSince)
+			}
+			if f.hold(conn()) == nil {
+				t.Fatal("hold refused the connection past the bound")
+			}
+			if !f.unhold(owner) {
+				t.Fatal("the owner's connection was closed to make room; want the flood's oldest closed")
+			}
+			if f.unhold(flood[0]) {
+				t.Error("the flood's oldest connection is still waiting")
+			}
+			if got := f.pending.Len(); got != maxPending-1 {
+				t.Errorf("%d connections wait, want %d", got, maxPending-1)
+			}
+		})
 	}
 }
