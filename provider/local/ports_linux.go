@@ -418,6 +418,7 @@ type waiting struct {
 	c     net.Conn
 	since time.Time    // when it was accepted
 	heard atomic.Int64 // when a byte of it was last read (Unix ns), 0 before
+	whole atomic.Bool  // its header block was read whole
 }
 
 // idle returns how long w has been accepted without sending, or since the
@@ -429,15 +430,21 @@ func (w *waiting) idle(now time.Time) time.Duration {
 	return now.Sub(w.since)
 }
 
+// newConnGrace is how long a connection just accepted may send nothing
+// before it can be closed to make room: a client sends its request after
+// its connect returns, which a starved host can delay.
+const newConnGrace = time.Second
+
 // hold adds c to the connections waiting for their first request's
 // headers; at maxPending, the one idle longest (the longest since it was
 // accepted or since the last bytes read from it) among those with no
-// bytes queued unread, or else the oldest, is closed to make room. A
+// bytes queued unread, leaving out one accepted within newConnGrace that
+// sent nothing yet, is closed to make room; failing that, the oldest
+// whose queued bytes are not a whole header block, or else the oldest. A
 // flood of connections that send nothing, or part of a request and then
 // nothing, so loses its own connections first, not one whose request is
-// arriving or queued for a starved relay to read, nor one just accepted
-// (a client sends its request after its connect returns, which a starved
-// host can delay). Nil (c closed) when f is closed.
+// arriving or queued for a starved relay to read, nor one just accepted.
+// Nil (c closed) when f is closed.
 func (f *forwarder) hold(c net.Conn) *waiting {
 	f.mu.Lock()
 	if f.closed {
@@ -451,8 +458,25 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 		now := time.Now()
 		for x := f.pending.Front(); x != nil; x = x.Next() {
 			w := x.Value.(*waiting)
+			if w.whole.Load() {
+				continue // being let through
+			}
+			if w.heard.Load() == 0 && now.Sub(w.since) < newConnGrace {
+				continue // its client may not have had the time to send
+			}
 			if idle := w.idle(now); idle > most && queued(w.c) == 0 {
 				e, most = x, idle
+			}
+		}
+		if most < 0 {
+			// All are new or have bytes queued, as when a flood churns
+			// faster than the starved relay reads: the oldest whose
+			// queued bytes are not a whole header block goes.
+			for x := f.pending.Front(); x != nil; x = x.Next() {
+				if w := x.Value.(*waiting); !w.whole.Load() && !queuedHeaders(w.c) {
+					e = x
+					break
+				}
 			}
 		}
 		out = f.pending.Remove(e).(*waiting).c
@@ -496,6 +520,25 @@ func queued(c net.Conn) int {
 		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
 	})
 	return n
+}
+
+// queuedHeaders reports whether the bytes received on c and not read yet
+// hold the end of a request's header block (within their first 4 KiB).
+func queuedHeaders(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [4096]byte
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		n, _, _ = unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	return n > 0 && headerEnd(buf[:n]) >= 0
 }
 
 // release ends the admission of c.
@@ -606,7 +649,7 @@ func (f *forwarder) relay(tc net.Conn, held *waiting) {
 	var first []byte
 	if held != nil {
 		var ok bool
-		first, ok = f.authenticate(tc, min(headerTimeout, idle), &held.heard)
+		first, ok = f.authenticate(tc, min(headerTimeout, idle), held)
 		if !f.unhold(tc) || !ok {
 			_ = tc.Close()
 			return
@@ -710,8 +753,10 @@ func (f *forwarder) relay(tc net.Conn, held *waiting) {
 
 // authenticate reads c's first request headers (for up to wait) and
 // checks that they carry the endpoint's token, answering a refusal
-// itself. It returns every byte read, to be sent on.
-func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.Int64) ([]byte, bool) {
+// itself; w, c's place among the waiting connections, records when bytes
+// came and when the header block is whole. It returns every byte read,
+// to be sent on.
+func (f *forwarder) authenticate(c net.Conn, wait time.Duration, w *waiting) ([]byte, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	buf := make([]byte, 0, 4096)
 	end := -1
@@ -725,10 +770,11 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration, heard *atomic.I
 		}
 		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
 		if n > 0 {
-			heard.Store(time.Now().UnixNano())
+			w.heard.Store(time.Now().UnixNano())
 		}
 		buf = buf[:len(buf)+n]
 		end = headerEnd(buf)
+		w.whole.Store(end >= 0)
 		if end < 0 && err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				refuse(c, http.StatusRequestTimeout, fmt.Sprintf("no request headers within %v", wait))

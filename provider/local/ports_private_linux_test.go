@@ -374,8 +374,10 @@ func testIdleFlood(t *testing.T, py, prefix string) {
 // being read (under load the owner's request, read but not yet checked,
 // was closed to make room for a flood whose bytes were still queued),
 // still queued in the kernel, or not sent yet because its connect only
-// just returned (a flood of partial headers had the oldest closed, and
-// the oldest was the owner's).
+// just returned, for newConnGrace (a flood of partial headers had the
+// oldest closed, and the oldest was the owner's; then, with the one idle
+// longest closed, a churning flood's connections had been read more
+// recently than the owner's just accepted, whose client had not sent).
 func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 	t.Parallel()
 	var ends []net.Conn
@@ -391,7 +393,7 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 	}
 	now := time.Now()
 	old, never := now.Add(-time.Minute), time.Time{}
-	hold := func(f *forwarder, c net.Conn, heard, since time.Time) {
+	hold := func(f *forwarder, c net.Conn, heard, since time.Time, whole bool) {
 		t.Helper()
 		w := f.hold(c)
 		if w == nil {
@@ -401,6 +403,7 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 			w.heard.Store(heard.UnixNano())
 		}
 		w.since = since
+		w.whole.Store(whole)
 	}
 	newForwarder := func() *forwarder {
 		return &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
@@ -412,25 +415,34 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 		ownerHeard   time.Time
 		ownerSince   time.Time
 		ownerIsFirst bool
+		ownerWhole   bool // its header block was read whole
 	}{
-		{"silent flood, owner being read and oldest", never, old, now, old.Add(-time.Minute), true},
-		{"stalled headers, owner being read and oldest", old, old, now, old.Add(-time.Minute), true},
-		{"stalled headers, owner just accepted", old, old, never, now, false},
-		{"flood being read, owner just accepted", now.Add(-100 * time.Millisecond), old, never, now, false},
+		{"silent flood, owner being read and oldest", never, old, now, old.Add(-time.Minute), true, false},
+		{"stalled headers, owner being read and oldest", old, old, now, old.Add(-time.Minute), true, false},
+		{"stalled headers, owner just accepted", old, old, never, now, false, false},
+		{"flood being read, owner just accepted", now.Add(-100 * time.Millisecond), old, never, now, false, false},
+		// A churning flood: its newest connections' partial headers
+		// were read after the owner's connect, and the owner's client,
+		// starved, has not sent yet.
+		{"flood read since, owner accepted first and not sent yet", now.Add(-10 * time.Millisecond),
+			now.Add(-20 * time.Millisecond), never, now.Add(-50 * time.Millisecond), true, false},
+		// A silent flood churning: all its connections just accepted,
+		// and the owner's headers read whole, being let through.
+		{"silent churning flood, owner's headers read", never, now, now.Add(-time.Millisecond), now.Add(-2 * time.Millisecond), true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newForwarder()
 			flood := make([]net.Conn, maxPending-1)
 			owner := conn()
 			if tc.ownerIsFirst {
-				hold(f, owner, tc.ownerHeard, tc.ownerSince)
+				hold(f, owner, tc.ownerHeard, tc.ownerSince, tc.ownerWhole)
 			}
 			for i := range flood {
 				flood[i] = conn()
-				hold(f, flood[i], tc.floodHeard, tc.floodSince)
+				hold(f, flood[i], tc.floodHeard, tc.floodSince, false)
 			}
 			if !tc.ownerIsFirst {
-				hold(f, owner, tc.ownerHeard, tc.ownerSince)
+				hold(f, owner, tc.ownerHeard, tc.ownerSince, tc.ownerWhole)
 			}
 			if f.hold(conn()) == nil {
 				t.Fatal("hold refused the connection past the bound")
@@ -445,5 +457,72 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 				t.Errorf("%d connections wait, want %d", got, maxPending-1)
 			}
 		})
+	}
+}
+
+// When every waiting connection is new or has bytes queued (a flood that
+// reconnects faster than a starved relay reads), the one closed is the
+// oldest whose queued bytes are not a whole header block: the owner's
+// request, queued whole, stays although it is the oldest (a churning
+// flood of partial headers closed it).
+func TestHoldKeepsAQueuedRequest(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var ends []net.Conn
+	defer func() {
+		for _, c := range ends {
+			_ = c.Close()
+		}
+	}()
+	// pair returns the accepted end of a connection whose client sent b,
+	// once b is queued on it.
+	pair := func(b string) net.Conn {
+		t.Helper()
+		cl, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, cl, sv)
+		if _, err := io.WriteString(cl, b); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); queued(sv) < len(b); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d bytes queued after 10 s", queued(sv), len(b))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return sv
+	}
+	const partial = "GET /page HTTP/1.1\r\nHost: x\r\n"
+	whole := partial + TokenHeader + ": t\r\n\r\n"
+	if queuedHeaders(pair(partial)) {
+		t.Error("queuedHeaders: true for a partial header block")
+	}
+	if !queuedHeaders(pair(whole)) {
+		t.Error("queuedHeaders: false for a whole header block")
+	}
+	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
+	owner := pair(whole)
+	f.hold(owner)
+	flood := make([]net.Conn, maxPending-1)
+	for i := range flood {
+		flood[i] = pair(partial)
+		f.hold(flood[i])
+	}
+	f.hold(pair(""))
+	if !f.unhold(owner) {
+		t.Fatal("the owner's queued request was closed to make room; want the flood's oldest closed")
+	}
+	if f.unhold(flood[0]) {
+		t.Error("the flood's oldest connection is still waiting")
 	}
 }
