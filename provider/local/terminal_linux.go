@@ -347,6 +347,10 @@ func (a *agent) finishTerm(tm *term, timer *time.Timer, pumped <-chan struct{}) 
 	if p.timedOut.Load() {
 		ex = exitMsg{Code: -1, TimedOut: true}
 	}
+	// The terminal stops counting against the sandbox's share before
+	// its end is told: a client that starts another once Wait returns
+	// must find the room (it was refused, at the cap, beside CI).
+	a.terms.ended(tm.id)
 	p.mu.Lock()
 	p.exit = &ex
 	for fw := range p.subs {
@@ -355,7 +359,6 @@ func (a *agent) finishTerm(tm *term, timer *time.Timer, pumped <-chan struct{}) 
 	p.subs = nil
 	p.mu.Unlock()
 	close(p.done)
-	a.terms.ended(tm.id)
 	a.procMu.Lock()
 	a.exited = append(a.exited, p.pid)
 	if len(a.exited) > 256 {
