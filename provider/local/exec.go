@@ -436,19 +436,25 @@ func (r *Runtime) dropConns(id string) {
 	}
 }
 
+// rawConn returns c's descriptor access, or false when c has none.
+func rawConn(c net.Conn) (syscall.RawConn, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	return rc, err == nil
+}
+
 // connOpen reports whether the agent still holds c open: an idle
 // connection has nothing to read, so EOF or data means it is unusable.
 func connOpen(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
+	rc, ok := rawConn(c)
 	if !ok {
 		return false
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
 	open := false
-	err = rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		var b [1]byte
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		open = err == syscall.EAGAIN

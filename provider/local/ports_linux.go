@@ -507,12 +507,8 @@ func (f *forwarder) unhold(c net.Conn) bool {
 // queued returns the number of bytes received on c and not read yet (0
 // when it cannot tell).
 func queued(c net.Conn) int {
-	sc, ok := c.(syscall.Conn)
+	rc, ok := rawConn(c)
 	if !ok {
-		return 0
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
 		return 0
 	}
 	n := 0
@@ -525,12 +521,8 @@ func queued(c net.Conn) int {
 // queuedHeaders reports whether the bytes received on c and not read yet
 // hold the end of a request's header block (within their first 4 KiB).
 func queuedHeaders(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
+	rc, ok := rawConn(c)
 	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
 		return false
 	}
 	var buf [4096]byte
