@@ -434,6 +434,13 @@ done`})
 			count("read file", strings.Contains(r.Content, "SECRET"), r.Error)
 		}
 		for range n {
+			g, err := e.b.Grep(ctx, &backend.GrepRequest{Pattern: "SECRET"})
+			if goErr("grep file", err) {
+				continue
+			}
+			count("grep file", len(g.Matches) > 0, g.Error)
+		}
+		for range n {
 			w, err := e.b.Write(ctx, &backend.WriteRequest{Path: "f.txt", Content: "PWNED"})
 			if goErr("write file", err) {
 				continue

@@ -333,9 +333,12 @@ write)
     regular || die "$?" "not a regular file"
     [ -w "$name" ] || die 104 "permission denied"
   elif [ -n "$proc" ]; then
-    # A new file is created exclusively (O_EXCL follows no link).
+    # A new file is created exclusively (O_EXCL follows no link). The
+    # redirection is on "command :", not ":": a failed redirection on a
+    # special builtin ends a POSIX shell (dash exits 2), and a name made
+    # meanwhile is an answer, not a crashed helper.
     set -C
-    { : > "./$name"; } 2>/dev/null || die 103 "changed while it was being opened"
+    { command : > "./$name"; } 2>/dev/null || die 103 "changed while it was being opened"
     set +C
   fi
   if [ -n "$proc" ]; then
@@ -357,7 +360,7 @@ write)
     old=$3
   fi
   if [ -n "$proc" ]; then
-    msg=$( { : > /proc/self/fd/4 && cat >&4; } 2>&1) || die 110 "$msg"
+    msg=$( { command : > /proc/self/fd/4 && cat >&4; } 2>&1) || die 110 "$msg"
   else
     cat > "./$name" 2>/dev/null || die 110 "the write failed"
   fi
@@ -366,7 +369,7 @@ write)
     if [ "${1:-}" = f ] && index binary; then
       k=$meta/binary/$3
       if [ -e "$k" ] && [ ! -f "$k" ]; then rm -rf -- "$k" 2>/dev/null; fi
-      { : > "$k"; } 2>/dev/null || rec warning "cannot record the binary mark"
+      { command : > "$k"; } 2>/dev/null || rec warning "cannot record the binary mark"
     else
       rec warning "cannot record the binary mark"
     fi
@@ -448,7 +451,12 @@ grep)
   # cannot open), so that it is reported rather than silently left out.
   ontops pre find \( -type d ! \( -readable -executable \) -printf 'u=d %p\0' -prune \) -o \( -type f -printf 'f=%n %s %D-%i-%s-%T@ %p\0' ! -readable -printf 'u=f %p\0' \) >&2 2>/dev/null
   marks
-  ontops post grep -r "$@" -e "$SBX_PATTERN" -- 2>/dev/null
+  # The search names "." alone: grep follows a symbolic link named on its
+  # command line, so a name listed above as a directory or a file and
+  # swapped for a link since would be read through. Below "." grep never
+  # follows one. It reads the metadata directory too; the backend drops
+  # what it finds there (no f= record names it).
+  grep -r "$@" -e "$SBX_PATTERN" -- . 2>/dev/null
   [ $? -le 2 ] || die 73 "grep failed"
   exit 0 ;;
 tar)
