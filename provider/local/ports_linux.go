@@ -435,60 +435,105 @@ func (w *waiting) idle(now time.Time) time.Duration {
 // its connect returns, which a starved host can delay.
 const newConnGrace = time.Second
 
+// minHold is the least time a waiting connection is kept when it has to be
+// closed to make room although it is still within newConnGrace: until the
+// oldest such one has waited that long, the next connection is not
+// accepted (it waits in the listener's backlog, costing no descriptor).
+// A flood that reconnects as fast as its connections are closed so
+// churns at most maxPending per minHold, not thousands a second, and an
+// owner's client accepted just before it sends has that long to send.
+const minHold = 100 * time.Millisecond
+
 // hold adds c to the connections waiting for their first request's
-// headers; at maxPending, the one idle longest (the longest since it was
-// accepted or since the last bytes read from it) among those with no
-// bytes queued unread, leaving out one accepted within newConnGrace that
-// sent nothing yet, is closed to make room; failing that, the oldest
-// whose queued bytes are not a whole header block, or else the oldest. A
-// flood of connections that send nothing, or part of a request and then
-// nothing, so loses its own connections first, not one whose request is
-// arriving or queued for a starved relay to read, nor one just accepted.
+// headers; at maxPending one is closed to make room (see victim), and when
+// that one has waited less than minHold, hold first waits until it has.
 // Nil (c closed) when f is closed.
 func (f *forwarder) hold(c net.Conn) *waiting {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		closeNow(c)
-		return nil
-	}
-	var out net.Conn
-	if f.pending.Len() >= maxPending {
-		e, most := f.pending.Front(), time.Duration(-1)
-		now := time.Now()
-		for x := f.pending.Front(); x != nil; x = x.Next() {
-			w := x.Value.(*waiting)
-			if w.whole.Load() {
-				continue // being let through
-			}
-			if w.heard.Load() == 0 && now.Sub(w.since) < newConnGrace {
-				continue // its client may not have had the time to send
-			}
-			if idle := w.idle(now); idle > most && queued(w.c) == 0 {
-				e, most = x, idle
-			}
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			closeNow(c)
+			return nil
 		}
-		if most < 0 {
-			// All are new or have bytes queued, as when a flood churns
-			// faster than the starved relay reads: the oldest whose
-			// queued bytes are not a whole header block goes.
-			for x := f.pending.Front(); x != nil; x = x.Next() {
-				if w := x.Value.(*waiting); !w.whole.Load() && !queuedHeaders(w.c) {
-					e = x
-					break
+		var out net.Conn
+		if f.pending.Len() >= maxPending {
+			now := time.Now()
+			e, fresh := f.victim(now)
+			if w := e.Value.(*waiting); fresh && now.Sub(w.since) < minHold {
+				wait := minHold - now.Sub(w.since)
+				f.mu.Unlock()
+				if !f.pause(wait) {
+					closeNow(c)
+					return nil
 				}
+				continue
 			}
+			out = f.pending.Remove(e).(*waiting).c
+			delete(f.pendingAt, out)
 		}
-		out = f.pending.Remove(e).(*waiting).c
-		delete(f.pendingAt, out)
+		w := &waiting{c: c, since: time.Now()}
+		f.pendingAt[c] = f.pending.PushBack(w)
+		f.mu.Unlock()
+		if out != nil {
+			closeNow(out) // its reader fails and returns
+		}
+		return w
 	}
-	w := &waiting{c: c, since: time.Now()}
-	f.pendingAt[c] = f.pending.PushBack(w)
-	f.mu.Unlock()
-	if out != nil {
-		closeNow(out) // its reader fails and returns
+}
+
+// victim picks the waiting connection to close to make room (f.mu held):
+// the one idle longest (the longest since it was accepted or since the
+// last bytes read from it) among those with no bytes queued unread,
+// leaving out one accepted within newConnGrace that sent nothing yet;
+// failing that, the oldest whose queued bytes are not a whole header
+// block, or else the oldest (fresh reports one of these two). Never one
+// whose header block was read whole. A flood of connections that send
+// nothing, or part of a request and then nothing, so loses its own
+// connections first, not one whose request is arriving or queued for a
+// starved relay to read, nor one just accepted.
+func (f *forwarder) victim(now time.Time) (e *list.Element, fresh bool) {
+	e, most := f.pending.Front(), time.Duration(-1)
+	for x := f.pending.Front(); x != nil; x = x.Next() {
+		w := x.Value.(*waiting)
+		if w.whole.Load() {
+			continue // being let through
+		}
+		if w.heard.Load() == 0 && now.Sub(w.since) < newConnGrace {
+			continue // its client may not have had the time to send
+		}
+		if idle := w.idle(now); idle > most && queued(w.c) == 0 {
+			e, most = x, idle
+		}
 	}
-	return w
+	if most >= 0 {
+		return e, false
+	}
+	// All are new or have bytes queued, as when a flood churns faster
+	// than the starved relay reads: the oldest whose queued bytes are not
+	// a whole header block goes.
+	for x := f.pending.Front(); x != nil; x = x.Next() {
+		if w := x.Value.(*waiting); !w.whole.Load() && !queuedHeaders(w.c) {
+			return x, true
+		}
+	}
+	return f.pending.Front(), true
+}
+
+// pause waits d, or until f closes (false).
+func (f *forwarder) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var done <-chan struct{}
+	if f.ctx != nil {
+		done = f.ctx.Done()
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // unhold removes c from the waiting connections: false when it was no

@@ -526,3 +526,99 @@ func TestHoldKeepsAQueuedRequest(t *testing.T) {
 		t.Error("the flood's oldest connection is still waiting")
 	}
 }
+
+// When the connection to close to make room is one just accepted (every
+// waiting one is new, as when a flood reconnects as fast as its
+// connections are closed), hold waits until it has waited minHold, and the
+// owner's client, accepted before it sent, has that long: its request,
+// queued meanwhile, keeps it (with the oldest simply closed, a silent
+// flood churning thousands of times a second closed the owner's
+// connection before its starved client wrote).
+func TestHoldGivesANewConnectionTime(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var ends []net.Conn
+	defer func() {
+		for _, c := range ends {
+			_ = c.Close()
+		}
+	}()
+	pair := func() (client, server net.Conn) {
+		t.Helper()
+		cl, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, cl, sv)
+		return cl, sv
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}, ctx: ctx}
+	ownerClient, owner := pair()
+	w := f.hold(owner)
+	// The owner's place is taken as if accepted a little later than it
+	// was, so that the wait below outlasts this test's own steps however
+	// slowly they run; the rule read is the same.
+	f.mu.Lock()
+	w.since = time.Now().Add(time.Second)
+	f.mu.Unlock()
+	flood := make([]net.Conn, maxPending-1)
+	for i := range flood {
+		_, flood[i] = pair()
+		f.hold(flood[i])
+	}
+	_, extra := pair()
+	held := make(chan *waiting, 1)
+	go func() { held <- f.hold(extra) }()
+	select {
+	case <-held:
+		t.Fatal("hold closed a connection accepted less than minHold ago without waiting")
+	case <-time.After(20 * time.Millisecond):
+	}
+	if _, err := io.WriteString(ownerClient, "GET /page HTTP/1.1\r\nHost: x\r\n"+TokenHeader+": t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-held:
+		if w == nil {
+			t.Fatal("hold refused the connection past the bound")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("hold still waits after 30 s")
+	}
+	if !f.unhold(owner) {
+		t.Fatal("the owner's connection, whose request came while hold waited, was closed to make room")
+	}
+	if f.unhold(flood[0]) {
+		t.Error("the flood's oldest connection is still waiting")
+	}
+	// A forwarder closed while hold waits ends the wait: the connection
+	// is refused, not held.
+	f.hold(owner)
+	_, late := pair()
+	f.mu.Lock()
+	for x := f.pending.Front(); x != nil; x = x.Next() {
+		x.Value.(*waiting).since = time.Now().Add(time.Hour)
+	}
+	f.mu.Unlock()
+	go func() { held <- f.hold(late) }()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case w := <-held:
+		if w != nil {
+			t.Error("hold held a connection after its forwarder closed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("hold still waits 30 s after its forwarder closed")
+	}
+}
