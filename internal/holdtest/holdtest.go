@@ -11,7 +11,10 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/sandboxkit/sandbox"
 )
 
 // Gate holds the requests Match accepts for up to Hold each, or until
@@ -50,6 +53,14 @@ func (g *Gate) Hook(r *http.Request) {
 // Returned records that the call under test returned.
 func (g *Gate) Returned() { g.returned.Store(true) }
 
+// reset readies g for another call, once Check saw the last one's
+// requests let go.
+func (g *Gate) reset() {
+	g.returned.Store(false)
+	g.held.Store(0)
+	g.late.Store(0)
+}
+
 // Check waits (bounded by ctx) until want requests were let go, and
 // reports an error unless exactly want were held, none after the call
 // returned.
@@ -87,4 +98,68 @@ func (f *FailingSource) Read(p []byte) (int, error) {
 	}
 	f.N -= len(p)
 	return len(p), nil
+}
+
+// CancellingSource yields N bytes of 'x', then calls Cancel and goes on
+// yielding them: a caller that gives up midway through an upload whose
+// source never ends.
+type CancellingSource struct {
+	N      int
+	Cancel context.CancelFunc
+}
+
+// Read implements io.Reader.
+func (c *CancellingSource) Read(p []byte) (int, error) {
+	if c.N <= 0 {
+		c.Cancel()
+	} else {
+		p = p[:min(len(p), c.N)]
+		c.N -= len(p)
+	}
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// Uploads checks on sb, whose provider's fake holds its upload requests
+// through g, that an upload to dir/new.bin whose source fails, and one
+// whose context ends midway, each return only once the server let the
+// request go, with the source's error or the context's, and leave dir
+// (made first) empty.
+func Uploads(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, g *Gate, dir string) {
+	t.Helper()
+	if err := sb.MkdirAll(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	srcErr := errors.New("the source broke")
+	for _, tc := range []struct {
+		name   string
+		upload func() error
+		want   error
+	}{
+		// 16 KiB: the connection's buffers hold it before the server
+		// reads any.
+		{"source fails", func() error {
+			return sb.Upload(ctx, dir+"/new.bin", &FailingSource{N: 16 << 10, Err: srcErr})
+		}, srcErr},
+		{"context ends", func() error {
+			uctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			return sb.Upload(uctx, dir+"/new.bin", &CancellingSource{N: 16 << 10, Cancel: cancel})
+		}, context.Canceled},
+	} {
+		g.reset()
+		err := tc.upload()
+		g.Returned()
+		if !errors.Is(err, tc.want) {
+			t.Fatalf("%s: Upload = %v, want %v", tc.name, err, tc.want)
+		}
+		if err := g.Check(ctx, 1); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if list, err := sb.ReadDir(ctx, dir); err != nil || len(list) != 0 {
+			t.Errorf("%s: the directory holds %v (%v) after the failed upload, want nothing", tc.name, list, err)
+		}
+	}
 }

@@ -11,19 +11,35 @@ import (
 )
 
 // CutReader reads R and ends with io.EOF where R fails, keeping R's error
-// for Failure. An upload whose source fails sends its body so far as a
-// whole: the server writes it and answers, so that the uploader's
-// clean-up of what was written comes after the server's last write. An
-// aborted request instead leaves the server free to start writing after
-// the clean-up, if it had not yet got to the request.
+// for Failure, or once Stop was called. An upload whose source fails, or
+// whose caller gave up, sends its body so far as a whole: the server
+// writes it and answers, so that the uploader's clean-up of what was
+// written comes after the server's last write. An aborted request instead
+// leaves the server free to start writing after the clean-up, if it had
+// not yet got to the request.
 type CutReader struct {
-	R   io.Reader
-	mu  sync.Mutex
-	err error
+	R       io.Reader
+	mu      sync.Mutex
+	err     error
+	stopped bool
 }
 
-// Read reads from R; R's failure ends the stream.
+// Stop ends the stream: the next Read returns io.EOF without reading R (a
+// Read in progress is not interrupted).
+func (c *CutReader) Stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+}
+
+// Read reads from R; R's failure, or Stop, ends the stream.
 func (c *CutReader) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return 0, io.EOF
+	}
 	n, err := c.R.Read(p)
 	if err != nil && err != io.EOF {
 		c.mu.Lock()

@@ -112,12 +112,21 @@ func (r *Runtime) toolboxCall(ctx context.Context, id, op string, mutating bool,
 // byte: the daemon's own move answers 409 when the destination exists.
 // On any failure the temporary file is removed and path is left as it was.
 func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error {
-	// A source that fails ends the body (see iox.CutReader): the daemon
-	// writes what came and answers before the temporary file is removed.
+	// A source that fails, or a ctx that ends, ends the body (see
+	// iox.CutReader and wire.CutOnCancel): the daemon writes what came
+	// and answers before the temporary file is removed.
 	cut := &iox.CutReader{R: src}
 	cr := &iox.CountingReader{R: cut}
 	tmp := pathsafe.TempSibling(p)
-	err := r.upload(ctx, id, tmp, cr, func() bool { return cr.N == 0 })
+	err := r.uploadCut(ctx, id, tmp, cr, cut, func() bool { return cr.N == 0 })
+	if ctx.Err() != nil {
+		// The caller gave up: whatever the daemon answered, the upload
+		// is not completed.
+		if !errors.Is(err, sberrors.ErrStaleTransport) {
+			r.removeTemp(ctx, id, tmp)
+		}
+		return fmt.Errorf("daytona: upload %s: %w", p, ctx.Err())
+	}
 	if srcErr := cut.Failure(); srcErr != nil {
 		r.removeTemp(ctx, id, tmp)
 		return fmt.Errorf("daytona: upload %s: reading the source: %w", p, srcErr)
@@ -211,9 +220,23 @@ func (r *Runtime) removeTemp(ctx context.Context, id, tmp string) {
 }
 
 func (r *Runtime) upload(ctx context.Context, id, p string, src io.Reader, again func() bool) error {
+	return r.uploadCut(ctx, id, p, src, nil, again)
+}
+
+// uploadCut is upload of a body that reads through cut, when not nil: when
+// ctx ends, the body is ended rather than the request aborted (see
+// wire.CutOnCancel), and the call returns once the daemon answered.
+func (r *Runtime) uploadCut(ctx context.Context, id, p string, src io.Reader, cut *iox.CutReader, again func() bool) error {
+	release := func() {}
+	defer func() { release() }()
 	resp, err := r.toolboxCall(ctx, id, "upload", true, again, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		release()
+		rctx := ctx
+		if cut != nil {
+			rctx, release = wire.CutOnCancel(ctx, cut, wire.UploadGrace)
+		}
 		body, ctype, stop := wire.MultipartFile(src, "file", path.Base(p))
-		resp, err := c.UploadFileWithBody(ctx, &toolbox.UploadFileParams{Path: p}, ctype, body)
+		resp, err := c.UploadFileWithBody(rctx, &toolbox.UploadFileParams{Path: p}, ctype, body)
 		stop()
 		return resp, err
 	}, http.StatusOK, http.StatusCreated, http.StatusNoContent)

@@ -116,12 +116,13 @@
 // Upload is atomic: envd writes a file in place, so the bytes go to a
 // hidden temporary name next to the target (".<name>.<random>.sbx.tmp")
 // and envd's Move, a rename(2), replaces the target after the last byte.
-// On failure the temporary file is removed. A source that fails ends the
-// request's body rather than aborting it, so envd has answered (and
-// written its last byte) before the removal. When the call's context ends
-// mid-upload the request is aborted; should envd open the file after the
-// removal (a request abandoned before envd read its headers), a hidden
-// temporary file can stay behind, never the target.
+// On failure the temporary file is removed. A source that fails, or a
+// context that ends, ends the request's body rather than aborting it, so
+// envd has answered (and written its last byte) before the removal. A
+// call whose context ended so returns once envd answered, or aborts the
+// request when no answer came within 5 s (a source whose Read blocks, a
+// stalled connection); should envd open the file after that removal, a
+// hidden temporary file can stay behind, never the target.
 //
 // envd runs as root and its file API acts as root: an upload, MakeDir,
 // Move or Remove succeeds where the sandbox's user may not write (an

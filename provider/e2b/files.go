@@ -133,12 +133,14 @@ func (r *Runtime) removeTemp(ctx context.Context, id string, c *conn, tmp string
 // part produced through a pipe while it is sent.
 func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src io.Reader) error {
 	const op = "upload"
-	// A source that fails ends the body as if it were complete, so envd
-	// finishes writing the temporary file and answers before Upload
-	// removes it. Aborting the request instead leaves a handler that
-	// envd had not yet started (the body's first bytes still queued on
-	// the connection under load) to create the file after the removal,
-	// and envd does not remove a file whose upload failed.
+	// A source that fails, or a ctx that ends, ends the body as if it
+	// were complete, so envd finishes writing the temporary file and
+	// answers before Upload removes it. Aborting the request instead
+	// leaves a handler that envd had not yet started (the body's first
+	// bytes still queued on the connection under load) to create the
+	// file after the removal, and envd does not remove a file whose
+	// upload failed. A ctx that ended aborts the request only when no
+	// answer came within wire.UploadGrace.
 	cut := &iox.CutReader{R: src}
 	in := &guardedReader{r: cut}
 	defer in.Close()
@@ -156,11 +158,21 @@ func (r *Runtime) put(ctx context.Context, id string, c *conn, p, at string, src
 	req.Header.Set("Content-Type", ctype)
 	r.setEnvdHeaders(req.Header, id, c)
 	tctx, a := trace(ctx)
-	resp, err := r.hc.Do(req.WithContext(tctx))
+	rctx, release := wire.CutOnCancel(tctx, cut, wire.UploadGrace)
+	defer release()
+	resp, err := r.hc.Do(req.WithContext(rctx))
 	// The transport may still be reading the body: stop reading src before
 	// it is handed back to the caller.
 	in.Close()
 	stop()
+	if ctx.Err() != nil {
+		// The caller gave up: whatever envd answered, the upload is not
+		// completed, and Upload removes what was written.
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return fmt.Errorf("e2b: %s %s: %w", op, p, ctx.Err())
+	}
 	if srcErr := cut.Failure(); srcErr != nil {
 		if err == nil {
 			_ = resp.Body.Close()
