@@ -443,6 +443,7 @@ func testForkCancelled(ctx context.Context, t *testing.T, s *suite) {
 		}
 		kids, err := sb.Fork(fctx, 3, sandbox.ForkOptions{Labels: label})
 		cancel()
+		forkErr := err
 		if err == nil {
 			// It finished first: its children are the caller's.
 			for _, k := range kids {
@@ -465,7 +466,7 @@ func testForkCancelled(ctx context.Context, t *testing.T, s *suite) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("Fork cancelled after %v left sandboxes %v and snapshots %v", d, boxes, snaps)
+				t.Fatalf("Fork cancelled after %v (it returned %d sandboxes and error %v) left sandboxes %v and snapshots %v", d, len(kids), forkErr, boxes, snaps)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
