@@ -401,7 +401,7 @@ type ListRequest struct {
 	Labels    map[string]string
 	States    []State
 	PageToken string
-	PageSize  int // > 0
+	PageSize  int // the most to return; 0 (or less) asks for no bound, though the provider may still page
 	// ExcludeIDs are sandboxes the caller already knows and wants left
 	// out. A provider that can leave them out before it fills a page
 	// does (so a page holds other matches); one that cannot may return

@@ -58,7 +58,7 @@ type SnapshotInfo struct {
 type ListSnapshotsRequest struct {
 	Labels    map[string]string
 	PageToken string
-	PageSize  int // > 0
+	PageSize  int // the most to return; 0 (or less) asks for no bound, though the provider may still page
 }
 
 // Snapshotter is implemented by providers that can save a sandbox and

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -306,7 +307,7 @@ func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRe
 		}
 		page = n
 	}
-	limit := min(max(req.PageSize, 1), 200)
+	limit := min(cmp.Or(max(req.PageSize, 0), 200), 200)
 	sort, order := api.GetAllSnapshotsParamsSort("createdAt"), api.GetAllSnapshotsParamsOrder("desc")
 	params := &api.GetAllSnapshotsParams{Page: &page, Limit: &limit, Sort: &sort, Order: &order}
 	resp, err := r.call(ctx, op, false, func(ctx context.Context) (*http.Response, error) {

@@ -578,7 +578,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	var page []driver.Info
 	next := ""
 	for i := start; i < len(items); i++ {
-		if len(page) == req.PageSize {
+		if req.PageSize > 0 && len(page) == req.PageSize {
 			next = key(items[i-1])
 			break
 		}

@@ -261,7 +261,7 @@ func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRe
 		if !slices.Contains(s.RepoTags, snapshotTag(key, s.ID)) {
 			continue // not this provider's: left out, and left alone
 		}
-		if len(page) == req.PageSize {
+		if req.PageSize > 0 && len(page) == req.PageSize {
 			next = sortKey(items[i-1])
 			break
 		}

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -192,7 +193,7 @@ func hasLabels(have, want map[string]string) bool {
 // filtered by req.Labels here (a page can come back short, or empty with
 // a next token).
 func (r *Runtime) ListSnapshots(ctx context.Context, req *driver.ListSnapshotsRequest) ([]driver.SnapshotInfo, string, error) {
-	limit := int32(min(max(req.PageSize, 1), 100))
+	limit := int32(min(cmp.Or(max(req.PageSize, 0), 100), 100))
 	params := &api.GetSnapshotsParams{Limit: &limit}
 	if req.PageToken != "" {
 		t := req.PageToken

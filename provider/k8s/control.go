@@ -375,7 +375,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	// page (it ignored the limit, as some aggregated servers and the
 	// client-go fakes do): the page is cut here, by name.
 	after, local := strings.CutPrefix(req.PageToken, "after:")
-	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: int64(req.PageSize)}
+	opts := metav1.ListOptions{LabelSelector: sel.String(), Limit: int64(max(req.PageSize, 0))}
 	if !local {
 		opts.Continue = req.PageToken
 	} else {
@@ -387,7 +387,8 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	}
 	items := list.Items
 	next := list.Continue
-	if local || len(items) > req.PageSize {
+	bounded := req.PageSize > 0
+	if local || (bounded && len(items) > req.PageSize) {
 		slices.SortFunc(items, func(a, b extv1beta1.SandboxClaim) int { return strings.Compare(a.Name, b.Name) })
 		if local {
 			i, _ := slices.BinarySearchFunc(items, after, func(c extv1beta1.SandboxClaim, n string) int { return strings.Compare(c.Name, n) })
@@ -397,7 +398,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 			items = items[i:]
 		}
 		next = ""
-		if len(items) > req.PageSize {
+		if bounded && len(items) > req.PageSize {
 			items = items[:req.PageSize]
 			next = "after:" + items[len(items)-1].Name
 		}

@@ -669,7 +669,7 @@ func (r *Runtime) List(_ context.Context, req *driver.ListRequest) ([]driver.Inf
 			slices.Contains(req.ExcludeIDs, in.ID) {
 			continue
 		}
-		if len(page) == req.PageSize {
+		if req.PageSize > 0 && len(page) == req.PageSize {
 			last := page[len(page)-1]
 			next = fmt.Sprintf("%d/%s", last.CreatedAt.UnixNano(), last.ID)
 			break
