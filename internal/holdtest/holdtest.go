@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 )
 
 // Gate holds the requests Match accepts for up to Hold each, or until
@@ -161,5 +162,38 @@ func Uploads(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, g *Gate, di
 		if list, err := sb.ReadDir(ctx, dir); err != nil || len(list) != 0 {
 			t.Errorf("%s: the directory holds %v (%v) after the failed upload, want nothing", tc.name, list, err)
 		}
+	}
+}
+
+// LateCreate checks that a create whose caller gives up while the server
+// holds the request back (g matches the create request and holds it
+// longer than the adapter's search for a lost create lasts) leaves no
+// sandbox once the server has made it: backend is what the fake runs its
+// sandboxes on.
+func LateCreate(ctx context.Context, t *testing.T, c *sandbox.Client, g *Gate, backend driver.Runtime) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	sb, err := c.Create(cctx, sandbox.CreateOptions{})
+	cancel()
+	if err == nil {
+		_ = sb.Destroy(ctx)
+		t.Fatal("Create succeeded although the server held its request past the caller's deadline")
+	}
+	if err := g.Check(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		page, _, err := backend.List(ctx, &driver.ListRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes are left 30 s after the server made the abandoned create's", len(page))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ package lostcreate
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -43,4 +44,64 @@ func Find(caller context.Context, find func(context.Context) (string, error)) st
 		id, err = find(ctx)
 	}
 	return id
+}
+
+// Sweeper goes on looking, in the background, for the sandboxes of the
+// creates Find found nothing for, and destroys those it finds: a loaded
+// server can act on an abandoned request after Find's polls are over
+// (Find bounds how long a caller that gave up waits, not how late a server
+// acts). Each search polls every Wait for Budget. The zero value is
+// ready; Close ends the searches in progress and waits for them.
+type Sweeper struct {
+	mu     sync.Mutex
+	closed bool
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Go starts a search: find as for Find; destroy is called with the id
+// found, once. It does nothing after Close.
+func (s *Sweeper) Go(find func(context.Context) (string, error), destroy func(ctx context.Context, id string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, Budget)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		t := time.NewTicker(Wait)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			if id, err := find(ctx); err == nil && id != "" {
+				_ = destroy(ctx, id)
+				return
+			}
+		}
+	}()
+}
+
+// Close ends the searches in progress and waits for them; later calls of
+// Go do nothing.
+func (s *Sweeper) Close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/api"
@@ -180,6 +181,9 @@ type Runtime struct {
 	clients  map[string]*toolbox.Client // by toolbox base URL
 
 	bg sync.WaitGroup // clean-ups of cancelled snapshots (snapshot.go); Close waits
+	// sweep destroys what the server makes of creates whose caller gave
+	// up, late; Close ends it.
+	lost lostcreate.Sweeper
 }
 
 var (
@@ -270,6 +274,7 @@ func (r *Runtime) ResetTransport() error {
 
 // Close drops the Runtime's idle connections. Sandboxes are not touched.
 func (r *Runtime) Close() error {
+	r.lost.Close()
 	r.bg.Wait()
 	return r.ResetTransport()
 }

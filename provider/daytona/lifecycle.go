@@ -58,13 +58,20 @@ const createTokenLabel = "sandboxkit.create-token"
 // longer, as the server may still be acting on it). It returns "" when
 // there is none (or the look-up failed).
 func (r *Runtime) findByToken(caller context.Context, token string) string {
-	return lostcreate.Find(caller, func(ctx context.Context) (string, error) {
+	find := func(ctx context.Context) (string, error) {
 		page, _, err := r.List(ctx, &driver.ListRequest{Labels: map[string]string{createTokenLabel: token}, PageSize: 10})
 		if err != nil || len(page) == 0 {
 			return "", err
 		}
 		return page[0].ID, nil
-	})
+	}
+	id := lostcreate.Find(caller, find)
+	if id == "" && caller.Err() != nil {
+		// The server may act on the abandoned request later still: what
+		// it makes is destroyed (see lostcreate.Sweeper).
+		r.lost.Go(find, r.Destroy)
+	}
+	return id
 }
 
 // defaultHome is assumed when the toolbox cannot be asked.

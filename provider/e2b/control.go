@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -227,8 +228,14 @@ const createTokenLabel = "sandboxkit.create-token"
 // adopted (its Info returned, nil error); otherwise its id comes back
 // with err, so the portable layer destroys it.
 func (r *Runtime) lostCreate(ctx context.Context, token string, err error) (driver.Info, error) {
-	id := lostcreate.Find(ctx, func(lctx context.Context) (string, error) { return r.findByToken(lctx, token) })
+	find := func(lctx context.Context) (string, error) { return r.findByToken(lctx, token) }
+	id := lostcreate.Find(ctx, find)
 	if id == "" {
+		if ctx.Err() != nil {
+			// The server may act on the abandoned request later still:
+			// what it makes is destroyed (see lostcreate.Sweeper).
+			r.lost.Go(find, r.Destroy)
+		}
 		return driver.Info{}, err
 	}
 	if ctx.Err() == nil {
@@ -389,7 +396,7 @@ func (r *Runtime) List(ctx context.Context, req *driver.ListRequest) ([]driver.I
 	if len(states) > 0 && !unknown { // a state E2B cannot filter on: the caller filters
 		params.State = &states
 	}
-	limit := int32(min(max(req.PageSize, 1), 100))
+	limit := int32(min(cmp.Or(max(req.PageSize, 0), 100), 100))
 	params.Limit = &limit
 	if req.PageToken != "" {
 		t := req.PageToken

@@ -203,6 +203,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/api"
@@ -259,6 +260,10 @@ type Runtime struct {
 	conns  map[string]*conn
 	rpc    map[string]*rpcClients
 	leases map[string]time.Duration // the last lease asked for, per sandbox (see Resume)
+
+	// sweep destroys what the server makes of creates whose caller gave
+	// up, late; Close ends it.
+	lost lostcreate.Sweeper
 }
 
 // execGrace is how long a command's or process's stream may run past its
@@ -525,8 +530,10 @@ func (r *Runtime) closeIdle() {
 	}
 }
 
-// Close releases pooled connections.
+// Close ends the background searches for sandboxes of abandoned creates
+// and releases pooled connections.
 func (r *Runtime) Close() error {
+	r.lost.Close()
 	r.closeIdle()
 	return nil
 }
