@@ -467,30 +467,12 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 // flood of partial headers closed it).
 func TestHoldKeepsAQueuedRequest(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var ends []net.Conn
-	defer func() {
-		for _, c := range ends {
-			_ = c.Close()
-		}
-	}()
+	newPair := loopbackPairs(t)
 	// pair returns the accepted end of a connection whose client sent b,
 	// once b is queued on it.
 	pair := func(b string) net.Conn {
 		t.Helper()
-		cl, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sv, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends = append(ends, cl, sv)
+		cl, sv := newPair()
 		if _, err := io.WriteString(cl, b); err != nil {
 			t.Fatal(err)
 		}
@@ -536,30 +518,7 @@ func TestHoldKeepsAQueuedRequest(t *testing.T) {
 // connection before its starved client wrote).
 func TestHoldGivesANewConnectionTime(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var ends []net.Conn
-	defer func() {
-		for _, c := range ends {
-			_ = c.Close()
-		}
-	}()
-	pair := func() (client, server net.Conn) {
-		t.Helper()
-		cl, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		sv, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends = append(ends, cl, sv)
-		return cl, sv
-	}
+	pair := loopbackPairs(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}, ctx: ctx}
@@ -620,5 +579,31 @@ func TestHoldGivesANewConnectionTime(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("hold still waits 30 s after its forwarder closed")
+	}
+}
+
+// loopbackPairs returns a function that makes a loopback TCP connection
+// and returns both its ends (client, then the accepted one); every end is
+// closed when t ends.
+func loopbackPairs(t *testing.T) func() (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return func() (net.Conn, net.Conn) {
+		t.Helper()
+		cl, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sv, err := ln.Accept()
+		if err != nil {
+			_ = cl.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.Close(); _ = sv.Close() })
+		return cl, sv
 	}
 }
