@@ -1,6 +1,7 @@
 package daytona_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,5 +29,8 @@ func TestUploadFailureAwaitsTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Destroy(ctxT(t)) })
-	holdtest.Uploads(ctx, t, sb, gate, "up")
+	holdtest.Uploads(ctx, t, sb, gate, "up", func(ctx context.Context, dir string) (int, error) {
+		list, err := sb.ReadDir(ctx, dir)
+		return len(list), err
+	})
 }

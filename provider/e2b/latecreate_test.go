@@ -1,10 +1,12 @@
 package e2b_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/holdtest"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 )
@@ -19,5 +21,11 @@ func TestLateCreateIsDestroyed(t *testing.T) {
 		return r.Method == http.MethodPost && (r.URL.Path == "/v2/sandboxes" || r.URL.Path == "/sandboxes")
 	}, 6*time.Second)
 	e := newMemoryEnv(t, e2bfake.WithRequestHook(gate.Hook))
-	holdtest.LateCreate(ctxT(t), t, e.client, gate, e.backend)
+	holdtest.LateCreate(ctxT(t), t, gate, func(ctx context.Context) (func(), error) {
+		sb, err := e.client.Create(ctx, sandbox.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = sb.Destroy(ctxT(t)) }, nil
+	}, e.backend)
 }

@@ -1,6 +1,7 @@
 package e2b_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -21,5 +22,8 @@ func TestUploadFailureAwaitsEnvd(t *testing.T) {
 	gate := holdtest.New(func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Path == "/files" }, 300*time.Millisecond)
 	e := newMemoryEnv(t, e2bfake.WithRequestHook(gate.Hook))
 	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
-	holdtest.Uploads(ctxT(t), t, sb, gate, "up")
+	holdtest.Uploads(ctxT(t), t, sb, gate, "up", func(ctx context.Context, dir string) (int, error) {
+		list, err := sb.ReadDir(ctx, dir)
+		return len(list), err
+	})
 }
