@@ -463,7 +463,7 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 			if w := e.Value.(*waiting); fresh && now.Sub(w.since) < minHold {
 				wait := minHold - now.Sub(w.since)
 				f.mu.Unlock()
-				if !f.pause(wait) {
+				if sleepCtx(f.ctx, wait) != nil { // f closed
 					closeNow(c)
 					return nil
 				}
@@ -518,22 +518,6 @@ func (f *forwarder) victim(now time.Time) (e *list.Element, fresh bool) {
 		}
 	}
 	return f.pending.Front(), true
-}
-
-// pause waits d, or until f closes (false).
-func (f *forwarder) pause(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	var done <-chan struct{}
-	if f.ctx != nil {
-		done = f.ctx.Done()
-	}
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
 }
 
 // unhold removes c from the waiting connections: false when it was no

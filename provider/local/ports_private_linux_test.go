@@ -406,7 +406,7 @@ func TestHoldKeepsAConnectionBeingRead(t *testing.T) {
 		w.whole.Store(whole)
 	}
 	newForwarder := func() *forwarder {
-		return &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
+		return &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}, ctx: context.Background()}
 	}
 	for _, tc := range []struct {
 		name         string
@@ -492,7 +492,7 @@ func TestHoldKeepsAQueuedRequest(t *testing.T) {
 	if !queuedHeaders(pair(whole)) {
 		t.Error("queuedHeaders: false for a whole header block")
 	}
-	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}}
+	f := &forwarder{pending: list.New(), pendingAt: map[net.Conn]*list.Element{}, ctx: context.Background()}
 	owner := pair(whole)
 	f.hold(owner)
 	flood := make([]net.Conn, maxPending-1)
