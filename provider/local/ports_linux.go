@@ -789,13 +789,17 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration, w *waiting) ([]
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
 		}
-		n, err := c.Read(buf[len(buf):min(cap(buf), maxHeaderBytes)])
-		if n > 0 {
+		// The marks are set from the bytes while they are still queued
+		// on the socket: with them set after the read, a connection
+		// whose request had just been read looked silent to victim (no
+		// byte queued, none heard) until they were, and a starved relay
+		// so lost its owner's connection to a flood.
+		n, err := readNoting(c, buf[len(buf):min(cap(buf), maxHeaderBytes)], func(b []byte) {
 			w.heard.Store(time.Now().UnixNano())
-		}
+			w.whole.Store(headerEnd(buf[:len(buf)+len(b)]) >= 0)
+		})
 		buf = buf[:len(buf)+n]
 		end = headerEnd(buf)
-		w.whole.Store(end >= 0)
 		if end < 0 && err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				refuse(c, http.StatusRequestTimeout, fmt.Sprintf("no request headers within %v", wait))
@@ -823,6 +827,59 @@ func (f *forwarder) authenticate(c net.Conn, wait time.Duration, w *waiting) ([]
 		return nil, false
 	}
 	return buf, true
+}
+
+// readNoting reads into p from c as c.Read does, and calls note with the
+// bytes it is about to read while they are still queued on c's socket
+// (peeked), so that at no moment have they left the queue unnoted: what
+// victim reads of a waiting connection (its queue, its marks) always
+// shows bytes that came. Where c has no socket, note follows the read.
+func readNoting(c net.Conn, p []byte, note func([]byte)) (int, error) {
+	rc, ok := rawConn(c)
+	if !ok || len(p) == 0 {
+		n, err := c.Read(p)
+		if n > 0 {
+			note(p[:n])
+		}
+		return n, err
+	}
+	n := 0
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		n, rerr = ignoringEINTR(func() (int, error) {
+			m, _, err := unix.Recvfrom(int(fd), p, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			return m, err
+		})
+		if rerr == unix.EAGAIN {
+			return false // wait until readable (or the deadline)
+		}
+		if rerr != nil || n <= 0 {
+			return true
+		}
+		note(p[:n])
+		// The n bytes peeked are queued: this read takes exactly them.
+		n, rerr = ignoringEINTR(func() (int, error) { return unix.Read(int(fd), p[:n]) })
+		return true
+	})
+	switch {
+	case err != nil:
+		return 0, err // the deadline passed, or c was closed
+	case rerr != nil:
+		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", rerr)}
+	case n <= 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// ignoringEINTR calls fn again while it fails with EINTR.
+func ignoringEINTR(fn func() (int, error)) (int, error) {
+	for {
+		n, err := fn()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // headerEnd returns the length of the header block at the start of b

@@ -607,3 +607,46 @@ func loopbackPairs(t *testing.T) func() (client, server net.Conn) {
 		return cl, sv
 	}
 }
+
+// A waiting connection's marks (bytes heard, header block whole) are set
+// while the bytes are still queued on its socket, so that victim, which
+// reads the queue and the marks, never sees a connection whose request
+// has just been read as one that sent nothing (under a flood, a starved
+// relay lost its owner's connection in that moment). readNoting also
+// keeps c.Read's answers: EOF, and the read deadline.
+func TestReadNotingNotesBeforeTheBytesLeave(t *testing.T) {
+	t.Parallel()
+	pair := loopbackPairs(t)
+	client, server := pair()
+	req := "GET /page HTTP/1.1\r\nHost: x\r\n\r\n"
+	if _, err := io.WriteString(client, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	p := make([]byte, 4096)
+	noted := 0
+	n, err := readNoting(server, p, func(b []byte) {
+		noted += len(b)
+		if q := queued(server); q < len(b) {
+			t.Errorf("note saw %d bytes while %d were queued: they were read before the note", len(b), q)
+		}
+		if !queuedHeaders(server) {
+			t.Error("note ran after the header block left the socket's queue")
+		}
+	})
+	if err != nil || string(p[:n]) != req || noted != n {
+		t.Fatalf("readNoting = %d, %v (%q), noted %d bytes; want the request whole", n, err, p[:n], noted)
+	}
+	if q := queued(server); q != 0 {
+		t.Errorf("%d bytes left queued after the read", q)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := readNoting(server, p, func([]byte) { t.Error("note called with nothing sent") }); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read past its deadline = %v, want os.ErrDeadlineExceeded", err)
+	}
+	_ = server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_ = client.Close()
+	if n, err := readNoting(server, p, func([]byte) {}); n != 0 || err != io.EOF {
+		t.Errorf("read after the client closed = %d, %v; want 0, io.EOF", n, err)
+	}
+}
