@@ -10,7 +10,7 @@ import (
 // name, instead of silently running less than it meant to.
 func TestSelectGroupsNamesUnknownGroup(t *testing.T) {
 	t.Setenv(FullEnv, "")
-	_, err := selectGroups([]string{"Exec", "Exce"})
+	_, err := selectGroups("Groups", []string{"Exec", "Exce"})
 	if err == nil || !strings.Contains(err.Error(), `"Exce"`) {
 		t.Fatalf("selectGroups with a misspelt group: %v, want an error naming \"Exce\"", err)
 	}
@@ -18,14 +18,14 @@ func TestSelectGroupsNamesUnknownGroup(t *testing.T) {
 
 func TestSelectGroupsSubsetAndFull(t *testing.T) {
 	t.Setenv(FullEnv, "")
-	all, err := selectGroups(nil)
+	all, err := selectGroups("Groups", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != len(groups())+1 || !all[driverGroup] {
 		t.Fatalf("no names selected %d groups (%v), want all %d and Driver", len(all), all, len(groups()))
 	}
-	sel, err := selectGroups([]string{"Exec", "Driver"})
+	sel, err := selectGroups("Groups", []string{"Exec", "Driver"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +33,41 @@ func TestSelectGroupsSubsetAndFull(t *testing.T) {
 		t.Fatalf("selected %v, want Exec and Driver only", sel)
 	}
 	t.Setenv(FullEnv, "1")
-	full, err := selectGroups([]string{"Exec"})
+	full, err := selectGroups("Groups", []string{"Exec"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(full) != len(all) {
 		t.Fatalf("with %s=1 selected %v, want every group", FullEnv, full)
+	}
+}
+
+// A configuration's short list replaces its groups under -short only, a
+// full run (FullEnv) still runs every group, and a misspelt name in
+// either list fails the run whether or not it is short.
+func TestShortGroups(t *testing.T) {
+	t.Setenv(FullEnv, "")
+	h := Harness{Groups: []string{"Exec", "Files", "Watch"}, ShortGroups: []string{"Exec"}}
+	plain, err := h.selection(false)
+	if err != nil || len(plain) != 3 || !plain["Files"] {
+		t.Fatalf("plain run selected %v, %v; want Exec, Files and Watch", plain, err)
+	}
+	short, err := h.selection(true)
+	if err != nil || len(short) != 1 || !short["Exec"] {
+		t.Fatalf("short run selected %v, %v; want Exec only", short, err)
+	}
+	if sel, err := (Harness{Groups: []string{"Exec", "Files"}}).selection(true); err != nil || len(sel) != 2 {
+		t.Fatalf("short run without ShortGroups selected %v, %v; want Groups", sel, err)
+	}
+	for _, short := range []bool{false, true} {
+		bad := Harness{Groups: []string{"Exec"}, ShortGroups: []string{"Exce"}}
+		if _, err := bad.selection(short); err == nil || !strings.Contains(err.Error(), "ShortGroups") || !strings.Contains(err.Error(), `"Exce"`) {
+			t.Errorf("short=%v with a misspelt short group: %v, want an error naming ShortGroups and \"Exce\"", short, err)
+		}
+	}
+	t.Setenv(FullEnv, "1")
+	if full, err := h.selection(true); err != nil || len(full) != len(groups())+1 {
+		t.Fatalf("short run with %s=1 selected %v, %v; want every group", FullEnv, full, err)
 	}
 }
 

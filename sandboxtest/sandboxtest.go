@@ -109,6 +109,12 @@ type Harness struct {
 	// whole suite in one and, in the others, the groups a configuration
 	// changes; FullEnv set to 1 runs every group everywhere.
 	Groups []string
+	// ShortGroups, when set, names the only groups to run under go test
+	// -short instead (FullEnv set to 1 still runs them all): for a
+	// configuration whose Groups the primary configuration already runs,
+	// the few that tell it apart, so that the inner loop stays short
+	// while a plain run (make test, CI) keeps every group Groups names.
+	ShortGroups []string
 }
 
 type suite struct {
@@ -187,7 +193,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = 5 * time.Minute
 	}
-	selected, err := selectGroups(h.Groups)
+	selected, err := h.selection(testing.Short())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,10 +273,25 @@ func Run(t *testing.T, h Harness) {
 	wg.Wait()
 }
 
+// selection returns the set of groups h runs: ShortGroups' under -short
+// (short) when set, Groups' otherwise (see selectGroups). Both lists are
+// checked either way, so that a misspelt name fails every run.
+func (h Harness) selection(short bool) (map[string]bool, error) {
+	sel, err := selectGroups("Groups", h.Groups)
+	if err != nil || h.ShortGroups == nil {
+		return sel, err
+	}
+	shortSel, err := selectGroups("ShortGroups", h.ShortGroups)
+	if err != nil || !short {
+		return sel, err
+	}
+	return shortSel, nil
+}
+
 // selectGroups returns the set of groups to run: those names lists (all
 // when it is empty or FullEnv is 1), or an error naming one that is no
-// group.
-func selectGroups(names []string) (map[string]bool, error) {
+// group (and field, the Harness field that lists it).
+func selectGroups(field string, names []string) (map[string]bool, error) {
 	all := map[string]bool{driverGroup: true}
 	for _, g := range groups() {
 		all[g.name] = true
@@ -281,7 +302,7 @@ func selectGroups(names []string) (map[string]bool, error) {
 	sel := map[string]bool{}
 	for _, n := range names {
 		if !all[n] {
-			return nil, fmt.Errorf("sandboxtest: Harness.Groups names %q, which is no group of the suite", n)
+			return nil, fmt.Errorf("sandboxtest: Harness.%s names %q, which is no group of the suite", field, n)
 		}
 		sel[n] = true
 	}

@@ -65,7 +65,7 @@ func TestConformanceDefaultScratch(t *testing.T) {
 		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
 	}
 	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
-	h.Groups = scratchGroups
+	h.Groups, h.ShortGroups = scratchGroups, scratchShortGroups
 	sandboxtest.Run(t, h)
 }
 
@@ -74,6 +74,10 @@ func TestConformanceDefaultScratch(t *testing.T) {
 // listings meet the adapter's scratch directory. TestConformance runs
 // every group.
 var scratchGroups = []string{"Lifecycle", "Exec", "Process", "Processes", "Files", "Watch", "Snapshots", "Driver"}
+
+// scratchShortGroups are those it runs under go test -short: the ones
+// whose every call goes through the scratch directory's wrapper files.
+var scratchShortGroups = []string{"Lifecycle", "Exec", "Process"}
 
 // noSnapModes is why the host test runtime skips the snapshot checks of
 // modes and links: it is no Snapshotter, so the fake copies a snapshot

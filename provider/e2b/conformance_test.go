@@ -39,7 +39,7 @@ func TestConformanceMemory(t *testing.T) {
 		"Snapshots/FullKeepsProcesses": fakeFullSkip,
 		"Metrics/MemoryMoves":          "provider/memory holds no memory of its own to measure: the fake answers an idle sandbox's constant; TestConformance/Metrics/MemoryMoves checks it over provider/local",
 	}
-	h.Groups = memoryGroups
+	h.Groups, h.ShortGroups = memoryGroups, memoryShortGroups
 	sandboxtest.Run(t, h)
 }
 
@@ -48,6 +48,13 @@ func TestConformanceMemory(t *testing.T) {
 // commands, files, processes, terminals and snapshots. TestConformance
 // runs every group.
 var memoryGroups = []string{"Lifecycle", "Exec", "Process", "Processes", "Files", "Watch", "Terminal", "Snapshots"}
+
+// memoryShortGroups are those it runs under go test -short: the ones
+// where provider/memory answers the fake differently from provider/local
+// (its shell's processes and signals, its emulated terminal, its
+// watcher), leaving out Exec, whose stall and timeout subtests wait out
+// real bounds that TestConformance already waits out.
+var memoryShortGroups = []string{"Lifecycle", "Process", "Files", "Watch", "Terminal"}
 
 // fakeFullSkip is why the fake cannot show that a full snapshot keeps
 // processes, which the real E2B does (memory:true resumes them): its

@@ -50,6 +50,12 @@ var (
 	// sandbox's own, no namespaces or cgroup): what commands, files,
 	// processes, terminals, snapshots and metrics see changes.
 	levelGroups = []string{"Lifecycle", "Exec", "Process", "Files", "Terminal", "Processes", "Snapshots", "Metrics", "Watch"}
+	// Under go test -short (the inner loop) each runs fewer: the pool
+	// the groups whose create options it must not lose (labels and env,
+	// policies, secrets); the levels the commands and files their
+	// confinement changes first.
+	warmPoolShortGroups = []string{"Lifecycle", "Network", "Brokered"}
+	levelShortGroups    = []string{"Exec", "Files"}
 )
 
 func TestConformance(t *testing.T) {
@@ -62,7 +68,7 @@ func TestConformance(t *testing.T) {
 	t.Run("warm-pool", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
-		}, Egress: up.hooks(), Groups: warmPoolGroups})
+		}, Egress: up.hooks(), Groups: warmPoolGroups, ShortGroups: warmPoolShortGroups})
 	})
 	t.Run("L2", func(t *testing.T) {
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
@@ -80,13 +86,13 @@ func TestConformance(t *testing.T) {
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,
 			"Ports/ConcurrentDownloadsAbandoned": noListen, "Ports/RequiresCredentials": noListen,
 			"Ports/ServerNeverClosesFreesDescriptors": noListen, "Ports/ConnectionCapAndIdle": noListen,
-		}, Groups: append(levelGroups, "Ports")})
+		}, Groups: append(levelGroups, "Ports"), ShortGroups: append(levelShortGroups, "Ports")})
 	})
 	t.Run("L1", func(t *testing.T) {
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			// A root the sandbox's user can reach, so that on a root host
 			// commands run unprivileged, as under the default root.
 			return sandbox.NewClient(levelRuntime(t, L1))
-		}, SameProvider: sameRoot, SnapshotSparseSize: 1 << 30, Groups: levelGroups})
+		}, SameProvider: sameRoot, SnapshotSparseSize: 1 << 30, Groups: levelGroups, ShortGroups: levelShortGroups})
 	})
 }
