@@ -367,6 +367,7 @@ func loopbackListener(t *testing.T) int {
 // which the host's loopback cannot be reached, neither at 127.0.0.1 nor
 // through the gateway.
 func TestIsolatedNetwork(t *testing.T) {
+	t.Parallel() // its probe of the gateway waits out a 10 s connect
 	if lookPasta() == "" {
 		t.Skip("needs pasta (Debian package passt) for an isolated network")
 	}

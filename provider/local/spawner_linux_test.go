@@ -70,6 +70,7 @@ func TestSpawnerReplaced(t *testing.T) {
 // (stopped here), Exec returns an error saying the outcome is unknown,
 // not a timeout the agent never reported.
 func TestStuckAgentIsAnError(t *testing.T) {
+	t.Parallel() // it waits out the client's bound on its own sandbox
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
