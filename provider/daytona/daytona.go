@@ -473,7 +473,7 @@ func (r *Runtime) call(ctx context.Context, op string, mutating bool, f func(ctx
 
 // decode reads a JSON response body into v.
 func decode(op string, resp *http.Response, v any) error {
-	defer resp.Body.Close()
+	defer wire.DrainClose(resp.Body)
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {

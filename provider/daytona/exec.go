@@ -209,7 +209,7 @@ func (r *Runtime) execute(ctx context.Context, id, script, cwd string, wireTimeo
 		return execResult{err: err}
 	}
 	var out toolbox.ExecuteResponse
-	defer resp.Body.Close()
+	defer wire.DrainClose(resp.Body)
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		if ctx.Err() != nil {
 			return execResult{err: ctx.Err()}

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +266,51 @@ func TestExecOutputSurvivesOneFailedDownload(t *testing.T) {
 		if !bytes.Equal(r.Stdout, want) || r.ExitCode != 0 {
 			t.Fatalf("exec %d: %d bytes (want %d), exit %d", i, len(r.Stdout), len(want), r.ExitCode)
 		}
+	}
+}
+
+// connCounter counts the requests that went out on a new connection and
+// those that reused a pooled one.
+type connCounter struct {
+	fresh, reused atomic.Int64
+	next          http.RoundTripper
+}
+
+func (c *connCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.Reused {
+			c.reused.Add(1)
+		} else {
+			c.fresh.Add(1)
+		}
+	}}
+	return c.next.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+}
+
+// Exec keeps its connection whatever its output's size: the response is
+// read to its end, so the connection goes back to the pool. With the JSON
+// decoder's read alone (the encoder's final newline left unread), about
+// half of the execs with some KiB of output ended their connection, and
+// against the real service each next call paid a new TLS handshake.
+func TestExecReusesItsConnection(t *testing.T) {
+	t.Parallel()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	cc := &connCounter{next: tr}
+	e := newHostEnv(t, nil, daytona.WithTransport(cc))
+	sb := e.create(t)
+	ctx := ctxT(t)
+	sh(t, sb, "true") // the sandbox's toolbox connection, made once
+	cc.fresh.Store(0)
+	calls := 0
+	for n := 0; n < 64<<10; n += 1021 {
+		res, err := sb.Exec(ctx, sandbox.Command{Shell: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x", n)})
+		if err != nil || len(res.Stdout) != n {
+			t.Fatalf("exec with %d bytes of output: %d bytes, %v", n, len(res.Stdout), err)
+		}
+		calls++
+	}
+	if f := cc.fresh.Load(); f != 0 {
+		t.Errorf("%d of %d execs (outputs of 0 to 64 KiB) opened a new connection (%d reused one): a response was closed before its end", f, calls, cc.reused.Load())
 	}
 }

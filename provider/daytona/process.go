@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/bgproc"
+	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -158,7 +159,7 @@ func (p *proc) logs(ctx context.Context) (stdout, stderr string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	defer resp.Body.Close()
+	defer wire.DrainClose(resp.Body)
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		// A daemon that ignores the version header: merged text.
 		b, err := io.ReadAll(resp.Body)

@@ -346,7 +346,7 @@ func (r *Runtime) readDir(ctx context.Context, ep endpoint, p string) ([]driver.
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = resp.Body.Close() }()
+	defer wire.DrainClose(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return nil, restErr(resp, "list "+p)
 	}
