@@ -61,7 +61,8 @@ type Harness struct {
 	// Create holds the options every sandbox of the suite is created with
 	// (a template, provider options); the suite adds its own labels.
 	Create sandbox.CreateOptions
-	// Skip names subtests (as "Group/Name") to skip, with the reason.
+	// Skip names subtests (as "Group/Name", or "Group/Name/Case" for one
+	// case of a subtest that runs several) to skip, with the reason.
 	Skip map[string]string
 	// Timeout bounds each subtest (default 5 minutes: subtests that move
 	// tens of MiB or make hundreds of calls through an adapter, its fake and
@@ -383,6 +384,15 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// skipCase skips t, the case named name of the suite's subtest parent
+// ("Group/Name"), when Harness.Skip names it ("Group/Name/Case").
+func (s *suite) skipCase(t *testing.T, parent, name string) {
+	t.Helper()
+	if reason, ok := s.h.Skip[parent+"/"+name]; ok {
+		t.Skip(reason)
+	}
 }
 
 // create makes a sandbox labelled for this run and destroys it at cleanup.

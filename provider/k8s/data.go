@@ -276,9 +276,13 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, body io.Reader) erro
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
+		r.awaitTempsGone(ctx, ep, path.Dir(p))
 		return errorf("upload %s: %w", p, src.err)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			r.awaitTempsGone(ctx, ep, path.Dir(p))
+		}
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -286,6 +290,58 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, body io.Reader) erro
 		return restErr(resp, "upload "+p)
 	}
 	return nil
+}
+
+// tempPrefix begins the names of the temporary files sandboxd writes an
+// upload to, beside its target, before renaming them over it.
+const tempPrefix = ".sandboxd-tmp-"
+
+// tempWait bounds how long an aborted upload waits for sandboxd to remove
+// its temporary file.
+const tempWait = 2 * time.Second
+
+// awaitTempsGone waits, after an upload to a file in dir was aborted, until
+// the temporary files sandboxd holds there now are gone (at most
+// tempWait, even when ctx has ended). sandboxd removes the temporary file
+// of a failed upload, but only once its handler sees the connection
+// broken, which comes after the client's call returned: without the wait
+// a caller listing dir at once found it. Temporary files of other uploads
+// in flight in dir are waited for too, within the same bound.
+func (r *Runtime) awaitTempsGone(ctx context.Context, ep endpoint, dir string) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tempWait)
+	defer cancel()
+	held := func() map[string]bool {
+		list, err := r.readDir(wctx, ep, dir)
+		if err != nil {
+			return nil
+		}
+		names := map[string]bool{}
+		for _, fi := range list {
+			if strings.HasPrefix(fi.Name(), tempPrefix) {
+				names[fi.Name()] = true
+			}
+		}
+		return names
+	}
+	first := held()
+	for len(first) > 0 {
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		now := held()
+		if now == nil {
+			return
+		}
+		for n := range first {
+			if !now[n] {
+				delete(first, n)
+			}
+		}
+	}
 }
 
 // readErr remembers the error of the caller's reader, so Upload returns
