@@ -441,8 +441,11 @@ const newConnGrace = time.Second
 // accepted (it waits in the listener's backlog, costing no descriptor).
 // A flood that reconnects as fast as its connections are closed so
 // churns at most maxPending per minHold, not thousands a second, and an
-// owner's client accepted just before it sends has that long to send.
-const minHold = 100 * time.Millisecond
+// owner's client accepted just before it sends has that long to send. It
+// is the whole grace: at 100 ms, a client thread descheduled between its
+// connect and its write on a loaded host (CI, load 30 on 2 cores) lost
+// its connection to a flood.
+const minHold = newConnGrace
 
 // hold adds c to the connections waiting for their first request's
 // headers; at maxPending one is closed to make room (see victim), and when
