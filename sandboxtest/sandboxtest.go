@@ -17,7 +17,12 @@
 // and, through Harness.Groups, the groups a configuration changes in the
 // others; SANDBOXTEST_FULL=1 (FullEnv) runs every group everywhere. The
 // groups of one Run go a few at once (SANDBOXTEST_PARALLEL, ParallelEnv),
-// each on its own Client; the subtests of a group run one after another.
+// each on its own Client; the subtests of a group run one after another,
+// but for the few that mostly wait out a provider's bound on a sandbox of
+// their own (Ports/ServerNeverClosesFreesDescriptors, Exec/StallIsAnError),
+// which run beside their group on a Client of their own. Several Runs may
+// go at once (a provider's configurations, as parallel subtests): the
+// subtests that load the host on purpose run alone across all of them.
 //
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
@@ -207,11 +212,6 @@ func Run(t *testing.T, h Harness) {
 	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
 	// counts waiting groups as if they used a CPU each.
 	sem := make(chan struct{}, par)
-	// Every subtest holds excl for reading while it runs, and a subtest
-	// marked alone holds it for writing: it loads the host on purpose
-	// (busy goroutines, hundreds of execs), and beside it other subtests'
-	// bounded waits would measure that load instead of their provider.
-	var excl sync.RWMutex
 	var wg sync.WaitGroup
 	start := func(name string, fn func(t *testing.T)) {
 		if !selected[name] {
@@ -238,40 +238,66 @@ func Run(t *testing.T, h Harness) {
 			c := h.NewClient(t)
 			t.Cleanup(func() { _ = c.Close() })
 			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
+			// Subtests marked own run beside the rest of the group, each
+			// on a Client of its own; the group ends when they have.
+			var beside sync.WaitGroup
 			for _, tc := range g.tests {
 				reason, skip := h.Skip[g.name+"/"+tc.name]
 				if !skip && tc.needs != nil {
 					reason = tc.needs(s.caps)
 					skip = reason != ""
 				}
-				// The lock is taken outside the subtest, so that its
-				// time and its context's bound leave out the wait.
-				switch {
-				case skip:
-				case tc.alone:
-					excl.Lock()
-				default:
-					excl.RLock()
+				if tc.own && !skip {
+					beside.Add(1)
+					go func() {
+						defer beside.Done()
+						runTest(t, tc, "", func(t *testing.T) *suite {
+							c := h.NewClient(t)
+							t.Cleanup(func() { _ = c.Close() })
+							return &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
+						})
+					}()
+					continue
 				}
-				t.Run(tc.name, func(t *testing.T) {
-					if skip {
-						t.Skip(reason)
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
-					defer cancel()
-					tc.fn(ctx, t, s)
-				})
-				switch {
-				case skip:
-				case tc.alone:
-					excl.Unlock()
-				default:
-					excl.RUnlock()
-				}
+				runTest(t, tc, reason, func(*testing.T) *suite { return s })
 			}
+			beside.Wait()
 		})
 	}
 	wg.Wait()
+}
+
+// excl is held by every subtest of the suite while it runs, for reading,
+// and by a subtest marked alone for writing: such a subtest loads the host
+// on purpose (busy goroutines, hundreds of execs), and beside it other
+// subtests' bounded waits would measure that load instead of their
+// provider. It is one for the whole test binary, so that the Runs of one
+// package (a provider's configurations, run at once) respect each other's.
+var excl sync.RWMutex
+
+// runTest runs tc as a subtest of t, skipped with reason when it is not
+// "", on the suite newSuite returns. The lock is taken outside the
+// subtest, so that its time and its context's bound leave out the wait.
+func runTest(t *testing.T, tc test, reason string, newSuite func(t *testing.T) *suite) {
+	skip := reason != ""
+	switch {
+	case skip:
+	case tc.alone:
+		excl.Lock()
+		defer excl.Unlock()
+	default:
+		excl.RLock()
+		defer excl.RUnlock()
+	}
+	t.Run(tc.name, func(t *testing.T) {
+		if skip {
+			t.Skip(reason)
+		}
+		s := newSuite(t)
+		ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
+		defer cancel()
+		tc.fn(ctx, t, s)
+	})
 }
 
 // selection returns the set of groups h runs: ShortGroups' under -short
@@ -361,9 +387,15 @@ type test struct {
 	name  string
 	needs func(sandbox.Capabilities) string // "" when runnable, else why not
 	fn    func(ctx context.Context, t *testing.T, s *suite)
-	// alone: no other subtest of the same Run runs beside this one (it
-	// loads the host on purpose; see Run).
+	// alone: no other subtest of the suite runs beside this one (it
+	// loads the host on purpose; see excl).
 	alone bool
+	// own: it runs beside the rest of its group, on a Client of its own
+	// (Harness.NewClient), as if it were a group of its own. For a
+	// subtest that mostly waits out a provider's bound on a sandbox of
+	// its own: it arms its Client's faults for itself alone, and the
+	// group's other subtests do not wait behind it.
+	own bool
 }
 
 func needsProcesses(c sandbox.Capabilities) string {

@@ -11,11 +11,13 @@ import (
 )
 
 // TestConformance runs the portable suite against e2b over e2bfake over
-// provider/local, so commands and files are real. Like
-// TestConformanceMemory it is not marked parallel: its groups already run
-// a few at once, and its subtests that bound a wait (or run alone, see
-// sandboxtest) would otherwise measure the package's other tests.
+// provider/local, so commands and files are real. It runs beside the
+// package's other parallel tests (TestConformanceMemory among them): its
+// subtests' bounded waits allow for a loaded machine, as they must when
+// packages are tested at once, and a subtest that loads the host on
+// purpose runs alone among the suite's subtests (see sandboxtest).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	// The local backend's egress proxy enforces the egress rules and the
 	// header transforms, and reaches the Brokered group's loopback
 	// upstream (Harness.Egress).
@@ -31,6 +33,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceMemory runs the suite over provider/memory too: fast, and
 // independent of the host's isolation features.
 func TestConformanceMemory(t *testing.T) {
+	t.Parallel()
 	h := harness(func(t *testing.T, _ ...e2bfake.Option) *env { return newMemoryEnv(t) })
 	h.Skip = map[string]string{
 		"Exec/KilledBySignal":          "provider/memory's shell has no kill; Process/SignalNamed covers the signal through the fake",

@@ -58,19 +58,28 @@ var (
 	levelShortGroups    = []string{"Exec", "Files"}
 )
 
+// TestConformance runs the suite in each configuration, the four at once
+// and beside the package's other parallel tests: each has Runtimes, roots
+// and an egress upstream of its own, and sandboxtest keeps a subtest that
+// loads the host on purpose alone across all of them.
 func TestConformance(t *testing.T) {
-	up := newConformanceUpstream(t)
+	t.Parallel()
 	t.Run("best", func(t *testing.T) {
+		t.Parallel()
+		up := newConformanceUpstream(t)
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, up.options()...))
 		}, Egress: up.hooks(), SameProvider: sameRoot, SnapshotSparseSize: 1 << 30})
 	})
 	t.Run("warm-pool", func(t *testing.T) {
+		t.Parallel()
+		up := newConformanceUpstream(t) // its handler is one Brokered subtest's at a time
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			return sandbox.NewClient(newRuntime(t, append(up.options(), WithWarmPool(2))...))
 		}, Egress: up.hooks(), Groups: warmPoolGroups, ShortGroups: warmPoolShortGroups})
 	})
 	t.Run("L2", func(t *testing.T) {
+		t.Parallel()
 		rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
 		if err != nil {
 			t.Skipf("no L2 here: %v", err)
@@ -89,6 +98,7 @@ func TestConformance(t *testing.T) {
 		}, Groups: append(levelGroups, "Ports"), ShortGroups: append(levelShortGroups, "Ports")})
 	})
 	t.Run("L1", func(t *testing.T) {
+		t.Parallel()
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 			// A root the sandbox's user can reach, so that on a root host
 			// commands run unprivileged, as under the default root.
