@@ -68,6 +68,7 @@ func TestOpenLoggerReachesProvider(t *testing.T) {
 // ends fails with an error matching ErrLeaseExpired, not only "the agent
 // went away".
 func TestExecLeaseEndsMidCommand(t *testing.T) {
+	t.Parallel() // waits out a lease on a Runtime of its own
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(100*time.Millisecond))
 	c := sandbox.NewClient(rt)
@@ -105,6 +106,7 @@ func TestExecLeaseEndsMidCommand(t *testing.T) {
 // not report a Destroy mid-command, past that stale end, as the end of the
 // lease: the provider knows it did not end the sandbox for its lease.
 func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
+	t.Parallel() // waits out a lease on a Runtime of its own
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	c := sandbox.NewClient(rt)
@@ -143,6 +145,7 @@ func TestStaleLeaseDestroyedIsNotLeaseExpired(t *testing.T) {
 // command on a handle after its own Destroy says the sandbox is gone, not
 // that extending its lease failed.
 func TestLeaseEndedMessage(t *testing.T) {
+	t.Parallel() // waits out a lease on a Runtime of its own
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(100*time.Millisecond))
 	c := sandbox.NewClient(rt)

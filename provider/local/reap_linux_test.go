@@ -19,6 +19,7 @@ import (
 // no other command exits after it (the agent no longer blocks in waitid
 // for every child, so the periodic sweep must catch it).
 func TestOrphanReaped(t *testing.T) {
+	t.Parallel() // waits for the agent's sweep, on Runtimes of its own
 	for _, level := range []Level{L1, L4} {
 		t.Run(level.String(), func(t *testing.T) {
 			rt := newRuntime(t, WithIsolation(level))

@@ -358,6 +358,7 @@ func readChain(t *testing.T, dir string, depth int) (string, uint32) {
 // path) survives snapshot and restore whole, with its hard link kept,
 // and the copy holds a bounded number of descriptors.
 func TestSnapshotDeepTree(t *testing.T) {
+	t.Parallel() // a Runtime of its own, and mostly copying
 	const depth = 5000
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
