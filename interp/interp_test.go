@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/interp"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
@@ -26,7 +27,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on interpreters starting and cells running in sandboxes far
+// more than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(2)
+	goleak.VerifyTestMain(m)
+}
 
 // providers builds a sandbox on each provider the package is tested over:
 // local at this host's best isolation level, e2b over e2bfake and daytona

@@ -21,10 +21,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on the tool's processes, sandboxes and fakes far more than
+// they compute.
 func TestMain(m *testing.M) {
+	testpar.Widen(2)
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if binDir != "" {
 			os.RemoveAll(binDir)

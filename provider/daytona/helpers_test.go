@@ -6,13 +6,20 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/local"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on the fake's answers, commands' sleeps and timeouts far more
+// than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(2)
+	goleak.VerifyTestMain(m)
+}
 
 // env is a Runtime over a fresh fake.
 type env struct {

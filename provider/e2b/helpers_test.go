@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
@@ -13,7 +14,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on the fake's answers, commands' sleeps and timeouts far more
+// than they compute.
+func TestMain(m *testing.M) {
+	testpar.Widen(2)
+	goleak.VerifyTestMain(m)
+}
 
 type env struct {
 	fake    *e2bfake.Server

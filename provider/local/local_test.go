@@ -6,12 +6,18 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 	"go.uber.org/goleak"
 )
 
+// TestMain runs more tests at once than go test's default of one per CPU:
+// the package's parallel tests wait on sandboxes (leases, sweeps, bounded
+// waits) far more than they compute. Its tests that load the host or
+// count what the host holds are not parallel.
 func TestMain(m *testing.M) {
 	Init() // the package's init already dispatched; calling it again is harmless
+	testpar.Widen(2)
 	goleak.VerifyTestMain(m)
 }
 
