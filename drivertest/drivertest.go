@@ -18,6 +18,8 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +38,8 @@ type Harness struct {
 	// provider options); the suite sets its own labels and, when zero, a
 	// 10 minute lease.
 	Create driver.CreateRequest
-	// Skip names subtests to skip, with the reason.
+	// Skip names subtests to skip, with the reason. Run fails on a key
+	// that names no subtest (or case, such as "Codes/ReadOnly").
 	Skip map[string]string
 	// Timeout bounds each subtest (default 5 minutes, as sandboxtest's).
 	Timeout time.Duration
@@ -71,6 +74,9 @@ func Run(t *testing.T, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = 5 * time.Minute
 	}
+	if err := checkSkip(h.Skip); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if reason, ok := h.Skip[tc.name]; ok {
@@ -84,6 +90,26 @@ func Run(t *testing.T, h Harness) {
 			tc.fn(ctx, t, e)
 		})
 	}
+}
+
+// caseKeys are the keys Harness.Skip may hold for one case of a subtest.
+var caseKeys = []string{"Codes/ReadOnly"}
+
+// checkSkip returns an error naming each key of skip that names no
+// subtest (or case, see caseKeys): a misspelt or renamed key would
+// otherwise skip nothing, silently.
+func checkSkip(skip map[string]string) error {
+	var bad []string
+	for k := range skip {
+		if !slices.ContainsFunc(tests, func(tc test) bool { return tc.name == k }) && !slices.Contains(caseKeys, k) {
+			bad = append(bad, strconv.Quote(k))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("drivertest: Harness.Skip names %s, which is no subtest of the suite", strings.Join(bad, ", "))
 }
 
 type env struct {

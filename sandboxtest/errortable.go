@@ -20,7 +20,8 @@ import (
 // being papered over by the portable layer.
 
 func init() {
-	fileTests = append(fileTests, test{name: "ErrorTable", fn: fileErrorTable})
+	fileTests = append(fileTests, test{name: "ErrorTable", fn: fileErrorTable,
+		cases: []string{"Unreadable", "Unreadable/File", "Unreadable/InClosedDirectory", "ReadOnly"}})
 	execTests = append(execTests, test{name: "ErrorTable", fn: execErrorTable})
 }
 

@@ -107,3 +107,24 @@ func TestGroupsHoldSubtestsAddedAtInit(t *testing.T) {
 		t.Errorf("groups missing: %v", want)
 	}
 }
+
+// A Skip key that names no subtest would skip nothing, silently (a
+// provider's skip of a case once never matched for months): Run refuses
+// it, naming the key.
+func TestCheckSkipNamesUnknownKeys(t *testing.T) {
+	good := map[string]string{
+		"Exec/ErrorTable":                               "a subtest",
+		"Files/InterruptedUpload/NewFileCtxEnds":        "a case",
+		"Files/ErrorTable/Unreadable/InClosedDirectory": "a case two levels down",
+		"Driver/Anything":                               "drivertest checks its own",
+	}
+	if err := checkSkip(good); err != nil {
+		t.Fatalf("checkSkip of known keys: %v", err)
+	}
+	for _, k := range []string{"Exec/Nope", "Exce/ErrorTable", "Files/InterruptedUpload/Nope", "Exec/ErrorTable/Unreadable", "Exec"} {
+		err := checkSkip(map[string]string{"Exec/ErrorTable": "fine", k: "misspelt"})
+		if err == nil || !strings.Contains(err.Error(), `"`+k+`"`) || strings.Contains(err.Error(), `"Exec/ErrorTable"`) {
+			t.Errorf("checkSkip with %q: %v, want an error naming it alone", k, err)
+		}
+	}
+}

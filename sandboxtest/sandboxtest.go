@@ -67,7 +67,8 @@ type Harness struct {
 	// (a template, provider options); the suite adds its own labels.
 	Create sandbox.CreateOptions
 	// Skip names subtests (as "Group/Name", or "Group/Name/Case" for one
-	// case of a subtest that runs several) to skip, with the reason.
+	// case of a subtest that runs several) to skip, with the reason. Run
+	// fails on a key that names no subtest or case of the suite.
 	Skip map[string]string
 	// Timeout bounds each subtest (default 5 minutes: subtests that move
 	// tens of MiB or make hundreds of calls through an adapter, its fake and
@@ -207,6 +208,9 @@ func Run(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := checkSkip(h.Skip); err != nil {
+		t.Fatal(err)
+	}
 	// Each group runs as a subtest started from its own goroutine
 	// (testing allows concurrent Run calls), bounded by sem, rather than
 	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
@@ -300,6 +304,33 @@ func runTest(t *testing.T, tc test, reason string, newSuite func(t *testing.T) *
 	})
 }
 
+// checkSkip returns an error naming each key of skip that names no
+// subtest or case of the suite (a misspelt or renamed key would otherwise
+// skip nothing, silently). Keys under "Driver/" are drivertest's, which
+// checks them.
+func checkSkip(skip map[string]string) error {
+	known := map[string]bool{}
+	for _, g := range groups() {
+		for _, tc := range g.tests {
+			known[g.name+"/"+tc.name] = true
+			for _, c := range tc.cases {
+				known[g.name+"/"+tc.name+"/"+c] = true
+			}
+		}
+	}
+	var bad []string
+	for k := range skip {
+		if !known[k] && !strings.HasPrefix(k, driverGroup+"/") {
+			bad = append(bad, strconv.Quote(k))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("sandboxtest: Harness.Skip names %s, which is no subtest of the suite (want \"Group/Name\", or \"Group/Name/Case\" for a case a subtest lets be skipped)", strings.Join(bad, ", "))
+}
+
 // selection returns the set of groups h runs: ShortGroups' under -short
 // (short) when set, Groups' otherwise (see selectGroups). Both lists are
 // checked either way, so that a misspelt name fails every run.
@@ -390,6 +421,9 @@ type test struct {
 	// alone: no other subtest of the suite runs beside this one (it
 	// loads the host on purpose; see excl).
 	alone bool
+	// cases are the names of its cases that Harness.Skip may name one by
+	// one ("Group/Name/Case"), for a subtest that runs several.
+	cases []string
 	// own: it runs beside the rest of its group, on a Client of its own
 	// (Harness.NewClient), as if it were a group of its own. For a
 	// subtest that mostly waits out a provider's bound on a sandbox of
