@@ -26,7 +26,7 @@ import (
 // that a root host runs L1 and L2 commands as that user.
 func searchableRoot(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := shortTempDir(t)
 	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
 		t.Fatal(err)
 	}

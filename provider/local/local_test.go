@@ -3,6 +3,8 @@
 package local
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
@@ -21,10 +23,29 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// shortTempDir returns a fresh directory, removed at cleanup, whose path
+// stays short whatever the test's name: t.TempDir's holds the name, and
+// under a long one (a conformance subtest's, run on a Client of its own)
+// the root was too long for the unix sockets under it. The directory is
+// alone in a parent of its own, which the caller may chmod.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	parent, err := os.MkdirTemp("", "sbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	dir := filepath.Join(parent, "r")
+	if err := os.Mkdir(dir, 0o777); err != nil { // as t.TempDir makes it
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // newRuntime returns a Runtime on a fresh root, closed at cleanup.
 func newRuntime(t *testing.T, opts ...Option) *Runtime {
 	t.Helper()
-	rt, err := New(append([]Option{WithRoot(t.TempDir())}, opts...)...)
+	rt, err := New(append([]Option{WithRoot(shortTempDir(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

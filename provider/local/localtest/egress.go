@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,7 +78,19 @@ func NewEgressUpstream(t testing.TB) *EgressUpstream {
 func (u *EgressUpstream) Backend(t testing.TB) driver.Runtime {
 	t.Helper()
 	secret, other := netip.MustParseAddr("192.0.2.80"), netip.MustParseAddr("192.0.2.81")
-	rt, err := local.New(local.WithRoot(t.TempDir()),
+	// Not t.TempDir: its path holds the test's name, and under a long one
+	// (a conformance subtest's) the root would be too long for the unix
+	// sockets under it.
+	parent, err := os.MkdirTemp("", "sbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	root := filepath.Join(parent, "r")
+	if err := os.Mkdir(root, 0o777); err != nil { // as t.TempDir makes it
+		t.Fatal(err)
+	}
+	rt, err := local.New(local.WithRoot(root),
 		local.WithEgressHosts(map[string][]netip.Addr{SecretHost: {secret}, OtherHost: {other}}),
 		local.WithEgressDialOverride(map[netip.AddrPort]netip.AddrPort{
 			netip.AddrPortFrom(secret, 443): u.addr, netip.AddrPortFrom(other, 443): u.addr,
