@@ -31,7 +31,7 @@ import (
 
 func init() {
 	portTests = append(portTests,
-		test{name: "ConcurrentDownloadsAbandoned", needs: needsPorts, fn: testPortConcurrentDownloads},
+		test{name: "ConcurrentDownloadsAbandoned", needs: needsPorts, fn: testPortConcurrentDownloads, countsFDs: true},
 	)
 }
 

@@ -29,7 +29,7 @@ import (
 func init() {
 	portTests = append(portTests,
 		test{name: "RequiresCredentials", needs: needsPorts, fn: testPortRequiresCredentials},
-		test{name: "ServerNeverClosesFreesDescriptors", needs: needsPorts, fn: testPortServerNeverCloses, own: true},
+		test{name: "ServerNeverClosesFreesDescriptors", needs: needsPorts, fn: testPortServerNeverCloses, own: true, countsFDs: true},
 		test{name: "ConnectionCapAndIdle", needs: needsPorts, fn: testPortConnectionCap},
 	)
 }

@@ -279,6 +279,13 @@ func Run(t *testing.T, h Harness) {
 // package (a provider's configurations, run at once) respect each other's.
 var excl sync.RWMutex
 
+// fdCounting is held by a subtest that counts the test process's descriptors
+// (test.countsFDs) while it runs: each holds a hundred connections open at
+// times and compares the process's count before and after with a small
+// slack, so two at once (a configuration's beside another's, or one
+// running beside its group) would each count the other's.
+var fdCounting sync.Mutex
+
 // runTest runs tc as a subtest of t, skipped with reason when it is not
 // "", on the suite newSuite returns. The lock is taken outside the
 // subtest, so that its time and its context's bound leave out the wait.
@@ -292,6 +299,10 @@ func runTest(t *testing.T, tc test, reason string, newSuite func(t *testing.T) *
 	default:
 		excl.RLock()
 		defer excl.RUnlock()
+	}
+	if tc.countsFDs && !skip {
+		fdCounting.Lock()
+		defer fdCounting.Unlock()
 	}
 	t.Run(tc.name, func(t *testing.T) {
 		if skip {
@@ -421,6 +432,9 @@ type test struct {
 	// alone: no other subtest of the suite runs beside this one (it
 	// loads the host on purpose; see excl).
 	alone bool
+	// countsFDs: it counts the test process's descriptors, and opens many:
+	// no two such subtests run at once, in any Run (see fdCounting).
+	countsFDs bool
 	// cases are the names of its cases that Harness.Skip may name one by
 	// one ("Group/Name/Case"), for a subtest that runs several.
 	cases []string
