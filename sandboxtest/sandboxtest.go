@@ -239,9 +239,7 @@ func Run(t *testing.T, h Harness) {
 	})
 	for _, g := range groups() {
 		start(g.name, func(t *testing.T) {
-			c := h.NewClient(t)
-			t.Cleanup(func() { _ = c.Close() })
-			s := &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
+			s := newSuite(t, h)
 			// Subtests marked own run beside the rest of the group, each
 			// on a Client of its own; the group ends when they have.
 			var beside sync.WaitGroup
@@ -255,15 +253,11 @@ func Run(t *testing.T, h Harness) {
 					beside.Add(1)
 					go func() {
 						defer beside.Done()
-						runTest(t, tc, "", func(t *testing.T) *suite {
-							c := h.NewClient(t)
-							t.Cleanup(func() { _ = c.Close() })
-							return &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
-						})
+						runTest(t, tc, false, "", func(t *testing.T) *suite { return newSuite(t, h) })
 					}()
 					continue
 				}
-				runTest(t, tc, reason, func(*testing.T) *suite { return s })
+				runTest(t, tc, skip, reason, func(*testing.T) *suite { return s })
 			}
 			beside.Wait()
 		})
@@ -286,11 +280,17 @@ var excl sync.RWMutex
 // running beside its group) would each count the other's.
 var fdCounting sync.Mutex
 
-// runTest runs tc as a subtest of t, skipped with reason when it is not
-// "", on the suite newSuite returns. The lock is taken outside the
+// newSuite returns a suite on a Client of its own, closed when t ends.
+func newSuite(t *testing.T, h Harness) *suite {
+	c := h.NewClient(t)
+	t.Cleanup(func() { _ = c.Close() })
+	return &suite{h: h, c: c, caps: c.Capabilities(), runID: randHex(6)}
+}
+
+// runTest runs tc as a subtest of t, skipped with reason when skip, on
+// the suite suiteFor returns. The lock is taken outside the
 // subtest, so that its time and its context's bound leave out the wait.
-func runTest(t *testing.T, tc test, reason string, newSuite func(t *testing.T) *suite) {
-	skip := reason != ""
+func runTest(t *testing.T, tc test, skip bool, reason string, suiteFor func(t *testing.T) *suite) {
 	switch {
 	case skip:
 	case tc.alone:
@@ -308,7 +308,7 @@ func runTest(t *testing.T, tc test, reason string, newSuite func(t *testing.T) *
 		if skip {
 			t.Skip(reason)
 		}
-		s := newSuite(t)
+		s := suiteFor(t)
 		ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
 		defer cancel()
 		tc.fn(ctx, t, s)
