@@ -378,8 +378,17 @@ func TestForkNativeAnswerLost(t *testing.T) {
 	ctx := context.Background()
 	src := createWith(t, e, &driver.CreateRequest{Timeout: time.Minute})
 	e.fake.Inject(&e2bfake.Fault{Kind: e2bfake.StallResponse, Path: "POST /sandboxes/" + src.ID + "/fork"})
-	fctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	// The caller gives up once E2B has made the forks (their answer is
+	// stalled), not after a fixed time: on a loaded host the request may
+	// take longer than any short bound to arrive.
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	go func() {
+		for len(e.fake.Sandboxes()) < 3 && fctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
 	kids, err := e.rt.Fork(fctx, src.ID, 2, &driver.CreateRequest{})
 	if err == nil || len(kids) != 0 {
 		t.Fatalf("Fork whose answer never came = %v, %v", kids, err)

