@@ -276,8 +276,9 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 	}
 }
 
-// allowAll reports whether a sandbox created without NoNetwork gets a
-// network by default (see networkFor).
+// allowAll reports whether a sandbox can get the network without a
+// proxy: by default, or (NetworkNone) when its policy is allow-all (see
+// networkFor).
 func (r *Runtime) allowAll() bool {
 	return r.level <= L1 || r.network == NetworkHost || r.level >= L3 && r.pasta != ""
 }
@@ -360,7 +361,7 @@ func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err 
 			return "", "", sberrors.Errorf(sberrors.InvalidArgument, "local: unknown provider option %q (known: network)", k)
 		}
 		if v != NetworkIsolated && v != NetworkHost {
-			return "", "", sberrors.Errorf(sberrors.InvalidArgument, "local: provider option network=%q: want %q or %q", v, NetworkIsolated, NetworkHost)
+			return "", "", sberrors.Errorf(sberrors.InvalidArgument, "local: provider option network=%q: want %q or %q (for no network, set CreateOptions.NoNetwork)", v, NetworkIsolated, NetworkHost)
 		}
 		want = v
 	}
@@ -375,6 +376,15 @@ func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err 
 	}
 	if req.NoNetwork {
 		return "off", "", nil
+	}
+	if want == NetworkNone {
+		if req.Network == nil || req.Network.Mode != driver.NetworkAllowAll {
+			if r.level < L2 {
+				return "", "", sberrors.Errorf(sberrors.FailedPrecondition, "local: network none (WithNetwork) needs isolation L2 or higher to keep a sandbox off the network; this Runtime gives %s", r.level.Describe())
+			}
+			return "off", "no network: this Runtime gives none to a sandbox whose create asks for no network policy (WithNetwork(NetworkNone))", nil
+		}
+		want = "" // an explicit allow-all: what the Runtime would give by default
 	}
 	defer func() {
 		// An explicit allow-all must not come out cut off: say why not.
@@ -557,7 +567,7 @@ func (r *Runtime) Create(ctx context.Context, req *driver.CreateRequest) (driver
 			return driver.Info{}, err
 		}
 		src = r.snapSource(snap)
-	} else if m := r.takePooled(req); m != nil {
+	} else if m := r.takePooled(req, netMode); m != nil {
 		r.preconnect(ctx, m)
 		return r.info(m), nil
 	}

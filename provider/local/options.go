@@ -179,18 +179,29 @@ const (
 	// NetworkHost shares the host's network: sandboxed code reaches every
 	// service of the host's loopback. Only when asked for.
 	NetworkHost = "host"
+	// NetworkNone, for WithNetwork only, keeps off the network every
+	// sandbox whose create does not ask for one: it gets only its own
+	// loopback, as with CreateOptions.NoNetwork, and no user-space
+	// network stack is started for it. A create with a network policy
+	// still gets what the policy asks (an explicit allow-all: the
+	// isolated network; lists or brokered secrets: the egress proxy), and
+	// SetNetwork can open the sandbox later through the egress proxy. It
+	// needs isolation L2 or higher: at L0 and L1 a create without a
+	// policy is FailedPrecondition rather than given the host's network.
+	NetworkNone = "none"
 )
 
 // WithNetwork sets the network of sandboxes created with the network on
 // (CreateOptions.NoNetwork unset) and no "network" provider option:
-// NetworkIsolated or NetworkHost. By default a sandbox gets an isolated
-// network where it can (L3 and L4 with pasta installed) and no network
-// elsewhere at L2 to L4; at L0 and L1 commands always use the host's
-// network. Info.Detail["network"] says what each sandbox got and why.
+// NetworkIsolated, NetworkHost or NetworkNone. By default a sandbox gets
+// an isolated network where it can (L3 and L4 with pasta installed) and
+// no network elsewhere at L2 to L4; at L0 and L1 commands always use the
+// host's network. Info.Detail["network"] says what each sandbox got and
+// why.
 func WithNetwork(mode string) Option {
 	return func(r *config) {
-		if mode != NetworkIsolated && mode != NetworkHost {
-			r.bad.Invalid("WithNetwork", "network %q: want %q or %q", mode, NetworkIsolated, NetworkHost)
+		if mode != NetworkIsolated && mode != NetworkHost && mode != NetworkNone {
+			r.bad.Invalid("WithNetwork", "network %q: want %q, %q or %q", mode, NetworkIsolated, NetworkHost, NetworkNone)
 			return
 		}
 		r.network = mode

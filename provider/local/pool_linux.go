@@ -103,9 +103,14 @@ func (r *Runtime) createPooled(ctx context.Context) (*meta, error) {
 }
 
 // takePooled turns a pooled sandbox into the sandbox req asks for, or
-// returns nil when the pool is empty or the request does not fit.
-func (r *Runtime) takePooled(req *driver.CreateRequest) *meta {
+// returns nil when the pool is empty or the request does not fit: one
+// whose network (netMode, from networkFor) is not the pooled sandboxes'
+// (with NetworkNone, an explicit allow-all) does not.
+func (r *Runtime) takePooled(req *driver.CreateRequest, netMode string) *meta {
 	if r.pool == nil || !poolFits(req) {
+		return nil
+	}
+	if pooled, _, err := r.networkFor(&driver.CreateRequest{}); err != nil || pooled != netMode {
 		return nil
 	}
 	for {
