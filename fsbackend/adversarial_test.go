@@ -97,7 +97,7 @@ func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
 // commands for real through provider/local.
 func newE2B(t *testing.T, opts Options) *env {
 	t.Helper()
-	loc, err := local.New(local.WithRoot(t.TempDir()))
+	loc, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone)) // the file tools need no network
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = loc.Close() })
 	fake := e2bfake.New(loc)

@@ -29,7 +29,8 @@ var fakeBackends = []struct {
 // local provider cannot.
 func localBackend(t *testing.T) driver.Runtime {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()))
+	// No network unless asked for: no run here reaches beyond the host.
+	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

@@ -82,7 +82,7 @@ func TestScenarioLocal(t *testing.T) {
 // daytonaClients starts a Daytona fake executing through provider/local and
 // returns a constructor of adapters pointed at it.
 func daytonaClients(t *testing.T) func(t *testing.T) *sandbox.Client {
-	be, err := local.New(local.WithRoot(t.TempDir()))
+	be, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone)) // no test here needs a way out
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,10 +61,13 @@ func newEnvOn(t testing.TB, be driver.Runtime, fakeOpts []daytonafake.Option, op
 }
 
 // backend is what the fake executes on: the local provider, as the real
-// service's sandboxes are real machines.
+// service's sandboxes are real machines. Its sandboxes get no network
+// unless the fake asks for a policy (local.NetworkNone): these tests reach
+// nothing beyond the host, and a pasta per sandbox would cost a tenth of
+// a CPU second each.
 func backend(t testing.TB) driver.Runtime {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()))
+	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

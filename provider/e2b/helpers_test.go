@@ -40,7 +40,9 @@ func newMemoryEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 // and an adapter pointed at it.
 func newEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	t.Helper()
-	loc, err := local.New(local.WithRoot(t.TempDir()))
+	// No network unless the fake asks for a policy: these tests reach
+	// nothing beyond the host (local.NetworkNone spares a pasta each).
+	loc, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ type raw struct {
 }
 
 func newRaw(t *testing.T, opts ...daytonafake.Option) *raw {
-	be, err := local.New(local.WithRoot(t.TempDir()))
+	// No network unless asked for: nothing here reaches beyond the host.
+	be, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

@@ -74,7 +74,9 @@ func NewEgressUpstream(t testing.TB) *EgressUpstream {
 	return u
 }
 
-// Backend is a local Runtime whose egress proxy reaches u, closed when t ends.
+// Backend is a local Runtime whose egress proxy reaches u, closed when t
+// ends. Its sandboxes get no network unless their create asks for a
+// policy (local.NetworkNone).
 func (u *EgressUpstream) Backend(t testing.TB) driver.Runtime {
 	t.Helper()
 	secret, other := netip.MustParseAddr("192.0.2.80"), netip.MustParseAddr("192.0.2.81")
@@ -90,7 +92,10 @@ func (u *EgressUpstream) Backend(t testing.TB) driver.Runtime {
 	if err := os.Mkdir(root, 0o777); err != nil { // as t.TempDir makes it
 		t.Fatal(err)
 	}
-	rt, err := local.New(local.WithRoot(root),
+	// A sandbox created without a policy needs no way out here (the
+	// upstream is reached through the egress proxy only): none, and no
+	// pasta started for it.
+	rt, err := local.New(local.WithRoot(root), local.WithNetwork(local.NetworkNone),
 		local.WithEgressHosts(map[string][]netip.Addr{SecretHost: {secret}, OtherHost: {other}}),
 		local.WithEgressDialOverride(map[netip.AddrPort]netip.AddrPort{
 			netip.AddrPortFrom(secret, 443): u.addr, netip.AddrPortFrom(other, 443): u.addr,
