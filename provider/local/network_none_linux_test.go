@@ -120,3 +120,27 @@ func TestNetworkNoneNeedsL2(t *testing.T) {
 		t.Errorf("network=host at L1: Detail network %q", got)
 	}
 }
+
+// TestNetworkNoneFromURL: the URL parameter network=none is
+// WithNetwork(NetworkNone), and a value it does not know is refused,
+// naming the three it does.
+func TestNetworkNoneFromURL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := sandbox.Open(ctx, "local://"+shortTempDir(t)+"?network=none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if l, _ := c.Runtime().(*Runtime).Level(); l < L2 {
+		t.Skipf("this host gives %s: no sandbox can be kept off the network", l.Describe())
+	}
+	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
+	if got := sb.Info().Detail["network"]; got != "off" {
+		t.Errorf("?network=none: Detail network %q, want off", got)
+	}
+	_, err = sandbox.Open(ctx, "local://"+shortTempDir(t)+"?network=nothing")
+	if sberrors.CodeOf(err) != sberrors.InvalidArgument || !strings.Contains(err.Error(), `"nothing"`) || !strings.Contains(err.Error(), `"none"`) {
+		t.Errorf("?network=nothing: %v, want InvalidArgument naming the value and none", err)
+	}
+}
