@@ -74,9 +74,12 @@ func adapterOnly(t *testing.T, provider string) {
 	}
 }
 
+// localRuntime is the local provider the kernels run on, directly or
+// behind the fakes. No cell here reaches beyond the host: its sandboxes
+// get no network (local.NetworkNone), which spares a pasta each.
 func localRuntime(t *testing.T) *local.Runtime {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()))
+	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
 	return rt
