@@ -10,6 +10,9 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -75,7 +78,8 @@ func (t *Tracker) Handling(r *http.Request) (done func()) {
 // ResetIdle resets every idle connection whose tag match accepts and
 // returns how many. A connection whose handler has returned but which the
 // server has not yet marked idle (its response is being finished) is
-// waited for, at most a second.
+// waited for, at most a second. It returns once the client's end of each
+// has the reset (see awaitReset), at most deliverWait later.
 func (t *Tracker) ResetIdle(match func(tag string) bool) int {
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(2 * time.Millisecond) {
 		t.mu.Lock()
@@ -90,6 +94,7 @@ func (t *Tracker) ResetIdle(match func(tag string) bool) int {
 			continue
 		}
 		n := 0
+		var ends []portPair
 		for nc, ci := range t.conns {
 			if !match(ci.tag) || ci.state != http.StateIdle {
 				continue
@@ -97,11 +102,104 @@ func (t *Tracker) ResetIdle(match func(tag string) bool) int {
 			if tc, ok := nc.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
+			if p, ok := clientEnd(nc); ok {
+				ends = append(ends, p)
+			}
 			_ = nc.Close()
 			delete(t.conns, nc)
 			n++
 		}
 		t.mu.Unlock()
+		if len(ends) > 0 {
+			awaitReset(ends, deliverWait)
+		}
 		return n
 	}
+}
+
+// deliverWait bounds how long ResetIdle waits for its resets to reach the
+// clients' ends.
+const deliverWait = 5 * time.Second
+
+// portPair names the client's end of a loopback connection: its port and
+// the server's.
+type portPair struct{ local, remote int }
+
+// clientEnd returns the client's end of the server connection nc, or
+// false when nc is not TCP.
+func clientEnd(nc net.Conn) (portPair, bool) {
+	la, ok1 := nc.LocalAddr().(*net.TCPAddr)
+	ra, ok2 := nc.RemoteAddr().(*net.TCPAddr)
+	if !ok1 || !ok2 {
+		return portPair{}, false
+	}
+	return portPair{local: ra.Port, remote: la.Port}, true
+}
+
+// awaitReset waits, at most d, until none of ends is in the kernel's TCP
+// tables (/proc/net/tcp and tcp6), and reports whether that happened. A
+// client's socket leaves them when the reset reaches it. On loopback the
+// RST is delivered by a softirq that a loaded host may run late (ksoftirqd
+// is a thread like any other): a client that wrote on the connection before
+// then has its request accepted by its kernel and then reset, as if the
+// server had read it, where the fault promises that nothing it sends there
+// is read. Where the tables cannot be read (not Linux), it returns at once.
+func awaitReset(ends []portPair, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		present, ok := tcpEnds()
+		if !ok {
+			return true
+		}
+		left := false
+		for _, e := range ends {
+			if present[e] {
+				left = true
+				break
+			}
+		}
+		if !left {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// tcpEnds returns the (local port, remote port) of every socket in the
+// kernel's TCP tables of this network namespace, or false when they cannot
+// be read.
+func tcpEnds() (map[portPair]bool, bool) {
+	ends := map[portPair]bool{}
+	read := false
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		read = true
+		for i, line := range strings.Split(string(b), "\n") {
+			fs := strings.Fields(line)
+			if i == 0 || len(fs) < 3 {
+				continue
+			}
+			l, ok1 := hexPort(fs[1])
+			r, ok2 := hexPort(fs[2])
+			if ok1 && ok2 {
+				ends[portPair{local: l, remote: r}] = true
+			}
+		}
+	}
+	return ends, read
+}
+
+// hexPort returns the port of an address as /proc/net/tcp writes it
+// ("0100007F:1F90").
+func hexPort(addr string) (int, bool) {
+	_, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(port, 16, 16)
+	return int(n), err == nil
 }

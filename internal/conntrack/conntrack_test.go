@@ -2,9 +2,11 @@ package conntrack
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -34,5 +36,54 @@ func TestResetIdleByTag(t *testing.T) {
 	}
 	if n := tr.ResetIdle(func(tag string) bool { return tag == "api" }); n != 1 {
 		t.Fatalf("reset %d idle connections, want 1", n)
+	}
+}
+
+// TestAwaitReset: awaitReset waits while the client's end of a
+// connection is in the kernel's tables, and returns once the server's
+// reset has reached it: a request the client writes then fails at once.
+func TestAwaitReset(t *testing.T) {
+	if _, ok := tcpEnds(); !ok {
+		t.Skip("no /proc/net/tcp here: awaitReset cannot tell and returns at once")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, ok := clientEnd(server)
+	if !ok || end.local != client.LocalAddr().(*net.TCPAddr).Port {
+		t.Fatalf("clientEnd = %+v, %v; want the client's port %s", end, ok, client.LocalAddr())
+	}
+	if awaitReset([]portPair{end}, 100*time.Millisecond) {
+		t.Fatal("awaitReset returned true while the client's end was open")
+	}
+	_ = server.(*net.TCPConn).SetLinger(0)
+	_ = server.Close()
+	if !awaitReset([]portPair{end}, 5*time.Second) {
+		t.Fatal("the client's end is still in /proc/net/tcp 5s after the reset")
+	}
+	if _, err := io.WriteString(client, "GET / HTTP/1.1\r\n\r\n"); err == nil {
+		t.Fatal("a write after awaitReset returned was accepted: the reset had not reached the client")
+	}
+}
+
+func TestHexPort(t *testing.T) {
+	for in, want := range map[string]int{"0100007F:1F90": 8080, "00000000000000000000000001000000:0050": 80} {
+		if got, ok := hexPort(in); !ok || got != want {
+			t.Errorf("hexPort(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	if _, ok := hexPort("0100007F"); ok {
+		t.Error("hexPort accepted an address without a port")
 	}
 }
