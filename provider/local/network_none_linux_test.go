@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -41,8 +39,7 @@ func TestNetworkNone(t *testing.T) {
 		}
 		n := 0
 		for _, pid := range pids {
-			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
-			if strings.HasPrefix(string(comm), "pasta") || strings.HasPrefix(string(comm), "passt") {
+			if isPasta(pid) {
 				n++
 			}
 		}
