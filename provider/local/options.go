@@ -185,7 +185,9 @@ const (
 	// network stack is started for it. A create with a network policy
 	// still gets what the policy asks (an explicit allow-all: the
 	// isolated network; lists or brokered secrets: the egress proxy), and
-	// SetNetwork can open the sandbox later through the egress proxy. It
+	// SetNetwork can open the sandbox later through the egress proxy.
+	// Fork and a create from a snapshot follow the same rule: without a
+	// policy, a child of a networked sandbox gets no network. It
 	// needs isolation L2 or higher: at L0 and L1 a create without a
 	// policy is FailedPrecondition rather than given the host's network.
 	NetworkNone = "none"
