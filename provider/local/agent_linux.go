@@ -328,6 +328,11 @@ func newAgent(cfg *agentConfig) (*agent, features) {
 // this thread too.
 func (a *agent) forker(ready chan<- features) {
 	runtime.LockOSThread() // never unlocked: the thread dies with the agent
+	// Commands get the application's timer slack, not the agent's
+	// (startAgentProcess).
+	if n, err := strconv.Atoi(os.Getenv(cmdSlackEnv)); err == nil && n > 0 {
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(n), 0, 0, 0)
+	}
 	var f features
 	var missing []string
 	if err := dropThreadCaps(a.cfg.UID, a.cfg.GID); err != nil {

@@ -148,7 +148,7 @@ func startIdle(key prestartKey, attr *syscall.SysProcAttr) (*idleAgent, error) {
 	// take for its own (its poller) while it starts.
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0, prestartArg}, Env: agentEnv,
 		ExtraFiles: []*os.File{theirs, null, null, null, null}, SysProcAttr: attr}
-	err = cmd.Start()
+	err = startAgentProcess(cmd)
 	theirs.Close()
 	null.Close()
 	if err != nil {
