@@ -2,6 +2,14 @@ GO ?= go
 
 .PHONY: test bench fuzz vet cross
 
+# FIRST: the packages whose tests take longest, slowest first; go test
+# starts packages in the order given (-p at once, two on a 2-core host),
+# so starting these ahead of ./... keeps the run from ending on one long
+# package with a CPU idle (measured on the inner loop: 386 s → 360 s;
+# ./... adds nothing twice). By the package times of the last runs.
+FIRST := ./provider/local ./fsbackend ./provider/daytona ./provider/docker \
+	./provider/e2b ./interp ./run ./cmd/sandbox
+
 # test: what CI runs (README's test command). The timeout is per package,
 # sized for a loaded 2-core machine (the default 10 minutes is not; under
 # a load average of 30 fsbackend alone took 30 min).
@@ -10,14 +18,14 @@ TESTTIMEOUT ?= 45m
 # at once: see VET3.
 test:
 	@$(VET3)
-	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) ./...
+	$(GO) test -race -count=1 -timeout $(TESTTIMEOUT) $(FIRST) ./...
 	$(MAKE) test-modules
 
 # test-short: the inner loop while changing code (README's Testing): every
 # behaviour, with the stress and fault repetitions cut (testing.Short).
 .PHONY: test-short
 test-short:
-	$(GO) test -short ./...
+	$(GO) test -short $(FIRST) ./...
 
 # MODULES: the modules nested in this repository (framework adapters under
 # contrib/, providers whose dependencies the core must not carry, examples
