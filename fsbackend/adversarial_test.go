@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,56 @@ func advEnvs() []advEnv {
 			e.b.shellOnly()
 			return e
 		}},
+	}
+}
+
+// swapRacer is the command of a racer that, in its working directory,
+// moves name to aside and puts a symbolic link to target in its place,
+// holds that 3 ms, removes the link, moves aside back and holds that 3 ms,
+// until stop exists or after 50,000 rounds; it then writes the number of
+// rounds it made to stop+".rounds" (see checkRacer). It runs in Python where the
+// sandbox has python3, a swap then being a few system calls; the shell
+// loop otherwise forks mv, ln, sleep, rm, mv and sleep every round, which
+// on a 2-core host kept a CPU busy for as long as the calls it raced took
+// (and swapped more slowly).
+func swapRacer(stop, name, aside, target string) string {
+	q := strconv.Quote // a Go string literal of these paths is a Python one
+	return `if command -v python3 >/dev/null 2>&1; then exec python3 - <<'EOF'
+import os, time
+stop, name, aside, target = ` + q(stop) + `, ` + q(name) + `, ` + q(aside) + `, ` + q(target) + `
+rounds = 0
+while rounds < 50000 and not os.path.lexists(stop):
+    rounds += 1
+    try:
+        os.rename(name, aside)
+        os.symlink(target, name)
+    except OSError:
+        pass
+    time.sleep(0.003)
+    for step in (lambda: os.unlink(name), lambda: os.rename(aside, name)):
+        try:
+            step()
+        except OSError:
+            pass
+    time.sleep(0.003)
+with open(stop + ".rounds", "w") as f:
+    f.write(str(rounds))
+EOF
+fi
+i=0
+while [ ! -e ` + stop + ` ] && [ $i -lt 50000 ]; do
+  mv ` + name + ` ` + aside + ` && ln -s ` + target + ` ` + name + `; sleep 0.003; rm -f ` + name + `; mv ` + aside + ` ` + name + `; sleep 0.003; i=$((i+1))
+done
+echo $i > ` + stop + `.rounds`
+}
+
+// checkRacer fails t unless the racer started by swapRacer with stop, now
+// ended, made a swap: a racer that never ran would leave the race
+// unchecked.
+func checkRacer(t *testing.T, e *env, stop string) {
+	t.Helper()
+	if r := strings.TrimSpace(e.sh(t, "cat "+stop+".rounds 2>&1 || :")); r == "" || r == "0" || strings.Trim(r, "0123456789") != "" {
+		t.Errorf("the swap racer made no round: %q", r)
 	}
 }
 
@@ -336,10 +387,7 @@ func TestAdversarialSwapRace(t *testing.T) {
 		stop := e.base + "/../race.stop"
 		// The racer holds each state a moment (half the time the link is
 		// in place), and ends by itself after a bounded number of swaps.
-		p, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: `i=0
-while [ ! -e ` + stop + ` ] && [ $i -lt 50000 ]; do
-  mv d d.real && ln -s ` + e.out + `/d d; sleep 0.003; rm -f d; mv d.real d; sleep 0.003; i=$((i+1))
-done`})
+		p, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: swapRacer(stop, "d", "d.real", e.out+"/d")})
 		require.NoError(t, err)
 		defer func() {
 			e.sh(t, "touch "+stop)
@@ -347,6 +395,7 @@ done`})
 			defer cancel()
 			_, _ = p.Wait(wctx)
 			_ = p.Close()
+			checkRacer(t, e, stop)
 		}()
 		escapes := map[string]int{}
 		refused := map[string]int{}
@@ -424,10 +473,7 @@ done`})
 		// The last element itself swapped for a link to an outside file.
 		write(t, e.b, "f.txt", "inside\n")
 		fstop := e.base + "/../race.fstop"
-		fp, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: `i=0
-while [ ! -e ` + fstop + ` ] && [ $i -lt 50000 ]; do
-  mv f.txt f.real && ln -s ` + e.out + `/secret.txt f.txt; sleep 0.003; rm -f f.txt; mv f.real f.txt; sleep 0.003; i=$((i+1))
-done`})
+		fp, err := e.sb.Start(ctx, sandbox.Command{Dir: e.base, Timeout: 15 * time.Minute, Shell: swapRacer(fstop, "f.txt", "f.real", e.out+"/secret.txt")})
 		require.NoError(t, err)
 		for range n {
 			r := readText(t, e.b, "f.txt")
@@ -452,6 +498,7 @@ done`})
 		_, _ = fp.Wait(wctx)
 		cancel()
 		_ = fp.Close()
+		checkRacer(t, e, fstop)
 		if e.sh(t, "cat "+e.out+"/secret.txt") != "SECRET" {
 			escapes["write file"]++
 		}
