@@ -360,6 +360,59 @@ func TestBash(t *testing.T) {
 	}
 }
 
+// Output a cell writes reaches OnStdout while the cell still runs, even
+// when the kernel is too busy to announce it: a Node cell's loop holds the
+// kernel's only thread, so output written in a cell's first 200 ms (when
+// the kernel holds back its wake-up, sparing a quick cell's poll a round
+// trip) was announced by nothing, and reached the caller only when the
+// poll ended 25 s later. The client looks at the events on each tick of
+// the kernel's clock (once a second): the output must arrive within 5 s.
+func TestOutputWhileCellIsBusy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		lang interp.Language
+		code string
+	}{
+		{"python", interp.Python, "print('go', flush=True)\nwhile True: pass"},
+		{"node", interp.Node, "console.log('go'); for (;;) {}"},
+	} {
+		for _, p := range providers {
+			t.Run(c.name+"/"+p.name, func(t *testing.T) {
+				t.Parallel()
+				adapterOnly(t, p.name)
+				sb := p.new(t)
+				if c.lang == interp.Node {
+					if _, err := sb.Exec(t.Context(), sandbox.Command{Args: []string{"node", "-e", ""}}); err != nil {
+						t.Skipf("node does not run in the sandbox: %v", err)
+					}
+				}
+				k := newKernel(t, sb, interp.Options{Language: c.lang})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				var first time.Duration
+				start := time.Now()
+				_, err := k.Run(ctx, c.code, interp.RunOptions{Timeout: 30 * time.Second, TimeoutGrace: coopGrace,
+					OnStdout: func(string) {
+						if first == 0 {
+							first = time.Since(start)
+						}
+						cancel()
+					}})
+				if first == 0 {
+					t.Fatalf("the cell's output never reached OnStdout while it ran (30 s; Run: %v)", err)
+				}
+				require.ErrorIs(t, err, context.Canceled)
+				t.Logf("output reached OnStdout %v after Run began", first.Round(time.Millisecond))
+				if first > 5*time.Second {
+					t.Errorf("the cell's output reached OnStdout %v after Run began: want within 5 s (a tick of the kernel's clock and a poll)", first)
+				}
+				assert.Equal(t, "1", run(t, k, "1").Text(), "the kernel serves the next cell")
+			})
+		}
+	}
+}
+
 func TestNode(t *testing.T) {
 	t.Parallel()
 	for _, p := range providers[:2] {
