@@ -196,9 +196,12 @@ func testTerminalCtrlCShell(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
 	term, scr := startTerm(ctx, t, sb, sandbox.TerminalOptions{Args: []string{"sh"}})
 	began := time.Now()
-	typeIn(t, term, "echo started-$((1+1)); sleep 30; echo not-interrupted\r")
+	// The job announces itself: a job-control shell's child takes the
+	// terminal before it runs anything, so a Ctrl-C typed once the line
+	// shows reaches the job (typed between the shell's fork and that
+	// hand-over, it reaches the shell alone, which runs on).
+	typeIn(t, term, "sh -c 'echo started-$((1+1)); exec sleep 30'; echo not-interrupted\r")
 	at := scr.waitFor(t, "started-2", 0, termWait)
-	time.Sleep(200 * time.Millisecond) // let sleep start
 	typeIn(t, term, "\x03")
 	typeIn(t, term, "echo alive-$((6*7))\r")
 	scr.waitFor(t, "alive-42", at, termWait)
@@ -217,8 +220,10 @@ func testTerminalCtrlCShell(ctx context.Context, t *testing.T, s *suite) {
 
 func testTerminalCtrlCProgram(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
-	term, _ := startTerm(ctx, t, sb, sandbox.TerminalOptions{Args: []string{"sleep", "30"}})
-	time.Sleep(300 * time.Millisecond)
+	// The program announces that it runs: a Ctrl-C before it runs (while
+	// the provider still sets up its terminal) may reach nothing.
+	term, scr := startTerm(ctx, t, sb, sandbox.TerminalOptions{Args: []string{"sh", "-c", "echo running-$((2+3)); exec sleep 30"}})
+	scr.waitFor(t, "running-5", 0, termWait)
 	typeIn(t, term, "\x03")
 	st := waitTerm(ctx, t, term, 10*time.Second)
 	if st.Signal != syscall.SIGINT && st.ExitCode != 130 {

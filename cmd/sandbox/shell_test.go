@@ -116,9 +116,13 @@ func TestShellUnderTmux(t *testing.T) {
 	tm.waitFor("40 120", 1)
 
 	// Ctrl-C goes to the sandbox: it interrupts sleep, the shell lives on.
-	tm.keys("echo sleeping-$((3+4)); sleep 30; echo slept-$((1+1))", "Enter")
+	// The job announces itself: a job-control shell's child takes the
+	// terminal before it runs anything, so a Ctrl-C typed once the line
+	// shows reaches the job (typed between the shell's fork and that
+	// hand-over, it reaches the shell alone, which runs on: a fixed
+	// 300 ms after an echo of the shell's own was too short under load).
+	tm.keys("sh -c 'echo sleeping-$((3+4)); exec sleep 30'; echo slept-$((1+1))", "Enter")
 	tm.waitFor("sleeping-7", 1)
-	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
 	tm.keys("C-c")
 	tm.keys("echo alive-$((5+5))", "Enter")
