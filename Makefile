@@ -23,9 +23,14 @@ test:
 
 # test-short: the inner loop while changing code (README's Testing): every
 # behaviour, with the stress and fault repetitions cut (testing.Short).
+# SHORTP packages run at once, twice the CPUs (go test's default is one a
+# CPU): their tests mostly wait on sandboxes, timeouts and other
+# processes, and with one package a CPU the CPUs idled a fifth of the run
+# (measured on 2 cores: 350 s -> 288 s, the same tests passing).
+SHORTP ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null) || n=1; echo $$((2 * $${n:-1})))
 .PHONY: test-short
 test-short:
-	$(GO) test -short $(FIRST) ./...
+	$(GO) test -short -p $(SHORTP) $(FIRST) ./...
 
 # MODULES: the modules nested in this repository (framework adapters under
 # contrib/, providers whose dependencies the core must not carry, examples
