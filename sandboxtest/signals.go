@@ -23,6 +23,7 @@ import (
 func init() {
 	execTests = append(execTests, test{name: "SignalsAtDefault", fn: testExecSignalsAtDefault})
 	terminalTests = append(terminalTests, test{name: "SignalsAtDefault", needs: needsTerminals, fn: testTerminalSignalsAtDefault})
+	processTests = append(processTests, test{name: "SignalsAtDefault", needs: needsProcesses, fn: testProcessSignalsAtDefault})
 }
 
 // statusScript prints the signal masks of the process that runs it.
@@ -46,6 +47,16 @@ func testTerminalSignalsAtDefault(ctx context.Context, t *testing.T, s *suite) {
 		t.Skipf("the sandbox shows no /proc/self/status (exit %+v, screen %q)", st, out)
 	}
 	checkSignalMasks(t, "a terminal's program", out)
+}
+
+func testProcessSignalsAtDefault(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Args: []string{"sh", "-c", statusScript}}))
+	r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+	if r.ExitCode != 0 || !strings.Contains(string(r.Stdout), "SigIgn:") {
+		t.Skipf("the sandbox shows no /proc/self/status (exit %d, stderr %q)", r.ExitCode, r.Stderr)
+	}
+	checkSignalMasks(t, "a background process", string(r.Stdout))
 }
 
 // checkSignalMasks fails unless the SigIgn and SigBlk lines of status

@@ -26,10 +26,15 @@ import (
 //	sh -c wrapper sbx TIMEOUT MARKER DIR ARGV...
 //
 // It sources the create-time environment, enters DIR (reporting a bad one
-// through a marker file rather than the command's streams), starts ARGV in
-// a session of its own (so its whole process group can be ended), and
-// starts a watchdog, in a session of its own too, that after TIMEOUT
-// seconds (0: none) creates MARKER and kills the command's process group.
+// through a marker file rather than the command's streams), starts a
+// watchdog, in a session of its own, that TIMEOUT seconds (0: none) after
+// the command started creates MARKER and kills the command's process
+// group, and runs ARGV in a session of its own (so its whole process group
+// can be ended). ARGV runs in the foreground, through a sh that writes its
+// pid to MARKER.pid and then becomes ARGV (exec setsid: no process-group
+// leader, it needs no fork for that): a shell without job control starts
+// its background commands with SIGINT and SIGQUIT ignored, which no sh can
+// undo, and every command then ignored Ctrl-C and an interrupt.
 // When the command exits, the wrapper ends the watchdog and whatever is
 // left of the command's process group, and exits with the command's code.
 // The command's output streams are the exec's: nothing else writes there.
@@ -59,25 +64,26 @@ if [ ! -d "$__sbx_d" ]; then
 fi
 cd "$__sbx_d" 2>/dev/null || { : >"$__sbx_m.denied"; exit 126; }
 exec 3<&0 0</dev/null 4>&2
-if [ -n "$__sbx_ack" ]; then
-  setsid "$@" </dev/null 2>&4 3<&- 4>&- &
-  __sbx_p=$!
-  exec 2>/dev/null
-else
-  setsid "$@" <&3 2>&4 3<&- 4>&- &
-  __sbx_p=$!
-  exec 3<&- 2>/dev/null 4>&-
-fi
-if [ -n "$__sbx_pf" ]; then echo "$__sbx_p" >"$__sbx_pf"; fi
+__sbx_i=$__sbx_m.pid
 __sbx_w=
 if [ "$__sbx_t" != 0 ]; then
-  setsid sh -c 'sleep "$1"; : >"$2"; kill -9 -"$3"' sh "$__sbx_t" "$__sbx_m" "$__sbx_p" </dev/null >/dev/null 2>&1 3<&- 4>&- &
+  setsid sh -c 'i=0; while [ ! -s "$3" ]; do i=$((i+1)); [ $i -gt 3000 ] && exit 0; sleep 0.01; done; read -r p <"$3"; sleep "$1"; : >"$2"; kill -9 -"$p" 2>/dev/null || kill -9 "$p"' sh "$__sbx_t" "$__sbx_m" "$__sbx_i" </dev/null >/dev/null 2>&1 3<&- 4>&- &
   __sbx_w=$!
 fi
-wait "$__sbx_p"
+# The command takes its streams itself: the shell's own reports (such as
+# "Killed" for a command the watchdog ended) go where its stderr was when
+# the command was started, and must not reach the exec's.
+exec 2>/dev/null
+__sbx_in=1
+if [ -n "$__sbx_ack" ]; then __sbx_in=0; fi
+sh -c 'echo $$ >"$1"; if [ -n "$2" ]; then echo $$ >"$2"; fi; if [ "$3" = 1 ]; then exec <&3; fi; exec 2>&4 3<&- 4>&-; shift 3; exec setsid "$@"' sbx "$__sbx_i" "$__sbx_pf" "$__sbx_in" "$@"
 __sbx_rc=$?
+if [ -z "$__sbx_ack" ]; then exec 3<&- 4>&-; fi
 if [ -n "$__sbx_w" ]; then kill -9 -"$__sbx_w" 2>/dev/null; kill -9 "$__sbx_w" 2>/dev/null; fi
-kill -9 -"$__sbx_p" 2>/dev/null
+__sbx_p=
+read -r __sbx_p <"$__sbx_i" 2>/dev/null
+rm -f "$__sbx_i"
+if [ -n "$__sbx_p" ]; then kill -9 -"$__sbx_p" 2>/dev/null; fi
 if [ -n "$__sbx_ack" ]; then
   printf '%s' "$__sbx_ack" >&4
   printf '%s' "$__sbx_ack"

@@ -31,6 +31,8 @@ const procDir = stateDir + "/p"
 //
 //	sh -c supervisor sbx WRAPPER TIMEOUT DIR STDIN(0|1) ARGV...
 const supervisor = `__sbx_w=$1 __sbx_t=$2 __sbx_c=$3 __sbx_s=$4; shift 4
+if [ -n "${__sbx_launch-}" ]; then echo $$ >"$__sbx_launch"; fi
+unset __sbx_launch
 __sbx_d=` + procDir + `/$$
 mkdir -m 0700 "$__sbx_d" || exit 1
 : >"$__sbx_d/out"; : >"$__sbx_d/err"
@@ -42,19 +44,29 @@ echo $? >"$__sbx_d/status.new"
 mv -f "$__sbx_d/status.new" "$__sbx_d/status"`
 
 // launcher starts the supervisor detached and prints its pid once the
-// supervisor's directory is ready.
+// supervisor's directory is ready. It runs setsid twice, in the
+// foreground: the first makes a session leader, and the second, which
+// cannot make another session of it, forks a child that does and leaves
+// at once. Started in the background instead (with &), the supervisor and
+// so the command would have SIGINT and SIGQUIT ignored, as a shell without
+// job control starts its background commands, which no sh can undo. The
+// supervisor writes its pid to a file named by the launcher's.
 //
 //	sh -c launcher sbx SUPERVISOR WRAPPER TIMEOUT DIR STDIN ARGV...
 const launcher = `if [ ! -d "$4" ]; then if [ -e "$4" ]; then exit 4; fi; exit 2; fi
 __sbx_sup=$1; shift
-setsid sh -c "$__sbx_sup" sbx "$@" </dev/null >/dev/null 2>&1 &
-__sbx_p=$!
-__sbx_i=0
-while [ ! -e ` + procDir + `/$__sbx_p/ready ]; do
-  __sbx_i=$((__sbx_i+1)); [ $__sbx_i -gt 1000 ] && exit 1
-  kill -0 "$__sbx_p" 2>/dev/null || [ -e ` + procDir + `/$__sbx_p/ready ] || exit 1
+__sbx_l=` + procDir + `/launch.$$
+rm -f "$__sbx_l"
+__sbx_launch=$__sbx_l setsid setsid sh -c "$__sbx_sup" sbx "$@" </dev/null >/dev/null 2>&1 || exit 1
+__sbx_i=0 __sbx_p=
+while :; do
+  if [ -z "$__sbx_p" ] && [ -s "$__sbx_l" ]; then read -r __sbx_p <"$__sbx_l"; fi
+  if [ -n "$__sbx_p" ] && [ -e ` + procDir + `/$__sbx_p/ready ]; then break; fi
+  __sbx_i=$((__sbx_i+1)); [ $__sbx_i -gt 1000 ] && { rm -f "$__sbx_l"; exit 1; }
+  if [ -n "$__sbx_p" ]; then kill -0 "$__sbx_p" 2>/dev/null || [ -e ` + procDir + `/$__sbx_p/ready ] || { rm -f "$__sbx_l"; exit 1; }; fi
   sleep 0.01
 done
+rm -f "$__sbx_l"
 echo "$__sbx_p"`
 
 // follower copies a process's output from byte offsets (-1: the current

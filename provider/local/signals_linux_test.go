@@ -23,14 +23,14 @@ const ignoredChildEnv = "SANDBOXKIT_TEST_IGNORED_SIGNALS_CHILD"
 // program started with SIGINT and SIGHUP ignored (nohup, a background job
 // of a script) must still give its sandboxes' commands and terminals the
 // default actions: the conformance checks Exec/SignalsAtDefault and
-// Terminal/SignalsAtDefault run in a copy of this test binary started so,
+// Terminal/SignalsAtDefault and Process/SignalsAtDefault run in a copy of this test binary started so,
 // at the best level and at L1.
 func TestIgnoredSignalsNotPassedOn(t *testing.T) {
 	if os.Getenv(ignoredChildEnv) == "1" {
 		if !signal.Ignored(syscall.SIGINT) || !signal.Ignored(syscall.SIGHUP) {
 			t.Fatal("this copy was to start with SIGINT and SIGHUP ignored")
 		}
-		groups := []string{"Exec", "Terminal"}
+		groups := []string{"Exec", "Terminal", "Process"}
 		t.Run("best", func(t *testing.T) {
 			sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
 				return sandbox.NewClient(newRuntime(t, WithNetwork(NetworkNone)))
@@ -50,14 +50,14 @@ func TestIgnoredSignalsNotPassedOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", `trap '' INT HUP; exec "$0" "$@"`, os.Args[0],
-		"-test.run=^TestIgnoredSignalsNotPassedOn$/^(best|L1)$/^(Exec|Terminal)$/^SignalsAtDefault$", "-test.v", "-test.count=1")
+		"-test.run=^TestIgnoredSignalsNotPassedOn$/^(best|L1)$/^(Exec|Terminal|Process)$/^SignalsAtDefault$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), ignoredChildEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the copy started with SIGINT and SIGHUP ignored failed: %v\n%s", err, out)
 	}
 	for _, level := range []string{"best", "L1"} {
-		for _, group := range []string{"Exec", "Terminal"} {
+		for _, group := range []string{"Exec", "Terminal", "Process"} {
 			name := "TestIgnoredSignalsNotPassedOn/" + level + "/" + group + "/SignalsAtDefault"
 			if !strings.Contains(string(out), "--- PASS: "+name+" ") {
 				t.Errorf("%s did not pass in the copy started with SIGINT and SIGHUP ignored:\n%s", name, out)
