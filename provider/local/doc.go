@@ -461,7 +461,10 @@
 // 30 seconds after the lease (unless the sandbox pauses at its lease end),
 // or as soon as its directory disappears; the directory is then removed by
 // the next Runtime. DefaultLease is 5 minutes. Commands inherit no
-// descriptor but their stdin, stdout and stderr.
+// descriptor but their stdin, stdout and stderr, and start with every
+// standard signal at its default action and none blocked, whatever the
+// program ignores (a program started by nohup, or in the background of a
+// script, ignores SIGHUP or SIGINT, and an ignored signal survives exec).
 //
 // # Limits
 //
