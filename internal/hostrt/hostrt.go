@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/sigreset"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -61,12 +62,19 @@ type box struct {
 // New returns a Runtime that gives each sandbox a fresh home directory
 // under root, which must exist (a test's TempDir). The homes stay until
 // root is removed, so processes a test leaves running never race with a
-// removal.
-func New(root string) *Runtime { return &Runtime{root: root, sbx: map[string]*box{}} }
+// removal. Like a sandbox's, its commands start with every standard signal
+// at its default action (see sigreset), whatever this process ignores.
+func New(root string) *Runtime {
+	sigreset.Unignore()
+	return &Runtime{root: root, sbx: map[string]*box{}}
+}
 
 // NewWithHome returns a Runtime whose sandboxes all have home as their
 // home directory, used as it is: Create neither makes nor empties it.
-func NewWithHome(home string) *Runtime { return &Runtime{home: home, sbx: map[string]*box{}} }
+func NewWithHome(home string) *Runtime {
+	sigreset.Unignore()
+	return &Runtime{home: home, sbx: map[string]*box{}}
+}
 
 // Name implements driver.Runtime.
 func (r *Runtime) Name() string { return "hostrt" }

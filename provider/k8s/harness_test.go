@@ -22,6 +22,8 @@ import (
 	agentsfake "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned/fake"
 	extfake "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned/fake"
 	extv1beta1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
+
+	"github.com/sandboxkit/sandbox/internal/sigreset"
 )
 
 // The data plane of the tests is the real sandboxd, built once per test
@@ -117,6 +119,10 @@ func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 			}
 			d.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: unprivileged, Gid: unprivileged, NoSetGroups: true}
 		}
+		// As in a pod, no signal starts ignored, whatever this test
+		// process was started with (nohup, a script's background job):
+		// sandboxd's commands would inherit it.
+		sigreset.Unignore()
 		if err := d.cmd.Start(); err != nil {
 			return nil, err
 		}

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandbox/internal/iox"
+	"github.com/sandboxkit/sandbox/internal/sigreset"
 )
 
 // agentConfig is what the runtime tells a new agent (through the spawner).
@@ -219,7 +219,9 @@ func (o *outPipe) settled(m mark) bool {
 func agentMain() {
 	t0 := monoNow()
 	closeOnExec()
-	unignoreSignals()
+	// The agent is the program re-executed, with the signals it ignores
+	// (nohup, a script's background job): commands must not inherit them.
+	sigreset.Unignore()
 	if len(os.Args) > 1 && os.Args[1] == prestartArg {
 		if err := receiveHandover(); err != nil {
 			fmt.Fprintf(os.Stderr, "sandbox agent: %v\n", err)
@@ -286,26 +288,6 @@ func agentMain() {
 	go a.watchDir()
 	a.serve(ln)
 	os.Exit(0)
-}
-
-// unignoreSignals makes every signal the agent inherited ignored caught
-// instead, by a handler that drops it: the agent goes on ignoring it, and
-// its commands, which keep an ignored signal across exec but not a caught
-// one, start with the default action. A program started with SIGINT and
-// SIGHUP ignored (by nohup, or as a background job of a script) would
-// otherwise pass that on to every command in its sandboxes: Ctrl-C in a
-// terminal, the interrupt of a Bash cell and a terminal's hang-up would
-// end nothing.
-func unignoreSignals() {
-	var sigs []os.Signal
-	for s := syscall.Signal(1); s < 65; s++ {
-		if s != syscall.SIGKILL && s != syscall.SIGSTOP && signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	if len(sigs) > 0 {
-		signal.Notify(make(chan os.Signal, 1), sigs...)
-	}
 }
 
 // agent serves one sandbox: it forks every command and reaps every child.
