@@ -63,7 +63,7 @@ func TestConformanceDefaultScratch(t *testing.T) {
 	// over provider/local).
 	for _, name := range []string{"IsATTY", "SizeAndResize", "InputReachesRead", "TypeAheadReachesShell",
 		"CtrlCInterruptsShellJob", "CtrlCEndsProgram", "ExitStatus", "ReadAPI", "Reattach",
-		"ReattachAcrossClients", "SecretsRedacted", "DestroyEndsTerminal", "BadInput", "AttachRedactsTerminalSecrets"} {
+		"ReattachAcrossClients", "SecretsRedacted", "DestroyEndsTerminal", "BadInput", "AttachRedactsTerminalSecrets", "SignalsAtDefault"} {
 		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
 	}
 	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
