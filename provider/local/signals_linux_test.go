@@ -21,9 +21,10 @@ const ignoredChildEnv = "SANDBOXKIT_TEST_IGNORED_SIGNALS_CHILD"
 // The agent is this program re-executed, and so starts with the signals
 // the program ignores; commands keep an ignored signal across exec. A
 // program started with SIGINT and SIGHUP ignored (nohup, a background job
-// of a script) must still give its sandboxes' commands and terminals the
-// default actions: the conformance checks Exec/SignalsAtDefault and
-// Terminal/SignalsAtDefault and Process/SignalsAtDefault run in a copy of this test binary started so,
+// of a script) must still give its sandboxes' commands, terminals and
+// background processes the default actions: the conformance checks
+// Exec/SignalsAtDefault, Terminal/SignalsAtDefault and
+// Process/SignalsAtDefault run in a copy of this test binary started so,
 // at the best level and at L1.
 func TestIgnoredSignalsNotPassedOn(t *testing.T) {
 	if os.Getenv(ignoredChildEnv) == "1" {
