@@ -840,6 +840,27 @@ var execTests = []test{
 			t.Errorf("partial stdout %q", r.Stdout)
 		}
 	}},
+	{name: "ContextDeadlineKeepsOutputInFlight", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		// The caller's writer is slow: it holds its first write until
+		// after the deadline, so the command's second line, written well
+		// before the deadline, is still on its way when ctx ends. Output
+		// the command wrote before the deadline is part of the partial
+		// result however far behind the reading was.
+		sb := s.create(ctx, t, nil)
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		live := &laggingWriter{until: dctx.Done(), lag: 300 * time.Millisecond}
+		r, err := sb.Exec(dctx, sandbox.Command{Shell: "echo first; sleep 0.5; echo second; sleep 60", Stdout: live})
+		if r == nil {
+			t.Fatalf("no partial result (err %v)", err)
+		}
+		if !r.TimedOut || r.TimeoutBy != sandbox.TimeoutContext {
+			t.Errorf("result %+v err %v: want TimedOut by context", r, err)
+		}
+		if string(r.Stdout) != "first\nsecond\n" {
+			t.Errorf("partial stdout %q, want %q: output written before the deadline was lost", r.Stdout, "first\nsecond\n")
+		}
+	}},
 	{name: "OutputCap", fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		var live bytes.Buffer
@@ -890,6 +911,22 @@ var execTests = []test{
 }
 
 // signalWriter calls hit once when want appears in what was written.
+// laggingWriter is a caller's slow writer: its first Write returns only
+// lag after until is closed.
+type laggingWriter struct {
+	until <-chan struct{}
+	lag   time.Duration
+	once  sync.Once
+}
+
+func (w *laggingWriter) Write(b []byte) (int, error) {
+	w.once.Do(func() {
+		<-w.until
+		time.Sleep(w.lag)
+	})
+	return len(b), nil
+}
+
 type signalWriter struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer

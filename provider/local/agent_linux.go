@@ -167,6 +167,11 @@ func (a *agent) leaseOver() bool {
 // authTimeout bounds how long a new connection may take to authenticate.
 const authTimeout = 10 * time.Second
 
+// cancelDrain bounds how long, once an exec's context ends, the client
+// reads on for the output and exit the agent sends after killing the
+// command, and how long the agent waits to send them.
+const cancelDrain = time.Second
+
 // waitDelay is how long, after a command's main process exited, the agent
 // waits for EOF on its stdout and stderr before it assumes that a
 // descendant keeps them open. Even then it stops reading only once
@@ -912,7 +917,17 @@ func (a *agent) stream(in <-chan frameMsg, p *proc, fw *frameWriter) (bool, *fra
 			switch {
 			case !ok:
 				if p.fg {
+					// The client went away, or closed its side when its
+					// context ended: the command is killed, and what it
+					// wrote until then still reaches a client that reads
+					// on, ahead of the exit frame (finish writes both).
 					a.killTree(p.pid)
+					t := time.NewTimer(cancelDrain)
+					select {
+					case <-p.done:
+					case <-t.C:
+					}
+					t.Stop()
 				}
 				p.unsubscribe(fw)
 				return false, nil

@@ -87,7 +87,7 @@ func agentExec(ctx context.Context, sock string, req *request, stdin io.Reader, 
 // runConn sends req on c and reads frames until the exit frame. started,
 // if non-nil, receives the pid once the process runs.
 func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, stdout, stderr io.Writer, started func(int)) (driver.ExitStatus, error) {
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { endOnCancel(c, req.Op == "exec") })
 	defer stop()
 	if req.Timeout > 0 {
 		// Safety net should the agent stop answering (it enforces the timeout itself).
@@ -121,6 +121,20 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 		stdin, requestOnly = nil, false
 	}
 	return readExit(ctx, c, fw, stdin, stdout, stderr, started, req.Timeout > 0, requestOnly)
+}
+
+// endOnCancel ends a command's connection when the caller's context ends.
+// For an exec it closes only the client's side: the agent kills the
+// command and sends what it wrote until then, then the exit frame, which
+// the client reads for at most cancelDrain; output already on its way is
+// not dropped at the deadline. Any other request's read ends at once.
+func endOnCancel(c net.Conn, drain bool) {
+	if cw, ok := c.(interface{ CloseWrite() error }); drain && ok && cw.CloseWrite() == nil {
+		_ = c.SetWriteDeadline(time.Unix(1, 0))
+		_ = c.SetReadDeadline(time.Now().Add(cancelDrain))
+		return
+	}
+	_ = c.SetDeadline(time.Unix(1, 0))
 }
 
 // errSend is the error of a request that could not be written whole: a
@@ -192,6 +206,9 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 			var x exitMsg
 			if err := json.Unmarshal(b, &x); err != nil {
 				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
+			}
+			if err := ctx.Err(); err != nil && x.Signal == int(syscall.SIGKILL) && !x.TimedOut {
+				return driver.ExitStatus{}, err // killed because ctx ended (endOnCancel)
 			}
 			st := driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}
 			if x.Signal > 0 && !x.TimedOut {
