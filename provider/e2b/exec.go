@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -211,8 +212,37 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		return driver.ExitStatus{}, sberrors.Errorf(sberrors.InvalidArgument, "e2b: exec: command timeout %v is not positive", timeout)
 	}
 	cmdDeadline := time.Now().Add(timeout)
-	rctx, cancel := context.WithDeadline(ctx, cmdDeadline.Add(r.execGrace()))
+	// The stream outlives ctx by up to cancelDrain: when ctx ends after
+	// the start event, the process is killed and the stream read on for
+	// the output already on its way and the end event, so that what the
+	// command wrote before the caller's deadline is not dropped.
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), cmdDeadline.Add(r.execGrace()))
 	defer cancel()
+	// pid is the process's once the start event came, or cut when ctx
+	// ended before: whichever is swapped in first holds.
+	const cut = ^uint32(0)
+	var pid atomic.Uint32
+	killed := make(chan struct{})
+	stopDrain := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		if pid.CompareAndSwap(0, cut) {
+			cancel()
+			return
+		}
+		p := pid.Load()
+		drain := time.AfterFunc(cancelDrain, cancel)
+		defer drain.Stop()
+		r.killQuietly(id, c, byPID(p))
+		<-rctx.Done()
+	})
+	// drained reports whether the AfterFunc ran, once it is done.
+	drained := func() bool {
+		if stopDrain() {
+			return false
+		}
+		<-killed
+		return true
+	}
 	// timedOut reports the command's timeout, unless the caller's deadline
 	// was the binding one (envd may report it a moment before ctx ends).
 	timedOut := func() (driver.ExitStatus, error) {
@@ -224,12 +254,19 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	}
 	src, ev, err := r.openStart(ctx, rctx, op, id, c, startRequest(cmd), cmdDeadline)
 	if err != nil {
+		drained()
 		if errors.Is(err, errEnvdTimedOut) && ctx.Err() == nil {
 			return timedOut()
 		}
 		return driver.ExitStatus{}, r.scrub(err)
 	}
 	defer src.Close()
+	if !pid.CompareAndSwap(0, ev.pid) {
+		// ctx ended before the pid was known: the stream was cut.
+		drained()
+		r.killQuietly(id, c, byPID(ev.pid))
+		return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
+	}
 	var wg sync.WaitGroup
 	var in *stdinread.Reader
 	if cmd.Stdin != nil {
@@ -247,11 +284,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		in.Stop() // no Read of cmd.Stdin starts from now on
 	}
 	wg.Wait()
+	killedOnCancel := drained()
 	switch {
-	case ev.end != nil:
+	case ev.end != nil && !killedOnCancel:
 		return exitStatus(ev.end), nil
 	case ctx.Err() != nil:
-		r.killQuietly(id, c, byPID(ev.pid))
+		if !killedOnCancel {
+			r.killQuietly(id, c, byPID(ev.pid))
+		}
 		return driver.ExitStatus{ExitCode: -1}, fmt.Errorf("e2b: %s: %w", op, ctx.Err())
 	case src.Remote() && connect.CodeOf(serr) == connect.CodeDeadlineExceeded:
 		// envd's own word: the process reached its lifetime.
@@ -266,6 +306,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	}
 	return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: the stream broke (%v): %w", op, ev.pid, serr, sberrors.ErrOutcomeUnknown))
 }
+
+// cancelDrain bounds how long, once an Exec's context ended, the stream
+// is read on for the output already on its way and the end event.
+const cancelDrain = time.Second
 
 // killQuietly ends a process whose caller went away; best effort, bounded.
 func (r *Runtime) killQuietly(id string, c *conn, sel *process.ProcessSelector) {
