@@ -790,8 +790,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		err = checkDir(b, cmd.Dir)
 	}
 	var c *Call
+	var out *outPipe
 	if err == nil {
-		c = r.newCall(id, b, cmd, cmd.Stdout, cmd.Stderr)
+		out = newOutPipe()
+		c = r.newCall(id, b, cmd, out.writer(cmd.Stdout), out.writer(cmd.Stderr))
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -804,6 +806,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	stop := r.trackExec(id, lost)
 	code := r.runTop(lctx, c)
 	stop()
+	out.close() // what the command wrote reaches the caller, even past ctx's end
 	if ctx.Err() != nil {
 		return driver.ExitStatus{ExitCode: -1}, ctx.Err()
 	}
