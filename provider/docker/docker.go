@@ -568,7 +568,7 @@ func (r *Runtime) ProbeRuntime(ctx context.Context, image string) error {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		r.cli.ContainerRemove(cctx, res.ID, client.ContainerRemoveOptions{Force: true})
+		_ = r.removeContainer(cctx, res.ID)
 	}()
 	if _, err := r.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
 		if strings.Contains(err.Error(), "root network namespace") {

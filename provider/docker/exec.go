@@ -177,9 +177,26 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	defer done()
 	defer att.Close()
 	// From here the command may run: a failure is an unknown outcome, and
-	// an ended ctx must end the command.
-	stop := context.AfterFunc(ctx, func() { att.Conn.Close() })
-	defer stop()
+	// an ended ctx must end the command. It is killed, and the stream read
+	// on for up to cancelDrain: the output already on its way, and the end
+	// marks, are not dropped at the caller's deadline.
+	streamDone, killed := make(chan struct{}), make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		cut := time.AfterFunc(cancelDrain, func() { att.Conn.Close() })
+		defer cut.Stop()
+		r.killExec(id, spec.token)
+		<-streamDone
+	})
+	// killedOnCancel reports whether the AfterFunc ran, once it is done;
+	// called once.
+	killedOnCancel := func() bool {
+		if stop() {
+			return false
+		}
+		<-killed
+		return true
+	}
 
 	var wg sync.WaitGroup
 	if cmd.Stdin != nil {
@@ -207,18 +224,24 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 		stdout, stderr = ends.out, ends.err
 	}
 	_, copyErr := stdcopy.StdCopy(stdout, stderr, att.Reader)
-	if ends != nil && copyErr == nil {
+	if ends != nil && (copyErr == nil || ctx.Err() != nil) {
 		// A stream that ended without its mark (the wrapper did not get
-		// that far) passes on what it held back.
-		copyErr = ends.flush()
+		// that far, or the drain after ctx's end was cut) passes on what
+		// it held back.
+		if ferr := ends.flush(); copyErr == nil {
+			copyErr = ferr
+		}
 	}
+	close(streamDone)
 	att.Close()
 	if c, ok := cmd.Stdin.(io.Closer); ok {
 		c.Close()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		r.killExec(id, spec.token)
+	if ran := killedOnCancel(); ran || ctx.Err() != nil {
+		if !ran {
+			r.killExec(id, spec.token)
+		}
 		return driver.ExitStatus{}, fmt.Errorf("docker: exec: %w", ctx.Err())
 	}
 	if copyErr != nil {
@@ -231,6 +254,10 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	}
 	return r.status(ctx, id, spec.token, code)
 }
+
+// cancelDrain bounds how long, once an Exec's context ended, the stream
+// is read on after the command was killed.
+const cancelDrain = time.Second
 
 // execExit waits (briefly: the stream has ended) until the engine reports
 // the exec's exit code.

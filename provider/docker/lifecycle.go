@@ -277,7 +277,7 @@ func (r *Runtime) removeByToken(token string) {
 				if !slices.Contains(c.Names, "/"+namePrefix+token) {
 					continue
 				}
-				r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+				_ = r.removeContainer(ctx, c.ID)
 			}
 		}
 		select {
@@ -613,8 +613,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	r.gates.Delete(id)
-	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) && !(cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")) {
+	if err := r.removeContainer(ctx, id); err != nil {
 		return r.wrap(ctx, "destroy", err)
 	}
 	// Its egress helper ends with the container's process; ended here
@@ -622,6 +621,47 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	stopEgress(id)
 	r.owned.Delete(id)
 	return nil
+}
+
+// removeAttempts bounds removeContainer's tries of one container.
+const removeAttempts = 10
+
+// removeContainer force-removes a container and its anonymous volumes. A
+// container already gone is not an error. Two refusals are tried again
+// (about 5 s in all, within ctx): a removal already in progress elsewhere
+// is waited out, so that the container is gone when this returns (one
+// still in progress at the end is left to whoever started it); and a root
+// filesystem the engine could not delete yet ("failed to remove root
+// filesystem ... directory not empty"): an engine that deletes the
+// container's layer while its own clean-up of the stopped container still
+// has it mounted leaves the container dead, and a second removal deletes
+// it, where giving up would leave it behind.
+func (r *Runtime) removeContainer(ctx context.Context, id string) error {
+	delay := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		inProgress := cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
+		if !inProgress && !strings.Contains(err.Error(), "failed to remove root filesystem") {
+			return err
+		}
+		if attempt == removeAttempts {
+			if inProgress {
+				return nil
+			}
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // SetTimeout moves the lease's end to d from now: the lease file's
