@@ -1,6 +1,10 @@
 package local
 
-import "os"
+import (
+	"os"
+
+	"github.com/sandboxkit/sandbox/internal/sigreset"
+)
 
 // argv[0] markers of the helper roles the binary is re-executed in.
 const (
@@ -19,6 +23,14 @@ func init() { Init() }
 func Init() {
 	if len(os.Args) == 0 {
 		return
+	}
+	switch os.Args[0] {
+	case spawnerArg0, agentArg0, egressArg0:
+		// Started with signals blocked (by whoever started the program),
+		// a helper would pass them on to every command: it re-executes
+		// itself with none blocked first (once: the spawner's agents
+		// start clear).
+		_ = sigreset.ReexecUnblocked()
 	}
 	switch os.Args[0] {
 	case spawnerArg0:

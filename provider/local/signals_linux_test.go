@@ -5,31 +5,43 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/sigreset"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
-// ignoredChildEnv marks the copy of the test binary that
-// TestIgnoredSignalsNotPassedOn starts with signals ignored.
-const ignoredChildEnv = "SANDBOXKIT_TEST_IGNORED_SIGNALS_CHILD"
+// inheritedChildEnv marks the copy of the test binary that
+// TestInheritedSignalsNotPassedOn starts with signals ignored ("exec"),
+// and then, having blocked two more, becomes ("copy").
+const inheritedChildEnv = "SANDBOXKIT_TEST_INHERITED_SIGNALS_CHILD"
 
 // The agent is this program re-executed, and so starts with the signals
-// the program ignores; commands keep an ignored signal across exec. A
-// program started with SIGINT and SIGHUP ignored (nohup, a background job
-// of a script) must still give its sandboxes' commands, terminals and
-// background processes the default actions: the conformance checks
-// Exec/SignalsAtDefault, Terminal/SignalsAtDefault and
-// Process/SignalsAtDefault run in a copy of this test binary started so,
-// at the best level and at L1.
-func TestIgnoredSignalsNotPassedOn(t *testing.T) {
-	if os.Getenv(ignoredChildEnv) == "1" {
+// the program ignores and blocks; commands keep an ignored or blocked
+// signal across exec. A program started with SIGINT and SIGHUP ignored
+// (nohup, a background job of a script) and SIGUSR1 and SIGWINCH blocked
+// (perf blocks SIGWINCH) must still give its sandboxes' commands,
+// terminals and background processes the default actions, nothing
+// blocked: the conformance checks Exec/SignalsAtDefault,
+// Terminal/SignalsAtDefault and Process/SignalsAtDefault run in a copy of
+// this test binary started so, at the best level and at L1.
+func TestInheritedSignalsNotPassedOn(t *testing.T) {
+	switch os.Getenv(inheritedChildEnv) {
+	case "exec":
+		env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, inheritedChildEnv+"=") }), inheritedChildEnv+"=copy")
+		err := sigreset.ExecBlocked([]syscall.Signal{syscall.SIGUSR1, syscall.SIGWINCH}, append([]string{"/proc/self/exe"}, os.Args[1:]...), env)
+		t.Fatalf("starting the copy with SIGUSR1 and SIGWINCH blocked: %v", err)
+	case "copy":
 		if !signal.Ignored(syscall.SIGINT) || !signal.Ignored(syscall.SIGHUP) {
 			t.Fatal("this copy was to start with SIGINT and SIGHUP ignored")
+		}
+		if m, err := sigreset.Blocked(); err != nil || m&(1<<(syscall.SIGWINCH-1)) == 0 || m&(1<<(syscall.SIGUSR1-1)) == 0 {
+			t.Fatalf("this copy was to start with SIGUSR1 and SIGWINCH blocked: mask %#x, %v", m, err)
 		}
 		groups := []string{"Exec", "Terminal", "Process"}
 		t.Run("best", func(t *testing.T) {
@@ -51,17 +63,17 @@ func TestIgnoredSignalsNotPassedOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-c", `trap '' INT HUP; exec "$0" "$@"`, os.Args[0],
-		"-test.run=^TestIgnoredSignalsNotPassedOn$/^(best|L1)$/^(Exec|Terminal|Process)$/^SignalsAtDefault$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), ignoredChildEnv+"=1")
+		"-test.run=^TestInheritedSignalsNotPassedOn$/^(best|L1)$/^(Exec|Terminal|Process)$/^SignalsAtDefault$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), inheritedChildEnv+"=exec")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the copy started with SIGINT and SIGHUP ignored failed: %v\n%s", err, out)
+		t.Fatalf("the copy started with SIGINT and SIGHUP ignored and SIGUSR1 and SIGWINCH blocked failed: %v\n%s", err, out)
 	}
 	for _, level := range []string{"best", "L1"} {
 		for _, group := range []string{"Exec", "Terminal", "Process"} {
-			name := "TestIgnoredSignalsNotPassedOn/" + level + "/" + group + "/SignalsAtDefault"
+			name := "TestInheritedSignalsNotPassedOn/" + level + "/" + group + "/SignalsAtDefault"
 			if !strings.Contains(string(out), "--- PASS: "+name+" ") {
-				t.Errorf("%s did not pass in the copy started with SIGINT and SIGHUP ignored:\n%s", name, out)
+				t.Errorf("%s did not pass in the copy started with signals ignored and blocked:\n%s", name, out)
 			}
 		}
 	}

@@ -1,0 +1,62 @@
+package sigreset
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const blockedChildEnv = "SANDBOXKIT_SIGRESET_BLOCKED_CHILD"
+
+// A copy of this test binary started with SIGUSR1 and SIGWINCH blocked
+// re-executes itself with ReexecUnblocked, and the children of the copy
+// start with none of signals 1-31 blocked.
+func TestReexecUnblocked(t *testing.T) {
+	switch os.Getenv(blockedChildEnv) {
+	case "exec":
+		// The trampoline: become the copy, with the signals blocked.
+		env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, blockedChildEnv+"=") }), blockedChildEnv+"=copy")
+		if err := ExecBlocked([]syscall.Signal{syscall.SIGUSR1, syscall.SIGWINCH}, append([]string{"/proc/self/exe"}, os.Args[1:]...), env); err != nil {
+			t.Fatal(err)
+		}
+	case "copy":
+		if m, err := Blocked(); err != nil || m&(1<<(syscall.SIGWINCH-1)) == 0 {
+			if os.Getenv(reexecEnv) == "" {
+				t.Fatalf("this copy was to start with SIGWINCH blocked: mask %#x, %v", m, err)
+			}
+		}
+		if err := ReexecUnblocked(); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := Blocked(); err != nil || m != 0 {
+			t.Errorf("after ReexecUnblocked, signals %#x are blocked (%v)", m, err)
+		}
+		out, err := exec.Command("cat", "/proc/self/status").Output()
+		if err != nil {
+			t.Skipf("no /proc/self/status: %v", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(line, "SigBlk:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err != nil || mask&standard != 0 {
+					t.Errorf("a child starts with SigBlk %s, want none of signals 1-31", strings.TrimSpace(v))
+				}
+			}
+		}
+		return
+	}
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("the check reads /proc/self/status: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReexecUnblocked$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), blockedChildEnv+"=exec")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestReexecUnblocked") {
+		t.Fatalf("the copy started with SIGUSR1 and SIGWINCH blocked: %v\n%s", err, out)
+	}
+}
