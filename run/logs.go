@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/sandboxkit/sandbox"
@@ -62,15 +61,16 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 		return Chunk{}, wrap(op, r.id, err)
 	}
 	head, data, _ := bytes.Cut(out, []byte("\n"))
-	var done, n, tail int64
-	if _, err := fmt.Sscanf(string(head), "%d %d %d", &done, &n, &tail); err != nil || done > 1 || n < 0 || tail < 0 || tail > n {
+	if string(head) != "0" && string(head) != "1" {
 		return Chunk{}, wrap(op, r.id, sandbox.Errorf(sandbox.NotFound, "no such run"))
 	}
+	// Offsets count raw bytes: data comes back unredacted, and is
+	// redacted only once cut, so its length may then differ.
+	n := int64(len(data))
+	tail := n - int64(bytes.LastIndexByte(data, '\n')+1)
 	// The exit record existed before the read, so when fewer than max
 	// bytes came back, they reach the end of the output for good.
-	eof := done == 1 && n < int64(max)
-	// Offsets count raw bytes (n and tail come from the sandbox); data is
-	// redacted only once cut, so its length may differ.
+	eof := head[0] == '1' && n < int64(max)
 	next := offset + n
 	if !eof && tail > 0 && (tail < n || n < int64(max)) {
 		// Keep whole lines; a line longer than max goes out in pieces.

@@ -35,7 +35,10 @@ import "github.com/sandboxkit/sandbox/internal/bgproc"
 //	sk_alive PID      PID is a live wrapper of the run (a zombie has no
 //	                  cmdline)
 //	sk_roots          wrappers of the run that are not forks of a wrapper
-//	sk_read NAME      the content of record NAME, if any
+//	sk_get NAME       sets sk_v to record NAME (empty if none) with no
+//	                  process: a record is one line; a second line, which
+//	                  no writer makes, is kept after a space so that the
+//	                  record is refused as a bad one
 //	sk_nap I          sleep in the I-th round of a poll: briefly at first
 //	sk_dump           print the run's state as key=value lines
 //
@@ -78,17 +81,25 @@ sk_roots() {
 		if ! sk_wrapper "$2"; then echo "$sk_r"; fi
 	done
 }
-sk_read() {
-	if [ -r "$d/$1" ]; then cat "$d/$1" 2>/dev/null; fi
+sk_get() {
+	sk_v= sk_x=
+	if [ -r "$d/$1" ]; then
+		{ IFS= read -r sk_v; IFS= read -r sk_x; } 2>/dev/null < "$d/$1"
+		if [ -n "$sk_x" ]; then sk_v="$sk_v $sk_x"; fi
+	fi
+	return 0
 }
 sk_nap() {
 	if [ "$1" -lt 20 ]; then sleep 0.01; else sleep 0.1; fi
 }
 sk_dump() {
-	printf 'request=%s\n' "$(sk_read request)"
-	sk_a=$(sk_read admission)
+	sk_get request
+	printf 'request=%s\n' "$sk_v"
+	sk_get admission
+	sk_a=$sk_v
 	printf 'admission=%s\n' "$sk_a"
-	sk_e=$(sk_read exit)
+	sk_get exit
+	sk_e=$sk_v
 	if [ -n "$sk_e" ]; then
 		printf 'exit=%s\n' "$sk_e"
 		return 0
@@ -101,7 +112,8 @@ sk_dump() {
 		printf 'roots=%s\n' "$(sk_roots | tr '\n' ' ')"
 	fi
 	# The process may have exited since the exit record was first read.
-	printf 'exit=%s\n' "$(sk_read exit)"
+	sk_get exit
+	printf 'exit=%s\n' "$sk_v"
 }
 `
 
@@ -176,7 +188,8 @@ if [ ! -s "$d/request" ]; then
 	echo "cannot write the request record in $d" >&2
 	exit 1
 fi
-if [ "$(sk_read request)" != "$fp $idhex" ]; then
+sk_get request
+if [ "$sk_v" != "$fp $idhex" ]; then
 	sk_dump
 	exit 0
 fi
@@ -215,7 +228,8 @@ done
 # Any wrapper but the admitted one is a duplicate: end it. Only an
 # admission record of this request ("<pid> <fingerprint>") names the one
 # to keep; on any other record nothing is killed (the caller refuses it).
-a=$(sk_read admission)
+sk_get admission
+a=$sk_v
 pid=
 if [ "$a" = "${a%% *} $fp" ]; then pid=${a%% *}; fi
 case $pid in
@@ -270,8 +284,8 @@ while [ ! -e "$d/admission" ] && [ ! -e "$d/exit" ] && [ "$i" -lt 70 ]; do
 	sk_nap "$i"
 	i=$((i + 1))
 done
-pid=$(sk_read admission)
-pid=${pid%% *}
+sk_get admission
+pid=${sk_v%% *}
 sig=TERM
 i=0
 while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
@@ -290,35 +304,19 @@ for p in $(sk_pids "$runmark" "$dirmark"); do kill -KILL "$p" 2>/dev/null; done
 sk_dump
 `
 
-// readScript prints a header line "D N T" — D is 1 or 0 (whether the exit
-// record existed before the read, so the bytes that follow are final), N
-// the number of output bytes that follow, T how many of them come after
-// the last newline — then up to MAX bytes of output from byte OFFSET. The
-// counts are of the raw bytes: the output may reach the caller redacted,
-// with other lengths. The output file only grows, so each of the reads
-// below sees the same first N bytes. Arguments: DIR OFFSET MAX.
+// readScript prints a header line, 1 or 0 (whether the exit record existed
+// before the read, so the bytes that follow are final), then up to MAX
+// bytes of output from byte OFFSET: one read of the file, so the caller
+// counts the raw bytes it got (the output reaches it unredacted). Two
+// processes, whatever the output. Arguments: DIR OFFSET MAX.
 const readScript = prelude + `d=$1 off=$2 max=$3
 if [ ! -e "$d/request" ]; then
 	echo missing
 	exit 0
 fi
-if [ -e "$d/exit" ]; then done=1; else done=0; fi
-n=0 t=0
+if [ -e "$d/exit" ]; then echo 1; else echo 0; fi
 if [ -e "$d/output" ]; then
-	n=$(tail -c "+$((off + 1))" "$d/output" | head -c "$max" | wc -c)
-	n=$((n + 0))
-	if [ "$n" -gt 0 ]; then
-		# Every byte but newline becomes x, so the line tools see text.
-		last=$(tail -c "+$((off + 1))" "$d/output" | head -c "$n" | tr -c '\n' x | tail -c 1)
-		if [ -n "$last" ]; then
-			t=$(tail -c "+$((off + 1))" "$d/output" | head -c "$n" | tr -c '\n' x | tail -n 1 | wc -c)
-			t=$((t + 0))
-		fi
-	fi
-fi
-echo "$done $n $t"
-if [ "$n" -gt 0 ]; then
-	tail -c "+$((off + 1))" "$d/output" | head -c "$n"
+	tail -c "+$((off + 1))" "$d/output" | head -c "$max"
 fi
 `
 
