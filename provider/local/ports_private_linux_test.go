@@ -366,7 +366,7 @@ func testIdleFlood(t *testing.T, py, prefix string) {
 	// backlog (about a second or two here): a short run makes fewer.
 	requests := 20
 	if testing.Short() {
-		requests = 5
+		requests = 2
 	}
 	maxFDs := 0
 	for i := range requests {
