@@ -83,3 +83,17 @@ func Blocked() (uint64, error) {
 	}
 	return cur.Val[0] & standard, nil
 }
+
+// ExecUnblocked replaces the process with path (argv, env) started with
+// no signal blocked. It returns only the error of a failed exec.
+func ExecUnblocked(path string, argv, env []string) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var none, old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, &old); err != nil {
+		return err
+	}
+	err := syscall.Exec(path, argv, env)
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	return err
+}
