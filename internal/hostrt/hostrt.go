@@ -183,12 +183,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, c *driver.Command) (drive
 			cmd.Env = append(cmd.Env, k+"="+m[k])
 		}
 	}
-	if blockedAtStart() {
-		// Through this program re-run as unblockArg0: the command starts
-		// with no signal blocked, as a sandbox's does.
-		cmd.Args = append([]string{unblockArg0, cmd.Path}, cmd.Args...)
-		cmd.Path = "/proc/self/exe"
-	}
+	sigreset.UnblockCmd(cmd) // no signal blocked, as in a sandbox
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
 	newGroup(cmd)
 	cmd.WaitDelay = waitDelay

@@ -5,7 +5,9 @@ package sigreset
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -96,4 +98,38 @@ func ExecUnblocked(path string, argv, env []string) error {
 	err := syscall.Exec(path, argv, env)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return err
+}
+
+// unblockArg0 is the name a program that imports this package is run
+// under to start a command with no signal blocked (see UnblockCmd).
+const unblockArg0 = "sandboxkit-unblocked-exec"
+
+func init() {
+	if len(os.Args) > 2 && os.Args[0] == unblockArg0 {
+		// argv: unblockArg0, the command's path, its argv.
+		err := ExecUnblocked(os.Args[1], os.Args[2:], os.Environ())
+		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[2], err)
+		os.Exit(126)
+	}
+}
+
+// blockedAtStart reports whether this program has any of signals 1-31
+// blocked (a Go program's threads keep the mask it started with).
+var blockedAtStart = sync.OnceValue(func() bool {
+	m, err := Blocked()
+	return err == nil && m != 0
+})
+
+// UnblockCmd makes cmd, not yet started, start with no signal blocked. A
+// Go program's children start with the signal mask the program started
+// with, which Go cannot change: when some are blocked, cmd is started
+// through this program re-run under a marker name, which clears the mask
+// and executes the command (the program must import this package). It
+// changes nothing otherwise.
+func UnblockCmd(cmd *exec.Cmd) {
+	if cmd.Err != nil || !blockedAtStart() {
+		return
+	}
+	cmd.Args = append([]string{unblockArg0, cmd.Path}, cmd.Args...)
+	cmd.Path = "/proc/self/exe"
 }

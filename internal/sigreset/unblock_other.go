@@ -2,7 +2,10 @@
 
 package sigreset
 
-import "errors"
+import (
+	"errors"
+	"os/exec"
+)
 
 // ReexecUnblocked does nothing here: the programs that call it re-execute
 // themselves only on Linux.
@@ -15,3 +18,6 @@ func Blocked() (uint64, error) { return 0, nil }
 func ExecUnblocked(path string, argv, env []string) error {
 	return errors.ErrUnsupported
 }
+
+// UnblockCmd changes nothing here.
+func UnblockCmd(cmd *exec.Cmd) {}

@@ -123,6 +123,7 @@ func startDaemon(t *testing.T, root string, env []string) (*daemon, error) {
 		// process was started with (nohup, a script's background job):
 		// sandboxd's commands would inherit it.
 		sigreset.Unignore()
+		sigreset.UnblockCmd(d.cmd) // nor blocked
 		if err := d.cmd.Start(); err != nil {
 			return nil, err
 		}
