@@ -10,7 +10,6 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
+	"github.com/sandboxkit/sandbox/internal/namerule"
 	"github.com/sandboxkit/sandbox/internal/opts"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"go.opentelemetry.io/otel/metric"
@@ -393,8 +393,8 @@ type CreateOptions struct {
 }
 
 var (
-	idRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
+	idRE       = namerule.Rule{Pattern: `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, Max: 128, FirstAlnum: true, Extra: "._-"}
+	labelKeyRE = namerule.Rule{Pattern: `^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`, Max: 128, FirstAlnum: true, Extra: "._/-"}
 )
 
 func checkID(op, provider, id string) error {

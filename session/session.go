@@ -124,7 +124,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -132,6 +131,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/namerule"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
@@ -341,8 +341,8 @@ var (
 	// A key is only ever a label value (and shown in errors and logs),
 	// never a file name or a command argument, so any of these characters
 	// may start it.
-	keyRE      = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
+	keyRE      = namerule.Rule{Pattern: `^[A-Za-z0-9._-]{1,128}$`, Max: 128, Extra: "._-"}
+	labelKeyRE = namerule.Rule{Pattern: `^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`, Max: 128, FirstAlnum: true, Extra: "._/-"}
 )
 
 // NewManager returns a Manager over client. Invalid options are reported
