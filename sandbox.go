@@ -486,9 +486,12 @@ func (p *execPlan) result(st driver.ExitStatus, started time.Time) *Result {
 // output produced so far and a nil error. When ctx ends first, Exec returns
 // the partial Result (TimedOut set, TimeoutBy TimeoutContext when ctx had a
 // deadline) together with an error whose Code is DeadlineExceeded or
-// Canceled. An Exec is retried only when the provider reports that the
-// request never reached it; otherwise a transport failure returns an error
-// matching ErrOutcomeUnknown.
+// Canceled; its output is all the command wrote before ctx ended, even
+// what was still on its way because the reading lagged (the provider ends
+// the command and reads what is on its way, within a bounded time). An
+// Exec is retried only when the provider reports that the request never
+// reached it; otherwise a transport failure returns an error matching
+// ErrOutcomeUnknown.
 func (s *Sandbox) Exec(ctx context.Context, cmd Command) (*Result, error) {
 	res, _, err := s.exec(ctx, "exec", cmd, false)
 	return res, err

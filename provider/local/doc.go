@@ -463,8 +463,10 @@
 // the next Runtime. DefaultLease is 5 minutes. Commands inherit no
 // descriptor but their stdin, stdout and stderr, and start with every
 // standard signal at its default action and none blocked, whatever the
-// program ignores (a program started by nohup, or in the background of a
-// script, ignores SIGHUP or SIGINT, and an ignored signal survives exec).
+// program ignores or blocks (a program started by nohup, or in the
+// background of a script, ignores SIGHUP or SIGINT; perf blocks SIGWINCH;
+// both survive exec): a helper started with signals blocked re-executes
+// itself once with none.
 //
 // # Limits
 //
