@@ -3,7 +3,6 @@ package hostrt
 import (
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,8 +22,7 @@ const blockedChildEnv = "SANDBOXKIT_HOSTRT_BLOCKED_CHILD"
 func TestCommandsStartUnblocked(t *testing.T) {
 	switch os.Getenv(blockedChildEnv) {
 	case "exec":
-		env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, blockedChildEnv+"=") }), blockedChildEnv+"=copy")
-		err := sigreset.ExecBlocked([]syscall.Signal{syscall.SIGUSR1, syscall.SIGWINCH}, append([]string{"/proc/self/exe"}, os.Args[1:]...), env)
+		err := sigreset.RestartBlocked(blockedChildEnv, "copy", syscall.SIGUSR1, syscall.SIGWINCH)
 		t.Fatalf("starting the copy with signals blocked: %v", err)
 	case "copy":
 		if m, err := sigreset.Blocked(); err != nil || m == 0 {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -55,11 +57,15 @@ func ReexecUnblocked() error {
 	return fmt.Errorf("re-executing with no signal blocked: %w", err)
 }
 
-// ExecBlocked replaces the process with argv[0] (argv, env) started with
-// sigs blocked, as a parent that blocks them would start it: the tests
-// of the programs that call ReexecUnblocked start a copy of themselves so.
-// It returns only the error of a failed exec.
-func ExecBlocked(sigs []syscall.Signal, argv, env []string) error {
+// RestartBlocked replaces the process with the program itself, started
+// again with the same arguments and sigs blocked, as a parent that blocks
+// them would start it, and with the environment variable key set to value
+// (replacing it): the tests of the programs that must not pass a blocked
+// signal on start a copy of themselves so. It returns only the error of a
+// failed exec.
+func RestartBlocked(key, value string, sigs ...syscall.Signal) error {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
+	env = append(env, key+"="+value)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set, old unix.Sigset_t
@@ -69,7 +75,7 @@ func ExecBlocked(sigs []syscall.Signal, argv, env []string) error {
 	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
 		return err
 	}
-	err := syscall.Exec(argv[0], argv, env)
+	err := syscall.Exec("/proc/self/exe", os.Args, env)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	return err
 }

@@ -3,7 +3,6 @@ package sigreset
 import (
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,8 +18,7 @@ func TestReexecUnblocked(t *testing.T) {
 	switch os.Getenv(blockedChildEnv) {
 	case "exec":
 		// The trampoline: become the copy, with the signals blocked.
-		env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, blockedChildEnv+"=") }), blockedChildEnv+"=copy")
-		if err := ExecBlocked([]syscall.Signal{syscall.SIGUSR1, syscall.SIGWINCH}, append([]string{"/proc/self/exe"}, os.Args[1:]...), env); err != nil {
+		if err := RestartBlocked(blockedChildEnv, "copy", syscall.SIGUSR1, syscall.SIGWINCH); err != nil {
 			t.Fatal(err)
 		}
 	case "copy":

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,8 +32,7 @@ const inheritedChildEnv = "SANDBOXKIT_TEST_INHERITED_SIGNALS_CHILD"
 func TestInheritedSignalsNotPassedOn(t *testing.T) {
 	switch os.Getenv(inheritedChildEnv) {
 	case "exec":
-		env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, inheritedChildEnv+"=") }), inheritedChildEnv+"=copy")
-		err := sigreset.ExecBlocked([]syscall.Signal{syscall.SIGUSR1, syscall.SIGWINCH}, append([]string{"/proc/self/exe"}, os.Args[1:]...), env)
+		err := sigreset.RestartBlocked(inheritedChildEnv, "copy", syscall.SIGUSR1, syscall.SIGWINCH)
 		t.Fatalf("starting the copy with SIGUSR1 and SIGWINCH blocked: %v", err)
 	case "copy":
 		if !signal.Ignored(syscall.SIGINT) || !signal.Ignored(syscall.SIGHUP) {
