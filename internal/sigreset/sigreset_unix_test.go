@@ -26,18 +26,7 @@ func TestUnignore(t *testing.T) {
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command("cat", "/proc/self/status").Output()
-		if err != nil {
-			t.Skipf("no /proc/self/status: %v", err)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
-				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				if err != nil || mask&(1<<31-1) != 0 {
-					t.Errorf("a child starts with SigIgn %s, want none of signals 1-31", strings.TrimSpace(v))
-				}
-			}
-		}
+		checkChildMask(t, "SigIgn")
 		return
 	}
 	if _, err := os.Stat("/proc/self/status"); err != nil {
@@ -48,5 +37,23 @@ func TestUnignore(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestUnignore") {
 		t.Fatalf("the copy started with SIGINT and SIGHUP ignored: %v\n%s", err, out)
+	}
+}
+
+// checkChildMask fails unless a program this process starts has none of
+// signals 1-31 in the mask key (SigIgn, SigBlk) of its /proc/self/status.
+func checkChildMask(t *testing.T, key string) {
+	t.Helper()
+	out, err := exec.Command("cat", "/proc/self/status").Output()
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil || mask&(1<<31-1) != 0 {
+				t.Errorf("a child starts with %s %s, want none of signals 1-31", key, strings.TrimSpace(v))
+			}
+		}
 	}
 }
