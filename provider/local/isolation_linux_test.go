@@ -87,6 +87,7 @@ except Exception as e:
 // tries to make another sandbox's agent run a command, at every level from
 // L1 up that the host gives.
 func TestAgentsUnreachableFromOtherSandboxes(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("needs python3 (Debian package python3-minimal) for the attacking client")
@@ -108,6 +109,7 @@ func TestAgentsUnreachableFromOtherSandboxes(t *testing.T) {
 	for _, tc := range cases {
 		l := tc.l
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if l == L1 && os.Getuid() != 0 {
 				t.Skip("at L1 commands run as the host user, who can read every sandbox's key: sandboxes are not isolated from each other (documented)")
 			}
@@ -153,6 +155,7 @@ func TestAgentsUnreachableFromOtherSandboxes(t *testing.T) {
 // key and with a wrong one: the agent closes the connection without
 // answering or running anything.
 func TestAgentRefusesWithoutKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t)
 	if l, _ := rt.Level(); l < L2 {
@@ -239,7 +242,12 @@ func hostPidsWith(marker string) ([]int, []string) {
 // session, process tree and (where they can) cgroup, and checks that none
 // survives Destroy, at every level; below L3 also after the agent died
 // first, when only the cgroup and the marker still find them.
+//
+// Its subtests run at once, beside other tests: each finds its processes
+// by a marker of its own (its index, the time and this test's pid).
 func TestDestroyLeavesNoProcess(t *testing.T) {
+	t.Parallel()
+	idx := 0
 	for _, l := range []Level{L0, L1, L2, L3, L4} {
 		for _, agentDies := range []bool{false, true} {
 			if agentDies && l >= L3 {
@@ -249,7 +257,13 @@ func TestDestroyLeavesNoProcess(t *testing.T) {
 			if agentDies {
 				name += "-agent-killed"
 			}
+			idx++
+			// A number sleep takes (3<index><ms>.<pid><k>: hours), the
+			// same length for every subtest, so that no marker is part of
+			// another's command line.
+			marker := fmt.Sprintf("3%d%03d.%07d", idx, time.Now().UnixNano()/1e6%1000, os.Getpid())
 			t.Run(name, func(t *testing.T) {
+				t.Parallel()
 				ctx := context.Background()
 				rt := levelRuntime(t, l)
 				sb, err := sandbox.NewClient(rt).Create(ctx, sandbox.CreateOptions{})
@@ -260,7 +274,6 @@ func TestDestroyLeavesNoProcess(t *testing.T) {
 					_ = sb.Destroy(ctx)
 					t.Skipf("got %s, not %s: %s", got, l, sb.Info().Detail["isolation_missing"])
 				}
-				marker := fmt.Sprintf("30%d.%d", time.Now().UnixNano()%1000, os.Getpid())
 				res := run(ctx, t, sb, fmt.Sprintf(escapeScript, marker))
 				if !bytes.Contains(res.Stdout, []byte("started")) {
 					t.Fatalf("script: %q %q", res.Stdout, res.Stderr)
@@ -309,8 +322,10 @@ func TestDestroyLeavesNoProcess(t *testing.T) {
 // of the home and its temporary directory (Landlock's refer right), and
 // checks that nothing moves out of them.
 func TestRenameAcrossDirectories(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L2, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := levelRuntime(t, l)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
@@ -463,6 +478,7 @@ func TestNetworkWithoutStack(t *testing.T) {
 // the file API and the sandbox then see the same files, and that Destroy
 // leaves no mount.
 func TestDiskQuota(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := nsClient(t)
 	rt := c.Runtime().(*Runtime)
@@ -517,6 +533,7 @@ func TestDiskQuota(t *testing.T) {
 // TestDiskQuotaReported checks that a level that cannot enforce DiskGiB
 // says so in Info.Detail.
 func TestDiskQuotaReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := levelRuntime(t, L2)
 	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{Resources: sandbox.Resources{DiskGiB: 1}})

@@ -24,6 +24,7 @@ import (
 )
 
 func TestL2LandlockSeccomp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L2))
 	var ie *IsolationError
@@ -202,6 +203,7 @@ func countFDs(t *testing.T) int {
 }
 
 func TestUnwritableRoot(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -222,6 +224,7 @@ func TestUnwritableRoot(t *testing.T) {
 }
 
 func TestCorruptMetadata(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	good, err := rt.Create(ctx, &driver.CreateRequest{Timeout: time.Minute, Labels: map[string]string{"k": "v"}})
@@ -260,6 +263,7 @@ func TestCorruptMetadata(t *testing.T) {
 }
 
 func TestUnknownID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	c := sandbox.NewClient(rt)
@@ -287,9 +291,11 @@ func TestUnknownID(t *testing.T) {
 }
 
 func TestMissingCommand(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, l := range []Level{L1, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			opts := []Option{}
 			if l == L1 {
 				opts = append(opts, WithIsolation(L1))
@@ -349,6 +355,7 @@ func TestIsolationReported(t *testing.T) {
 }
 
 func TestOpenURL(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	c, err := sandbox.Open(ctx, "local://"+root+"?isolation=l1&lease=1m")
@@ -371,6 +378,7 @@ func TestOpenURL(t *testing.T) {
 }
 
 func TestLease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1), WithReapInterval(50*time.Millisecond))
 	c := sandbox.NewClient(rt)
@@ -416,6 +424,7 @@ func TestLease(t *testing.T) {
 // TestLeaseEnforcedLazily: a sandbox created by a Runtime that is gone is
 // destroyed by the next Get or List of any Runtime once its lease ended.
 func TestLeaseEnforcedLazily(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	var mu sync.Mutex
@@ -470,6 +479,7 @@ func TestAttachFromAnotherProcess(t *testing.T) {
 	if os.Getenv("LOCAL_TEST_ATTACH") != "" {
 		return // the helper side runs in TestAttachHelper
 	}
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	rt, err := New(WithRoot(root))
@@ -556,6 +566,7 @@ func TestAttachHelper(t *testing.T) {
 }
 
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	root := t.TempDir()
 	rt, err := New(WithRoot(root), WithWarmPool(2))
@@ -628,6 +639,7 @@ func TestWarmPool(t *testing.T) {
 }
 
 func TestSweepLeftovers(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -665,6 +677,7 @@ func TestSweepLeftovers(t *testing.T) {
 }
 
 func TestNoNetworkNeedsL2(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(newRuntime(t, WithIsolation(L1)))
 	_, err := c.Create(ctx, sandbox.CreateOptions{NoNetwork: true})
@@ -676,8 +689,10 @@ func TestNoNetworkNeedsL2(t *testing.T) {
 // TestPauseWithoutCgroups exercises the SIGSTOP fallback, with and
 // without a pid namespace.
 func TestPauseWithoutCgroups(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L1, L3} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt, err := New(WithRoot(t.TempDir()), WithIsolation(l))
 			if err != nil {
@@ -721,8 +736,10 @@ func TestPauseWithoutCgroups(t *testing.T) {
 // TestTimeoutLeavesNoProcess: a timed-out command's whole tree is gone
 // when Exec returns, background children included.
 func TestTimeoutLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L1, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := newRuntime(t)
 			if l == L1 {

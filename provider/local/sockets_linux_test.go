@@ -65,6 +65,7 @@ if os.uname().machine == "x86_64":
 // hypervisor's services on a VM host) or a rarely used protocol of the
 // host's kernel.
 func TestSocketFamilies(t *testing.T) {
+	t.Parallel()
 	host := map[string]string{"network": "host"}
 	for _, tc := range []struct {
 		level Level
@@ -84,6 +85,7 @@ func TestSocketFamilies(t *testing.T) {
 			name += "/host"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := levelRuntime(t, tc.level)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), tc.opts)
