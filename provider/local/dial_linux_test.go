@@ -19,6 +19,7 @@ import (
 // replacing a live agent kills every command it runs (a fresh-clone CI run
 // lost two daytona execs that way at load 90).
 func TestAgentListensTellsBusyFromGone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 
 	_, err := net.Dial("unix", filepath.Join(dir, "missing"))

@@ -54,6 +54,7 @@ func run(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, shell string) *
 }
 
 func TestEscapeFilesOutsideHome(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := nsClient(t)
 	sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
@@ -95,6 +96,7 @@ func TestEscapeFilesOutsideHome(t *testing.T) {
 }
 
 func TestEscapeNoCapabilities(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb := mustCreate(ctx, t, nsClient(t), sandbox.CreateOptions{})
 	res := run(ctx, t, sb, "grep ^Cap /proc/self/status")
@@ -123,6 +125,7 @@ func TestEscapeNoCapabilities(t *testing.T) {
 }
 
 func TestEscapeHostProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sb := mustCreate(ctx, t, nsClient(t), sandbox.CreateOptions{})
 	victim := exec.Command("sleep", "60")
@@ -142,6 +145,7 @@ func TestEscapeHostProcesses(t *testing.T) {
 }
 
 func TestEscapeNoNetwork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := nsClient(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -189,8 +193,10 @@ func TestEscapeNoNetwork(t *testing.T) {
 // TestEscapeSymlinkInHome plants links to /etc in the home and checks that
 // no file method follows them out, at every level.
 func TestEscapeSymlinkInHome(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L1, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := newRuntime(t)
 			if l == L1 {
@@ -283,8 +289,10 @@ func TestEscapeSymlinkInHome(t *testing.T) {
 // TestFilesWholeView: the file methods serve the sandbox's file system as
 // its commands see it, with their permissions.
 func TestFilesWholeView(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L0, L1, L2} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			// Below L3 the host's root is served with the commands' rights
 			// (and, at L2, their Landlock allow-list): never the host's
 			// /etc or /usr for writing.
@@ -339,6 +347,7 @@ func TestFilesWholeView(t *testing.T) {
 		})
 	}
 	t.Run("L1-as-root", func(t *testing.T) {
+		t.Parallel()
 		// Commands that run as the host's root are not given the host's
 		// root through the file methods: the home only is served.
 		if os.Getuid() != 0 {
@@ -357,6 +366,7 @@ func TestFilesWholeView(t *testing.T) {
 	})
 	for _, l := range []Level{L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			c := nsClient(t)
 			sb := mustCreate(ctx, t, c, sandbox.CreateOptions{})
@@ -430,6 +440,7 @@ func TestNoDescriptorLeak(t *testing.T) {
 // TestAgentEndsWithItsDirectory: removing a sandbox's directory behind the
 // provider's back (a test's TempDir clean-up) ends its agent and processes.
 func TestAgentEndsWithItsDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t)
 	c := sandbox.NewClient(rt)

@@ -82,8 +82,10 @@ func TestSpecialFilesRefused(t *testing.T) {
 // terms ($HOME/a -> $HOME/b); the file methods follow those within the
 // home and still refuse any that leads out of it.
 func TestAbsoluteLinkInHome(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L1, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := levelRuntime(t, l)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})
@@ -149,6 +151,7 @@ func TestAbsoluteLinkInHome(t *testing.T) {
 // symbolic link (which the portable layer cannot see) is InvalidArgument
 // too, not Internal.
 func TestPathLimitsOnTheRuntime(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t, WithIsolation(L1))
 	sb := mustCreate(ctx, t, sandbox.NewClient(rt), sandbox.CreateOptions{})

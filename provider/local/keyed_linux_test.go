@@ -97,6 +97,7 @@ func newRuntimeAt(t *testing.T, root string) *Runtime {
 // TestGetOrCreateOnceAcrossRuntimes: 4 Runtimes on one root (as 4
 // processes would have) × 50 goroutines leave one sandbox.
 func TestGetOrCreateOnceAcrossRuntimes(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -118,6 +119,7 @@ func TestGetOrCreateOnceAcrossRuntimes(t *testing.T) {
 // TestGetOrCreateOnceAcrossProcesses: 4 OS processes × 50 goroutines on
 // one root leave exactly one sandbox, which every caller got.
 func TestGetOrCreateOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(keyedChildEnv) != "" {
 		t.Skip("in a child process")
 	}

@@ -793,7 +793,10 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 // On a root host the agent of a namespaced sandbox runs as uid 65534 and
 // reads the root-owned state record through a descriptor it inherited.
 func TestAgentEndsAfterItsLease(t *testing.T) {
-	defer func(g time.Duration) { leaseGrace = g }(leaseGrace)
+	// Restored at cleanup, after the parallel subtests (a defer would run
+	// before they start).
+	saved := leaseGrace
+	t.Cleanup(func() { leaseGrace = saved })
 	leaseGrace = 0
 	for _, tc := range []struct {
 		name string
@@ -803,6 +806,7 @@ func TestAgentEndsAfterItsLease(t *testing.T) {
 		{"best", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // beside each other, with leaseGrace as set above
 			ctx := context.Background()
 			rt := newRuntime(t, append(tc.opts, WithReapInterval(time.Hour))...)
 			c := sandbox.NewClient(rt)

@@ -18,6 +18,7 @@ import (
 // holds it for the whole copy): Get, Exec and Destroy end with the
 // deadline, and work again once the lock is free.
 func TestLockWaitBoundedByContext(t *testing.T) {
+	t.Parallel()
 	rt, err := New(WithRoot(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })

@@ -17,6 +17,7 @@ import (
 // cpuacct controller the runtime now creates), the peak exactly where
 // the kernel keeps one, and never 0 for what it could not read.
 func TestMetricsFromCgroup(t *testing.T) {
+	t.Parallel()
 	r := newRuntime(t)
 	ctx := context.Background()
 	in, err := r.Create(ctx, &driver.CreateRequest{Timeout: time.Minute})
@@ -87,6 +88,7 @@ func cpuacctMounted() bool {
 // With a disk quota (DiskGiB), Metrics reports the home file system's
 // use and size: the limit is the quota, and a file written moves the use.
 func TestMetricsDiskQuota(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := nsClient(t)
 	rt := c.Runtime().(*Runtime)

@@ -18,6 +18,7 @@ import (
 // sandbox asked for and never another (an agent started ahead with pasta
 // must not serve a sandbox without network, nor the other way round).
 func TestAgentStartedAhead(t *testing.T) {
+	t.Parallel()
 	if lookPasta() == "" {
 		t.Skip("needs pasta (Debian package passt) for an isolated network")
 	}

@@ -79,6 +79,7 @@ func sandboxZombies(_ context.Context, t *testing.T, rt *Runtime, id string) []s
 // order it happened: the client's shutdown of its writing side reaches
 // the server as EOF while the server can still answer.
 func TestRelayRawHalfClose(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

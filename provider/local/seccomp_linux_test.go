@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
 // checks that the filter cannot be bypassed through another syscall ABI
 // and that no namespace can be made through clone or clone3.
 func TestSeccompForeignABIs(t *testing.T) {
+	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the probe uses the x86-64 i386 and x32 interfaces")
 	}
@@ -111,6 +112,7 @@ func TestSeccompForeignABIs(t *testing.T) {
 		{L4, sandbox.CreateOptions{NoNetwork: true}},
 	} {
 		t.Run(tc.level.String()+"/nonet="+strconv.FormatBool(tc.opts.NoNetwork), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := levelRuntime(t, tc.level)
 			sb := mustCreate(ctx, t, sandbox.NewClient(rt), tc.opts)

@@ -22,6 +22,7 @@ import (
 // next Runtime on the root, and the Runtimes already open, thaw it, so
 // that Exec works again within a bound.
 func TestSnapshotKilledMidFreezeThaws(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("LOCAL_TEST_FREEZE") != "" {
 		return // the helper side runs in TestSnapshotFreezeHelper
 	}
@@ -130,6 +131,7 @@ func TestSnapshotFreezeHelper(t *testing.T) {
 // Resume on a sandbox that says running but whose cgroup is frozen (a
 // freeze no process owns any more) thaws it.
 func TestResumeThawsRunningButFrozen(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt := newRuntime(t)
@@ -169,6 +171,7 @@ func TestResumeThawsRunningButFrozen(t *testing.T) {
 // either keeps it or fails with a short error that names the file by its
 // path in the sandbox, never by the host's state directory.
 func TestSnapshotDeepTreeErrorIsShort(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := newRuntime(t)

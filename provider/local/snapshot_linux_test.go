@@ -24,6 +24,7 @@ import (
 // creates from it, and neither its sweep nor its reaper removes it, also
 // once its sandbox is gone.
 func TestSnapshotSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := t.TempDir()
@@ -70,8 +71,10 @@ func TestSnapshotSurvivesRestart(t *testing.T) {
 // mount namespace, copied through its agent's root; below, its private
 // temporary directory. Hard links stay linked, owners follow the user.
 func TestSnapshotKeepsTmpAndLinks(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L4, L1} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			rt := levelRuntime(t, l)
@@ -109,6 +112,7 @@ func TestSnapshotKeepsTmpAndLinks(t *testing.T) {
 // A snapshot of a running sandbox is taken frozen and thawed after: a
 // process running through it runs on.
 func TestSnapshotFreezesAndThaws(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := newRuntime(t)
@@ -159,6 +163,7 @@ func TestSnapshotFreezesAndThaws(t *testing.T) {
 // Full mode is refused naming what the host lacks (the package criu, or
 // why criu does not work here); the capabilities say the same.
 func TestSnapshotFullNeedsCRIU(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := newRuntime(t)
 	caps := rt.Capabilities()
@@ -239,6 +244,7 @@ exit 1`)
 // A sparse file is copied without its holes: the copy takes no more
 // blocks than the original.
 func TestCopySparse(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	f, err := os.Create(filepath.Join(src, "big"))
 	require.NoError(t, err)
@@ -265,6 +271,7 @@ func TestCopySparse(t *testing.T) {
 // Fork copies straight from the frozen sandbox (no snapshot is left or
 // made), and a paused sandbox stays paused.
 func TestForkNative(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := newRuntime(t)
@@ -421,6 +428,7 @@ func TestCopyDeepTreeFewDescriptors(t *testing.T) {
 // binary on the same boot: another binary (here one rewritten in place) is
 // checked again.
 func TestCRIUCheckCacheKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "criu")
 	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nexit 1\n"), 0o755))

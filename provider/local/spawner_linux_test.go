@@ -17,6 +17,7 @@ import (
 // another at once: 20 concurrent sandboxes, created (L2 and above start
 // their agent then) and used (L1 starts it on first use), all work.
 func TestSpawnerReplaced(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -25,6 +26,7 @@ func TestSpawnerReplaced(t *testing.T) {
 		{"L1", []Option{WithIsolation(L1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := newRuntime(t, tc.opts...)
 			c := sandbox.NewClient(rt)

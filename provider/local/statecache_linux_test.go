@@ -14,6 +14,7 @@ import (
 // a write to the state file (here through the lock, as another process
 // would) is seen by the next read, as is the removal of the sandbox.
 func TestStateCacheSeesWrites(t *testing.T) {
+	t.Parallel()
 	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L1))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })

@@ -16,6 +16,7 @@ import (
 // Write is held back (here until its context ends), while Resize and
 // Ctrl-C (Signal) sent afterwards are applied at once.
 func TestTerminalPasteDoesNotBlockControl(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L4))
@@ -61,6 +62,7 @@ func TestTerminalPasteDoesNotBlockControl(t *testing.T) {
 // Input a program reads arrives whole and in order through the window,
 // more than it holds at once.
 func TestTerminalLargeInputArrivesInOrder(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L4))

@@ -16,6 +16,7 @@ import (
 // gets a terminal, and the first one's own StartTerminal says why it
 // cannot.
 func TestTerminalPtysBoundedPerSandbox(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L4))
@@ -96,6 +97,7 @@ time.sleep(60)
 // sandboxPtys of them for one sandbox and refuses the next with
 // ResourceExhausted naming the cap; one ending makes room again.
 func TestTerminalCapAtHostPtmx(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L1))

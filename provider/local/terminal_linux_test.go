@@ -34,8 +34,10 @@ func (o *termOut) String() string {
 // user and groups, cgroup, seccomp mode, no-new-privileges and
 // capabilities, and the same file system allow-list.
 func TestTerminalConfinedAsExec(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L4, L1} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			rt := levelRuntime(t, l)
 			c := sandbox.NewClient(rt)
 			defer c.Close()

@@ -12,6 +12,7 @@ import (
 // grep --color highlights its match inside a secret, splitting it with
 // colour codes: the terminal's output still shows no part of it.
 func TestTerminalSecretSplitByColourRedacted(t *testing.T) {
+	t.Parallel()
 	const secret = "tok-9f8e7d6c5b4a-SECRET"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

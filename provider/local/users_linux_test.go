@@ -17,11 +17,13 @@ import (
 // unprivileged uid of their sandbox's own, so that one sandbox can neither
 // read nor write another's home, nor signal its processes.
 func TestCommandsRunAsOwnUser(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs a root host: elsewhere commands run as the host user (documented)")
 	}
 	for _, l := range []Level{L0, L1, L2} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			rt := levelRuntime(t, l)
 			c := sandbox.NewClient(rt)
@@ -70,6 +72,7 @@ func TestCommandsRunAsOwnUser(t *testing.T) {
 // one the sandboxes' users can reach, so that commands do not fall back
 // to running as root.
 func TestDefaultRootReachable(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs a root host: elsewhere the default root is the user's cache directory")
 	}
@@ -95,6 +98,7 @@ func TestDefaultRootReachable(t *testing.T) {
 // TestUIDReservationEndsWithSandbox: a sandbox's user is reserved while
 // the sandbox exists, and free again once it is destroyed.
 func TestUIDReservationEndsWithSandbox(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs a root host: elsewhere commands run as the host user")
 	}

@@ -16,6 +16,7 @@ import (
 // as one host user, whose watches the kernel counts together) takes only
 // its share: another sandbox's Watch still works.
 func TestWatchInotifyShareLeavesOtherSandboxes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L4))
@@ -93,6 +94,7 @@ time.sleep(60)
 // with more directories than that fails with ResourceExhausted (rather
 // than taking the host user's watches from every other sandbox).
 func TestWatchAgentBoundsItsWatches(t *testing.T) {
+	t.Parallel()
 	share, _ := inotifyShare()
 	if share > 40000 {
 		t.Skipf("the share of inotify watches here is %d directories: too many to make in a test", share)
@@ -136,6 +138,7 @@ for i in range(int(sys.argv[1])):
 // tree is listed at once: the agent sends it in frames under the
 // protocol's limit (or an overflow event), and the watch goes on.
 func TestWatchBurstKeepsWatchAlive(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := sandbox.NewClient(levelRuntime(t, L4))
@@ -197,8 +200,10 @@ for i in range(25000):
 // replaces it by a symbolic link to /etc: the agent never watches or lists
 // through the link, so no file of /etc is reported.
 func TestWatchDoesNotFollowSymlinkOut(t *testing.T) {
+	t.Parallel()
 	for _, l := range []Level{L2, L4} {
 		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := sandbox.NewClient(levelRuntime(t, l))

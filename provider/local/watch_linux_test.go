@@ -16,6 +16,7 @@ import (
 // agent's descendants only (never the host's other processes, nor the
 // agent), and a zombie (a child its parent never reaps) is left out.
 func TestProcessesL1OnlyTheSandbox(t *testing.T) {
+	t.Parallel()
 	rt := levelRuntime(t, L1)
 	c := sandbox.NewClient(rt)
 	defer c.Close()
@@ -79,6 +80,7 @@ func TestProcessesL1OnlyTheSandbox(t *testing.T) {
 // A watch is added as the sandbox's user: a directory it may not read is
 // PermissionDenied, not watched with the agent's rights.
 func TestWatchUnreadableDir(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs a root host, where the sandbox's commands run as their own unprivileged user")
 	}
@@ -106,6 +108,7 @@ func TestWatchUnreadableDir(t *testing.T) {
 
 // A terminal's program is listed as a handle, with its terminal's ID.
 func TestProcessesMarkTerminal(t *testing.T) {
+	t.Parallel()
 	rt := levelRuntime(t, L1)
 	c := sandbox.NewClient(rt)
 	defer c.Close()
