@@ -24,15 +24,9 @@ TESTTIMEOUT ?= 45m
 # them (goleak), so the window has nothing to catch. A GORACE of your own
 # is kept, after it.
 RACEENV = GORACE="atexit_sleep_ms=0 $${GORACE:-}"
-# TESTP packages run at once, twice the CPUs (see SHORTP). With one a
-# CPU (go test's default) the CPUs idled a third of the run, between
-# packages and through the waits of their tests: on 2 cores the go test
-# step took 596 s with -p 2 and 582 s with -p 4, the CPUs then busy
-# throughout. Tests must hold under that load (CI runs this target).
-TESTP ?= $(SHORTP)
 test:
 	@$(VET3)
-	$(RACEENV) $(GO) test -race -count=1 -p $(TESTP) -timeout $(TESTTIMEOUT) $(FIRST) ./...
+	$(RACEENV) $(GO) test -race -count=1 -timeout $(TESTTIMEOUT) $(FIRST) ./...
 	$(MAKE) test-modules
 
 # test-short: the inner loop while changing code (README's Testing): every
