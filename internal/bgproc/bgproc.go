@@ -62,13 +62,15 @@ import (
 //	    Waits for the command of the last bg_start and sets bg_rc to its
 //	    exit status and bg_why to "timeout" when timeout(1) ended it (see
 //	    below), else to "".
-//	bg_signal PIDFILE SIG [WAIT]
+//	bg_signal PIDFILE SIG [WAIT [ENDFILE]]
 //	    Sends SIG (a name or a number) to the process group whose leader's
 //	    pid PIDFILE holds, or to that process alone when the group is gone.
 //	    When PIDFILE is still empty, waits up to WAIT tenths of a second
 //	    (default 0) for it: a signal sent just after a start may arrive
-//	    before the launcher wrote the pid. Returns 3 when PIDFILE holds no
-//	    pid, 1 when no process got the signal.
+//	    before the launcher wrote the pid. The wait ends early once
+//	    ENDFILE (the command's exit record) exists: a command that ended
+//	    writes no pid any more. Returns 3 when PIDFILE holds no pid, 1
+//	    when no process got the signal.
 //
 // A shell without job control gives a background command /dev/null as its
 // stdin; bg_start passes the caller's on through fd 7, which it uses
@@ -121,7 +123,7 @@ bg_wait() {
 }
 bg_signal() {
 	bg_i=0
-	while [ ! -s "$1" ] && [ "$bg_i" -lt "${3:-0}" ]; do
+	while [ ! -s "$1" ] && [ "$bg_i" -lt "${3:-0}" ] && { [ -z "$4" ] || [ ! -e "$4" ]; }; do
 		sleep 0.1
 		bg_i=$((bg_i + 1))
 	done

@@ -193,6 +193,12 @@ echo $s >"$1/late.tmp"
 bg_signal "$1/late" KILL 50 || exit
 wait $s`, d)
 		assert.Equal(t, 137, code2, "%s: %s", sh, errOut)
+		// An exit record ends the wait: a minute's wait returns at once.
+		require.NoError(t, os.WriteFile(filepath.Join(d, "gone.exit"), []byte("0 \n"), 0o644))
+		start := time.Now()
+		_, _, code3 := run(t, sh, d, `bg_signal "$1/gone.pid" TERM 600 "$1/gone.exit"`, d)
+		assert.Equal(t, 3, code3, sh)
+		assert.Less(t, time.Since(start), 30*time.Second, "%s: bg_signal waited for the pid of a command whose exit record exists", sh)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -826,5 +827,35 @@ func TestStagedCommandLeavesNoSecretOnDisk(t *testing.T) {
 		if strings.Contains(string(b), secret) || strings.HasSuffix(fi.Name(), ".cmd") {
 			t.Errorf("%s is left in the scratch directory, holding the command's environment", fi.Name())
 		}
+	}
+}
+
+// A Kill or Signal on a command already seen to exit asks the sandbox
+// nothing and says at once that the process is gone (the sandbox's own
+// answer came after waiting 5 s for a pid no ended command writes).
+func TestSignalAfterExitAsksNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	sb := e.create(t)
+	ctx := ctxT(t)
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if r, err := p.Wait(ctx); err != nil || r.ExitCode != 0 {
+		t.Fatalf("Wait: %+v %v", r, err)
+	}
+	before := e.fake.Count("POST", "/process/execute")
+	for _, send := range []func() error{
+		func() error { return p.Kill(ctx) },
+		func() error { return p.Signal(ctx, syscall.SIGTERM) },
+	} {
+		if err := send(); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("signal after the exit: %v, want ErrNotFound", err)
+		}
+	}
+	if n := e.fake.Count("POST", "/process/execute") - before; n != 0 {
+		t.Errorf("signals after the exit made %d execute requests, want none", n)
 	}
 }

@@ -294,13 +294,25 @@ func (p *proc) Wait(ctx context.Context) (driver.ExitStatus, error) {
 
 // Signal sends sig to the process group of the command.
 func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	// A command seen to exit is gone: nothing to ask the sandbox (whose
+	// answer, its files maybe deleted by Close, came after a 5 s wait).
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		exited := p.err == nil
+		p.mu.Unlock()
+		if exited {
+			return sberrors.Errorf(sberrors.NotFound, "daytona: signal: process %d has exited", p.pid)
+		}
+	default:
+	}
 	p.mu.Lock()
 	p.signaled = true
 	p.mu.Unlock()
 	d := p.dir
 	// A Signal just after Start may come before the launcher wrote the
-	// pid: wait for it up to 5 s.
-	script := fmt.Sprintf("{ %sbg_signal %s.pid %d 50; } </dev/null", bgproc.Lib, d, int(sig))
+	// pid: wait for it up to 5 s, unless the exit record shows it ended.
+	script := fmt.Sprintf("{ %sbg_signal %s.pid %d 50 %s.exit; } </dev/null", bgproc.Lib, d, int(sig), d)
 	res := p.r.execute(ctx, p.id, script, "", 30)
 	if res.err != nil {
 		return p.r.clean(res.err)
