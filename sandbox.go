@@ -763,14 +763,19 @@ func (p *Process) Wait(ctx context.Context) (res *Result, err error) {
 	return r, nil
 }
 
-// Signal sends sig to the process.
+// Signal sends sig to the process. Once the process has exited, Signal
+// sends nothing and returns nil (Wait tells how it ended): a signal that
+// races the exit is no error. ErrNotFound means the sandbox, or the
+// process's pid, is unknown to the provider.
 func (p *Process) Signal(ctx context.Context, sig syscall.Signal) (err error) {
 	ctx, tc := p.sb.c.tel.start(ctx, "signal", p.sb.id)
 	defer func() { tc.end(ctx, err) }()
 	return p.sb.wrap("signal", "", p.h.Signal(ctx, sig))
 }
 
-// Kill ends the process (SIGKILL). Wait then returns its Result.
+// Kill ends the process (SIGKILL). Wait then returns its Result. A Kill
+// of a process that has already exited returns nil, so a deferred Kill
+// after Wait is harmless.
 func (p *Process) Kill(ctx context.Context) (err error) {
 	ctx, tc := p.sb.c.tel.start(ctx, "kill", p.sb.id)
 	defer func() { tc.end(ctx, err) }()

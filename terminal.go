@@ -330,7 +330,8 @@ func (t *Terminal) Resize(ctx context.Context, rows, cols uint16) error {
 
 // Signal sends sig to the terminal's foreground process group (the job
 // the user would interrupt with Ctrl-C), or to the program where the
-// provider cannot tell them apart.
+// provider cannot tell them apart. Once the program has exited, Signal
+// sends nothing and returns nil.
 func (t *Terminal) Signal(ctx context.Context, sig syscall.Signal) error {
 	const op = "terminal-signal"
 	if sig <= 0 {

@@ -200,7 +200,10 @@ type ProcessHandle interface {
 	// to call from several goroutines at once, each bounded by its own ctx.
 	Wait(ctx context.Context) (ExitStatus, error)
 	// Signal sends sig to the process (and its process group, where the
-	// provider has them).
+	// provider has them). Once the process has exited it returns nil and
+	// sends nothing, promptly: the process is ended, so a cleanup Kill,
+	// or one that races the exit, is no error. ErrNotFound is for a
+	// sandbox or pid the provider does not know.
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Close releases the handle and its streams without ending the process.
 	Close() error

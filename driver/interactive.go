@@ -56,7 +56,9 @@ type TerminalHandle interface {
 	// Resize sets the window size; the program gets SIGWINCH.
 	Resize(ctx context.Context, rows, cols uint16) error
 	// Signal sends sig to the terminal's foreground process group (or to
-	// the program, where the provider cannot tell).
+	// the program, where the provider cannot tell). Once the program has
+	// exited it returns nil and sends nothing, promptly (no waiting for
+	// a process that will not come).
 	Signal(ctx context.Context, sig syscall.Signal) error
 	// Wait blocks until the program exits (or ctx ends) and returns its
 	// status; all output has been written when it returns. Safe to call

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 )
@@ -17,7 +18,83 @@ func init() {
 	execTests = append(execTests, test{name: "KilledBySignal", fn: testKilledBySignal})
 	processTests = append(processTests,
 		test{name: "SignalNamed", needs: needsProcesses, fn: testSignalNamed},
-		test{name: "SignalTrapped", needs: needsProcesses, fn: testSignalTrapped})
+		test{name: "SignalTrapped", needs: needsProcesses, fn: testSignalTrapped},
+		test{name: "SignalAfterExit", needs: needsProcesses, fn: testSignalAfterExit})
+	terminalTests = append(terminalTests, test{name: "SignalAfterExit", needs: needsTerminals, fn: testTerminalSignalAfterExit})
+}
+
+// signalPrompt bounds a Signal of a program that has exited: it has
+// nothing to deliver, so it needs no wait (5x a generous round trip).
+const signalPrompt = 4 * time.Second
+
+// signalExited sends SIGTERM, SIGKILL and Kill to a program that has
+// exited and fails unless each returns nil within signalPrompt.
+func signalExited(ctx context.Context, t *testing.T, what string, signal func(context.Context, syscall.Signal) error) {
+	t.Helper()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		start := time.Now()
+		err := signal(ctx, sig)
+		if err != nil {
+			t.Errorf("Signal(%v) of %s that has exited: %v; want nil (it is already ended: nothing to deliver)", sig, what, err)
+		}
+		if d := time.Since(start); d > signalPrompt {
+			t.Errorf("Signal(%v) of %s that has exited took %v, want under %v (there is nothing to wait for)", sig, what, d.Round(time.Millisecond), signalPrompt)
+		}
+	}
+}
+
+// testSignalAfterExit: Signal and Kill of a process that has exited
+// return nil at once and change nothing: a cleanup Kill after Wait, or
+// one that races the exit, is harmless, and Wait still tells how the
+// process ended. (ErrNotFound is for a sandbox or pid that is unknown.)
+func testSignalAfterExit(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo done; exit 4"}))
+	defer p.Close()
+	r := must[*sandbox.Result](t, "Wait")(p.Wait(ctx))
+	signalExited(ctx, t, "a process", p.Signal)
+	if err := p.Kill(ctx); err != nil {
+		t.Errorf("Kill of a process that has exited: %v, want nil", err)
+	}
+	again := must[*sandbox.Result](t, "Wait after the signals")(p.Wait(ctx))
+	if r.ExitCode != 4 || again.ExitCode != 4 || again.Signal != 0 || string(again.Stdout) != "done\n" {
+		t.Errorf("Wait before the signals: exit %d; after: exit %d, Signal %v, stdout %q; want exit 4, no signal, %q both times",
+			r.ExitCode, again.ExitCode, again.Signal, again.Stdout, "done\n")
+	}
+
+	// Nobody waits: the process has ended (its file is there) or is
+	// ending as the signal comes; either way the signal is no error.
+	q := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "echo gone > signal-after-exit"}))
+	defer q.Close()
+	for {
+		if _, err := sb.Stat(ctx, "signal-after-exit"); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the process's file never appeared: %v", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := q.Kill(ctx); err != nil {
+		t.Errorf("Kill of a process that has ended (or is ending), before any Wait: %v, want nil", err)
+	}
+	if _, err := q.Wait(ctx); err != nil {
+		t.Errorf("Wait after that Kill: %v", err)
+	}
+}
+
+// testTerminalSignalAfterExit: as testSignalAfterExit, for a terminal's
+// program.
+func testTerminalSignalAfterExit(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	term, _ := startTerm(ctx, t, sb, sandbox.TerminalOptions{Args: []string{"sh", "-c", "exit 3"}})
+	st := waitTerm(ctx, t, term, termWait)
+	signalExited(ctx, t, "a terminal's program", term.Signal)
+	again := waitTerm(ctx, t, term, termWait)
+	if st.ExitCode != 3 || *again != *st {
+		t.Errorf("Wait before the signals %+v, after %+v; want exit 3 both times", st, again)
+	}
 }
 
 // checkSignalled checks r, the Result of a command that sig ended.

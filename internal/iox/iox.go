@@ -3,10 +3,12 @@
 package iox
 
 import (
+	"context"
 	"io"
 	"io/fs"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -134,4 +136,23 @@ func UnixMode(m uint32) fs.FileMode {
 		mode |= fs.ModeSticky
 	}
 	return mode
+}
+
+// WaitClosed waits until done is closed, d has passed or ctx has ended,
+// and reports whether done was closed.
+func WaitClosed(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

@@ -1,12 +1,14 @@
 package iox
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func TestCountingReader(t *testing.T) {
@@ -52,5 +54,28 @@ func TestUnixMode(t *testing.T) {
 		if got := UnixMode(raw); got != want {
 			t.Errorf("UnixMode(%o) = %v, want %v", raw, got, want)
 		}
+	}
+}
+
+func TestWaitClosed(t *testing.T) {
+	closed := make(chan struct{})
+	close(closed)
+	if !WaitClosed(context.Background(), closed, time.Hour) {
+		t.Error("a closed channel: false, want true at once")
+	}
+	open := make(chan struct{})
+	if WaitClosed(context.Background(), open, 10*time.Millisecond) {
+		t.Error("a channel never closed: true, want false after d")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if WaitClosed(ctx, open, time.Hour) {
+		t.Error("ended ctx: true, want false at once")
+	}
+	later := make(chan struct{})
+	timer := time.AfterFunc(20*time.Millisecond, func() { close(later) })
+	defer timer.Stop()
+	if !WaitClosed(context.Background(), later, time.Hour) {
+		t.Error("a channel closed within d: false, want true")
 	}
 }

@@ -292,19 +292,26 @@ func (p *proc) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	return p.status, p.err
 }
 
-// Signal sends sig to the process group of the command.
-func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
-	// A command seen to exit is gone: nothing to ask the sandbox (whose
-	// answer, its files maybe deleted by Close, came after a 5 s wait).
+// exited reports whether the handle has seen the command exit (its
+// following ended with a status, not an error).
+func (p *proc) exited() bool {
 	select {
 	case <-p.done:
 		p.mu.Lock()
-		exited := p.err == nil
-		p.mu.Unlock()
-		if exited {
-			return sberrors.Errorf(sberrors.NotFound, "daytona: signal: process %d has exited", p.pid)
-		}
+		defer p.mu.Unlock()
+		return p.err == nil
 	default:
+		return false
+	}
+}
+
+// Signal sends sig to the process group of the command. A command that
+// has exited is not signalled, and that is no error.
+func (p *proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	// Nothing to ask the sandbox (whose answer, its files maybe deleted
+	// by Close, came after a 5 s wait).
+	if p.exited() {
+		return nil
 	}
 	p.mu.Lock()
 	p.signaled = true
@@ -333,14 +340,7 @@ func (p *proc) Close() error {
 	}
 	p.closed = true
 	p.mu.Unlock()
-	exited := false
-	select {
-	case <-p.done:
-		p.mu.Lock()
-		exited = p.err == nil
-		p.mu.Unlock()
-	default:
-	}
+	exited := p.exited()
 	p.cancel()
 	<-p.done
 	if p.owner && exited {

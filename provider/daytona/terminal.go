@@ -35,6 +35,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/provider/daytona/internal/toolbox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -326,6 +327,16 @@ func (t *dterm) read() {
 	close(t.done)
 }
 
+// exited reports whether the program has exited with a status.
+func (t *dterm) exited() bool {
+	select {
+	case <-t.done:
+		return t.err == nil
+	default:
+		return false
+	}
+}
+
 // gate looks for the start marker in the output held so far; it returns
 // what follows the marker once it is seen, nil before.
 func (t *dterm) gate(b []byte) []byte {
@@ -516,9 +527,13 @@ func (h *termHandle) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // Signal sends sig to the terminal's foreground process group, through
-// a command that finds the terminal's program by its environment.
+// a command that finds the terminal's program by its environment. A
+// program that has exited is not signalled, and that is no error.
 func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
 	if err := h.usable(ctx); err != nil {
+		if h.t.exited() {
+			return nil
+		}
 		return err
 	}
 	st, err := h.t.r.Exec(ctx, h.t.sandbox, &driver.Command{
@@ -529,6 +544,9 @@ func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
 		return err
 	}
 	if st.ExitCode != 0 {
+		if iox.WaitClosed(ctx, h.t.done, time.Second) && h.t.exited() {
+			return nil // it exited as the signal came
+		}
 		return sberrors.Errorf(sberrors.FailedPrecondition, "daytona: terminal %s: signal %d: the program is gone", h.t.sid, sig)
 	}
 	return nil

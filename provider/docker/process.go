@@ -491,8 +491,17 @@ func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	}
 }
 
-// Signal sends sig to the process's process group.
+// Signal sends sig to the process's process group. A process that has
+// exited is not signalled, and that is no error (the signaller, too, does
+// nothing once the status file is there).
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	select {
+	case <-h.done:
+		if h.err == nil {
+			return nil
+		}
+	default:
+	}
 	code, err := h.r.runExec(ctx, h.id, client.ExecCreateOptions{
 		Cmd: []string{"/bin/sh", "-c", signaller, "sbx", h.dir, strconv.Itoa(int(sig))},
 	}, io.Discard, io.Discard)

@@ -32,6 +32,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
 
@@ -110,6 +111,16 @@ type dterm struct {
 	done chan struct{} // closed once the program's status is known
 	st   driver.ExitStatus
 	err  error
+}
+
+// exited reports whether the program has exited with a status.
+func (t *dterm) exited() bool {
+	select {
+	case <-t.done:
+		return t.err == nil
+	default:
+		return false
+	}
 }
 
 // StartTerminal starts req's program on a new pseudo-terminal of sandbox
@@ -434,9 +445,13 @@ func (h *termHandle) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // Signal sends sig to the terminal's foreground process group, read from
-// the program's /proc stat in the container.
+// the program's /proc stat in the container. A program that has exited is
+// not signalled, and that is no error.
 func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
 	if err := h.usable(ctx); err != nil {
+		if h.t.exited() {
+			return nil
+		}
 		return err
 	}
 	code, _, err := h.t.r.runQuiet(ctx, h.t.sandbox, "", termSignaller, strconv.Itoa(h.t.pid), strconv.Itoa(int(sig)))
@@ -444,9 +459,8 @@ func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
 		return err
 	}
 	if code != 0 {
-		select {
-		case <-h.t.done:
-		case <-time.After(time.Second):
+		if iox.WaitClosed(ctx, h.t.done, time.Second) && h.t.exited() {
+			return nil // it exited as the signal came
 		}
 		return fmt.Errorf("docker: terminal %s: signal %d: the program is gone: %w", h.t.id, sig, sberrors.ErrFailedPrecondition)
 	}

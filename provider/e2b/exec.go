@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/signame"
 	"github.com/sandboxkit/sandbox/internal/stdinread"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
@@ -514,9 +515,28 @@ func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 	return driver.ExitStatus{}, h.r.scrub(sberrors.Errorf(sberrors.Unavailable, "e2b: %s: process %d: the stream broke: %v", op, h.ev.pid, h.err))
 }
 
-// Signal sends sig (SIGKILL or SIGTERM) to the process.
+// Signal sends sig (SIGKILL or SIGTERM) to the process. A process that
+// has ended is not signalled, and that is no error.
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
-	return h.r.signal(ctx, h.id, h.c, byPID(h.ev.pid), sig)
+	if h.ended() {
+		return nil
+	}
+	err := h.r.signal(ctx, h.id, h.c, byPID(h.ev.pid), sig)
+	if sberrors.CodeOf(err) == sberrors.NotFound && iox.WaitClosed(ctx, h.done, time.Second) && h.ended() {
+		return nil // envd forgot it as it ended: the end event was on its way
+	}
+	return err
+}
+
+// ended reports whether envd has said the process ended: its end event,
+// or its lifetime's deadline_exceeded.
+func (h *handle) ended() bool {
+	select {
+	case <-h.done:
+	default:
+		return false
+	}
+	return h.ev.end != nil || (h.timeout && h.remote && connect.CodeOf(h.err) == connect.CodeDeadlineExceeded)
 }
 
 // Close ends the stream; the process keeps running.

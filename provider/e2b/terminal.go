@@ -127,12 +127,8 @@ func (h *termHandle) ID() string { return strconv.FormatUint(uint64(h.ev.pid), 1
 // exited reports an error when the program has exited (its end event
 // came): envd has closed its pty, so input and resizes fail.
 func (h *termHandle) exited(op string) error {
-	select {
-	case <-h.done:
-		if h.ev.end != nil {
-			return sberrors.Errorf(sberrors.FailedPrecondition, "e2b: %s: terminal %d: the program has exited", op, h.ev.pid)
-		}
-	default:
+	if h.ended() {
+		return sberrors.Errorf(sberrors.FailedPrecondition, "e2b: %s: terminal %d: the program has exited", op, h.ev.pid)
 	}
 	return nil
 }
@@ -189,6 +185,9 @@ var keyFor = map[syscall.Signal][]byte{
 // SIGINT, SIGQUIT and SIGTSTP are typed as their control characters (see
 // the package's notes on terminals). Other signals are Unimplemented.
 func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
+	if h.ended() {
+		return nil // the program has exited: nothing to deliver
+	}
 	if key, ok := keyFor[sig]; ok {
 		return h.Write(ctx, key)
 	}

@@ -25,6 +25,7 @@ import (
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/wire"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -605,6 +606,17 @@ type run struct {
 	err            error
 }
 
+// exited reports whether the process's exit was seen (its stream ended
+// with a status, not an error).
+func (ru *run) exited() bool {
+	select {
+	case <-ru.done:
+		return ru.err == nil
+	default:
+		return false
+	}
+}
+
 // start opens the Start stream and waits for the process's InitEvent.
 func (r *Runtime) start(ctx context.Context, id string, cmd *driver.Command) (*run, error) {
 	ep, err := r.endpoint(ctx, id)
@@ -866,7 +878,8 @@ func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 }
 
 // Signal sends sig to the process group; sandboxd delivers SIGINT,
-// SIGKILL and SIGTERM only.
+// SIGKILL and SIGTERM only. A process that has exited is not signalled,
+// and that is no error.
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	var s processv1.Signal
 	switch sig {
@@ -879,13 +892,15 @@ func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	default:
 		return errorf("signal %v: %w (sandboxd sends SIGINT, SIGTERM and SIGKILL)", sig, sberrors.ErrUnimplemented)
 	}
-	select {
-	case <-h.ru.done:
-		return errorf("process %d has exited: %w", h.ru.pid, sberrors.ErrNotFound)
-	default:
+	if h.ru.exited() {
+		return nil
 	}
 	if _, err := h.ru.pc.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: h.ru.pid, Signal: s}); err != nil {
-		return grpcErr(ctx, fmt.Sprintf("signal process %d", h.ru.pid), err, false)
+		err = grpcErr(ctx, fmt.Sprintf("signal process %d", h.ru.pid), err, false)
+		if sberrors.CodeOf(err) == sberrors.NotFound && iox.WaitClosed(ctx, h.ru.done, time.Second) && h.ru.exited() {
+			return nil // it exited as the signal came
+		}
+		return err
 	}
 	return nil
 }

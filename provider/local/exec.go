@@ -623,8 +623,17 @@ func (h *handle) isClosed() bool {
 	}
 }
 
-// Signal signals the process's group through the agent.
+// Signal signals the process's group through the agent. A process that
+// has exited is not signalled, and that is no error (the agent, too,
+// does nothing for a process it has reaped).
 func (h *handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	select {
+	case <-h.done:
+		if h.err == nil {
+			return nil
+		}
+	default:
+	}
 	m, err := h.r.readMeta(h.id)
 	if err != nil {
 		return err

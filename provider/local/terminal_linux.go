@@ -660,17 +660,7 @@ func (h *termHandle) PID() int { return h.pid }
 // send writes one frame, bounded by ctx: a write that ctx cut short
 // leaves the connection unusable, and the handle says so from then on.
 func (h *termHandle) send(ctx context.Context, typ byte, p []byte) error {
-	select {
-	case <-h.closed:
-		return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
-	case <-h.done:
-		if h.err == nil {
-			return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
-		}
-		return h.err
-	default:
-	}
-	if err := ctx.Err(); err != nil {
+	if err := h.usable(ctx); err != nil {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = h.c.SetWriteDeadline(time.Unix(1, 0)) })
@@ -682,6 +672,32 @@ func (h *termHandle) send(ctx context.Context, typ byte, p []byte) error {
 		return fmt.Errorf("local: terminal %s: %w: %w", h.term, err, sberrors.ErrOutcomeUnknown)
 	}
 	return nil
+}
+
+// usable fails when the handle is closed, the program has exited or ctx
+// has ended.
+func (h *termHandle) usable(ctx context.Context) error {
+	select {
+	case <-h.closed:
+		return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+	case <-h.done:
+		if h.err == nil {
+			return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
+		}
+		return h.err
+	default:
+	}
+	return ctx.Err()
+}
+
+// exited reports whether the program has exited with a status.
+func (h *termHandle) exited() bool {
+	select {
+	case <-h.done:
+		return h.err == nil
+	default:
+		return false
+	}
 }
 
 // Write sends input to the terminal, in frames of at most 32 KiB, each
@@ -717,8 +733,15 @@ func (h *termHandle) Resize(ctx context.Context, rows, cols uint16) error {
 	return h.send(ctx, frameResize, b)
 }
 
-// Signal signals the terminal's foreground process group.
+// Signal signals the terminal's foreground process group. A program that
+// has exited is not signalled, and that is no error.
 func (h *termHandle) Signal(ctx context.Context, sig syscall.Signal) error {
+	if err := h.usable(ctx); err != nil {
+		if h.exited() {
+			return nil
+		}
+		return err
+	}
 	m, err := h.r.readMeta(h.sandbox)
 	if err != nil {
 		return err

@@ -1040,7 +1040,7 @@ func (h *handle) Wait(ctx context.Context) (driver.ExitStatus, error) {
 func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	select {
 	case <-h.p.done:
-		return fmt.Errorf("memory: process %d: %w", h.p.pid, sberrors.ErrNotFound)
+		return nil // exited: nothing to deliver
 	default:
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {

@@ -460,8 +460,8 @@ func (h *mtermHandle) Resize(ctx context.Context, rows, cols uint16) error {
 // SIGTERM and SIGKILL end the terminal's program, or, for the shell, the
 // terminal.
 func (h *mtermHandle) Signal(_ context.Context, sig syscall.Signal) error {
-	if err := h.check(); err != nil {
-		return err
+	if h.check() != nil {
+		return nil // the program has exited: nothing to deliver
 	}
 	t := h.t
 	t.mu.Lock()
