@@ -376,7 +376,7 @@ func startEgress(dir string, logf *os.File, cgroupV2 string, cgroupV1 []string) 
 	if err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{egressArg0, dir}, Env: agentEnv,
+	cmd := &exec.Cmd{Path: helperExe, Args: []string{egressArg0, dir}, Env: agentEnv,
 		ExtraFiles: []*os.File{pw}, SysProcAttr: attr}
 	if logf != nil {
 		cmd.Stderr = logf

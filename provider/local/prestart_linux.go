@@ -146,7 +146,7 @@ func startIdle(key prestartKey, attr *syscall.SysProcAttr) (*idleAgent, error) {
 	// The sandbox's descriptors replace these at the hand-over: until then
 	// they hold the numbers, which the agent's runtime would otherwise
 	// take for its own (its poller) while it starts.
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0, prestartArg}, Env: agentEnv,
+	cmd := &exec.Cmd{Path: helperExe, Args: []string{agentArg0, prestartArg}, Env: agentEnv,
 		ExtraFiles: []*os.File{theirs, null, null, null, null}, SysProcAttr: attr}
 	err = startAgentProcess(cmd)
 	theirs.Close()

@@ -13,6 +13,10 @@ const (
 	egressArg0  = "sandboxkit-local-egress"
 )
 
+// helperExe is the binary started in those roles: this program (the
+// kernel's link to it, valid whatever became of its path).
+var helperExe = "/proc/self/exe"
+
 func init() { Init() }
 
 // Init runs the spawner, a sandbox agent or a sandbox's egress proxy when the binary was re-executed

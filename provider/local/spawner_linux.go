@@ -251,7 +251,7 @@ func startAgent(req *spawnReq) spawnResp {
 		var theirs *os.File
 		mine, theirs = os.NewFile(uintptr(fds[0]), "ctl"), os.NewFile(uintptr(fds[1]), "ctl-agent")
 		extra := []*os.File{theirs, lf, dir, tree, state}
-		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
+		cmd = &exec.Cmd{Path: helperExe, Args: []string{agentArg0}, Env: agentEnv, ExtraFiles: extra, SysProcAttr: attr}
 		if logf != nil {
 			cmd.Stderr = logf
 		}
@@ -526,7 +526,7 @@ func startSpawner() (*spawner, error) {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "spawner"), os.NewFile(uintptr(fds[1]), "spawner-child")
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{spawnerArg0}, Env: agentEnv, ExtraFiles: []*os.File{theirs}}
+	cmd := &exec.Cmd{Path: helperExe, Args: []string{spawnerArg0}, Env: agentEnv, ExtraFiles: []*os.File{theirs}}
 	err = cmd.Start()
 	theirs.Close()
 	if err != nil {
