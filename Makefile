@@ -96,7 +96,7 @@ test-module/%:
 define VET3
 logs=$$(mktemp -d) && pids= && \
 	for os in linux darwin windows; do \
-		GOOS=$$os $(GO) vet -tags $(HELPERTAGS) ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
+		GOOS=$$os $(GO) vet ./... > $$logs/$$os 2>&1 & pids="$$pids $$!"; \
 	done; \
 	rc=0; for p in $$pids; do wait $$p || rc=1; done; \
 	for os in linux darwin windows; do \
