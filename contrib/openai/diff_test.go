@@ -9,6 +9,7 @@ import (
 )
 
 func TestCreateContent(t *testing.T) {
+	t.Parallel()
 	got, err := createContent("+package main\n+\n+func main() {}\n")
 	require.NoError(t, err)
 	require.Equal(t, "package main\n\nfunc main() {}\n", got)
@@ -29,6 +30,7 @@ func TestCreateContent(t *testing.T) {
 }
 
 func TestApplyUpdate(t *testing.T) {
+	t.Parallel()
 	src := "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hi\")\n}\n\nfunc other() {\n\tfmt.Println(\"hi\")\n}\n"
 	cases := []struct {
 		name, text, diff, want string
@@ -92,6 +94,7 @@ func TestApplyUpdate(t *testing.T) {
 }
 
 func TestApplyUpdateRefuses(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, text, diff, msg string
 	}{

@@ -37,6 +37,7 @@ func applied(t *testing.T, tools *Tools, call responses.ResponseApplyPatchToolCa
 }
 
 func TestApplyPatchPathEscapes(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			tools := toolsFor(t, e, Options{})
@@ -80,6 +81,7 @@ func TestApplyPatchPathEscapes(t *testing.T) {
 }
 
 func TestApplyPatchBadHunkLeavesFileUnchanged(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			tools := toolsFor(t, e, Options{})
@@ -105,6 +107,7 @@ func TestApplyPatchBadHunkLeavesFileUnchanged(t *testing.T) {
 }
 
 func TestApplyPatchFailuresTellTheModel(t *testing.T) {
+	t.Parallel()
 	e := envs(t)["memory"]
 	tools := toolsFor(t, e, Options{})
 	ctx := context.Background()
@@ -138,6 +141,7 @@ func TestApplyPatchFailuresTellTheModel(t *testing.T) {
 }
 
 func TestShellTimeout(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			// MaxTimeout caps what the call asks for: without the cap this
@@ -157,6 +161,7 @@ func TestShellTimeout(t *testing.T) {
 }
 
 func TestShellHugeOutputCapped(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			tools := toolsFor(t, e, Options{MaxOutputLength: 4000})
@@ -191,6 +196,7 @@ func TestShellHugeOutputCapped(t *testing.T) {
 }
 
 func TestShellRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			const secret = "sk-live-51Habcdef"
@@ -213,6 +219,7 @@ func TestShellRedactsSecrets(t *testing.T) {
 }
 
 func TestShellContextEndIsAGoError(t *testing.T) {
+	t.Parallel()
 	e := envs(t)["memory"]
 	tools := toolsFor(t, e, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -11,6 +11,7 @@ import (
 // A legacy local_shell call whose working_directory does not exist (or is
 // a file) is the model's mistake, but it ends the loop with a Go error.
 func TestLocalShellBadWorkingDirectory(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			tools := toolsFor(t, e, Options{})
@@ -32,6 +33,7 @@ func TestLocalShellBadWorkingDirectory(t *testing.T) {
 // entry with the unjailed Sandbox.Remove: a parent swapped for a symbolic
 // link between the two removes a file outside the workspace.
 func TestDeleteFileParentSwapRace(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		if name != "local" {
 			continue

@@ -44,6 +44,7 @@ func outcome(o map[string]any) string {
 // against a fake Responses API that scripts shell and apply_patch calls
 // over four turns, and checks every output the client sent back.
 func TestRunScriptedConversation(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

@@ -36,6 +36,7 @@ func marshal(t *testing.T, v any) map[string]any {
 }
 
 func TestStepAnswersOnlyClientCalls(t *testing.T) {
+	t.Parallel()
 	e := envs(t)["memory"]
 	tools := toolsFor(t, e, Options{})
 	ctx := context.Background()
@@ -69,6 +70,7 @@ func TestStepAnswersOnlyClientCalls(t *testing.T) {
 }
 
 func TestStepLocalShell(t *testing.T) {
+	t.Parallel()
 	for name, e := range envs(t) {
 		t.Run(name, func(t *testing.T) {
 			tools := toolsFor(t, e, Options{})
@@ -94,6 +96,7 @@ func TestStepLocalShell(t *testing.T) {
 }
 
 func TestRunStatelessCarriesTranscript(t *testing.T) {
+	t.Parallel()
 	e := envs(t)["memory"]
 	tools := toolsFor(t, e, Options{})
 	api := newFakeAPI(t,
@@ -120,6 +123,7 @@ func TestRunStatelessCarriesTranscript(t *testing.T) {
 }
 
 func TestRunConversationAndLimits(t *testing.T) {
+	t.Parallel()
 	e := envs(t)["memory"]
 	tools := toolsFor(t, e, Options{})
 	ctx := context.Background()
@@ -164,6 +168,7 @@ func TestRunConversationAndLimits(t *testing.T) {
 }
 
 func TestConversationsOneSandboxPerKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	m := session.NewManager(sandbox.NewClient(rt), session.Options{ReapInterval: -1})
