@@ -712,12 +712,9 @@ func (h *termHandle) Write(ctx context.Context, p []byte) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-h.closed:
-			return fmt.Errorf("local: terminal %s: %w", h.term, sberrors.ErrClosed)
+			return h.usable(ctx)
 		case <-h.done:
-			if h.err == nil {
-				return sberrors.Errorf(sberrors.FailedPrecondition, "local: terminal %s: the program has exited", h.term)
-			}
-			return h.err
+			return h.usable(ctx)
 		}
 		if err := h.send(ctx, frameStdin, p[:n]); err != nil {
 			return err
