@@ -128,3 +128,13 @@ func TestCheckSkipNamesUnknownKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestSubtestsListsAGroup(t *testing.T) {
+	got := Subtests("Terminal")
+	if len(got) != len(terminalTests) || !slices.Contains(got, "IsATTY") || !slices.Contains(got, "SignalAfterExit") {
+		t.Errorf("Subtests(Terminal) = %v, want the %d terminal subtests", got, len(terminalTests))
+	}
+	if got := Subtests("NoSuchGroup"); len(got) != 0 {
+		t.Errorf("Subtests(NoSuchGroup) = %v, want none", got)
+	}
+}

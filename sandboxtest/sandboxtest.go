@@ -266,6 +266,23 @@ func Run(t *testing.T, h Harness) {
 	wg.Wait()
 }
 
+// Subtests returns the names of the subtests of group (Harness.Skip keys
+// without the group's prefix), in the order they run; none for a name
+// that is no group. A harness whose provider cannot do what a whole group
+// checks skips each of them, and so skips the group's subtests added
+// later too.
+func Subtests(group string) []string {
+	var names []string
+	for _, g := range groups() {
+		if g.name == group {
+			for _, tc := range g.tests {
+				names = append(names, tc.name)
+			}
+		}
+	}
+	return names
+}
+
 // excl is held by every subtest of the suite while it runs, for reading,
 // and by a subtest marked alone for writing: such a subtest loads the host
 // on purpose (busy goroutines, hundreds of execs), and beside it other

@@ -61,9 +61,7 @@ func TestConformanceDefaultScratch(t *testing.T) {
 	// The fake serves PTY sessions over its backend's terminals, and the
 	// host test runtime has none (TestConformance runs the Terminal group
 	// over provider/local).
-	for _, name := range []string{"IsATTY", "SizeAndResize", "InputReachesRead", "TypeAheadReachesShell",
-		"CtrlCInterruptsShellJob", "CtrlCEndsProgram", "ExitStatus", "ReadAPI", "Reattach",
-		"ReattachAcrossClients", "SecretsRedacted", "DestroyEndsTerminal", "BadInput", "AttachRedactsTerminalSecrets", "SignalsAtDefault"} {
+	for _, name := range sandboxtest.Subtests("Terminal") {
 		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
 	}
 	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
