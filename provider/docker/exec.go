@@ -183,9 +183,12 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	streamDone, killed := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(killed)
+		// The window opens once the kill has run, not when ctx ended:
+		// a loaded engine's slow kill must not use up the time the
+		// command's last output needs to arrive.
+		r.killExec(id, spec.token)
 		cut := time.AfterFunc(cancelDrain, func() { att.Conn.Close() })
 		defer cut.Stop()
-		r.killExec(id, spec.token)
 		<-streamDone
 	})
 	// killedOnCancel reports whether the AfterFunc ran, once it is done;
@@ -255,8 +258,8 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	return r.status(ctx, id, spec.token, code)
 }
 
-// cancelDrain bounds how long, once an Exec's context ended, the stream
-// is read on after the command was killed.
+// cancelDrain bounds how long, once an Exec's context ended and the
+// command was killed, the stream is read on.
 const cancelDrain = time.Second
 
 // execExit waits (briefly: the stream has ended) until the engine reports

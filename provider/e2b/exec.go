@@ -230,10 +230,13 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 			cancel()
 			return
 		}
-		p := pid.Load()
+		// The window opens once the kill is answered, not when ctx
+		// ended: until then the process may still be writing, and a
+		// loaded host's slow kill must not use up the time the rest of
+		// its output needs to arrive.
+		r.killQuietly(id, c, byPID(pid.Load()))
 		drain := time.AfterFunc(cancelDrain, cancel)
 		defer drain.Stop()
-		r.killQuietly(id, c, byPID(p))
 		<-rctx.Done()
 	})
 	// drained reports whether the AfterFunc ran, once it is done.
@@ -308,8 +311,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (dri
 	return driver.ExitStatus{}, r.scrub(fmt.Errorf("e2b: %s: process %d: the stream broke (%v): %w", op, ev.pid, serr, sberrors.ErrOutcomeUnknown))
 }
 
-// cancelDrain bounds how long, once an Exec's context ended, the stream
-// is read on for the output already on its way and the end event.
+// cancelDrain bounds how long, once an Exec's context ended and envd
+// answered the kill, the stream is read on for the output already on its
+// way and the end event.
 const cancelDrain = time.Second
 
 // killQuietly ends a process whose caller went away; best effort, bounded.

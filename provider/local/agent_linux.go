@@ -167,9 +167,9 @@ func (a *agent) leaseOver() bool {
 // authTimeout bounds how long a new connection may take to authenticate.
 const authTimeout = 10 * time.Second
 
-// cancelDrain bounds how long, once an exec's context ends, the client
-// reads on for the output and exit the agent sends after killing the
-// command, and how long the agent waits to send them.
+// cancelDrain bounds how long, once it sees an exec's client close its
+// side (its context ended), the agent waits for the killed command to end
+// before sending its output and exit; the client reads on for twice that.
 const cancelDrain = time.Second
 
 // waitDelay is how long, after a command's main process exited, the agent

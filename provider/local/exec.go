@@ -126,12 +126,14 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 // endOnCancel ends a command's connection when the caller's context ends.
 // For an exec it closes only the client's side: the agent kills the
 // command and sends what it wrote until then, then the exit frame, which
-// the client reads for at most cancelDrain; output already on its way is
-// not dropped at the deadline. Any other request's read ends at once.
+// the client reads for at most twice cancelDrain (the agent's own bound,
+// counted from when it sees the close, plus as much again for a loaded
+// host to run the agent and carry its frames); output already on its way
+// is not dropped at the deadline. Any other request's read ends at once.
 func endOnCancel(c net.Conn, drain bool) {
 	if cw, ok := c.(interface{ CloseWrite() error }); drain && ok && cw.CloseWrite() == nil {
 		_ = c.SetWriteDeadline(time.Unix(1, 0))
-		_ = c.SetReadDeadline(time.Now().Add(cancelDrain))
+		_ = c.SetReadDeadline(time.Now().Add(2 * cancelDrain))
 		return
 	}
 	_ = c.SetDeadline(time.Unix(1, 0))
