@@ -76,8 +76,9 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 	}
 	// A process this Runtime just started may not have written its pid
 	// record yet (its launcher runs after Start returned): the list is
-	// read again, briefly, until it shows every such process still running.
-	for try := 0; ; try++ {
+	// read again until it shows every such process still running, for at
+	// most startGrace after its Start.
+	for {
 		var out, errb bytes.Buffer
 		st, err := r.Exec(ctx, id, &driver.Command{Args: []string{"sh", "-c", psScript, "sh", root}, Dir: "/",
 			Stdout: &out, Stderr: &errb, Timeout: 30 * time.Second})
@@ -88,7 +89,7 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 			return nil, sberrors.Errorf(sberrors.Internal, "daytona: processes: listing exited %d: %s", st.ExitCode, strings.TrimSpace(errb.String()))
 		}
 		list := parsePS(out.String())
-		if try >= 20 || !r.starts.missing(id, list) {
+		if !r.starts.missing(id, list) {
 			return list, nil
 		}
 		select {
@@ -106,8 +107,10 @@ type startLog struct {
 	m  map[string]map[*proc]time.Time // sandbox id → process → when started
 }
 
-// startGrace is how long after its Start a process is expected in a list.
-const startGrace = 10 * time.Second
+// startGrace is how long after its Start a process not yet listed is
+// waited for: its launcher runs as a toolbox session command, which a
+// loaded host can start seconds late (10 s was seen not to be enough).
+const startGrace = 30 * time.Second
 
 func (l *startLog) add(id string, p *proc) {
 	l.mu.Lock()
@@ -123,7 +126,8 @@ func (l *startLog) add(id string, p *proc) {
 
 // missing reports whether a process started lately in sandbox id, and
 // still running as far as its handle knows, is not in list. It forgets
-// the processes that ended or are past startGrace.
+// the processes that ended, that are in list (they have started), and
+// that are past startGrace.
 func (l *startLog) missing(id string, list []driver.ProcessInfo) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -138,9 +142,11 @@ func (l *startLog) missing(id string, list []driver.ProcessInfo) bool {
 			delete(l.m[id], p)
 			continue
 		}
-		if !slices.ContainsFunc(list, func(pi driver.ProcessInfo) bool { return pi.PID == p.pid }) {
-			return true
+		if slices.ContainsFunc(list, func(pi driver.ProcessInfo) bool { return pi.PID == p.pid }) {
+			delete(l.m[id], p)
+			continue
 		}
+		return true
 	}
 	if len(l.m[id]) == 0 {
 		delete(l.m, id)
