@@ -36,7 +36,7 @@ func TestFdsSettleTellsALeakFromANeighbour(t *testing.T) {
 
 	t.Run("clean", func(t *testing.T) {
 		s := fdsSettle(ctx, t, wait, func(context.Context) {})
-		if !s.checked || !s.ok || s.rounds != 1 {
+		if !s.checked() || !s.ok || s.rounds != 1 {
 			t.Errorf("a round that leaves nothing: %+v, want ok after one round", s)
 		}
 	})
@@ -46,7 +46,7 @@ func TestFdsSettleTellsALeakFromANeighbour(t *testing.T) {
 			rounds++
 			open(t, concFDSlack) // two descriptors a pipe: twice the slack
 		})
-		if !s.checked || s.ok || s.rounds != 2 || rounds != 2 {
+		if !s.checked() || s.ok || s.rounds != 2 || rounds != 2 {
 			t.Errorf("a round that leaks each time: %+v after %d rounds, want not ok after two", s, rounds)
 		}
 		if s.first == "" {
@@ -61,7 +61,7 @@ func TestFdsSettleTellsALeakFromANeighbour(t *testing.T) {
 				open(t, concFDSlack)
 			}
 		})
-		if !s.checked || !s.ok || s.rounds != 2 {
+		if !s.checked() || !s.ok || s.rounds != 2 {
 			t.Errorf("a surplus in the first round only: %+v, want ok after two rounds", s)
 		}
 	})

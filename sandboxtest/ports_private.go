@@ -234,7 +234,7 @@ func testPortServerNeverCloses(ctx context.Context, t *testing.T, s *suite) {
 	})
 	switch {
 	case t.Failed():
-	case !settled.checked:
+	case !settled.checked():
 		t.Skipf("descriptor check needs /proc/self/fd, not readable on %s", runtime.GOOS)
 	case !settled.ok:
 		t.Fatalf("descriptors still open %v after %d clients closed their connections to a server that never closes its side, in two rounds (slack %d): the relay holds connections whose client left (%s)",
