@@ -39,7 +39,7 @@ func TestNetworkNone(t *testing.T) {
 		}
 		n := 0
 		for _, pid := range pids {
-			if isPasta(pid) {
+			if isPastaMain(pid) {
 				n++
 			}
 		}

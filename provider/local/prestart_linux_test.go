@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -71,4 +72,25 @@ func TestAgentStartedAhead(t *testing.T) {
 func isPasta(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	return err == nil && (strings.HasPrefix(string(b), "pasta") || strings.HasPrefix(string(b), "passt"))
+}
+
+// isPastaMain reports whether pid is a pasta whose parent is not one:
+// pasta runs some of its set-up in the sandbox's namespaces through a
+// short-lived clone of itself (same name, its child), which a count of
+// pasta processes taken during that set-up would see as a second pasta.
+func isPastaMain(pid int) bool {
+	if !isPasta(pid) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, err := strconv.Atoi(strings.TrimSpace(v))
+			return err != nil || !isPasta(ppid)
+		}
+	}
+	return true
 }
