@@ -39,11 +39,11 @@ type advEnv struct {
 
 func advEnvs() []advEnv {
 	return []advEnv{
-		{name: "local", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts) }},
+		{name: "local", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, noNet) }},
 		{name: "local-L1", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, local.WithIsolation(local.L1)) }},
 		{name: "e2b", make: newE2B},
 		{name: "local-shell", make: func(t *testing.T, opts Options) *env {
-			e := newLocalAt(t, opts)
+			e := newLocalAt(t, opts, noNet)
 			e.shell = true
 			e.b.shellOnly()
 			return e
@@ -135,6 +135,11 @@ func forEnvs(t *testing.T, list []advEnv, opts Options, parallel bool, f func(t 
 	}
 }
 
+// noNet keeps a local sandbox off the network (and starts no network
+// helper for it): no file tool needs one. It needs L2 or above; a
+// sandbox at L1 shares the host's network whatever is asked.
+var noNet = local.WithNetwork(local.NetworkNone)
+
 // newLocalAt is newLocal with provider options.
 func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
 	t.Helper()
@@ -148,7 +153,7 @@ func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
 // commands for real through provider/local.
 func newE2B(t *testing.T, opts Options) *env {
 	t.Helper()
-	loc, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone)) // the file tools need no network
+	loc, err := local.New(local.WithRoot(t.TempDir()), noNet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = loc.Close() })
 	fake := e2bfake.New(loc)

@@ -79,10 +79,10 @@ func newHost(t *testing.T, opts Options) *env {
 }
 
 // newLocal returns a backend over provider/local: a real sandbox whose
-// paths (and $HOME) are its own.
+// paths (and $HOME) are its own, off the network.
 func newLocal(t *testing.T, opts Options) *env {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()))
+	rt, err := local.New(local.WithRoot(t.TempDir()), noNet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	sb, err := sandbox.NewClient(rt).Create(context.Background(), sandbox.CreateOptions{})

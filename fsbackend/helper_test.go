@@ -132,7 +132,7 @@ func needHelper(t *testing.T) {
 func TestHelperServesFileTools(t *testing.T) {
 	t.Parallel()
 	needHelper(t)
-	rt, err := local.New(local.WithRoot(t.TempDir()))
+	rt, err := local.New(local.WithRoot(t.TempDir()), noNet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	crt := &countingRT{Runtime: rt}

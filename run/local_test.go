@@ -21,6 +21,10 @@ func TestLocal(t *testing.T) {
 			if name == "L1" {
 				opts = append(opts, local.WithIsolation(local.L1))
 				only = viaProcesses
+			} else {
+				// No scenario needs a way out, and a sandbox off the
+				// network starts no network helper (L1 has no choice).
+				opts = append(opts, local.WithNetwork(local.NetworkNone))
 			}
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
 				rt, err := local.New(opts...)
