@@ -112,9 +112,7 @@ func TestWatchAgentBoundsItsWatches(t *testing.T) {
 for i in range(int(sys.argv[1])):
     os.makedirs("t/%d" % i)
 `, strconv.FormatUint(share+100, 10)}})
-	if err != nil || r.ExitCode != 0 {
-		t.Fatalf("making the tree: %v %s", err, r.Stderr)
-	}
+	mustSucceed(t, "making the tree", r, err)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	_, err = sb.Watch(wctx, filepath.Join(sb.Home(), "t"), sandbox.WatchOptions{Recursive: true})
@@ -157,9 +155,7 @@ os.makedirs("big")
 for i in range(25000):
     open("big/%06d%s" % (i, "x"*200), "w").close()
 `}})
-	if err != nil || r.ExitCode != 0 {
-		t.Fatalf("making the files: %v %s", err, r.Stderr)
-	}
+	mustSucceed(t, "making the files", r, err)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	evs, err := sb.Watch(wctx, filepath.Join(sb.Home(), "w"), sandbox.WatchOptions{Recursive: true, Buffer: sandbox.MaxWatchBuffer})
@@ -234,9 +230,7 @@ for i in range(1000):
 os.symlink("/etc", "done")
 `
 			r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", script}})
-			if err != nil || r.ExitCode != 0 {
-				t.Fatalf("the race: %v %s", err, r.Stderr)
-			}
+			mustSucceed(t, "the race", r, err)
 			tctx, tcancel := context.WithTimeout(ctx, 15*time.Second)
 			defer tcancel()
 			go func() { <-tctx.Done(); wcancel() }()
@@ -291,5 +285,17 @@ func waitEvent(ctx context.Context, t *testing.T, evs iter.Seq2[sandbox.FileEven
 		return ok
 	case <-tctx.Done():
 		return false
+	}
+}
+
+// mustSucceed ends the test when a command failed to run (err, and no
+// result) or ran and failed (its exit code and stderr).
+func mustSucceed(t *testing.T, what string, r *sandbox.Result, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if r.ExitCode != 0 {
+		t.Fatalf("%s: exit %d: %s", what, r.ExitCode, r.Stderr)
 	}
 }
