@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
@@ -39,11 +40,11 @@ type advEnv struct {
 
 func advEnvs() []advEnv {
 	return []advEnv{
-		{name: "local", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, noNet) }},
+		{name: "local", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts) }},
 		{name: "local-L1", make: func(t *testing.T, opts Options) *env { return newLocalAt(t, opts, local.WithIsolation(local.L1)) }},
 		{name: "e2b", make: newE2B},
 		{name: "local-shell", make: func(t *testing.T, opts Options) *env {
-			e := newLocalAt(t, opts, noNet)
+			e := newLocalAt(t, opts)
 			e.shell = true
 			e.b.shellOnly()
 			return e
@@ -135,15 +136,11 @@ func forEnvs(t *testing.T, list []advEnv, opts Options, parallel bool, f func(t 
 	}
 }
 
-// noNet keeps a local sandbox off the network (and starts no network
-// helper for it): no file tool needs one. It needs L2 or above; a
-// sandbox at L1 shares the host's network whatever is asked.
-var noNet = local.WithNetwork(local.NetworkNone)
-
-// newLocalAt is newLocal with provider options.
+// newLocalAt is newLocal with provider options, off the network where
+// the level allows it (localtest.Offline): no file tool needs one.
 func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
 	t.Helper()
-	rt, err := local.New(append([]local.Option{local.WithRoot(t.TempDir())}, lopts...)...)
+	rt, err := localtest.Offline(append([]local.Option{local.WithRoot(t.TempDir())}, lopts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	return newOver(t, rt, opts)
@@ -153,7 +150,7 @@ func newLocalAt(t *testing.T, opts Options, lopts ...local.Option) *env {
 // commands for real through provider/local.
 func newE2B(t *testing.T, opts Options) *env {
 	t.Helper()
-	loc, err := local.New(local.WithRoot(t.TempDir()), noNet)
+	loc, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = loc.Close() })
 	fake := e2bfake.New(loc)

@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/local"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 
@@ -79,10 +80,11 @@ func newHost(t *testing.T, opts Options) *env {
 }
 
 // newLocal returns a backend over provider/local: a real sandbox whose
-// paths (and $HOME) are its own, off the network.
+// paths (and $HOME) are its own, off the network where the level allows
+// it.
 func newLocal(t *testing.T, opts Options) *env {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()), noNet)
+	rt, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	sb, err := sandbox.NewClient(rt).Create(context.Background(), sandbox.CreateOptions{})

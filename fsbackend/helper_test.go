@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/local"
 
 	"github.com/stretchr/testify/require"
@@ -132,7 +133,7 @@ func needHelper(t *testing.T) {
 func TestHelperServesFileTools(t *testing.T) {
 	t.Parallel()
 	needHelper(t)
-	rt, err := local.New(local.WithRoot(t.TempDir()), noNet)
+	rt, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rt.Close() })
 	crt := &countingRT{Runtime: rt}

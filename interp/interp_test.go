@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/interp"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
@@ -76,10 +77,11 @@ func adapterOnly(t *testing.T, provider string) {
 
 // localRuntime is the local provider the kernels run on, directly or
 // behind the fakes. No cell here reaches beyond the host: its sandboxes
-// get no network (local.NetworkNone), which spares a pasta each.
+// get no network where the level allows it (localtest.Offline), which
+// spares a pasta each.
 func localRuntime(t *testing.T) *local.Runtime {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
+	rt, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close() })
 	return rt

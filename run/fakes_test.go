@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -30,7 +31,7 @@ var fakeBackends = []struct {
 func localBackend(t *testing.T) driver.Runtime {
 	t.Helper()
 	// No network unless asked for: no run here reaches beyond the host.
-	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
+	rt, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
 
@@ -21,13 +22,11 @@ func TestLocal(t *testing.T) {
 			if name == "L1" {
 				opts = append(opts, local.WithIsolation(local.L1))
 				only = viaProcesses
-			} else {
-				// No scenario needs a way out, and a sandbox off the
-				// network starts no network helper (L1 has no choice).
-				opts = append(opts, local.WithNetwork(local.NetworkNone))
 			}
 			runScenarios(t, harness{newRuntime: func(t *testing.T) driver.Runtime {
-				rt, err := local.New(opts...)
+				// No scenario needs a way out: off the network where
+				// the level allows it (not at L1).
+				rt, err := localtest.Offline(opts...)
 				if err != nil {
 					t.Fatalf("local.New: %v", err)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -82,7 +83,7 @@ func TestScenarioLocal(t *testing.T) {
 // daytonaClients starts a Daytona fake executing through provider/local and
 // returns a constructor of adapters pointed at it.
 func daytonaClients(t *testing.T) func(t *testing.T) *sandbox.Client {
-	be, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone)) // no test here needs a way out
+	be, err := localtest.Offline(local.WithRoot(t.TempDir())) // no test here needs a way out
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
@@ -62,12 +63,12 @@ func newEnvOn(t testing.TB, be driver.Runtime, fakeOpts []daytonafake.Option, op
 
 // backend is what the fake executes on: the local provider, as the real
 // service's sandboxes are real machines. Its sandboxes get no network
-// unless the fake asks for a policy (local.NetworkNone): these tests reach
+// unless the fake asks for a policy (localtest.Offline): these tests reach
 // nothing beyond the host, and a pasta per sandbox would cost a tenth of
 // a CPU second each.
 func backend(t testing.TB) driver.Runtime {
 	t.Helper()
-	rt, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
+	rt, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}

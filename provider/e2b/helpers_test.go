@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
@@ -41,8 +42,8 @@ func newMemoryEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 func newEnv(t *testing.T, fakeOpts ...e2bfake.Option) *env {
 	t.Helper()
 	// No network unless the fake asks for a policy: these tests reach
-	// nothing beyond the host (local.NetworkNone spares a pasta each).
-	loc, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
+	// nothing beyond the host (localtest.Offline spares a pasta each).
+	loc, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
@@ -32,7 +33,7 @@ type raw struct {
 
 func newRaw(t *testing.T, opts ...daytonafake.Option) *raw {
 	// No network unless asked for: nothing here reaches beyond the host.
-	be, err := local.New(local.WithRoot(t.TempDir()), local.WithNetwork(local.NetworkNone))
+	be, err := localtest.Offline(local.WithRoot(t.TempDir()))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}
