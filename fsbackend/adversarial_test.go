@@ -14,10 +14,10 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 
 	"github.com/stretchr/testify/require"

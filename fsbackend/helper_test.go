@@ -20,8 +20,8 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 
 	"github.com/stretchr/testify/require"
 )

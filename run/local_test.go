@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 )
 
 // TestLocal runs the scenarios over provider/local at the default

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"github.com/sandboxkit/sandbox/session"
 )

@@ -6,11 +6,11 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/hostrt"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/daytona"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 	"go.uber.org/goleak"
 )
 

@@ -6,11 +6,11 @@ import (
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
-	"github.com/sandboxkit/sandbox/internal/localtest"
 	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/provider/e2b"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/local"
+	"github.com/sandboxkit/sandbox/provider/local/localtest"
 	"github.com/sandboxkit/sandbox/provider/memory"
 	"go.uber.org/goleak"
 )

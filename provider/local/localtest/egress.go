@@ -1,7 +1,9 @@
-// Package localtest helps the tests of the cloud providers' fakes run
-// their sandboxes on provider/local behind its egress proxy, reaching a
-// loopback HTTPS upstream under test names, so the conformance suite's
-// enforced network and brokered-secret checks run over them.
+// Package localtest helps the tests of other packages run their sandboxes
+// on provider/local: off the network where the isolation level allows it
+// (Offline), for tests that never reach out, or behind its egress proxy,
+// reaching a loopback HTTPS upstream under test names, so the conformance
+// suite's enforced network and brokered-secret checks run over the cloud
+// providers' fakes.
 package localtest
 
 import (
