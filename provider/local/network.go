@@ -17,23 +17,28 @@ const netNote = "domain and CIDR allow-lists and deny-lists and brokered secrets
 // (proxy, L3 and up), every list and brokered secrets through the egress
 // proxy.
 func netSupport(allowAll, denyAll, proxy bool) driver.NetworkSupport {
+	// What is refused for want of a network stack is said first, in
+	// either case: at L3 and up without pasta the lists work through the
+	// proxy, but allow-all does not, and its refusal must name the
+	// package that gives it.
+	noAllowAll := ""
+	if !allowAll {
+		noAllowAll = "allow-all needs an isolated network (pasta, Debian package passt) or ?network=host; "
+	}
 	if proxy {
 		return driver.NetworkSupport{
 			AllowAll: allowAll, DenyAll: denyAll,
 			AllowDomains: true, AllowWildcards: true, AllowCIDRs: true,
 			DenyDomains: true, DenyCIDRs: true, DenyOverAllow: true, IPv6CIDRs: true,
 			BrokeredSecrets: true,
-			Note:            "lists and brokered secrets are enforced by an HTTP/HTTPS/SOCKS5 egress proxy: other protocols have no route out",
+			Note:            noAllowAll + "lists and brokered secrets are enforced by an HTTP/HTTPS/SOCKS5 egress proxy: other protocols have no route out",
 		}
 	}
 	note := netNote
 	if !denyAll {
 		note = "deny-all needs isolation L2 or higher (a network namespace or seccomp); " + note
 	}
-	if !allowAll {
-		note = "allow-all needs an isolated network (pasta, Debian package passt) or ?network=host; " + note
-	}
-	return driver.NetworkSupport{AllowAll: allowAll, DenyAll: denyAll, Note: note}
+	return driver.NetworkSupport{AllowAll: allowAll, DenyAll: denyAll, Note: noAllowAll + note}
 }
 
 // netPolicy is the policy in force in a sandbox with or without network.

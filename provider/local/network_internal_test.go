@@ -1,6 +1,7 @@
 package local
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sandboxkit/sandbox/driver"
@@ -15,6 +16,24 @@ func TestNetSupportByLevel(t *testing.T) {
 	s := netSupport(true, true, true)
 	if !s.AllowDomains || !s.AllowWildcards || !s.AllowCIDRs || !s.DenyDomains || !s.DenyCIDRs || !s.DenyOverAllow || !s.IPv6CIDRs || !s.BrokeredSecrets || s.NotEnforced {
 		t.Errorf("local with namespaces: %+v", s)
+	}
+}
+
+// Without pasta allow-all is refused, and the refusal (the Note the
+// portable layer adds to it) names the package to install at every level:
+// at L3 and up, where the lists still work through the egress proxy, as
+// below it.
+func TestNetSupportWithoutPastaNamesPasst(t *testing.T) {
+	for _, proxy := range []bool{false, true} {
+		for _, denyAll := range []bool{false, true} {
+			s := netSupport(false, denyAll, proxy)
+			if s.AllowAll || !strings.Contains(s.Note, "passt") {
+				t.Errorf("netSupport(allowAll false, denyAll %v, proxy %v): AllowAll %v, Note %q; want false, naming passt", denyAll, proxy, s.AllowAll, s.Note)
+			}
+			if s := netSupport(true, denyAll, proxy); strings.Contains(s.Note, "passt") {
+				t.Errorf("netSupport(allowAll true, denyAll %v, proxy %v): Note %q names passt, which is there", denyAll, proxy, s.Note)
+			}
+		}
 	}
 }
 
