@@ -34,13 +34,21 @@ import (
 // the agent-sandbox controllers.
 
 var (
-	buildOnce   sync.Once
 	sandboxdBin string
 	buildErr    error
-	buildDir    string
 )
 
+// TestMain builds sandboxd before any test starts: built by the first pod
+// instead, its build (minutes with a cold build cache) ran under the
+// deadline of the creates waiting for that pod, and a fresh machine's
+// first make test failed them all.
 func TestMain(m *testing.M) {
+	buildDir, err := os.MkdirTemp("", "k8s-sandboxd-")
+	if err != nil {
+		buildErr = err
+	} else {
+		sandboxdBin, buildErr = buildSandboxd(buildDir)
+	}
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
@@ -48,26 +56,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sandboxdPath builds sandboxd from the module cache once per run.
+// buildSandboxd builds sandboxd from the module cache into dir.
+func buildSandboxd(dir string) (string, error) {
+	// Traversable by the unprivileged user sandboxd runs as on a root
+	// host (startDaemon).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "sandboxd")
+	cmd := exec.Command("go", "build", "-o", bin, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build sandboxd: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// sandboxdPath returns the sandboxd TestMain built, failing t if the build
+// failed.
 func sandboxdPath(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "k8s-sandboxd-")
-		if buildErr != nil {
-			return
-		}
-		// Traversable by the unprivileged user sandboxd runs as on a
-		// root host (startDaemon).
-		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
-			return
-		}
-		sandboxdBin = filepath.Join(buildDir, "sandboxd")
-		cmd := exec.Command("go", "build", "-o", sandboxdBin, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build sandboxd: %v\n%s", err, out)
-		}
-	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
