@@ -44,20 +44,10 @@ func newEnv(t *testing.T, opts ...k8s.Option) *env {
 var skips = map[string]string{
 	"Files/SameViewAsCommands": "sandboxd's file API serves only its --root-dir; the provider answers PermissionDenied elsewhere (as the driver contract allows a provider that serves less), while commands see the whole file system",
 	"Driver/Codes/ReadOnly":    "the check reads back a path outside sandboxd's --root-dir with Stat, which the provider answers PermissionDenied (sandboxd's file API serves nothing else); the refused writes themselves are checked",
-	// The three below are sandboxd v1.0.1's own behaviour, which no client
-	// can see or repair; README.md names them for users.
-	"Stress/ConcurrentExecExact":                  "sandboxd closes a finished process's output pipes 5 s after it exits, so on a starved host (load ~38 on 2 cores, -race) the tail of a large output can be cut; it passes on a quiet host",
-	"Files/InterruptedUpload/NewFileCtxEnds":      ctxEndsSkip,
-	"Files/InterruptedUpload/ExistingFileCtxEnds": ctxEndsSkip,
+	// The one below is sandboxd v1.0.1's own behaviour, which no client
+	// can see or repair; README.md names it for users.
+	"Stress/ConcurrentExecExact": "sandboxd closes a finished process's output pipes 5 s after it exits, so on a starved host (load ~38 on 2 cores, -race) the tail of a large output can be cut; it passes on a quiet host",
 }
-
-// ctxEndsSkip is why the InterruptedUpload cases whose context ends are
-// skipped: a PUT aborted before sandboxd's handler started makes its
-// .sandboxd-tmp-* file after Upload returned (removed once the handler
-// finds the connection gone), which no client can wait for; about 1 run
-// in 30 saw it. The ReaderFails cases, where the handler is reading, check
-// that the target stays whole and that Upload waits for the removal.
-const ctxEndsSkip = "sandboxd makes its temporary file when its handler starts, which for a PUT aborted early comes after Upload returned (README.md says so); the ReaderFails cases check the rest"
 
 // TestConformance runs the whole suite over the provider: the real
 // sandboxd as the data plane, the fake clientsets and the controller

@@ -198,6 +198,12 @@ func (r *Runtime) fileURL(ep endpoint, p string, q url.Values) string {
 // do sends one REST request to the sandbox's sandboxd; a failure without
 // a response is classified by wire.Classify.
 func (r *Runtime) do(ctx context.Context, ep endpoint, method, p string, q url.Values, body io.Reader, what string) (*http.Response, error) {
+	return r.doExpect(ctx, ep, method, p, q, body, false, what)
+}
+
+// doExpect is do, sending the body only once the server has asked for it
+// (Expect: 100-continue) when expect is set.
+func (r *Runtime) doExpect(ctx context.Context, ep endpoint, method, p string, q url.Values, body io.Reader, expect bool, what string) (*http.Response, error) {
 	tctx, attempt := wire.Trace(ctx)
 	req, err := http.NewRequestWithContext(tctx, method, r.fileURL(ep, p, q), body)
 	if err != nil {
@@ -205,6 +211,9 @@ func (r *Runtime) do(ctx context.Context, ep endpoint, method, p string, q url.V
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/octet-stream")
+	}
+	if expect {
+		req.Header.Set("Expect", "100-continue")
 	}
 	if r.cfg.routerURL != "" {
 		// The sandbox-router's routing headers (sandbox-router/proxy/headers.go).
@@ -260,6 +269,18 @@ func restErr(resp *http.Response, what string) error {
 
 // Upload streams r to path with PUT /v1/files/{path}, which sandboxd
 // writes to a temporary file renamed over path, creating parents.
+//
+// A failed upload leaves no temporary file behind once Upload returns.
+// sandboxd removes the temporary file of a failed upload when its handler
+// finds the body broken, after the client gave up; and it creates the
+// file when its handler starts, which on a loaded host can come after the
+// client has sent the whole body it had into the socket's buffers and
+// given up. So a body that fits in smallUpload is read whole first (its
+// reader cannot then fail midway, and it costs no extra round trip), and
+// a larger one is sent only once sandboxd asks for it (Expect:
+// 100-continue), which its handler does on its first read, after it made
+// the temporary file: when the caller's reader then fails, the file
+// exists, and Upload waits until it is gone.
 func (r *Runtime) Upload(ctx context.Context, id, p string, body io.Reader) error {
 	ep, err := r.endpoint(ctx, id)
 	if err != nil {
@@ -271,14 +292,30 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, body io.Reader) erro
 	if p == ep.root {
 		return errorf("upload %s: %w", p, sberrors.ErrIsDirectory)
 	}
-	src := &readErr{r: body}
-	resp, err := r.do(ctx, ep, http.MethodPut, p, nil, src, "upload "+p)
-	if src.err != nil {
+	var src io.Reader // what the request sends
+	re := &readErr{}  // the caller's reader, when src reads from it
+	expect := false
+	if inMemory(body) <= smallUpload {
+		src = body // it cannot fail, and its length is known
+	} else {
+		head := make([]byte, smallUpload+1)
+		n, err := io.ReadFull(body, head)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			src = bytes.NewReader(head[:n])
+		case err != nil:
+			return errorf("upload %s: %w", p, err)
+		default:
+			re.r, src, expect = io.MultiReader(bytes.NewReader(head), body), re, true
+		}
+	}
+	resp, err := r.doExpect(ctx, ep, http.MethodPut, p, nil, src, expect, "upload "+p)
+	if re.err != nil {
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
 		r.awaitTempsGone(ctx, ep, path.Dir(p))
-		return errorf("upload %s: %w", p, src.err)
+		return errorf("upload %s: %w", p, re.err)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -292,6 +329,31 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, body io.Reader) erro
 	}
 	return nil
 }
+
+// inMemory returns what is left of a body that is held in memory and so
+// cannot fail to read, or more than smallUpload for any other.
+func inMemory(body io.Reader) int {
+	switch b := body.(type) {
+	case *bytes.Reader:
+		return b.Len()
+	case *strings.Reader:
+		return b.Len()
+	case *bytes.Buffer:
+		return b.Len()
+	}
+	return smallUpload + 1
+}
+
+// smallUpload is the largest body Upload reads whole before sending it;
+// a larger one waits for sandboxd's 100 Continue (a round trip, small
+// beside the transfer).
+const smallUpload = 64 << 10
+
+// expectWait bounds the wait for sandboxd's 100 Continue; the body goes
+// anyway after it (net/http's Transport.ExpectContinueTimeout). sandboxd
+// answers as soon as its handler reads, so the bound is only reached
+// through a proxy that never answers 100.
+const expectWait = 5 * time.Second
 
 // tempPrefix begins the names of the temporary files sandboxd writes an
 // upload to, beside its target, before renaming them over it.

@@ -230,6 +230,8 @@ func New(namespace string, opts ...Option) (*Runtime, error) {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
+		// Large uploads wait for sandboxd's 100 Continue (see Upload).
+		ExpectContinueTimeout: expectWait,
 	}
 	if cfg.dial != nil {
 		t.DialContext = cfg.dial
