@@ -274,6 +274,24 @@ func testPortConnectionCap(ctx context.Context, t *testing.T, s *suite) {
 		br := bufio.NewReader(c)
 		return c, br, roundTrip(c, br, ep) == nil
 	}
+	// keepBy is keep, tried again every 50 ms until deadline (a
+	// connection within the cap is refused until the relay has seen one
+	// go); ok is false when none was served by then.
+	keepBy := func(deadline time.Time) (net.Conn, *bufio.Reader, bool) {
+		for {
+			c, br, ok := keep()
+			if ok {
+				return c, br, true
+			}
+			if c != nil {
+				c.Close()
+			}
+			if time.Now().After(deadline) {
+				return nil, nil, false
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
@@ -291,21 +309,15 @@ func testPortConnectionCap(ctx context.Context, t *testing.T, s *suite) {
 	for round := 1; ; round++ {
 		var readers []*bufio.Reader
 		for i := range capConns {
-			deadline := time.Now().Add(5 * capIdle)
-			for {
-				c, br, ok := keep()
-				if ok {
-					held, readers = append(held, c), append(readers, br)
-					break
-				}
-				if c != nil {
-					c.Close()
-				}
-				if round == 1 || time.Now().After(deadline) {
-					t.Fatalf("connection %d of %d (within the cap) got no answer", i+1, capConns)
-				}
-				time.Sleep(50 * time.Millisecond)
+			deadline := time.Now() // the first round: one try
+			if round > 1 {
+				deadline = deadline.Add(5 * capIdle)
 			}
+			c, br, ok := keepBy(deadline)
+			if !ok {
+				t.Fatalf("connection %d of %d (within the cap) got no answer", i+1, capConns)
+			}
+			held, readers = append(held, c), append(readers, br)
 		}
 		c, _, ok := keep()
 		if c != nil {
@@ -335,21 +347,11 @@ func testPortConnectionCap(ctx context.Context, t *testing.T, s *suite) {
 	// One leaves: a new one is served (once the relay saw it go).
 	held[0].Close()
 	held = held[1:]
-	deadline := time.Now().Add(5 * capIdle)
-	for {
-		c, _, ok := keep()
-		if ok {
-			held = append(held, c)
-			break
-		}
-		if c != nil {
-			c.Close()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection served within %v after one of %d left", 5*capIdle, capConns)
-		}
-		time.Sleep(50 * time.Millisecond)
+	c, _, ok := keepBy(time.Now().Add(5 * capIdle))
+	if !ok {
+		t.Fatalf("no connection served within %v after one of %d left", 5*capIdle, capConns)
 	}
+	held = append(held, c)
 	// The last one is idle from now on: the relay closes it after
 	// IdleTimeout, not long before.
 	idle := held[len(held)-1]
