@@ -45,7 +45,12 @@ func TestFailedUploadLeavesNoLateTemp(t *testing.T) {
 		defer mu.Unlock()
 		for _, c := range held {
 			c.Close()
-			<-c.done
+			select {
+			case <-c.done:
+			case <-time.After(10 * time.Second):
+				c.Conn.Close() // a write the server never read
+				<-c.done
+			}
 		}
 	})
 	rt := newRuntime(t, cl, k8s.WithDialer(dial))
