@@ -62,7 +62,7 @@ func Watch(ctx context.Context, l Lister, id, dir string, req *driver.WatchReque
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	q := watchq.New(dir, req.Buffer, cancel)
-	go func() {
+	q.Go(func() {
 		defer cancel()
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -107,7 +107,7 @@ func Watch(ctx context.Context, l Lister, id, dir string, req *driver.WatchReque
 			}
 			prev = cur
 		}
-	}()
+	})
 	return q.Seq(ctx), nil
 }
 

@@ -21,6 +21,8 @@ type Queue struct {
 	max  int
 	stop func()
 
+	ended chan struct{} // closed when the producer Go started returns
+
 	mu       sync.Mutex
 	buf      []driver.FileEvent
 	err      error
@@ -143,7 +145,8 @@ func (q *Queue) Seq(ctx context.Context) iter.Seq2[driver.FileEvent, error] {
 	}
 }
 
-// close marks the queue done and stops the producer once.
+// close marks the queue done and stops the producer once, then waits
+// (at most producerWait) for a producer started with Go to return.
 func (q *Queue) close() {
 	q.mu.Lock()
 	q.done = true
@@ -154,6 +157,33 @@ func (q *Queue) close() {
 	if stop != nil {
 		stop()
 	}
+	if q.ended != nil {
+		t := time.NewTimer(producerWait)
+		defer t.Stop()
+		select {
+		case <-q.ended:
+		case <-t.C:
+		}
+	}
+}
+
+// producerWait bounds how long the end of a consumer's sequence waits for
+// the producer to return once stopped. A producer's calls end with the
+// context or the connection stop ends, so it returns at once but for a
+// provider that does not honour them.
+var producerWait = 10 * time.Second
+
+// Go runs the producer on a goroutine of its own, once, before Seq is
+// handed out: when the consumer's sequence ends, it stops the producer and
+// waits for fn to return, so that no goroutine of the watch outlives the
+// consumer's loop (one still listing a directory when the loop ended was
+// seen by a goroutine-leak check under load).
+func (q *Queue) Go(fn func()) {
+	q.ended = make(chan struct{})
+	go func() {
+		defer close(q.ended)
+		fn()
+	}()
 }
 
 // Close ends the queue from the producer's side without an error and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +115,42 @@ func TestBreakStops(t *testing.T) {
 	case <-stopped:
 	default:
 		t.Fatal("producer not stopped")
+	}
+}
+
+// When the consumer breaks out, its loop returns only once a producer
+// started with Go has returned (here 100 ms after it was stopped, as one
+// finishing a listing would), and the stop is what ends it. A producer
+// that ignores its stop holds the loop at most producerWait.
+func TestBreakWaitsForProducer(t *testing.T) {
+	stopped := make(chan struct{})
+	q := New("/d", 8, func() { close(stopped) })
+	var returned atomic.Bool
+	q.Go(func() {
+		q.Push(ev(1))
+		<-stopped
+		time.Sleep(100 * time.Millisecond)
+		returned.Store(true)
+	})
+	for range q.Seq(context.Background()) {
+		break
+	}
+	if !returned.Load() {
+		t.Fatal("the consumer's loop returned before the producer did")
+	}
+
+	old := producerWait
+	producerWait = 200 * time.Millisecond
+	t.Cleanup(func() { producerWait = old })
+	release := make(chan struct{})
+	defer close(release)
+	q = New("/d", 8, nil)
+	q.Go(func() { q.Push(ev(1)); <-release })
+	start := time.Now()
+	for range q.Seq(context.Background()) {
+		break
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a producer that ignores its stop held the loop %v (bound %v)", took, producerWait)
 	}
 }

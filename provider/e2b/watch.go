@@ -39,7 +39,7 @@ func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRe
 		return nil, err
 	}
 	q := watchq.New(dir, req.Buffer, cancel)
-	go func() {
+	q.Go(func() {
 		defer cancel()
 		for {
 			err := r.pumpWatch(stream, dir, q)
@@ -72,7 +72,7 @@ func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRe
 				return
 			}
 		}
-	}()
+	})
 	return q.Seq(ctx), nil
 }
 

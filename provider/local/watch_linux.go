@@ -116,7 +116,7 @@ func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRe
 	closeConn := func() { once.Do(func() { _ = c.Close() }) }
 	q := watchq.New(dir, req.Buffer, closeConn)
 	unhook := context.AfterFunc(ctx, func() { q.Close(); closeConn() })
-	go r.readWatch(id, c, q, unhook)
+	q.Go(func() { r.readWatch(id, c, q, unhook) })
 	return q.Seq(ctx), nil
 }
 
