@@ -207,7 +207,12 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		}
 		ok, err := poll()
 		if err != nil {
-			if _, bounded := ctx.Deadline(); ctx.Err() != nil || (bounded && CodeOf(err) == DeadlineExceeded) {
+			// A poll that failed at the wait's bound ends the wait as the
+			// bound does, whatever the provider made of its deadline (e2b's
+			// envd answers Internal, "error starting process: context
+			// deadline exceeded"); on a loaded host the deadline can be
+			// past while ctx does not report it yet (its timer not run).
+			if dl, bounded := ctx.Deadline(); ctx.Err() != nil || (bounded && (CodeOf(err) == DeadlineExceeded || !time.Now().Before(dl))) {
 				return ended()
 			}
 			return err
