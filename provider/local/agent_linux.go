@@ -421,8 +421,9 @@ func dropThreadCaps(uid, gid int) error {
 // a command and by watchDir's periodic sweep.
 
 // watchExit waits, through the netpoller, until the process of pidfd
-// has exited, then reaps every child that has.
-func (a *agent) watchExit(pidfd int) {
+// has exited, reaps every child that has, then runs then (if not nil)
+// before it closes pidfd: the exit reaches the client first.
+func (a *agent) watchExit(pidfd int, then func()) {
 	exited := func(fd int) bool {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
@@ -446,11 +447,18 @@ func (a *agent) watchExit(pidfd int) {
 				})
 			}
 		}
+		a.reapAll()
+		if then != nil {
+			then()
+		}
 		_ = f.Close()
-	} else {
-		_ = unix.Close(pidfd)
+		return
 	}
+	_ = unix.Close(pidfd)
 	a.reapAll()
+	if then != nil {
+		then()
+	}
 }
 
 func (a *agent) reapAll() {
@@ -573,7 +581,7 @@ func (a *agent) handle(c net.Conn) {
 			return
 		}
 		var req request
-		if err := json.Unmarshal(f.b, &req); err != nil {
+		if err := decodeRequest(f.b, &req); err != nil {
 			_ = fw.writeJSON(frameFail, failMsg{"InvalidArgument", "bad request"})
 			return
 		}
@@ -687,12 +695,14 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		stdinFD = stdinR.Fd()
 	}
 	// The command's ends of its output pipes are plain descriptors, never
-	// registered with the netpoller: the agent only closes them.
-	outR, outW, err1 := outputPipe("stdout")
-	errR, errW, err2 := outputPipe("stderr")
+	// registered with the netpoller: the agent only closes them. The
+	// agent's ends are registered after the fork, while the command
+	// starts: nothing is read from them before then.
+	outR, outW, err1 := outputPipe()
+	errR, errW, err2 := outputPipe()
 	if err1 != nil || err2 != nil {
-		closeAll(stdinR, stdinW, outR, errR)
-		closeFDs(outW, errW)
+		closeAll(stdinR, stdinW)
+		closeFDs(outR, outW, errR, errW)
 		_ = fw.writeJSON(frameFail, failMsg{"Internal", "pipe: " + errors.Join(err1, err2).Error()})
 		return false, nil
 	}
@@ -717,7 +727,8 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 	closeAll(stdinR)
 	closeFDs(outW, errW)
 	if ferr != nil {
-		closeAll(stdinW, outR, errR)
+		closeAll(stdinW)
+		closeFDs(outR, errR)
 		// The child's chdir to dir comes before its execve: a working
 		// directory that is missing or not one fails there, and is told
 		// apart from a command that cannot run here, on this failure path
@@ -736,7 +747,7 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 		// Exec needs no pid: its client takes any frame as the start.
 		_ = fw.writeJSON(frameStarted, startedMsg{PID: p.pid})
 	}
-	out, errp := &outPipe{f: outR}, &outPipe{f: errR}
+	out, errp := &outPipe{f: os.NewFile(uintptr(outR), "stdout")}, &outPipe{f: os.NewFile(uintptr(errR), "stderr")}
 	// The last pump to reach EOF closes drained (no goroutine waits for
 	// the pumps only to say so).
 	drained := make(chan struct{})
@@ -759,12 +770,13 @@ func (a *agent) runCommand(in <-chan frameMsg, fw *frameWriter, req *request) (b
 	// One goroutine waits for the exit, reaps and then finishes: the
 	// reaper closed p.reaped by then, so finish goes on without a wait.
 	go func() {
+		fin := func() { a.finish(p, timer, drained, out, errp) }
 		if pidfd >= 0 {
-			a.watchExit(pidfd)
+			a.watchExit(pidfd, fin)
 		} else {
 			a.waitBlocking(pid)
+			fin()
 		}
-		a.finish(p, timer, drained, out, errp)
 	}()
 	done, next := a.stream(in, p, fw)
 	return done && p.fg && !req.Stdin, next
@@ -799,7 +811,7 @@ func badDir(fw *frameWriter, dir string) bool {
 func (a *agent) failExec(fw *frameWriter, code int, msg string) {
 	_ = fw.writeJSON(frameStarted, startedMsg{PID: 0})
 	_ = fw.write(frameStderr, []byte(msg))
-	_ = fw.writeJSON(frameExit, exitMsg{Code: code})
+	_ = fw.writeExit(&exitMsg{Code: code})
 }
 
 func (p *proc) pump(o *outPipe, typ byte, pumping *atomic.Int32, drained chan<- struct{}) {
@@ -830,8 +842,16 @@ func (a *agent) finish(p *proc, timer *time.Timer, drained <-chan struct{}, out,
 		timer.Stop()
 	}
 	settle(drained, out, errp)
-	closeAll(out.f, errp.f)
-	<-drained
+	closed := false
+	select {
+	case <-drained:
+		// Both pipes reached EOF: they are closed after the exit is sent.
+	default:
+		// A descendant holds them open: closing them ends the pumps' reads.
+		closeAll(out.f, errp.f)
+		closed = true
+		<-drained
+	}
 	ex := exitMsg{Code: ws.ExitStatus()}
 	if ws.Signaled() {
 		ex.Code, ex.Signal = -1, int(ws.Signal())
@@ -842,10 +862,13 @@ func (a *agent) finish(p *proc, timer *time.Timer, drained <-chan struct{}, out,
 	p.mu.Lock()
 	p.exit = &ex
 	for fw := range p.subs {
-		_ = fw.writeJSON(frameExit, ex)
+		_ = fw.writeExit(&ex)
 	}
 	p.subs = nil
 	p.mu.Unlock()
+	if !closed {
+		closeAll(out.f, errp.f)
+	}
 	if p.stdin != nil {
 		_ = p.stdin.Close()
 	}
@@ -960,7 +983,7 @@ func (a *agent) attach(in <-chan frameMsg, fw *frameWriter, pid int) {
 	p.mu.Lock()
 	_ = fw.writeJSON(frameStarted, startedMsg{PID: pid})
 	if p.exit != nil {
-		_ = fw.writeJSON(frameExit, *p.exit)
+		_ = fw.writeExit(p.exit)
 		p.mu.Unlock()
 		return
 	}
@@ -1072,19 +1095,19 @@ func descendants(pid int) []int {
 	return out
 }
 
-// outputPipe returns a pipe whose read end is pollable (nonblocking, for
-// the netpoller) and whose write end, for a command, is a plain
-// descriptor.
-func outputPipe(name string) (*os.File, int, error) {
+// outputPipe returns a pipe whose read end is nonblocking (for the
+// netpoller, once os.NewFile wraps it) and whose write end, for a
+// command, is a plain descriptor.
+func outputPipe() (r, w int, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, -1, err
+		return -1, -1, err
 	}
 	if err := unix.SetNonblock(p[0], true); err != nil {
 		closeFDs(p[0], p[1])
-		return nil, -1, err
+		return -1, -1, err
 	}
-	return os.NewFile(uintptr(p[0]), name), p[1], nil
+	return p[0], p[1], nil
 }
 
 func closeFDs(fds ...int) {

@@ -246,7 +246,7 @@ func attachAgent(ctx context.Context, sock string) (*net.UnixConn, error) {
 			uc := c.(*net.UnixConn)
 			fw := &frameWriter{w: uc}
 			_ = uc.SetDeadline(deadline)
-			if err = fw.writeJSON(frameRequest, &request{Op: "egress", Port: egressPort}); err == nil {
+			if err = fw.writeRequest(&request{Op: "egress", Port: egressPort}); err == nil {
 				var typ byte
 				var b []byte
 				typ, b, err = readFrame(uc, nil)

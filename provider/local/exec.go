@@ -3,6 +3,7 @@
 package local
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,7 @@ func agentCall(ctx context.Context, sock string, req *request) error {
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, req); err != nil {
+	if err := fw.writeRequest(req); err != nil {
 		return err
 	}
 	typ, b, err := readFrame(c, nil)
@@ -95,7 +96,7 @@ func runConn(ctx context.Context, c net.Conn, req *request, stdin io.Reader, std
 	}
 	fw := &frameWriter{w: c}
 	req.Stdin = stdin != nil
-	if err := fw.writeJSON(frameRequest, req); err != nil {
+	if err := fw.writeRequest(req); err != nil {
 		if ctx.Err() != nil {
 			return driver.ExitStatus{}, ctx.Err()
 		}
@@ -167,8 +168,17 @@ func errGone(err error, requestOnly bool) error {
 func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader, stdout, stderr io.Writer, started func(int), hasTimeout, requestOnly bool) (driver.ExitStatus, error) {
 	var buf []byte
 	gotStart := false
+	// A frame's header and payload come in one read: the agent sends
+	// nothing after the exit (or fail) frame until the next request, so
+	// the buffer holds no byte of a later exchange when this returns.
+	br := frameReaders.Get().(*bufio.Reader)
+	br.Reset(c)
+	defer func() {
+		br.Reset(nil)
+		frameReaders.Put(br)
+	}()
 	for {
-		typ, b, err := readFrame(c, buf)
+		typ, b, err := readFrame(br, buf)
 		buf = b
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,7 +216,7 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 			_, _ = stderr.Write(b)
 		case frameExit:
 			var x exitMsg
-			if err := json.Unmarshal(b, &x); err != nil {
+			if err := decodeExit(b, &x); err != nil {
 				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
 			}
 			if err := ctx.Err(); err != nil && x.Signal == int(syscall.SIGKILL) && !x.TimedOut {
@@ -224,6 +234,9 @@ func readExit(ctx context.Context, c net.Conn, fw *frameWriter, stdin io.Reader,
 		}
 	}
 }
+
+// frameReaders are readExit's buffered readers.
+var frameReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 // copyStdin sends r to the process in frames, then closes its stdin. It
 // ends at EOF of r or when the connection fails.
@@ -533,7 +546,7 @@ func (r *Runtime) follow(ctx context.Context, id string, c net.Conn, req *reques
 			_ = c.SetDeadline(time.Unix(1, 0))
 		}
 	})
-	if err := fw.writeJSON(frameRequest, req); err != nil {
+	if err := fw.writeRequest(req); err != nil {
 		stop()
 		cancel()
 		c.Close()

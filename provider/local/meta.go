@@ -139,11 +139,11 @@ func notFound(r *Runtime, id string) error {
 
 // readStatic reads meta.json of id.
 func (r *Runtime) readStatic(id string) (*meta, error) {
+	if st, ok := r.static.Load(id); ok {
+		return &meta{metaStatic: *st.(*metaStatic)}, nil // its id was checked when it was stored
+	}
 	if !idRE.MatchString(id) {
 		return nil, sberrors.Errorf(sberrors.NotFound, "local: %q is not a local sandbox id (want sbx-<hex>-<hex>): %w", id, sberrors.ErrNotFound)
-	}
-	if st, ok := r.static.Load(id); ok {
-		return &meta{metaStatic: *st.(*metaStatic)}, nil
 	}
 	p := filepath.Join(r.dir(id), metaFile)
 	b, err := os.ReadFile(p)

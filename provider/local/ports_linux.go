@@ -174,7 +174,7 @@ func (r *Runtime) dialPort(ctx context.Context, m *meta, port int) (c net.Conn, 
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, &request{Op: "dial", Port: port, Raw: true, Pass: true}); err != nil {
+	if err := fw.writeRequest(&request{Op: "dial", Port: port, Raw: true, Pass: true}); err != nil {
 		c.Close()
 		return nil, nil, false, err
 	}

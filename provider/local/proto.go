@@ -153,6 +153,18 @@ func (fw *frameWriter) writeJSON(typ byte, v any) error {
 	return fw.write(typ, b)
 }
 
+// writeRequest writes req as a request frame.
+func (fw *frameWriter) writeRequest(req *request) error {
+	var b [512]byte
+	return fw.write(frameRequest, appendRequest(b[:0], req))
+}
+
+// writeExit writes ex as an exit frame.
+func (fw *frameWriter) writeExit(ex *exitMsg) error {
+	var b [64]byte
+	return fw.write(frameExit, appendExit(b[:0], ex))
+}
+
 // authFrame returns the auth frame for key.
 func authFrame(key []byte) []byte {
 	b := make([]byte, 5, 5+len(key))

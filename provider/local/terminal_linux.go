@@ -280,7 +280,7 @@ func (a *agent) startTerm(in <-chan frameMsg, fw *frameWriter, req *request) {
 	started = true
 	tm.id += "-" + strconv.Itoa(pid)
 	if pidfd >= 0 {
-		go a.watchExit(pidfd)
+		go a.watchExit(pidfd, nil)
 	} else {
 		go a.waitBlocking(pid)
 	}
@@ -354,7 +354,7 @@ func (a *agent) finishTerm(tm *term, timer *time.Timer, pumped <-chan struct{}) 
 	p.mu.Lock()
 	p.exit = &ex
 	for fw := range p.subs {
-		_ = fw.writeJSON(frameExit, ex)
+		_ = fw.writeExit(&ex)
 	}
 	p.subs = nil
 	p.mu.Unlock()
@@ -383,7 +383,7 @@ func (a *agent) attachTerm(in <-chan frameMsg, fw *frameWriter, id string) {
 	p.mu.Lock()
 	_ = fw.writeJSON(frameStarted, termStarted{PID: p.pid, Term: tm.id})
 	if p.exit != nil {
-		_ = fw.writeJSON(frameExit, *p.exit)
+		_ = fw.writeExit(p.exit)
 		p.mu.Unlock()
 		return
 	}
@@ -545,7 +545,7 @@ func (r *Runtime) followTerm(ctx context.Context, id string, c net.Conn, req *re
 		}
 	})
 	defer stop()
-	if err := h.fw.writeJSON(frameRequest, req); err != nil {
+	if err := h.fw.writeRequest(req); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -635,7 +635,7 @@ func (h *termHandle) read(out io.Writer, started func(termStarted)) (driver.Exit
 			}
 		case frameExit:
 			var x exitMsg
-			if err := json.Unmarshal(b, &x); err != nil {
+			if err := decodeExit(b, &x); err != nil {
 				return driver.ExitStatus{}, fmt.Errorf("local: protocol: %w", err)
 			}
 			st := driver.ExitStatus{ExitCode: x.Code, TimedOut: x.TimedOut}

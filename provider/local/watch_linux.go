@@ -83,7 +83,7 @@ func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRe
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, &request{Op: "watch", Dir: dir, Recursive: req.Recursive}); err != nil {
+	if err := fw.writeRequest(&request{Op: "watch", Dir: dir, Recursive: req.Recursive}); err != nil {
 		stop()
 		c.Close()
 		if ctx.Err() != nil {
@@ -169,7 +169,7 @@ func (r *Runtime) Processes(ctx context.Context, id string) ([]driver.ProcessInf
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	fw := &frameWriter{w: c}
-	if err := fw.writeJSON(frameRequest, &request{Op: "ps"}); err != nil {
+	if err := fw.writeRequest(&request{Op: "ps"}); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
