@@ -1288,6 +1288,9 @@ func errPaused(id string) error {
 
 // running reads the metadata of id and fails when the sandbox is paused.
 func (r *Runtime) running(ctx context.Context, id string) (*meta, error) {
+	if m, ok := r.fastRunning(id); ok {
+		return m, nil
+	}
 	m, err := r.readMetaCtx(ctx, id)
 	if err != nil {
 		return nil, err

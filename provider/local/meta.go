@@ -8,7 +8,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/sberrors"
+	"golang.org/x/sys/unix"
 )
 
 // meta is what the provider records about one sandbox, in two files of
@@ -207,9 +210,35 @@ func (r *Runtime) readMetaCtx(ctx context.Context, id string) (*meta, error) {
 		return nil, err
 	}
 	if watched {
-		states().put(path, t, &m.metaState)
+		// With the directory watched, the entry keeps the file open for
+		// fastRunning, and notes whether a freeze record was there.
+		fd, noMark := -1, false
+		if t.dirWD >= 0 {
+			if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+				fd = -1
+			}
+			_, merr := os.Lstat(r.freezeMarkPath(id))
+			noMark = errors.Is(merr, fs.ErrNotExist)
+		}
+		states().put(path, t, &m.metaState, fd, noMark)
 	}
 	return m, nil
+}
+
+// fastRunning returns the metadata of id when the state cache holds it
+// with the file open, no freeze record was in its directory and the
+// sandbox is not paused (stateCache.fast): an exec on a running sandbox
+// then walks no path. False sends the caller the long way.
+func (r *Runtime) fastRunning(id string) (*meta, bool) {
+	st, ok := r.static.Load(id)
+	if !ok {
+		return nil, false
+	}
+	ms, ok := states().fast(filepath.Join(r.root, id, stateFile))
+	if !ok || ms.State == driver.StatePaused {
+		return nil, false
+	}
+	return &meta{metaStatic: *st.(*metaStatic), metaState: ms}, true
 }
 
 func (r *Runtime) readState(f *os.File, m *meta) error {

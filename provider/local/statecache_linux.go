@@ -4,6 +4,7 @@ package local
 
 import (
 	"maps"
+	"path/filepath"
 	"sync"
 	"unsafe"
 
@@ -27,26 +28,49 @@ var states = sync.OnceValue(newStateCache)
 // sandbox whose directory was moved away or removed is not found. When
 // inotify is unavailable (or its watches run out), the cache holds
 // nothing and every read goes to the file, as without it.
+//
+// An entry may also keep the state file open, with a watch on the
+// sandbox's directory beside the file's: any entry made, removed or moved
+// in the directory (a freeze record among them), and the directory's own
+// move or removal (Destroy moves it away first), drop the entry. Such an
+// entry, read when the directory held no freeze record, lets a call on a
+// running sandbox skip the path walks (fast): the state's lock is still
+// passed, on the kept descriptor. The directories above the sandbox's are
+// not watched: moving the root away under a live Runtime is not seen.
 type stateCache struct {
 	mu      sync.Mutex
 	fd      int // inotify descriptor, nonblocking; -1: no cache
 	byWD    map[int32]string
-	entries map[string]metaState
+	entries map[string]stateEntry
 	// gen counts the events seen per path (and gen0 every dropAll), so
 	// that a record read while its file changed is not cached.
 	gen  map[string]uint64
 	gen0 uint64
 }
 
-// maxStateEntries bounds the watches (and entries) the process keeps.
+// stateEntry is one cached record.
+type stateEntry struct {
+	st metaState
+	// fd is the state file, open (and unlocked), when the entry's
+	// directory is watched too; -1 otherwise.
+	fd int
+	// noMark: the directory held no freeze record when st was read.
+	noMark bool
+}
+
+// maxStateEntries bounds the watches (two an entry) the process keeps,
+// and so the descriptors it keeps open.
 const maxStateEntries = 256
+
+// dirEvents are the events of a sandbox directory's watch.
+const dirEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF | unix.IN_ONLYDIR
 
 func newStateCache() *stateCache {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		fd = -1
 	}
-	return &stateCache{fd: fd, byWD: map[int32]string{}, entries: map[string]metaState{}, gen: map[string]uint64{}}
+	return &stateCache{fd: fd, byWD: map[int32]string{}, entries: map[string]stateEntry{}, gen: map[string]uint64{}}
 }
 
 // drain applies the queued events: an entry whose file changed is
@@ -76,17 +100,28 @@ func (c *stateCache) drain() {
 			if ev.Mask&unix.IN_IGNORED != 0 {
 				delete(c.byWD, ev.Wd) // the kernel removed the watch
 			}
-			delete(c.entries, path) // the watch stays for the next record
+			c.drop(path) // the watch stays for the next record
 		}
 	}
+}
+
+// drop removes path's entry and closes its descriptor. Called with mu
+// held.
+func (c *stateCache) drop(path string) {
+	if e, ok := c.entries[path]; ok && e.fd >= 0 {
+		_ = unix.Close(e.fd)
+	}
+	delete(c.entries, path)
 }
 
 func (c *stateCache) dropAll() {
 	for wd := range c.byWD {
 		_, _ = unix.InotifyRmWatch(c.fd, uint32(wd))
 	}
+	for path := range c.entries {
+		c.drop(path)
+	}
 	c.byWD = map[int32]string{}
-	c.entries = map[string]metaState{}
 	c.gen = map[string]uint64{}
 	c.gen0++
 }
@@ -100,10 +135,36 @@ func (c *stateCache) get(path string) (metaState, bool) {
 		return metaState{}, false
 	}
 	c.drain()
-	st, ok := c.entries[path]
+	e, ok := c.entries[path]
 	if !ok {
 		return metaState{}, false
 	}
+	st := e.st
+	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
+	return st, true
+}
+
+// fast returns the cached state read from path when its entry keeps the
+// file open and saw no freeze record, once the state's lock, taken shared
+// on the kept descriptor and released at once, was free. False (the lock
+// held by a writer among others) sends the caller the long way, which
+// waits for the lock.
+func (c *stateCache) fast(path string) (metaState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return metaState{}, false
+	}
+	c.drain()
+	e, ok := c.entries[path]
+	if !ok || e.fd < 0 || !e.noMark {
+		return metaState{}, false
+	}
+	if unix.Flock(e.fd, unix.LOCK_SH|unix.LOCK_NB) != nil {
+		return metaState{}, false
+	}
+	_ = unix.Flock(e.fd, unix.LOCK_UN)
+	st := e.st
 	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
 	return st, true
 }
@@ -112,6 +173,7 @@ func (c *stateCache) get(path string) (metaState, bool) {
 // of events when the file was about to be read.
 type stateTicket struct {
 	wd        int32
+	dirWD     int32 // the directory's watch; -1 if none
 	gen, gen0 uint64
 }
 
@@ -132,23 +194,38 @@ func (c *stateCache) watch(path string) (stateTicket, bool) {
 		return stateTicket{}, false
 	}
 	c.byWD[int32(wd)] = path
-	return stateTicket{wd: int32(wd), gen: c.gen[path], gen0: c.gen0}, true
+	t := stateTicket{wd: int32(wd), dirWD: -1, gen: c.gen[path], gen0: c.gen0}
+	if dwd, err := unix.InotifyAddWatch(c.fd, filepath.Dir(path), dirEvents); err == nil {
+		c.byWD[int32(dwd)] = path
+		t.dirWD = int32(dwd)
+	}
+	return t, true
 }
 
 // put caches st, read from path after watch returned t, unless the file
-// changed (or the watch went) since.
-func (c *stateCache) put(path string, t stateTicket, st *metaState) {
+// changed (or the watch went) since. fd, if not -1, is the state file
+// opened after watch returned, and noMark whether the directory then held
+// no freeze record: put takes fd over (it closes it when it does not
+// keep it).
+func (c *stateCache) put(path string, t stateTicket, st *metaState, fd int, noMark bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
+	if c.fd >= 0 {
+		c.drain()
+	}
+	if c.fd < 0 || c.byWD[t.wd] != path || c.gen[path] != t.gen || c.gen0 != t.gen0 {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
 		return
 	}
-	c.drain()
-	if c.byWD[t.wd] != path || c.gen[path] != t.gen || c.gen0 != t.gen0 {
-		return
+	if fd >= 0 && (t.dirWD < 0 || c.byWD[t.dirWD] != path) {
+		_ = unix.Close(fd) // the directory is not watched: keep no descriptor
+		fd = -1
 	}
-	e := *st
-	e.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
+	c.drop(path)
+	e := stateEntry{st: *st, fd: fd, noMark: noMark && fd >= 0}
+	e.st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
 	c.entries[path] = e
 }
 
@@ -166,6 +243,6 @@ func (c *stateCache) forget(path string) {
 			delete(c.byWD, wd)
 		}
 	}
-	delete(c.entries, path)
+	c.drop(path)
 	delete(c.gen, path)
 }
