@@ -1,15 +1,14 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/procnet"
 )
 
 func checkPort(op, provider, id string, port int) error {
@@ -154,7 +153,7 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		if err != nil {
 			return false, err
 		}
-		return listening(string(res.Stdout), port), nil
+		return procnet.Listening(string(res.Stdout), port), nil
 	}
 	var handedOff bool // the server exited 0: a child may listen later
 	ended := func() error {
@@ -296,25 +295,4 @@ func tail(p []byte, n int) string {
 		p = p[1:]
 	}
 	return "…" + string(p)
-}
-
-// listening reports whether a /proc/net/tcp{,6} listing has a socket in
-// state LISTEN (0A) on port.
-func listening(table string, port int) bool {
-	sc := bufio.NewScanner(strings.NewReader(table))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || f[3] != "0A" {
-			continue
-		}
-		i := strings.LastIndexByte(f[1], ':')
-		if i < 0 {
-			continue
-		}
-		p, err := strconv.ParseUint(f[1][i+1:], 16, 16)
-		if err == nil && int(p) == port {
-			return true
-		}
-	}
-	return false
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/testport"
 	"github.com/sandboxkit/sandbox/provider/local"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkLocalPortDownload(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "blob"), data, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	hostPort := 20000 + mrand.IntN(20000)
+	hostPort := testport.Pick()
 	srv := exec.Command("python3", "-m", "http.server", strconv.Itoa(hostPort), "--bind", "127.0.0.1", "--directory", dir)
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
@@ -85,7 +85,7 @@ func BenchmarkLocalPortDownload(b *testing.B) {
 	if err := sb.WriteFile(ctx, sb.Home()+"/www/blob", data); err != nil {
 		b.Fatal(err)
 	}
-	port := 20000 + mrand.IntN(20000)
+	port := testport.Pick()
 	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", sb.Home() + "/www"}})
 	if err != nil {
 		b.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/procnet"
+	"github.com/sandboxkit/sandbox/internal/testport"
 )
 
 // The Ports group: a server started in a sandbox, reached from the host
@@ -106,10 +107,28 @@ func (s *suite) portClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// testPort picks a port for a server in the sandbox; a random one, since
-// on some providers (local at L0 and L1) sandboxes share the host's
-// network.
-func testPort() int { return 20000 + mrand.IntN(20000) }
+// testPort picks a port for a server in the sandbox (testport.Pick).
+func testPort() int { return testport.Pick() }
+
+// serverStarts bounds how many ports startServerOpts tries: another
+// process on a shared network may hold the one it picked first.
+const serverStarts = 5
+
+// portTaken reports whether something in sb's network listens on port
+// already: on a network shared with the host, the wait for a new server
+// would take another program's listener for it.
+func portTaken(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, port int) bool {
+	t.Helper()
+	res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"cat", "/proc/net/tcp", "/proc/net/tcp6"}})
+	if err != nil {
+		t.Fatalf("reading the sandbox's sockets: %v", err)
+	}
+	taken := procnet.Listening(string(res.Stdout), port)
+	if taken {
+		t.Logf("port %d: something listens on it already, picking another", port)
+	}
+	return taken
+}
 
 // startServer starts line (with PORT replaced by a fresh port) in sb,
 // waits until it listens and exposes it. It skips when python3 is
@@ -125,21 +144,35 @@ func startServerOpts(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sa
 	if r := sh(ctx, t, sb, "command -v python3"); r.ExitCode != 0 {
 		t.Skip("python3 is not installed in the sandbox (the Ports group's servers need it)")
 	}
-	port := testPort()
-	out := &lockedBuffer{} // written by the process's output pumps while read below
-	p, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: out, Stderr: out})
-	if err != nil {
-		t.Fatalf("Start server: %v", err)
-	}
-	t.Cleanup(func() {
-		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Kill(kctx)
-		_ = p.Close()
-	})
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.WaitForPort(wctx, port); err != nil {
+	var port int
+	var p *sandbox.Process
+	for try := 1; ; try++ {
+		port = testPort()
+		if try < serverStarts && portTaken(ctx, t, sb, port) {
+			continue
+		}
+		out := &lockedBuffer{} // written by the process's output pumps while read below
+		sp, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: out, Stderr: out})
+		if err != nil {
+			t.Fatalf("Start server: %v", err)
+		}
+		t.Cleanup(func() {
+			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = sp.Kill(kctx)
+			_ = sp.Close()
+		})
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = sp.WaitForPort(wctx, port)
+		cancel()
+		if err == nil {
+			p = sp
+			break
+		}
+		if try < serverStarts && testport.TakenIn(out.String()) {
+			t.Logf("port %d taken on the sandbox's network, trying another: %v", port, err)
+			continue
+		}
 		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
 	}
 	ep, err := sb.Expose(ctx, port, opts)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/procnet"
+	"github.com/sandboxkit/sandbox/internal/testport"
 )
 
 // TestExposeNoNetworkAndClose: a sandbox without network still serves
@@ -283,14 +284,30 @@ func serveFile(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, name stri
 	if err := sb.WriteFile(ctx, dir+"/"+name, data); err != nil {
 		t.Fatal(err)
 	}
-	port := 20000 + rand.IntN(20000)
-	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	if err := sb.WaitForPort(ctx, port); err != nil {
-		t.Fatal(err)
+	var port int
+	var p *sandbox.Process
+	for try := 1; ; try++ {
+		port = testport.Pick() // the host's network at L1: another process may hold it
+		res, err := sb.Exec(ctx, sandbox.Command{Args: []string{"cat", "/proc/net/tcp", "/proc/net/tcp6"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if try < 5 && procnet.Listening(string(res.Stdout), port) {
+			continue
+		}
+		sp, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1", "--directory", dir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sp.Close() })
+		err = sp.WaitForPort(ctx, port)
+		if err == nil {
+			p = sp
+			break
+		}
+		if try == 5 || !testport.TakenIn(err.Error()) {
+			t.Fatal(err)
+		}
 	}
 	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
 	if err != nil {

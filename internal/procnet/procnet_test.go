@@ -1,4 +1,4 @@
-package sandbox
+package procnet
 
 import "testing"
 
@@ -11,8 +11,8 @@ func TestListeningParsesProcNetTCP(t *testing.T) {
    0: 00000000000000000000000000000000:2328 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 3 1 0000000000000000 100 0 0 10 0
 `
 	for port, want := range map[int]bool{8000: true, 9000: true, 80: false, 40000: false} {
-		if got := listening(table, port); got != want {
-			t.Errorf("listening(%d) = %v, want %v", port, got, want)
+		if got := Listening(table, port); got != want {
+			t.Errorf("Listening(%d) = %v, want %v", port, got, want)
 		}
 	}
 }
