@@ -23,9 +23,9 @@ var states = sync.OnceValue(newStateCache)
 // any other), and its unlinking or replacement, queues an event before
 // the writing call returns, and every lookup first drains the queue
 // without blocking, so an entry still present after the drain is as new
-// as the file. Entries are keyed by the state file's path; the caller
-// still opens that path (and takes its shared lock) before a lookup, so a
-// sandbox whose directory was moved away or removed is not found. When
+// as the file. Entries are keyed by the state file's path; a caller of get
+// still opens that path (and takes its shared lock) before the lookup, so
+// a sandbox whose directory was moved away or removed is not found. When
 // inotify is unavailable (or its watches run out), the cache holds
 // nothing and every read goes to the file, as without it.
 //
