@@ -128,7 +128,16 @@ func (c *stateCache) dropAll() {
 
 // get returns the cached state read from path, if it is as new as the
 // file.
-func (c *stateCache) get(path string) (metaState, bool) {
+func (c *stateCache) get(path string) (metaState, bool) { return c.lookup(path, false) }
+
+// fast returns the cached state read from path when its entry keeps the
+// file open and saw no freeze record, once the state's lock, taken shared
+// on the kept descriptor and released at once, was free. False (the lock
+// held by a writer among others) sends the caller the long way, which
+// waits for the lock.
+func (c *stateCache) fast(path string) (metaState, bool) { return c.lookup(path, true) }
+
+func (c *stateCache) lookup(path string, fast bool) (metaState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fd < 0 {
@@ -139,31 +148,12 @@ func (c *stateCache) get(path string) (metaState, bool) {
 	if !ok {
 		return metaState{}, false
 	}
-	st := e.st
-	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
-	return st, true
-}
-
-// fast returns the cached state read from path when its entry keeps the
-// file open and saw no freeze record, once the state's lock, taken shared
-// on the kept descriptor and released at once, was free. False (the lock
-// held by a writer among others) sends the caller the long way, which
-// waits for the lock.
-func (c *stateCache) fast(path string) (metaState, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return metaState{}, false
+	if fast {
+		if e.fd < 0 || !e.noMark || unix.Flock(e.fd, unix.LOCK_SH|unix.LOCK_NB) != nil {
+			return metaState{}, false
+		}
+		_ = unix.Flock(e.fd, unix.LOCK_UN)
 	}
-	c.drain()
-	e, ok := c.entries[path]
-	if !ok || e.fd < 0 || !e.noMark {
-		return metaState{}, false
-	}
-	if unix.Flock(e.fd, unix.LOCK_SH|unix.LOCK_NB) != nil {
-		return metaState{}, false
-	}
-	_ = unix.Flock(e.fd, unix.LOCK_UN)
 	st := e.st
 	st.Cgroups.V1 = maps.Clone(st.Cgroups.V1)
 	return st, true

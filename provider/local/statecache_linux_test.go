@@ -17,12 +17,8 @@ import (
 // would) is seen by the next read, as is the removal of the sandbox.
 func TestStateCacheSeesWrites(t *testing.T) {
 	t.Parallel()
-	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L1))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
 	ctx := t.Context()
-	in, err := rt.Create(ctx, &driver.CreateRequest{Timeout: time.Hour})
-	require.NoError(t, err)
+	rt, in := stateCacheSandbox(t)
 	for i := range 5 {
 		m, err := rt.readMeta(in.ID) // cached after the first
 		require.NoError(t, err)
@@ -40,7 +36,7 @@ func TestStateCacheSeesWrites(t *testing.T) {
 	}
 	// Another process's Destroy moves the directory away first: the
 	// record is gone from then on, though this process forgot nothing.
-	_, err = rt.readMeta(in.ID)
+	_, err := rt.readMeta(in.ID)
 	require.NoError(t, err)
 	trash := filepath.Join(filepath.Dir(rt.dir(in.ID)), ".trash-"+in.ID)
 	require.NoError(t, os.Rename(rt.dir(in.ID), trash))
@@ -60,14 +56,10 @@ func TestStateCacheSeesWrites(t *testing.T) {
 // moved away.
 func TestFastRunningStepsAside(t *testing.T) {
 	t.Parallel()
-	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L1))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rt.Close() })
 	ctx := t.Context()
-	in, err := rt.Create(ctx, &driver.CreateRequest{Timeout: time.Hour})
-	require.NoError(t, err)
+	rt, in := stateCacheSandbox(t)
 	id := in.ID
-	_, err = rt.running(ctx, id)
+	_, err := rt.running(ctx, id)
 	require.NoError(t, err)
 	_, ok := rt.fastRunning(id)
 	require.True(t, ok, "a running sandbox read once is not on the fast path")
@@ -132,4 +124,16 @@ func TestFastRunningStepsAside(t *testing.T) {
 	require.NoError(t, rt.Destroy(ctx, id))
 	_, err = rt.running(ctx, id)
 	require.ErrorIs(t, err, sberrors.ErrNotFound)
+}
+
+// stateCacheSandbox makes an L1 sandbox (no agent until a command) in a
+// Runtime of its own.
+func stateCacheSandbox(t *testing.T) (*Runtime, driver.Info) {
+	t.Helper()
+	rt, err := New(WithRoot(t.TempDir()), WithIsolation(L1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rt.Close() })
+	in, err := rt.Create(t.Context(), &driver.CreateRequest{Timeout: time.Hour})
+	require.NoError(t, err)
+	return rt, in
 }
