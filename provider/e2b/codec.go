@@ -1,8 +1,6 @@
 package e2b
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sandboxkit/sandbox/internal/jsonscan"
 	"github.com/sandboxkit/sandbox/provider/e2b/internal/envd/process"
 )
 
@@ -136,14 +135,14 @@ func appendString(b []byte, s string) ([]byte, bool) {
 // unmarshalEvent decodes {"event": {...}} holding exactly one member of
 // the event oneof, written plainly; anything else is left to protojson.
 func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
-	sc := scanner{b: b}
+	sc := jsonscan.New(b)
 	var ev *process.ProcessEvent
-	ok := sc.object(func(key string) bool {
+	ok := sc.Object(func(key string) bool {
 		if key != "event" || ev != nil {
 			return false
 		}
 		ev = &process.ProcessEvent{}
-		return sc.object(func(key string) bool {
+		return sc.Object(func(key string) bool {
 			if ev.Event != nil {
 				return false // a second member of the oneof
 			}
@@ -152,23 +151,23 @@ func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
 				st := &process.ProcessEvent_StartEvent{}
 				ev.Event = &process.ProcessEvent_Start{Start: st}
 				seen := false
-				return sc.object(func(key string) bool {
+				return sc.Object(func(key string) bool {
 					if key != "pid" || seen {
 						return false
 					}
 					seen = true
-					n, ok := sc.int(0, math.MaxUint32)
+					n, ok := sc.Int(0, math.MaxUint32)
 					st.Pid = uint32(n)
 					return ok
 				})
 			case "data":
 				d := &process.ProcessEvent_DataEvent{}
 				ev.Event = &process.ProcessEvent_Data{Data: d}
-				return sc.object(func(key string) bool {
+				return sc.Object(func(key string) bool {
 					if d.Output != nil {
 						return false
 					}
-					out, ok := sc.bytes()
+					out, ok := sc.Bytes()
 					switch key {
 					case "stdout":
 						d.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: out}
@@ -185,7 +184,7 @@ func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
 				end := &process.ProcessEvent_EndEvent{}
 				ev.Event = &process.ProcessEvent_End{End: end}
 				var seen [4]bool
-				return sc.object(func(key string) bool {
+				return sc.Object(func(key string) bool {
 					f, known := endFields[key]
 					if !known || seen[f] {
 						return false
@@ -193,19 +192,19 @@ func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
 					seen[f] = true
 					switch key {
 					case "exitCode", "exit_code":
-						n, ok := sc.int(math.MinInt32, math.MaxInt32)
+						n, ok := sc.Int(math.MinInt32, math.MaxInt32)
 						end.ExitCode = int32(n)
 						return ok
 					case "exited":
-						v, ok := sc.bool()
+						v, ok := sc.Bool()
 						end.Exited = v
 						return ok
 					case "status":
-						v, ok := sc.string()
+						v, ok := sc.String()
 						end.Status = v
 						return ok
 					case "error":
-						v, ok := sc.string()
+						v, ok := sc.String()
 						end.Error = &v
 						return ok
 					}
@@ -213,12 +212,12 @@ func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
 				})
 			case "keepalive":
 				ev.Event = &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}
-				return sc.object(func(string) bool { return false })
+				return sc.Object(func(string) bool { return false })
 			}
 			return false
 		}) && ev.Event != nil
 	})
-	if !ok || ev == nil || !sc.end() {
+	if !ok || ev == nil || !sc.End() {
 		return nil, false
 	}
 	return ev, true
@@ -228,155 +227,3 @@ func unmarshalEvent(b []byte) (*process.ProcessEvent, bool) {
 // that a field given twice (under either name) is refused as protojson
 // refuses it.
 var endFields = map[string]int{"exitCode": 0, "exit_code": 0, "exited": 1, "status": 2, "error": 3}
-
-// scanner reads the plain subset of JSON the fast path accepts: objects,
-// strings without escapes, integers without sign tricks or exponents,
-// booleans. Each method reports false on anything else.
-type scanner struct {
-	b []byte
-	i int
-}
-
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *scanner) peek() byte {
-	s.ws()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
-}
-
-func (s *scanner) end() bool { return s.peek() == 0 && s.i == len(s.b) }
-
-// object reads {"key": value, ...}, calling member to read each value.
-func (s *scanner) object(member func(key string) bool) bool {
-	if s.peek() != '{' {
-		return false
-	}
-	s.i++
-	if s.peek() == '}' {
-		s.i++
-		return true
-	}
-	for {
-		key, ok := s.string()
-		if !ok || s.peek() != ':' {
-			return false
-		}
-		s.i++
-		if !member(key) {
-			return false
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// string reads a string without escapes, in valid UTF-8.
-func (s *scanner) string() (string, bool) {
-	if s.peek() != '"' {
-		return "", false
-	}
-	start := s.i + 1
-	for j := start; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
-			v := s.b[start:j]
-			s.i = j + 1
-			return string(v), utf8.Valid(v)
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// bytes reads a base64 string (standard alphabet, padded).
-func (s *scanner) bytes() ([]byte, bool) {
-	if s.peek() != '"' {
-		return nil, false
-	}
-	start := s.i + 1
-	j := bytes.IndexByte(s.b[start:], '"')
-	if j < 0 {
-		return nil, false
-	}
-	enc := s.b[start : start+j]
-	for _, c := range enc {
-		// Go's decoder skips CR and LF, which protojson refuses.
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return nil, false
-		}
-	}
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
-	n, err := base64.StdEncoding.Strict().Decode(out, enc)
-	if err != nil {
-		return nil, false
-	}
-	s.i = start + j + 1
-	return out[:n], true
-}
-
-// int reads an integer in [lo, hi]: an optional minus sign and digits,
-// without leading zeros.
-func (s *scanner) int(lo, hi int64) (int64, bool) {
-	s.ws()
-	j := s.i
-	neg := j < len(s.b) && s.b[j] == '-'
-	if neg {
-		j++
-	}
-	start := j
-	var n int64
-	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' && j-start < 11 {
-		n = n*10 + int64(s.b[j]-'0')
-		j++
-	}
-	if j == start || (s.b[start] == '0' && j-start > 1) || j-start > 10 {
-		return 0, false
-	}
-	if j < len(s.b) {
-		if c := s.b[j]; c == '.' || c == 'e' || c == 'E' || (c >= '0' && c <= '9') {
-			return 0, false
-		}
-	}
-	if neg {
-		n = -n
-	}
-	if n < lo || n > hi {
-		return 0, false
-	}
-	s.i = j
-	return n, true
-}
-
-// bool reads true or false.
-func (s *scanner) bool() (bool, bool) {
-	s.ws()
-	switch {
-	case bytes.HasPrefix(s.b[s.i:], []byte("true")):
-		s.i += 4
-		return true, true
-	case bytes.HasPrefix(s.b[s.i:], []byte("false")):
-		s.i += 5
-		return false, true
-	}
-	return false, false
-}

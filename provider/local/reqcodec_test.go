@@ -87,7 +87,7 @@ func TestRequestDecodeTakesDirectPath(t *testing.T) {
 		Dir: "/home/user/work", Stdin: true, Timeout: 30e9}
 	b := appendRequest(nil, req)
 	var got request
-	if !(&reqDecoder{b: b}).decode(&got) {
+	if !directRequest(b, &got) {
 		t.Fatalf("the direct path refused %s", b)
 	}
 	if !reflect.DeepEqual(&got, req) {
@@ -145,7 +145,7 @@ func TestExitCodecIsEncodingJSON(t *testing.T) {
 			t.Fatalf("appendExit wrote %s, encoding/json writes %s", got, want)
 		}
 		var back exitMsg
-		if !(&reqDecoder{b: got}).exit(&back) || back != ex {
+		if !directExit(got, &back) || back != ex {
 			t.Fatalf("%s: the direct path read %+v (want %+v)", got, back, ex)
 		}
 		checkExitDecode(t, got)
