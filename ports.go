@@ -77,8 +77,13 @@ type WaitForPortOptions struct {
 	// A process that exits with status 0 may have handed the port to a
 	// child (a server that daemonizes, or "srv &" in a shell): the wait
 	// then goes on polling until its usual end, whose error says that the
-	// process exited. Any other exit is checked against the port once
-	// more before failing.
+	// process exited. Any other exit fails the wait, even when something
+	// listens on the port by then: a server that failed (often because
+	// the port was taken) is not the one listening. Where the sandbox
+	// shares its network with other programs (the host's network, as
+	// local's lower isolation levels do), a port one of them holds counts
+	// as listening until the server's exit is seen: the socket tables do
+	// not say whose a socket is.
 	Process *Process
 	// Timeout bounds the wait when ctx has no deadline: zero means
 	// DefaultPortWait, a negative value waits as long as ctx does. A
@@ -134,7 +139,9 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 	// The server is watched by its own Wait, so that its exit ends the
 	// wait at once rather than at the next poll.
 	exited := make(chan *Result, 1)
-	if opts.Process != nil {
+	if r := opts.Process.exitResult(); r != nil {
+		exited <- r // a Wait already saw the exit
+	} else if opts.Process != nil {
 		wctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -173,11 +180,10 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 		return s.wrap(op, "", fmt.Errorf("port %d not listening after %v (%d polls of /proc/net/tcp and /proc/net/tcp6)%s: %w",
 			port, time.Since(start).Round(time.Millisecond), polls, note, cause))
 	}
+	// A server that failed is not looked for again: on a network the
+	// sandbox shares with others (the host's), the port it could not take
+	// may be another program's.
 	died := func(r *Result) error {
-		// The server may have handed the port on before exiting: look once more.
-		if ok, err := poll(); err == nil && ok {
-			return nil
-		}
 		return s.wrap(op, "", &serverExitedError{port: port, pid: opts.Process.PID(), res: r})
 	}
 	// exit handles the server's exit: a failure ends the wait, a success
@@ -216,15 +222,17 @@ func (s *Sandbox) WaitForPortWith(ctx context.Context, port int, opts WaitForPor
 			}
 			return err
 		}
-		if ok {
-			return nil
-		}
+		// An exit seen by now came before the poll's answer, or with it:
+		// a listener then is not the failed server's.
 		select {
 		case r := <-exited:
 			if err, done := exit(r); done {
 				return err
 			}
 		default:
+		}
+		if ok {
+			return nil
 		}
 		delay = min(delay*2, time.Second)
 		t.Reset(delay)

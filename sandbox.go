@@ -763,6 +763,17 @@ func (p *Process) Wait(ctx context.Context) (res *Result, err error) {
 	return r, nil
 }
 
+// exitResult returns the process's Result if a Wait has seen its exit,
+// and nil otherwise (or when p is nil).
+func (p *Process) exitResult() *Result {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.result
+}
+
 // Signal sends sig to the process. Once the process has exited, Signal
 // sends nothing and returns nil (Wait tells how it ended): a signal that
 // races the exit is no error. ErrNotFound means the sandbox, or the

@@ -34,6 +34,7 @@ func init() {
 		test{name: "UnknownPort", needs: needsPorts, fn: testPortUnknown},
 		test{name: "FailsAfterDestroy", needs: needsPorts, fn: testPortAfterDestroy},
 		test{name: "WaitForPortServerDied", needs: needsProcesses, fn: testWaitForPortServerDied},
+		test{name: "WaitForPortServerDiedOnTakenPort", needs: needsPorts, fn: testWaitForPortTakenPort},
 		test{name: "WaitForPortBoundedWithoutDeadline", needs: needsProcesses, fn: testWaitForPortBounded},
 	)
 }
@@ -411,6 +412,65 @@ func testWaitForPortServerDied(ctx context.Context, t *testing.T, s *suite) {
 	}
 	if took > 10*time.Second {
 		t.Errorf("WaitForPort took %v to notice the server had exited", took)
+	}
+}
+
+// testWaitForPortTakenPort starts a server on a port another process of
+// the sandbox already listens on: it fails to bind and exits. A wait for
+// that server fails with FailedPrecondition and its exit, although the
+// port listens (as it does on a network shared with other programs):
+// the listener is not the server's.
+func testWaitForPortTakenPort(ctx context.Context, t *testing.T, s *suite) {
+	sb := s.create(ctx, t, nil)
+	if r := sh(ctx, t, sb, "command -v python3"); r.ExitCode != 0 {
+		t.Skip("python3 is not installed in the sandbox (the holder of the port is a Python listener)")
+	}
+	const holder = "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', PORT))\ns.listen()\ntime.sleep(600)\n"
+	const server = "import socket, sys\ns = socket.socket()\ntry:\n    s.bind(('127.0.0.1', PORT))\nexcept OSError as e:\n    sys.exit('bind: %s' % e)\n"
+	var port int
+	for try := 1; ; try++ {
+		port = testPort()
+		if try < serverStarts && portTaken(ctx, t, sb, port) {
+			continue
+		}
+		hp, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", strings.ReplaceAll(holder, "PORT", fmt.Sprint(port))}})
+		if err != nil {
+			t.Fatalf("Start the port's holder: %v", err)
+		}
+		t.Cleanup(func() {
+			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = hp.Kill(kctx)
+			_ = hp.Close()
+		})
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = hp.WaitForPort(wctx, port)
+		cancel()
+		if err == nil {
+			break
+		}
+		if try >= serverStarts || !testport.TakenIn(err.Error()) {
+			t.Fatalf("the port's holder does not listen on %d: %v", port, err)
+		}
+	}
+	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", strings.ReplaceAll(server, "PORT", fmt.Sprint(port))}})
+	if err != nil {
+		t.Fatalf("Start the server: %v", err)
+	}
+	defer p.Close()
+	r, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait for the server: %v", err)
+	}
+	if r.ExitCode == 0 {
+		t.Fatalf("the server bound port %d, which its holder listens on (stderr %q)", port, r.Stderr)
+	}
+	err = p.WaitForPort(ctx, port)
+	if err == nil {
+		t.Fatalf("WaitForPort(%d) for a server that exited with code %d (stderr %q) returned nil: the port's holder was taken for it", port, r.ExitCode, r.Stderr)
+	}
+	if sandbox.CodeOf(err) != sandbox.FailedPrecondition || !strings.Contains(err.Error(), fmt.Sprintf("exited with code %d", r.ExitCode)) {
+		t.Errorf("WaitForPort = %v (code %v), want FailedPrecondition saying the server exited with code %d", err, sandbox.CodeOf(err), r.ExitCode)
 	}
 }
 

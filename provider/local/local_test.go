@@ -122,6 +122,7 @@ func TestConformance(t *testing.T) {
 			"Ports/WebSocketEcho": noListen, "Ports/FailsAfterDestroy": noListen,
 			"Ports/ConcurrentDownloadsAbandoned": noListen, "Ports/RequiresCredentials": noListen,
 			"Ports/ServerNeverClosesFreesDescriptors": noListen, "Ports/ConnectionCapAndIdle": noListen,
+			"Ports/WaitForPortServerDiedOnTakenPort": noListen,
 		}, Groups: append(levelGroups, "Ports"), ShortGroups: append(levelShortGroups, "Ports")})
 	})
 	t.Run("L1", func(t *testing.T) {
