@@ -85,6 +85,37 @@ func TestFdsSettleTellsALeakFromANeighbour(t *testing.T) {
 			t.Errorf("descriptors closed soon after the round: %+v, want ok after one round", s)
 		}
 	})
+	// A leak of one kind is not hidden by descriptors of another kind
+	// closing meanwhile (a neighbour's files): the total comes back, the
+	// kind that leaked does not, and the round does not count as settled.
+	t.Run("leak hidden by another kind", func(t *testing.T) {
+		var files []*os.File
+		for range 3 * concFDSlack {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		t.Cleanup(func() {
+			for _, f := range files {
+				f.Close()
+			}
+		})
+		rounds := 0
+		s := fdsSettle(ctx, quiet{}, wait, func(context.Context) {
+			rounds++
+			open(t, concFDSlack) // 2×slack pipe ends
+			if rounds == 1 {
+				for _, f := range files {
+					f.Close() // 3×slack files
+				}
+			}
+		})
+		if s.ok || rounds != 2 {
+			t.Errorf("pipes leaked while more files closed: %+v after %d rounds, want not ok after two", s, rounds)
+		}
+	})
 }
 
 // quiet is a reporter that drops its logs and has not failed: the rounds

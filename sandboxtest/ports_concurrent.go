@@ -214,16 +214,32 @@ func openFDs() (fdCount, bool) {
 	return c, true
 }
 
-// waitFDs polls openFDs until at most limit descriptors are open, for up
-// to d (or until ctx ends), and returns the last count.
-func waitFDs(ctx context.Context, limit int, d time.Duration) fdCount {
+// within reports whether c holds at most slack descriptors more than
+// before, in all and of each kind: a relay's leaked sockets are not hidden
+// by files a neighbour closed meanwhile.
+func (c fdCount) within(before fdCount, slack int) bool {
+	if c.total > before.total+slack {
+		return false
+	}
+	for k, n := range c.kinds {
+		if n > before.kinds[k]+slack {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFDs polls openFDs until the count is within slack of before (see
+// fdCount.within), for up to d (or until ctx ends), and returns the last
+// count.
+func waitFDs(ctx context.Context, before fdCount, slack int, d time.Duration) fdCount {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		c, _ := openFDs()
-		if c.total <= limit {
+		if c.within(before, slack) {
 			return c
 		}
 		select {
@@ -262,7 +278,8 @@ func (s settled) String() string {
 }
 
 // fdsSettle counts this process's descriptors, runs round, and waits up to
-// wait for the count to come back to at most concFDSlack more than before.
+// wait for the count to come back to at most concFDSlack more than before,
+// in all and of each kind (fdCount.within).
 // The count is the whole process's, and the rest of the package (another
 // configuration's subtests, a provider's own tests) opens and closes
 // descriptors at the same time: when the count does not come back, the
@@ -278,12 +295,12 @@ func fdsSettle(ctx context.Context, t reporter, wait time.Duration, round func(c
 		}
 		s.rounds++
 		round(ctx)
-		after := waitFDs(ctx, before.total+concFDSlack, wait)
+		after := waitFDs(ctx, before, concFDSlack, wait)
 		if s.rounds > 1 { // the first did not settle
 			s.first = fmt.Sprintf("%d before, %d after", s.before.total, s.after.total)
 		}
 		s.before, s.after = before, after
-		s.ok = after.total <= before.total+concFDSlack
+		s.ok = after.within(before, concFDSlack)
 		if s.ok {
 			break
 		}

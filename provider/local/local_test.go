@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/internal/testpar"
@@ -95,7 +96,10 @@ func TestConformance(t *testing.T) {
 		t.Parallel()
 		up := newConformanceUpstream(t)
 		sandboxtest.Run(t, sandboxtest.Harness{NewClient: func(t *testing.T) *sandbox.Client {
-			return sandbox.NewClient(newRuntime(t, up.options()...))
+			// The suite checks that relays of half-closed connections end
+			// (Ports/ServerNeverClosesFreesDescriptors): not after the
+			// default 15 s.
+			return sandbox.NewClient(newRuntime(t, append(up.options(), WithHalfCloseTimeout(2*time.Second))...))
 		}, Egress: up.hooks(), SameProvider: sameRoot, SnapshotSparseSize: 1 << 30})
 	})
 	t.Run("warm-pool", func(t *testing.T) {

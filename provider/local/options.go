@@ -32,12 +32,13 @@ type config struct {
 	egressHosts map[string][]netip.Addr
 	egressRoots string
 	egressDial  map[netip.AddrPort]netip.AddrPort
+	halfClose   time.Duration // WithHalfCloseTimeout
 	now         func() time.Time
 	bad         opts.Errors // invalid option values, reported by New
 }
 
 func defaultConfig() config {
-	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second, now: time.Now}
+	return config{log: slog.New(slog.DiscardHandler), lease: DefaultLease, reapEach: 2 * time.Second, halfClose: DefaultHalfCloseTimeout, now: time.Now}
 }
 
 // apply applies opts to c and returns the InvalidArgument error naming
@@ -123,6 +124,28 @@ func WithDefaultLease(d time.Duration) Option {
 			return
 		}
 		r.lease = d
+	}
+}
+
+// DefaultHalfCloseTimeout is how long a connection relayed to an exposed
+// port stays open once one of its directions ended and the other moves
+// nothing, when WithHalfCloseTimeout is not given.
+const DefaultHalfCloseTimeout = 15 * time.Second
+
+// WithHalfCloseTimeout sets how long a connection relayed to an exposed
+// port (Expose) stays open once one side closed or half-closed its
+// direction and nothing moves the other way (DefaultHalfCloseTimeout by
+// default; an endpoint's IdleTimeout, if shorter, applies instead). A
+// client that left is not kept waiting on a server that never closes its
+// side for longer, and a client that half-closes after its request still
+// gets an answer that starts within it.
+func WithHalfCloseTimeout(d time.Duration) Option {
+	return func(r *config) {
+		if d <= 0 {
+			r.bad.Invalid("WithHalfCloseTimeout", "half-close timeout %v is not positive", d)
+			return
+		}
+		r.halfClose = d
 	}
 }
 

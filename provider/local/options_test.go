@@ -14,6 +14,8 @@ func TestBadOptionNamesIt(t *testing.T) {
 	_, err := New(WithRoot(t.TempDir()), WithNetwork("bogus"), WithWarmPool(-1))
 	optstest.Check(t, "WithNetwork", err)
 	optstest.Check(t, "WithWarmPool", err)
+	_, err = New(WithRoot(t.TempDir()), WithHalfCloseTimeout(0))
+	optstest.Check(t, "WithHalfCloseTimeout", err)
 	if err != nil && strings.Contains(err.Error(), "WithRoot") {
 		t.Errorf("a valid option is named: %v", err)
 	}

@@ -59,12 +59,13 @@ import (
 // open connections and send nothing, but never take the endpoint from its
 // owner: a client that sends its request at once is read before a flood
 // pushes it out, the unix socket is never held up by TCP connections, and
-// the descriptors a flood costs stay bounded. A connection through which no byte moved for
-// IdleTimeout is closed, and so is one of whose two directions one has
-// ended (a side closed or half-closed) and the other moved nothing for
-// halfClosedTimeout: a client that left is not kept waiting for a server
-// that never closes its side, while a client's half close after its
-// request (HTTP/1.0 style) still gets the answer.
+// the descriptors a flood costs stay bounded. A connection through which
+// no byte moved for IdleTimeout is closed, and so is one of whose two
+// directions one has ended (a side closed or half-closed) and the other
+// moved nothing for the Runtime's half-close timeout
+// (WithHalfCloseTimeout): a client that left is not kept waiting for a
+// server that never closes its side, while a client's half close after
+// its request (HTTP/1.0 style) still gets the answer.
 
 // TokenHeader is the header that carries a local endpoint's access token
 // (Endpoint.Header holds it; Endpoint.NewRequest sends it).
@@ -77,9 +78,6 @@ const (
 	// DefaultIdleTimeout closes a local endpoint's connection idle this
 	// long, when ExposeOptions.IdleTimeout is 0.
 	DefaultIdleTimeout = 5 * time.Minute
-	// halfClosedTimeout closes a connection one of whose directions ended
-	// once the other has been idle this long (or IdleTimeout, if shorter).
-	halfClosedTimeout = 15 * time.Second
 	// headerTimeout bounds the wait for a connection's first request
 	// headers (or IdleTimeout, if shorter).
 	headerTimeout = 10 * time.Second
@@ -703,7 +701,7 @@ func (f *forwarder) relay(tc net.Conn, held *waiting) {
 		return
 	}
 	defer f.untrack(ac)
-	w := newWatch(idle, tc, ac)
+	w := newWatch(idle, f.r.halfClose, tc, ac)
 	defer w.stop()
 	hc, isHC := tc.(halfCloser)
 	if raw && isHC {
@@ -919,18 +917,19 @@ func refuse(c net.Conn, status int, msg string) {
 
 // watch closes a relayed connection's two sides when it has been idle
 // too long: no byte either way for idle, or, once one direction ended,
-// none the other way for halfClosedTimeout (or idle, if shorter).
+// none the other way for halfIdle (or idle, if shorter).
 type watch struct {
-	idle  time.Duration
-	a, b  net.Conn
-	last  atomic.Int64 // UnixNano of the last byte moved
-	half  atomic.Bool
-	done  atomic.Bool // stopped: the check does nothing
-	timer *time.Timer
+	idle     time.Duration
+	halfIdle time.Duration // the limit once one direction ended
+	a, b     net.Conn
+	last     atomic.Int64 // UnixNano of the last byte moved
+	half     atomic.Bool
+	done     atomic.Bool // stopped: the check does nothing
+	timer    *time.Timer
 }
 
-func newWatch(idle time.Duration, a, b net.Conn) *watch {
-	w := &watch{idle: idle, a: a, b: b}
+func newWatch(idle, halfIdle time.Duration, a, b net.Conn) *watch {
+	w := &watch{idle: idle, halfIdle: halfIdle, a: a, b: b}
 	w.touch()
 	w.timer = time.AfterFunc(idle, w.check)
 	return w
@@ -940,7 +939,7 @@ func (w *watch) touch() { w.last.Store(time.Now().UnixNano()) }
 
 func (w *watch) limit() time.Duration {
 	if w.half.Load() {
-		return min(w.idle, halfClosedTimeout)
+		return min(w.idle, w.halfIdle)
 	}
 	return w.idle
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/testport"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
@@ -677,4 +678,97 @@ func TestReadNotingNotesBeforeTheBytesLeave(t *testing.T) {
 	if n, err := readNoting(server, p, func([]byte) {}); n != 0 || err != io.EOF {
 		t.Errorf("read after the client closed = %d, %v; want 0, io.EOF", n, err)
 	}
+}
+
+// TestHalfCloseTimeoutEndsTheRelay: once the client closed its side, a
+// relayed connection to a server that never closes its own ends after
+// the Runtime's half-close timeout (WithHalfCloseTimeout), not after the
+// default 15 s or the endpoint's idle limit.
+func TestHalfCloseTimeoutEndsTheRelay(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed (the test's server is a python3 script)")
+	}
+	const half = 300 * time.Millisecond
+	rt := newRuntime(t, WithHalfCloseTimeout(half))
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sb, err := c.Create(ctx, sandbox.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server answers each request and keeps the connection open.
+	const hold = `import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = c.recv(4096)
+        if not d: break
+        data += d
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nheld")
+`
+	if err := sb.WriteFile(ctx, sb.Home()+"/hold.py", []byte(hold)); err != nil {
+		t.Fatal(err)
+	}
+	var port int
+	for try := 1; ; try++ {
+		port = testport.Pick()
+		p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", sb.Home() + "/hold.py", fmt.Sprint(port)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Kill(context.Background()); _ = p.Close() })
+		if err = p.WaitForPort(ctx, port); err == nil {
+			break
+		} else if try == 5 || !testport.TakenIn(err.Error()) {
+			t.Fatal(err)
+		}
+	}
+	ep, err := sb.Expose(ctx, port, sandbox.ExposeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayed := func() int {
+		rt.ports.mu.Lock()
+		defer rt.ports.mu.Unlock()
+		f := rt.ports.m[sb.ID()][port]
+		if f == nil {
+			return -1
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.conns)
+	}
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(ep.URL, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	req := "GET / HTTP/1.1\r\nHost: x\r\n" + TokenHeader + ": " + ep.Header.Get(TokenHeader) + "\r\n\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := relayed(); n <= 0 {
+		t.Fatalf("the forwarder tracks %d descriptors while its client is connected, want some", n)
+	}
+	conn.Close()
+	left := time.Now()
+	for relayed() != 0 {
+		if time.Since(left) > 5*time.Second {
+			t.Fatalf("the relay still holds the connection %v after its client left (half-close timeout %v)", time.Since(left), half)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("relay ended %v after the client left (half-close timeout %v)", time.Since(left).Round(time.Millisecond), half)
 }

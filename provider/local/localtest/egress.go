@@ -76,9 +76,16 @@ func NewEgressUpstream(t testing.TB) *EgressUpstream {
 	return u
 }
 
+// HalfClose is the half-close timeout (local.WithHalfCloseTimeout) of the
+// Runtimes Backend returns.
+const HalfClose = 2 * time.Second
+
 // Backend is a local Runtime whose egress proxy reaches u, closed when t
 // ends. Its sandboxes get no network unless their create asks for a
-// policy (local.NetworkNone).
+// policy (local.NetworkNone). A relayed connection to an exposed port
+// that a side half-closed ends after HalfClose of silence the other way,
+// so that a suite's check that such connections are freed need not wait
+// the default.
 func (u *EgressUpstream) Backend(t testing.TB) driver.Runtime {
 	t.Helper()
 	secret, other := netip.MustParseAddr("192.0.2.80"), netip.MustParseAddr("192.0.2.81")
@@ -102,7 +109,7 @@ func (u *EgressUpstream) Backend(t testing.TB) driver.Runtime {
 		local.WithEgressDialOverride(map[netip.AddrPort]netip.AddrPort{
 			netip.AddrPortFrom(secret, 443): u.addr, netip.AddrPortFrom(other, 443): u.addr,
 		}),
-		local.WithEgressRootCAs(u.ca))
+		local.WithEgressRootCAs(u.ca), local.WithHalfCloseTimeout(HalfClose))
 	if err != nil {
 		t.Fatalf("local.New: %v", err)
 	}
