@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -220,7 +219,15 @@ type Error struct {
 	// Traceback holds the formatted traceback, one frame (or line) per
 	// element, the cell's own frames only.
 	Traceback []string
+	// Truncated is set when Value or Traceback was cut: each holds at most
+	// 64 KiB (an exception can carry any amount of text), and a report
+	// too long for the kernel's event limit is replaced by one that says
+	// so (Name "Error").
+	Truncated bool
 }
+
+// maxErrorText bounds an Error's Value, and its Traceback in all.
+const maxErrorText = 64 << 10
 
 // String returns "Name: Value".
 func (e *Error) String() string { return e.Name + ": " + e.Value }
@@ -245,6 +252,10 @@ var ErrNotKilled = errors.New("interp: the kernel could not be killed")
 
 // ErrClosed is matched by the error of a call on a closed Kernel.
 var ErrClosed = errors.New("interp: the kernel is closed")
+
+// errBadAnswer is the error of a poll whose status line made no sense (a
+// cell can write the files the kernel's client reads).
+var errBadAnswer = errors.New("bad answer from the kernel's client")
 
 // Kernel is one interpreter context: a kernel process in a sandbox with its
 // own state. Runs on one Kernel are served one at a time, in call order;
@@ -321,9 +332,8 @@ func (k *Kernel) source() (src []byte, file string) {
 	case Node:
 		src = nodeKernel
 	}
-	sum := sha256.Sum256(src)
 	ext := map[Language]string{Python: ".py", Bash: ".bash", Node: ".js"}[k.opts.Language]
-	return src, "kernel-" + hex.EncodeToString(sum[:12]) + ext
+	return src, "kernel" + ext
 }
 
 // start launches a fresh kernel process and makes it the current one.
@@ -335,7 +345,7 @@ func (k *Kernel) start(ctx context.Context) error {
 	src, file := k.source()
 	ctx, cancel := context.WithTimeout(ctx, k.opts.StartTimeout)
 	defer cancel()
-	out, _, err := k.exec(ctx, launchScript, bytes.NewReader(src), k.opts.Dir, k.opts.Env, 64<<10,
+	out, redact, err := k.exec(ctx, launchScript, bytes.NewReader(src), k.opts.Dir, k.opts.Env, 64<<10,
 		k.base, kid, file, string(k.opts.Language))
 	if err != nil {
 		return wrap(op, err)
@@ -368,7 +378,8 @@ func (k *Kernel) start(ctx context.Context) error {
 		return wrap(op, sandbox.Errorf(sandbox.FailedPrecondition, "%s", strings.TrimPrefix(line, "error=")))
 	case line == "failed":
 		k.stop(context.WithoutCancel(ctx), path.Join(k.base, kid))
-		return wrap(op, fmt.Errorf("%w: it exited at start: %s", ErrDied, strings.TrimSpace(rest)))
+		// The tail of the kernel's log: what the program printed.
+		return wrap(op, fmt.Errorf("%w: it exited at start: %s", ErrDied, strings.TrimSpace(string(redact([]byte(rest))))))
 	}
 	return wrap(op, fmt.Errorf("bad launcher answer %q", line))
 }
@@ -527,6 +538,11 @@ func (k *Kernel) Run(ctx context.Context, code string, opts RunOptions) (_ *Exec
 		st, data, redact, err := k.poll(pctx, dir, n, off, submit, req, pollTicks)
 		cancel()
 		if err != nil {
+			if errors.Is(err, errBadAnswer) {
+				// As with events that make no sense below: the cell
+				// cannot be followed, so its kernel is ended.
+				return k.end(ctx, c, dir, false, ctxErr, fmt.Errorf("cell %d: %w", n, err))
+			}
 			if atDeadline(base, pctx) || (ctxErr == nil && ctx.Err() != nil) || (!killAt.IsZero() && !time.Now().Before(killAt)) {
 				continue // the loop's head interrupts or kills
 			}
@@ -765,7 +781,8 @@ func (k *Kernel) poll(ctx context.Context, dir string, n int, off int64, submit 
 	line, data, _ := bytes.Cut(out, []byte("\n"))
 	var st pollState
 	if _, err := fmt.Sscanf(string(line), "%s %d", &st.state, &st.size); err != nil {
-		return pollState{}, nil, nil, fmt.Errorf("bad answer from the kernel's client: %q", line)
+		// The line comes from files a cell can write: redacted.
+		return pollState{}, nil, nil, fmt.Errorf("%w: %q", errBadAnswer, redact(line))
 	}
 	return st, data, redact, nil
 }
@@ -961,6 +978,9 @@ func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
 			}
 			line = append(c.line, line...)
 			c.line = nil
+		case len(line) > c.maxLine:
+			c.dropLine(nil, line)
+			continue
 		}
 		if err := c.event(line); err != nil {
 			return err
@@ -970,10 +990,14 @@ func (c *collector) feed(data []byte, redact func([]byte) []byte) error {
 }
 
 // dropLine notes an event too long to be held: no kernel keeping the caps
-// sends one, so it is dropped and counted as output past the caps.
+// sends one, so it is dropped and counted as output past the caps; an
+// error's report is replaced by one that says it was dropped, so that the
+// cell is not taken for one that succeeded.
 func (c *collector) dropLine(held, more []byte) {
 	start := append(held[:min(len(held), 64):min(len(held), 64)], more[:min(len(more), 64)]...)
 	switch {
+	case bytes.HasPrefix(start, []byte(`{"type":"error"`)):
+		c.ex.Error = &Error{Name: "Error", Value: fmt.Sprintf("the cell raised an error whose report was over %d bytes, too long to keep", c.maxLine), Truncated: true}
 	case bytes.Contains(start, []byte(`"stdout"`)):
 		c.ex.StdoutTruncated = true
 	case bytes.Contains(start, []byte(`"stderr"`)):
@@ -1011,9 +1035,24 @@ func (c *collector) event(line []byte) error {
 		}
 		return c.result(ev, data)
 	case "error":
-		e := &Error{Name: red(ev.Name), Value: red(ev.Value)}
+		// Redacted before it is cut: a secret the cut goes through is
+		// redacted whole.
+		e := &Error{Name: cutString(red(ev.Name), 1<<10), Value: red(ev.Value), Truncated: ev.Cut}
+		if len(e.Value) > maxErrorText {
+			e.Value, e.Truncated = cutString(e.Value, maxErrorText), true
+		}
+		room := maxErrorText
 		for _, t := range ev.Traceback {
-			e.Traceback = append(e.Traceback, red(t))
+			t = red(t)
+			if len(t) > room {
+				if t = cutString(t, room); t != "" {
+					e.Traceback = append(e.Traceback, t)
+				}
+				e.Truncated = true
+				break
+			}
+			room -= len(t)
+			e.Traceback = append(e.Traceback, t)
 		}
 		c.ex.Error = e
 	case "done":

@@ -139,7 +139,12 @@ function run(n, code, timeout) {
     const nameOf = e && e.constructor && e.constructor.name || typeof e;
     const stack = (e && e.stack ? String(e.stack) : String(e)).split('\n');
     const keep = stack.filter((l, i) => i === 0 || l.includes('<cell-'));
-    emit({ type: 'error', name: timedOut || interrupted ? 'KeyboardInterrupt' : (e && e.name) || nameOf, value: e && e.message !== undefined ? String(e.message) : String(e), traceback: keep.map((l) => l + '\n') });
+    // An exception can carry any amount of text: the host keeps 64 KiB of
+    // each, so no more is sent.
+    let cut = false;
+    const short = (s) => { if (s.length > 65536) { cut = true; return s.slice(0, 65536); } return s; };
+    const value = short(e && e.message !== undefined ? String(e.message) : String(e));
+    emit({ type: 'error', name: timedOut || interrupted ? 'KeyboardInterrupt' : (e && e.name) || nameOf, value, traceback: keep.map((l) => short(l) + '\n'), cut });
   }
   return { interrupted, timedOut };
 }

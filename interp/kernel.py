@@ -302,7 +302,17 @@ def run(code, timeout):
         keep = [tb[0]] + [f for f in tb[1:-1] if "<cell-" in f] + [tb[-1]] if len(tb) > 1 else tb
         if isinstance(err, SyntaxError):
             keep = traceback.format_exception_only(type(err), err)
-        emit({"type": "error", "name": type(err).__name__, "value": str(err), "traceback": keep})
+        # An exception can carry any amount of text: the host keeps 64 KiB
+        # of each, so no more is sent.
+        value, cut = str(err), False
+        if len(value) > 65536:
+            value, cut = value[:65536], True
+        short = []
+        for line in keep:
+            if len(line) > 65536:
+                line, cut = line[:65536] + "\n", True
+            short.append(line)
+        emit({"type": "error", "name": type(err).__name__, "value": value, "traceback": short, "cut": cut})
     return err
 
 

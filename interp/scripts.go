@@ -49,12 +49,10 @@ node) prog=$(command -v node) || { cat > /dev/null; echo 'error=node is not inst
 *) cat > /dev/null; echo "error=unknown language"; exit 0 ;;
 esac
 (umask 077 && mkdir -p "$base") || exit 1
-if [ -s "$base/$file" ]; then
-	cat > /dev/null
-else
-	cat > "$base/$file.tmp.$$" && mv -f "$base/$file.tmp.$$" "$base/$file" || exit 1
-fi
-(umask 077 && mkdir "$d" && mkdir "$d/req" "$d/ev" && mkfifo "$d/in" "$d/out") || exit 1
+# The program is written afresh into the kernel's own new directory: a
+# copy shared between starts could be replaced by a cell, and the next
+# start (a restart that promises a clean state) would run the cell's code.
+(umask 077 && mkdir "$d" && mkdir "$d/req" "$d/ev" && mkfifo "$d/in" "$d/out" && cat > "$d/$file") || exit 1
 exec 4<> "$d/out"
 detach=
 if command -v setsid > /dev/null 2>&1; then
@@ -78,7 +76,7 @@ if env --default-signal=INT true > /dev/null 2>&1; then dflt='env --default-sign
 		echo $$ > "$d/group"
 		"$@" "$d" < /dev/null >> "$d/log" 2>&1
 		: > "$d/dead"
-		printf "0 dead\n" 1<> "$d/out"' sandboxkit-interp-monitor "$d" $dflt "$prog" "$base/$file" &
+		printf "0 dead\n" 1<> "$d/out"' sandboxkit-interp-monitor "$d" $dflt "$prog" "$d/$file" &
 ) < /dev/null > /dev/null 2>&1 4>&-
 while [ ! -e "$d/ready" ] && [ ! -e "$d/dead" ]; do
 	IFS=' ' read -r m w <&4 || break
