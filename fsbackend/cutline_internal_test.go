@@ -11,7 +11,18 @@ import (
 func TestCutLineKeepsSecretsWhole(t *testing.T) {
 	t.Parallel()
 	const secret = "tok-5ecret-XYZ-123"
-	b := &FilesystemBackend{opts: Options{SecretEnv: map[string]string{"K": secret, "PEM": "-----BEGIN-----\nzzqq77pp99\n-----END-----"}}}
+	const pem = "-----BEGIN-----\nzzqq77pp99\n-----END-----"
+	// The values come as SecretEnv, or as Secrets (in no environment: a
+	// brokered secret's value).
+	t.Run("SecretEnv", func(t *testing.T) {
+		testCutLineKeeps(t, &FilesystemBackend{opts: Options{SecretEnv: map[string]string{"K": secret, "PEM": pem}}}, secret)
+	})
+	t.Run("Secrets", func(t *testing.T) {
+		testCutLineKeeps(t, &FilesystemBackend{opts: Options{Secrets: []string{secret, pem}}}, secret)
+	})
+}
+
+func testCutLineKeeps(t *testing.T, b *FilesystemBackend, secret string) {
 	for k := 1; k < len(secret); k++ {
 		// The value starts k characters before the cut.
 		line := strings.Repeat("a", MaxLineChars-k) + secret + "bbbb"

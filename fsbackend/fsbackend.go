@@ -202,6 +202,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"maps"
 	"math"
@@ -272,6 +273,13 @@ type Options struct {
 	// long line never splits a value, so that a caller redacting results
 	// sees either all of one or none of it.
 	SecretEnv map[string]string
+	// Secrets are values that are in no command's environment but that a
+	// file in the sandbox may come to hold (a brokered secret's value an
+	// upstream echoed back): the file tools' cuts never split them, as
+	// they never split a SecretEnv value. Redacting them from results is
+	// the caller's (the sandbox handle that created the sandbox redacts
+	// brokered values from Execute's output).
+	Secrets []string
 	// ExecuteTimeout is the default ExecuteRequest.Timeout
 	// (DefaultExecuteTimeout when 0).
 	ExecuteTimeout time.Duration
@@ -322,7 +330,7 @@ func New(sb *sandbox.Sandbox, opts Options) (*FilesystemBackend, error) {
 	if sb == nil {
 		return nil, sandbox.Errorf(sandbox.InvalidArgument, "fsbackend: nil sandbox")
 	}
-	opts.Env, opts.SecretEnv = maps.Clone(opts.Env), maps.Clone(opts.SecretEnv)
+	opts.Env, opts.SecretEnv, opts.Secrets = maps.Clone(opts.Env), maps.Clone(opts.SecretEnv), slices.Clone(opts.Secrets)
 	if opts.BaseDir != "" {
 		if err := pathsafe.Check(opts.BaseDir); err != nil || !strings.HasPrefix(opts.BaseDir, "/") {
 			return nil, sandbox.Errorf(sandbox.InvalidArgument, "fsbackend: base directory %q must be a clean absolute path", opts.BaseDir)
@@ -787,7 +795,7 @@ func (b *FilesystemBackend) readLines(ctx context.Context, base, rel string, off
 			data = data[:i+1] // the whole lines that fit
 		} else {
 			// One line longer than the cap: its start, whole characters,
-			// without a tail that may be the start of a SecretEnv value
+			// without a tail that may be the start of a secret value
 			// (the rest of it lies past the cut, where a caller's
 			// redaction cannot see it).
 			data = []byte(b.dropSecretTail(string(data)))
@@ -1117,7 +1125,7 @@ func globMatch(pattern, relToDir, relToRoot string) bool {
 // to the sandbox. A matching line that is not text (a terminal escape,
 // bytes that are not UTF-8) is returned escaped, with GrepMatch.Escaped
 // set, never dropped; context lines are treated the same way, cut the
-// same way (MaxLineChars, never splitting a SecretEnv value), and count
+// same way (MaxLineChars, never splitting a secret value), and count
 // toward the output cap but not toward MaxCount.
 //
 // The helper matches with Go's regexp itself. On the shell path (no
@@ -1386,7 +1394,7 @@ func (b *FilesystemBackend) cutLine(s string, open bool) string {
 }
 
 // cutAt cuts s at byte cut (len(s): no cut), adding "...". The cut
-// never splits a SecretEnv value (or a line of a multi-line one), so that
+// never splits a secret value (SecretEnv, Secrets) (or a line of a multi-line one), so that
 // a caller that redacts the values from results sees none of one: a value
 // the cut would split is cut off whole. When the line is open (the output
 // cap cut it, so more may follow), a tail that may be the start of a
@@ -1402,7 +1410,7 @@ func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 	}
 	for moved := true; moved; {
 		moved = false
-		for _, sv := range b.opts.SecretEnv {
+		for sv := range b.secretValues() {
 			for _, v := range strings.Split(sv, "\n") { // a line holds a line of a value at most
 				for at := max(0, cut-len(v)+1); v != "" && at < cut; at++ {
 					if strings.HasPrefix(s[at:], v) && at+len(v) > cut {
@@ -1420,11 +1428,11 @@ func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 }
 
 // dropSecretTail returns s without its shortest-starting tail that is a
-// proper prefix of a SecretEnv value (or of a line of one), for a text
+// proper prefix of a secret value (or of a line of one), for a text
 // cut at its end.
 func (b *FilesystemBackend) dropSecretTail(s string) string {
 	longest := 0
-	for _, sv := range b.opts.SecretEnv {
+	for sv := range b.secretValues() {
 		longest = max(longest, len(sv))
 	}
 	for i := max(0, len(s)-longest); i < len(s); i++ {
@@ -1435,10 +1443,27 @@ func (b *FilesystemBackend) dropSecretTail(s string) string {
 	return s
 }
 
+// secretValues yields the values a cut must not split: SecretEnv's and
+// Secrets.
+func (b *FilesystemBackend) secretValues() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, v := range b.opts.SecretEnv {
+			if !yield(v) {
+				return
+			}
+		}
+		for _, v := range b.opts.Secrets {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
 // startsSecret reports whether s is a non-empty proper prefix of a
-// SecretEnv value or of a line of one.
+// secret value or of a line of one.
 func (b *FilesystemBackend) startsSecret(s string) bool {
-	for _, sv := range b.opts.SecretEnv {
+	for sv := range b.secretValues() {
 		for _, v := range strings.Split(sv, "\n") {
 			if s != "" && len(s) < len(v) && strings.HasPrefix(v, s) {
 				return true

@@ -166,6 +166,17 @@ func redactionSet(cfg mcpConfig) map[string]string {
 	return m
 }
 
+// brokeredValues returns the values of bs: a file may come to hold one
+// (an upstream that echoes its request headers), and the file tools must
+// not cut one in two, or the redaction would miss the part kept.
+func brokeredValues(bs []sandbox.BrokeredSecret) []string {
+	var vs []string
+	for _, b := range bs {
+		vs = append(vs, b.Value)
+	}
+	return vs
+}
+
 // maxToolError bounds the text of a tool's error result.
 const maxToolError = 4 << 10
 
@@ -323,6 +334,7 @@ func (s *mcpServer) acquire(ctx context.Context, ss *mcp.ServerSession) (*sessio
 			BaseDir:        sess.Workspace(),
 			AllowExecute:   s.cfg.AllowExecute,
 			SecretEnv:      s.cfg.Secrets,
+			Secrets:        brokeredValues(s.cfg.Brokered),
 			ExecuteTimeout: s.cfg.ExecuteTimeout,
 			Logger:         s.cfg.Logger,
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sandboxkit/sandbox"
 )
 
 // TestMCPExecuteTimeoutCeiling checks that --execute-timeout is a ceiling:
@@ -88,10 +89,27 @@ func showsPart(s string, secrets ...string) string {
 }
 
 // TestMCPGrepCutKeepsSecrets checks that grep's cut of long lines never
-// returns the start of a secret that straddles it, wherever it falls.
+// returns the start of a secret that straddles it, wherever it falls: a
+// secret set for commands, and a brokered secret's value (in no
+// environment, but a file may hold it: an upstream that echoes headers).
 func TestMCPGrepCutKeepsSecrets(t *testing.T) {
 	t.Parallel()
-	srv, _ := newTestServer(t, memoryURL(t), mcpConfig{Secrets: map[string]string{"K": testSecret}})
+	for name, cfg := range map[string]mcpConfig{
+		"secret": {Secrets: map[string]string{"K": testSecret}},
+		"brokered": {
+			Network:  &sandbox.NetworkPolicy{Allow: []string{"api.example.com"}},
+			Brokered: []sandbox.BrokeredSecret{{Env: "API_KEY", Value: testSecret, Hosts: []string{"api.example.com"}}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testGrepCutKeepsSecret(t, cfg)
+		})
+	}
+}
+
+func testGrepCutKeepsSecret(t *testing.T, cfg mcpConfig) {
+	srv, _ := newTestServer(t, memoryURL(t), cfg)
 	cs := connect(t, srv, nil)
 	var b strings.Builder
 	for k := -2; k <= len(testSecret)+1; k++ {
