@@ -1025,10 +1025,13 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	r.static.Delete(id)
 	r.dropConns(id)
 	states().forget(filepath.Join(r.dir(id), stateFile))
-	r.ports.drop(id, false)
-	// Hide the sandbox first, so that no call starts anything in it.
+	// Hide the sandbox first, so that no call starts anything in it; its
+	// endpoints go after, so that an Expose racing this either made its
+	// endpoint before (dropped here) or finds the sandbox gone once it has
+	// (and drops it itself).
 	trash := filepath.Join(r.root, ".trash-"+id)
 	err = os.Rename(r.dir(id), trash)
+	r.ports.drop(id, false)
 	if l != nil {
 		l.unlock()
 	}

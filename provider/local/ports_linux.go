@@ -135,8 +135,19 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, opts driver.E
 	if err != nil {
 		return driver.Endpoint{}, err
 	}
+	// gone reports a Destroy that ran meanwhile: it hides the sandbox
+	// before it ends the agent and drops the endpoints.
+	gone := func() error {
+		if _, err := os.Lstat(r.dir(id)); errors.Is(err, fs.ErrNotExist) {
+			return sberrors.Errorf(sberrors.NotFound, "local: expose port %d of %s: the sandbox was destroyed meanwhile", port, id)
+		}
+		return nil
+	}
 	c, _, _, err := r.dialPort(ctx, m, port)
 	if err != nil {
+		if gerr := gone(); gerr != nil {
+			return driver.Endpoint{}, gerr
+		}
 		return driver.Endpoint{}, fmt.Errorf("local: expose port %d of %s: %w", port, id, err)
 	}
 	_ = c.Close()
@@ -150,6 +161,12 @@ func (r *Runtime) Expose(ctx context.Context, id string, port int, opts driver.E
 	f, err := r.ports.get(r, id, port, maxConns, idle)
 	if err != nil {
 		return driver.Endpoint{}, err
+	}
+	// An endpoint made after a racing Destroy dropped the sandbox's is
+	// dropped here.
+	if gerr := gone(); gerr != nil {
+		r.ports.drop(id, false)
+		return driver.Endpoint{}, gerr
 	}
 	return driver.Endpoint{
 		Port: port, URL: "http://" + f.ln.Addr().String(),

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/testport"
 	"github.com/sandboxkit/sandbox/sandboxtest"
+	"github.com/sandboxkit/sandbox/sberrors"
 )
 
 // privateEndpoint starts a file server in a new sandbox and exposes it.
@@ -771,4 +773,47 @@ while True:
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("relay ended %v after the client left (half-close timeout %v)", time.Since(left).Round(time.Millisecond), half)
+}
+
+// TestExposeRacingDestroyLeavesNoEndpoint: an Expose that runs while the
+// sandbox is destroyed either made its endpoint before (Destroy closes it)
+// or fails; either way no listener of the sandbox's is left once both
+// returned.
+func TestExposeRacingDestroyLeavesNoEndpoint(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed (the test's server is python3 -m http.server)")
+	}
+	rt := newRuntime(t)
+	c := sandbox.NewClient(rt)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for try := range 12 {
+		sb, err := c.Create(ctx, sandbox.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := serveFile(ctx, t, sb, "x", []byte("x"))
+		id := sb.ID()
+		rt.ports.drop(id, false) // serveFile exposed it: start from none
+		done := make(chan error, 1)
+		go func() {
+			_, err := rt.Expose(ctx, id, port, driver.ExposeOptions{})
+			done <- err
+		}()
+		time.Sleep(time.Duration(try%6) * 300 * time.Microsecond)
+		if err := rt.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, sberrors.ErrNotFound) {
+			t.Fatalf("try %d: Expose racing Destroy: %v, want success or NotFound", try, err)
+		}
+		rt.ports.mu.Lock()
+		left := len(rt.ports.m[id])
+		rt.ports.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("try %d: %d endpoints of sandbox %s left after Destroy returned", try, left, id)
+		}
+	}
 }
