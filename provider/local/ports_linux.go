@@ -490,7 +490,7 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 			out = f.pending.Remove(e).(*waiting).c
 			delete(f.pendingAt, out)
 		}
-		w := &waiting{c: c, since: time.Now()}
+		w := &waiting{c: c, since: connectedAt(c, time.Now())}
 		f.pendingAt[c] = f.pending.PushBack(w)
 		f.mu.Unlock()
 		if out != nil {
@@ -498,6 +498,35 @@ func (f *forwarder) hold(c net.Conn) *waiting {
 		}
 		return w
 	}
+}
+
+// connectedAt returns when c's connection was made, as the kernel knows it
+// (TCP_INFO: the time since it last received data, which for one that
+// sent nothing is the time since the handshake ended), or now when it
+// cannot tell. A flood that fills the listener's backlog makes each of its
+// connections wait there before it is accepted: counted from the accept,
+// every one would look just made and be spared for newConnGrace, and the
+// accept loop, waiting out that grace, would leave the owner's connection
+// (its request long queued) in the backlog behind thousands of them.
+func connectedAt(c net.Conn, now time.Time) time.Time {
+	rc, ok := rawConn(c)
+	if !ok {
+		return now
+	}
+	var ms uint32
+	var got bool
+	_ = rc.Control(func(fd uintptr) {
+		if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			ms, got = ti.Last_data_recv, true
+		}
+	})
+	// The kernel counts in clock ticks (4 ms at 250 Hz): a connection
+	// accepted at once keeps its accept time, so that those accepted one
+	// after another keep their order.
+	if !got || ms < 100 {
+		return now
+	}
+	return now.Add(-time.Duration(ms) * time.Millisecond)
 }
 
 // victim picks the waiting connection to close to make room (f.mu held):
