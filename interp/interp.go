@@ -836,6 +836,13 @@ func (k *Kernel) Restart(ctx context.Context) (err error) {
 
 // Close ends the kernel process and everything it started, and removes its
 // files. A Run in progress returns with ErrDied. Close is idempotent.
+//
+// A kernel's processes are found by a variable in their environment, by
+// the session and process group of the kernel, and by descent. A process
+// a cell started that left all three on purpose (a new session, an
+// emptied environment, its parent gone) is not found: code in a sandbox
+// can always outlive its kernel that way. Destroying the sandbox ends
+// every process in it.
 func (k *Kernel) Close(ctx context.Context) error {
 	k.mu.Lock()
 	dir, closed := k.dir, k.closed
