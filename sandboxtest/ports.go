@@ -145,37 +145,9 @@ func startServerOpts(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sa
 	if r := sh(ctx, t, sb, "command -v python3"); r.ExitCode != 0 {
 		t.Skip("python3 is not installed in the sandbox (the Ports group's servers need it)")
 	}
-	var port int
-	var p *sandbox.Process
-	for try := 1; ; try++ {
-		port = testPort()
-		if try < serverStarts && portTaken(ctx, t, sb, port) {
-			continue
-		}
-		out := &lockedBuffer{} // written by the process's output pumps while read below
-		sp, err := sb.Start(ctx, sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port)), Stdout: out, Stderr: out})
-		if err != nil {
-			t.Fatalf("Start server: %v", err)
-		}
-		t.Cleanup(func() {
-			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = sp.Kill(kctx)
-			_ = sp.Close()
-		})
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = sp.WaitForPort(wctx, port)
-		cancel()
-		if err == nil {
-			p = sp
-			break
-		}
-		if try < serverStarts && testport.TakenIn(out.String()) {
-			t.Logf("port %d taken on the sandbox's network, trying another: %v", port, err)
-			continue
-		}
-		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
-	}
+	port, p := startListening(ctx, t, sb, func(port int) sandbox.Command {
+		return sandbox.Command{Shell: strings.ReplaceAll(line, "PORT", fmt.Sprint(port))}
+	})
 	ep, err := sb.Expose(ctx, port, opts)
 	if err != nil {
 		t.Fatalf("Expose(%d): %v", port, err)
@@ -184,6 +156,46 @@ func startServerOpts(ctx context.Context, t *testing.T, s *suite, sb *sandbox.Sa
 		t.Fatalf("Expose(%d) = %v", port, ep)
 	}
 	return ep, p
+}
+
+// startListening starts the server cmd makes for a port on one that
+// nothing in sb's network listens on yet, and waits until it listens. On
+// a network shared with other programs the port may be taken between the
+// look and the server's bind: the server then reports it taken, and
+// another port is tried (serverStarts in all). The process is killed when
+// t ends.
+func startListening(ctx context.Context, t *testing.T, sb *sandbox.Sandbox, cmd func(port int) sandbox.Command) (int, *sandbox.Process) {
+	t.Helper()
+	for try := 1; ; try++ {
+		port := testPort()
+		if try < serverStarts && portTaken(ctx, t, sb, port) {
+			continue
+		}
+		out := &lockedBuffer{} // written by the process's output pumps while read below
+		c := cmd(port)
+		c.Stdout, c.Stderr = out, out
+		p, err := sb.Start(ctx, c)
+		if err != nil {
+			t.Fatalf("Start server: %v", err)
+		}
+		t.Cleanup(func() {
+			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = p.Kill(kctx)
+			_ = p.Close()
+		})
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = p.WaitForPort(wctx, port)
+		cancel()
+		if err == nil {
+			return port, p
+		}
+		if try < serverStarts && testport.TakenIn(out.String()) {
+			t.Logf("port %d taken on the sandbox's network, trying another: %v", port, err)
+			continue
+		}
+		t.Fatalf("WaitForPort(%d): %v (server output %q)", port, err, out.String())
+	}
 }
 
 func get(ctx context.Context, t *testing.T, hc *http.Client, ep sandbox.Endpoint, path string) (*http.Response, error) {
@@ -427,32 +439,9 @@ func testWaitForPortTakenPort(ctx context.Context, t *testing.T, s *suite) {
 	}
 	const holder = "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', PORT))\ns.listen()\ntime.sleep(600)\n"
 	const server = "import socket, sys\ns = socket.socket()\ntry:\n    s.bind(('127.0.0.1', PORT))\nexcept OSError as e:\n    sys.exit('bind: %s' % e)\n"
-	var port int
-	for try := 1; ; try++ {
-		port = testPort()
-		if try < serverStarts && portTaken(ctx, t, sb, port) {
-			continue
-		}
-		hp, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", strings.ReplaceAll(holder, "PORT", fmt.Sprint(port))}})
-		if err != nil {
-			t.Fatalf("Start the port's holder: %v", err)
-		}
-		t.Cleanup(func() {
-			kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = hp.Kill(kctx)
-			_ = hp.Close()
-		})
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = hp.WaitForPort(wctx, port)
-		cancel()
-		if err == nil {
-			break
-		}
-		if try >= serverStarts || !testport.TakenIn(err.Error()) {
-			t.Fatalf("the port's holder does not listen on %d: %v", port, err)
-		}
-	}
+	port, _ := startListening(ctx, t, sb, func(port int) sandbox.Command {
+		return sandbox.Command{Args: []string{"python3", "-c", strings.ReplaceAll(holder, "PORT", fmt.Sprint(port))}}
+	})
 	p, err := sb.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", strings.ReplaceAll(server, "PORT", fmt.Sprint(port))}})
 	if err != nil {
 		t.Fatalf("Start the server: %v", err)
