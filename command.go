@@ -363,6 +363,16 @@ func matchTerm(b, s []byte) (end int, csi []byte, ok, partial bool) {
 			j += n
 			continue
 		}
+		if s[k] == '\n' && b[j] == '\r' && (k == 0 || s[k-1] != '\r') {
+			// A terminal writes a newline as CR LF (ONLCR): a value of
+			// several lines comes back with a CR before each LF.
+			if j+1 >= len(b) {
+				return 0, nil, false, true
+			}
+			if b[j+1] == '\n' {
+				j++
+			}
+		}
 		if b[j] != s[k] {
 			return 0, nil, false, false
 		}
@@ -370,6 +380,39 @@ func matchTerm(b, s []byte) (end int, csi []byte, ok, partial bool) {
 		k++
 	}
 	return j, csi, true, false
+}
+
+// widenTerm is widen with matchTerm's matching: the span of b from start
+// to end is widened over every secret that starts inside it and ends past
+// it; csi is then every control sequence of the widened span.
+func widenTerm(b []byte, start, end int, csi []byte, secrets [][]byte, final bool) (int, []byte, bool) {
+	widened := false
+	for j := start + 1; j < end; j++ {
+		for _, s := range secrets {
+			if len(s) == 0 {
+				continue
+			}
+			e, _, ok, partial := matchTerm(b[j:], s)
+			switch {
+			case ok && j+e > end:
+				end, widened = j+e, true
+			case partial && !final:
+				return end, nil, true
+			}
+		}
+	}
+	if widened {
+		csi = nil
+		for j := start; j < end; j++ {
+			if b[j] == 0x1b && j+1 < end && b[j+1] == '[' {
+				if n := escLen(b[j:end]); n > 0 {
+					csi = append(csi, b[j:j+n]...)
+					j += n - 1
+				}
+			}
+		}
+	}
+	return end, csi, false
 }
 
 // scanSecretsTerm is scanSecrets with matchTerm's matching.
@@ -386,9 +429,13 @@ scan:
 			end, csi, ok, partial := matchTerm(tail, s)
 			switch {
 			case ok:
+				end, csi, held := widenTerm(b, i, i+end, csi, secrets, final)
+				if held {
+					return out, tail
+				}
 				out = append(out, redacted...)
 				out = append(out, csi...)
-				i += end
+				i = end
 				continue scan
 			case partial && !final:
 				return out, tail
@@ -401,9 +448,13 @@ scan:
 }
 
 // scanSecrets copies b with every secret replaced by "[REDACTED]", trying
-// the longest secret first at each position. Unless final, it stops at the
-// first position where the rest of b is a proper prefix of a secret that
-// longer input could complete, and returns that tail as rest.
+// the longest secret first at each position. A match is widened over every
+// secret that starts inside it and ends past it (two values that overlap in
+// the text: "deploy-X" then "X9f2..." in "deploy-X9f2..."), so that the
+// whole span is replaced once and no part of either is left. Unless final,
+// it stops at the first position where the rest of b is a proper prefix of
+// a secret that longer input could complete (or where such a secret starts
+// inside a match and could widen it), and returns that tail as rest.
 func scanSecrets(b []byte, secrets [][]byte, final bool) (out, rest []byte) {
 	out = make([]byte, 0, len(b))
 	i := 0
@@ -414,8 +465,12 @@ scan:
 			switch {
 			case len(s) == 0:
 			case bytes.HasPrefix(tail, s):
+				end, held := widen(b, i, i+len(s), secrets, final)
+				if held {
+					return out, tail
+				}
 				out = append(out, redacted...)
-				i += len(s)
+				i = end
 				continue scan
 			case !final && len(tail) < len(s) && bytes.HasPrefix(s, tail):
 				return out, tail
@@ -425,6 +480,25 @@ scan:
 		i++
 	}
 	return out, nil
+}
+
+// widen returns the end of the span of b from start to end widened over
+// every secret that starts inside it and ends past it, repeatedly. held
+// reports (unless final) a secret starting inside the span whose start is
+// all of the rest of b: more input could widen the span further.
+func widen(b []byte, start, end int, secrets [][]byte, final bool) (int, bool) {
+	for j := start + 1; j < end; j++ {
+		for _, s := range secrets {
+			switch {
+			case len(s) == 0 || j+len(s) <= end:
+			case bytes.HasPrefix(b[j:], s):
+				end = j + len(s)
+			case !final && len(b)-j < len(s) && bytes.HasPrefix(s, b[j:]):
+				return end, true
+			}
+		}
+	}
+	return end, false
 }
 
 // redact returns b with every secret replaced.

@@ -36,3 +36,33 @@ func TestTerminalRedactorSkipsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A terminal writes a newline as CR LF: a secret of several lines (a
+// private key) is found with a CR before each of its LFs, in one write or
+// cut anywhere; and two secrets that overlap in a terminal's text are
+// replaced as one span, as in a command's output.
+func TestTerminalRedactorMultiLineAndOverlap(t *testing.T) {
+	t.Parallel()
+	const key = "-----BEGIN KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END KEY-----"
+	const user, pass = "deploy-X", "X9f2c71d0b8e4a6_db"
+	cases := []struct{ in, want string }{
+		{"-----BEGIN KEY-----\r\nb3BlbnNzaC1rZXktdjE\r\n-----END KEY-----\r\n$ ", "[REDACTED]\r\n$ "},
+		{"-----BEGIN KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END KEY-----\n", "[REDACTED]\n"},
+		{"-----BEGIN KEY-----\r\nb3Bl\x1b[1mbnNzaC1rZXktdjE\r\n-----END KEY-----", "[REDACTED]\x1b[1m"},
+		{"login deploy-X9f2c71d0b8e4a6_db ok", "login [REDACTED] ok"},
+		{"login deploy-\x1b[31mX9f2c71d0b8e4a6_db\x1b[m ok", "login [REDACTED]\x1b[31m\x1b[m ok"},
+	}
+	secrets := [][]byte{[]byte(key), []byte(pass), []byte(user)}
+	for _, c := range cases {
+		for cut := 0; cut <= len(c.in); cut++ {
+			var out bytes.Buffer
+			r := newTermRedactor(&out, secrets)
+			_, _ = r.Write([]byte(c.in[:cut]))
+			_, _ = r.Write([]byte(c.in[cut:]))
+			flushWriter(r)
+			if out.String() != c.want {
+				t.Fatalf("%q cut at %d: got %q, want %q", c.in, cut, out.String(), c.want)
+			}
+		}
+	}
+}

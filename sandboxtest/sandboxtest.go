@@ -902,6 +902,28 @@ var execTests = []test{
 			t.Errorf("stdout %q", r.Stdout)
 		}
 	}},
+	{name: "OverlappingSecretsRedacted", fn: func(ctx context.Context, t *testing.T, s *suite) {
+		// Two values that overlap in the output (the end of one is the
+		// start of the other) are replaced as one span: no part of either
+		// shows. So is a value of several lines.
+		sb := s.create(ctx, t, nil)
+		user, pass := "deploy-X", "X"+randHex(12)+"_pw"
+		key := "-----BEGIN KEY-----\n" + randHex(16) + "\n-----END KEY-----"
+		var live bytes.Buffer
+		r := must[*sandbox.Result](t, "Exec")(sb.Exec(ctx, sandbox.Command{
+			Shell:     `printf 'login deploy-%s ok\n' "$P"; printf '%s\n' "$KEY"`,
+			SecretEnv: map[string]string{"U": user, "P": pass, "KEY": key}, Stdout: &live}))
+		for _, out := range []string{string(r.Stdout), live.String()} {
+			for _, part := range []string{pass[1:], user[:len(user)-1], key[20:36]} {
+				if strings.Contains(out, part) {
+					t.Fatalf("part %q of a secret in the output: %q", part, out)
+				}
+			}
+		}
+		if want := "login [REDACTED] ok\n[REDACTED]\n"; string(r.Stdout) != want {
+			t.Errorf("stdout %q, want %q", r.Stdout, want)
+		}
+	}},
 	{name: "BadInput", fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		for name, cmd := range map[string]sandbox.Command{

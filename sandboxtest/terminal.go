@@ -353,27 +353,30 @@ func testTerminalReattachAcross(ctx context.Context, t *testing.T, s *suite) {
 
 func testTerminalSecrets(ctx context.Context, t *testing.T, s *suite) {
 	const boxSecret, termSecret = "sbx-term-secret-4d2c8e", "sbx-term-own-91af3b"
+	// A value of several lines (a private key): a terminal writes each of
+	// its newlines as CR LF.
+	const keySecret = "-----BEGIN KEY-----\nsbx-term-key-line-7e1c0a\n-----END KEY-----"
 	opts := s.labelled(nil)
-	opts.SecretEnv = map[string]string{"BOX_SECRET": boxSecret}
+	opts.SecretEnv = map[string]string{"BOX_SECRET": boxSecret, "KEY_SECRET": keySecret}
 	sb := must[*sandbox.Sandbox](t, "Create")(s.c.Create(ctx, opts))
 	t.Cleanup(func() { _ = sb.Destroy(context.Background()) })
 	// The sandbox's secret is printed in two writes with a pause between,
 	// so that it crosses reads of the terminal.
 	term, scr := startTerm(ctx, t, sb, sandbox.TerminalOptions{
 		SecretEnv: map[string]string{"TERM_SECRET": termSecret},
-		Args:      []string{"sh", "-c", `printf 'a=%s' "${BOX_SECRET%??????}"; sleep 0.3; printf '%s\n' "${BOX_SECRET#${BOX_SECRET%??????}}"; echo "b=$TERM_SECRET"; echo done-$((2*2))`}})
+		Args:      []string{"sh", "-c", `printf 'a=%s' "${BOX_SECRET%??????}"; sleep 0.3; printf '%s\n' "${BOX_SECRET#${BOX_SECRET%??????}}"; echo "b=$TERM_SECRET"; printf 'k=%s\n' "$KEY_SECRET"; echo done-$((2*2))`}})
 	waitTerm(ctx, t, term, termWait)
 	out := scr.String()
 	if !strings.Contains(out, "done-4") {
 		t.Fatalf("the program did not run to the end: %q", out)
 	}
-	for _, sec := range []string{boxSecret, termSecret} {
+	for _, sec := range []string{boxSecret, termSecret, "sbx-term-key-line-7e1c0a"} {
 		if strings.Contains(out, sec) {
 			t.Errorf("terminal output holds a secret: %q", out)
 		}
 	}
-	if strings.Count(out, "[REDACTED]") < 2 {
-		t.Errorf("terminal output %q: want both secrets replaced by [REDACTED]", out)
+	if strings.Count(out, "[REDACTED]") < 3 {
+		t.Errorf("terminal output %q: want the three secrets replaced by [REDACTED]", out)
 	}
 }
 
