@@ -25,7 +25,9 @@ type Chunk struct {
 	// Next is the offset to pass to the next ReadLogs call.
 	Next int64
 	// EOF reports that the run is done and Data reaches the end of its
-	// output: there will be no more.
+	// output: the command will write no more. A process it left running in
+	// the background (cmd &) still writes to the same output, and a later
+	// read from Next returns what it wrote; Kill ends such processes.
 	EOF bool
 }
 

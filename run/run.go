@@ -468,12 +468,20 @@ func List(ctx context.Context, sb *sandbox.Sandbox) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: list: %w", err)
 	}
+	// Each line: the run directory's name, then its request record. A
+	// record whose id is not the one its directory is named for (the
+	// sandbox's code can write any of them) is not a run.
 	var ids []string
 	for line := range strings.Lines(string(out)) {
-		_, idHex, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if id, err := hex.DecodeString(idHex); err == nil && len(id) > 0 {
-			ids = append(ids, string(id))
+		f := strings.Fields(line)
+		if len(f) != 3 || !fingerprintRE.MatchString(f[1]) {
+			continue
 		}
+		id, err := hex.DecodeString(f[2])
+		if err != nil || checkID("list", string(id)) != nil || encodeID(string(id)) != f[0] {
+			continue
+		}
+		ids = append(ids, string(id))
 	}
 	return ids, nil
 }
@@ -613,12 +621,12 @@ func parseAdmission(rec string) (pid int, fp string, err error) {
 	return pid, f, nil
 }
 
-// shortRecord quotes a record for an error message, bounded in length.
+// shortRecord describes a malformed record for an error message without
+// quoting it: the sandbox's code can write a run's records, and a record
+// it forged could carry a secret the error would then show (the control
+// scripts' output is read unredacted).
 func shortRecord(rec string) string {
-	if len(rec) > 100 {
-		return strconv.Quote(rec[:100]) + "..."
-	}
-	return strconv.Quote(rec)
+	return fmt.Sprintf("of %d bytes", len(rec))
 }
 
 // observe turns a state into a Status and remembers the pid. The

@@ -98,16 +98,22 @@ sk_dump() {
 	sk_get admission
 	sk_a=$sk_v
 	printf 'admission=%s\n' "$sk_a"
+	sk_a=${sk_a%% *}
+	# The wrapper writes the exit record as its last act: one there while
+	# the wrapper lives is not (yet) its own; the run's code can write it.
 	sk_get exit
 	sk_e=$sk_v
-	if [ -n "$sk_e" ]; then
+	if [ -n "$sk_e" ] && { [ -z "$sk_a" ] || ! sk_alive "$sk_a"; }; then
 		printf 'exit=%s\n' "$sk_e"
 		return 0
 	fi
 	if [ -d "$d/started" ]; then echo started=1; fi
-	sk_a=${sk_a%% *}
 	if [ -n "$sk_a" ]; then
-		if sk_alive "$sk_a"; then echo alive=1; fi
+		if sk_alive "$sk_a"; then
+			echo alive=1
+			echo exit=
+			return 0
+		fi
 	elif [ -d "$d/started" ]; then
 		printf 'roots=%s\n' "$(sk_roots | tr '\n' ' ')"
 	fi
@@ -268,7 +274,11 @@ if [ ! -e "$d/request" ]; then
 	echo missing=1
 	exit 0
 fi
-if [ -e "$d/exit" ]; then
+sk_get admission
+pid=${sk_v%% *}
+if [ -e "$d/exit" ] && { [ -z "$pid" ] || ! sk_alive "$pid"; }; then
+	# The run ended; what it left running goes.
+	for p in $(sk_pids "$runmark" "$dirmark"); do kill -KILL "$p" 2>/dev/null; done
 	sk_dump
 	exit 0
 fi
@@ -288,7 +298,8 @@ sk_get admission
 pid=${sk_v%% *}
 sig=TERM
 i=0
-while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
+# While the wrapper lives the run does, whatever exit record is there.
+while [ -n "$pid" ] && sk_alive "$pid"; do
 	for p in $(sk_pids "$runmark" "$dirmark"); do kill -s "$sig" "$p" 2>/dev/null; done
 	bg_signal "$d/child" "$sig"
 	i=$((i + 1))
@@ -296,7 +307,7 @@ while [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; do
 	if [ "$i" -ge $((grace * 10 + 30)) ]; then break; fi
 	sleep 0.1
 done
-if [ ! -e "$d/exit" ] && [ -n "$pid" ] && sk_alive "$pid"; then
+if [ -n "$pid" ] && sk_alive "$pid"; then
 	kill -KILL "$pid" 2>/dev/null
 	bg_put "$d/exit" "137 killed"
 fi
@@ -330,9 +341,14 @@ echo ok
 if [ -e "$d/output" ]; then tail -c "$max" "$d/output"; fi
 `
 
-// listScript prints the request record of every run under ROOT, one a
-// line. Arguments: ROOT.
+// listScript prints, for every run directory under ROOT, its name and the
+// first line of its request record (at most 9000 bytes: a fingerprint and
+// the hex of an id of at most MaxIDLen bytes), one a line. Arguments: ROOT.
 const listScript = prelude + `for f in "$1"/*/request; do
-	if [ -r "$f" ]; then cat "$f"; fi
+	[ -r "$f" ] || continue
+	n=${f%/request}
+	printf '%s ' "${n##*/}"
+	head -c 9000 "$f" | head -n 1
+	echo
 done
 `

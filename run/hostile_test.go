@@ -1,0 +1,101 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandbox"
+)
+
+const hostileSecret = "SUPERSECRETVALUE0123"
+
+// hostileSandbox is a sandbox on the host runtime with hostileSecret as a
+// secret environment value.
+func hostileSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	c := sandbox.NewClient(newHostRuntime(t))
+	t.Cleanup(func() { c.Close() })
+	sb, err := c.Create(testCtx(t), sandbox.CreateOptions{SecretEnv: map[string]string{"TOKEN": hostileSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return sb
+}
+
+// A run's code writes its own admission record with the sandbox's secret
+// in it: the error that reports the record malformed does not show it.
+func TestForgedRecordNotQuoted(t *testing.T) {
+	t.Parallel()
+	sb := hostileSandbox(t)
+	ctx := testCtx(t)
+	// Start may read the forged record already, or a later Status does.
+	r, err := Start(ctx, sb, Request{ID: "adm", Command: []string{"sh", "-c",
+		`printf '1 %s\n' "$TOKEN" > "$SANDBOXKIT_RUN_DIR/admission"; echo ready; exec sleep 300`}})
+	if err == nil {
+		cleanupKill(t, r)
+		for err == nil {
+			time.Sleep(20 * time.Millisecond)
+			_, err = r.Status(ctx)
+		}
+	}
+	if !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("a run whose admission record was forged: %v, want ErrBadRecord", err)
+	}
+	if strings.Contains(err.Error(), hostileSecret) {
+		t.Fatalf("the error shows the secret: %v", err)
+	}
+}
+
+// A run's code plants a request record in a directory of its own: List
+// returns no id that is not the one its directory is named for.
+func TestListIgnoresPlantedRecords(t *testing.T) {
+	t.Parallel()
+	sb := hostileSandbox(t)
+	r := start(t, sb, Request{ID: "lister", Command: []string{"sh", "-c",
+		`d=$(dirname "$SANDBOXKIT_RUN_DIR")/bzzzz; mkdir -p "$d" && printf '%064d %s\n' 0 "$(printf %s "$TOKEN" | od -An -tx1 | tr -d ' \n')" > "$d/request"`}})
+	waitDone(t, r)
+	ids, err := List(testCtx(t), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != "lister" {
+		t.Fatalf("List = %q, want only the real run", ids)
+	}
+}
+
+// A run's code writes an exit record of 0 and goes on running: the run is
+// still running (its wrapper lives), and Kill ends it.
+func TestForgedExitRecord(t *testing.T) {
+	t.Parallel()
+	sb := hostileSandbox(t)
+	ctx := testCtx(t)
+	r := start(t, sb, Request{ID: "forge", Command: []string{"sh", "-c",
+		`printf '0\n' > "$SANDBOXKIT_RUN_DIR/exit"; echo ready; exec sleep 300`}})
+	waitReady(t, r)
+	st, err := r.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != Running {
+		t.Fatalf("a run whose code wrote an exit record and sleeps: %+v, want running", st)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if st, err := r.Wait(wctx); err == nil {
+		t.Fatalf("Wait returned %+v for a run that still runs", st)
+	}
+	if err := r.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := procs(t, sb, r); n != 0 {
+		t.Fatalf("Kill returned, but the run's command still runs (%d sleep processes)", n)
+	}
+	st = waitDone(t, r)
+	if !st.Killed {
+		t.Errorf("after Kill: %+v, want killed", st)
+	}
+}
