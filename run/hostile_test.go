@@ -99,3 +99,47 @@ func TestForgedExitRecord(t *testing.T) {
 		t.Errorf("after Kill: %+v, want killed", st)
 	}
 }
+
+// A page of ReadLogs ends, and a tail of Logs starts, where no secret runs
+// across: pages of any size reassemble into the output redacted whole, and
+// a tail never shows the end of a secret it cut.
+func TestLogsNeverCutASecret(t *testing.T) {
+	t.Parallel()
+	sb := hostileSandbox(t)
+	ctx := testCtx(t)
+	r := start(t, sb, Request{ID: "split", Command: []string{"sh", "-c", `printf '%s%s\n' xxxxxxxxxx "$TOKEN"; printf 'token=%s\n' "$TOKEN"`}})
+	waitDone(t, r)
+	const want = "xxxxxxxxxx[REDACTED]\ntoken=[REDACTED]\n"
+	for _, max := range []int{3, 7, 11, 16, 25, 40} {
+		var got strings.Builder
+		var off int64
+		for range 200 {
+			ch, err := r.ReadLogs(ctx, off, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Write(ch.Data)
+			if ch.Next <= off && !ch.EOF {
+				t.Fatalf("max %d: ReadLogs stalled at %d", max, off)
+			}
+			off = ch.Next
+			if ch.EOF {
+				break
+			}
+		}
+		if got.String() != want {
+			t.Errorf("max %d: pages reassemble into %q, want %q", max, got.String(), want)
+		}
+	}
+	for max := 1; max <= 40; max++ {
+		logs, err := r.Logs(ctx, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 2; i < len(hostileSecret); i++ {
+			if strings.Contains(string(logs), hostileSecret[i:]) && len(hostileSecret[i:]) >= 4 {
+				t.Fatalf("Logs(%d) = %q shows the end of the secret", max, logs)
+			}
+		}
+	}
+}
