@@ -33,6 +33,7 @@ func splitFuture(code string) (head, rest string) {
 	lines := strings.SplitAfter(code, "\n")
 	sawFuture, docAllowed := false, true
 	split := len(lines)
+lines:
 	for i := 0; i < len(lines); i++ {
 		t := strings.TrimSpace(lines[i])
 		switch {
@@ -41,12 +42,20 @@ func splitFuture(code string) (head, rest string) {
 		case docAllowed && docstringRE.MatchString(t):
 			docAllowed = false
 			q := docstringRE.FindStringSubmatch(t)[1]
+			start := i
 			body := t[strings.Index(t, q)+3:]
 			for !strings.Contains(body, q) { // the docstring continues on later lines
 				if i++; i >= len(lines) {
 					return "", code // unterminated: leave the code alone
 				}
 				body = lines[i]
+			}
+			// Only a comment may follow the closing quotes: anything else
+			// (`"""a""" + """` opens another string) makes the statement
+			// code, and the prelude goes before it.
+			if after := strings.TrimSpace(body[strings.Index(body, q)+3:]); after != "" && !strings.HasPrefix(after, "#") {
+				split = start
+				break lines
 			}
 			continue
 		case docAllowed && oneLineStr.MatchString(t):

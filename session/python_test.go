@@ -23,6 +23,11 @@ func TestJoinPrelude(t *testing.T) {
 		{"docstring without future", "\"\"\"Doc.\"\"\"\nx\n", "P\n\"\"\"Doc.\"\"\"\nx\n"},
 		{"unterminated docstring", "'''Doc\nfrom __future__ import annotations\n", "P\n'''Doc\nfrom __future__ import annotations\n"},
 		{"lookalike module", "from __future__x import y\n", "P\nfrom __future__x import y\n"},
+		{"docstring with a comment after", "\"\"\"Doc.\"\"\"  # c\nfrom __future__ import annotations\nx\n", "\"\"\"Doc.\"\"\"  # c\nfrom __future__ import annotations\nP\nx\n"},
+		// Not a docstring statement: the line opens another string, whose
+		// text looks like a future import.
+		{"string expression, not a docstring", "\"\"\"a\"\"\" + \"\"\"\nfrom __future__ import annotations\n\"\"\"\nx\n", "P\n\"\"\"a\"\"\" + \"\"\"\nfrom __future__ import annotations\n\"\"\"\nx\n"},
+		{"multi-line docstring then code", "'''a\nb''' + '''\nfrom __future__ import annotations\n'''\n", "P\n'''a\nb''' + '''\nfrom __future__ import annotations\n'''\n"},
 	} {
 		if got := joinPrelude(tc.code, pre); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
@@ -77,6 +82,27 @@ func TestJoinPreludeCompiles(t *testing.T) {
 		}
 		if got := joinPrelude(code, prelude); !compiles(got) {
 			t.Errorf("joined program does not compile:\n%s", got)
+		}
+	}
+}
+
+// TestJoinPreludeRuns checks with a real python3 that the prelude runs
+// before the program, whatever the program's head looks like: a string
+// expression whose text looks like a future import once kept the prelude
+// inside a string literal.
+func TestJoinPreludeRuns(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	const prelude = "print('PRELUDE RAN')\n"
+	for _, code := range []string{
+		"\"\"\"a\"\"\" + \"\"\"\nfrom __future__ import annotations\n\"\"\"\nprint('PROGRAM RAN')\n",
+		"\"\"\"Doc.\"\"\"\nfrom __future__ import annotations\nprint('PROGRAM RAN')\n",
+	} {
+		out, err := exec.Command(py, "-c", joinPrelude(code, prelude)).CombinedOutput()
+		if err != nil || string(out) != "PRELUDE RAN\nPROGRAM RAN\n" {
+			t.Errorf("program %q joined: output %q (%v), want the prelude's line, then the program's", code, out, err)
 		}
 	}
 }
