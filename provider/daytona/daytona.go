@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/internal/errscrub"
@@ -333,7 +334,11 @@ type errorBody struct {
 // responseError builds the HTTPError of a response with an error status
 // and closes its body.
 func (r *Runtime) responseError(op string, resp *http.Response) *HTTPError {
-	e := r.parseError(op, resp.StatusCode, readError(resp))
+	var env []string
+	if resp.Request != nil {
+		env = envValues(resp.Request.Context())
+	}
+	e := r.parseErrorEnv(op, resp.StatusCode, readError(resp), env)
 	for k, v := range resp.Header {
 		if k == "Retry-After" || strings.HasPrefix(k, "Retry-After-") {
 			if n, err := strconv.Atoi(strings.TrimSpace(v[0])); err == nil && n >= 0 {
@@ -347,6 +352,70 @@ func (r *Runtime) responseError(op string, resp *http.Response) *HTTPError {
 // parseError builds the HTTPError of a response with an error status,
 // from whichever body shape (or none) it has.
 func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
+	return r.parseErrorEnv(op, status, body, nil)
+}
+
+// envValuesKey keys the environment values a request's command carries.
+type envValuesKey struct{}
+
+// withEnvValues notes in ctx the values of env, which the requests made
+// with ctx carry in a command's export lines: an error body that echoes
+// the command is cleaned of their shell quoting (see parseErrorEnv).
+func withEnvValues(ctx context.Context, env map[string]string) context.Context {
+	if len(env) == 0 {
+		return ctx
+	}
+	vs := make([]string, 0, len(env))
+	for _, v := range env {
+		if v != "" {
+			vs = append(vs, v)
+		}
+	}
+	return context.WithValue(ctx, envValuesKey{}, vs)
+}
+
+func envValues(ctx context.Context) []string {
+	vs, _ := ctx.Value(envValuesKey{}).([]string)
+	return vs
+}
+
+// unquoteEnv replaces in msg the shell-quoted form of each value (the form
+// the export lines give it, in which a value with a quote is in pieces) by
+// the value itself, so that the portable layer's redaction of the secret
+// ones finds them whole.
+func unquoteEnv(msg string, env []string) string {
+	for _, v := range env {
+		if q := shellQuote(v); !strings.Contains(q, v) && strings.Contains(msg, q) {
+			msg = strings.ReplaceAll(msg, q, v)
+		}
+	}
+	return msg
+}
+
+// cutAvoiding returns where to cut msg to at most n bytes, at the start of
+// a character and not inside any of the values (a secret cut in two would
+// no longer be found by the redaction).
+func cutAvoiding(msg string, n int, env []string) int {
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, v := range env {
+			for at := max(0, n-len(v)+1); at < n; at++ {
+				if strings.HasPrefix(msg[at:], v) {
+					n, moved = at, true
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
+// parseErrorEnv is parseError for the response to a request whose command
+// carried the environment values env.
+func (r *Runtime) parseErrorEnv(op string, status int, body []byte, env []string) *HTTPError {
 	e := &HTTPError{Op: op, Status: status}
 	var eb errorBody
 	if len(bytes.TrimSpace(body)) > 0 {
@@ -368,9 +437,9 @@ func (r *Runtime) parseError(op string, status int, body []byte) *HTTPError {
 	}
 	// Redact first: a key cut in two by the truncation would no longer be
 	// found, and its first half would stay in the message.
-	e.Message = r.redact(e.Message)
+	e.Message = unquoteEnv(r.redact(e.Message), env)
 	if len(e.Message) > 500 {
-		e.Message = strings.ToValidUTF8(e.Message[:500], "") + "…"
+		e.Message = strings.ToValidUTF8(e.Message[:cutAvoiding(e.Message, 500, env)], "") + "…"
 	}
 	lower := strings.ToLower(e.Message)
 	switch {

@@ -245,6 +245,7 @@ const ExecGrace = 10 * time.Second
 // A failure to read Stdin or to deliver it is an error matching
 // sberrors.ErrOutcomeUnknown (the command ran).
 func (r *Runtime) Exec(ctx context.Context, id string, cmd *driver.Command) (st driver.ExitStatus, err error) {
+	ctx = withEnvValues(ctx, cmd.Env)
 	start := time.Now()
 	// hctx is the hard bound of the whole call; ectx that of the execute
 	// request, whose answer should come at the command's timeout.

@@ -41,6 +41,7 @@ func procDir(root string, pid int) string { return fmt.Sprintf("%s/p%d", root, p
 
 // Start starts cmd as an asynchronous session command.
 func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (driver.ProcessHandle, error) {
+	ctx = withEnvValues(ctx, cmd.Env)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	pid := int(binary.BigEndian.Uint32(b[:])&0x3fffffff) + 1

@@ -108,6 +108,7 @@ cd "$d" 2>/dev/null || { m Eperm; exit 126; }
 
 // StartTerminal starts req's program on a new PTY session of sandbox id.
 func (r *Runtime) StartTerminal(ctx context.Context, id string, req *driver.TerminalRequest) (driver.TerminalHandle, error) {
+	ctx = withEnvValues(ctx, req.Env)
 	if req.Output == nil {
 		return nil, sberrors.Errorf(sberrors.InvalidArgument, "daytona: terminal request without an Output writer")
 	}
