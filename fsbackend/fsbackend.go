@@ -220,6 +220,7 @@ import (
 	"github.com/sandboxkit/sandbox/backend"
 	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
+	"github.com/sandboxkit/sandbox/internal/redactcut"
 	"github.com/sandboxkit/sandbox/internal/signame"
 	"github.com/sandboxkit/sandbox/internal/telemetry"
 )
@@ -303,6 +304,10 @@ type FilesystemBackend struct {
 	sb         *sandbox.Sandbox
 	opts       Options
 	unregister func()
+	// redact is the sandbox handle's redaction (of the sandbox's own
+	// secret values), learnt from the first command: cuts keep clear of
+	// the values it finds too (see cutAt).
+	redact atomic.Pointer[func([]byte) []byte]
 
 	probeMu sync.Mutex // serializes probes
 	mu      sync.Mutex // guards base and ready
@@ -585,6 +590,9 @@ func (b *FilesystemBackend) run(ctx context.Context, base, op string, env map[st
 	res, redact, err := b.sb.ExecUnredacted(ctx, sandbox.Command{Args: []string{"sh", "-c", helperWrapper + opScript}, Env: e, Stdin: stdin, MaxOutput: maxOut})
 	if err != nil {
 		return nil, fmt.Errorf("fsbackend: %s: %w", op, err)
+	}
+	if b.redact.Load() == nil {
+		b.redact.Store(&redact)
 	}
 	if res.TimedOut {
 		return nil, sandbox.Errorf(sandbox.DeadlineExceeded, "fsbackend: %s: timed out after %v", op, res.Timeout)
@@ -1394,7 +1402,8 @@ func (b *FilesystemBackend) cutLine(s string, open bool) string {
 }
 
 // cutAt cuts s at byte cut (len(s): no cut), adding "...". The cut
-// never splits a secret value (SecretEnv, Secrets) (or a line of a multi-line one), so that
+// never splits a secret value (SecretEnv, Secrets, the sandbox's own as
+// its handle redacts them) or a line of a multi-line one, so that
 // a caller that redacts the values from results sees none of one: a value
 // the cut would split is cut off whole. When the line is open (the output
 // cap cut it, so more may follow), a tail that may be the start of a
@@ -1419,6 +1428,16 @@ func (b *FilesystemBackend) cutAt(s string, cut int, open bool) string {
 					}
 				}
 			}
+		}
+	}
+	if rp := b.redact.Load(); rp != nil && cut < len(s) {
+		// A value of the sandbox's own (CreateOptions.SecretEnv, a
+		// brokered secret), which the caller's redaction of results finds
+		// but this backend was not given: the cut goes before it.
+		if c := redactcut.Off([]byte(s), cut, true, *rp); c <= cut {
+			cut = c
+		} else {
+			cut = 0 // it starts the text: cut off whole
 		}
 	}
 	if cut < len(s) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/redactcut"
 )
 
 // DefaultLogBytes is how many bytes Logs and ReadLogs return when their
@@ -49,76 +50,15 @@ func (r *Run) Logs(ctx context.Context, max int) ([]byte, error) {
 	// there would show its end, which its redaction no longer matches.
 	start := 0
 	if len(data) > max {
-		start = cutOff(data, len(data)-max, false, redact)
+		start = redactcut.Off(data, len(data)-max, false, redact)
 	}
 	return redact(data[start:]), nil
-}
-
-// cutOff returns a place near k where p can be cut with no secret found in
-// p running across it: k itself, or else the start of the secret that runs
-// across k (back) or its end (forward), backward first unless back is
-// false, then the other way. Knowing the redaction only, it finds the
-// secret's ends where redacting p whole and redacting its part before (or
-// after) k stop agreeing; then, if needed, it tries the places nearby.
-func cutOff(p []byte, k int, back bool, redact func([]byte) []byte) int {
-	whole := redact(p)
-	if cleanCut(p, k, whole, redact) {
-		return k
-	}
-	before := func() int {
-		a := redact(p[:k])
-		d := 0
-		for d < len(a) && d < len(whole) && a[d] == whole[d] {
-			d++
-		}
-		for c := k - (len(a) - d); c > 0 && c > k-(len(a)-d)-64; c-- {
-			if cleanCut(p, c, whole, redact) {
-				return c
-			}
-		}
-		return -1
-	}
-	after := func() int {
-		b := redact(p[k:])
-		e := 0
-		for e < len(b) && e < len(whole) && b[len(b)-1-e] == whole[len(whole)-1-e] {
-			e++
-		}
-		for c := k + (len(b) - e); c < len(p) && c < k+(len(b)-e)+64; c++ {
-			if cleanCut(p, c, whole, redact) {
-				return c
-			}
-		}
-		return -1
-	}
-	first, second := before, after
-	if !back {
-		first, second = after, before
-	}
-	if c := first(); c >= 0 {
-		return c
-	}
-	if c := second(); c >= 0 {
-		return c
-	}
-	return k
 }
 
 // secretWindow is how far past a page's end, or before a tail's start,
 // the output is read so that a secret the cut would run through is seen
 // whole: the cut moves off it. A secret longer than that may still be cut.
 const secretWindow = 16 << 10
-
-// cleanCut reports whether redacting p[:k] and p[k:] apart gives whole,
-// p redacted at once: then no secret found in p runs across k.
-func cleanCut(p []byte, k int, whole []byte, redact func([]byte) []byte) bool {
-	a := redact(p[:k])
-	if !bytes.HasPrefix(whole, a) {
-		return false
-	}
-	b := redact(p[k:])
-	return len(a)+len(b) == len(whole) && bytes.HasSuffix(whole, b)
-}
 
 // ReadLogs returns up to max bytes (max <= 0 means DefaultLogBytes) of the
 // run's combined output from byte offset on. While the run goes on it
@@ -166,7 +106,7 @@ func (r *Run) ReadLogs(ctx context.Context, offset int64, max int) (Chunk, error
 		// More follows the page: its end moves off a secret that runs
 		// across it, back to the secret's start or, when the secret starts
 		// the page (a cut at 0 would stall the poller), forward past it.
-		if c := cutOff(ahead, k, true, redact); c != k {
+		if c := redactcut.Off(ahead, k, true, redact); c != k {
 			data, next = ahead[:c], offset+int64(c)
 		}
 	}
