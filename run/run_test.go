@@ -547,8 +547,17 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 	if res, err := sb.Exec(testCtx(t), sandbox.Command{Args: []string{"sh", "-c", script, "dup", r.dir}}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("plant duplicate: %v %+v", err, res)
 	}
-	if wr, _ := procs(t, sb, r); wr != 2 {
-		t.Fatalf("%d wrappers after planting, want 2", wr)
+	// The planted process starts in the background: it may not have
+	// exec'd tail yet when the planting command returns (seen under load).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		wr, _ := procs(t, sb, r)
+		if wr == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d wrappers 10 s after planting, want 2", wr)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	f := &faultRuntime{afterRun: true}
 	f.fail.Store(1)
