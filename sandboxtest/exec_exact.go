@@ -27,7 +27,7 @@ func init() {
 	stressTests = append(stressTests, test{name: "ConcurrentExecExact", fn: testConcurrentExecExact, alone: true})
 	execTests = append(execTests,
 		test{name: "OutputAfterFastExit", fn: testOutputAfterFastExit, alone: true},
-		test{name: "StdinNotReadAfterReturn", fn: testStdinNotReadAfterReturn},
+		test{name: "StdinNotReadAfterReturn", own: true, fn: testStdinNotReadAfterReturn},
 	)
 	processTests = append(processTests, test{name: "ConcurrentWaitHonoursCtx", needs: needsProcesses, fn: testConcurrentWait})
 }

@@ -38,7 +38,7 @@ type FaultHooks struct {
 
 func init() {
 	execTests = append(execTests,
-		test{name: "StallIsAnError", fn: testStallIsAnError, own: true},
+		test{name: "StallIsAnError", fn: testStallIsAnError, own: true, outsideExcl: true},
 		test{name: "LostOutputIsAnError", fn: testLostOutputIsAnError},
 	)
 }

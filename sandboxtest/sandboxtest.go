@@ -18,9 +18,10 @@
 // others; SANDBOXTEST_FULL=1 (FullEnv) runs every group everywhere. The
 // groups of one Run go a few at once (SANDBOXTEST_PARALLEL, ParallelEnv),
 // each on its own Client; the subtests of a group run one after another,
-// but for the few that mostly wait out a provider's bound on a sandbox of
-// their own (Ports/ServerNeverClosesFreesDescriptors, Exec/StallIsAnError),
-// which run beside their group on a Client of their own. Several Runs may
+// but for the few that mostly wait out a timeout or a provider's bound on a
+// sandbox of their own (Exec's timeout and deadline subtests,
+// Ports/ServerNeverClosesFreesDescriptors, Exec/StallIsAnError), which
+// start first and run beside their group on a Client of their own. Several Runs may
 // go at once (a provider's configurations, as parallel subtests): the
 // subtests that load the host on purpose run alone across all of them.
 //
@@ -161,7 +162,8 @@ type group struct {
 	tests []test
 }
 
-// groups returns the suite's groups, in the order they start. The
+// groups returns the suite's groups, in the order they start: those that
+// take longest first, so that the last to end is not one started late. The
 // subtests of one group run one after another: they share the group's
 // Client, and some inject faults into it or count what it lists. It is a
 // function, not a variable, because the files of the package add their
@@ -169,21 +171,21 @@ type group struct {
 // package variables are set.
 func groups() []group {
 	return []group{
-		{"Lifecycle", lifecycleTests},
 		{"Exec", execTests},
-		{"Process", processTests},
-		{"Files", fileTests},
-		{"Pause", pauseTests},
-		{"Concurrency", concurrencyTests},
-		{"Stress", stressTests},
 		{"Ports", portTests},
-		{"Network", networkTests},
-		{"Watch", watchTests},
-		{"Processes", processListTests},
-		{"Brokered", brokeredTests},
-		{"Terminal", terminalTests},
 		{"Snapshots", snapshotTests},
+		{"Files", fileTests},
+		{"Process", processTests},
+		{"Watch", watchTests},
+		{"Terminal", terminalTests},
+		{"Lifecycle", lifecycleTests},
+		{"Stress", stressTests},
+		{"Pause", pauseTests},
+		{"Network", networkTests},
+		{"Brokered", brokeredTests},
 		{"Metrics", metricsTests},
+		{"Processes", processListTests},
+		{"Concurrency", concurrencyTests},
 		{"Telemetry", telemetryTests},
 	}
 }
@@ -216,6 +218,8 @@ func Run(t *testing.T, h Harness) {
 	// (testing allows concurrent Run calls), bounded by sem, rather than
 	// through t.Parallel, whose bound (-parallel, GOMAXPROCS by default)
 	// counts waiting groups as if they used a CPU each.
+	// The slot is taken before the goroutine starts, so that groups start
+	// in the order groups lists them, the longest first.
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	start := func(name string, fn func(t *testing.T)) {
@@ -223,39 +227,46 @@ func Run(t *testing.T, h Harness) {
 			return
 		}
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			t.Run(name, fn)
 		}()
 	}
-	// drivertest's subtests take no part in excl, so the Driver group
-	// holds it for reading throughout; it starts first, so that a subtest
-	// that runs alone seldom waits for all of it.
-	start(driverGroup, func(t *testing.T) {
-		excl.RLock()
-		defer excl.RUnlock()
-		runDriver(t, h)
-	})
+	// The Driver group takes no part in excl: drivertest's bounds are
+	// sized for a CPU-starved machine, and holding excl for reading
+	// throughout its run, every alone subtest (and every subtest queued
+	// behind that one) would wait for all of it.
+	start(driverGroup, func(t *testing.T) { runDriver(t, h) })
 	for _, g := range groups() {
 		start(g.name, func(t *testing.T) {
 			s := newSuite(t, h)
-			// Subtests marked own run beside the rest of the group, each
-			// on a Client of its own; the group ends when they have.
-			var beside sync.WaitGroup
-			for _, tc := range g.tests {
+			skipped := func(tc test) (string, bool) {
 				reason, skip := h.Skip[g.name+"/"+tc.name]
 				if !skip && tc.needs != nil {
 					reason = tc.needs(s.caps)
 					skip = reason != ""
 				}
-				if tc.own && !skip {
+				return reason, skip
+			}
+			// Subtests marked own run beside the rest of the group, each
+			// on a Client of its own; the group ends when they have. They
+			// start before the rest: each mostly waits out a bound, and
+			// started last it would add that wait to the group's time.
+			var beside sync.WaitGroup
+			for _, tc := range g.tests {
+				if _, skip := skipped(tc); tc.own && !skip {
 					beside.Add(1)
 					go func() {
 						defer beside.Done()
 						runTest(t, tc, false, "", func(t *testing.T) *suite { return newSuite(t, h) })
 					}()
+				}
+			}
+			for _, tc := range g.tests {
+				reason, skip := skipped(tc)
+				if tc.own && !skip {
 					continue
 				}
 				runTest(t, tc, skip, reason, func(*testing.T) *suite { return s })
@@ -310,7 +321,7 @@ func newSuite(t *testing.T, h Harness) *suite {
 // subtest, so that its time and its context's bound leave out the wait.
 func runTest(t *testing.T, tc test, skip bool, reason string, suiteFor func(t *testing.T) *suite) {
 	switch {
-	case skip:
+	case skip, tc.outsideExcl:
 	case tc.alone:
 		excl.Lock()
 		defer excl.Unlock()
@@ -457,11 +468,17 @@ type test struct {
 	// one ("Group/Name/Case"), for a subtest that runs several.
 	cases []string
 	// own: it runs beside the rest of its group, on a Client of its own
-	// (Harness.NewClient), as if it were a group of its own. For a
-	// subtest that mostly waits out a provider's bound on a sandbox of
-	// its own: it arms its Client's faults for itself alone, and the
-	// group's other subtests do not wait behind it.
+	// (Harness.NewClient), as if it were a group of its own, started
+	// before the rest. For a subtest that mostly waits out a timeout or a
+	// provider's bound on a sandbox of its own: it arms its Client's
+	// faults for itself alone, and the group's other subtests do not wait
+	// behind it.
 	own bool
+	// outsideExcl: it takes no part in excl. For an own subtest that
+	// waits out a bound of many seconds with seconds of slack, more than
+	// an alone subtest's load adds: taking excl, it would hold every alone
+	// subtest, and every subtest behind that one, for its whole wait.
+	outsideExcl bool
 }
 
 func needsProcesses(c sandbox.Capabilities) string {
@@ -819,7 +836,7 @@ var execTests = []test{
 			t.Errorf("live writer got %q", w.String())
 		}
 	}},
-	{name: "TimeoutKeepsPartialOutput", fn: func(ctx context.Context, t *testing.T, s *suite) {
+	{name: "TimeoutKeepsPartialOutput", own: true, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		start := time.Now()
 		r, err := sb.Exec(ctx, sandbox.Command{Shell: "echo partial; echo e >&2; sleep 60", Timeout: 2 * time.Second})
@@ -840,7 +857,7 @@ var execTests = []test{
 			t.Errorf("after timeout: %q", r.Stdout)
 		}
 	}},
-	{name: "ContextDeadline", fn: func(ctx context.Context, t *testing.T, s *suite) {
+	{name: "ContextDeadline", own: true, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -858,7 +875,7 @@ var execTests = []test{
 			t.Errorf("partial stdout %q", r.Stdout)
 		}
 	}},
-	{name: "ContextDeadlineKeepsOutputInFlight", fn: func(ctx context.Context, t *testing.T, s *suite) {
+	{name: "ContextDeadlineKeepsOutputInFlight", own: true, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		// The caller's writer is slow: it holds its first write until
 		// after the deadline, so the command's second line, written well
 		// before the deadline, is still on its way when ctx ends. Output
@@ -1077,7 +1094,7 @@ var processTests = []test{
 			t.Errorf("second Wait: %d", again.ExitCode)
 		}
 	}},
-	{name: "OutlivesStartContext", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+	{name: "OutlivesStartContext", needs: needsProcesses, own: true, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		sctx, cancel := context.WithCancel(ctx)
 		p := must[*sandbox.Process](t, "Start")(sb.Start(sctx, sandbox.Command{Shell: "sleep 1; echo survived"}))
@@ -1108,7 +1125,7 @@ var processTests = []test{
 			t.Errorf("cat got %q", r.Stdout)
 		}
 	}},
-	{name: "AttachByPID", needs: needsProcesses, fn: func(ctx context.Context, t *testing.T, s *suite) {
+	{name: "AttachByPID", needs: needsProcesses, own: true, fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		p := must[*sandbox.Process](t, "Start")(sb.Start(ctx, sandbox.Command{Shell: "sleep 2; echo late; exit 5"}))
 		defer p.Close()

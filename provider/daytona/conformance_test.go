@@ -15,36 +15,46 @@ var skips = map[string]string{
 	"Files/ErrorTable/Unreadable/InClosedDirectory": "daytonafake answers 404 where its backend refuses to stat a file in a directory the user may not search; the daemon answers 403 (not yet modelled)",
 }
 
-// TestConformance runs the whole suite against daytona over daytonafake
-// over provider/local. Like TestConformanceDefaultScratch it is not marked
-// parallel: its groups already run a few at once, and its subtests that
-// bound a wait (or run alone, see sandboxtest) would otherwise measure the
-// package's other tests. (Run beside them, a CI run under load failed
-// TestConformanceDefaultScratch/Exec/IdleConnectionsReset once: an Exec on
-// a pooled connection was reset after its request left.)
+// TestConformance runs the suite in two configurations at once:
+// daytona over daytonafake over provider/local (every group), and over the
+// host test runtime with the scratch directory the real service gets
+// (DefaultScratch). It is not marked parallel: its groups already run a
+// few at once, and its subtests that bound a wait (or run alone, see
+// sandboxtest) would otherwise measure the package's other tests. (Run
+// beside them, a CI run under load failed
+// DefaultScratch/Exec/IdleConnectionsReset once: an Exec on a pooled
+// connection was reset after its request left.)
 func TestConformance(t *testing.T) {
-	// The local backend's egress proxy enforces the allow-lists, and
-	// reaches the Brokered group's loopback upstream (Harness.Egress).
-	up := newEgressUpstream(t)
-	h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil) }, skips)
-	h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
-	sandboxtest.Run(t, h)
+	t.Run("OverLocal", func(t *testing.T) {
+		t.Parallel()
+		// The local backend's egress proxy enforces the allow-lists, and
+		// reaches the Brokered group's loopback upstream (Harness.Egress).
+		up := newEgressUpstream(t)
+		h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil) }, skips)
+		h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
+		sandboxtest.Run(t, h)
+	})
+	t.Run("DefaultScratch", func(t *testing.T) {
+		t.Parallel()
+		testConformanceDefaultScratch(t)
+	})
 }
 
 // noExpose is why the host test runtime skips the Ports subtests that need
 // a server reached through the preview proxy.
-const noExpose = "the host test runtime has no Expose, so daytonafake's preview proxy has nothing to reach (TestConformance runs the Ports group over provider/local)"
+const noExpose = "the host test runtime has no Expose, so daytonafake's preview proxy has nothing to reach (TestConformance/OverLocal runs the Ports group over provider/local)"
 
 // noMetrics is why the host test runtime skips the Metrics subtests that
 // need values to move: it reports no metrics, so daytonafake answers an
-// idle sandbox's constants (TestConformance runs them over provider/local).
-const noMetrics = "the host test runtime reports no metrics: daytonafake answers an idle sandbox's constants (TestConformance runs the Metrics group over provider/local)"
+// idle sandbox's constants (TestConformance/OverLocal runs them over provider/local).
+const noMetrics = "the host test runtime reports no metrics: daytonafake answers an idle sandbox's constants (OverLocal runs the Metrics group over provider/local)"
 
-// TestConformanceDefaultScratch runs it again over the host test runtime,
-// with the scratch directory the real service gets (/tmp/.sandboxkit).
-func TestConformanceDefaultScratch(t *testing.T) {
+// testConformanceDefaultScratch runs the suite over the host test
+// runtime, with the scratch directory the real service gets
+// (/tmp/.sandboxkit).
+func testConformanceDefaultScratch(t *testing.T) {
 	skip := map[string]string{
-		"Driver/FileScope":                        "the host test runtime gives every sandbox the host's one file system, so another sandbox sees a file (daytonafake over provider/local, in TestConformance, checks the scope)",
+		"Driver/FileScope":                        "the host test runtime gives every sandbox the host's one file system, so another sandbox sees a file (TestConformance/OverLocal, daytonafake over provider/local, checks the scope)",
 		"Ports/HTTPServerFileByteExact":           noExpose,
 		"Ports/StreamingResponse":                 noExpose,
 		"Ports/WebSocketEcho":                     noExpose,
@@ -59,10 +69,10 @@ func TestConformanceDefaultScratch(t *testing.T) {
 		"Stress/ConcurrentExecExact":              "issue 12: with the default scratch dir, 200 concurrent execs over 10 sandboxes got errors here (the wrapper ended with exit code -1 without its trailer: 59 of 200), before the daytona exec fixes landed",
 	}
 	// The fake serves PTY sessions over its backend's terminals, and the
-	// host test runtime has none (TestConformance runs the Terminal group
+	// host test runtime has none (TestConformance/OverLocal runs the Terminal group
 	// over provider/local).
 	for _, name := range sandboxtest.Subtests("Terminal") {
-		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance runs the Terminal group over provider/local)"
+		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance/OverLocal runs the Terminal group over provider/local)"
 	}
 	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
 	h.Groups, h.ShortGroups = scratchGroups, scratchShortGroups
@@ -71,7 +81,7 @@ func TestConformanceDefaultScratch(t *testing.T) {
 
 // scratchGroups are the groups TestConformanceDefaultScratch runs (all of
 // them with sandboxtest.FullEnv=1): those whose commands, files and
-// listings meet the adapter's scratch directory. TestConformance runs
+// listings meet the adapter's scratch directory. TestConformance/OverLocal runs
 // every group.
 var scratchGroups = []string{"Lifecycle", "Exec", "Process", "Processes", "Files", "Watch", "Snapshots", "Driver"}
 
@@ -81,9 +91,9 @@ var scratchShortGroups = []string{"Lifecycle", "Exec", "Process"}
 
 // noSnapModes is why the host test runtime skips the snapshot checks of
 // modes and links: it is no Snapshotter, so the fake copies a snapshot
-// file by file and keeps neither (TestConformance, daytonafake over
+// file by file and keeps neither (TestConformance/OverLocal, daytonafake over
 // provider/local, whose snapshots keep them, runs these checks).
-const noSnapModes = "the host test runtime has no snapshots of its own: the fake's file-by-file copy keeps neither file modes nor links (TestConformance over provider/local checks them)"
+const noSnapModes = "the host test runtime has no snapshots of its own: the fake's file-by-file copy keeps neither file modes nor links (TestConformance/OverLocal checks them)"
 
 // harness is the suite's harness over the envs newEnv makes, with the
 // fake's faults behind the fault hooks, skipping what skip names.

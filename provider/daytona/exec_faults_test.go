@@ -135,34 +135,38 @@ func TestExecLostOutputIsAnError(t *testing.T) {
 func TestExecStallIsBounded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil, daytona.WithExecGraceForTest(testGrace))
-	sb := e.create(t)
 	const timeout = 3 * time.Second
 	bound := timeout + testGrace
-	check := func(what string, run func(ctx context.Context) error) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
-		defer cancel()
-		start := time.Now()
-		err := run(ctx)
-		took := time.Since(start)
-		t.Logf("%s: returned after %v (bound %v): %v", what, took.Round(time.Millisecond), bound, err)
-		if err == nil {
-			t.Errorf("%s: nil error", what)
-		} else if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
-			t.Errorf("%s: %v, want ErrOutcomeUnknown", what, err)
-		}
-		if took > bound+5*time.Second {
-			t.Errorf("%s: took %v, want at most %v (+5 s of scheduling slack)", what, took, bound)
-		}
+	// Each case waits out its bound on a sandbox of its own (the fake's
+	// faults are armed per sandbox), all at once.
+	check := func(what string, run func(ctx context.Context, sb *sandbox.Sandbox) error) {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			sb := e.create(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
+			defer cancel()
+			start := time.Now()
+			err := run(ctx, sb)
+			took := time.Since(start)
+			t.Logf("returned after %v (bound %v): %v", took.Round(time.Millisecond), bound, err)
+			if err == nil {
+				t.Errorf("nil error")
+			} else if !errors.Is(err, sandbox.ErrOutcomeUnknown) {
+				t.Errorf("%v, want ErrOutcomeUnknown", err)
+			}
+			if took > bound+5*time.Second {
+				t.Errorf("took %v, want at most %v (+5 s of scheduling slack)", took, bound)
+			}
+		})
 	}
 	// The execute answer stalls after the command ran.
-	check("stalled execute", func(ctx context.Context) error {
+	check("StalledExecute", func(ctx context.Context, sb *sandbox.Sandbox) error {
 		e.fake.FailNext("POST", "/toolbox/"+sb.ID()+"/process/execute", daytonafake.FaultStall)
 		_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
 		return err
 	})
 	// Every download stalls: the output of a large result cannot come.
-	check("stalled download", func(ctx context.Context) error {
+	check("StalledDownload", func(ctx context.Context, sb *sandbox.Sandbox) error {
 		stop := e.fake.FailEvery("GET", "/toolbox/"+sb.ID()+"/files/download", daytonafake.FaultStall)
 		defer stop()
 		_, err := sb.Exec(ctx, sandbox.Command{Shell: "head -c 3145728 /dev/zero", Timeout: timeout})
@@ -170,20 +174,24 @@ func TestExecStallIsBounded(t *testing.T) {
 	})
 	// Every execute hangs, the kill's too: the context ends the command
 	// and the kill is bounded within the grace.
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	stop := e.fake.FailEvery("POST", "/toolbox/"+sb.ID()+"/process/execute", daytonafake.FaultHang)
-	start := time.Now()
-	_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: time.Minute})
-	took := time.Since(start)
-	stop()
-	t.Logf("hung execute and kill, %v context: returned after %v: %v", timeout, took.Round(time.Millisecond), err)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("hung execute: %v, want DeadlineExceeded", err)
-	}
-	if took > bound+5*time.Second {
-		t.Errorf("hung execute: took %v, want at most %v", took, bound)
-	}
+	t.Run("HungExecuteAndKill", func(t *testing.T) {
+		t.Parallel()
+		sb := e.create(t)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		stop := e.fake.FailEvery("POST", "/toolbox/"+sb.ID()+"/process/execute", daytonafake.FaultHang)
+		start := time.Now()
+		_, err := sb.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: time.Minute})
+		took := time.Since(start)
+		stop()
+		t.Logf("%v context: returned after %v: %v", timeout, took.Round(time.Millisecond), err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("hung execute: %v, want DeadlineExceeded", err)
+		}
+		if took > bound+5*time.Second {
+			t.Errorf("hung execute: took %v, want at most %v", took, bound)
+		}
+	})
 }
 
 // testGrace is the grace of the Runtime TestExecStallIsBounded uses: its

@@ -19,7 +19,7 @@ import (
 // they wait on the fake's answers, commands' sleeps and timeouts far more
 // than they compute.
 func TestMain(m *testing.M) {
-	testpar.Widen(2)
+	testpar.Widen(4)
 	goleak.VerifyTestMain(m)
 }
 
