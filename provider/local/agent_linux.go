@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,6 +42,9 @@ type agentConfig struct {
 	TmpMiB       int    `json:"tmp_mib"`
 	MaxFileMiB   int    `json:"max_file_mib"`
 	NoFile       uint64 `json:"nofile,omitempty"` // RLIMIT_NOFILE of the agent and every command; 0 leaves it
+	// InotifyWatches is the sandbox's share of inotify watches (see
+	// inotifyShare); 0 is the share the agent works out itself.
+	InotifyWatches uint64 `json:"inotify_watches,omitempty"`
 	LeaseGrace   int64  `json:"lease_grace_ns"`
 	AutoPause    bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
 	// Key authenticates every connection (see checkAuth). It reaches the
@@ -239,6 +243,9 @@ func agentMain() {
 	if err := json.NewDecoder(ctl).Decode(&cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox agent: reading config: %v\n", err)
 		os.Exit(2)
+	}
+	if cfg.InotifyWatches > 0 {
+		agentWatchLimit = func() int64 { return int64(min(cfg.InotifyWatches, math.MaxInt64)) }
 	}
 	var tr *trace
 	if cfg.Trace {

@@ -65,6 +65,11 @@ type Runtime struct {
 	dropUser bool
 	runAsWhy string
 	pasta    string // path of the user-space network stack, "" when not installed
+	// inotifyWatches, when not 0, is the share of inotify watches each
+	// new agent gets in place of inotifyShare's: a test lowers it so that
+	// a tree beyond the share need not have tens of thousands of
+	// directories.
+	inotifyWatches uint64
 	mkfs     string // path of mkfs.ext4, for disk quotas
 
 	spMu sync.Mutex
@@ -791,6 +796,7 @@ func (r *Runtime) startAgent(ctx context.Context, m *meta) error {
 	}
 	cfg.Key, cfg.UID, cfg.GID = key, m.RunAs, m.RunAs
 	cfg.NoFile = m.Limits.NoFile
+	cfg.InotifyWatches = r.inotifyWatches
 	// For an agent that cannot read meta.json (a root host's uid 65534).
 	// A pooled sandbox's AutoPause is known only once adopted: such an
 	// agent leaves its lease to the Runtimes.

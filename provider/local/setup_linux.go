@@ -163,7 +163,7 @@ func setupNamespaces(cfg *agentConfig, f *features) error {
 	}
 	// The sandbox's share of inotify (see inotifyShare); a failure leaves
 	// the agent's own bound on its watches.
-	_ = limitInotify()
+	_ = limitInotify(cfg.InotifyWatches)
 	_ = unix.Chdir(cfg.Home)
 	return nil
 }

@@ -179,12 +179,15 @@ func TestSnapshotDeepTreeErrorIsShort(t *testing.T) {
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
 	defer sb.Destroy(context.Background())
-	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", `import os
+	// 40 directories of 200 bytes each: 8 KiB of path, twice PATH_MAX,
+	// without making (and removing) thousands of directories.
+	name := strings.Repeat("dd", 100)
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", `import os, sys
 os.mkdir("deep"); os.chdir("deep")
-for i in range(1500):
-    os.mkdir("dd"); os.chdir("dd")
+for i in range(40):
+    os.mkdir(sys.argv[1]); os.chdir(sys.argv[1])
 open("bottom", "w").write("x")
-`}})
+`, name}})
 	require.NoError(t, err)
 	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
 	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
@@ -195,5 +198,5 @@ open("bottom", "w").write("x")
 	t.Logf("snapshot: %v", err)
 	require.Less(t, len(err.Error()), 1000, "error length")
 	require.NotContains(t, err.Error(), rt.root, "the error names the host's state directory")
-	require.Contains(t, err.Error(), "~/deep/dd/")
+	require.Contains(t, err.Error(), "~/deep/"+name[:50])
 }

@@ -310,17 +310,35 @@ func TestForkNative(t *testing.T) {
 	assert.Equal(t, sberrors.NotFound, sberrors.CodeOf(err))
 }
 
-// mkChain makes a chain of depth directories named "d" under dir, one
-// name at a time (the chain is far longer than PATH_MAX), and writes
-// "bottom" in the deepest with content; a hard link to it sits at the
-// top. It returns nothing: it fails the test.
-func mkChain(t *testing.T, dir string, depth int, content string) {
+// chain is a chain of depth directories, each named name.
+type chain struct {
+	depth int
+	name  string
+}
+
+// deepChain is a chain far deeper than keepOpen and far longer than
+// PATH_MAX: 5000 directories named "d", or under -short 200 named with
+// 100 bytes each (20,200 bytes of path). The copy walks both alike
+// (one name at a time, reopening through ".." below keepOpen); the
+// short one makes and removes 15,000 fewer directories, which on a file
+// system without a journal slow every file created in the minute after.
+func deepChain() chain {
+	if testing.Short() {
+		return chain{depth: 200, name: strings.Repeat("d", 100)}
+	}
+	return chain{depth: 5000, name: "d"}
+}
+
+// mkChain makes ch under dir, one name at a time (the chain is far longer
+// than PATH_MAX), and writes "bottom" in the deepest with content; a hard
+// link to it sits at the top. It returns nothing: it fails the test.
+func mkChain(t *testing.T, dir string, ch chain, content string) {
 	t.Helper()
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	require.NoError(t, err)
-	for i := range depth {
-		require.NoError(t, unix.Mkdirat(fd, "d", 0o755), "level %d", i)
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	for i := range ch.depth {
+		require.NoError(t, unix.Mkdirat(fd, ch.name, 0o755), "level %d", i)
+		next, err := unix.Openat(fd, ch.name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		require.NoError(t, err)
 		unix.Close(fd)
 		fd = next
@@ -339,12 +357,12 @@ func mkChain(t *testing.T, dir string, depth int, content string) {
 
 // readChain walks the chain mkChain made under dir and returns the
 // content of its bottom file and the mode of the deepest directory.
-func readChain(t *testing.T, dir string, depth int) (string, uint32) {
+func readChain(t *testing.T, dir string, ch chain) (string, uint32) {
 	t.Helper()
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	require.NoError(t, err)
-	for i := range depth {
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	for i := range ch.depth {
+		next, err := unix.Openat(fd, ch.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		require.NoError(t, err, "level %d of the copy", i)
 		unix.Close(fd)
 		fd = next
@@ -361,12 +379,12 @@ func readChain(t *testing.T, dir string, depth int) (string, uint32) {
 	return string(b[:n]), st.Mode & 0o7777
 }
 
-// A tree far deeper than PATH_MAX (5000 directories, 10000 bytes of
-// path) survives snapshot and restore whole, with its hard link kept,
-// and the copy holds a bounded number of descriptors.
+// A tree far deeper than PATH_MAX (deepChain) survives snapshot and
+// restore whole, with its hard link kept, and the copy holds a bounded
+// number of descriptors.
 func TestSnapshotDeepTree(t *testing.T) {
 	t.Parallel() // a Runtime of its own, and mostly copying
-	const depth = 5000
+	ch := deepChain()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt := levelRuntime(t, L1)
@@ -375,32 +393,36 @@ func TestSnapshotDeepTree(t *testing.T) {
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	require.NoError(t, err)
 	defer sb.Destroy(ctx)
-	mkChain(t, rt.home(sb.ID()), depth, "deep down")
+	mkChain(t, rt.home(sb.ID()), ch, "deep down")
 	snap, err := sb.Snapshot(ctx, sandbox.SnapshotOptions{})
 	require.NoError(t, err)
 	defer c.DeleteSnapshot(ctx, snap.ID)
-	assert.Greater(t, snap.Size, int64(depth)*512, "the size counts the whole chain")
+	assert.Greater(t, snap.Size, int64(ch.depth)*512, "the size counts the whole chain")
 	require.NoError(t, sb.Destroy(ctx))
 	child, err := c.Create(ctx, sandbox.CreateOptions{FromSnapshot: snap.ID})
 	require.NoError(t, err)
 	defer child.Destroy(ctx)
-	got, mode := readChain(t, rt.home(child.ID()), depth)
+	got, mode := readChain(t, rt.home(child.ID()), ch)
 	assert.Equal(t, "deep down", got)
 	assert.Equal(t, uint32(0o755), mode)
 	var a unix.Stat_t
 	require.NoError(t, unix.Stat(filepath.Join(rt.home(child.ID()), "top-link"), &a))
 	assert.Equal(t, uint64(2), uint64(a.Nlink), "the hard link to the bottom file is kept")
 	// The copy in the snapshot itself is whole too.
-	got, _ = readChain(t, filepath.Join(rt.snapPath(snap.ID), "home"), depth)
+	got, _ = readChain(t, filepath.Join(rt.snapPath(snap.ID), "home"), ch)
 	assert.Equal(t, "deep down", got)
 }
 
 // The walk keeps at most keepOpen levels of directories open: a copy of
-// a deep chain with a descriptor limit far below its depth succeeds.
+// a deep chain with a descriptor limit far below its depth (two a level,
+// 1024 in all) succeeds.
 func TestCopyDeepTreeFewDescriptors(t *testing.T) {
-	const depth = 3000
+	ch := chain{depth: 3000, name: "d"}
+	if testing.Short() {
+		ch.depth = 600
+	}
 	src, dst := t.TempDir(), t.TempDir()
-	mkChain(t, src, depth, "x")
+	mkChain(t, src, ch, "x")
 	var old unix.Rlimit
 	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &old))
 	lim := old
@@ -410,7 +432,7 @@ func TestCopyDeepTreeFewDescriptors(t *testing.T) {
 	cp := newCopier(-1, -1)
 	require.NoError(t, cp.tree(context.Background(), src, dst))
 	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &old))
-	got, _ := readChain(t, dst, depth)
+	got, _ := readChain(t, dst, ch)
 	assert.Equal(t, "x", got)
 	assert.Greater(t, diskUsage(dst), int64(0))
 	// A failure at the bottom names the file by its path in the sandbox,

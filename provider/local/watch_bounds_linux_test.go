@@ -95,13 +95,23 @@ time.sleep(60)
 // than taking the host user's watches from every other sandbox).
 func TestWatchAgentBoundsItsWatches(t *testing.T) {
 	t.Parallel()
+	rt := levelRuntime(t, L1)
 	share, _ := inotifyShare()
+	if testing.Short() {
+		// The agent's bound is the same with a share of a few hundred,
+		// and the tree a few hundred directories, not the host's share
+		// (a tenth of a million here): made and removed, those slow
+		// every file created after them on a file system without a
+		// journal (ext4 passes over the inodes freed in the last minute).
+		share = 300
+		rt.inotifyWatches = share
+	}
 	if share > 40000 {
 		t.Skipf("the share of inotify watches here is %d directories: too many to make in a test", share)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := sandbox.NewClient(levelRuntime(t, L1))
+	c := sandbox.NewClient(rt)
 	defer c.Close()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
@@ -218,18 +228,23 @@ func TestWatchDoesNotFollowSymlinkOut(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Many rounds of the race; the last link is a marker: once it
-			// is reported, every earlier event has been.
-			script := `import os
+			// Many rounds of the race (a quarter under -short: each
+			// round makes four files); the last link is a marker: once
+			// it is reported, every earlier event has been.
+			rounds := "1000"
+			if testing.Short() {
+				rounds = "250"
+			}
+			script := `import os, sys
 os.chdir("w")
-for i in range(1000):
+for i in range(int(sys.argv[1])):
     d = "d%d" % i
     os.mkdir(d); os.rmdir(d); os.symlink("/etc", d)
     d = "e%d" % i
     os.mkdir(d); os.rename(d, d + "x"); os.symlink("/etc", d)
 os.symlink("/etc", "done")
 `
-			r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", script}})
+			r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", script, rounds}})
 			mustSucceed(t, "the race", r, err)
 			tctx, tcancel := context.WithTimeout(ctx, 15*time.Second)
 			defer tcancel()

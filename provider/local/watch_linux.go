@@ -261,12 +261,15 @@ func inotifyShare() (watches, instances uint64) {
 	return min(w, max(w/limitShare, minInotifyWatches)), min(i, max(i/limitShare, minInotifyInstances))
 }
 
-// limitInotify sets the sandbox's share of inotify as the limits of the
-// calling process's user namespace. Call it only in the sandbox's own user
+// limitInotify sets the sandbox's share of inotify (watches of them, when
+// not 0) as the limits of the calling process's user namespace. Call it only in the sandbox's own user
 // namespace (at L1 and L2 it would lower the host's limits), before the
 // capabilities are dropped.
-func limitInotify() error {
+func limitInotify(watches uint64) error {
 	w, i := inotifyShare()
+	if watches > 0 {
+		w = watches
+	}
 	if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte(strconv.FormatUint(w, 10)), 0); err != nil {
 		return fmt.Errorf("user.max_inotify_watches: %w", err)
 	}
