@@ -28,8 +28,20 @@ import (
 // TestMain runs more tests at once than go test's default of one per CPU:
 // they wait on the tool's processes, sandboxes and fakes far more than
 // they compute.
+// The API keys of the package's fakes (see TestMain), new each run.
+var (
+	testE2BKey     = "e2b_" + randomHex(20)
+	testDaytonaKey = "dtn_" + randomHex(16)
+)
+
 func TestMain(m *testing.M) {
-	testpar.Widen(2)
+	testpar.Widen(4)
+	// The providers read their API keys from the process environment:
+	// the package's e2b and daytona fakes all take these, set once, so
+	// that a test that makes fakes need not set them (t.Setenv would keep
+	// it from running beside the others).
+	os.Setenv("E2B_API_KEY", testE2BKey)
+	os.Setenv("DAYTONA_API_KEY", testDaytonaKey)
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if binDir != "" {
 			os.RemoveAll(binDir)

@@ -313,11 +313,14 @@ func unreachableAddr(t *testing.T) string {
 // within 5x the bound with an error that says it timed out.
 //
 // Each fault has a fake of its own (the fakes of one provider share an API
-// key, which the providers read from the process environment), so the
-// checks run side by side, a few at a time: each waits out its bound (a
-// hung create longer), and one after another they were the package's
-// longest serial wait. The time a check measures starts when it runs.
+// key, which the providers read from the process environment, set once by
+// TestMain), so the checks run side by side, a few at a time, and the test
+// beside the package's other parallel tests: each waits out its bound (a
+// hung create 15 s longer), and one after another, or as a serial test,
+// they were the package's longest wait. The time a check measures starts
+// when it runs.
 func TestCLICallTimeout(t *testing.T) {
+	t.Parallel()
 	const bound = time.Second
 	// At most this many invocations at once: their waits overlap while
 	// each still gets the CPU it needs to answer within its bound.
@@ -384,8 +387,7 @@ func TestCLICallTimeout(t *testing.T) {
 		return 0
 	}
 
-	dKey := "dtn_" + randomHex(16)
-	t.Setenv("DAYTONA_API_KEY", dKey)
+	dKey := testDaytonaKey
 	daytona := func() (*daytonafake.Server, string, string) {
 		dfake := daytonafake.New(memory.New(), daytonafake.WithAPIKey(dKey))
 		t.Cleanup(dfake.Close)
@@ -412,8 +414,7 @@ func TestCLICallTimeout(t *testing.T) {
 		add("daytona-op-hangs", url, args, true, 0)
 	}
 
-	eKey := "e2b_" + randomHex(20)
-	t.Setenv("E2B_API_KEY", eKey)
+	eKey := testE2BKey
 	for _, k := range []struct {
 		name string
 		kind e2bfake.FaultKind
