@@ -25,15 +25,15 @@ import (
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
 
-// TestMain runs more tests at once than go test's default of one per CPU:
-// they wait on the tool's processes, sandboxes and fakes far more than
-// they compute.
 // The API keys of the package's fakes (see TestMain), new each run.
 var (
 	testE2BKey     = "e2b_" + randomHex(20)
 	testDaytonaKey = "dtn_" + randomHex(16)
 )
 
+// TestMain runs more tests at once than go test's default of one per CPU:
+// they wait on the tool's processes, sandboxes and fakes far more than
+// they compute.
 func TestMain(m *testing.M) {
 	testpar.Widen(4)
 	// The providers read their API keys from the process environment:
