@@ -69,6 +69,7 @@ func skipRepeat(t *testing.T, backend string) {
 // Every new runtime is a new adapter on the same fake, as a restarted
 // client would make.
 func TestE2BFake(t *testing.T) {
+	t.Parallel()
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
 			skipRepeat(t, b.name)
@@ -88,6 +89,7 @@ func TestE2BFake(t *testing.T) {
 // TestDaytonaFake runs the scenarios the adapter can change over the
 // daytona adapter against daytonafake (all of them when fullRun).
 func TestDaytonaFake(t *testing.T) {
+	t.Parallel()
 	for _, b := range fakeBackends {
 		t.Run(b.name, func(t *testing.T) {
 			skipRepeat(t, b.name)

@@ -12,6 +12,7 @@ import (
 // isolation level of this host, and at L1 (plain host processes) those
 // whose outcome depends on how processes run (all of them when fullRun).
 func TestLocal(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"default", "L1"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

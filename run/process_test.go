@@ -49,6 +49,7 @@ func TestRunOutlivesClientProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		t.Skip("in the helper process")
 	}
+	t.Parallel()
 	root := t.TempDir()
 	ctx := testCtx(t)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperStartRun$", "-test.count=1")

@@ -256,6 +256,7 @@ func hostHarness(t *testing.T) harness {
 }
 
 func TestHostRuntime(t *testing.T) {
+	t.Parallel()
 	runScenarios(t, hostHarness(t), 0)
 }
 
@@ -577,6 +578,7 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 }
 
 func TestWaitRidesOutTransientFailures(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, hostHarness(t))
 	f := &faultRuntime{}
 	c, sb := w.client(t, func(rt driver.Runtime) driver.Runtime { f.Runtime = rt; return f })
