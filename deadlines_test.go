@@ -297,7 +297,9 @@ func TestDefaultDeadlinesEndSilentProvider(t *testing.T) {
 }
 
 func TestDownloadBoundByProgressNotTotal(t *testing.T) {
-	// Not parallel: a 250 ms trickle under a real 5 s idle bound, which a starved host can miss.
+	// Beside the package's other tests, which mostly wait: a byte every
+	// 250 ms under a real 5 s idle bound leaves 20 times the gap.
+	t.Parallel()
 	rt := newHangRuntime()
 	// 25 bytes, one every 250 ms: about 6 s in all, longer than the 5 s
 	// idle bound, but never 5 s without a byte.

@@ -24,7 +24,7 @@ import (
 // TestMain runs more tests at once than go test's default of one per CPU:
 // many wait on leases, sleeps and timeouts far more than they compute.
 func TestMain(m *testing.M) {
-	testpar.Widen(2)
+	testpar.Widen(4)
 	goleak.VerifyTestMain(m)
 }
 
