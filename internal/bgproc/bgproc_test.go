@@ -92,6 +92,7 @@ func TestStartRecordsExitAndKeepsStreams(t *testing.T) {
 }
 
 func TestTimeoutIsRecorded(t *testing.T) {
+	t.Parallel()
 	for _, sh := range shells(t) {
 		for _, c := range []struct {
 			name, sig, killAfter, cmd string
@@ -103,6 +104,7 @@ func TestTimeoutIsRecorded(t *testing.T) {
 			{"term-then-kill", "TERM", "1", `trap "" TERM; sleep 30`, 137},
 		} {
 			t.Run(filepath.Base(sh)+"/"+c.name, func(t *testing.T) {
+				t.Parallel() // each waits out its timeout, in a directory of its own
 				d := t.TempDir()
 				start := time.Now()
 				_, errOut, code := run(t, sh, d, `bg_start "$1/pid" "$2" "$3" 1.000 sh -c "$4"`+finish, d, c.sig, c.killAfter, c.cmd)

@@ -447,6 +447,7 @@ func TestSOCKS5(t *testing.T) {
 }
 
 func TestSlowloris(t *testing.T) {
+	t.Parallel()
 	_, addr, _ := startProxy(t, Config{Policy: &driver.NetworkPolicy{Mode: driver.NetworkAllowAll}, Resolver: newResolver(), HeaderTimeout: 300 * time.Millisecond})
 	for _, first := range []string{"C", "\x05"} {
 		c, err := net.Dial("tcp", addr)
@@ -532,6 +533,7 @@ func TestConnectionCap(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	const idle = time.Second
 	srv := newEcho(t, false)
 	res := newResolver("www.example.com", "127.0.0.1")

@@ -13,6 +13,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A sweep finds the sandbox made late and destroys it, once.
 func TestSweeperDestroysWhatTurnsUp(t *testing.T) {
+	t.Parallel()
 	var s Sweeper
 	defer s.Close()
 	var looks, destroyed atomic.Int32
@@ -44,6 +45,7 @@ func TestSweeperDestroysWhatTurnsUp(t *testing.T) {
 // Close ends a search in progress at once, and a search started after
 // Close does not run.
 func TestSweeperClose(t *testing.T) {
+	t.Parallel()
 	var s Sweeper
 	var looks atomic.Int32
 	find := func(context.Context) (string, error) { looks.Add(1); return "", nil }

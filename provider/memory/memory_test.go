@@ -12,7 +12,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// TestConformance runs beside the package's other tests: its groups mostly
+// wait out timeouts, and the others are quick.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	sandboxtest.Run(t, sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client { return sandbox.NewClient(memory.New()) },
 		Skip: map[string]string{

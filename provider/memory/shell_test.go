@@ -262,23 +262,30 @@ func TestHandlersInsideShellLines(t *testing.T) {
 }
 
 func TestShellHonoursTimeoutAndStdin(t *testing.T) {
+	t.Parallel()
 	sb, _ := newSandbox(t)
 	ctx := context.Background()
-	for _, cmd := range []sandbox.Command{{Shell: "while :; do :; done"}, {Shell: "sleep 60 | cat"}, {Shell: "cat"}, {Args: []string{"cat"}}, {Args: []string{"head", "-c", "1"}}} {
-		pr, pw := io.Pipe() // a stdin that never ends
-		start := time.Now()
-		cmd.Stdin, cmd.Timeout = pr, time.Second
-		line := cmd.Shell + strings.Join(cmd.Args, " ")
-		r, err := sb.Exec(ctx, cmd)
-		took := time.Since(start)
-		pw.Close()
-		if err != nil || !r.TimedOut {
-			t.Errorf("%q: %+v %v", line, r, err)
+	// The timeouts at once: each waits out its second.
+	t.Run("Timeouts", func(t *testing.T) {
+		for _, cmd := range []sandbox.Command{{Shell: "while :; do :; done"}, {Shell: "sleep 60 | cat"}, {Shell: "cat"}, {Args: []string{"cat"}}, {Args: []string{"head", "-c", "1"}}} {
+			line := cmd.Shell + strings.Join(cmd.Args, " ")
+			t.Run(line, func(t *testing.T) {
+				t.Parallel()
+				pr, pw := io.Pipe() // a stdin that never ends
+				defer pw.Close()
+				start := time.Now()
+				cmd.Stdin, cmd.Timeout = pr, time.Second
+				r, err := sb.Exec(ctx, cmd)
+				took := time.Since(start)
+				if err != nil || !r.TimedOut {
+					t.Errorf("%q: %+v %v", line, r, err)
+				}
+				if took > 10*time.Second {
+					t.Errorf("%q: returned after %v with a 1s timeout", line, took)
+				}
+			})
 		}
-		if took > 10*time.Second {
-			t.Errorf("%q: returned after %v with a 1s timeout", line, took)
-		}
-	}
+	})
 	// Stdin streams through pipes and builtins alike.
 	r, err := sb.Exec(ctx, sandbox.Command{Shell: "read first; echo \"<$first>\"; cat | wc -l", Stdin: strings.NewReader("one\ntwo\nthree\n")})
 	if err != nil || string(r.Stdout) != "<one>\n2\n" {
