@@ -45,8 +45,8 @@ type agentConfig struct {
 	// InotifyWatches is the sandbox's share of inotify watches (see
 	// inotifyShare); 0 is the share the agent works out itself.
 	InotifyWatches uint64 `json:"inotify_watches,omitempty"`
-	LeaseGrace   int64  `json:"lease_grace_ns"`
-	AutoPause    bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
+	LeaseGrace     int64  `json:"lease_grace_ns"`
+	AutoPause      bool   `json:"auto_pause,omitempty"` // the lease end pauses: the agent never enforces it
 	// Key authenticates every connection (see checkAuth). It reaches the
 	// agent only through the spawner's socket pair, never a file the
 	// sandbox can read.

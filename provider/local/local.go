@@ -70,7 +70,7 @@ type Runtime struct {
 	// a tree beyond the share need not have tens of thousands of
 	// directories.
 	inotifyWatches uint64
-	mkfs     string // path of mkfs.ext4, for disk quotas
+	mkfs           string // path of mkfs.ext4, for disk quotas
 
 	spMu sync.Mutex
 	sp   *spawner
