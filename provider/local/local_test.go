@@ -20,7 +20,7 @@ import (
 // count what the host holds are not parallel.
 func TestMain(m *testing.M) {
 	Init() // the package's init already dispatched; calling it again is harmless
-	testpar.Widen(2)
+	testpar.Widen(4)
 	goleak.VerifyTestMain(m)
 }
 
