@@ -3,6 +3,7 @@ package e2b_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/e2b"
@@ -82,7 +83,14 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 	return sandboxtest.Harness{
 		NewClient: func(t *testing.T) *sandbox.Client {
 			e := newEnv(t)
-			c := sandbox.NewClient(e.rt)
+			rt := e.rt
+			if g := conformanceGrace(); g != e2b.ExecGrace {
+				var err error
+				if rt, err = e2b.New(e2b.WithAPIKey(e.fake.APIKey()), e2b.WithAPIURL(e.fake.APIURL()), e2b.WithSandboxURL(e.fake.SandboxURL()), e2b.WithExecGraceForTest(g)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := sandbox.NewClient(rt)
 			mu.Lock()
 			fakes[c] = e.fake
 			mu.Unlock()
@@ -113,7 +121,18 @@ func harness(newEnv func(t *testing.T, opts ...e2bfake.Option) *env) sandboxtest
 				// plane and envd.
 				return fakeOf(t, c).Inject(&e2bfake.Fault{Kind: e2bfake.ResetBeforeAdmission}).Hits()
 			},
-			Grace: e2b.ExecGrace,
+			Grace: conformanceGrace(),
 		},
 	}
+}
+
+// conformanceGrace is the ExecGrace of the suite's adapters: under -short
+// a few seconds, so that Exec/StallIsAnError waits a command's timeout
+// and that, not the ten seconds of the real grace, which a plain run
+// keeps.
+func conformanceGrace() time.Duration {
+	if testing.Short() {
+		return 4 * time.Second
+	}
+	return e2b.ExecGrace
 }

@@ -19,38 +19,47 @@ import (
 // testGrace, so that the test need not wait ExecGrace for each.
 func TestExecStallIsAnError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	sb := mustCreate(t, e.client, sandbox.CreateOptions{})
-	stalled := attachWithGrace(t, e, sb.ID(), testGrace)
 	const timeout = 3 * time.Second
 	bound := timeout + testGrace
+	// Each case on a fake of its own (a fault is armed for the fake's next
+	// matching call), all at once: each waits out its bound.
 	for _, kind := range []struct {
 		name string
 		k    e2bfake.FaultKind
-	}{{"after the start event", e2bfake.StallStream}, {"before the start event", e2bfake.StallResponse}} {
-		e.fake.Inject(&e2bfake.Fault{Kind: kind.k, Path: "POST /process.Process/Start"})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
-		start := time.Now()
-		res, err := stalled.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
-		took := time.Since(start)
-		cancel()
-		t.Logf("stall %s: returned after %v (bound %v): %v", kind.name, took.Round(time.Millisecond), bound, err)
-		if err == nil {
-			t.Errorf("stall %s: result %+v and a nil error", kind.name, res)
-			continue
-		}
-		if !errors.Is(err, sandbox.ErrOutcomeUnknown) || sandbox.CodeOf(err) != sandbox.Unavailable {
-			t.Errorf("stall %s: %v (code %v), want ErrOutcomeUnknown (Unavailable)", kind.name, err, sandbox.CodeOf(err))
-		}
-		if took > bound+5*time.Second {
-			t.Errorf("stall %s: took %v, want at most %v (+5 s of scheduling slack)", kind.name, took, bound)
-		}
+	}{{"AfterTheStartEvent", e2bfake.StallStream}, {"BeforeTheStartEvent", e2bfake.StallResponse}} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+			stalled := attachWithGrace(t, e, sb.ID(), testGrace)
+			e.fake.Inject(&e2bfake.Fault{Kind: kind.k, Path: "POST /process.Process/Start"})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*bound)
+			defer cancel()
+			start := time.Now()
+			res, err := stalled.Exec(ctx, sandbox.Command{Shell: "echo hi", Timeout: timeout})
+			took := time.Since(start)
+			t.Logf("returned after %v (bound %v): %v", took.Round(time.Millisecond), bound, err)
+			if err == nil {
+				t.Fatalf("result %+v and a nil error", res)
+			}
+			if !errors.Is(err, sandbox.ErrOutcomeUnknown) || sandbox.CodeOf(err) != sandbox.Unavailable {
+				t.Errorf("%v (code %v), want ErrOutcomeUnknown (Unavailable)", err, sandbox.CodeOf(err))
+			}
+			if took > bound+5*time.Second {
+				t.Errorf("took %v, want at most %v (+5 s of scheduling slack)", took, bound)
+			}
+		})
 	}
 	// envd's own timeout is still a timeout.
-	res, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "echo a; sleep 30", Timeout: timeout})
-	if err != nil || !res.TimedOut || string(res.Stdout) != "a\n" {
-		t.Errorf("command timeout: %+v, %v; want TimedOut with \"a\\n\"", res, err)
-	}
+	t.Run("CommandTimeout", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		sb := mustCreate(t, e.client, sandbox.CreateOptions{})
+		res, err := sb.Exec(ctxT(t), sandbox.Command{Shell: "echo a; sleep 30", Timeout: timeout})
+		if err != nil || !res.TimedOut || string(res.Stdout) != "a\n" {
+			t.Errorf("command timeout: %+v, %v; want TimedOut with \"a\\n\"", res, err)
+		}
+	})
 }
 
 // blockingReader blocks every Read until released, and counts the Reads
