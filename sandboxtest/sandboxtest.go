@@ -149,7 +149,7 @@ const FullEnv = "SANDBOXTEST_FULL"
 func full() bool { return os.Getenv(FullEnv) == "1" }
 
 // ParallelEnv names the environment variable that sets how many groups
-// of one Run go at once (default 4; 1 runs them one after another).
+// of one Run go at once (default 6; 1 runs them one after another).
 // Groups are independent (each has its own Client and, in every
 // provider's harness, its own provider state), and their time is mostly
 // waiting on sandboxes, not CPU, so a few at once finish the suite in a
@@ -174,9 +174,9 @@ func groups() []group {
 		{"Exec", execTests},
 		{"Ports", portTests},
 		{"Snapshots", snapshotTests},
+		{"Watch", watchTests},
 		{"Files", fileTests},
 		{"Process", processTests},
-		{"Watch", watchTests},
 		{"Terminal", terminalTests},
 		{"Lifecycle", lifecycleTests},
 		{"Stress", stressTests},
@@ -415,7 +415,7 @@ func selectGroups(field string, names []string) (map[string]bool, error) {
 func parallelism() (int, error) {
 	v := os.Getenv(ParallelEnv)
 	if v == "" {
-		return 4, nil
+		return 6, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
