@@ -72,7 +72,7 @@ func TestShortGroups(t *testing.T) {
 }
 
 func TestParallelismFromEnv(t *testing.T) {
-	for v, want := range map[string]int{"": 4, "1": 1, "8": 8} {
+	for v, want := range map[string]int{"": defaultParallel, "1": 1, "8": 8} {
 		t.Setenv(ParallelEnv, v)
 		if n, err := parallelism(); err != nil || n != want {
 			t.Errorf("%s=%q: %d, %v; want %d", ParallelEnv, v, n, err, want)

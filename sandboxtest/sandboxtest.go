@@ -149,7 +149,8 @@ const FullEnv = "SANDBOXTEST_FULL"
 func full() bool { return os.Getenv(FullEnv) == "1" }
 
 // ParallelEnv names the environment variable that sets how many groups
-// of one Run go at once (default 6; 1 runs them one after another).
+// of one Run go at once (default 6, defaultParallel; 1 runs them one
+// after another).
 // Groups are independent (each has its own Client and, in every
 // provider's harness, its own provider state), and their time is mostly
 // waiting on sandboxes, not CPU, so a few at once finish the suite in a
@@ -410,12 +411,16 @@ func selectGroups(field string, names []string) (map[string]bool, error) {
 	return sel, nil
 }
 
+// defaultParallel is how many groups of a Run go at once unless
+// ParallelEnv says otherwise.
+const defaultParallel = 6
+
 // parallelism returns how many groups run at once: ParallelEnv's value,
-// or 4.
+// or defaultParallel.
 func parallelism() (int, error) {
 	v := os.Getenv(ParallelEnv)
 	if v == "" {
-		return 6, nil
+		return defaultParallel, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
