@@ -19,7 +19,17 @@ func TestWatchInotifyShareLeavesOtherSandboxes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := sandbox.NewClient(levelRuntime(t, L4))
+	rt := levelRuntime(t, L4)
+	share, _ := inotifyShare()
+	dirs := "2000"
+	if testing.Short() {
+		// A share of 300 and 100 directories: the same limit of the
+		// sandbox's user namespace, without 2000 directories made and
+		// removed (see TestWatchAgentBoundsItsWatches).
+		share, dirs = 300, "100"
+		rt.inotifyWatches = share
+	}
+	c := sandbox.NewClient(rt)
 	defer c.Close()
 	a, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
@@ -33,10 +43,10 @@ func TestWatchInotifyShareLeavesOtherSandboxes(t *testing.T) {
 	defer b.Destroy(context.Background())
 	// a adds watches on 2000 directories over and over, in new inotify
 	// instances, until the kernel refuses.
-	script := `import ctypes, os, time
+	script := `import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 dirs = []
-for i in range(2000):
+for i in range(int(sys.argv[1])):
     d = "x/%d" % i
     os.makedirs(d, exist_ok=True); dirs.append(d.encode())
 n = 0; err = 0
@@ -52,7 +62,7 @@ for k in range(200):
 open("ready", "w").write("%d %d" % (n, err))
 time.sleep(60)
 `
-	p, err := a.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", script}})
+	p, err := a.Start(ctx, sandbox.Command{Args: []string{"python3", "-c", script, dirs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +79,6 @@ time.sleep(60)
 	if held == "" {
 		t.Fatal("sandbox a did not finish taking watches")
 	}
-	share, _ := inotifyShare()
 	n, _ := strconv.ParseUint(strings.Fields(held)[0], 10, 64)
 	t.Logf("sandbox a holds %d watches (errno %s); the share is %d", n, strings.Fields(held)[1], share)
 	if n > share {
@@ -160,22 +169,17 @@ func TestWatchBurstKeepsWatchAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 25000 names of 206 bytes: about 6.7 MB of events in one listing,
-	// past the protocol's frame and the agent's pending events. Under
-	// -short, 9000 names of 250 bytes in a directory of 250: about 5 MB,
-	// still past the frame, with a third of the files (made and removed,
-	// many files slow every file created in the minute after on a file
-	// system without a journal).
-	files, sub, name := "25000", "", "200"
-	if testing.Short() {
-		files, sub, name = "9000", strings.Repeat("s", 250), "244"
-	}
-	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", `import os, sys
-n, sub, pad = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-d = os.path.join("big", sub)
-os.makedirs(d)
-for i in range(n):
-    open(os.path.join(d, "%06d%s" % (i, "x"*pad)), "w").close()
-`, files, sub, name}})
+	// past the protocol's frame and the agent's pending events. The names
+	// are hard links to one file: a listing is of names, and 25000 new
+	// inodes, made and removed, would slow every file created in the
+	// minute after on a file system without a journal (ext4 passes over
+	// the inodes freed lately).
+	r, err := sb.Exec(ctx, sandbox.Command{Args: []string{"python3", "-c", `import os
+os.makedirs("big")
+open("big/000000", "w").close()
+for i in range(1, 25000):
+    os.link("big/000000", "big/%06d%s" % (i, "x"*200))
+`}})
 	mustSucceed(t, "making the files", r, err)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
