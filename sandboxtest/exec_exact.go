@@ -247,12 +247,12 @@ func or(s, dflt string) string {
 	return s
 }
 
-// starve keeps 2×GOMAXPROCS goroutines busy until the returned function
+// starve keeps perCPU×GOMAXPROCS goroutines busy until the returned function
 // is called, so that the host's CPUs are contended as on a loaded machine.
-func starve() (stop func()) {
+func starve(perCPU int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 2 * runtime.GOMAXPROCS(0) {
+	for range perCPU * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			x := uint64(1)
 			for {
@@ -276,18 +276,24 @@ func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
 	sb := s.create(ctx, t, nil)
 	const size = 1 << 20
 	check(t, uploadExact(ctx, sb, []int{size, 1}))
-	stop := starve()
-	defer stop()
 	// Several at once, so the readers of one command compete with the
 	// others and with the busy goroutines when it exits. A round repeats
 	// the check of the one before (each command exits with the tail of
 	// its 1 MiB still unread and its readers starved); a plain run does
-	// one round of 16 commands and the argv cat, a full run (CI's) two.
-	const parallel = 16
-	rounds := 1
-	if full() {
+	// one round of 16 commands and the argv cat beside two busy
+	// goroutines a CPU, a full run (CI's) two rounds, and -short one
+	// round of 8 beside one a CPU: the readers still compete with a busy
+	// goroutine on every CPU, and the host (every package's tests share
+	// it under go test ./...) is not kept wholly busy for as long.
+	parallel, rounds, busy := 16, 1, 2
+	switch {
+	case full():
 		rounds = 2
+	case testing.Short():
+		parallel, busy = 8, 1
 	}
+	stop := starve(busy)
+	defer stop()
 	for round := range rounds {
 		var wg sync.WaitGroup
 		for j := range parallel {
