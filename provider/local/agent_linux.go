@@ -105,8 +105,8 @@ func closeOnExec() {
 
 // leaseGrace is how long after its lease ends an agent still waits for a
 // Runtime to destroy (or pause) its sandbox before it ends the sandbox's
-// processes itself (agentConfig.LeaseGrace; a variable for tests).
-var leaseGrace = 30 * time.Second
+// processes itself (agentConfig.LeaseGrace, from Runtime.leaseGrace).
+const leaseGrace = 30 * time.Second
 
 // watchDir ends the sandbox's processes, and the agent, once its directory
 // is removed from the host (a root deleted by hand or by a test's

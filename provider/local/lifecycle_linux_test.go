@@ -793,11 +793,7 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 // On a root host the agent of a namespaced sandbox runs as uid 65534 and
 // reads the root-owned state record through a descriptor it inherited.
 func TestAgentEndsAfterItsLease(t *testing.T) {
-	// Restored at cleanup, after the parallel subtests (a defer would run
-	// before they start).
-	saved := leaseGrace
-	t.Cleanup(func() { leaseGrace = saved })
-	leaseGrace = 0
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option
@@ -806,9 +802,10 @@ func TestAgentEndsAfterItsLease(t *testing.T) {
 		{"best", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // beside each other, with leaseGrace as set above
+			t.Parallel()
 			ctx := context.Background()
 			rt := newRuntime(t, append(tc.opts, WithReapInterval(time.Hour))...)
+			rt.leaseGrace = 0
 			c := sandbox.NewClient(rt)
 			sb, err := c.Create(ctx, sandbox.CreateOptions{Timeout: time.Hour})
 			if err != nil {

@@ -70,7 +70,9 @@ type Runtime struct {
 	// a tree beyond the share need not have tens of thousands of
 	// directories.
 	inotifyWatches uint64
-	mkfs           string // path of mkfs.ext4, for disk quotas
+	// leaseGrace is the agents' leaseGrace; a test shortens it.
+	leaseGrace time.Duration
+	mkfs       string // path of mkfs.ext4, for disk quotas
 
 	spMu sync.Mutex
 	sp   *spawner
@@ -116,7 +118,7 @@ type probeResult struct {
 // it is writable, and probes once per process which isolation level the
 // host gives by running the real set-up.
 func New(opts ...Option) (*Runtime, error) {
-	r := &Runtime{config: defaultConfig(), stop: make(chan struct{}), reaped: make(chan struct{})}
+	r := &Runtime{config: defaultConfig(), stop: make(chan struct{}), reaped: make(chan struct{}), leaseGrace: leaseGrace}
 	if err := r.config.apply(opts); err != nil {
 		return nil, err
 	}
@@ -424,7 +426,7 @@ func (r *Runtime) networkFor(req *driver.CreateRequest) (mode, note string, err 
 // with network mode netMode.
 func (r *Runtime) agentConfigFor(id string, l Level, netMode string) agentConfig {
 	c := agentConfig{Home: r.home(id), HostHome: r.home(id), HostTmp: filepath.Join(r.dir(id), "tmp"), Hostname: "sandbox",
-		NoNetwork: netMode == "off", LeaseGrace: int64(leaseGrace)}
+		NoNetwork: netMode == "off", LeaseGrace: int64(r.leaseGrace)}
 	if l >= L3 {
 		c.Namespaces, c.Home = true, sandboxHome
 		c.NewNet = netMode != NetworkHost
