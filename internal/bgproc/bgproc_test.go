@@ -13,12 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // shells are the POSIX shells the scripts run under here: /bin/sh (dash
 // on Debian) and bash, when present.
+
+// TestMain runs the timeout cases four a CPU: each waits out a real timeout
+// of a second or two.
+func TestMain(m *testing.M) {
+	testpar.Widen(4)
+	os.Exit(m.Run())
+}
+
 func shells(t *testing.T) []string {
 	var out []string
 	for _, sh := range []string{"/bin/sh", "bash"} {
@@ -122,6 +131,7 @@ func TestTimeoutIsRecorded(t *testing.T) {
 // forwarded an earlier TERM (writing its -v notice, which daytona's old
 // launcher took for a timeout) before a KILL ended it.
 func TestSignalIsNotTimeout(t *testing.T) {
+	t.Parallel()
 	for _, sh := range shells(t) {
 		t.Run(filepath.Base(sh), func(t *testing.T) {
 			d := t.TempDir()
@@ -183,6 +193,7 @@ func TestStdin(t *testing.T) {
 }
 
 func TestSignalWithoutPid(t *testing.T) {
+	t.Parallel()
 	for _, sh := range shells(t) {
 		d := t.TempDir()
 		_, _, code := run(t, sh, d, `bg_signal "$1/none" TERM`, d)

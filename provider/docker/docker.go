@@ -89,6 +89,9 @@ type Runtime struct {
 	config
 	cli  *client.Client
 	pids int64
+	// removeDelay, when not 0, is removeContainer's first wait between
+	// tries in place of 50 ms (a test's shorter one).
+	removeDelay time.Duration
 
 	keyMu sync.Mutex
 	key   []byte // proves which containers this provider made (see owner.go); nil until read

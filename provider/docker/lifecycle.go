@@ -637,7 +637,11 @@ const removeAttempts = 10
 // has it mounted leaves the container dead, and a second removal deletes
 // it, where giving up would leave it behind.
 func (r *Runtime) removeContainer(ctx context.Context, id string) error {
-	delay := 50 * time.Millisecond
+	first := r.removeDelay
+	if first == 0 {
+		first = 50 * time.Millisecond
+	}
+	delay := first
 	for attempt := 1; ; attempt++ {
 		_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		if err == nil || cerrdefs.IsNotFound(err) {
@@ -660,7 +664,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string) error {
 			return err
 		case <-t.C:
 		}
-		delay = min(2*delay, time.Second)
+		delay = min(2*delay, 20*first) // 1 s
 	}
 }
 
