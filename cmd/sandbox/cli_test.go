@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"github.com/sandboxkit/sandbox/internal/testpar"
 	"github.com/sandboxkit/sandbox/sandboxtest"
 )
@@ -42,6 +43,10 @@ func TestMain(m *testing.M) {
 	// it from running beside the others).
 	os.Setenv("E2B_API_KEY", testE2BKey)
 	os.Setenv("DAYTONA_API_KEY", testDaytonaKey)
+	// A hung create makes the tool wait for the providers' search for the
+	// sandbox it may have made (TestCLICallTimeout): 3 s, not 15, is
+	// enough to show that it waits.
+	lostcreate.Budget = 3 * time.Second
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if binDir != "" {
 			os.RemoveAll(binDir)

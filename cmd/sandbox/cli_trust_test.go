@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandbox/internal/lostcreate"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 	"github.com/sandboxkit/sandbox/provider/e2b/e2bfake"
 	"github.com/sandboxkit/sandbox/provider/memory"
@@ -344,8 +345,9 @@ func TestCLICallTimeout(t *testing.T) {
 	}
 	// lostCreate is how long the providers look for a sandbox whose create
 	// response never came (a hung create), before the tool may exit: the
-	// price of leaving no sandbox behind (see the root command's help).
-	const lostCreate = 15 * time.Second
+	// price of leaving no sandbox behind (see the root command's help;
+	// shortened for the package's tests in TestMain).
+	lostCreate := lostcreate.Budget
 	check := func(t *testing.T, url string, args []string, wantTimeout bool, allow time.Duration) {
 		t.Helper()
 		start := time.Now()
