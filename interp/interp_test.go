@@ -33,7 +33,7 @@ import (
 // compute. (A cell timed from Run's start that must print before its
 // timeout tries again with a longer one on a host too loaded for it.)
 func TestMain(m *testing.M) {
-	testpar.Widen(2)
+	testpar.Widen(4)
 	goleak.VerifyTestMain(m)
 }
 
