@@ -14,6 +14,7 @@ import (
 // InstallPackagesWith's timeout is the call's own, shorter or longer than
 // Options.InstallTimeout.
 func TestInstallPackagesPerCallTimeout(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{InstallTimeout: 50 * time.Millisecond, ReapInterval: -1})
 	var ahead time.Duration
 	rt.Handle("pip", func(ctx context.Context, c *memory.Call) int {
@@ -53,6 +54,7 @@ func TestInstallPackagesPerCallTimeout(t *testing.T) {
 // The same on the local provider: the install command really runs, with
 // the call's timeout.
 func TestInstallPackagesPerCallTimeoutLocal(t *testing.T) {
+	t.Parallel()
 	c := localClients(t)(t)
 	ctx := context.Background()
 	// The "install command" sleeps; the package names follow as $0 and $@.
@@ -138,13 +140,16 @@ func setLease(t *testing.T, c *sandbox.Client, otherTemplate string) {
 }
 
 func TestSetLeaseMemory(t *testing.T) {
+	t.Parallel()
 	setLease(t, sandbox.NewClient(memory.New()), "other")
 }
 
 func TestSetLeaseLocal(t *testing.T) {
+	t.Parallel()
 	setLease(t, localClients(t)(t), "default")
 }
 
 func TestSetLeaseE2BFake(t *testing.T) {
+	t.Parallel()
 	setLease(t, e2bClients(t)(t), "base")
 }

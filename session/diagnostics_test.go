@@ -10,6 +10,7 @@ import (
 )
 
 func TestDiagnostics(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // Keys may start with "_" or "-" (they only ever become label values),
 // up to 128 bytes, and a later manager reattaches to them by label.
 func TestAcquireKeysStartingWithUnderscoreOrDash(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	for _, key := range []string{"_a", "-a", "--", "-rf", "_", strings.Repeat("-", 128)} {
 		s, err := m.Acquire(context.Background(), key)
@@ -40,6 +41,7 @@ func TestAcquireKeysStartingWithUnderscoreOrDash(t *testing.T) {
 }
 
 func TestSessionReadDirAndRemoveAreConfined(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "files")
@@ -121,6 +123,7 @@ func TestSessionReadDirAndRemoveAreConfined(t *testing.T) {
 // Session's relative paths start at the workspace, Sandbox()'s at the
 // home: Workspace and Path give the absolute path that both agree on.
 func TestSessionAndSandboxPathsMeetThroughWorkspace(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "paths")
@@ -146,6 +149,7 @@ func TestSessionAndSandboxPathsMeetThroughWorkspace(t *testing.T) {
 
 // The workspace's own absolute path names the workspace, as "." and "/" do.
 func TestPathOfTheWorkspaceItself(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{})
 	s := mustAcquire(t, m, "ws")
 	for _, p := range []string{".", "/", s.Workspace(), s.Workspace() + "/"} {
@@ -160,6 +164,7 @@ func TestPathOfTheWorkspaceItself(t *testing.T) {
 // gave (as Go's %q shows it), once each, with the sandbox's id once and
 // the session's key not standing in for the path.
 func TestSessionPathRefusalNamesOpAndPath(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{})
 	ctx := context.Background()
 	const key = "refusal-key"

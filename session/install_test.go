@@ -13,6 +13,7 @@ import (
 
 // The package step runs on a session already acquired (issue 22 item 9).
 func TestInstallPackagesOnAcquiredSession(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Packages: []string{"numpy"}})
 	calls := recordPip(rt, 0)
 	s := mustAcquire(t, m, "shared")
@@ -37,6 +38,7 @@ func TestInstallPackagesOnAcquiredSession(t *testing.T) {
 
 // A negative InstallTimeout means no timeout of the install's own.
 func TestInstallTimeoutNegativeMeansNone(t *testing.T) {
+	t.Parallel()
 	var ahead time.Duration
 	m, rt := newManager(t, session.Options{Packages: []string{"numpy"}, InstallTimeout: -1})
 	rt.Handle("pip", func(ctx context.Context, _ *memory.Call) int {

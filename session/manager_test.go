@@ -38,6 +38,7 @@ func mustAcquire(t *testing.T, m *session.Manager, key string) *session.Session 
 func notFound(what string) error { return fmt.Errorf("memory: %s: %w", what, sandbox.ErrNotFound) }
 
 func TestAcquireConcurrentCreatesOnce(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	const n = 100
 	var wg sync.WaitGroup
@@ -75,6 +76,7 @@ func TestAcquireConcurrentCreatesOnce(t *testing.T) {
 }
 
 func TestAcquireIsLazyAndReuses(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	if len(rt.Calls()) != 0 {
 		t.Fatalf("NewManager called the provider: %v", rt.Calls())
@@ -100,6 +102,7 @@ func TestAcquireIsLazyAndReuses(t *testing.T) {
 }
 
 func TestAcquireWaiterNotBoundByLeaderContext(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	entered := make(chan struct{})
@@ -139,6 +142,7 @@ func TestAcquireWaiterNotBoundByLeaderContext(t *testing.T) {
 }
 
 func TestAcquireInvalidKey(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	for _, key := range []string{"", "a b", "../etc", "a/b", "/", "x;rm", "ключ", "k\n", "k\x00", strings.Repeat("a", 129)} {
 		_, err := m.Acquire(context.Background(), key)
@@ -160,6 +164,7 @@ func TestAcquireInvalidKey(t *testing.T) {
 }
 
 func TestCapReturnsErrLimitBeforeCreate(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{MaxLive: 2})
 	mustAcquire(t, m, "a")
 	mustAcquire(t, m, "b")
@@ -174,6 +179,7 @@ func TestCapReturnsErrLimitBeforeCreate(t *testing.T) {
 }
 
 func TestReattachAfterRestart(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	// The first process dies without closing its manager.
@@ -205,6 +211,7 @@ func TestReattachAfterRestart(t *testing.T) {
 }
 
 func TestReattachResumesPaused(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
@@ -228,6 +235,7 @@ func TestReattachResumesPaused(t *testing.T) {
 }
 
 func TestReattachIgnoresOtherKeysAndLabels(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -260,6 +268,7 @@ func (r *listThenDelete) List(ctx context.Context, req *driver.ListRequest) ([]d
 }
 
 func TestGoneBetweenListAndUseCreatesFresh(t *testing.T) {
+	t.Parallel()
 	rt := &listThenDelete{Runtime: memory.New()}
 	c := sandbox.NewClient(rt)
 	m1 := session.NewManager(c, session.Options{ReapInterval: -1})
@@ -281,6 +290,7 @@ func TestGoneBetweenListAndUseCreatesFresh(t *testing.T) {
 }
 
 func TestReattachListFailureCreatesNothing(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{ReattachTimeout: 500 * time.Millisecond})
 	rt.FailNext(memory.OpList, 1<<20, sandbox.Errorf(sandbox.Unavailable, "memory: list down"))
 	if _, err := m.Acquire(context.Background(), "k"); sandbox.CodeOf(err) != sandbox.Unavailable {
@@ -294,6 +304,7 @@ func TestReattachListFailureCreatesNothing(t *testing.T) {
 }
 
 func TestRegisterFailureDestroysSandbox(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("db down")
 	m, rt := newManager(t, session.Options{OnCreate: func(context.Context, *session.Session) error { return boom }})
 	_, err := m.Acquire(context.Background(), "k")
@@ -322,6 +333,7 @@ func (r *cancelAfterCreate) Create(ctx context.Context, req *driver.CreateReques
 }
 
 func TestCreateReturningAfterContextEndIsDestroyed(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rt := &cancelAfterCreate{Runtime: memory.New(), cancel: cancel}
@@ -348,6 +360,7 @@ func TestCreateReturningAfterContextEndIsDestroyed(t *testing.T) {
 }
 
 func TestGoneSandboxForgottenThenRecreated(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -371,6 +384,7 @@ func TestGoneSandboxForgottenThenRecreated(t *testing.T) {
 }
 
 func TestGoneDuringOperationIsClassified(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{LeaseRefreshInterval: time.Hour})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -390,6 +404,7 @@ func TestGoneDuringOperationIsClassified(t *testing.T) {
 }
 
 func TestDegradedSandboxKept(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -407,6 +422,7 @@ func TestDegradedSandboxKept(t *testing.T) {
 }
 
 func TestPausedSandboxWokenBeforeOperation(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -423,6 +439,7 @@ func TestPausedSandboxWokenBeforeOperation(t *testing.T) {
 }
 
 func TestPausedSandboxWokenAfterRefusalAndRetriedOnce(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{LeaseRefreshInterval: time.Hour})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -448,6 +465,7 @@ func TestPausedSandboxWokenAfterRefusalAndRetriedOnce(t *testing.T) {
 }
 
 func TestLeaseRefreshedBeforeEachOperation(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Create: sandbox.CreateOptions{Timeout: 10 * time.Minute}})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -470,6 +488,7 @@ func TestLeaseRefreshedBeforeEachOperation(t *testing.T) {
 }
 
 func TestPrimeRetriedOnceThenDegraded(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	rt.FailNext(memory.OpMkdir, 1, sandbox.Errorf(sandbox.Unavailable, "memory: hung"))
 	s := mustAcquire(t, m, "a")
@@ -487,6 +506,7 @@ func TestPrimeRetriedOnceThenDegraded(t *testing.T) {
 }
 
 func TestPrimeFindsSandboxGoneAndDestroysIt(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	rt.FailNext(memory.OpMkdir, 2, notFound("toolbox: sandbox deleted"))
 	rt.FailNext(memory.OpGet, 100, notFound("sandbox"))
@@ -502,6 +522,7 @@ func TestPrimeFindsSandboxGoneAndDestroysIt(t *testing.T) {
 }
 
 func TestReleaseIsABASafe(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	old := mustAcquire(t, m, "k")
@@ -539,6 +560,7 @@ func TestReleaseIsABASafe(t *testing.T) {
 }
 
 func TestReleaseOfGoneSessionDestroysOnlyItsSandbox(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	old := mustAcquire(t, m, "k")
@@ -579,6 +601,7 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 func TestReapIdle(t *testing.T) {
+	t.Parallel()
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
@@ -629,6 +652,7 @@ func TestReapIdle(t *testing.T) {
 }
 
 func TestReaperGoroutineReapsAndStops(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{IdleTimeout: time.Millisecond, ReapInterval: time.Millisecond})
 	mustAcquire(t, m, "k")
 	deadline := time.Now().Add(10 * time.Second)
@@ -642,6 +666,7 @@ func TestReaperGoroutineReapsAndStops(t *testing.T) {
 }
 
 func TestCloseDestroysCreatedAndAdopted(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -672,6 +697,7 @@ func TestCloseDestroysCreatedAndAdopted(t *testing.T) {
 }
 
 func TestCloseCancelsInFlightCreate(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	entered := make(chan struct{})
@@ -699,6 +725,7 @@ func TestCloseCancelsInFlightCreate(t *testing.T) {
 }
 
 func TestInvalidOptionsReported(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	for name, o := range map[string]session.Options{
@@ -721,6 +748,7 @@ func TestInvalidOptionsReported(t *testing.T) {
 }
 
 func TestChurnLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	m := session.NewManager(c, session.Options{MaxLive: 3, IdleTimeout: time.Nanosecond, ReapInterval: time.Millisecond})

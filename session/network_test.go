@@ -17,6 +17,7 @@ const sessionBrokered = "sk-session-brokered-31415926"
 // handle reattached after a restart redacts the brokered value as the
 // creating one does.
 func TestSessionPassesNetworkAndBrokeredSecrets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)

@@ -28,6 +28,7 @@ func wantMismatch(t *testing.T, what string, err error, names ...string) {
 // A package tied to the requested template is refused on the fallback:
 // the sandbox is destroyed and nothing is installed.
 func TestPackageTemplatesRefuseFallback(t *testing.T) {
+	t.Parallel()
 	opts := session.Options{
 		Create:            sandbox.CreateOptions{Template: "custom"},
 		OnMissingTemplate: session.Fallback,
@@ -75,6 +76,7 @@ func TestPackageTemplatesRefuseFallback(t *testing.T) {
 // refused on reattach and destroyed; a fresh one is made on the
 // requested template, and refused too when that is still the wrong one.
 func TestPackageTemplatesRefuseReattach(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	recordPip(rt, 0)
 	c := sandbox.NewClient(rt)
@@ -110,6 +112,7 @@ func TestPackageTemplatesRefuseReattach(t *testing.T) {
 }
 
 func TestPackageTemplatesValidated(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []map[string]string{{"numpy>=2": "gpu"}, {"a b": "gpu"}, {"numpy": ""}, {"numpy": "x\ny"}} {
 		m, _ := newManager(t, session.Options{PackageTemplates: bad})
 		if _, err := m.Acquire(context.Background(), "k"); sandbox.CodeOf(err) != sandbox.InvalidArgument || !strings.Contains(err.Error(), "PackageTemplates") {
@@ -121,6 +124,7 @@ func TestPackageTemplatesValidated(t *testing.T) {
 // On E2B (through its fake) a missing template falls back and the rule
 // refuses the package the requested template was for.
 func TestPackageTemplatesE2BFake(t *testing.T) {
+	t.Parallel()
 	newClient := e2bClients(t)
 	c := newClient(t)
 	ctx := context.Background()
@@ -142,6 +146,7 @@ func TestPackageTemplatesE2BFake(t *testing.T) {
 // On the local provider the sandbox runs the host's default template, so
 // a package tied to another one is refused.
 func TestPackageTemplatesLocal(t *testing.T) {
+	t.Parallel()
 	c := localClients(t)(t)
 	ctx := context.Background()
 	m := session.NewManager(c, session.Options{Packages: []string{"numpy"}, PackageTemplates: map[string]string{"numpy": "gpu"},

@@ -78,15 +78,18 @@ func checkConfinement(t *testing.T, c *sandbox.Client) {
 }
 
 func TestSessionFilesConfinedMemory(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	checkConfinement(t, c)
 }
 
 func TestSessionFilesConfinedE2BFake(t *testing.T) {
+	t.Parallel()
 	checkConfinement(t, e2bClients(t)(t))
 }
 
 func TestSessionFilesConfinedRefusedBeforeProvider(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	s := mustAcquire(t, m, "k")
 	before := len(rt.Calls())
@@ -97,6 +100,7 @@ func TestSessionFilesConfinedRefusedBeforeProvider(t *testing.T) {
 }
 
 func TestSessionFilesUnconfinedOptOut(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{UnconfinedPaths: true})
 	s := mustAcquire(t, m, "k")
 	ctx := context.Background()
@@ -141,15 +145,18 @@ func checkReadCap(t *testing.T, c *sandbox.Client) {
 }
 
 func TestSessionReadFileCapMemory(t *testing.T) {
+	t.Parallel()
 	c := sandbox.NewClient(memory.New())
 	checkReadCap(t, c)
 }
 
 func TestSessionReadFileCapE2BFake(t *testing.T) {
+	t.Parallel()
 	checkReadCap(t, e2bClients(t)(t))
 }
 
 func TestSessionReadFileCapDefaultsToClient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		clientCap, sessionCap int64

@@ -33,10 +33,12 @@ func e2bClients(t *testing.T, opts ...e2bfake.Option) func(t *testing.T) *sandbo
 }
 
 func TestScenarioE2BFake(t *testing.T) {
+	t.Parallel()
 	scenario(t, e2bClients(t), false)
 }
 
 func TestTemplateFallbackE2BFake(t *testing.T) {
+	t.Parallel()
 	newClient := e2bClients(t)
 	ctx := context.Background()
 	m := session.NewManager(newClient(t), session.Options{
@@ -76,6 +78,7 @@ func localClients(t *testing.T) func(t *testing.T) *sandbox.Client {
 }
 
 func TestScenarioLocal(t *testing.T) {
+	t.Parallel()
 	_, err := exec.LookPath("python3")
 	scenario(t, localClients(t), err == nil)
 }
@@ -102,6 +105,7 @@ func daytonaClients(t *testing.T) func(t *testing.T) *sandbox.Client {
 }
 
 func TestScenarioDaytonaFake(t *testing.T) {
+	t.Parallel()
 	_, err := exec.LookPath("python3")
 	scenario(t, daytonaClients(t), err == nil)
 }

@@ -7,6 +7,7 @@ import (
 )
 
 func TestJoinPrelude(t *testing.T) {
+	t.Parallel()
 	const pre = "P\n"
 	for _, tc := range []struct{ name, code, want string }{
 		{"no prelude effect without future", "import os\n", "P\nimport os\n"},
@@ -62,6 +63,7 @@ func FuzzJoinPrelude(f *testing.F) {
 // TestJoinPreludeCompiles checks with a real python3 that the joined
 // program compiles, where naively prepending the prelude does not.
 func TestJoinPreludeCompiles(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not installed")
@@ -91,6 +93,7 @@ func TestJoinPreludeCompiles(t *testing.T) {
 // expression whose text looks like a future import once kept the prelude
 // inside a string literal.
 func TestJoinPreludeRuns(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not installed")

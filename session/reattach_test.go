@@ -15,6 +15,7 @@ import (
 // A look-up that fails for a transient reason is retried: the restarted
 // process reattaches to the key's sandbox instead of failing Acquire.
 func TestReattachRetriesTransientLookup(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -35,6 +36,7 @@ func TestReattachRetriesTransientLookup(t *testing.T) {
 
 // A configuration error in the look-up is not retried.
 func TestReattachDoesNotRetryBadRequest(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	rt.FailNext(memory.OpList, 1<<20, sandbox.Errorf(sandbox.PermissionDenied, "memory: bad key"))
 	if _, err := m.Acquire(context.Background(), "k"); sandbox.CodeOf(err) != sandbox.PermissionDenied {
@@ -49,6 +51,7 @@ func TestReattachDoesNotRetryBadRequest(t *testing.T) {
 // that cannot be woken but still exists paused fails Acquire rather than
 // leave two sandboxes for the key.
 func TestReattachWake(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
@@ -81,6 +84,7 @@ func TestReattachWake(t *testing.T) {
 // Over the E2B fake: a 429 on the list is retried, and the restarted
 // process reattaches.
 func TestReattachRetriesTransientLookupE2BFake(t *testing.T) {
+	t.Parallel()
 	fake := e2bfake.New(memory.New())
 	t.Cleanup(fake.Close)
 	newClient := e2bClientsOn(t, fake)

@@ -15,6 +15,7 @@ import (
 // attach or wake is retried on; the list must be the one transient uses,
 // or a user reasons from the wrong list about when Acquire creates.
 func TestReattachDocListsTransientCodes(t *testing.T) {
+	t.Parallel()
 	f, err := parser.ParseFile(token.NewFileSet(), "session.go", nil, parser.ParseComments|parser.PackageClauseOnly)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // (a route the server lacks, a proxy) while Get still finds the sandbox is
 // "degraded": the operation runs, the sandbox is kept and not destroyed.
 func TestRefresh404OnLiveSandboxKeepsIt(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -44,6 +45,7 @@ func TestRefresh404OnLiveSandboxKeepsIt(t *testing.T) {
 // TestRefresh404OnGoneSandboxIsGone: when Get agrees the sandbox is gone,
 // the session ends with ErrGone.
 func TestRefresh404OnGoneSandboxIsGone(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")

@@ -30,6 +30,7 @@ func fakePython(rt *memory.Runtime) {
 }
 
 func TestRunUploadsFilesAndRunsEntrypoint(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	fakePython(rt)
 	ctx := context.Background()
@@ -59,6 +60,7 @@ func TestRunUploadsFilesAndRunsEntrypoint(t *testing.T) {
 }
 
 func TestRunHoistsFutureImportsAbovePrelude(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	fakePython(rt)
 	s := mustAcquire(t, m, "k")
@@ -75,6 +77,7 @@ func TestRunHoistsFutureImportsAbovePrelude(t *testing.T) {
 }
 
 func TestRunRejectsPathsOutsideWorkspace(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	s := mustAcquire(t, m, "k")
 	before := len(rt.CallsOf(memory.OpUpload))
@@ -106,6 +109,7 @@ func (r truncatingUpload) Upload(ctx context.Context, id, p string, src io.Reade
 }
 
 func TestRunDetectsUnverifiedUpload(t *testing.T) {
+	t.Parallel()
 	rt := truncatingUpload{memory.New()}
 	fakePython(rt.Runtime)
 	m := session.NewManager(sandbox.NewClient(rt), session.Options{})
@@ -124,6 +128,7 @@ func TestRunDetectsUnverifiedUpload(t *testing.T) {
 }
 
 func TestTimeoutsNameTheirLayer(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{})
 	rt.Handle("python3", func(ctx context.Context, _ *memory.Call) int { <-ctx.Done(); return 1 })
 	s := mustAcquire(t, m, "k")
@@ -163,6 +168,7 @@ func TestTimeoutsNameTheirLayer(t *testing.T) {
 }
 
 func TestSessionFilesRelativeToWorkspace(t *testing.T) {
+	t.Parallel()
 	m, _ := newManager(t, session.Options{Workspace: "/srv/ws"})
 	ctx := context.Background()
 	s := mustAcquire(t, m, "k")
@@ -183,6 +189,7 @@ func TestSessionFilesRelativeToWorkspace(t *testing.T) {
 }
 
 func TestAttachedSessionRedactsSecretEnv(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	opts := session.Options{Create: sandbox.CreateOptions{SecretEnv: map[string]string{"API_TOKEN": "s3cr3t-value"}}, ReapInterval: -1}

