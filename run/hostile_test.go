@@ -33,8 +33,11 @@ func TestForgedRecordNotQuoted(t *testing.T) {
 	sb := hostileSandbox(t)
 	ctx := testCtx(t)
 	// Start may read the forged record already, or a later Status does.
+	// The command runs until its sandbox's home is gone: with its record
+	// refused there may be no handle to kill it by, and the host runtime
+	// ends no process when it destroys a sandbox.
 	r, err := Start(ctx, sb, Request{ID: "adm", Command: []string{"sh", "-c",
-		`printf '1 %s\n' "$TOKEN" > "$SANDBOXKIT_RUN_DIR/admission"; echo ready; exec sleep 300`}})
+		`printf '1 %s\n' "$TOKEN" > "$SANDBOXKIT_RUN_DIR/admission"; echo ready; while [ -d "$SANDBOXKIT_RUN_DIR" ]; do sleep 0.2; done`}})
 	if err == nil {
 		cleanupKill(t, r)
 		for err == nil {
