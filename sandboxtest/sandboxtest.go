@@ -21,9 +21,10 @@
 // but for the few that mostly wait out a timeout or a provider's bound on a
 // sandbox of their own (Exec's timeout and deadline subtests,
 // Ports/ServerNeverClosesFreesDescriptors, Exec/StallIsAnError), which
-// start first and run beside their group on a Client of their own. Several Runs may
-// go at once (a provider's configurations, as parallel subtests): the
-// subtests that load the host on purpose run alone across all of them.
+// start first and run beside their group on a Client of their own.
+// Several Runs may go at once (a provider's configurations, as parallel
+// subtests): the subtests that load the host on purpose run alone across
+// all of them.
 //
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",

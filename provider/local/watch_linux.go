@@ -261,10 +261,10 @@ func inotifyShare() (watches, instances uint64) {
 	return min(w, max(w/limitShare, minInotifyWatches)), min(i, max(i/limitShare, minInotifyInstances))
 }
 
-// limitInotify sets the sandbox's share of inotify (watches of them, when
-// not 0) as the limits of the calling process's user namespace. Call it only in the sandbox's own user
-// namespace (at L1 and L2 it would lower the host's limits), before the
-// capabilities are dropped.
+// limitInotify sets the sandbox's share of inotify (with watches of them,
+// when not 0) as the limits of the calling process's user namespace. Call
+// it only in the sandbox's own user namespace (at L1 and L2 it would lower
+// the host's limits), before the capabilities are dropped.
 func limitInotify(watches uint64) error {
 	w, i := inotifyShare()
 	if watches > 0 {
