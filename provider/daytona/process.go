@@ -93,12 +93,16 @@ func (r *Runtime) Start(ctx context.Context, id string, cmd *driver.Command) (dr
 	if str(out.CmdId) == "" {
 		return nil, sberrors.Errorf(sberrors.Internal, "daytona: start: the toolbox returned no command id")
 	}
-	p := r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, false)
+	p := r.newProc(id, d, pid, str(out.CmdId), cmd.Stdout, cmd.Stderr, true, 0, 0)
 	r.starts.add(id, p)
 	return p, nil
 }
 
-// Attach finds the session of pid and follows its command from now on.
+// Attach finds the session of pid and follows its command from now on:
+// the output the command wrote before Attach returns is skipped, and all
+// it writes after is delivered (the logs are read once here, not by the
+// following goroutine, which under load may first run after the command
+// wrote more).
 func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr io.Writer) (driver.ProcessHandle, error) {
 	sid := sessionPrefix + strconv.Itoa(pid)
 	resp, err := r.toolboxCall(ctx, id, "attach", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
@@ -118,7 +122,11 @@ func (r *Runtime) Attach(ctx context.Context, id string, pid int, stdout, stderr
 	if err != nil {
 		return nil, r.clean(err)
 	}
-	return r.newProc(id, procDir(root, pid), pid, se.Commands[0].Id, stdout, stderr, false, true), nil
+	o, e, err := r.commandLogs(ctx, id, sid, se.Commands[0].Id)
+	if err != nil {
+		return nil, r.clean(err)
+	}
+	return r.newProc(id, procDir(root, pid), pid, se.Commands[0].Id, stdout, stderr, false, len(o), len(e)), nil
 }
 
 // proc is a handle on one session command. A goroutine follows its logs
@@ -141,11 +149,14 @@ type proc struct {
 	closed   bool
 }
 
-func (r *Runtime) newProc(id, dir string, pid int, cmdID string, stdout, stderr io.Writer, owner, skipExisting bool) *proc {
+// newProc returns a handle on the command cmdID of pid's session whose
+// following delivers its output from byte offO of stdout and offE of
+// stderr on.
+func (r *Runtime) newProc(id, dir string, pid int, cmdID string, stdout, stderr io.Writer, owner bool, offO, offE int) *proc {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &proc{r: r, id: id, dir: dir, sid: sessionPrefix + strconv.Itoa(pid), cmdID: cmdID, pid: pid, owner: owner,
 		stdout: stdout, stderr: stderr, cancel: cancel, done: make(chan struct{})}
-	go p.follow(ctx, skipExisting)
+	go p.follow(ctx, offO, offE)
 	return p
 }
 
@@ -154,8 +165,13 @@ func (p *proc) PID() int { return p.pid }
 
 // logs fetches the command's split logs.
 func (p *proc) logs(ctx context.Context) (stdout, stderr string, err error) {
-	resp, err := p.r.toolboxCall(ctx, p.id, "logs", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
-		return c.GetSessionCommandLogs(ctx, p.sid, p.cmdID)
+	return p.r.commandLogs(ctx, p.id, p.sid, p.cmdID)
+}
+
+// commandLogs fetches the split logs of command cmdID of session sid.
+func (r *Runtime) commandLogs(ctx context.Context, id, sid, cmdID string) (stdout, stderr string, err error) {
+	resp, err := r.toolboxCall(ctx, id, "logs", false, nil, func(ctx context.Context, c *toolbox.Client) (*http.Response, error) {
+		return c.GetSessionCommandLogs(ctx, sid, cmdID)
 	}, http.StatusOK)
 	if err != nil {
 		return "", "", err
@@ -189,17 +205,13 @@ func (p *proc) exitCode(ctx context.Context) (*int, error) {
 }
 
 // follow polls logs and status until the command exits, writing new
-// output as it appears.
-func (p *proc) follow(ctx context.Context, skipExisting bool) {
+// output, from byte offO of stdout and offE of stderr on, as it appears.
+func (p *proc) follow(ctx context.Context, offO, offE int) {
 	defer close(p.done)
-	var offO, offE int
 	deliver := func() error {
 		o, e, err := p.logs(ctx)
 		if err != nil {
 			return err
-		}
-		if skipExisting {
-			offO, offE, skipExisting = len(o), len(e), false
 		}
 		if len(o) > offO {
 			_, _ = io.WriteString(p.stdout, o[offO:])
