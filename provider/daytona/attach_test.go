@@ -2,31 +2,12 @@ package daytona_test
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/daytona/daytonafake"
 )
-
-// lockedBuffer is an io.Writer a test reads while a handle writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // An attach delivers all the output the command writes after Attach
 // returned, however late its follower first reads the logs: here the
@@ -39,7 +20,7 @@ func TestAttachSeesOutputWrittenBeforeItsFirstPoll(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t)
 	ctx := ctxT(t)
-	before := &lockedBuffer{}
+	before := &screen{}
 	p, err := sb.Start(ctx, sandbox.Command{Shell: `echo before; while [ ! -e gate ]; do sleep 0.02; done; echo after`, Stdout: before})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +36,7 @@ func TestAttachSeesOutputWrittenBeforeItsFirstPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.fake.FailNext("GET", "/logs", daytonafake.Fault502)
-	out := &lockedBuffer{}
+	out := &screen{}
 	att, err := sb.AttachProcess(ctx, p.PID(), out, nil)
 	if err != nil {
 		t.Fatal(err)
