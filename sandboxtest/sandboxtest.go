@@ -1148,6 +1148,7 @@ var processTests = []test{
 }
 
 var fileTests = []test{
+	{name: "RunRightAfterWrite", fn: testRunRightAfterWrite},
 	{name: "BinaryRoundTrip", fn: func(ctx context.Context, t *testing.T, s *suite) {
 		sb := s.create(ctx, t, nil)
 		all := make([]byte, 0, 512)

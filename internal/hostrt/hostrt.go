@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/forkwait"
 	"github.com/sandboxkit/sandbox/internal/sigreset"
 	"github.com/sandboxkit/sandbox/sberrors"
 )
@@ -248,7 +249,11 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		f.Close()
 		return err
 	}
-	return f.Close()
+	err = f.Close()
+	// The file can be executed once no process started meanwhile holds
+	// it open (package forkwait).
+	forkwait.Wait()
+	return err
 }
 
 // Download implements driver.Runtime.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandboxkit/sandbox/internal/forkwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -225,7 +226,12 @@ func (c *copier) tree(ctx context.Context, src, dst string) error {
 	defer s.close()
 	defer d.close()
 	w := &copyWalk{src: walkPath{root: src}, dst: walkPath{root: dst}}
-	return c.dir(ctx, w, s, d, 0)
+	err = c.dir(ctx, w, s, d, 0)
+	// A process this program started during the copy may hold a copied
+	// file open for writing until it execs, and running the file fails
+	// with "Text file busy" until then: the copy ends after them.
+	forkwait.Wait()
+	return err
 }
 
 // dir copies the entries of directory s into directory d. On return s

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandbox/internal/forkwait"
 	"github.com/sandboxkit/sandbox/internal/iox"
 	"github.com/sandboxkit/sandbox/internal/pathsafe"
 	"github.com/sandboxkit/sandbox/sberrors"
@@ -308,6 +309,10 @@ func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src i
 		err = cerr
 	}
 	if err == nil {
+		// A process this program was starting as the file was open holds
+		// it open for writing until it execs: running the file would fail
+		// with "Text file busy" until then.
+		forkwait.Wait()
 		err = t.root.Rename(tmp, final)
 	}
 	if err != nil {
