@@ -358,13 +358,23 @@ func testExecStatus(ctx context.Context, t *testing.T, e *env) {
 	if err != nil || st.ExitCode != 127 {
 		t.Errorf("missing program: status %+v error %v; want exit code 127 and a nil error", st, err)
 	}
-	// 5 s, so that a CPU-starved machine still runs the echo in time.
+	// A second, and 5 s again when nothing was printed within it: a
+	// CPU-starved machine may not have run the echo yet when the first
+	// timeout ends the command.
 	var live bytes.Buffer
-	started := time.Now()
-	st, err = e.rt.Exec(ctx, in.ID, &driver.Command{Shell: "echo before; sleep 120", Dir: in.Home,
-		Env: map[string]string{}, Stdout: &live, Stderr: io.Discard, Timeout: 5 * time.Second})
+	var started time.Time
+	for _, timeout := range []time.Duration{time.Second, 5 * time.Second} {
+		live.Reset()
+		started = time.Now()
+		st, err = e.rt.Exec(ctx, in.ID, &driver.Command{Shell: "echo before; sleep 120", Dir: in.Home,
+			Env: map[string]string{}, Stdout: &live, Stderr: io.Discard, Timeout: timeout})
+		if err != nil || !st.TimedOut || live.Len() > 0 {
+			break
+		}
+		t.Logf("Timeout %v ended the command before it printed (after %v): trying a longer one", timeout, time.Since(started))
+	}
 	if err != nil || !st.TimedOut || live.String() != "before\n" {
-		t.Errorf("Timeout 5s on sleep 120: status %+v output %q error %v after %v; want TimedOut, the output before it, a nil error",
+		t.Errorf("Timeout on sleep 120: status %+v output %q error %v after %v; want TimedOut, the output before it, a nil error",
 			st, live.String(), err, time.Since(started))
 	}
 }

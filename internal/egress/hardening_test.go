@@ -167,7 +167,12 @@ func TestUpstreamResponseHeaderCapped(t *testing.T) {
 // and stop: the proxy's heap stays under a bound whatever their number
 // (MaxConns caps the served ones; the rest must not buffer heads either;
 // a budget caps the header bytes held at once).
+//
+// It runs beside the package's other parallel tests, which only wait on
+// timeouts with a connection or two: their allocations are kilobytes
+// against a bound of 32 MiB.
 func TestPartialHeaderFloodMemoryBounded(t *testing.T) {
+	t.Parallel()
 	_, addr, _ := startProxy(t, Config{Policy: allowList("api.example.com"), HeaderTimeout: time.Minute})
 	const conns = 1000
 	head := []byte("CONNECT api.example.com:1 HTTP/1.1\r\nX: " + strings.Repeat("a", 60000))

@@ -17,15 +17,15 @@ import (
 
 // Polls, Wait and Budget bound the search: at most Polls more look-ups
 // Wait apart after the first, all within Budget.
-const (
-	Polls = 8
-	Wait  = 500 * time.Millisecond
-)
+const Polls = 8
 
-// Budget bounds a search. It is a variable so that a test binary can
-// shorten it (before any search starts) where what it checks is that a
-// caller waits for the search, not how long the search looks.
-var Budget = 15 * time.Second
+// Wait and Budget are variables so that a test binary can shorten them
+// (before any search starts) where what it checks is that a caller waits
+// for the search, or that a search goes on, not how long it looks.
+var (
+	Wait   = 500 * time.Millisecond
+	Budget = 15 * time.Second
+)
 
 // Find calls find (which lists by the create token and returns the id
 // found, "" for none) until it returns an id, fails, or the search is

@@ -9,7 +9,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain shortens the polls tenfold: the tests check how a search goes
+// on and ends, in units of Wait, not the production pace.
+func TestMain(m *testing.M) {
+	Wait, Budget = Wait/10, Budget/10
+	goleak.VerifyTestMain(m)
+}
 
 // A sweep finds the sandbox made late and destroys it, once.
 func TestSweeperDestroysWhatTurnsUp(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 // TestUploadParentsMode0750: an upload creates the missing parent
 // directories with mode 0750, as the daemon's upload handler does.
 func TestUploadParentsMode0750(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	var body bytes.Buffer
@@ -43,6 +44,7 @@ func TestUploadParentsMode0750(t *testing.T) {
 // never ends properly leaves nothing there (a client whose upload failed
 // cleans up once, and a write begun after that would stay).
 func TestUploadWritesNothingUntilTheBodyEnds(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	if st, out := r.json("POST", r.tb(id)+"/process/execute", map[string]any{"command": "mkdir d"}); st != 200 {
@@ -101,6 +103,7 @@ func TestUploadWritesNothingUntilTheBodyEnds(t *testing.T) {
 // TestExecuteKeepsWriteOrder: /process/execute's merged result keeps the
 // order the command wrote its stdout and stderr in.
 func TestExecuteKeepsWriteOrder(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	for range 3 {
@@ -114,6 +117,7 @@ func TestExecuteKeepsWriteOrder(t *testing.T) {
 // TestDaemonErrorBodies: status, body shape and text of the daemon's
 // errors.
 func TestDaemonErrorBodies(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	check := func(what string, st int, out map[string]any, wantSt int, want map[string]any, absent ...string) {
@@ -164,6 +168,7 @@ func TestDaemonErrorBodies(t *testing.T) {
 // preview token with 307 to the login page (setting the PKCE cookie),
 // as Daytona's proxy does; the login page answers 200.
 func TestPreviewProxyAnswers(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	st, link := r.json("GET", r.f.URL()+"/sandbox/"+id+"/ports/8080/preview-url", nil)

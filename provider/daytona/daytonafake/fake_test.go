@@ -94,6 +94,7 @@ func (r *raw) create(labels map[string]string) string {
 func (r *raw) tb(id string) string { return r.f.ToolboxURL() + "/" + id }
 
 func TestAuthAndErrorShapes(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	key := r.key
 	r.key = "dtn_wrong"
@@ -123,6 +124,7 @@ func TestAuthAndErrorShapes(t *testing.T) {
 }
 
 func TestStatusQuirks(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(map[string]string{"a": "1"})
 	for _, p := range []string{"autostop/5", "autoarchive/0", "autodelete/-1"} {
@@ -153,6 +155,7 @@ func TestStatusQuirks(t *testing.T) {
 }
 
 func TestLifecycleStates(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	if st, sb := r.json("POST", r.f.URL()+"/sandbox/"+id+"/stop", nil); st != 200 || sb["state"] != "stopping" {
@@ -192,6 +195,7 @@ func TestLifecycleStates(t *testing.T) {
 }
 
 func TestCreatePollsAndFailure(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t, daytonafake.WithCreatePolls(2))
 	st, sb := r.json("POST", r.f.URL()+"/sandbox", map[string]any{})
 	if st != 200 || sb["state"] != "creating" {
@@ -213,6 +217,7 @@ func TestCreatePollsAndFailure(t *testing.T) {
 }
 
 func TestListPagesAndFilters(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	for i := range 5 {
 		r.create(map[string]string{"g": "x", "n": fmt.Sprint(i % 2)})
@@ -254,6 +259,7 @@ func TestListPagesAndFilters(t *testing.T) {
 }
 
 func TestLegacyList(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t, daytonafake.WithLegacyList())
 	r.create(nil)
 	st, _, b := r.do("GET", r.f.URL()+"/sandbox", nil, "")
@@ -263,6 +269,7 @@ func TestLegacyList(t *testing.T) {
 }
 
 func TestExecuteLikeTheDaemon(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	// The command is fed on stdin: cat swallows the rest of the script.
@@ -293,6 +300,7 @@ func TestExecuteLikeTheDaemon(t *testing.T) {
 }
 
 func TestFilesLikeTheDaemon(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	var body bytes.Buffer
@@ -350,6 +358,7 @@ func TestFilesLikeTheDaemon(t *testing.T) {
 }
 
 func TestSessionsSplitByVersion(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	if st, _ := r.json("POST", r.tb(id)+"/process/session", map[string]string{"sessionId": "s"}); st != 201 {
@@ -392,6 +401,7 @@ func TestSessionsSplitByVersion(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	id := r.create(nil)
 	r.f.FailNext("GET", "/version", daytonafake.Fault502)

@@ -8,6 +8,7 @@ import (
 // networkAllowList and domainAllowList are validated, echoed in the DTO
 // and changed by network-settings.
 func TestNetworkSettingsRecorded(t *testing.T) {
+	t.Parallel()
 	r := newRaw(t)
 	many := strings.TrimSuffix(strings.Repeat("10.0.0.0/8,", 11), ",")
 	st, body := r.json("POST", r.f.URL()+"/sandbox", map[string]any{"networkAllowList": many})

@@ -12,6 +12,7 @@ import (
 // cannot listen) with an InvalidArgument error naming each bad option,
 // and starts no server.
 func TestBadOptionNamesIt(t *testing.T) {
+	t.Parallel()
 	err := optstest.Panicked(func() {
 		daytonafake.New(memory.New(), daytonafake.WithCreatePolls(-1), daytonafake.WithAPIKey("")).Close()
 	})

@@ -39,6 +39,7 @@ func (r *raw) dialPty(ctx context.Context, id, sid string) (*websocket.Conn, map
 // the exit code, after which the session is gone (GET 404, resize 410,
 // connect an error control message).
 func TestPtyProtocol(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := newRaw(t)
