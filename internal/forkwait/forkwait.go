@@ -10,22 +10,39 @@
 // load can be milliseconds after the writer closed the file.
 package forkwait
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // Wait returns once every process start this program began before the
-// call has passed its exec, so that no descriptor the caller closed before
-// calling Wait is still held by one of them. Call it after closing a file
-// written for a sandbox and before reporting the write done.
+// call has passed the point where its parent resumes, so that almost no
+// descriptor the caller closed before calling Wait is still held by one
+// of them (see Released for the rest).
 //
 // Starts through os/exec and syscall.ForkExec hold syscall.ForkLock
 // (write-locked, shared among concurrent starts) from the fork until the
-// child, made with vfork, has exec'd; Wait takes the lock for reading
-// and lets it go. It covers those starts, which are how Go programs start
-// processes; a child made without vfork (one given a new user namespace,
-// or traced) is released before its exec, and a fork outside the Go
-// runtime (cgo) takes no lock: neither is waited for.
+// child, made with vfork, has replaced its memory; Wait takes the lock
+// for reading and lets it go. The child closes its close-on-exec
+// descriptors a little after its parent resumes; a child made without
+// vfork (one given a new user namespace, or traced) is let go before its
+// exec; a fork outside the Go runtime (cgo) takes no lock.
 func Wait() {
 	syscall.ForkLock.RLock()
 	// Empty: the lock is a barrier here, not a guard.
 	syscall.ForkLock.RUnlock()
+}
+
+// Released returns once no process holds the file f names open for
+// writing (f is the caller's own descriptor on it, opened for reading
+// after its writer was closed), or once done is closed, or after bound,
+// whichever comes first. It calls Wait first, which settles almost every
+// case; where the system can tell (Linux) it then checks, and polls while
+// another process still holds the file open for writing: a child started
+// during the write that has not yet closed its copy. Where the check is
+// unavailable (another system, a file system without leases) it returns
+// after Wait.
+func Released(f *os.File, done <-chan struct{}) {
+	Wait()
+	released(f, done)
 }

@@ -249,11 +249,16 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		f.Close()
 		return err
 	}
-	err = f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
 	// The file can be executed once no process started meanwhile holds
 	// it open (package forkwait).
-	forkwait.Wait()
-	return err
+	if rf, err := os.Open(p); err == nil {
+		forkwait.Released(rf, ctx.Done())
+		rf.Close()
+	}
+	return nil
 }
 
 // Download implements driver.Runtime.

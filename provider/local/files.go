@@ -312,7 +312,12 @@ func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src i
 		// A process this program was starting as the file was open holds
 		// it open for writing until it execs: running the file would fail
 		// with "Text file busy" until then.
-		forkwait.Wait()
+		if rf, oerr := t.root.OpenFile(tmp, os.O_RDONLY|syscall.O_NOFOLLOW, 0); oerr == nil {
+			forkwait.Released(rf, ctx.Done())
+			rf.Close()
+		} else {
+			forkwait.Wait()
+		}
 		err = t.root.Rename(tmp, final)
 	}
 	if err != nil {

@@ -1,0 +1,72 @@
+package forkwait
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestReleasedWaitsForTheLastWriter: while a descriptor on the file is
+// open for writing anywhere (here, one the test keeps), Released does not
+// return; it returns once that descriptor is closed. A file no one writes
+// is released at once.
+func TestReleasedWaitsForTheLastWriter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.sh")
+	w, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	done := make(chan struct{})
+	go func() {
+		Released(r, nil)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("Released returned while a descriptor held the file open for writing")
+	case <-time.After(100 * time.Millisecond):
+	}
+	start := time.Now()
+	w.Close()
+	select {
+	case <-done:
+		t.Logf("released %v after the writer closed", time.Since(start))
+	case <-time.After(bound):
+		t.Fatalf("Released did not return within %v of the writer closing", bound)
+	}
+	start = time.Now()
+	Released(r, nil)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Released took %v on a file no one writes", d)
+	}
+}
+
+// TestReleasedEndsWithDone: a writer that stays does not hold Released
+// past done.
+func TestReleasedEndsWithDone(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	w, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	stop := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	start := time.Now()
+	Released(r, stop)
+	if d := time.Since(start); d < 50*time.Millisecond || d > bound {
+		t.Errorf("Released returned after %v, want when done closed (50 ms)", d)
+	}
+}
