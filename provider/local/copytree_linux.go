@@ -226,12 +226,7 @@ func (c *copier) tree(ctx context.Context, src, dst string) error {
 	defer s.close()
 	defer d.close()
 	w := &copyWalk{src: walkPath{root: src}, dst: walkPath{root: dst}}
-	err = c.dir(ctx, w, s, d, 0)
-	// A process this program started during the copy may hold a copied
-	// file open for writing until it execs, and running the file fails
-	// with "Text file busy" until then: the copy ends after them.
-	forkwait.Wait()
-	return err
+	return c.dir(ctx, w, s, d, 0)
 }
 
 // dir copies the entries of directory s into directory d. On return s
@@ -300,6 +295,9 @@ func (c *copier) entry(ctx context.Context, w *copyWalk, s, d *dirRef, name stri
 		}
 		if err := c.file(w, s.fd, d.fd, name, st.Size); err != nil {
 			return err
+		}
+		if perm&0o111 != 0 {
+			c.released(ctx, d.fd, name)
 		}
 		if st.Nlink > 1 {
 			c.links[key] = w.dst.path(name)
@@ -439,6 +437,23 @@ func (c *copier) file(w *copyWalk, sfd, dfd int, name string, size int64) error 
 		}
 		return out.Close()
 	})
+}
+
+// released waits until no process this program started during the copy
+// holds the copy name in directory dfd open for writing (see package
+// forkwait): an executable copied can then be run at once. Best effort:
+// a copy that cannot be reopened is not waited for.
+func (c *copier) released(ctx context.Context, dfd int, name string) {
+	var fd int
+	if err := c.dst(func() (err error) {
+		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	forkwait.Released(f, ctx.Done())
+	f.Close()
 }
 
 // copySparse copies the data ranges of in (found with SEEK_DATA and
