@@ -7,22 +7,29 @@ import (
 	"time"
 )
 
-// TestReleasedWaitsForTheLastWriter: while a descriptor on the file is
-// open for writing anywhere (here, one the test keeps), Released does not
-// return; it returns once that descriptor is closed. A file no one writes
-// is released at once.
-func TestReleasedWaitsForTheLastWriter(t *testing.T) {
+// writerAndReader creates a file and returns a descriptor open for
+// writing on it and one open for reading, both closed when t ends.
+func writerAndReader(t *testing.T) (w, r *os.File) {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "run.sh")
 	w, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	r, err := os.Open(p)
-	if err != nil {
+	t.Cleanup(func() { w.Close() })
+	if r, err = os.Open(p); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return w, r
+}
+
+// TestReleasedWaitsForTheLastWriter: while a descriptor on the file is
+// open for writing anywhere (here, one the test keeps), Released does not
+// return; it returns once that descriptor is closed. A file no one writes
+// is released at once.
+func TestReleasedWaitsForTheLastWriter(t *testing.T) {
+	w, r := writerAndReader(t)
 	done := make(chan struct{})
 	go func() {
 		Released(r, nil)
@@ -51,17 +58,7 @@ func TestReleasedWaitsForTheLastWriter(t *testing.T) {
 // TestReleasedEndsWithDone: a writer that stays does not hold Released
 // past done.
 func TestReleasedEndsWithDone(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "f")
-	w, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	r, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	_, r := writerAndReader(t)
 	stop := make(chan struct{})
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
 	start := time.Now()
