@@ -136,6 +136,23 @@ echo "$(sk_roots | wc -l) $n"`
 	return wrappers, sleeps
 }
 
+// procsStarted is procs once the run's command has started its sleep: a
+// command prints "ready" before it execs sleep (or before its background
+// sleep has), so a count taken at once can miss the sleep on a loaded
+// host. It counts again, every 20 ms for up to 10 s, while no sleep is
+// seen; a count of more than one is returned as soon as it is seen.
+func procsStarted(t *testing.T, sb *sandbox.Sandbox, r *Run) (wrappers, sleeps int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		wrappers, sleeps = procs(t, sb, r)
+		if sleeps > 0 || time.Now().After(deadline) {
+			return wrappers, sleeps
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func readFile(t *testing.T, sb *sandbox.Sandbox, p string) string {
 	t.Helper()
 	b, err := sb.ReadFile(testCtx(t), p)
@@ -272,7 +289,7 @@ func TestKillStaysInItsSandbox(t *testing.T) {
 	r1, r2 := start(t, sb1, req), start(t, sb2, req)
 	waitReady(t, r1)
 	waitReady(t, r2)
-	if _, n := procs(t, sb2, r2); n != 1 {
+	if _, n := procsStarted(t, sb2, r2); n != 1 {
 		t.Fatalf("the second sandbox's run has %d command processes before the kill, want 1", n)
 	}
 	if err := r1.Kill(testCtx(t)); err != nil {
@@ -300,7 +317,7 @@ func testDoubleStart(t *testing.T, h harness) {
 	if got := readFile(t, sb, "double.count"); got != "run\n" {
 		t.Errorf("command ran %d times (%q), want once", strings.Count(got, "\n"), got)
 	}
-	if wr, cmd := procs(t, sb, r1); wr != 1 || cmd != 1 {
+	if wr, cmd := procsStarted(t, sb, r1); wr != 1 || cmd != 1 {
 		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
 	}
 	s, err := r2.Status(testCtx(t))
@@ -406,7 +423,7 @@ func testKill(t *testing.T, h harness) {
 	// The command's child holds the output open too.
 	r := start(t, sb, Request{ID: "kill", Command: []string{"sh", "-c", `sleep 300 & echo ready; wait`}})
 	waitReady(t, r)
-	if _, cmd := procs(t, sb, r); cmd != 1 {
+	if _, cmd := procsStarted(t, sb, r); cmd != 1 {
 		t.Fatalf("%d sleep processes before kill, want 1", cmd)
 	}
 	if err := r.Kill(testCtx(t)); err != nil {
@@ -523,7 +540,7 @@ func testOutcomeUnknown(t *testing.T, h harness, afterRun bool, id string) {
 	if got := readFile(t, sb, id+".count"); got != "run\n" {
 		t.Errorf("command ran %d times, want once", strings.Count(got, "\n"))
 	}
-	if wr, cmd := procs(t, sb, r); wr != 1 || cmd != 1 {
+	if wr, cmd := procsStarted(t, sb, r); wr != 1 || cmd != 1 {
 		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
 	}
 }
@@ -569,7 +586,7 @@ func testReconcileKillsDuplicate(t *testing.T, h harness) {
 	if r2.PID() != r.PID() {
 		t.Errorf("reconciled pid %d, want the admitted %d", r2.PID(), r.PID())
 	}
-	if wr, cmd := procs(t, sb, r); wr != 1 || cmd != 1 {
+	if wr, cmd := procsStarted(t, sb, r); wr != 1 || cmd != 1 {
 		t.Errorf("%d wrappers and %d command processes, want 1 and 1", wr, cmd)
 	}
 	if s, err := r.Status(testCtx(t)); err != nil || s.State != Running {
