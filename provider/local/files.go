@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -305,19 +306,27 @@ func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src i
 		_, err = io.CopyBuffer(ctxWriter{ctx, f}, src, *bp)
 		copyBufs.Put(bp)
 	}
+	// A process this program was starting as the file was open holds it
+	// open for writing until it execs: running the file would fail with
+	// "Text file busy" until then. A descriptor for reading, taken through
+	// the writer's own (one open, no walk of the sandbox's path), tells
+	// when no one holds it.
+	var rf *os.File
+	if err == nil {
+		rf, _ = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), os.O_RDONLY, 0)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		// A process this program was starting as the file was open holds
-		// it open for writing until it execs: running the file would fail
-		// with "Text file busy" until then.
-		if rf, oerr := t.root.OpenFile(tmp, os.O_RDONLY|syscall.O_NOFOLLOW, 0); oerr == nil {
+	if rf != nil {
+		if err == nil {
 			forkwait.Released(rf, ctx.Done())
-			rf.Close()
-		} else {
-			forkwait.Wait()
 		}
+		rf.Close()
+	} else if err == nil {
+		forkwait.Wait()
+	}
+	if err == nil {
 		err = t.root.Rename(tmp, final)
 	}
 	if err != nil {
