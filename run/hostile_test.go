@@ -1,8 +1,12 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,11 +37,15 @@ func TestForgedRecordNotQuoted(t *testing.T) {
 	sb := hostileSandbox(t)
 	ctx := testCtx(t)
 	// Start may read the forged record already, or a later Status does.
-	// The command runs until its sandbox's home is gone: with its record
-	// refused there may be no handle to kill it by, and the host runtime
-	// ends no process when it destroys a sandbox.
+	// The command runs until a stop file appears (or its sandbox's home is
+	// gone): with its record refused there may be no handle to kill it by,
+	// and the host runtime ends no process when it destroys a sandbox. The
+	// test ends it, and waits for its wrapper to finish writing into the
+	// home, before the home is removed (else the removal can race the
+	// wrapper's last record: "directory not empty").
+	t.Cleanup(func() { stopHostileRun(t, sb) })
 	r, err := Start(ctx, sb, Request{ID: "adm", Command: []string{"sh", "-c",
-		`printf '1 %s\n' "$TOKEN" > "$SANDBOXKIT_RUN_DIR/admission"; echo ready; while [ -d "$SANDBOXKIT_RUN_DIR" ]; do sleep 0.2; done`}})
+		`printf '1 %s\n' "$TOKEN" > "$SANDBOXKIT_RUN_DIR/admission"; echo ready; while [ -d "$SANDBOXKIT_RUN_DIR" ] && [ ! -e "$HOME/adm.stop" ]; do sleep 0.05; done`}})
 	if err == nil {
 		cleanupKill(t, r)
 		for err == nil {
@@ -51,6 +59,35 @@ func TestForgedRecordNotQuoted(t *testing.T) {
 	if strings.Contains(err.Error(), hostileSecret) {
 		t.Fatalf("the error shows the secret: %v", err)
 	}
+}
+
+// stopHostileRun writes the stop file TestForgedRecordNotQuoted's command
+// waits for, then waits (up to 10 s) until no process of the host has the
+// sandbox's runs directory in its environment: the run's command and
+// wrapper have ended.
+func stopHostileRun(t *testing.T, sb *sandbox.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sb.WriteFile(ctx, "adm.stop", nil); err != nil {
+		t.Logf("stop file: %v", err)
+		return
+	}
+	mark := []byte("SANDBOXKIT_RUN_DIR=" + path.Join(sb.Info().Home, ".sandboxkit", "runs") + "/")
+	for ctx.Err() == nil {
+		running := false
+		ps, _ := filepath.Glob("/proc/[0-9]*/environ")
+		for _, p := range ps {
+			if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, mark) {
+				running = true
+				break
+			}
+		}
+		if !running {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the run's processes still run 10 s after the stop file")
 }
 
 // A run's code plants a request record in a directory of its own: List
