@@ -146,6 +146,12 @@ func (r *Runtime) waitSnapshot(ctx context.Context, id, name string) (driver.Sna
 			if _, err := r.getSnapshot(ctx, "snapshot", name); err == nil {
 				continue
 			}
+			if err := ctx.Err(); err != nil {
+				// The caller gave up meanwhile, and a server may drop a
+				// snapshot whose request was abandoned: the outcome is
+				// the cancellation's, not a failure of the snapshot.
+				return in, fmt.Errorf("daytona: snapshot %s of sandbox %s was not made: %w", name, id, err)
+			}
 			return in, sberrors.Errorf(sberrors.Internal, "daytona: snapshot %s of sandbox %s was not made (the sandbox is %s again)", name, id, stateText(sb))
 		}
 		t := time.NewTimer(delay)
