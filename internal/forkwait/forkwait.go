@@ -46,3 +46,25 @@ func Released(f *os.File, done <-chan struct{}) {
 	Wait()
 	released(f, done)
 }
+
+// CloseReleased closes f, a file the caller has just written, and then
+// returns once the file can be executed: once no process started while
+// f was open still holds it open for writing (see Released, whose done
+// and bound apply). It returns the error of closing f; when that fails
+// it does not wait. Where the file cannot be reopened for reading (its
+// mode denies it) it waits with Wait alone.
+func CloseReleased(f *os.File, done <-chan struct{}) error {
+	rf := reopen(f)
+	err := f.Close()
+	switch {
+	case err != nil:
+	case rf != nil:
+		Released(rf, done)
+	default:
+		Wait()
+	}
+	if rf != nil {
+		rf.Close()
+	}
+	return err
+}

@@ -3,6 +3,7 @@ package forkwait
 import (
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,4 +59,18 @@ func released(f *os.File, done <-chan struct{}) {
 		}
 		delay = min(2*delay, 5*time.Millisecond)
 	}
+}
+
+// reopen opens the file f names for reading through f itself (one open,
+// no walk of its path, which may have changed); nil if it cannot.
+func reopen(f *os.File) *os.File {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var rf *os.File
+	_ = sc.Control(func(fd uintptr) {
+		rf, _ = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(fd)), os.O_RDONLY, 0)
+	})
+	return rf
 }

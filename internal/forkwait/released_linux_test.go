@@ -1,7 +1,9 @@
 package forkwait
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -65,5 +67,62 @@ func TestReleasedEndsWithDone(t *testing.T) {
 	Released(r, stop)
 	if d := time.Since(start); d < 50*time.Millisecond || d > bound {
 		t.Errorf("Released returned after %v, want when done closed (50 ms)", d)
+	}
+}
+
+// TestCloseReleasedWaitsForAnotherWriter: CloseReleased closes the
+// caller's writer and returns only once another descriptor open for
+// writing on the file (as a child between fork and exec holds) is
+// closed too; the file is then executable.
+func TestCloseReleasedWaitsForAnotherWriter(t *testing.T) {
+	w, _ := writerAndReader(t)
+	other, err := os.OpenFile(w.Name(), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := w.WriteString("#!/bin/sh\nexit 0\n"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- CloseReleased(w, nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("CloseReleased returned (%v) while another descriptor held the file open for writing", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	other.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("CloseReleased: %v", err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("CloseReleased did not return within %v of the other writer closing", bound)
+	}
+	if err := exec.Command(w.Name()).Run(); err != nil {
+		t.Fatalf("running the file once CloseReleased returned: %v", err)
+	}
+}
+
+// TestCloseReleasedReportsTheClose: the error of closing the writer is
+// returned (and nothing is waited for); a file its mode keeps from being
+// reopened for reading is closed and waited for with Wait alone.
+func TestCloseReleasedReportsTheClose(t *testing.T) {
+	w, _ := writerAndReader(t)
+	w.Close()
+	if err := CloseReleased(w, nil); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("CloseReleased of a closed file: %v, want os.ErrClosed", err)
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("root reads any file: the write-only case needs another user")
+	}
+	p := filepath.Join(t.TempDir(), "wo")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CloseReleased(f, nil); err != nil {
+		t.Errorf("CloseReleased of a write-only file: %v", err)
 	}
 }

@@ -249,16 +249,9 @@ func (r *Runtime) Upload(ctx context.Context, id, p string, src io.Reader) error
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
 	// The file can be executed once no process started meanwhile holds
 	// it open (package forkwait).
-	if rf, err := os.Open(p); err == nil {
-		forkwait.Released(rf, ctx.Done())
-		rf.Close()
-	}
-	return nil
+	return forkwait.CloseReleased(f, ctx.Done())
 }
 
 // Download implements driver.Runtime.

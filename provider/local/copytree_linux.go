@@ -293,11 +293,8 @@ func (c *copier) entry(ctx context.Context, w *copyWalk, s, d *dirRef, name stri
 				}
 			}
 		}
-		if err := c.file(w, s.fd, d.fd, name, st.Size); err != nil {
+		if err := c.file(ctx, w, s.fd, d.fd, name, st.Size, perm&0o111 != 0); err != nil {
 			return err
-		}
-		if perm&0o111 != 0 {
-			c.released(ctx, d.fd, name)
 		}
 		if st.Nlink > 1 {
 			c.links[key] = w.dst.path(name)
@@ -412,8 +409,10 @@ func (c *copier) finish(w *copyWalk, dfd int, name string, uid, gid int, perm ui
 }
 
 // file copies a regular file's bytes: a reflink where the file system
-// allows, else the data ranges only, holes left as holes.
-func (c *copier) file(w *copyWalk, sfd, dfd int, name string, size int64) error {
+// allows, else the data ranges only, holes left as holes. A copy of an
+// executable (exec) is closed so that it can be run at once, even while
+// this program starts other processes (package forkwait).
+func (c *copier) file(ctx context.Context, w *copyWalk, sfd, dfd int, name string, size int64, exec bool) error {
 	ifd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return w.srcErr("open", name, err)
@@ -426,34 +425,21 @@ func (c *copier) file(w *copyWalk, sfd, dfd int, name string, size int64) error 
 			return w.dstErr("open", name, err)
 		}
 		out := os.NewFile(uintptr(ofd), name)
+		closeOut := out.Close
+		if exec {
+			closeOut = func() error { return forkwait.CloseReleased(out, ctx.Done()) }
+		}
 		if size > 0 && unix.IoctlFileClone(ofd, ifd) == nil {
 			c.reflinked++
-			return out.Close()
+			return closeOut()
 		}
 		c.copied++
 		if err := copySparse(in, out, size); err != nil {
 			out.Close()
 			return w.srcErr("copy", name, err)
 		}
-		return out.Close()
+		return closeOut()
 	})
-}
-
-// released waits until no process this program started during the copy
-// holds the copy name in directory dfd open for writing (see package
-// forkwait): an executable copied can then be run at once. Best effort:
-// a copy that cannot be reopened is not waited for.
-func (c *copier) released(ctx context.Context, dfd int, name string) {
-	var fd int
-	if err := c.dst(func() (err error) {
-		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), name)
-	forkwait.Released(f, ctx.Done())
-	f.Close()
 }
 
 // copySparse copies the data ranges of in (found with SEEK_DATA and

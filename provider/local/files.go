@@ -13,7 +13,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,23 +307,11 @@ func (r *Runtime) uploadIn(ctx context.Context, t *fsTarget, id, p string, src i
 	}
 	// A process this program was starting as the file was open holds it
 	// open for writing until it execs: running the file would fail with
-	// "Text file busy" until then. A descriptor for reading, taken through
-	// the writer's own (one open, no walk of the sandbox's path), tells
-	// when no one holds it.
-	var rf *os.File
+	// "Text file busy" until then (package forkwait).
 	if err == nil {
-		rf, _ = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), os.O_RDONLY, 0)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if rf != nil {
-		if err == nil {
-			forkwait.Released(rf, ctx.Done())
-		}
-		rf.Close()
-	} else if err == nil {
-		forkwait.Wait()
+		err = forkwait.CloseReleased(f, ctx.Done())
+	} else {
+		f.Close()
 	}
 	if err == nil {
 		err = t.root.Rename(tmp, final)
