@@ -25,6 +25,7 @@ var skips = map[string]string{
 // DefaultScratch/Exec/IdleConnectionsReset once: an Exec on a pooled
 // connection was reset after its request left.)
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	t.Run("OverLocal", func(t *testing.T) {
 		t.Parallel()
 		// The local backend's egress proxy enforces the allow-lists, and
