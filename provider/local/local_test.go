@@ -16,8 +16,9 @@ import (
 
 // TestMain runs more tests at once than go test's default of one per CPU:
 // the package's parallel tests wait on sandboxes (leases, sweeps, bounded
-// waits) far more than they compute. Its tests that load the host or
-// count what the host holds are not parallel.
+// waits) far more than they compute. Its tests that count what their
+// process holds run in a process of their own (testpar.OwnProcess); those
+// that count what the host holds are not parallel.
 func TestMain(m *testing.M) {
 	Init() // the package's init already dispatched; calling it again is harmless
 	testpar.Widen(4)
