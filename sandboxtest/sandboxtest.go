@@ -324,7 +324,7 @@ func newSuite(t *testing.T, h Harness) *suite {
 func runTest(t *testing.T, tc test, skip bool, reason string, suiteFor func(t *testing.T) *suite) {
 	switch {
 	case skip, tc.outsideExcl:
-	case tc.alone:
+	case tc.alone && !testing.Short():
 		excl.Lock()
 		defer excl.Unlock()
 	default:
