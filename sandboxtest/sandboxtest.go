@@ -24,7 +24,7 @@
 // start first and run beside their group on a Client of their own.
 // Several Runs may go at once (a provider's configurations, as parallel
 // subtests): the subtests that load the host on purpose run alone across
-// all of them.
+// all of them (but under -short, see test.alone).
 //
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
@@ -465,7 +465,8 @@ type test struct {
 	needs func(sandbox.Capabilities) string // "" when runnable, else why not
 	fn    func(ctx context.Context, t *testing.T, s *suite)
 	// alone: no other subtest of the suite runs beside this one (it
-	// loads the host on purpose; see excl).
+	// loads the host on purpose; see excl). Under -short, which leaves
+	// the host's load to the plain and full runs, it runs as any other.
 	alone bool
 	// countsFDs: it counts the test process's descriptors, and opens many:
 	// no two such subtests run at once, in any Run (see fdCounting).
