@@ -27,7 +27,8 @@ import (
 // streams under concurrency corrupts the complete ones. The relay lives in
 // this process for provider/local, and the fakes' edges (e2bfake,
 // daytonafake) serve from this process too, so the test counts this
-// process's descriptors.
+// process's descriptors (a child process of the test binary of its own:
+// see test.countsFDs).
 
 func init() {
 	portTests = append(portTests,

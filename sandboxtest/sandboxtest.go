@@ -56,6 +56,7 @@ import (
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandbox/drivertest"
+	"github.com/sandboxkit/sandbox/internal/testpar"
 )
 
 // Harness describes the provider under test.
@@ -305,10 +306,12 @@ func Subtests(group string) []string {
 var excl sync.RWMutex
 
 // fdCounting is held by a subtest that counts the test process's descriptors
-// (test.countsFDs) while it runs: each holds a hundred connections open at
-// times and compares the process's count before and after with a small
-// slack, so two at once (a configuration's beside another's, or one
-// running beside its group) would each count the other's.
+// (test.countsFDs) while it runs. Each runs in a child process of the
+// test binary, alone there, and compares the child's count before and
+// after with a small slack (in the test process, every other test's
+// descriptors blurred the count: a round that did not settle cost its
+// 10 s wait); the lock keeps the children, each holding a hundred
+// connections at times, to one at a time.
 var fdCounting sync.Mutex
 
 // newSuite returns a suite on a Client of its own, closed when t ends.
@@ -338,6 +341,12 @@ func runTest(t *testing.T, tc test, skip bool, reason string, suiteFor func(t *t
 	t.Run(tc.name, func(t *testing.T) {
 		if skip {
 			t.Skip(reason)
+		}
+		if tc.countsFDs && !testpar.InChild(t) {
+			// Alone in a child process of the test binary, where no
+			// other test's descriptors blur the count.
+			testpar.RunInChild(t)
+			return
 		}
 		s := suiteFor(t)
 		ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
@@ -469,7 +478,8 @@ type test struct {
 	// the host's load to the plain and full runs, it runs as any other.
 	alone bool
 	// countsFDs: it counts the test process's descriptors, and opens many:
-	// no two such subtests run at once, in any Run (see fdCounting).
+	// it runs in a child process of the test binary, and no two such
+	// subtests run at once, in any Run (see fdCounting).
 	countsFDs bool
 	// cases are the names of its cases that Harness.Skip may name one by
 	// one ("Group/Name/Case"), for a subtest that runs several.

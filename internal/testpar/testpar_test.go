@@ -80,3 +80,13 @@ func TestRunPattern(t *testing.T) {
 		t.Errorf("runPattern = %q, want %q", got, want)
 	}
 }
+
+// The child gets the command line's own flags, with their values, and
+// none of the testing package's.
+func TestOwnFlags(t *testing.T) {
+	in := []string{"-test.run=^X$", "-mine", "v", "-test.v", "-test.timeout", "5m", "--other=1", "-test.testlogfile=/tmp/log", "arg"}
+	got := strings.Join(ownFlags(in), " ")
+	if want := "-mine v --other=1 arg"; got != want {
+		t.Errorf("ownFlags(%q) = %q, want %q", in, got, want)
+	}
+}
