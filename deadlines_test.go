@@ -23,10 +23,11 @@ type hangRuntime struct {
 	mu        sync.Mutex
 	hang      map[string]bool
 	deadlines map[string]time.Duration // op -> deadline minus call time; -1: none
+	every     time.Duration            // the gap between a download-body trickle's bytes
 }
 
 func newHangRuntime() *hangRuntime {
-	return &hangRuntime{Runtime: memory.New(), hang: map[string]bool{}, deadlines: map[string]time.Duration{}}
+	return &hangRuntime{Runtime: memory.New(), hang: map[string]bool{}, deadlines: map[string]time.Duration{}, every: 250 * time.Millisecond}
 }
 
 func (h *hangRuntime) enter(ctx context.Context, op string) bool {
@@ -111,7 +112,7 @@ func (h *hangRuntime) Download(ctx context.Context, id, p string) (io.ReadCloser
 		return nil, ctx.Err()
 	}
 	if h.hang["download-body"] {
-		return &trickle{ctx: ctx, every: 250 * time.Millisecond, left: 25, stall: h.hang["download-stall"]}, nil
+		return &trickle{ctx: ctx, every: h.every, left: 25, stall: h.hang["download-stall"]}, nil
 	}
 	return h.Runtime.Download(ctx, id, p)
 }
@@ -298,18 +299,21 @@ func TestDefaultDeadlinesEndSilentProvider(t *testing.T) {
 
 func TestDownloadBoundByProgressNotTotal(t *testing.T) {
 	// Beside the package's other tests, which mostly wait: a byte every
-	// 250 ms under a real 5 s idle bound leaves 20 times the gap.
+	// 100 ms under a real 2 s idle bound leaves 20 times the gap.
 	t.Parallel()
 	rt := newHangRuntime()
-	// 25 bytes, one every 250 ms: about 6 s in all, longer than the 5 s
-	// idle bound, but never 5 s without a byte.
-	c := sandbox.NewClient(rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{Idle: 5 * time.Second}))
+	// 25 bytes, one every 100 ms: about 2.5 s in all, longer than the 2 s
+	// idle bound, but never 2 s without a byte.
+	rt.every = 100 * time.Millisecond
+	c := sandbox.NewClient(rt, sandbox.WithCallTimeouts(sandbox.CallTimeouts{Idle: 2 * time.Second}))
 	ctx := context.Background()
 	sb, err := c.Create(ctx, sandbox.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt.mu.Lock()
 	rt.hang["download-body"] = true
+	rt.mu.Unlock()
 	start := time.Now()
 	rc, err := sb.Download(ctx, "f")
 	if err != nil {
@@ -320,5 +324,9 @@ func TestDownloadBoundByProgressNotTotal(t *testing.T) {
 	if _, err := io.Copy(&b, rc); err != nil || b.Len() != 25 {
 		t.Fatalf("slow but moving stream: %d bytes, %v after %v", b.Len(), err, time.Since(start))
 	}
-	t.Logf("a 25-byte trickle took %v under a 5s idle bound", time.Since(start))
+	took := time.Since(start)
+	if took < 2*time.Second {
+		t.Fatalf("the trickle took %v, under the 2 s idle bound: the check proves nothing", took)
+	}
+	t.Logf("a 25-byte trickle took %v under a 2s idle bound", took)
 }
