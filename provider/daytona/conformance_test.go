@@ -3,6 +3,7 @@ package daytona_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandbox/provider/daytona"
@@ -31,7 +32,7 @@ func TestConformance(t *testing.T) {
 		// The local backend's egress proxy enforces the allow-lists, and
 		// reaches the Brokered group's loopback upstream (Harness.Egress).
 		up := newEgressUpstream(t)
-		h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil) }, skips)
+		h := harness(func(t *testing.T) *env { return newEnvOn(t, up.Backend(t), nil, fastWatch) }, skips)
 		h.Egress = sandboxtest.EgressHooks{Upstream: up.Upstream, Fetch: up.Fetch}
 		sandboxtest.Run(t, h)
 	})
@@ -40,6 +41,13 @@ func TestConformance(t *testing.T) {
 		testConformanceDefaultScratch(t)
 	})
 }
+
+// fastWatch has the conformance Runtimes poll a watched directory every
+// 100 ms rather than every WatchInterval: the Watch subtests wait for one
+// change after another, each up to a poll late, and at the shipped
+// interval they were the suite's longest chain (11-16 s of the package's
+// 20). What the shipped interval means is checked by TestWatchInterval.
+var fastWatch = daytona.WithWatchIntervalForTest(100 * time.Millisecond)
 
 // noExpose is why the host test runtime skips the Ports subtests that need
 // a server reached through the preview proxy.
@@ -75,7 +83,7 @@ func testConformanceDefaultScratch(t *testing.T) {
 	for _, name := range sandboxtest.Subtests("Terminal") {
 		skip["Terminal/"+name] = "the host test runtime has no terminals for daytonafake's PTY sessions to run on (TestConformance/OverLocal runs the Terminal group over provider/local)"
 	}
-	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil) }, skip)
+	h := harness(func(t *testing.T) *env { return newHostEnv(t, nil, fastWatch) }, skip)
 	h.Groups, h.ShortGroups = scratchGroups, scratchShortGroups
 	sandboxtest.Run(t, h)
 }

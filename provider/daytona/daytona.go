@@ -86,6 +86,19 @@ type config struct {
 	// set it (export_test.go), to see a stall end without waiting the
 	// full grace.
 	grace time.Duration
+	// watchEvery replaces WatchInterval when positive; only the
+	// package's tests set it (export_test.go), so that the watch
+	// conformance subtests do not wait out the shipped interval.
+	watchEvery time.Duration
+}
+
+// watchInterval is how often Watch polls: WatchInterval, unless a test
+// shortened it.
+func (c *config) watchInterval() time.Duration {
+	if c.watchEvery > 0 {
+		return c.watchEvery
+	}
+	return WatchInterval
 }
 
 // execGrace is how long Exec may run past Command.Timeout: ExecGrace,
@@ -259,7 +272,7 @@ func (r *Runtime) Capabilities() driver.Capabilities {
 		ServerSideLabels:    true, Persistent: true,
 		Isolation: "container (Daytona cloud)", DefaultLease: 15 * time.Minute,
 		Network: true, NetworkPolicy: networkSupport,
-		WatchLatency:  WatchInterval, // polled: see Watch
+		WatchLatency:  r.watchInterval(), // polled: see Watch
 		SnapshotModes: []driver.SnapshotMode{driver.SnapshotFilesystem},
 	}
 }

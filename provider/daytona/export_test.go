@@ -9,3 +9,10 @@ import "time"
 func WithExecGraceForTest(d time.Duration) Option {
 	return func(c *config) { c.grace = d }
 }
+
+// WithWatchIntervalForTest shortens WatchInterval for one Runtime (and
+// the WatchLatency it reports), so that the watch conformance subtests
+// see each change a poll sooner. The shipped interval stays WatchInterval.
+func WithWatchIntervalForTest(d time.Duration) Option {
+	return func(c *config) { c.watchEvery = d }
+}

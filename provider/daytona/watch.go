@@ -26,7 +26,7 @@ const WatchInterval = 500 * time.Millisecond
 // interval is not seen, and a recursive watch lists at most
 // pollwatch.MaxDirs directories per poll (one toolbox call each).
 func (r *Runtime) Watch(ctx context.Context, id, dir string, req *driver.WatchRequest) (iter.Seq2[driver.FileEvent, error], error) {
-	return pollwatch.Watch(ctx, r, id, dir, req, WatchInterval)
+	return pollwatch.Watch(ctx, r, id, dir, req, r.watchInterval())
 }
 
 // psScript lists the background processes Start left records for under
