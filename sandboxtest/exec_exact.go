@@ -290,7 +290,7 @@ func testOutputAfterFastExit(ctx context.Context, t *testing.T, s *suite) {
 	case full():
 		rounds = 2
 	case testing.Short():
-		parallel, busy = 8, 0
+		parallel, busy = 8, 1
 	}
 	stop := starve(busy)
 	defer stop()

@@ -24,7 +24,8 @@
 // start first and run beside their group on a Client of their own.
 // Several Runs may go at once (a provider's configurations, as parallel
 // subtests): the subtests that load the host on purpose run alone across
-// all of them (but under -short, see test.alone).
+// all of them, each last in its group, once every group of its Run has run
+// the others.
 //
 // Commands the suite runs are POSIX shell lines and argvs using mostly echo,
 // printf, cat, pwd, printenv, sleep, true, false and exit, with ";", "&&",
@@ -225,25 +226,41 @@ func Run(t *testing.T, h Harness) {
 	// in the order groups lists them, the longest first.
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	start := func(name string, fn func(t *testing.T)) {
+	// rest counts the groups still running their subtests other than
+	// those marked alone, which run last (see below). Every selected
+	// group is counted before any starts.
+	var rest sync.WaitGroup
+	for _, g := range groups() {
+		if selected[g.name] {
+			rest.Add(1)
+		}
+	}
+	start := func(name string, inRest bool, fn func(t *testing.T, release, restDone func())) {
 		if !selected[name] {
 			return
 		}
 		wg.Add(1)
 		sem <- struct{}{}
+		release := sync.OnceFunc(func() { <-sem })
+		restDone := sync.OnceFunc(func() {
+			if inRest {
+				rest.Done()
+			}
+		})
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			t.Run(name, fn)
+			defer release()
+			defer restDone() // also when -run leaves the group out, or it fails early
+			t.Run(name, func(t *testing.T) { fn(t, release, restDone) })
 		}()
 	}
 	// The Driver group takes no part in excl: drivertest's bounds are
 	// sized for a CPU-starved machine, and holding excl for reading
 	// throughout its run, every alone subtest (and every subtest queued
 	// behind that one) would wait for all of it.
-	start(driverGroup, func(t *testing.T) { runDriver(t, h) })
+	start(driverGroup, false, func(t *testing.T, _, _ func()) { runDriver(t, h) })
 	for _, g := range groups() {
-		start(g.name, func(t *testing.T) {
+		start(g.name, true, func(t *testing.T, release, restDone func()) {
 			s := newSuite(t, h)
 			skipped := func(tc test) (string, bool) {
 				reason, skip := h.Skip[g.name+"/"+tc.name]
@@ -267,12 +284,30 @@ func Run(t *testing.T, h Harness) {
 					}()
 				}
 			}
+			var alone []test
 			for _, tc := range g.tests {
 				reason, skip := skipped(tc)
-				if tc.own && !skip {
+				switch {
+				case tc.own && !skip:
+					continue
+				case tc.alone && !skip:
+					alone = append(alone, tc)
 					continue
 				}
 				runTest(t, tc, skip, reason, func(*testing.T) *suite { return s })
+			}
+			restDone()
+			// Subtests marked alone run once every group of the Run has
+			// run its others: started among them, each held up every
+			// other subtest of the test binary (excl) for as long as the
+			// longest running one took to end. The group gives up its
+			// slot meanwhile, so that the groups not yet started can.
+			if len(alone) > 0 {
+				release()
+				rest.Wait()
+				for _, tc := range alone {
+					runTest(t, tc, false, "", func(*testing.T) *suite { return s })
+				}
 			}
 			beside.Wait()
 		})
@@ -281,10 +316,10 @@ func Run(t *testing.T, h Harness) {
 }
 
 // Subtests returns the names of the subtests of group (Harness.Skip keys
-// without the group's prefix), in the order they run; none for a name
-// that is no group. A harness whose provider cannot do what a whole group
-// checks skips each of them, and so skips the group's subtests added
-// later too.
+// without the group's prefix), in the order the group lists them (those
+// marked alone run last); none for a name that is no group. A harness
+// whose provider cannot do what a whole group checks skips each of them,
+// and so skips the group's subtests added later too.
 func Subtests(group string) []string {
 	var names []string
 	for _, g := range groups() {
@@ -327,7 +362,7 @@ func newSuite(t *testing.T, h Harness) *suite {
 func runTest(t *testing.T, tc test, skip bool, reason string, suiteFor func(t *testing.T) *suite) {
 	switch {
 	case skip, tc.outsideExcl:
-	case tc.alone && !testing.Short():
+	case tc.alone:
 		excl.Lock()
 		defer excl.Unlock()
 	default:
@@ -474,8 +509,8 @@ type test struct {
 	needs func(sandbox.Capabilities) string // "" when runnable, else why not
 	fn    func(ctx context.Context, t *testing.T, s *suite)
 	// alone: no other subtest of the suite runs beside this one (it
-	// loads the host on purpose; see excl). Under -short, which leaves
-	// the host's load to the plain and full runs, it runs as any other.
+	// loads the host on purpose; see excl). It runs last in its group,
+	// once every group of its Run has run its other subtests.
 	alone bool
 	// countsFDs: it counts the test process's descriptors, and opens many:
 	// it runs in a child process of the test binary, and no two such
