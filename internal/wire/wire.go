@@ -20,9 +20,20 @@ import (
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
+	// closed is set when the peer was found to have closed the
+	// connection before a request was written on it (see Attempt.got):
+	// writes then fail without sending a byte.
+	closed atomic.Bool
 }
 
+// errPeerClosed is the write error of a pooled connection the server had
+// closed before the request was written on it.
+var errPeerClosed = errors.New("the server had closed this pooled connection")
+
 func (c *countingConn) Write(p []byte) (int, error) {
+	if c.closed.Load() {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: errPeerClosed}
+	}
 	n, err := c.Conn.Write(p)
 	c.written.Add(int64(n))
 	return n, err
@@ -31,6 +42,9 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // ReadFrom keeps the underlying connection's zero-copy path (sendfile,
 // splice) for uploads while still counting.
 func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
+	if c.closed.Load() {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: errPeerClosed}
+	}
 	n, err := io.Copy(c.Conn, r)
 	c.written.Add(n)
 	return n, err
@@ -100,6 +114,15 @@ func (a *Attempt) got(i httptrace.GotConnInfo) {
 	a.conn = counted(i.Conn)
 	if a.conn != nil {
 		a.start = a.conn.written.Load()
+		// A pooled connection the server closed a moment ago (a restart,
+		// its idle timeout) is handed out until the transport's reader
+		// sees the end; a request written on it would be lost after it
+		// left, its outcome unknown. Where the end has already arrived,
+		// the request is refused before a byte is written, so that it
+		// is known not sent (and retried on a fresh connection).
+		if i.Reused && peerClosed(a.conn.Conn) {
+			a.conn.closed.Store(true)
+		}
 	}
 }
 
