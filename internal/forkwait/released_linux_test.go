@@ -62,8 +62,8 @@ func TestReleasedWaitsForTheLastWriter(t *testing.T) {
 func TestReleasedEndsWithDone(t *testing.T) {
 	_, r := writerAndReader(t)
 	stop := make(chan struct{})
+	start := time.Now() // before the timer, which ends 50 ms after its own start
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
-	start := time.Now()
 	Released(r, stop)
 	if d := time.Since(start); d < 50*time.Millisecond || d > bound {
 		t.Errorf("Released returned after %v, want when done closed (50 ms)", d)
