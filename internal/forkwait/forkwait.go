@@ -18,7 +18,7 @@ import (
 // Wait returns once every process start this program began before the
 // call has passed the point where its parent resumes, so that almost no
 // descriptor the caller closed before calling Wait is still held by one
-// of them (see Released for the rest).
+// of them (see CloseReleased for the rest).
 //
 // Starts through os/exec and syscall.ForkExec hold syscall.ForkLock
 // (write-locked, shared among concurrent starts) from the fork until the
@@ -33,7 +33,7 @@ func Wait() {
 	syscall.ForkLock.RUnlock()
 }
 
-// Released returns once no process holds the file f names open for
+// waitReleased returns once no process holds the file f names open for
 // writing (f is the caller's own descriptor on it, opened for reading
 // after its writer was closed), or once done is closed, or after bound,
 // whichever comes first. It calls Wait first, which settles almost every
@@ -42,14 +42,14 @@ func Wait() {
 // during the write that has not yet closed its copy. Where the check is
 // unavailable (another system, a file system without leases) it returns
 // after Wait.
-func Released(f *os.File, done <-chan struct{}) {
+func waitReleased(f *os.File, done <-chan struct{}) {
 	Wait()
 	released(f, done)
 }
 
 // CloseReleased closes f, a file the caller has just written, and then
 // returns once the file can be executed: once no process started while
-// f was open still holds it open for writing (see Released, whose done
+// f was open still holds it open for writing (see waitReleased, whose done
 // and bound apply). It returns the error of closing f; when that fails
 // it does not wait. Where the file cannot be reopened for reading (its
 // mode denies it) it waits with Wait alone.
@@ -59,7 +59,7 @@ func CloseReleased(f *os.File, done <-chan struct{}) error {
 	switch {
 	case err != nil:
 	case rf != nil:
-		Released(rf, done)
+		waitReleased(rf, done)
 	default:
 		Wait()
 	}

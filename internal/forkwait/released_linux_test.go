@@ -27,19 +27,19 @@ func writerAndReader(t *testing.T) (w, r *os.File) {
 }
 
 // TestReleasedWaitsForTheLastWriter: while a descriptor on the file is
-// open for writing anywhere (here, one the test keeps), Released does not
+// open for writing anywhere (here, one the test keeps), waitReleased does not
 // return; it returns once that descriptor is closed. A file no one writes
 // is released at once.
 func TestReleasedWaitsForTheLastWriter(t *testing.T) {
 	w, r := writerAndReader(t)
 	done := make(chan struct{})
 	go func() {
-		Released(r, nil)
+		waitReleased(r, nil)
 		close(done)
 	}()
 	select {
 	case <-done:
-		t.Fatal("Released returned while a descriptor held the file open for writing")
+		t.Fatal("waitReleased returned while a descriptor held the file open for writing")
 	case <-time.After(100 * time.Millisecond):
 	}
 	start := time.Now()
@@ -48,25 +48,25 @@ func TestReleasedWaitsForTheLastWriter(t *testing.T) {
 	case <-done:
 		t.Logf("released %v after the writer closed", time.Since(start))
 	case <-time.After(bound):
-		t.Fatalf("Released did not return within %v of the writer closing", bound)
+		t.Fatalf("waitReleased did not return within %v of the writer closing", bound)
 	}
 	start = time.Now()
-	Released(r, nil)
+	waitReleased(r, nil)
 	if d := time.Since(start); d > time.Second {
-		t.Errorf("Released took %v on a file no one writes", d)
+		t.Errorf("waitReleased took %v on a file no one writes", d)
 	}
 }
 
-// TestReleasedEndsWithDone: a writer that stays does not hold Released
+// TestReleasedEndsWithDone: a writer that stays does not hold waitReleased
 // past done.
 func TestReleasedEndsWithDone(t *testing.T) {
 	_, r := writerAndReader(t)
 	stop := make(chan struct{})
 	start := time.Now() // before the timer, which ends 50 ms after its own start
 	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
-	Released(r, stop)
+	waitReleased(r, stop)
 	if d := time.Since(start); d < 50*time.Millisecond || d > bound {
-		t.Errorf("Released returned after %v, want when done closed (50 ms)", d)
+		t.Errorf("waitReleased returned after %v, want when done closed (50 ms)", d)
 	}
 }
 
